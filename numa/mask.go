@@ -1,0 +1,304 @@
+package numa
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// MaxNodes is the largest number of NUMA nodes a [Mask] can describe.
+const MaxNodes = 64
+
+// NodeID is a NUMA node's identifier as the operating system numbers it
+// (the N of /sys/devices/system/node/nodeN). IDs may be sparse.
+type NodeID int
+
+// String returns the decimal form of the ID.
+func (id NodeID) String() string { return strconv.Itoa(int(id)) }
+
+// Mask is a set of NUMA nodes by dense index: bit i is the machine's i-th NUMA
+// node in ascending ID order. The zero value is the empty set. All methods
+// have value receivers, never allocate (except String and the iterators'
+// closures) and never mutate the receiver.
+type Mask uint64
+
+// ErrInvalidMask is returned (wrapped) by [ParseMask] for malformed input.
+var ErrInvalidMask = errors.New("invalid NUMA mask")
+
+// MaskOf returns the mask holding the given dense indices.
+// It panics if an index is outside [0, 64): that is a programmer error.
+func MaskOf(indices ...int) Mask {
+	var m Mask
+	for _, i := range indices {
+		if i < 0 || i >= MaxNodes {
+			panic(fmt.Sprintf("numa.MaskOf: index %d out of range [0,64)", i))
+		}
+		m |= 1 << uint(i)
+	}
+	return m
+}
+
+// FirstN returns the mask of the dense indices 0..n-1 (n clamped to [0, 64]).
+func FirstN(n int) Mask {
+	switch {
+	case n <= 0:
+		return 0
+	case n >= MaxNodes:
+		return ^Mask(0)
+	}
+	return Mask(1)<<uint(n) - 1
+}
+
+// Union returns m ∪ o.
+func (m Mask) Union(o Mask) Mask { return m | o }
+
+// Intersection returns m ∩ o.
+func (m Mask) Intersection(o Mask) Mask { return m & o }
+
+// Difference returns m \ o.
+func (m Mask) Difference(o Mask) Mask { return m &^ o }
+
+// Count returns the number of nodes in m.
+func (m Mask) Count() int { return bits.OnesCount64(uint64(m)) }
+
+// IsEmpty reports whether m has no nodes.
+func (m Mask) IsEmpty() bool { return m == 0 }
+
+// Contains reports whether dense index i is in m. Out-of-range indices are
+// never contained.
+func (m Mask) Contains(i int) bool {
+	return i >= 0 && i < MaxNodes && m&(1<<uint(i)) != 0
+}
+
+// With returns m with dense index i added. It panics if i is outside [0, 64).
+func (m Mask) With(i int) Mask { return m | MaskOf(i) }
+
+// Without returns m with dense index i removed. Out-of-range indices are ignored.
+func (m Mask) Without(i int) Mask {
+	if i < 0 || i >= MaxNodes {
+		return m
+	}
+	return m &^ (1 << uint(i))
+}
+
+// IsSubsetOf reports whether every node of m is in o.
+func (m Mask) IsSubsetOf(o Mask) bool { return m&^o == 0 }
+
+// Equal reports whether m and o hold the same nodes (the same as m == o).
+func (m Mask) Equal(o Mask) bool { return m == o }
+
+// Lowest returns the lowest dense index in m, or -1 when m is empty.
+func (m Mask) Lowest() int {
+	if m == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(uint64(m))
+}
+
+// Highest returns the highest dense index in m, or -1 when m is empty.
+func (m Mask) Highest() int {
+	if m == 0 {
+		return -1
+	}
+	return 63 - bits.LeadingZeros64(uint64(m))
+}
+
+// IsNarrowerThan orders masks the way placement prefers them: fewer nodes
+// first; at equal count, the mask whose lowest differing index belongs to it
+// (that is, lower indices first, compared as sorted index lists).
+// It is a strict order: m.IsNarrowerThan(m) is false.
+func (m Mask) IsNarrowerThan(o Mask) bool {
+	cm, co := m.Count(), o.Count()
+	if cm != co {
+		return cm < co
+	}
+	d := m ^ o
+	if d == 0 {
+		return false
+	}
+	return m&(d&-d) != 0
+}
+
+// All yields the dense indices of m in ascending order.
+func (m Mask) All() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for w := uint64(m); w != 0; w &= w - 1 {
+			if !yield(bits.TrailingZeros64(w)) {
+				return
+			}
+		}
+	}
+}
+
+// Indices appends the dense indices of m in ascending order to dst and
+// returns the extended slice.
+func (m Mask) Indices(dst []int) []int {
+	for w := uint64(m); w != 0; w &= w - 1 {
+		dst = append(dst, bits.TrailingZeros64(w))
+	}
+	return dst
+}
+
+// Submasks yields every non-empty subset of m, in increasing numeric order of
+// the mask value. A mask of n nodes has 2^n - 1 of them: callers on large
+// masks should stop early or use [Mask.Subsets].
+func (m Mask) Submasks() iter.Seq[Mask] {
+	return func(yield func(Mask) bool) {
+		if m == 0 {
+			return
+		}
+		// Enumerate s = (s - m) & m, which walks submasks upward.
+		s := Mask(0)
+		for {
+			s = (s - m) & m
+			if s == 0 {
+				return
+			}
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
+
+// Subsets yields every k-element subset of m, in lexicographic order of their
+// sorted index lists' reverse (Gosper's order over the positions of m: the
+// first subset is the k lowest indices, the last the k highest). Nothing is
+// yielded when k < 0 or k > m.Count(); k == 0 yields the empty mask once.
+func (m Mask) Subsets(k int) iter.Seq[Mask] {
+	return func(yield func(Mask) bool) {
+		n := m.Count()
+		if k < 0 || k > n {
+			return
+		}
+		if k == 0 {
+			yield(0)
+			return
+		}
+		// c walks the k-combinations of n positions (Gosper's hack); each is
+		// deposited into the positions of m.
+		c := uint64(1)<<uint(k) - 1
+		for {
+			if !yield(Mask(deposit(c, uint64(m)))) {
+				return
+			}
+			if k == n {
+				return
+			}
+			u := c & -c
+			v := c + u
+			if v == 0 || bits.Len64(v) > n {
+				return
+			}
+			c = v | (((v ^ c) / u) >> 2)
+			if bits.Len64(c) > n {
+				return
+			}
+		}
+	}
+}
+
+// deposit scatters the low bits of x into the set positions of mask
+// (the software form of the x86 PDEP instruction).
+func deposit(x, mask uint64) uint64 {
+	var r uint64
+	for bb := uint64(1); mask != 0; bb += bb {
+		low := mask & -mask
+		if x&bb != 0 {
+			r |= low
+		}
+		mask &= mask - 1
+	}
+	return r
+}
+
+// String returns m in list form, such as "0-2,5"; the empty mask is "".
+func (m Mask) String() string {
+	var sb strings.Builder
+	w := uint64(m)
+	for w != 0 {
+		lo := bits.TrailingZeros64(w)
+		hi := lo
+		for hi+1 < MaxNodes && w&(1<<uint(hi+1)) != 0 {
+			hi++
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(lo))
+		if hi > lo {
+			sb.WriteByte('-')
+			sb.WriteString(strconv.Itoa(hi))
+		}
+		if hi == MaxNodes-1 {
+			break
+		}
+		w &^= (uint64(1)<<uint(hi+1) - 1)
+	}
+	return sb.String()
+}
+
+// ParseMask parses the list form written by [Mask.String] ("0-2,5"; spaces
+// around items are allowed; "" is the empty mask). Indices must lie in
+// [0, 64). Errors wrap [ErrInvalidMask] and quote the bad item.
+func ParseMask(s string) (Mask, error) {
+	var m Mask
+	err := parseList(s, MaxNodes-1, func(lo, hi int) {
+		m |= FirstN(hi+1) &^ FirstN(lo)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w %q: %w", ErrInvalidMask, s, err)
+	}
+	return m, nil
+}
+
+// parseList parses a Linux list ("0-3,8,10-11") calling add for each range.
+// Values above max are refused; max < 0 means no bound.
+func parseList(s string, max int, add func(lo, hi int)) error {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return errors.New("empty item")
+		}
+		loS, hiS, isRange := strings.Cut(item, "-")
+		lo, err := parseIndex(loS, max)
+		if err != nil {
+			return fmt.Errorf("item %q: %w", item, err)
+		}
+		hi := lo
+		if isRange {
+			if hi, err = parseIndex(hiS, max); err != nil {
+				return fmt.Errorf("item %q: %w", item, err)
+			}
+			if hi < lo {
+				return fmt.Errorf("item %q: range end below its start", item)
+			}
+		}
+		add(lo, hi)
+	}
+	return nil
+}
+
+func parseIndex(s string, max int) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s[0] == '+' || s[0] == '-' {
+		return 0, fmt.Errorf("%q is not a non-negative integer", s)
+	}
+	v, err := strconv.ParseUint(s, 10, 31)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a non-negative integer", s)
+	}
+	if max >= 0 && int(v) > max {
+		return 0, fmt.Errorf("%d is above the limit %d", v, max)
+	}
+	return int(v), nil
+}
+
+func trailing(w uint64) int { return bits.TrailingZeros64(w) }

@@ -1,0 +1,218 @@
+package topology
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// Spec is the topology interchange format of numaplace (what `numaplan
+// topology --json` prints and `--topology FILE` reads), field for field.
+// Required: numaNodes, each with id and cpus (cpus may be "" for a CPU-less
+// node). Every other field is optional; unknown fields are ignored.
+type Spec struct {
+	Name         string     `json:"name,omitempty"`
+	NUMANodes    []NodeSpec `json:"numaNodes"`
+	Distances    [][]int    `json:"distances,omitempty"`
+	NUMASets     [][]int    `json:"numaSets,omitempty"`
+	Cores        []string   `json:"cores,omitempty"`
+	L3Groups     []string   `json:"l3Groups,omitempty"`
+	ReservedCPUs string     `json:"reservedCPUs,omitempty"`
+	GPUs         []GPUSpec  `json:"gpus,omitempty"`
+	Devices      []DevSpec  `json:"devices,omitempty"`
+	NVLinks      [][]int    `json:"nvlinks,omitempty"`
+}
+
+// NodeSpec is one NUMA node of a [Spec]. ID and CPUs are pointers so that a
+// missing field is told apart from 0 and "".
+type NodeSpec struct {
+	ID        *int    `json:"id"`
+	Socket    *int    `json:"socket,omitempty"`
+	CPUs      *string `json:"cpus"`
+	MemoryMiB int64   `json:"memoryMiB,omitempty"`
+}
+
+// GPUSpec is one GPU of a [Spec]. A missing id is the GPU's position in the
+// list; a missing numaNode is -1 (unknown).
+type GPUSpec struct {
+	ID         *int   `json:"id,omitempty"`
+	NUMANode   *int   `json:"numaNode,omitempty"`
+	BusID      string `json:"busID,omitempty"`
+	PCIeSwitch string `json:"pcieSwitch,omitempty"`
+	UUID       string `json:"uuid,omitempty"`
+}
+
+// DevSpec is one non-GPU device of a [Spec]: id and class are required; a
+// missing numaNode is -1 (unknown).
+type DevSpec struct {
+	ID         string `json:"id"`
+	Class      string `json:"class"`
+	NUMANode   *int   `json:"numaNode,omitempty"`
+	BusID      string `json:"busID,omitempty"`
+	PCIeSwitch string `json:"pcieSwitch,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ParseJSON reads a machine from the interchange JSON. Errors name the
+// offending item and unwrap to [ErrInvalid] (or [ErrTooManyNodes]).
+func ParseJSON(data []byte) (*Machine, error) {
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&s); err != nil {
+		return nil, &ValidationError{Item: "topology JSON", Reason: "cannot decode", Cause: err}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, invalid("topology JSON", "unexpected data after the topology object")
+	}
+	return s.Build()
+}
+
+// ReadJSON is [ParseJSON] over a reader.
+func ReadJSON(r io.Reader) (*Machine, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading topology JSON: %w", ErrInvalid, err)
+	}
+	return ParseJSON(data)
+}
+
+// Build validates the spec and returns the machine (see [Builder.Build] for
+// the checks).
+func (s *Spec) Build() (*Machine, error) {
+	if s.NUMANodes == nil {
+		return nil, invalid("numaNodes", "the field is required")
+	}
+	b := NewBuilder(s.Name)
+	for i, n := range s.NUMANodes {
+		item := fmt.Sprintf("numaNodes[%d]", i)
+		if n.ID == nil {
+			return nil, invalid(item, `"id" is required`)
+		}
+		item = fmt.Sprintf("numaNodes[%d] (id %d)", i, *n.ID)
+		if n.CPUs == nil {
+			return nil, invalid(item, `"cpus" is required ("" for a CPU-less node)`)
+		}
+		cpus, err := numa.ParseCPUSet(*n.CPUs)
+		if err != nil {
+			return nil, &ValidationError{Item: item, Reason: "bad cpus", Cause: err}
+		}
+		socket := UnknownSocket
+		if n.Socket != nil {
+			socket = *n.Socket
+		}
+		b.AddNode(Node{ID: numa.NodeID(*n.ID), Socket: socket, CPUs: cpus, MemoryMiB: n.MemoryMiB})
+	}
+	if s.Distances != nil {
+		b.SetDistances(s.Distances)
+	}
+	if s.NUMASets != nil {
+		sets := make([][]numa.NodeID, len(s.NUMASets))
+		for i, set := range s.NUMASets {
+			for _, id := range set {
+				sets[i] = append(sets[i], numa.NodeID(id))
+			}
+		}
+		b.SetNUMASets(sets)
+	}
+	for i, c := range s.Cores {
+		cpus, err := numa.ParseCPUSet(c)
+		if err != nil {
+			return nil, &ValidationError{Item: fmt.Sprintf("cores[%d]", i), Reason: "bad CPU list", Cause: err}
+		}
+		b.AddCore(cpus)
+	}
+	for i, c := range s.L3Groups {
+		cpus, err := numa.ParseCPUSet(c)
+		if err != nil {
+			return nil, &ValidationError{Item: fmt.Sprintf("l3Groups[%d]", i), Reason: "bad CPU list", Cause: err}
+		}
+		b.AddL3(cpus)
+	}
+	reserved, err := numa.ParseCPUSet(s.ReservedCPUs)
+	if err != nil {
+		return nil, &ValidationError{Item: "reservedCPUs", Reason: "bad CPU list", Cause: err}
+	}
+	b.SetReservedCPUs(reserved)
+	for i, g := range s.GPUs {
+		gpu := GPU{ID: i, NUMANode: UnknownNode, BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID}
+		if g.ID != nil {
+			gpu.ID = *g.ID
+		}
+		if g.NUMANode != nil {
+			gpu.NUMANode = numa.NodeID(*g.NUMANode)
+		}
+		b.AddGPU(gpu)
+	}
+	for _, d := range s.Devices {
+		dev := Device{ID: d.ID, Class: d.Class, NUMANode: UnknownNode, BusID: d.BusID, PCIeSwitch: d.PCIeSwitch}
+		if d.NUMANode != nil {
+			dev.NUMANode = numa.NodeID(*d.NUMANode)
+		}
+		b.AddDevice(dev)
+	}
+	for i, l := range s.NVLinks {
+		if len(l) != 3 {
+			return nil, invalid(fmt.Sprintf("nvlinks[%d]", i), "want [gpuA, gpuB, links], got %d numbers", len(l))
+		}
+		b.AddNVLink(l[0], l[1], l[2])
+	}
+	return b.Build()
+}
+
+// Spec returns the machine in the interchange format. Cores are written only
+// when some core has more than one CPU (one CPU per core is the default);
+// distances and NUMA sets are always written.
+func (m *Machine) Spec() Spec {
+	s := Spec{Name: m.name, Distances: m.distances.Rows()}
+	for _, n := range m.nodes {
+		ns := NodeSpec{ID: ptr(int(n.ID)), CPUs: ptr(n.CPUs.String()), MemoryMiB: n.MemoryMiB}
+		if n.Socket != UnknownSocket {
+			ns.Socket = ptr(n.Socket)
+		}
+		s.NUMANodes = append(s.NUMANodes, ns)
+	}
+	for _, set := range m.sets {
+		ids := []int{}
+		for i := range set.All() {
+			ids = append(ids, int(m.nodes[i].ID))
+		}
+		s.NUMASets = append(s.NUMASets, ids)
+	}
+	if m.threads > 1 {
+		for _, c := range m.cores {
+			s.Cores = append(s.Cores, c.CPUs.String())
+		}
+	}
+	for _, g := range m.l3 {
+		s.L3Groups = append(s.L3Groups, g.String())
+	}
+	s.ReservedCPUs = m.reserved.String()
+	for _, g := range m.gpus {
+		s.GPUs = append(s.GPUs, GPUSpec{ID: ptr(g.ID), NUMANode: ptr(int(g.NUMANode)),
+			BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID})
+	}
+	for _, d := range m.devices {
+		s.Devices = append(s.Devices, DevSpec{ID: d.ID, Class: d.Class, NUMANode: ptr(int(d.NUMANode)),
+			BusID: d.BusID, PCIeSwitch: d.PCIeSwitch})
+	}
+	for _, l := range m.nvlinks {
+		s.NVLinks = append(s.NVLinks, []int{l.A, l.B, l.Links})
+	}
+	return s
+}
+
+// MarshalJSON writes the machine in the interchange format.
+func (m *Machine) MarshalJSON() ([]byte, error) { return json.Marshal(m.Spec()) }
+
+// WriteJSON writes the machine in the interchange format, indented, with a
+// final newline.
+func (m *Machine) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m.Spec())
+}

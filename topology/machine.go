@@ -1,0 +1,292 @@
+package topology
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// UnknownNode is the NUMA node of a device whose node the firmware does not
+// report (sysfs numa_node -1, common in virtual machines).
+const UnknownNode numa.NodeID = -1
+
+// UnknownSocket is the socket of a NUMA node whose socket is not known (a
+// CPU-less memory node, or a description without socket information).
+const UnknownSocket = -1
+
+// Node is one NUMA node.
+type Node struct {
+	// ID is the operating system's node number (may be sparse).
+	ID numa.NodeID
+	// Socket is the physical package the node belongs to, or [UnknownSocket].
+	Socket int
+	// CPUs are the node's logical CPUs; empty for a CPU-less (HBM, CXL) node.
+	CPUs numa.CPUSet
+	// MemoryMiB is the node's memory in MiB.
+	MemoryMiB int64
+}
+
+// Core is one physical core: a group of SMT sibling threads.
+type Core struct {
+	// CPUs are the core's logical CPUs (its hardware threads).
+	CPUs numa.CPUSet
+	// Node is the dense index of the NUMA node that holds the core.
+	Node int
+}
+
+// GPU is one GPU.
+type GPU struct {
+	// ID is the GPU's index on the machine (as in nvidia-smi), unique.
+	ID int
+	// NUMANode is the ID of the GPU's NUMA node, or [UnknownNode].
+	NUMANode numa.NodeID
+	// BusID is the PCI address, such as "0000:1b:00.0" (optional).
+	BusID string
+	// PCIeSwitch names the PCIe switch (or root port) the GPU sits under;
+	// GPUs with the same non-empty value share it (optional).
+	PCIeSwitch string
+	// UUID is the vendor's unique identifier, such as "GPU-..." (optional).
+	UUID string
+}
+
+// Device is a PCI device of another class than GPU, such as an RDMA NIC.
+type Device struct {
+	// ID identifies the device within its class, such as "mlx5_0".
+	ID string
+	// Class is the device class, such as "rdma"; never "gpu".
+	Class string
+	// NUMANode is the ID of the device's NUMA node, or [UnknownNode].
+	NUMANode numa.NodeID
+	// BusID is the PCI address (optional).
+	BusID string
+	// PCIeSwitch names the PCIe switch the device sits under (optional).
+	PCIeSwitch string
+}
+
+// NVLink says that GPUs A and B are joined by Links NVLink links.
+type NVLink struct {
+	A, B  int
+	Links int
+}
+
+// Machine is an immutable description of one machine: its NUMA nodes (in
+// ascending ID order; a node's position is its dense index, the bit that
+// stands for it in a numa.Mask), sockets, SMT cores, optional L3 groups,
+// GPUs and other devices, distances, NUMA sets and reserved CPUs.
+//
+// A Machine is built by a [Builder], by [Spec.Build] from the interchange
+// JSON, by [Preset] or by discovery, and is safe for concurrent use. Slices
+// and sets returned by its methods are copies unless a method says
+// otherwise.
+type Machine struct {
+	name      string
+	nodes     []Node // ascending ID
+	cores     []Core // ordered by lowest CPU
+	l3        []numa.CPUSet
+	gpus      []GPU // ascending ID
+	devices   []Device
+	nvlinks   []NVLink
+	distances numa.Distances
+	sets      []numa.Mask
+	setOf     []int // dense node index -> index into sets
+	sockets   []int // distinct known sockets, ascending
+	reserved  numa.CPUSet
+	allCPUs   numa.CPUSet
+	cpuNode   []int16 // cpu -> dense node index, -1 when absent
+	cpuCore   []int32 // cpu -> core index, -1 when absent
+	threads   int     // threads of the largest core
+}
+
+// Name returns the machine's name (may be empty).
+func (m *Machine) Name() string { return m.name }
+
+// NumNodes returns the number of NUMA nodes.
+func (m *Machine) NumNodes() int { return len(m.nodes) }
+
+// AllNodes returns the mask of every NUMA node.
+func (m *Machine) AllNodes() numa.Mask { return numa.FirstN(len(m.nodes)) }
+
+// Node returns the NUMA node at dense index i (its CPUs are a copy).
+// It panics when i is out of range: that is a programmer error.
+func (m *Machine) Node(i int) Node {
+	n := m.nodes[i]
+	n.CPUs = n.CPUs.Clone()
+	return n
+}
+
+// Nodes returns every NUMA node in ascending ID order (copies).
+func (m *Machine) Nodes() []Node {
+	out := make([]Node, len(m.nodes))
+	for i := range m.nodes {
+		out[i] = m.Node(i)
+	}
+	return out
+}
+
+// NodeCPUs returns the CPUs of the node at dense index i without copying:
+// the caller must not modify the result.
+func (m *Machine) NodeCPUs(i int) numa.CPUSet { return m.nodes[i].CPUs }
+
+// NodeID returns the ID of the node at dense index i.
+func (m *Machine) NodeID(i int) numa.NodeID { return m.nodes[i].ID }
+
+// NodeIDs returns every node ID in ascending order.
+func (m *Machine) NodeIDs() []numa.NodeID {
+	ids := make([]numa.NodeID, len(m.nodes))
+	for i, n := range m.nodes {
+		ids[i] = n.ID
+	}
+	return ids
+}
+
+// NodeIndex returns the dense index of the node with the given ID.
+func (m *Machine) NodeIndex(id numa.NodeID) (int, bool) {
+	return slices.BinarySearchFunc(m.nodes, id, func(n Node, id numa.NodeID) int {
+		return int(n.ID) - int(id)
+	})
+}
+
+// MaskOf returns the mask of the given node IDs, or an error naming the
+// first ID the machine does not have.
+func (m *Machine) MaskOf(ids ...numa.NodeID) (numa.Mask, error) {
+	var mask numa.Mask
+	for _, id := range ids {
+		i, ok := m.NodeIndex(id)
+		if !ok {
+			return 0, fmt.Errorf("%w: the machine has no NUMA node %d", ErrInvalid, id)
+		}
+		mask = mask.With(i)
+	}
+	return mask, nil
+}
+
+// IDsOf returns the node IDs of mask, ascending. Bits beyond the machine's
+// nodes are ignored.
+func (m *Machine) IDsOf(mask numa.Mask) []numa.NodeID {
+	mask &= m.AllNodes()
+	ids := make([]numa.NodeID, 0, mask.Count())
+	for i := range mask.All() {
+		ids = append(ids, m.nodes[i].ID)
+	}
+	return ids
+}
+
+// Sockets returns the known socket numbers, ascending.
+func (m *Machine) Sockets() []int { return slices.Clone(m.sockets) }
+
+// Cores returns the physical cores, ordered by their lowest CPU (copies).
+func (m *Machine) Cores() []Core {
+	out := make([]Core, len(m.cores))
+	for i, c := range m.cores {
+		out[i] = Core{CPUs: c.CPUs.Clone(), Node: c.Node}
+	}
+	return out
+}
+
+// NumCores returns the number of physical cores.
+func (m *Machine) NumCores() int { return len(m.cores) }
+
+// CoreCPUs returns the CPUs of core i without copying: the caller must not
+// modify the result.
+func (m *Machine) CoreCPUs(i int) numa.CPUSet { return m.cores[i].CPUs }
+
+// CoreNode returns the dense node index of core i.
+func (m *Machine) CoreNode(i int) int { return m.cores[i].Node }
+
+// ThreadsPerCore returns the number of hardware threads of the machine's
+// largest core (1 without SMT).
+func (m *Machine) ThreadsPerCore() int { return m.threads }
+
+// L3Groups returns the CPU groups that share a last-level cache (may be empty).
+func (m *Machine) L3Groups() []numa.CPUSet {
+	out := make([]numa.CPUSet, len(m.l3))
+	for i, g := range m.l3 {
+		out[i] = g.Clone()
+	}
+	return out
+}
+
+// CPUs returns every logical CPU of the machine, reserved ones included.
+func (m *Machine) CPUs() numa.CPUSet { return m.allCPUs.Clone() }
+
+// NumCPUs returns the number of logical CPUs, reserved ones included.
+func (m *Machine) NumCPUs() int { return m.allCPUs.Size() }
+
+// ReservedCPUs returns the CPUs never handed out (the kubelet's --reserved-cpus).
+func (m *Machine) ReservedCPUs() numa.CPUSet { return m.reserved.Clone() }
+
+// CPUNode returns the dense index of the node holding cpu, or false when the
+// machine has no such CPU.
+func (m *Machine) CPUNode(cpu int) (int, bool) {
+	if cpu < 0 || cpu >= len(m.cpuNode) || m.cpuNode[cpu] < 0 {
+		return 0, false
+	}
+	return int(m.cpuNode[cpu]), true
+}
+
+// CPUCore returns the index of the core holding cpu, or false when the
+// machine has no such CPU.
+func (m *Machine) CPUCore(cpu int) (int, bool) {
+	if cpu < 0 || cpu >= len(m.cpuCore) || m.cpuCore[cpu] < 0 {
+		return 0, false
+	}
+	return int(m.cpuCore[cpu]), true
+}
+
+// Distances returns the NUMA distance table.
+func (m *Machine) Distances() numa.Distances { return m.distances }
+
+// NUMASets returns the NUMA sets: a partition of the nodes, by default one
+// set per socket. Sets are ordered by their lowest node.
+func (m *Machine) NUMASets() []numa.Mask { return slices.Clone(m.sets) }
+
+// SetOf returns the index (into NUMASets) of the set holding the node at
+// dense index i.
+func (m *Machine) SetOf(i int) int { return m.setOf[i] }
+
+// SetsCrossed returns how many NUMA sets mask touches.
+func (m *Machine) SetsCrossed(mask numa.Mask) int {
+	n := 0
+	for _, s := range m.sets {
+		if s&mask != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// GPUs returns the GPUs in ascending ID order.
+func (m *Machine) GPUs() []GPU { return slices.Clone(m.gpus) }
+
+// NumGPUs returns the number of GPUs.
+func (m *Machine) NumGPUs() int { return len(m.gpus) }
+
+// GPU returns the GPU with the given ID.
+func (m *Machine) GPU(id int) (GPU, bool) {
+	i, ok := slices.BinarySearchFunc(m.gpus, id, func(g GPU, id int) int { return g.ID - id })
+	if !ok {
+		return GPU{}, false
+	}
+	return m.gpus[i], true
+}
+
+// Devices returns the non-GPU devices, ordered by class then ID.
+func (m *Machine) Devices() []Device { return slices.Clone(m.devices) }
+
+// NVLinks returns the NVLink connections, ordered by (A, B) with A < B.
+func (m *Machine) NVLinks() []NVLink { return slices.Clone(m.nvlinks) }
+
+// NVLinkCount returns the number of NVLink links between GPUs a and b (0 when
+// none is described).
+func (m *Machine) NVLinkCount(a, b int) int {
+	if a > b {
+		a, b = b, a
+	}
+	for _, l := range m.nvlinks {
+		if l.A == a && l.B == b {
+			return l.Links
+		}
+	}
+	return 0
+}

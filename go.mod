@@ -2,4 +2,10 @@ module github.com/numaplace/numaplace
 
 go 1.26
 
-require github.com/bits-and-blooms/bitset v1.29.0
+require (
+	github.com/bits-and-blooms/bitset v1.29.0
+	github.com/stretchr/testify v1.12.1
+	pgregory.net/rapid v1.3.0
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -227,7 +227,12 @@ func (s *CPUSet) UnionWith(o CPUSet) {
 	if n == 0 {
 		return
 	}
-	if len(s.words()) < n {
+	// Grow by bit length, not by word count: bitset's Test and Clear ignore
+	// bits at or above its length, so a set whose length ends inside its
+	// last word (NewCPUSet(3) has length 4) must be extended to whole words
+	// before bits are OR-ed in, or Contains and Remove would miss them. When
+	// the words already exist this only moves the length and never allocates.
+	if s.b.Len() < uint(n*64) {
 		s.b.Set(uint(n*64 - 1))
 		s.b.Clear(uint(n*64 - 1))
 	}

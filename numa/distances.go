@@ -1,6 +1,7 @@
 package numa
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,7 +38,10 @@ func NewDistances(ids []NodeID, rows [][]int) (Distances, error) {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return int(ids[a]) - int(ids[b]) })
+	// cmp.Compare, not ids[a]-ids[b]: the difference overflows for IDs far
+	// apart, which misorders the table (and hides duplicates from the check
+	// below).
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
 	sorted := make([]NodeID, n)
 	for k, p := range order {
 		sorted[k] = ids[p]

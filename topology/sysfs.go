@@ -1,18 +1,959 @@
 package topology
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// Paths inside the file system handed to DiscoverFS (rooted at "/").
+const (
+	sysNodeDir  = "sys/devices/system/node"
+	sysCPUDir   = "sys/devices/system/cpu"
+	sysPCIDir   = "sys/bus/pci/devices"
+	sysDevices  = "sys/devices"
+	procMeminfo = "proc/meminfo"
+	procNvidia  = "proc/driver/nvidia/gpus"
+)
+
+// PCI vendor IDs of the GPU makers discovery recognises.
+const (
+	vendorNVIDIA = 0x10de
+	vendorAMD    = 0x1002
 )
 
 // DiscoverFS reads the machine from a Linux system tree: fsys is rooted
 // where "/" would be, so it holds sys/devices/system/... (and optionally
-// proc/). (Placeholder: being implemented.)
+// proc/). The machine is built with a [Builder]; its name is empty.
+//
+// What is read, and the rules applied:
+//
+//   - Online CPUs: sys/devices/system/cpu/online or, when that file is
+//     missing, the cpuN directories, a cpuN/online file holding "0" marking
+//     CPU N offline. Neither present is an error. Offline CPUs are left out
+//     of everything.
+//   - NUMA nodes: the IDs in sys/devices/system/node/online or, when that
+//     file is missing, the nodeN directories. A node's CPUs are nodeN/cpulist
+//     (else the hex nodeN/cpumap; one of them is required) intersected with
+//     the online CPUs. Online CPUs that no online node lists are left out:
+//     the machine holds every CPU in exactly one node, and such CPUs (whose
+//     node is offline) cannot be placed with a NUMA guarantee. With no node
+//     at all (no node directory, as on kernels without NUMA) the machine has
+//     one node 0 holding every online CPU, with the MemTotal of proc/meminfo
+//     (0 when that file is missing).
+//   - Memory: the MemTotal line of nodeN/meminfo, in kB, rounded down to MiB.
+//     A missing meminfo gives 0 MiB (the node then offers no memory to
+//     requests); a meminfo without a readable MemTotal is an error.
+//   - Distances: nodeN/distance, whose entries are positional in ascending
+//     order of the online node IDs; they are stored by ID. A row of the wrong
+//     length, a non-numeric entry or an entry outside 1-255 is an error naming
+//     the file. When some node has no distance file, the whole table takes
+//     the defaults (10 local, 20 remote). A one-node machine does not read
+//     its distance file (its table is the single local distance 10).
+//   - More than 64 NUMA nodes: a *[TooManyNodesError], before any per-node
+//     file is read.
+//   - Sockets: a node's socket is the topology/physical_package_id of its
+//     lowest CPU whose package is known (a node whose CPUs disagree takes the
+//     package of that lowest CPU); a node whose CPUs report no package
+//     (missing file or -1) has [UnknownSocket]. A CPU-less node has
+//     [UnknownSocket] too, unless it is the memory of an NVIDIA GPU (the
+//     "Node:" line of proc/driver/nvidia/gpus/BUS/numa_status, as on POWER9
+//     and Grace machines): then it takes the socket of the GPU's own NUMA
+//     node. NUMA sets are the builder's default (one per socket; a node of
+//     unknown socket joins its nearest node's set).
+//   - Cores: the SMT sibling groups of topology/thread_siblings_list (else
+//     the hex thread_siblings), restricted to the machine's CPUs; a CPU with
+//     neither file (or no cpuN/topology directory) is a core by itself. Sibling
+//     groups that overlap without being equal, or that span NUMA nodes, are an
+//     error naming the file.
+//   - L3 groups (optional): cpuN/cache/indexK with level 3 (instruction
+//     caches skipped) and shared_cpu_list (else the hex shared_cpu_map),
+//     restricted to the machine's CPUs and always including CPU N itself (some
+//     architectures report an empty map). Missing cache directories are
+//     skipped; groups that overlap without being equal are an error.
+//   - GPUs: the PCI devices of sys/bus/pci/devices (or, when that directory
+//     is missing, the PCI device directories under sys/devices/pci*) whose
+//     vendor is NVIDIA (0x10de) or AMD (0x1002) and whose class is 0x0300xx
+//     (VGA) or 0x0302xx (3D controller), or 0x0380xx (display controller)
+//     for AMD, as AMD Instinct accelerators report. Other devices, such as an
+//     NVSwitch (class 0x0680) or a GPU's audio function, are ignored. A
+//     device without a vendor file counts as NVIDIA when the NVIDIA driver
+//     lists it in proc/driver/nvidia/gpus; a device without a vendor or class
+//     is not a GPU.
+//   - A GPU's NUMA node: its numa_node, unless that is negative or not an
+//     online node; then the node whose CPUs hold every machine CPU of the
+//     device's local_cpulist (else the hex local_cpus) when exactly one node
+//     does; then, on a one-node machine, that node; else [UnknownNode].
+//   - A GPU's BusID is its PCI address; GPU IDs are 0, 1, 2, ... in
+//     ascending bus-ID order (domain, bus, device, function), nvidia-smi's
+//     default PCI order.
+//   - A GPU's PCIeSwitch comes from its sysfs device path (the target of the
+//     sys/bus/pci/devices symlink when fsys implements [fs.ReadLinkFS], else
+//     found by scanning sys/devices/pci*). Let B be the chain of PCI bridges
+//     from the host bridge (pciDDDD:BB) down to the GPU, B[0] the root port
+//     and B[k-1] the GPU's parent. The switch is named by the bus ID of
+//     B[k-2], the grandparent: below a PCIe switch that is the switch's
+//     upstream port (for .../pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:03:00.0
+//     it is "0000:01:00.0"; behind nested switches, the innermost one). A GPU
+//     directly under a root port (k = 1) gets the root port's bus ID. A GPU on
+//     the host bridge itself (k = 0), or whose path is unknown, gets "".
+//
+// Restrictions of the calling process (proc/self/cpuset, cgroups) are not
+// applied: the machine describes the hardware, and CPUs kept from workloads
+// are the business of [Builder.SetReservedCPUs] and the adapters.
+//
+// Missing optional files take the fallbacks above; a file that is present
+// but malformed is an error naming it. Every error unwraps to
+// [ErrDiscovery] and names the path it concerns; errors from the builder
+// (such as *[TooManyNodesError] or *[ValidationError]) are wrapped as well,
+// so errors.As finds them.
 func DiscoverFS(fsys fs.FS) (*Machine, error) {
-	return nil, errors.New("topology: discovery not implemented yet")
+	d := &discovery{fsys: fsys}
+	if err := d.readOnlineCPUs(); err != nil {
+		return nil, err
+	}
+	if err := d.readNodes(); err != nil {
+		return nil, err
+	}
+	if err := d.readCPUTopology(); err != nil {
+		return nil, err
+	}
+	if err := d.readL3(); err != nil {
+		return nil, err
+	}
+	if err := d.readGPUs(); err != nil {
+		return nil, err
+	}
+	if err := d.readGPUMemoryNodes(); err != nil {
+		return nil, err
+	}
+	return d.build()
 }
 
 // Discover reads the machine from the Linux system tree rooted at root ("/"
-// for this machine).
+// for this machine). See [DiscoverFS] for the rules.
 func Discover(root string) (*Machine, error) { return DiscoverFS(os.DirFS(root)) }
+
+// discovery holds what DiscoverFS has read so far.
+type discovery struct {
+	fsys fs.FS
+
+	online  numa.CPUSet // online CPUs
+	cpuDirs numa.CPUSet // CPUs with a cpuN directory
+
+	nodes     []Node // ascending ID
+	nodeFile  []string
+	distances [][]int     // positional, in the order of nodes; nil = defaults
+	machine   numa.CPUSet // union of the nodes' CPUs
+
+	pkg   map[int]int // cpu -> physical package (only known ones)
+	cores []numa.CPUSet
+	l3    []numa.CPUSet
+	gpus  []GPU
+
+	pciScanned bool
+	pciPaths   map[string]string // bus ID -> directory under sys/devices
+}
+
+// discoveryError wraps err as a discovery failure concerning path. A
+// *fs.PathError is unwrapped to its cause so the path is not said twice.
+func discoveryError(p string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrDiscovery, p, err)
+}
+
+// malformed returns a discovery failure for a file whose content is wrong.
+func malformed(p, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrDiscovery, p, fmt.Sprintf(format, args...))
+}
+
+// read returns the content of file p, and false (without error) when it does
+// not exist.
+func (d *discovery) read(p string) (string, bool, error) {
+	b, err := fs.ReadFile(d.fsys, p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		return "", false, discoveryError(p, err)
+	}
+	return string(b), true, nil
+}
+
+// readDir lists directory p; a missing directory is empty and reported as
+// false.
+func (d *discovery) readDir(p string) ([]fs.DirEntry, bool, error) {
+	entries, err := fs.ReadDir(d.fsys, p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, false, discoveryError(p, err)
+	}
+	return entries, true, nil
+}
+
+// readCPUs reads a CPU set from the cpulist file list, else from the hex
+// mask file mask (either may be ""). It returns the path it read, or "" when
+// neither file exists.
+func (d *discovery) readCPUs(list, mask string) (numa.CPUSet, string, error) {
+	for _, f := range []struct {
+		p     string
+		parse func(string) (numa.CPUSet, error)
+	}{{list, numa.ParseCPUSet}, {mask, numa.ParseCPUMask}} {
+		if f.p == "" {
+			continue
+		}
+		s, ok, err := d.read(f.p)
+		if err != nil {
+			return numa.CPUSet{}, f.p, err
+		}
+		if !ok {
+			continue
+		}
+		set, err := f.parse(s)
+		if err != nil {
+			return numa.CPUSet{}, f.p, discoveryError(f.p, err)
+		}
+		return set, f.p, nil
+	}
+	return numa.CPUSet{}, "", nil
+}
+
+// numberedEntries returns the N of the entries named prefix+N (N decimal),
+// ascending. Directories and symbolic links count (sysfs has both).
+func numberedEntries(entries []fs.DirEntry, prefix string) []int {
+	var out []int
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.TrimLeft(rest, "0123456789") != "" {
+			continue
+		}
+		n, err := strconv.Atoi(rest)
+		if err != nil || n > numa.MaxCPUID {
+			continue
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (d *discovery) readOnlineCPUs() error {
+	entries, _, err := d.readDir(sysCPUDir)
+	if err != nil {
+		return err
+	}
+	for _, n := range numberedEntries(entries, "cpu") {
+		d.cpuDirs.Add(n)
+	}
+	p := sysCPUDir + "/online"
+	s, ok, err := d.read(p)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if d.online, err = numa.ParseCPUSet(s); err != nil {
+			return discoveryError(p, err)
+		}
+		if d.online.IsEmpty() {
+			return malformed(p, "no CPU is online")
+		}
+		return nil
+	}
+	if d.cpuDirs.IsEmpty() {
+		return malformed(sysCPUDir, "neither the online file nor any cpuN directory exists")
+	}
+	for cpu := range d.cpuDirs.All() {
+		p := fmt.Sprintf("%s/cpu%d/online", sysCPUDir, cpu)
+		s, ok, err := d.read(p)
+		if err != nil {
+			return err
+		}
+		switch strings.TrimSpace(s) {
+		case "1":
+		case "0":
+			continue
+		default:
+			if ok {
+				return malformed(p, "want 0 or 1, found %q", s)
+			}
+			// No online file: the CPU cannot be taken offline (often cpu0).
+		}
+		d.online.Add(cpu)
+	}
+	if d.online.IsEmpty() {
+		return malformed(sysCPUDir, "every cpuN directory is marked offline")
+	}
+	return nil
+}
+
+func (d *discovery) readNodes() error {
+	entries, _, err := d.readDir(sysNodeDir)
+	if err != nil {
+		return err
+	}
+	var ids []int
+	p := sysNodeDir + "/online"
+	s, ok, err := d.read(p)
+	if err != nil {
+		return err
+	}
+	if ok {
+		set, err := numa.ParseCPUSet(s) // node lists use the cpulist format
+		if err != nil {
+			return discoveryError(p, err)
+		}
+		ids = set.List()
+	} else {
+		ids = numberedEntries(entries, "node")
+	}
+	if len(ids) == 0 {
+		return d.singleNode()
+	}
+	if len(ids) > numa.MaxNodes {
+		return discoveryError(sysNodeDir, &TooManyNodesError{Nodes: len(ids)})
+	}
+	for _, id := range ids {
+		dir := fmt.Sprintf("%s/node%d", sysNodeDir, id)
+		cpus, file, err := d.readCPUs(dir+"/cpulist", dir+"/cpumap")
+		if err != nil {
+			return err
+		}
+		if file == "" {
+			return malformed(dir, "node %d is online but has neither cpulist nor cpumap", id)
+		}
+		cpus.IntersectWith(d.online)
+		for i, o := range d.nodes {
+			if o.CPUs.Intersects(cpus) {
+				return malformed(file, "CPUs %s are also listed by %s",
+					o.CPUs.Intersection(cpus), d.nodeFile[i])
+			}
+		}
+		mem, err := d.readMemTotal(dir + "/meminfo")
+		if err != nil {
+			return err
+		}
+		d.nodes = append(d.nodes, Node{ID: numa.NodeID(id), Socket: UnknownSocket, CPUs: cpus, MemoryMiB: mem})
+		d.nodeFile = append(d.nodeFile, file)
+		d.machine.UnionWith(cpus)
+	}
+	if len(ids) > 1 {
+		return d.readDistances(ids)
+	}
+	return nil
+}
+
+// singleNode makes the machine one node 0 holding every online CPU.
+func (d *discovery) singleNode() error {
+	mem, err := d.readMemTotal(procMeminfo)
+	if err != nil {
+		return err
+	}
+	d.nodes = []Node{{ID: 0, Socket: UnknownSocket, CPUs: d.online.Clone(), MemoryMiB: mem}}
+	d.nodeFile = []string{sysCPUDir + "/online"}
+	d.machine = d.online.Clone()
+	return nil
+}
+
+// readMemTotal returns the MemTotal of meminfo file p in MiB, 0 when the file
+// is missing.
+func (d *discovery) readMemTotal(p string) (int64, error) {
+	s, ok, err := d.read(p)
+	if err != nil || !ok {
+		return 0, err
+	}
+	mib, err := parseMemTotal(s)
+	if err != nil {
+		return 0, discoveryError(p, err)
+	}
+	return mib, nil
+}
+
+// parseMemTotal finds the MemTotal line of a meminfo file, either the
+// per-node form "Node 0 MemTotal:  131072 kB" or the /proc/meminfo form
+// "MemTotal:  131072 kB", and returns it in MiB, rounded down. The unit, when
+// present, must be kB.
+func parseMemTotal(s string) (int64, error) {
+	for line := range strings.Lines(s) {
+		_, rest, ok := strings.Cut(line, "MemTotal:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != "kB") {
+			return 0, fmt.Errorf("MemTotal line %q: want a number of kB", strings.TrimSpace(line))
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0, fmt.Errorf("MemTotal line %q: %q is not a size in kB", strings.TrimSpace(line), f[0])
+		}
+		return kb / 1024, nil
+	}
+	return 0, errors.New("no MemTotal line")
+}
+
+// parseDistanceRow parses one nodeN/distance file: whitespace-separated
+// decimal distances, each in 1-255 (Linux keeps them in a byte).
+func parseDistanceRow(s string) ([]int, error) {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return nil, errors.New("no distance")
+	}
+	row := make([]int, len(f))
+	for i, w := range f {
+		v, err := strconv.Atoi(w)
+		if err != nil || v < 1 || v > 255 {
+			return nil, fmt.Errorf("entry %d is %q, want a number in 1-255", i, w)
+		}
+		row[i] = v
+	}
+	return row, nil
+}
+
+func (d *discovery) readDistances(ids []int) error {
+	rows := make([][]int, len(ids))
+	for i, id := range ids {
+		p := fmt.Sprintf("%s/node%d/distance", sysNodeDir, id)
+		s, ok, err := d.read(p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil // documented fallback: default distances
+		}
+		row, err := parseDistanceRow(s)
+		if err != nil {
+			return discoveryError(p, err)
+		}
+		if len(row) != len(ids) {
+			return malformed(p, "%d distances for %d online NUMA nodes", len(row), len(ids))
+		}
+		rows[i] = row
+	}
+	nodeIDs := make([]numa.NodeID, len(ids))
+	for i, id := range ids {
+		nodeIDs[i] = numa.NodeID(id)
+	}
+	if _, err := numa.NewDistances(nodeIDs, rows); err != nil {
+		return discoveryError(sysNodeDir+"/node*/distance", err)
+	}
+	d.distances = rows
+	return nil
+}
+
+// parseInt parses a decimal integer file such as physical_package_id or
+// numa_node.
+func parseInt(s string) (int, error) {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a decimal integer", strings.TrimSpace(s))
+	}
+	return v, nil
+}
+
+// parseHexID parses a PCI identifier file such as vendor ("0x10de") or class
+// ("0x030200"): hexadecimal, "0x" prefix optional, at most 32 bits.
+func parseHexID(s string) (uint32, error) {
+	t := strings.TrimSpace(s)
+	h := strings.TrimPrefix(strings.TrimPrefix(t, "0x"), "0X")
+	if h == "" || h[0] == '+' || h[0] == '-' {
+		return 0, fmt.Errorf("%q is not a hexadecimal identifier", t)
+	}
+	v, err := strconv.ParseUint(h, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a hexadecimal identifier", t)
+	}
+	return uint32(v), nil
+}
+
+func (d *discovery) readCPUTopology() error {
+	d.pkg = make(map[int]int)
+	var assigned numa.CPUSet
+	for cpu := range d.machine.All() {
+		if !d.cpuDirs.Contains(cpu) {
+			continue
+		}
+		dir := fmt.Sprintf("%s/cpu%d/topology", sysCPUDir, cpu)
+		p := dir + "/physical_package_id"
+		s, ok, err := d.read(p)
+		if err != nil {
+			return err
+		}
+		if ok {
+			v, err := parseInt(s)
+			if err != nil {
+				return discoveryError(p, err)
+			}
+			if v >= 0 {
+				d.pkg[cpu] = v
+			}
+		}
+		if assigned.Contains(cpu) {
+			continue
+		}
+		sib, file, err := d.readCPUs(dir+"/thread_siblings_list", dir+"/thread_siblings")
+		if err != nil {
+			return err
+		}
+		if file == "" {
+			continue // no sibling information: a core by itself
+		}
+		sib.IntersectWith(d.machine)
+		sib.Add(cpu)
+		if sib.Intersects(assigned) {
+			return malformed(file, "SMT siblings %s overlap another core at CPUs %s",
+				sib, sib.Intersection(assigned))
+		}
+		node := d.nodeOf(cpu)
+		if !sib.IsSubsetOf(d.nodes[node].CPUs) {
+			return malformed(file, "SMT siblings %s span NUMA nodes", sib)
+		}
+		assigned.UnionWith(sib)
+		d.cores = append(d.cores, sib)
+	}
+	for i := range d.nodes {
+		for cpu := range d.nodes[i].CPUs.All() {
+			if p, ok := d.pkg[cpu]; ok {
+				d.nodes[i].Socket = p
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// nodeOf returns the index in d.nodes of the node holding cpu, or -1.
+func (d *discovery) nodeOf(cpu int) int {
+	for i, n := range d.nodes {
+		if n.CPUs.Contains(cpu) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *discovery) readL3() error {
+	var covered numa.CPUSet
+	for cpu := range d.machine.All() {
+		if !d.cpuDirs.Contains(cpu) || covered.Contains(cpu) {
+			continue
+		}
+		cacheDir := fmt.Sprintf("%s/cpu%d/cache", sysCPUDir, cpu)
+		entries, _, err := d.readDir(cacheDir)
+		if err != nil {
+			return err
+		}
+		for _, k := range numberedEntries(entries, "index") {
+			dir := fmt.Sprintf("%s/index%d", cacheDir, k)
+			p := dir + "/level"
+			s, ok, err := d.read(p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			level, err := parseInt(s)
+			if err != nil {
+				return discoveryError(p, err)
+			}
+			if level != 3 {
+				continue
+			}
+			if t, _, err := d.read(dir + "/type"); err != nil {
+				return err
+			} else if strings.TrimSpace(t) == "Instruction" {
+				continue
+			}
+			group, file, err := d.readCPUs(dir+"/shared_cpu_list", dir+"/shared_cpu_map")
+			if err != nil {
+				return err
+			}
+			group.IntersectWith(d.machine)
+			group.Add(cpu)
+			if group.Intersects(covered) {
+				return malformed(cmp.Or(file, dir), "L3 CPUs %s overlap another L3 group at CPUs %s",
+					group, group.Intersection(covered))
+			}
+			covered.UnionWith(group)
+			d.l3 = append(d.l3, group)
+			break
+		}
+	}
+	return nil
+}
+
+// pciAddr is a parsed PCI address DDDD:BB:DD.F.
+type pciAddr struct{ domain, bus, dev, fn uint32 }
+
+// parsePCIAddr parses a PCI address such as "0000:1b:00.0" (the domain may
+// have 4 to 8 hex digits, as VMD domains such as "10000" do).
+func parsePCIAddr(s string) (pciAddr, bool) {
+	dom, rest, ok1 := strings.Cut(s, ":")
+	bus, rest, ok2 := strings.Cut(rest, ":")
+	dev, fn, ok3 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || !ok3 || len(dom) < 4 || len(dom) > 8 || len(bus) != 2 || len(dev) != 2 || len(fn) != 1 {
+		return pciAddr{}, false
+	}
+	var a pciAddr
+	for _, f := range []struct {
+		s   string
+		v   *uint32
+		max uint64
+	}{{dom, &a.domain, 1<<32 - 1}, {bus, &a.bus, 0xff}, {dev, &a.dev, 0x1f}, {fn, &a.fn, 7}} {
+		if f.s[0] == '+' || f.s[0] == '-' {
+			return pciAddr{}, false
+		}
+		v, err := strconv.ParseUint(f.s, 16, 32)
+		if err != nil || v > f.max {
+			return pciAddr{}, false
+		}
+		*f.v = uint32(v)
+	}
+	return a, true
+}
+
+func (a pciAddr) compare(b pciAddr) int {
+	return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.bus, b.bus),
+		cmp.Compare(a.dev, b.dev), cmp.Compare(a.fn, b.fn))
+}
+
+// isHostBridge reports whether a sysfs path component names a PCI host
+// bridge, such as "pci0000:00".
+func isHostBridge(s string) bool {
+	rest, ok := strings.CutPrefix(s, "pci")
+	if !ok {
+		return false
+	}
+	_, ok = parsePCIAddr(rest + ":00.0")
+	return ok
+}
+
+// pcieSwitch names the PCIe switch above the device at sysfs path p (see
+// DiscoverFS): the bus ID of the device's grandparent bridge, or of its
+// parent when that is the root port, or "" when the device sits on the host
+// bridge or p is unknown.
+func pcieSwitch(p string) string {
+	if p == "" {
+		return ""
+	}
+	parts := strings.Split(p, "/")
+	start := 0
+	for i, c := range parts {
+		if isHostBridge(c) {
+			start = i + 1
+		}
+	}
+	chain := parts[start:]
+	k := len(chain)
+	for k > 0 {
+		if _, ok := parsePCIAddr(chain[k-1]); !ok {
+			break
+		}
+		k--
+	}
+	chain = chain[k:]
+	if len(chain) == 0 {
+		return ""
+	}
+	bridges := chain[:len(chain)-1]
+	switch len(bridges) {
+	case 0:
+		return ""
+	case 1:
+		return bridges[0]
+	default:
+		return bridges[len(bridges)-2]
+	}
+}
+
+// scanPCI maps every PCI device directory under sys/devices/pci* to its
+// path, once.
+func (d *discovery) scanPCI() error {
+	if d.pciScanned {
+		return nil
+	}
+	d.pciScanned = true
+	d.pciPaths = make(map[string]string)
+	entries, _, err := d.readDir(sysDevices)
+	if err != nil {
+		return err
+	}
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		if depth > 64 { // PCI hierarchies are far shallower; guards odd trees
+			return nil
+		}
+		entries, _, err := d.readDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			name := e.Name()
+			if _, ok := parsePCIAddr(name); ok {
+				if _, seen := d.pciPaths[name]; !seen {
+					d.pciPaths[name] = dir + "/" + name
+				}
+			} else if !isHostBridge(name) {
+				continue
+			}
+			if err := walk(dir+"/"+name, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, e := range entries {
+		if e.IsDir() && isHostBridge(e.Name()) {
+			if err := walk(sysDevices+"/"+e.Name(), 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pciDevice is one PCI device found for GPU discovery.
+type pciDevice struct {
+	addr pciAddr
+	bus  string // PCI address as sysfs spells it
+	dir  string // directory its attributes are read from
+	path string // its directory under sys/devices, "" when unknown
+}
+
+// pciDevices lists the PCI devices with their sysfs paths.
+func (d *discovery) pciDevices() ([]pciDevice, error) {
+	entries, ok, err := d.readDir(sysPCIDir)
+	if err != nil {
+		return nil, err
+	}
+	var devs []pciDevice
+	if !ok {
+		if err := d.scanPCI(); err != nil {
+			return nil, err
+		}
+		for bus, p := range d.pciPaths {
+			a, _ := parsePCIAddr(bus)
+			devs = append(devs, pciDevice{addr: a, bus: bus, dir: p, path: p})
+		}
+	} else {
+		for _, e := range entries {
+			a, ok := parsePCIAddr(e.Name())
+			if !ok {
+				continue
+			}
+			dev := pciDevice{addr: a, bus: e.Name(), dir: sysPCIDir + "/" + e.Name()}
+			if target, err := fs.ReadLink(d.fsys, dev.dir); err == nil {
+				// Read the attributes from the link's target too: an
+				// absolute target must be taken relative to fsys, not to
+				// the host's root.
+				p := path.Join(sysPCIDir, target)
+				if path.IsAbs(target) {
+					p = path.Clean(strings.TrimPrefix(target, "/"))
+				}
+				if fs.ValidPath(p) && p != "." {
+					dev.path, dev.dir = p, p
+				}
+			} else {
+				if err := d.scanPCI(); err != nil {
+					return nil, err
+				}
+				dev.path = d.pciPaths[dev.bus]
+			}
+			devs = append(devs, dev)
+		}
+	}
+	slices.SortFunc(devs, func(x, y pciDevice) int {
+		return cmp.Or(x.addr.compare(y.addr), strings.Compare(x.bus, y.bus))
+	})
+	return devs, nil
+}
+
+// isGPU reports whether a PCI vendor and class make a GPU (see DiscoverFS).
+func isGPU(vendor, class uint32) bool {
+	switch base := class >> 8; {
+	case vendor != vendorNVIDIA && vendor != vendorAMD:
+		return false
+	case base == 0x0300 || base == 0x0302:
+		return true
+	default:
+		return vendor == vendorAMD && base == 0x0380
+	}
+}
+
+func (d *discovery) readGPUs() error {
+	devs, err := d.pciDevices()
+	if err != nil {
+		return err
+	}
+	for _, dev := range devs {
+		vendor, ok, err := d.readHex(dev.dir + "/vendor")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if _, err := fs.Stat(d.fsys, procNvidia+"/"+dev.bus); err != nil {
+				continue
+			}
+			vendor = vendorNVIDIA
+		}
+		class, ok, err := d.readHex(dev.dir + "/class")
+		if err != nil {
+			return err
+		}
+		if !ok || !isGPU(vendor, class) {
+			continue
+		}
+		node, err := d.deviceNode(dev.dir)
+		if err != nil {
+			return err
+		}
+		d.gpus = append(d.gpus, GPU{
+			ID:         len(d.gpus),
+			NUMANode:   node,
+			BusID:      dev.bus,
+			PCIeSwitch: pcieSwitch(dev.path),
+		})
+	}
+	return nil
+}
+
+// readGPUMemoryNodes gives a CPU-less node that holds an NVIDIA GPU's memory
+// the socket of the GPU's NUMA node (see DiscoverFS).
+func (d *discovery) readGPUMemoryNodes() error {
+	for _, g := range d.gpus {
+		host := d.nodeIndex(g.NUMANode)
+		if host < 0 {
+			continue
+		}
+		p := procNvidia + "/" + g.BusID + "/numa_status"
+		s, ok, err := d.read(p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		id, found, err := parseNumaStatusNode(s)
+		if err != nil {
+			return discoveryError(p, err)
+		}
+		if i := d.nodeIndex(numa.NodeID(id)); found && id >= 0 && i >= 0 &&
+			d.nodes[i].CPUs.IsEmpty() && d.nodes[i].Socket == UnknownSocket {
+			d.nodes[i].Socket = d.nodes[host].Socket
+		}
+	}
+	return nil
+}
+
+// parseNumaStatusNode returns the value of the "Node:" line of an NVIDIA
+// numa_status file, and false when there is none.
+func parseNumaStatusNode(s string) (int, bool, error) {
+	for line := range strings.Lines(s) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Node:"); ok {
+			v, err := parseInt(rest)
+			if err != nil {
+				return 0, false, fmt.Errorf("Node line: %w", err)
+			}
+			return v, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// nodeIndex returns the index in d.nodes of the node with the given ID, or
+// -1.
+func (d *discovery) nodeIndex(id numa.NodeID) int {
+	for i, n := range d.nodes {
+		if n.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *discovery) readHex(p string) (uint32, bool, error) {
+	s, ok, err := d.read(p)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	v, err := parseHexID(s)
+	if err != nil {
+		return 0, false, discoveryError(p, err)
+	}
+	return v, true, nil
+}
+
+// deviceNode returns the NUMA node of the PCI device in dir (see
+// DiscoverFS).
+func (d *discovery) deviceNode(dir string) (numa.NodeID, error) {
+	p := dir + "/numa_node"
+	s, ok, err := d.read(p)
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		v, err := parseInt(s)
+		if err != nil {
+			return 0, discoveryError(p, err)
+		}
+		if v >= 0 && d.nodeIndex(numa.NodeID(v)) >= 0 {
+			return numa.NodeID(v), nil
+		}
+	}
+	local, file, err := d.readCPUs(dir+"/local_cpulist", dir+"/local_cpus")
+	if err != nil {
+		return 0, err
+	}
+	if file != "" {
+		local.IntersectWith(d.machine)
+		if !local.IsEmpty() {
+			if i := d.nodeOf(local.Min()); i >= 0 && local.IsSubsetOf(d.nodes[i].CPUs) {
+				return d.nodes[i].ID, nil
+			}
+		}
+	}
+	if len(d.nodes) == 1 {
+		return d.nodes[0].ID, nil
+	}
+	return UnknownNode, nil
+}
+
+func (d *discovery) build() (*Machine, error) {
+	b := NewBuilder("")
+	for _, n := range d.nodes {
+		b.AddNode(n)
+	}
+	if d.distances != nil {
+		b.SetDistances(d.distances)
+	}
+	for _, c := range d.cores {
+		b.AddCore(c)
+	}
+	for _, g := range d.l3 {
+		b.AddL3(g)
+	}
+	for _, g := range d.gpus {
+		b.AddGPU(g)
+	}
+	m, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the machine read from %s is not valid: %w", ErrDiscovery, sysDevices, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,287 @@
+package allocator
+
+import (
+	"fmt"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// CPUs is the CPU [Resource]: exclusive logical CPUs, SMT-aware. Reserved
+// CPUs are never handed out. A request's units are CPUs, or whole cores with
+// FullPCPUs (a whole core has all of its threads allocatable and free).
+//
+// Preferences inside a node: whole free cores first (the lowest-numbered);
+// the remainder from cores that are already partly used, then by splitting
+// a free core; the lowest CPU IDs on a tie.
+type CPUs struct {
+	m         *topology.Machine
+	tpc       int
+	alloc     numa.CPUSet // allocatable: every CPU minus the reserved ones
+	free      numa.CPUSet
+	nodeCap   []int32
+	nodeFree  []int32
+	wholeCap  []int32 // per node: cores with tpc allocatable threads
+	wholeFree []int32 // per node: such cores with every thread free
+	coreAlloc []int8  // allocatable threads per core
+	coreFree  []int8  // free allocatable threads per core
+	nodeCores [][]int32
+	scratch   []int
+}
+
+var (
+	_ Resource  = (*CPUs)(nil)
+	_ Penalizer = (*CPUs)(nil)
+)
+
+// NewCPUs returns the CPU resource of m with every allocatable CPU free.
+func NewCPUs(m *topology.Machine) *CPUs {
+	n := m.NumNodes()
+	c := &CPUs{
+		m: m, tpc: m.ThreadsPerCore(),
+		nodeCap: make([]int32, n), nodeFree: make([]int32, n),
+		wholeCap: make([]int32, n), wholeFree: make([]int32, n),
+		coreAlloc: make([]int8, m.NumCores()), coreFree: make([]int8, m.NumCores()),
+		nodeCores: make([][]int32, n),
+	}
+	c.alloc = m.CPUs()
+	c.alloc.RemoveAll(m.ReservedCPUs())
+	c.free = c.alloc.Clone()
+	for k := 0; k < m.NumCores(); k++ {
+		node := m.CoreNode(k)
+		cpus := m.CoreCPUs(k)
+		a := cpus.IntersectionCount(c.alloc)
+		c.coreAlloc[k], c.coreFree[k] = int8(a), int8(a)
+		c.nodeCap[node] += int32(a)
+		if c.full(k) {
+			c.wholeCap[node]++
+		}
+		c.nodeCores[node] = append(c.nodeCores[node], int32(k))
+	}
+	copy(c.nodeFree, c.nodeCap)
+	copy(c.wholeFree, c.wholeCap)
+	return c
+}
+
+// full reports whether core k can be handed out whole: all of its tpc
+// threads are allocatable.
+func (c *CPUs) full(k int) bool { return int(c.coreAlloc[k]) == c.tpc }
+
+// Kind returns "cpu".
+func (c *CPUs) Kind() string { return "cpu" }
+
+// Demand returns r.CPUs, in whole cores when r.FullPCPUs.
+func (c *CPUs) Demand(r *Request) int64 {
+	if r.FullPCPUs {
+		return int64(r.CPUs / c.tpc)
+	}
+	return int64(r.CPUs)
+}
+
+// Capacity returns the node's allocatable CPUs (whole cores for FullPCPUs).
+func (c *CPUs) Capacity(r *Request, node int) int64 {
+	if r.FullPCPUs {
+		return int64(c.wholeCap[node])
+	}
+	return int64(c.nodeCap[node])
+}
+
+// Free returns the node's free CPUs (whole free cores for FullPCPUs).
+func (c *CPUs) Free(r *Request, node int) int64 {
+	if r.FullPCPUs {
+		return int64(c.wholeFree[node])
+	}
+	return int64(c.nodeFree[node])
+}
+
+// Unplaced returns 0: every CPU has a NUMA node.
+func (c *CPUs) Unplaced(*Request) int64 { return 0 }
+
+// Describe writes "24 CPUs" or "4 whole cores (8 CPUs)".
+func (c *CPUs) Describe(r *Request, units int64) string {
+	if r.FullPCPUs {
+		return fmt.Sprintf("%d whole cores (%d CPUs)", units, units*int64(c.tpc))
+	}
+	if units == 1 {
+		return "1 CPU"
+	}
+	return fmt.Sprintf("%d CPUs", units)
+}
+
+// FreeCPUs returns a copy of the free allocatable CPUs.
+func (c *CPUs) FreeCPUs() numa.CPUSet { return c.free.Clone() }
+
+// Allocatable returns a copy of the allocatable CPUs (reserved ones excluded).
+func (c *CPUs) Allocatable() numa.CPUSet { return c.alloc.Clone() }
+
+// Penalty counts the CPUs that cannot come as whole free cores.
+func (c *CPUs) Penalty(r *Request, amounts []int64) int64 {
+	if r.FullPCPUs || c.tpc == 1 {
+		return 0
+	}
+	var p int64
+	for i, k := range amounts {
+		if k == 0 {
+			continue
+		}
+		whole := min(k/int64(c.tpc), int64(c.wholeFree[i]))
+		p += k - whole*int64(c.tpc)
+	}
+	return p
+}
+
+func (c *CPUs) take(cpu int) {
+	k, _ := c.m.CPUCore(cpu)
+	node := c.m.CoreNode(k)
+	if c.full(k) && c.coreFree[k] == c.coreAlloc[k] {
+		c.wholeFree[node]--
+	}
+	c.coreFree[k]--
+	c.nodeFree[node]--
+	c.free.Remove(cpu)
+}
+
+func (c *CPUs) give(cpu int) {
+	k, _ := c.m.CPUCore(cpu)
+	node := c.m.CoreNode(k)
+	c.coreFree[k]++
+	c.nodeFree[node]++
+	if c.full(k) && c.coreFree[k] == c.coreAlloc[k] {
+		c.wholeFree[node]++
+	}
+	c.free.Add(cpu)
+}
+
+// Take picks the CPUs: per node, whole free cores first, then partly used
+// cores, then a split of a free core.
+func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
+	picked := c.scratch[:0]
+	for node, k := range amounts {
+		if k == 0 {
+			continue
+		}
+		want := int(k)
+		if r.FullPCPUs {
+			want *= c.tpc
+		}
+		picked = c.pick(node, want, r.FullPCPUs, picked)
+	}
+	c.scratch = picked
+	if len(picked) == 0 {
+		return
+	}
+	hi := 0
+	for _, cpu := range picked {
+		hi = max(hi, cpu)
+	}
+	a.CPUs.Add(hi) // size the set once
+	for _, cpu := range picked {
+		a.CPUs.Add(cpu)
+	}
+}
+
+// pick takes want free CPUs of node and appends them to dst.
+func (c *CPUs) pick(node, want int, wholeOnly bool, dst []int) []int {
+	cores := c.nodeCores[node]
+	// Pass 1: whole free cores.
+	for _, k := range cores {
+		if want < c.tpc {
+			break
+		}
+		if c.full(int(k)) && c.coreFree[k] == c.coreAlloc[k] {
+			dst = c.takeFree(int(k), c.tpc, dst)
+			want -= c.tpc
+		}
+	}
+	if wholeOnly {
+		return dst
+	}
+	// Pass 2: cores already partly used (or never whole); pass 3: split a
+	// free core.
+	for pass := 0; pass < 2 && want > 0; pass++ {
+		for _, k := range cores {
+			if want == 0 {
+				break
+			}
+			f := int(c.coreFree[k])
+			if f == 0 {
+				continue
+			}
+			untouched := f == int(c.coreAlloc[k]) && c.full(int(k))
+			if (pass == 0) == untouched {
+				continue
+			}
+			n := min(f, want)
+			dst = c.takeFree(int(k), n, dst)
+			want -= n
+		}
+	}
+	return dst
+}
+
+// takeFree takes the n lowest free CPUs of core k and appends them to dst.
+func (c *CPUs) takeFree(k, n int, dst []int) []int {
+	for cpu := range c.m.CoreCPUs(k).All() {
+		if n == 0 {
+			break
+		}
+		if c.free.Contains(cpu) {
+			c.take(cpu)
+			dst = append(dst, cpu)
+			n--
+		}
+	}
+	return dst
+}
+
+// Give returns a's CPUs.
+func (c *CPUs) Give(a *Allocation) {
+	for cpu := range a.CPUs.All() {
+		c.give(cpu)
+	}
+}
+
+// Claim takes exactly a's CPUs.
+func (c *CPUs) Claim(a *Allocation) error {
+	if !a.CPUs.IsSubsetOf(c.alloc) {
+		bad := a.CPUs.Difference(c.alloc)
+		return fmt.Errorf("%w: CPUs %s are not allocatable on this machine (unknown or reserved)", ErrConflict, bad)
+	}
+	if !a.CPUs.IsSubsetOf(c.free) {
+		return fmt.Errorf("%w: CPUs %s are already allocated", ErrConflict, a.CPUs.Difference(c.free))
+	}
+	if a.FullPCPUs {
+		for cpu := range a.CPUs.All() {
+			k, _ := c.m.CPUCore(cpu)
+			if !c.full(k) || !c.m.CoreCPUs(k).IsSubsetOf(a.CPUs) {
+				return fmt.Errorf("%w: fullPCPUs allocation holds part of core %s", ErrConflict, c.m.CoreCPUs(k))
+			}
+		}
+	}
+	for cpu := range a.CPUs.All() {
+		c.take(cpu)
+	}
+	return nil
+}
+
+// Nodes returns the nodes of a's CPUs.
+func (c *CPUs) Nodes(a *Allocation) numa.Mask {
+	var m numa.Mask
+	for cpu := range a.CPUs.All() {
+		if i, ok := c.m.CPUNode(cpu); ok {
+			m = m.With(i)
+		}
+	}
+	return m
+}
+
+// Clone returns an independent copy.
+func (c *CPUs) Clone() Resource {
+	d := *c
+	d.free = c.free.Clone()
+	d.nodeFree = append([]int32(nil), c.nodeFree...)
+	d.wholeFree = append([]int32(nil), c.wholeFree...)
+	d.coreFree = append([]int8(nil), c.coreFree...)
+	d.scratch = nil
+	return &d
+}

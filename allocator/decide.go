@@ -1,0 +1,474 @@
+package allocator
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+)
+
+// decide applies the policy to r. With choose it also picks the best span
+// among the admissible ones and leaves the amounts per kind and node in
+// sc.best. It never changes the state. The caller holds a lock.
+func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
+	if err := r.validate(s.m.ThreadsPerCore()); err != nil {
+		return plan{}, err
+	}
+	for class := range r.Devices {
+		if _, ok := s.classes[class]; !ok && r.Devices[class] > 0 {
+			return plan{}, s.refuse(r, plan{}, ErrInsufficient,
+				[]Shortage{{Resource: class, Need: int64(r.Devices[class])}},
+				nil, fmt.Sprintf("the machine has no %s devices", class))
+		}
+	}
+	c := &sc.c
+	c.k = 0
+	for j, res := range s.res {
+		d := res.Demand(r)
+		if d == 0 {
+			continue
+		}
+		if c.k == maxKinds {
+			return plan{}, invalidRequest(r, "", "asks for more than %d resource kinds", maxKinds)
+		}
+		sc.kinds[c.k], c.need[c.k] = j, d
+		c.k++
+	}
+
+	// Totals: the machine's free resources must cover the request. Devices
+	// of unknown NUMA node count only for None requests, and are taken
+	// first by them (nobody else can use them).
+	var short []Shortage
+	for k := 0; k < c.k; k++ {
+		res := s.res[sc.kinds[k]]
+		var free int64
+		for i := 0; i < s.n; i++ {
+			free += res.Free(r, i)
+		}
+		sc.un[k] = 0
+		if r.Policy == policy.None {
+			sc.un[k] = min(res.Unplaced(r), c.need[k])
+			free += res.Unplaced(r)
+		}
+		if free < c.need[k] {
+			short = append(short, Shortage{Resource: res.Kind(), Need: c.need[k], Have: free})
+		}
+	}
+	if short != nil {
+		return plan{}, s.refuse(r, plan{}, ErrInsufficient, short, nil,
+			"not enough free on the whole machine: "+s.describeShort(r, short, "free"))
+	}
+	for k := 0; k < c.k; k++ {
+		c.need[k] -= sc.un[k]
+	}
+	if choose {
+		for k := 0; k < c.k; k++ {
+			clear(sc.best[k][:s.n])
+		}
+	}
+	if c.covers(0) {
+		return plan{}, nil // None served from devices of unknown NUMA node alone
+	}
+
+	all := s.m.AllNodes()
+	var p plan
+	pools := s.setMasks
+	switch r.Policy {
+	case policy.SingleNUMANode:
+		p.width = 1
+		pools = []numa.Mask{all}
+	case policy.Restricted:
+		s.fill(r, sc, true)
+		p.widthCap, p.inSet = -1, false
+		for _, set := range s.setMasks {
+			if w := c.minWidth(set, &sc.d); w > 0 && (p.widthCap < 0 || w < p.widthCap) {
+				p.widthCap, p.inSet = w, true
+			}
+		}
+		if !p.inSet {
+			p.widthCap = c.minWidth(all, &sc.d) // finite: capacity >= free >= demand
+			pools = []numa.Mask{all}
+		}
+		p.width = p.widthCap
+	default: // BestEffort, None
+		pools = []numa.Mask{all}
+	}
+	s.fill(r, sc, false)
+	if r.Policy == policy.BestEffort || r.Policy == policy.None {
+		p.widthFree = c.minWidth(all, &sc.d)
+		p.width = p.widthFree
+	}
+
+	single, shared := s.types()
+	allowed := policy.AllowedPool(p.width, all, single, shared)
+	hard := policy.Binds(r.Policy, r.Exclusive) &&
+		(r.Policy == policy.SingleNUMANode || r.Policy == policy.Restricted)
+	restrict := allowed
+	if !s.anyCover(sc, pools, allowed, p.width) {
+		if !s.anyCover(sc, pools, all, p.width) {
+			return plan{}, s.noFit(r, sc, p, pools)
+		}
+		if hard {
+			return plan{}, s.blocked(r, sc, p, pools, all&^allowed)
+		}
+		restrict = all
+	}
+	if !choose {
+		return p, nil
+	}
+	p.span = s.choose(r, sc, pools, restrict, p.width)
+	return p, nil
+}
+
+// fill loads the cover with each node's capacity (or free amount) of every
+// demanded kind, and sc.raw with the unclipped free amounts.
+func (s *State) fill(r *Request, sc *scratch, capacity bool) {
+	c := &sc.c
+	for k := 0; k < c.k; k++ {
+		res := s.res[sc.kinds[k]]
+		for i := 0; i < s.n; i++ {
+			var v int64
+			if capacity {
+				v = res.Capacity(r, i)
+			} else {
+				v = res.Free(r, i)
+				sc.raw[k][i] = v
+			}
+			c.set(i, k, v)
+		}
+	}
+}
+
+// anyCover reports whether some pool, restricted to allowed, has a cover of
+// width w.
+func (s *State) anyCover(sc *scratch, pools []numa.Mask, allowed numa.Mask, w int) bool {
+	for _, p := range pools {
+		if _, ok := sc.c.exists(p&allowed, w, &sc.d); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// choose returns the best cover of width w among the pools restricted to
+// restrict, leaving its amounts in sc.best.
+func (s *State) choose(r *Request, sc *scratch, pools []numa.Mask, restrict numa.Mask, w int) numa.Mask {
+	ch := &sc.ch
+	ch.s, ch.r, ch.sc, ch.have = s, r, sc, false
+	budget := max(64, s.opts.SearchBudget/len(pools))
+	for _, p := range pools {
+		ch.left = budget
+		sc.c.each(p&restrict, w, &sc.d, ch)
+	}
+	return ch.bestSpan
+}
+
+// chooser compares candidate spans by the design's preferences.
+type chooser struct {
+	s        *State
+	r        *Request
+	sc       *scratch
+	have     bool
+	left     int
+	bestSpan numa.Mask
+	bestKey  [2 + 2*maxKinds]int64
+}
+
+// visit evaluates one candidate; it returns false to stop the enumeration.
+func (ch *chooser) visit(m numa.Mask) bool {
+	s, sc := ch.s, ch.sc
+	k := sc.c.k
+	s.split(sc, m)
+	var key [2 + 2*maxKinds]int64
+	key[0] = int64(s.m.SetsCrossed(m))
+	ds, _ := s.dist.Sum(m)
+	key[1] = int64(ds)
+	for j := 0; j < k; j++ {
+		if pen := s.pen[sc.kinds[j]]; pen != nil {
+			key[2+j] = pen.Penalty(ch.r, sc.amt[j][:s.n])
+		}
+		var left int64
+		for i := range m.All() {
+			left += sc.raw[j][i]
+		}
+		left -= sc.c.need[j]
+		if s.opts.Packing == Spread {
+			left = -left
+		}
+		key[2+k+j] = left
+	}
+	if !ch.have || less(key[:2+2*k], ch.bestKey[:2+2*k], m, ch.bestSpan) {
+		ch.have, ch.bestSpan, ch.bestKey = true, m, key
+		for j := 0; j < k; j++ {
+			copy(sc.best[j][:s.n], sc.amt[j][:s.n])
+		}
+	}
+	ch.left--
+	return ch.left > 0
+}
+
+// less compares two keys, then the masks (lower node indices first).
+func less(a, b []int64, ma, mb numa.Mask) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return ma.IsNarrowerThan(mb)
+}
+
+// split decides how many units of each demanded kind every node of m gives,
+// into sc.amt: the first demanded kind (the anchor: GPUs when the request
+// has any) from the nodes with the most free first; every other kind in
+// proportion to the anchor's split, within each node's free amount.
+func (s *State) split(sc *scratch, m numa.Mask) {
+	c := &sc.c
+	var order [numa.MaxNodes]int8
+	n := 0
+	for i := range m.All() {
+		order[n] = int8(i)
+		n++
+	}
+	anchor := -1
+	for j := 0; j < c.k; j++ {
+		clear(sc.amt[j][:s.n])
+		if c.need[j] > 0 && anchor < 0 {
+			anchor = j
+		}
+	}
+	if anchor < 0 {
+		return
+	}
+	// Anchor: most free first, lowest index on a tie (insertion sort: n is small).
+	raw := &sc.raw[anchor]
+	for a := 1; a < n; a++ {
+		for b := a; b > 0 && raw[order[b]] > raw[order[b-1]]; b-- {
+			order[b], order[b-1] = order[b-1], order[b]
+		}
+	}
+	rem := c.need[anchor]
+	for _, i := range order[:n] {
+		t := min(rem, raw[i])
+		sc.amt[anchor][i] = t
+		rem -= t
+	}
+	weights := &sc.amt[anchor]
+	for j := 0; j < c.k; j++ {
+		if j != anchor && c.need[j] > 0 {
+			proportional(c.need[j], weights, &sc.raw[j], order[:n], &sc.amt[j])
+		}
+	}
+}
+
+// proportional splits need over the nodes in order (heaviest anchor share
+// first) in proportion to weights, within free, into out: each node gets
+// the floor of its share, the rounding remainder goes to the largest
+// fractional parts (the earlier node in order on a tie), then amounts above
+// a node's free amount go to the nodes with room, in order.
+func proportional(need int64, weights, free *[numa.MaxNodes]int64, order []int8, out *[numa.MaxNodes]int64) {
+	var total int64
+	for _, i := range order {
+		total += weights[i]
+	}
+	rem := need
+	if total > 0 {
+		for _, i := range order {
+			out[i] = need * weights[i] / total
+			rem -= out[i]
+		}
+		var given numa.Mask
+		for ; rem > 0; rem-- {
+			best, bestFrac := -1, int64(-1)
+			for _, i := range order {
+				if f := need * weights[i] % total; !given.Contains(int(i)) && f > bestFrac {
+					best, bestFrac = int(i), f
+				}
+			}
+			given = given.With(best)
+			out[best]++
+		}
+	}
+	for _, i := range order {
+		if out[i] > free[i] {
+			rem += out[i] - free[i]
+			out[i] = free[i]
+		}
+	}
+	for _, i := range order {
+		if rem == 0 {
+			break
+		}
+		t := min(rem, free[i]-out[i])
+		out[i] += t
+		rem -= t
+	}
+}
+
+// noFit builds the refusal when no set of the demanded width has the free
+// resources, whatever the exclusivity.
+func (s *State) noFit(r *Request, sc *scratch, p plan, pools []numa.Mask) error {
+	c := &sc.c
+	// For each kind, the most any cover candidate of the width could offer
+	// alone: the sum of the width largest free amounts inside one pool.
+	var short []Shortage
+	for k := 0; k < c.k; k++ {
+		var best int64
+		for _, pool := range pools {
+			best = max(best, topSum(&sc.raw[k], pool, p.width))
+		}
+		if best < c.need[k] {
+			short = append(short, Shortage{Resource: s.res[sc.kinds[k]].Kind(), Need: c.need[k], Have: best})
+		}
+	}
+	where := s.whereText(p)
+	var reason string
+	if len(short) > 0 {
+		reason = fmt.Sprintf("%s has %s free", where, s.describeNeed(r, sc, short))
+		reason = "no " + strings.TrimPrefix(reason, "a ") + s.mostText(r, short)
+	} else {
+		reason = fmt.Sprintf("no %s has %s free together", strings.TrimPrefix(where, "a "), s.describeAll(r, sc))
+	}
+	return s.refuse(r, p, ErrNoNUMAFit, short, nil, reason)
+}
+
+// blocked builds the refusal when only the exclusivity rule stands in the way.
+func (s *State) blocked(r *Request, sc *scratch, p plan, pools []numa.Mask, forbidden numa.Mask) error {
+	// The forbidden nodes of the pools where a cover exists without the rule.
+	var used numa.Mask
+	for _, pool := range pools {
+		if _, ok := sc.c.exists(pool, p.width, &sc.d); ok {
+			used |= pool & forbidden
+		}
+	}
+	ids := s.m.IDsOf(used)
+	what := "used by single-NUMA-node allocations, and a multi-node span may not use them"
+	if p.width == 1 {
+		what = "shared by multi-node allocations, and a one-node span may not use them"
+	}
+	reason := fmt.Sprintf("%s with %s free exists, but NUMA node(s) %s are %s (singleNUMANodeExclusive: Required)",
+		s.whereText(p), s.describeAll(r, sc), joinIDs(ids), what)
+	return s.refuse(r, p, ErrExclusivity, nil, ids, reason)
+}
+
+func (s *State) whereText(p plan) string {
+	switch {
+	case p.width == 1:
+		return "a NUMA node"
+	case p.inSet:
+		return fmt.Sprintf("a set of %d NUMA nodes inside one NUMA set (width_cap %d)", p.width, p.widthCap)
+	case p.widthCap > 0:
+		return fmt.Sprintf("a set of %d NUMA nodes (width_cap %d)", p.width, p.widthCap)
+	}
+	return fmt.Sprintf("a set of %d NUMA nodes", p.width)
+}
+
+func (s *State) mostText(r *Request, short []Shortage) string {
+	parts := make([]string, len(short))
+	for i, x := range short {
+		parts[i] = fmt.Sprintf("%d", x.Have)
+	}
+	kinds := make([]string, len(short))
+	for i, x := range short {
+		kinds[i] = x.Resource
+	}
+	return fmt.Sprintf(" (at most %s %s free there)", strings.Join(parts, "/"), strings.Join(kinds, "/"))
+}
+
+func joinIDs(ids []numa.NodeID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// describeNeed writes the short kinds' demands in words.
+func (s *State) describeNeed(r *Request, sc *scratch, short []Shortage) string {
+	parts := make([]string, 0, len(short))
+	for _, x := range short {
+		for k := 0; k < sc.c.k; k++ {
+			if res := s.res[sc.kinds[k]]; res.Kind() == x.Resource {
+				parts = append(parts, res.Describe(r, x.Need))
+			}
+		}
+	}
+	return joinAnd(parts)
+}
+
+// describeAll writes every demand of the request on known nodes in words.
+func (s *State) describeAll(r *Request, sc *scratch) string {
+	parts := make([]string, 0, sc.c.k)
+	for k := 0; k < sc.c.k; k++ {
+		if sc.c.need[k] > 0 {
+			parts = append(parts, s.res[sc.kinds[k]].Describe(r, sc.c.need[k]))
+		}
+	}
+	return joinAnd(parts)
+}
+
+func (s *State) describeShort(r *Request, short []Shortage, adj string) string {
+	parts := make([]string, 0, len(short))
+	for _, x := range short {
+		for _, res := range s.res {
+			if res.Kind() == x.Resource {
+				parts = append(parts, fmt.Sprintf("%s wanted, %d %s", res.Describe(r, x.Need), x.Have, adj))
+				break
+			}
+		}
+		if !s.hasKind(x.Resource) {
+			parts = append(parts, fmt.Sprintf("%d %s wanted, none on the machine", x.Need, x.Resource))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (s *State) hasKind(kind string) bool {
+	for _, res := range s.res {
+		if res.Kind() == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func joinAnd(parts []string) string {
+	switch len(parts) {
+	case 0:
+		return "nothing"
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// topSum returns the sum of the w largest values of v over pool.
+func topSum(v *[numa.MaxNodes]int64, pool numa.Mask, w int) int64 {
+	var vals [numa.MaxNodes]int64
+	n := 0
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		vals[n] = v[bits.TrailingZeros64(wd)]
+		n++
+	}
+	s := vals[:n]
+	// Partial selection sort of the w largest.
+	var t int64
+	for j := 0; j < w && j < n; j++ {
+		mx := j
+		for q := j + 1; q < n; q++ {
+			if s[q] > s[mx] {
+				mx = q
+			}
+		}
+		s[j], s[mx] = s[mx], s[j]
+		t += s[j]
+	}
+	return t
+}
+
+func (s *State) refuse(r *Request, p plan, sentinel error, short []Shortage, blocked []numa.NodeID, reason string) error {
+	return &PlacementError{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, Width: p.width,
+		WidthCap: max(p.widthCap, 0), WidthFree: max(p.widthFree, 0), InSet: p.inSet,
+		Short: short, Blocked: blocked, Reason: reason, err: sentinel}
+}

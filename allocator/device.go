@@ -1,0 +1,453 @@
+package allocator
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// GPUClass is the device class of GPUs.
+const GPUClass = "gpu"
+
+// Devices is the [Resource] for the whole devices of one class: GPUs
+// ([NewGPUs]) or any other PCI class such as RDMA NICs ([NewDevices]), so
+// that GPU+NIC requests align on the same NUMA nodes. Devices whose NUMA node
+// is unknown are unplaced: only None requests receive them. Unhealthy
+// devices are never handed out and are not capacity.
+//
+// Preferences inside a node: the devices of one PCIe switch when one switch
+// has enough free (the switch with the fewest free that suffices, so larger
+// groups stay whole), else switches in decreasing order of free devices;
+// the lowest IDs on a tie.
+type Devices struct {
+	class    string
+	ids      []string // external IDs, ascending (numerically for GPUs)
+	gpuIDs   []int    // GPU IDs when class is GPUClass
+	node     []int16  // dense node, -1 unknown
+	sw       []int32  // switch index, -1 none
+	healthy  []bool
+	held     []bool
+	byNode   [][]int32
+	unplaced []int32
+	nodeCap  []int32
+	nodeFree []int32
+	unCap    int32
+	unFree   int32
+	scratch  []int32
+}
+
+var (
+	_ Resource  = (*Devices)(nil)
+	_ Penalizer = (*Devices)(nil)
+)
+
+// NewGPUs returns the GPU resource of m, every GPU healthy and free.
+func NewGPUs(m *topology.Machine) *Devices {
+	gpus := m.GPUs()
+	d := newDevices(m, GPUClass, len(gpus))
+	switches := map[string]int32{}
+	for i, g := range gpus {
+		d.gpuIDs = append(d.gpuIDs, g.ID)
+		d.ids = append(d.ids, strconv.Itoa(g.ID))
+		d.add(m, i, g.NUMANode, g.PCIeSwitch, switches)
+	}
+	return d.finish()
+}
+
+// NewDevices returns the resource of m's devices of the given class (not
+// "gpu"), every device healthy and free.
+func NewDevices(m *topology.Machine, class string) *Devices {
+	var devs []topology.Device
+	for _, x := range m.Devices() {
+		if x.Class == class {
+			devs = append(devs, x)
+		}
+	}
+	d := newDevices(m, class, len(devs))
+	switches := map[string]int32{}
+	for i, x := range devs {
+		d.ids = append(d.ids, x.ID)
+		d.add(m, i, x.NUMANode, x.PCIeSwitch, switches)
+	}
+	return d.finish()
+}
+
+func newDevices(m *topology.Machine, class string, n int) *Devices {
+	return &Devices{
+		class: class, node: make([]int16, n), sw: make([]int32, n),
+		healthy: make([]bool, n), held: make([]bool, n),
+		byNode: make([][]int32, m.NumNodes()), nodeCap: make([]int32, m.NumNodes()),
+		nodeFree: make([]int32, m.NumNodes()),
+	}
+}
+
+func (d *Devices) add(m *topology.Machine, i int, node numa.NodeID, sw string, switches map[string]int32) {
+	d.healthy[i] = true
+	d.node[i] = -1
+	if idx, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
+		d.node[i] = int16(idx)
+		d.byNode[idx] = append(d.byNode[idx], int32(i))
+		d.nodeCap[idx]++
+	} else {
+		d.unplaced = append(d.unplaced, int32(i))
+		d.unCap++
+	}
+	d.sw[i] = -1
+	if sw != "" {
+		s, ok := switches[sw]
+		if !ok {
+			s = int32(len(switches))
+			switches[sw] = s
+		}
+		d.sw[i] = s
+	}
+}
+
+func (d *Devices) finish() *Devices {
+	copy(d.nodeFree, d.nodeCap)
+	d.unFree = d.unCap
+	return d
+}
+
+// Kind returns the class.
+func (d *Devices) Kind() string { return d.class }
+
+// Demand returns r.GPUs for GPUs, r.Devices[class] otherwise.
+func (d *Devices) Demand(r *Request) int64 {
+	if d.class == GPUClass {
+		return int64(r.GPUs)
+	}
+	return int64(r.Devices[d.class])
+}
+
+// Capacity returns the node's healthy devices.
+func (d *Devices) Capacity(_ *Request, node int) int64 { return int64(d.nodeCap[node]) }
+
+// Free returns the node's healthy devices not held.
+func (d *Devices) Free(_ *Request, node int) int64 { return int64(d.nodeFree[node]) }
+
+// Unplaced returns the free healthy devices of unknown NUMA node.
+func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }
+
+// Describe writes "4 GPUs" or "2 rdma devices".
+func (d *Devices) Describe(_ *Request, units int64) string {
+	if d.class == GPUClass {
+		if units == 1 {
+			return "1 GPU"
+		}
+		return fmt.Sprintf("%d GPUs", units)
+	}
+	if units == 1 {
+		return fmt.Sprintf("1 %s device", d.class)
+	}
+	return fmt.Sprintf("%d %s devices", units, d.class)
+}
+
+func (d *Devices) isFree(i int32) bool { return d.healthy[i] && !d.held[i] }
+
+func (d *Devices) setHeld(i int32, held bool) {
+	if d.held[i] == held {
+		return
+	}
+	d.held[i] = held
+	if !d.healthy[i] {
+		return
+	}
+	delta := int32(1)
+	if held {
+		delta = -1
+	}
+	if n := d.node[i]; n >= 0 {
+		d.nodeFree[n] += delta
+	} else {
+		d.unFree += delta
+	}
+}
+
+// SetHealthy marks device i (index in ascending ID order) healthy or not.
+// It reports whether the health changed.
+func (d *Devices) setHealthy(i int32, healthy bool) bool {
+	if d.healthy[i] == healthy {
+		return false
+	}
+	d.healthy[i] = healthy
+	delta := int32(1)
+	if !healthy {
+		delta = -1
+	}
+	if n := d.node[i]; n >= 0 {
+		d.nodeCap[n] += delta
+		if !d.held[i] {
+			d.nodeFree[n] += delta
+		}
+	} else {
+		d.unCap += delta
+		if !d.held[i] {
+			d.unFree += delta
+		}
+	}
+	return true
+}
+
+// index returns the position of the device with external ID id.
+func (d *Devices) index(id string) (int32, bool) {
+	if d.class == GPUClass {
+		g, err := strconv.Atoi(id)
+		if err != nil {
+			return 0, false
+		}
+		i, ok := slices.BinarySearch(d.gpuIDs, g)
+		return int32(i), ok
+	}
+	i, ok := slices.BinarySearch(d.ids, id)
+	return int32(i), ok
+}
+
+func (d *Devices) gpuIndex(id int) (int32, bool) {
+	i, ok := slices.BinarySearch(d.gpuIDs, id)
+	return int32(i), ok
+}
+
+// Penalty counts the PCIe switches the split would use beyond one per node.
+func (d *Devices) Penalty(_ *Request, amounts []int64) int64 {
+	var p int64
+	for node, k := range amounts {
+		if k > 0 {
+			p += int64(d.switchesNeeded(node, int(k)) - 1)
+		}
+	}
+	return p
+}
+
+// switchesNeeded returns how many switch groups of node supply k free
+// devices when the largest groups are used first. Devices without a switch
+// count as groups of one.
+func (d *Devices) switchesNeeded(node, k int) int {
+	var keys, counts [64]int32
+	groups := counts[:d.groups(node, &keys, &counts)]
+	slices.SortFunc(groups, func(a, b int32) int { return cmp.Compare(b, a) })
+	n := 0
+	for _, c := range groups {
+		if k <= 0 {
+			break
+		}
+		k -= int(c)
+		n++
+	}
+	return n
+}
+
+// groupKey is the switch group of device i: its switch, or a group of its
+// own when it has none.
+func (d *Devices) groupKey(i int32) int32 {
+	if d.sw[i] < 0 {
+		return -2 - i
+	}
+	return d.sw[i]
+}
+
+// groups fills keys and counts with the free devices per switch group of
+// node, in order of the groups' lowest device, and returns the number of
+// groups (at most 64; devices of further groups are left out, which only
+// coarsens the preference on machines with more than 64 switches per node).
+func (d *Devices) groups(node int, keys, counts *[64]int32) int {
+	ng := 0
+	for _, i := range d.byNode[node] {
+		if !d.isFree(i) {
+			continue
+		}
+		key := d.groupKey(i)
+		g := 0
+		for g < ng && keys[g] != key {
+			g++
+		}
+		if g == ng {
+			if ng == len(keys) {
+				continue
+			}
+			keys[g], counts[g] = key, 0
+			ng++
+		}
+		counts[g]++
+	}
+	return ng
+}
+
+// Take picks the devices.
+func (d *Devices) Take(_ *Request, amounts []int64, unplaced int64, a *Allocation) {
+	picked := d.scratch[:0]
+	for node, k := range amounts {
+		if k > 0 {
+			picked = d.pickNode(node, int(k), picked)
+		}
+	}
+	for _, i := range d.unplaced {
+		if unplaced == 0 {
+			break
+		}
+		if d.isFree(i) {
+			d.setHeld(i, true)
+			picked = append(picked, i)
+			unplaced--
+		}
+	}
+	d.scratch = picked
+	if len(picked) == 0 {
+		return
+	}
+	slices.Sort(picked)
+	if d.class == GPUClass {
+		a.GPUs = make([]int, len(picked))
+		for j, i := range picked {
+			a.GPUs[j] = d.gpuIDs[i]
+		}
+		return
+	}
+	ids := make([]string, len(picked))
+	for j, i := range picked {
+		ids[j] = d.ids[i]
+	}
+	if a.Devices == nil {
+		a.Devices = map[string][]string{}
+	}
+	a.Devices[d.class] = ids
+}
+
+// pickNode takes k free devices of node, by switch preference.
+func (d *Devices) pickNode(node, k int, dst []int32) []int32 {
+	for k > 0 {
+		// Choose the group: the smallest that holds all k, else the largest.
+		var keys, counts [64]int32
+		ng := d.groups(node, &keys, &counts)
+		best, bestKey, bestCount := -1, int32(0), 0
+		for g := 0; g < ng; g++ {
+			c := int(counts[g])
+			better := false
+			switch {
+			case best < 0:
+				better = true
+			case c >= k && bestCount >= k:
+				better = c < bestCount
+			case c >= k:
+				better = true
+			case bestCount < k:
+				better = c > bestCount
+			}
+			if better {
+				best, bestKey, bestCount = g, keys[g], c
+			}
+		}
+		if best < 0 {
+			return dst // cannot happen when the engine checked Free
+		}
+		for _, i := range d.byNode[node] {
+			if k == 0 {
+				break
+			}
+			if d.groupKey(i) == bestKey && d.isFree(i) {
+				d.setHeld(i, true)
+				dst = append(dst, i)
+				k--
+			}
+		}
+	}
+	return dst
+}
+
+func (d *Devices) held2(a *Allocation) []string {
+	if d.class == GPUClass {
+		return nil
+	}
+	return a.Devices[d.class]
+}
+
+// forEach calls f with the index of each device a holds, or returns an
+// error naming an unknown one.
+func (d *Devices) forEach(a *Allocation, f func(int32)) error {
+	if d.class == GPUClass {
+		for _, g := range a.GPUs {
+			i, ok := d.gpuIndex(g)
+			if !ok {
+				return fmt.Errorf("%w: GPU %d does not exist on this machine", ErrConflict, g)
+			}
+			f(i)
+		}
+		return nil
+	}
+	for _, id := range d.held2(a) {
+		i, ok := d.index(id)
+		if !ok {
+			return fmt.Errorf("%w: %s device %q does not exist on this machine", ErrConflict, d.class, id)
+		}
+		f(i)
+	}
+	return nil
+}
+
+// Give returns a's devices.
+func (d *Devices) Give(a *Allocation) {
+	_ = d.forEach(a, func(i int32) { d.setHeld(i, false) })
+}
+
+// Claim takes exactly a's devices. Unhealthy devices may be claimed (an
+// allocation may hold a device that failed after it was placed).
+func (d *Devices) Claim(a *Allocation) error {
+	var bad error
+	seen := map[int32]bool{}
+	if err := d.forEach(a, func(i int32) {
+		if bad != nil {
+			return
+		}
+		if d.held[i] || seen[i] {
+			bad = fmt.Errorf("%w: %s %s is already allocated", ErrConflict, d.noun(), d.ids[i])
+		}
+		seen[i] = true
+	}); err != nil {
+		return err
+	}
+	if bad != nil {
+		return bad
+	}
+	_ = d.forEach(a, func(i int32) { d.setHeld(i, true) })
+	return nil
+}
+
+func (d *Devices) noun() string {
+	if d.class == GPUClass {
+		return "GPU"
+	}
+	return d.class + " device"
+}
+
+// Nodes returns the known nodes of a's devices.
+func (d *Devices) Nodes(a *Allocation) numa.Mask {
+	var m numa.Mask
+	_ = d.forEach(a, func(i int32) {
+		if d.node[i] >= 0 {
+			m = m.With(int(d.node[i]))
+		}
+	})
+	return m
+}
+
+// Clone returns an independent copy.
+func (d *Devices) Clone() Resource {
+	c := *d
+	c.healthy = slices.Clone(d.healthy)
+	c.held = slices.Clone(d.held)
+	c.nodeCap = slices.Clone(d.nodeCap)
+	c.nodeFree = slices.Clone(d.nodeFree)
+	c.scratch = nil
+	return &c
+}
+
+// holds reports whether a holds device i.
+func (d *Devices) holds(a *Allocation, i int32) bool {
+	found := false
+	_ = d.forEach(a, func(j int32) { found = found || j == i })
+	return found
+}

@@ -1,0 +1,178 @@
+package allocator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// Request asks for resources on one machine under a policy.
+type Request struct {
+	// ID identifies the allocation; it must be unique among live ones.
+	// Fit and Score accept an empty ID.
+	ID string
+	// CPUs is the number of exclusive logical CPUs.
+	CPUs int
+	// GPUs is the number of whole GPUs.
+	GPUs int
+	// MemoryMiB is the memory in MiB, counted per NUMA node.
+	MemoryMiB int64
+	// Devices asks for devices of other classes (such as "rdma"), by class.
+	Devices map[string]int
+	// Policy is the placement policy (the zero value is None).
+	Policy policy.Policy
+	// Exclusive is the singleNUMANodeExclusive rule (the zero value is
+	// Required).
+	Exclusive policy.Exclusivity
+	// FullPCPUs hands out whole physical cores only: CPUs must be a multiple
+	// of the machine's threads per core.
+	FullPCPUs bool
+}
+
+// String returns a short description such as
+// `"a" 24 CPUs 4 GPUs SingleNUMANode/Required`.
+func (r *Request) String() string {
+	s := fmt.Sprintf("%q %d CPUs %d GPUs", r.ID, r.CPUs, r.GPUs)
+	if r.MemoryMiB > 0 {
+		s += fmt.Sprintf(" %d MiB", r.MemoryMiB)
+	}
+	for _, c := range slices.Sorted(maps.Keys(r.Devices)) {
+		s += fmt.Sprintf(" %d %s", r.Devices[c], c)
+	}
+	if r.FullPCPUs {
+		s += " fullPCPUs"
+	}
+	return s + " " + r.Policy.String() + "/" + r.Exclusive.String()
+}
+
+func (r *Request) validate(tpc int) error {
+	switch {
+	case r.CPUs < 0:
+		return invalidRequest(r, "cpus", "%d is negative", r.CPUs)
+	case r.GPUs < 0:
+		return invalidRequest(r, "gpus", "%d is negative", r.GPUs)
+	case r.MemoryMiB < 0:
+		return invalidRequest(r, "memoryMiB", "%d is negative", r.MemoryMiB)
+	case !r.Policy.Valid():
+		return invalidRequest(r, "policy", "%d is not a policy", r.Policy)
+	case !r.Exclusive.Valid():
+		return invalidRequest(r, "exclusive", "%d is not an exclusivity value", r.Exclusive)
+	}
+	any := r.CPUs > 0 || r.GPUs > 0 || r.MemoryMiB > 0
+	for c, n := range r.Devices {
+		if n < 0 {
+			return invalidRequest(r, "devices["+c+"]", "%d is negative", n)
+		}
+		any = any || n > 0
+	}
+	if !any {
+		return invalidRequest(r, "", "every amount is zero")
+	}
+	if r.FullPCPUs && r.CPUs%tpc != 0 {
+		return invalidRequest(r, "cpus", "fullPCPUs needs a multiple of the machine's %d threads per core, got %d", tpc, r.CPUs)
+	}
+	return nil
+}
+
+// NodeMemory is an amount of memory on one NUMA node.
+type NodeMemory struct {
+	Node int   // dense index
+	MiB  int64 // amount
+}
+
+// Allocation is what a request received. The CPU set and slices share
+// storage with the allocator's state: treat an Allocation as read-only (use
+// [Allocation.Clone] for a copy to modify).
+type Allocation struct {
+	// ID is the request's ID.
+	ID string
+	// Policy and Exclusive are the request's.
+	Policy    policy.Policy
+	Exclusive policy.Exclusivity
+	// FullPCPUs is the request's.
+	FullPCPUs bool
+	// Span is the set of NUMA nodes (dense indices) that host any of the
+	// allocation's CPUs, GPUs, devices or memory.
+	Span numa.Mask
+	// CPUs are the exclusive CPUs.
+	CPUs numa.CPUSet
+	// GPUs are the GPU IDs, ascending.
+	GPUs []int
+	// Devices are the IDs of the devices of other classes, by class.
+	Devices map[string][]string
+	// Memory is the memory by NUMA node, ascending node, nodes with none
+	// left out.
+	Memory []NodeMemory
+
+	machine *topology.Machine
+}
+
+// NUMANodes returns the IDs of the span's nodes, ascending.
+func (a *Allocation) NUMANodes() []numa.NodeID {
+	if a.machine == nil {
+		return nil
+	}
+	return a.machine.IDsOf(a.Span)
+}
+
+// MemoryMiB returns the total memory of the allocation.
+func (a *Allocation) MemoryMiB() int64 {
+	var t int64
+	for _, m := range a.Memory {
+		t += m.MiB
+	}
+	return t
+}
+
+// Clone returns a deep copy that shares no storage with the state.
+func (a Allocation) Clone() Allocation {
+	a.CPUs = a.CPUs.Clone()
+	a.GPUs = slices.Clone(a.GPUs)
+	a.Memory = slices.Clone(a.Memory)
+	if a.Devices != nil {
+		d := make(map[string][]string, len(a.Devices))
+		for c, ids := range a.Devices {
+			d[c] = slices.Clone(ids)
+		}
+		a.Devices = d
+	}
+	return a
+}
+
+// Request returns the request this allocation satisfies (amounts taken from
+// what it holds).
+func (a *Allocation) Request() Request {
+	r := Request{ID: a.ID, CPUs: a.CPUs.Size(), GPUs: len(a.GPUs), MemoryMiB: a.MemoryMiB(),
+		Policy: a.Policy, Exclusive: a.Exclusive, FullPCPUs: a.FullPCPUs}
+	if len(a.Devices) > 0 {
+		r.Devices = make(map[string]int, len(a.Devices))
+		for c, ids := range a.Devices {
+			r.Devices[c] = len(ids)
+		}
+	}
+	return r
+}
+
+// String describes the allocation, such as `"a" cpus 0-3 gpus [0] nodes [0]`.
+func (a *Allocation) String() string {
+	s := fmt.Sprintf("%q cpus %s gpus %v nodes %v", a.ID, a.CPUs, a.GPUs, a.NUMANodes())
+	if len(a.Devices) > 0 {
+		keys := make([]string, 0, len(a.Devices))
+		for c := range a.Devices {
+			keys = append(keys, c)
+		}
+		sort.Strings(keys)
+		for _, c := range keys {
+			s += fmt.Sprintf(" %s %v", c, a.Devices[c])
+		}
+	}
+	if len(a.Memory) > 0 {
+		s += fmt.Sprintf(" memory %d MiB", a.MemoryMiB())
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package allocator
+
+import (
+	"github.com/numaplace/numaplace/numa"
+)
+
+// Resource is one kind of resource the allocator composes: CPUs, devices of
+// a class (GPUs, RDMA NICs, ...), memory, or a kind of the caller's own. The
+// engine decides the span and how many units each NUMA node of the span
+// gives; the resource decides which units, by its own preferences.
+//
+// Amounts are in the resource's units, which may depend on the request
+// (whole cores for a fullPCPUs request). Node arguments are dense node
+// indices. The engine calls the read-only methods (Kind, Demand, Capacity,
+// Free, Unplaced, Describe, Nodes, and Penalty when implemented) under a
+// read lock, possibly from several goroutines at once; they must not
+// mutate. Take, Give, Claim and the methods of optional interfaces that
+// change state are called under the write lock.
+type Resource interface {
+	// Kind names the resource, such as "cpu", "gpu", "memory" or "rdma".
+	Kind() string
+	// Demand returns how many units r asks for (0: none).
+	Demand(r *Request) int64
+	// Capacity returns the allocatable units on the node usable by r when
+	// nothing is allocated (health counts: an unhealthy device is not
+	// capacity).
+	Capacity(r *Request, node int) int64
+	// Free returns the units on the node usable by r now.
+	Free(r *Request, node int) int64
+	// Unplaced returns the free units that belong to no known NUMA node;
+	// only None requests receive them.
+	Unplaced(r *Request) int64
+	// Take takes amounts[i] units on each node i and unplaced units from
+	// the unplaced pool, by the resource's preferences, and records them in
+	// a. The engine guarantees that the amounts are free.
+	Take(r *Request, amounts []int64, unplaced int64, a *Allocation)
+	// Give returns what a holds of this resource.
+	Give(a *Allocation)
+	// Claim takes exactly what a holds of this resource, or returns an error
+	// wrapping [ErrConflict] naming what is unknown or not free; on error
+	// nothing changes.
+	Claim(a *Allocation) error
+	// Nodes returns the NUMA nodes that host what a holds of this resource.
+	Nodes(a *Allocation) numa.Mask
+	// Describe writes an amount in words, such as "4 GPUs" or "8 whole cores".
+	Describe(r *Request, units int64) string
+	// Clone returns an independent copy sharing no mutable state.
+	Clone() Resource
+}
+
+// Penalizer is an optional ability of a [Resource]: how far a split of
+// amounts over the nodes is from the resource's own preference (GPUs under
+// one PCIe switch, whole cores). Lower is better; the engine compares
+// candidate spans by it after NUMA sets crossed and distance.
+type Penalizer interface {
+	Penalty(r *Request, amounts []int64) int64
+}

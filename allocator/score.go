@@ -1,0 +1,82 @@
+package allocator
+
+import (
+	"github.com/numaplace/numaplace/policy"
+)
+
+// Score rates this machine for r on a 0-100 scale for a scheduler, or
+// returns the error Fit would. Alignment comes first: a placement whose span
+// is no wider than the request's width_cap (the narrowest the hardware
+// permits) scores 50-100, a wider one 0-49. Within each band the packing
+// strategy decides: MostAllocated (default) scores higher the fuller the
+// machine's demanded resources would be after the placement, LeastAllocated
+// the emptier.
+func (s *State) Score(r *Request) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if r.ID != "" {
+		if _, ok := s.ids[r.ID]; ok {
+			return 0, ErrDuplicateID
+		}
+	}
+	sc := s.pool.Get().(*scratch)
+	defer s.pool.Put(sc)
+	p, err := s.decide(r, sc, true)
+	if err != nil {
+		return 0, err
+	}
+	widthCap := p.widthCap
+	if r.Policy != policy.Restricted {
+		widthCap = s.widthCap(r, sc)
+	}
+	aligned := p.span.Count() <= max(widthCap, 1)
+
+	// Utilisation after the placement, averaged over the demanded kinds.
+	var util float64
+	kinds := 0
+	for _, res := range s.res {
+		d := res.Demand(r)
+		if d == 0 {
+			continue
+		}
+		var capacity, free int64
+		for i := 0; i < s.n; i++ {
+			capacity += res.Capacity(r, i)
+			free += res.Free(r, i)
+		}
+		if capacity > 0 {
+			// Devices of unknown NUMA node are left out: d may exceed what
+			// the known nodes give, hence the clamp below.
+			util += min(float64(capacity-free+d)/float64(capacity), 1)
+			kinds++
+		}
+	}
+	p01 := 0.0
+	if kinds > 0 {
+		p01 = min(util/float64(kinds), 1)
+	}
+	if s.opts.Scoring == LeastAllocated {
+		p01 = 1 - p01
+	}
+	if aligned {
+		return 50 + int(p01*50), nil
+	}
+	return int(p01 * 49), nil
+}
+
+// widthCap computes r's width_cap (0 when the machine's capacity never
+// covers r). The caller holds a lock; sc.c holds r's demands.
+func (s *State) widthCap(r *Request, sc *scratch) int {
+	c := &sc.c
+	s.fill(r, sc, true)
+	best := -1
+	for _, set := range s.setMasks {
+		if w := c.minWidth(set, &sc.d); w > 0 && (best < 0 || w < best) {
+			best = w
+		}
+	}
+	if best < 0 {
+		best = c.minWidth(s.m.AllNodes(), &sc.d)
+	}
+	return max(best, 0)
+}

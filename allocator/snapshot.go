@@ -1,0 +1,219 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// Snapshot is the live allocations of a state, enough to rebuild it after a
+// restart. Its allocations share no storage with the state.
+type Snapshot struct {
+	// Allocations are ordered by ID.
+	Allocations []Allocation
+	// Unhealthy lists the unhealthy devices by class ("gpu" for GPUs), IDs
+	// as strings.
+	Unhealthy map[string][]string
+}
+
+// Snapshot returns a copy of the live allocations and device health.
+func (s *State) Snapshot() Snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	live := s.liveLocked()
+	for i := range live {
+		live[i] = live[i].Clone()
+	}
+	snap := Snapshot{Allocations: live}
+	for _, d := range s.devices() {
+		for i, h := range d.healthy {
+			if !h {
+				if snap.Unhealthy == nil {
+					snap.Unhealthy = map[string][]string{}
+				}
+				snap.Unhealthy[d.class] = append(snap.Unhealthy[d.class], d.ids[i])
+			}
+		}
+	}
+	return snap
+}
+
+func (s *State) devices() []*Devices {
+	out := []*Devices{s.gpu}
+	for _, r := range s.res {
+		if d, ok := r.(*Devices); ok && d != s.gpu {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// RestoreError names the allocation a restore refused and why. It unwraps
+// to [ErrConflict] (or [ErrDuplicateID]).
+type RestoreError struct {
+	ID  string
+	Err error
+}
+
+// Error implements error.
+func (e *RestoreError) Error() string { return fmt.Sprintf("allocation %q: %v", e.ID, e.Err) }
+
+// Unwrap returns the cause.
+func (e *RestoreError) Unwrap() error { return e.Err }
+
+// Restore claims every allocation of snap, exactly as recorded (their
+// spans are recomputed from what they hold), and applies its device health.
+// It refuses, changing nothing, an allocation with a duplicate or empty ID,
+// unknown or reserved CPUs, unknown devices, CPUs or devices held twice, or
+// more memory than a node has; the error is a *[RestoreError] naming it.
+// Restore works on a state that already has live allocations too (it adds
+// to them), but is meant for a fresh one.
+func (s *State) Restore(snap Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Work on a copy so that a refusal changes nothing.
+	tmp := s.cloneLocked()
+	for class, ids := range snap.Unhealthy {
+		for _, id := range ids {
+			if _, err := tmp.setHealth(class, id, false); err != nil {
+				return fmt.Errorf("restore device health: %w", err)
+			}
+		}
+	}
+	for _, a := range snap.Allocations {
+		if err := tmp.claim(a.Clone()); err != nil {
+			return &RestoreError{ID: a.ID, Err: err}
+		}
+	}
+	s.adopt(tmp)
+	return nil
+}
+
+// Claim adds a as a live allocation holding exactly what it names (the
+// kubelet side admitting a pod by the scheduler's decision). Its span is
+// recomputed. On error (*[RestoreError] wrapping [ErrConflict] or
+// [ErrDuplicateID]) nothing changes.
+func (s *State) Claim(a Allocation) (Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tmp := s.cloneLocked()
+	if err := tmp.claim(a.Clone()); err != nil {
+		return Allocation{}, &RestoreError{ID: a.ID, Err: err}
+	}
+	s.adopt(tmp)
+	idx := s.ids[a.ID]
+	return s.recs[idx], nil
+}
+
+func (s *State) claim(a Allocation) error {
+	if a.ID == "" {
+		return errors.New("empty allocation ID")
+	}
+	if _, ok := s.ids[a.ID]; ok {
+		return ErrDuplicateID
+	}
+	if !a.Policy.Valid() || !a.Exclusive.Valid() {
+		return fmt.Errorf("%w: invalid policy or exclusivity", ErrConflict)
+	}
+	a.machine = s.m
+	slices.Sort(a.GPUs)
+	for c := range a.Devices {
+		if _, ok := s.classes[c]; !ok {
+			return fmt.Errorf("%w: the machine has no %s devices", ErrConflict, c)
+		}
+		slices.Sort(a.Devices[c])
+	}
+	var span numa.Mask
+	for _, res := range s.res {
+		if err := res.Claim(&a); err != nil {
+			return err
+		}
+		span |= res.Nodes(&a)
+	}
+	a.Span = span
+	s.insert(a)
+	return nil
+}
+
+// cloneLocked returns an independent copy of the state (the caller holds a
+// lock).
+func (s *State) cloneLocked() *State {
+	c := &State{m: s.m, n: s.n, opts: s.opts, classes: map[string]*Devices{},
+		ids: make(map[string]int32, len(s.ids)), recs: slices.Clone(s.recs),
+		freeRecs: slices.Clone(s.freeRecs), single: s.single, multi: s.multi,
+		setMasks: s.setMasks, dist: s.dist}
+	for id, idx := range s.ids {
+		c.ids[id] = idx
+	}
+	c.res = make([]Resource, len(s.res))
+	for j, r := range s.res {
+		c.res[j] = r.Clone()
+		switch r {
+		case Resource(s.gpu):
+			c.gpu = c.res[j].(*Devices)
+		case Resource(s.cpu):
+			c.cpu = c.res[j].(*CPUs)
+		case Resource(s.mem):
+			c.mem = c.res[j].(*Memory)
+		}
+		if d, ok := r.(*Devices); ok && s.classes[d.class] == d {
+			c.classes[d.class] = c.res[j].(*Devices)
+		}
+	}
+	c.initPen()
+	c.pool.New = func() any { return new(scratch) }
+	return c
+}
+
+// Clone returns an independent copy of the state: a cheap way to try
+// placements (a preemption dry-run) without touching the original. The
+// allocations of the copy share their read-only storage with the original.
+func (s *State) Clone() *State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cloneLocked()
+}
+
+// adopt moves the contents of t into s (the caller holds s's write lock).
+func (s *State) adopt(t *State) {
+	s.res, s.pen, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.cpu, t.gpu, t.mem, t.classes
+	s.ids, s.recs, s.freeRecs, s.single, s.multi = t.ids, t.recs, t.freeRecs, t.single, t.multi
+}
+
+// SetDeviceHealth marks the device of the given class ("gpu" for GPUs, IDs
+// as decimal strings) healthy or unhealthy. An unhealthy device is never
+// handed out and is not capacity; live allocations that hold it keep it and
+// are returned (their IDs, ascending) so the caller can act on them.
+func (s *State) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setHealth(class, id, healthy)
+}
+
+func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
+	d := s.gpu
+	if class != GPUClass {
+		d = s.classes[class]
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: the machine has no %s devices", ErrConflict, class)
+	}
+	i, ok := d.index(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s does not exist on this machine", ErrConflict, d.noun(), id)
+	}
+	d.setHealthy(i, healthy)
+	var affected []string
+	if d.held[i] {
+		for aid, idx := range s.ids {
+			a := &s.recs[idx]
+			if d.holds(a, i) {
+				affected = append(affected, aid)
+			}
+		}
+		slices.Sort(affected)
+	}
+	return affected, nil
+}

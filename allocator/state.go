@@ -1,0 +1,299 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// Packing is preference 5 of the design among admissible choices.
+type Packing uint8
+
+const (
+	// BestFit keeps large free blocks whole: among otherwise equal spans it
+	// takes the one with the least free resources left (the default).
+	BestFit Packing = iota
+	// Spread takes the span with the most free resources left.
+	Spread
+)
+
+// Scoring is how [State.Score] ranks a feasible node for a scheduler.
+type Scoring uint8
+
+const (
+	// MostAllocated favours fuller machines (bin packing; the default).
+	MostAllocated Scoring = iota
+	// LeastAllocated favours emptier machines.
+	LeastAllocated
+)
+
+// Options tune a [State]. The zero value is the default.
+type Options struct {
+	// Packing chooses between best-fit (default) and spread placement.
+	Packing Packing
+	// Scoring chooses the scoring strategy of Score.
+	Scoring Scoring
+	// SearchBudget bounds how many candidate spans of the demanded width are
+	// compared when choosing among admissible ones on large machines (0:
+	// 512). Admissibility never depends on it.
+	SearchBudget int
+	// Resources are extra resource kinds, composed after the built-in ones
+	// (GPUs, other device classes, CPUs, memory).
+	Resources []Resource
+}
+
+// State is the allocation state of one machine: free CPUs, free devices per
+// class, free memory, the live allocations by ID with their spans, and the
+// NUMA node types.
+//
+// All methods are safe for concurrent use: Fit, Score, Get, Live,
+// Snapshot and the other readers take a read lock and run in parallel;
+// Allocate, Release, Restore and SetDeviceHealth take the write lock.
+type State struct {
+	mu       sync.RWMutex
+	m        *topology.Machine
+	n        int
+	opts     Options
+	res      []Resource
+	pen      []Penalizer
+	cpu      *CPUs
+	gpu      *Devices
+	mem      *Memory
+	classes  map[string]*Devices
+	ids      map[string]int32
+	recs     []Allocation
+	freeRecs []int32
+	single   [numa.MaxNodes]int32 // live one-node spans using the node
+	multi    [numa.MaxNodes]int32 // live multi-node spans using the node
+	setMasks []numa.Mask
+	dist     numa.Distances
+	sc       scratch
+	pool     sync.Pool
+}
+
+// New returns the state of machine m with everything free.
+func New(m *topology.Machine, opts Options) *State {
+	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
+		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances()}
+	if s.opts.SearchBudget <= 0 {
+		s.opts.SearchBudget = 512
+	}
+	s.gpu = NewGPUs(m)
+	s.res = append(s.res, s.gpu)
+	var classes []string
+	for _, d := range m.Devices() {
+		if !slices.Contains(classes, d.Class) {
+			classes = append(classes, d.Class)
+		}
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		d := NewDevices(m, c)
+		s.classes[c] = d
+		s.res = append(s.res, d)
+	}
+	s.cpu = NewCPUs(m)
+	s.mem = NewMemory(m)
+	s.res = append(s.res, s.cpu, s.mem)
+	s.res = append(s.res, opts.Resources...)
+	s.initPen()
+	s.pool.New = func() any { return new(scratch) }
+	return s
+}
+
+func (s *State) initPen() {
+	s.pen = make([]Penalizer, len(s.res))
+	for j, r := range s.res {
+		if p, ok := r.(Penalizer); ok {
+			s.pen[j] = p
+		}
+	}
+}
+
+// Machine returns the machine.
+func (s *State) Machine() *topology.Machine { return s.m }
+
+// scratch holds the per-decision working memory, reused between calls.
+type scratch struct {
+	c     cover
+	kinds [maxKinds]int // resource index of each demanded kind
+	un    [maxKinds]int64
+	raw   [maxKinds][numa.MaxNodes]int64 // unclipped free amounts
+	amt   [maxKinds][numa.MaxNodes]int64
+	best  [maxKinds][numa.MaxNodes]int64
+	d     dfs
+	ch    chooser
+}
+
+// plan is a decision: the span and, when chosen, the amounts in sc.best.
+type plan struct {
+	span      numa.Mask
+	width     int
+	widthCap  int
+	widthFree int
+	inSet     bool
+}
+
+// Fit reports whether Allocate would accept r now, without changing
+// anything; the error is the one Allocate would return. It allocates
+// nothing on success.
+func (s *State) Fit(r *Request) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if r.ID != "" {
+		if _, ok := s.ids[r.ID]; ok {
+			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+		}
+	}
+	sc := s.pool.Get().(*scratch)
+	_, err := s.decide(r, sc, false)
+	s.pool.Put(sc)
+	return err
+}
+
+// Allocate places r and returns what it received, or an error that says why
+// not (a *PlacementError for topology and amount refusals, wrapping
+// [ErrInvalidRequest], [ErrDuplicateID] otherwise). On error nothing
+// changes. The allocation shares storage with the state: treat it as
+// read-only.
+func (s *State) Allocate(r *Request) (Allocation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.ID == "" {
+		return Allocation{}, invalidRequest(r, "id", "is empty")
+	}
+	if _, ok := s.ids[r.ID]; ok {
+		return Allocation{}, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+	}
+	p, err := s.decide(r, &s.sc, true)
+	if err != nil {
+		return Allocation{}, err
+	}
+	a := Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
+		Span: p.span, machine: s.m}
+	for k := 0; k < s.sc.c.k; k++ {
+		s.res[s.sc.kinds[k]].Take(r, s.sc.best[k][:s.n], s.sc.un[k], &a)
+	}
+	s.insert(a)
+	return a, nil
+}
+
+func (s *State) insert(a Allocation) {
+	var idx int32
+	if n := len(s.freeRecs); n > 0 {
+		idx = s.freeRecs[n-1]
+		s.freeRecs = s.freeRecs[:n-1]
+		s.recs[idx] = a
+	} else {
+		idx = int32(len(s.recs))
+		s.recs = append(s.recs, a)
+	}
+	s.ids[a.ID] = idx
+	s.count(a.Span, 1)
+}
+
+func (s *State) count(span numa.Mask, delta int32) {
+	cnt := &s.single
+	if span.Count() > 1 {
+		cnt = &s.multi
+	}
+	for i := range span.All() {
+		cnt[i] += delta
+	}
+}
+
+// Release returns everything the allocation with the given ID holds. An ID
+// that is not live returns [ErrUnknownID] and changes nothing, so a retried
+// release is harmless.
+func (s *State) Release(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx, ok := s.ids[id]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	a := &s.recs[idx]
+	for _, res := range s.res {
+		res.Give(a)
+	}
+	s.count(a.Span, -1)
+	delete(s.ids, id)
+	s.recs[idx] = Allocation{}
+	s.freeRecs = append(s.freeRecs, idx)
+	return nil
+}
+
+// Get returns the live allocation with the given ID (read-only).
+func (s *State) Get(id string) (Allocation, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, ok := s.ids[id]
+	if !ok {
+		return Allocation{}, false
+	}
+	return s.recs[idx], true
+}
+
+// Live returns the live allocations ordered by ID (read-only).
+func (s *State) Live() []Allocation {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.liveLocked()
+}
+
+func (s *State) liveLocked() []Allocation {
+	out := make([]Allocation, 0, len(s.ids))
+	for _, idx := range s.ids {
+		out = append(out, s.recs[idx])
+	}
+	slices.SortFunc(out, func(a, b Allocation) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// NodeTypes returns the single and shared NUMA nodes (dense masks).
+func (s *State) NodeTypes() (single, shared numa.Mask) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.types()
+}
+
+func (s *State) types() (single, shared numa.Mask) {
+	for i := 0; i < s.n; i++ {
+		switch {
+		case s.multi[i] > 0:
+			shared = shared.With(i)
+		case s.single[i] > 0:
+			single = single.With(i)
+		}
+	}
+	return single, shared
+}
+
+// FreeCPUs returns the free allocatable CPUs.
+func (s *State) FreeCPUs() numa.CPUSet {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cpu.FreeCPUs()
+}
+
+// Resources returns the composed resources in the engine's order. They
+// must not be used to change the state directly.
+func (s *State) Resources() []Resource { return slices.Clone(s.res) }
+
+// NodeFree returns, for the node at dense index i, the free amount of each
+// resource kind in plain units (CPUs, devices, MiB), by kind.
+func (s *State) NodeFree(i int) map[string]int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var plain Request
+	out := make(map[string]int64, len(s.res))
+	for _, res := range s.res {
+		out[res.Kind()] = res.Free(&plain, i)
+	}
+	return out
+}

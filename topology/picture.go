@@ -113,19 +113,28 @@ func (p *painter) layout() {
 		cores[c.Node] = append(cores[c.Node], ci)
 	}
 	p.lines = make([][][]int, len(m.nodes))
-	for range 4 {
-		w := 0
+	split := func() (labelW int) {
 		for i := range m.nodes {
 			p.lines[i] = p.splitCores(cores[i], PictureWidth-len(gridIndent)-p.labelW-1)
 			for _, l := range p.lines[i] {
-				w = max(w, len(p.gridLabel(l)))
+				labelW = max(labelW, len(p.gridLabel(l)))
 			}
 		}
-		w = min(w, maxLabel)
+		return min(labelW, maxLabel)
+	}
+	// Fewer cores a line give shorter labels: widen the label column until
+	// the labels fit (labels still too long are shortened when drawn).
+	converged := false
+	for range 4 {
+		w := split()
 		if w <= p.labelW {
+			converged = true
 			break
 		}
 		p.labelW = w
+	}
+	if !converged {
+		split()
 	}
 	for _, g := range m.gpus {
 		p.nameW = max(p.nameW, utf8.RuneCountInString(gpuName(g, 'x')))
@@ -334,12 +343,12 @@ func (p *painter) grid(i int) {
 	for _, l := range p.lines[i] {
 		label := p.gridLabel(l)
 		if len(label) > p.labelW {
-			label = label[:p.labelW-2] + ".."
+			label = label[:max(p.labelW-2, 0)] + ".."
 		}
 		var sb strings.Builder
 		sb.WriteString(gridIndent)
 		sb.WriteString(label)
-		sb.WriteString(strings.Repeat(" ", p.labelW-len(label)+1))
+		sb.WriteString(strings.Repeat(" ", max(p.labelW-len(label), 0)+1))
 		for _, ci := range l {
 			sb.WriteByte('[')
 			for cpu := range p.m.cores[ci].CPUs.All() {

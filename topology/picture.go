@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,15 +43,16 @@ type Marks struct {
 	CPUs map[int]rune
 	// GPUs maps a GPU ID to its character.
 	GPUs map[int]rune
-	// Legend lines are printed under the key, such as "a = pod a: 4 GPUs, 24 CPUs".
+	// Legend lines are printed under the key, such as "a = pod a: 4 GPUs,
+	// 24 CPUs" (a long line is wrapped at spaces).
 	Legend []string
 }
 
 // Picture writes a text picture of the machine to w: a summary line and a
 // key (with the marks' legend); then, socket by socket, each NUMA node with
 // its ID, memory and CPU list, its cores as a grid of one character per
-// logical CPU grouped by core ("[ab][..]", each line labelled with the CPUs
-// it shows, siblings included), and its GPUs and other devices grouped
+// logical CPU grouped by core ("[ab][..]", a core's CPUs in ascending
+// order, each line labelled with the CPUs it shows, siblings included), and its GPUs and other devices grouped
 // under their PCIe switch (GPUs with their mark and bus ID); nodes of
 // unknown socket after the sockets; GPUs and devices of unknown NUMA node in
 // a section of their own; NVLinks; the NUMA sets; and the distance table
@@ -82,7 +84,8 @@ func (m *Machine) Picture(w io.Writer, marks *Marks) error {
 
 func checkMarks(marks *Marks) error {
 	check := func(kind string, mk map[int]rune) error {
-		for id, r := range mk {
+		for _, id := range slices.Sorted(maps.Keys(mk)) { // the lowest bad ID, always
+			r := mk[id]
 			if !unicode.IsPrint(r) || r == ' ' || r == utf8.RuneError {
 				return fmt.Errorf("topology: picture mark %q of %s %d is not a printable character", r, kind, id)
 			}

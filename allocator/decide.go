@@ -16,11 +16,9 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	if err := r.validate(s.m.ThreadsPerCore()); err != nil {
 		return plan{}, err
 	}
-	for class := range r.Devices {
-		if _, ok := s.classes[class]; !ok && r.Devices[class] > 0 {
-			return plan{}, s.refuse(r, plan{}, ErrInsufficient,
-				[]Shortage{{Resource: class, Need: int64(r.Devices[class])}},
-				nil, fmt.Sprintf("the machine has no %s devices", class))
+	if len(r.Devices) > 0 {
+		if err := s.checkClasses(r); err != nil {
+			return plan{}, err
 		}
 	}
 	c := &sc.c
@@ -45,12 +43,15 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		res := s.res[sc.kinds[k]]
 		var free int64
 		for i := 0; i < s.n; i++ {
-			free += res.Free(r, i)
+			v := res.Free(r, i)
+			sc.raw[k][i] = v
+			free += v
 		}
 		sc.un[k] = 0
 		if r.Policy == policy.None {
-			sc.un[k] = min(res.Unplaced(r), c.need[k])
-			free += res.Unplaced(r)
+			un := res.Unplaced(r)
+			sc.un[k] = min(un, c.need[k])
+			free += un
 		}
 		if free < c.need[k] {
 			short = append(short, Shortage{Resource: res.Kind(), Need: c.need[k], Have: free})
@@ -78,30 +79,30 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	switch r.Policy {
 	case policy.SingleNUMANode:
 		p.width = 1
-		pools = []numa.Mask{all}
+		pools = s.allPool[:]
 	case policy.Restricted:
-		s.fill(r, sc, true)
-		p.widthCap, p.inSet = -1, false
-		for _, set := range s.setMasks {
-			if w := c.minWidth(set, &sc.d); w > 0 && (p.widthCap < 0 || w < p.widthCap) {
-				p.widthCap, p.inSet = w, true
-			}
+		s.loadFree(sc)
+		p.widthCap, p.inSet = 1, true // when a node's free amounts cover r
+		if !s.anyNodeCovers(sc) {
+			p.widthCap, p.inSet = s.widthCapLocked(r, sc)
+			s.loadFree(sc)
 		}
 		if !p.inSet {
-			p.widthCap = c.minWidth(all, &sc.d) // finite: capacity >= free >= demand
-			pools = []numa.Mask{all}
+			pools = s.allPool[:]
 		}
 		p.width = p.widthCap
 	default: // BestEffort, None
-		pools = []numa.Mask{all}
+		pools = s.allPool[:]
 	}
-	s.fill(r, sc, false)
+	if r.Policy != policy.Restricted {
+		s.loadFree(sc)
+	}
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		p.widthFree = c.minWidth(all, &sc.d)
 		p.width = p.widthFree
 	}
 
-	single, shared := s.types()
+	single, shared := s.singleMask, s.sharedMask
 	allowed := policy.AllowedPool(p.width, all, single, shared)
 	hard := policy.Binds(r.Policy, r.Exclusive) &&
 		(r.Policy == policy.SingleNUMANode || r.Policy == policy.Restricted)
@@ -122,23 +123,69 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	return p, nil
 }
 
-// fill loads the cover with each node's capacity (or free amount) of every
-// demanded kind, and sc.raw with the unclipped free amounts.
-func (s *State) fill(r *Request, sc *scratch, capacity bool) {
+// checkClasses refuses a request for a device class the machine lacks.
+func (s *State) checkClasses(r *Request) error {
+	for class, n := range r.Devices {
+		if _, ok := s.classes[class]; !ok && n > 0 {
+			return s.refuse(r, plan{}, ErrInsufficient,
+				[]Shortage{{Resource: class, Need: int64(r.Devices[class])}},
+				nil, fmt.Sprintf("the machine has no %s devices", class))
+		}
+	}
+	return nil
+}
+
+// loadFree loads the cover with the free amounts recorded in sc.raw.
+func (s *State) loadFree(sc *scratch) {
 	c := &sc.c
+	for k := 0; k < c.k; k++ {
+		for i := 0; i < s.n; i++ {
+			c.set(i, k, sc.raw[k][i])
+		}
+	}
+}
+
+// anyNodeCovers reports whether one node of the loaded cover covers it.
+func (s *State) anyNodeCovers(sc *scratch) bool {
+	for i := 0; i < s.n; i++ {
+		if sc.c.coversNode(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// widthCapLocked returns r's width_cap and whether it was found inside one
+// NUMA set, using the cover (whose demands are r's on known nodes) and
+// leaving capacities in it. A request that some node's capacity covers
+// alone has width_cap 1 inside that node's set: that common case costs one
+// pass over the nodes. width_cap is 0 when even the whole machine's
+// capacity falls short.
+func (s *State) widthCapLocked(r *Request, sc *scratch) (int, bool) {
+	c := &sc.c
+	one := false
 	for k := 0; k < c.k; k++ {
 		res := s.res[sc.kinds[k]]
 		for i := 0; i < s.n; i++ {
-			var v int64
-			if capacity {
-				v = res.Capacity(r, i)
-			} else {
-				v = res.Free(r, i)
-				sc.raw[k][i] = v
-			}
-			c.set(i, k, v)
+			c.set(i, k, res.Capacity(r, i))
 		}
 	}
+	for i := 0; i < s.n && !one; i++ {
+		one = c.coversNode(i)
+	}
+	if one {
+		return 1, true
+	}
+	best := -1
+	for _, set := range s.setMasks {
+		if w := c.minWidth(set, &sc.d); w > 0 && (best < 0 || w < best) {
+			best = w
+		}
+	}
+	if best > 0 {
+		return best, true
+	}
+	return max(c.minWidth(s.m.AllNodes(), &sc.d), 0), false
 }
 
 // anyCover reports whether some pool, restricted to allowed, has a cover of

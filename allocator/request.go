@@ -64,11 +64,13 @@ func (r *Request) validate(tpc int) error {
 		return invalidRequest(r, "exclusive", "%d is not an exclusivity value", r.Exclusive)
 	}
 	any := r.CPUs > 0 || r.GPUs > 0 || r.MemoryMiB > 0
-	for c, n := range r.Devices {
-		if n < 0 {
-			return invalidRequest(r, "devices["+c+"]", "%d is negative", n)
+	if len(r.Devices) > 0 { // ranging over a nil map is not free
+		for c, n := range r.Devices {
+			if n < 0 {
+				return invalidRequest(r, "devices["+c+"]", "%d is negative", n)
+			}
+			any = any || n > 0
 		}
-		any = any || n > 0
 	}
 	if !any {
 		return invalidRequest(r, "", "every amount is zero")

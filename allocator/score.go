@@ -27,7 +27,7 @@ func (s *State) Score(r *Request) (int, error) {
 	}
 	widthCap := p.widthCap
 	if r.Policy != policy.Restricted {
-		widthCap = s.widthCap(r, sc)
+		widthCap, _ = s.widthCapLocked(r, sc)
 	}
 	aligned := p.span.Count() <= max(widthCap, 1)
 
@@ -62,21 +62,4 @@ func (s *State) Score(r *Request) (int, error) {
 		return 50 + int(p01*50), nil
 	}
 	return int(p01 * 49), nil
-}
-
-// widthCap computes r's width_cap (0 when the machine's capacity never
-// covers r). The caller holds a lock; sc.c holds r's demands.
-func (s *State) widthCap(r *Request, sc *scratch) int {
-	c := &sc.c
-	s.fill(r, sc, true)
-	best := -1
-	for _, set := range s.setMasks {
-		if w := c.minWidth(set, &sc.d); w > 0 && (best < 0 || w < best) {
-			best = w
-		}
-	}
-	if best < 0 {
-		best = c.minWidth(s.m.AllNodes(), &sc.d)
-	}
-	return max(best, 0)
 }

@@ -106,6 +106,9 @@ func (c *cover) lowerBound(pool numa.Mask) int {
 
 // minWidth returns the fewest nodes of pool that cover the demands, or -1.
 func (c *cover) minWidth(pool numa.Mask, s *dfs) int {
+	if _, ok := c.exists(pool, 1, s); ok {
+		return 1 // the common case, without sorting
+	}
 	lb := c.lowerBound(pool)
 	if lb < 0 {
 		return -1
@@ -113,7 +116,7 @@ func (c *cover) minWidth(pool numa.Mask, s *dfs) int {
 	if lb == 0 {
 		return 0
 	}
-	for w := lb; w <= pool.Count(); w++ {
+	for w := max(lb, 2); w <= pool.Count(); w++ {
 		if _, ok := c.exists(pool, w, s); ok {
 			return w
 		}
@@ -312,6 +315,14 @@ func (s *dfs) all(p, chosen int, mask numa.Mask, sums [maxKinds]int64) {
 // visit returns false.
 func (c *cover) each(pool numa.Mask, w int, s *dfs, ch *chooser) {
 	if w <= 0 || w > pool.Count() {
+		return
+	}
+	if w == 1 {
+		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+			if i := bits.TrailingZeros64(wd); c.coversNode(i) && !ch.visit(numa.Mask(1)<<uint(i)) {
+				return
+			}
+		}
 		return
 	}
 	s.c, s.w, s.n, s.ch, s.stop = c, w, 0, ch, false

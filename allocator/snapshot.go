@@ -133,7 +133,9 @@ func (s *State) claim(a Allocation) error {
 		span |= res.Nodes(&a)
 	}
 	a.Span = span
-	s.insert(a)
+	idx := s.slot()
+	s.recs[idx] = a
+	s.commit(idx)
 	return nil
 }
 
@@ -143,6 +145,7 @@ func (s *State) cloneLocked() *State {
 	c := &State{m: s.m, n: s.n, opts: s.opts, classes: map[string]*Devices{},
 		ids: make(map[string]int32, len(s.ids)), recs: slices.Clone(s.recs),
 		freeRecs: slices.Clone(s.freeRecs), single: s.single, multi: s.multi,
+		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
 		setMasks: s.setMasks, dist: s.dist}
 	for id, idx := range s.ids {
 		c.ids[id] = idx
@@ -180,6 +183,7 @@ func (s *State) Clone() *State {
 func (s *State) adopt(t *State) {
 	s.res, s.pen, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.cpu, t.gpu, t.mem, t.classes
 	s.ids, s.recs, s.freeRecs, s.single, s.multi = t.ids, t.recs, t.freeRecs, t.single, t.multi
+	s.singleMask, s.sharedMask = t.singleMask, t.sharedMask
 }
 
 // SetDeviceHealth marks the device of the given class ("gpu" for GPUs, IDs

@@ -70,16 +70,21 @@ type State struct {
 	freeRecs []int32
 	single   [numa.MaxNodes]int32 // live one-node spans using the node
 	multi    [numa.MaxNodes]int32 // live multi-node spans using the node
-	setMasks []numa.Mask
-	dist     numa.Distances
-	sc       scratch
-	pool     sync.Pool
+	// singleMask and sharedMask are the node types, kept in step with
+	// single and multi by count.
+	singleMask, sharedMask numa.Mask
+	allPool                [1]numa.Mask
+	setMasks               []numa.Mask
+	dist                   numa.Distances
+	sc                     scratch
+	pool                   sync.Pool
 }
 
 // New returns the state of machine m with everything free.
 func New(m *topology.Machine, opts Options) *State {
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
-		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances()}
+		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
+		allPool: [1]numa.Mask{m.AllNodes()}}
 	if s.opts.SearchBudget <= 0 {
 		s.opts.SearchBudget = 512
 	}
@@ -174,25 +179,33 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if err != nil {
 		return Allocation{}, err
 	}
-	a := Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
+	// Build the allocation in its record slot: a local passed to the
+	// resources' Take would escape to the heap.
+	idx := s.slot()
+	a := &s.recs[idx]
+	*a = Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
 		Span: p.span, machine: s.m}
 	for k := 0; k < s.sc.c.k; k++ {
-		s.res[s.sc.kinds[k]].Take(r, s.sc.best[k][:s.n], s.sc.un[k], &a)
+		s.res[s.sc.kinds[k]].Take(r, s.sc.best[k][:s.n], s.sc.un[k], a)
 	}
-	s.insert(a)
-	return a, nil
+	s.commit(idx)
+	return *a, nil
 }
 
-func (s *State) insert(a Allocation) {
-	var idx int32
+// slot returns the index of a free record.
+func (s *State) slot() int32 {
 	if n := len(s.freeRecs); n > 0 {
-		idx = s.freeRecs[n-1]
+		idx := s.freeRecs[n-1]
 		s.freeRecs = s.freeRecs[:n-1]
-		s.recs[idx] = a
-	} else {
-		idx = int32(len(s.recs))
-		s.recs = append(s.recs, a)
+		return idx
 	}
+	s.recs = append(s.recs, Allocation{})
+	return int32(len(s.recs) - 1)
+}
+
+// commit makes the record at idx live.
+func (s *State) commit(idx int32) {
+	a := &s.recs[idx]
 	s.ids[a.ID] = idx
 	s.count(a.Span, 1)
 }
@@ -205,6 +218,7 @@ func (s *State) count(span numa.Mask, delta int32) {
 	for i := range span.All() {
 		cnt[i] += delta
 	}
+	s.singleMask, s.sharedMask = s.types()
 }
 
 // Release returns everything the allocation with the given ID holds. An ID
@@ -259,7 +273,7 @@ func (s *State) liveLocked() []Allocation {
 func (s *State) NodeTypes() (single, shared numa.Mask) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.types()
+	return s.singleMask, s.sharedMask
 }
 
 func (s *State) types() (single, shared numa.Mask) {

@@ -1,0 +1,103 @@
+package allocator_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// benchPresets are the machines of the benchmark names of the design.
+var benchPresets = []string{"dgx-h100", "dgx-a100", "numa64"}
+
+// benchRequest is a typical pod for each machine: 4 GPUs and 24 CPUs on the
+// GPU servers; on numa64 a request of 2 GPUs and 16 CPUs.
+func benchRequest(preset string, p policy.Policy) allocator.Request {
+	r := allocator.Request{ID: "bench", CPUs: 24, GPUs: 4, Policy: p}
+	if preset == "dgx-a100" {
+		r.GPUs = 2 // two GPUs per NUMA node on dgx-a100
+	}
+	if preset == "numa64" {
+		r.CPUs, r.GPUs = 16, 2
+	}
+	return r
+}
+
+// halfFull returns a state with about half of the machine allocated by
+// SingleNUMANode pods of one GPU and a few CPUs.
+func halfFull(b *testing.B, preset string) *allocator.State {
+	b.Helper()
+	m, err := topology.Preset(preset)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := allocator.New(m, allocator.Options{})
+	for i := 0; i < m.NumGPUs()/2; i++ {
+		r := allocator.Request{ID: fmt.Sprintf("fill-%d", i), CPUs: m.NumCPUs() / m.NumGPUs() / 2, GPUs: 1,
+			Policy: policy.SingleNUMANode}
+		if _, err := s.Allocate(&r); err != nil {
+			b.Fatalf("fill %d: %v", i, err)
+		}
+	}
+	return s
+}
+
+func BenchmarkFit(b *testing.B) {
+	for _, preset := range benchPresets {
+		for _, p := range []policy.Policy{policy.SingleNUMANode, policy.Restricted, policy.BestEffort, policy.None} {
+			b.Run(preset+"/"+p.String(), func(b *testing.B) {
+				s := halfFull(b, preset)
+				r := benchRequest(preset, p)
+				if err := s.Fit(&r); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					_ = s.Fit(&r)
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkAllocateRelease(b *testing.B) {
+	for _, preset := range benchPresets {
+		for _, p := range []policy.Policy{policy.SingleNUMANode, policy.Restricted, policy.BestEffort, policy.None} {
+			b.Run(preset+"/"+p.String(), func(b *testing.B) {
+				s := halfFull(b, preset)
+				r := benchRequest(preset, p)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := s.Allocate(&r); err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Release(r.ID); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkScore(b *testing.B) {
+	for _, preset := range benchPresets {
+		for _, p := range []policy.Policy{policy.SingleNUMANode, policy.Restricted, policy.BestEffort, policy.None} {
+			b.Run(preset+"/"+p.String(), func(b *testing.B) {
+				s := halfFull(b, preset)
+				r := benchRequest(preset, p)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := s.Score(&r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

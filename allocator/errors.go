@@ -28,6 +28,8 @@ var (
 	ErrDuplicateID = errors.New("allocation ID already live")
 	// ErrUnknownID: no live allocation has the ID (a repeated Release).
 	ErrUnknownID = errors.New("unknown allocation ID")
+	// ErrUnknownDevice: a device named by a health change does not exist.
+	ErrUnknownDevice = errors.New("unknown device")
 	// ErrConflict: a claim (restore, admission by decision) names CPUs or
 	// devices that are unknown, unhealthy or already held.
 	ErrConflict = errors.New("allocation conflicts with the node's state")

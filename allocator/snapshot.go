@@ -187,7 +187,8 @@ func (s *State) adopt(t *State) {
 }
 
 // SetDeviceHealth marks the device of the given class ("gpu" for GPUs, IDs
-// as decimal strings) healthy or unhealthy. An unhealthy device is never
+// as decimal strings) healthy or unhealthy; an unknown class or ID returns
+// an error wrapping [ErrUnknownDevice] and changes nothing. An unhealthy device is never
 // handed out and is not capacity; live allocations that hold it keep it and
 // are returned (their IDs, ascending) so the caller can act on them.
 func (s *State) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
@@ -202,11 +203,11 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 		d = s.classes[class]
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w: the machine has no %s devices", ErrConflict, class)
+		return nil, fmt.Errorf("%w: the machine has no %s devices", ErrUnknownDevice, class)
 	}
 	i, ok := d.index(id)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s does not exist on this machine", ErrConflict, d.noun(), id)
+		return nil, fmt.Errorf("%w: %s %s does not exist on this machine", ErrUnknownDevice, d.noun(), id)
 	}
 	d.setHealthy(i, healthy)
 	var affected []string

@@ -1,5 +1,5 @@
 // Numaplan is the command-line tool of numaplace: it shows machines and
-// (as the allocator lands) plays placements on them.
+// plays placements on them.
 //
 // Usage:
 //
@@ -23,10 +23,31 @@
 //		/sys) or, with no source flag, this machine (the tree under /).
 //		At most one source may be given.
 //
+//	place [--preset NAME | --topology FILE | --root DIR] [--show]
+//		Read operations as JSON Lines on standard input and answer each
+//		with one JSON line on standard output, in order:
+//		{"op":"allocate","id":"a","cpus":4,"gpus":1,"memoryMiB":0,
+//		"policy":"SingleNUMANode","exclusive":"Required","fullPCPUs":false}
+//		is answered {"id":"a","ok":true,"cpus":"0-3","gpus":[0],"numaNodes":[0]}
+//		(numaNodes is the span, by NUMA node ID; "memoryMiB" by node ID and
+//		"devices" by class appear when the request had them);
+//		{"op":"release","id":"a"} with {"id":"a","ok":true};
+//		{"op":"health","gpu":3,"healthy":false} (or "class" and "device"
+//		for other device classes) with {"ok":true,"affected":[...]}, the
+//		live allocations that hold the device. A refused request or an
+//		invalid line gets {"id":...,"ok":false,"error":"..."} (no id when
+//		the line had none) and processing goes on. "resize" is answered
+//		with an error for now. The exit status is 0 once standard input
+//		has been read to its end. --show prints the machine picture with
+//		each allocation marked on standard error at the end.
+//
 //	demo
-//		Play the placement demo on the dgx-h100 preset. For now it prints
-//		the machine; the allocation scenario is added as the allocator
-//		lands.
+//		Play the scenario of the design on the dgx-h100 preset: two
+//		text-generation pods (4 GPUs + 24 CPUs, SingleNUMANode) on NUMA
+//		nodes 0 and 1, a third refused with its reason, an 8-GPU pod with
+//		16 CPUs admitted by Restricted (which the kubelet's restricted
+//		policy refuses), a 2-GPU SingleNUMANode pod and a 6-GPU BestEffort
+//		pod falling back across both nodes, and the picture.
 //
 //	help [COMMAND]
 //		Print the list of commands, or one command's usage and flags.

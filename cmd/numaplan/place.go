@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
+)
+
+var placeCommand = &command{
+	name:     "place",
+	synopsis: "place [--preset NAME | --topology FILE | --root DIR] [--show]",
+	summary:  "place and release workloads read as JSON Lines on standard input",
+	details: `Each line of standard input is one operation; each gets one JSON line on standard
+output, in order:
+
+  {"op":"allocate","id":"a","cpus":4,"gpus":1,"memoryMiB":0,"policy":"SingleNUMANode",
+   "exclusive":"Required","fullPCPUs":false}
+  -> {"id":"a","ok":true,"cpus":"0-3","gpus":[0],"numaNodes":[0]}
+  {"op":"release","id":"a"}                -> {"id":"a","ok":true}
+  {"op":"health","gpu":3,"healthy":false}  -> {"ok":true,"affected":["a"]}
+
+Only op and id are required besides the amounts; policy defaults to None and exclusive to
+Required; "devices":{"rdma":1} asks for devices of other classes. numaNodes is the span
+(NUMA node IDs). A refused or invalid line gets {"id":...,"ok":false,"error":"..."} and
+processing goes on; nothing already allocated is lost. The exit status is 0 once
+standard input has been read to its end. --show prints the machine with the
+allocations marked on standard error at the end.`,
+	setup: func(fs *flag.FlagSet) func(*env) error {
+		var src machineSource
+		src.register(fs)
+		show := fs.Bool("show", false, "print the machine picture with the allocations marked on standard error at the end")
+		return func(e *env) error {
+			if src.file == "-" {
+				return usagef("--topology - is not possible here: standard input carries the operations")
+			}
+			m, err := src.load(e.stdin)
+			if err != nil {
+				return err
+			}
+			p := newPlacer(m)
+			if err := p.serve(e.stdin, e.stdout); err != nil {
+				return err
+			}
+			if *show {
+				if err := m.Picture(e.stderr, p.marks()); err != nil {
+					return fmt.Errorf("writing the picture: %w", err)
+				}
+			}
+			return nil
+		}
+	},
+}
+
+// maxLine is the longest input line place reads whole; a longer line gets an
+// error answer and is skipped.
+const maxLine = 1 << 20
+
+// placer plays operations on one machine's state.
+type placer struct {
+	m     *topology.Machine
+	state *allocator.State
+}
+
+func newPlacer(m *topology.Machine) *placer {
+	return &placer{m: m, state: allocator.New(m, allocator.Options{})}
+}
+
+// serve answers every line of r on w. It fails only when reading or writing
+// fails.
+func (p *placer) serve(r io.Reader, w io.Writer) error {
+	in := bufio.NewReaderSize(r, 64<<10)
+	out := bufio.NewWriter(w)
+	for {
+		line, tooLong, err := readLine(in)
+		if err == io.EOF && line == nil {
+			return out.Flush()
+		}
+		if err != nil && err != io.EOF {
+			out.Flush()
+			return fmt.Errorf("reading standard input: %w", err)
+		}
+		var ans []byte
+		if tooLong {
+			ans = marshal(answer{Error: fmt.Sprintf("line longer than %d bytes", maxLine)})
+		} else {
+			ans = p.handle(line)
+		}
+		out.Write(ans)
+		out.WriteByte('\n')
+		// Flush per answer so an interactive driver sees it at once.
+		if err := out.Flush(); err != nil {
+			return fmt.Errorf("writing standard output: %w", err)
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// readLine returns the next line without its end ("\n" or "\r\n"); nil at
+// the end of input. A line longer than maxLine is consumed and reported as
+// too long.
+func readLine(in *bufio.Reader) (line []byte, tooLong bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := in.ReadSlice('\n')
+		if len(buf)+len(chunk) > maxLine {
+			tooLong = true
+		} else {
+			buf = append(buf, chunk...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			if len(buf) == 0 && !tooLong {
+				return nil, false, io.EOF
+			}
+			return trimEOL(buf), tooLong, io.EOF
+		case err != nil:
+			return nil, false, err
+		}
+		return trimEOL(buf), tooLong, nil
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	b = bytes.TrimSuffix(b, []byte("\r"))
+	if b == nil {
+		b = []byte{}
+	}
+	return b
+}
+
+// op is one input line.
+type op struct {
+	Op        string         `json:"op"`
+	ID        *string        `json:"id"`
+	CPUs      *int           `json:"cpus"`
+	GPUs      int            `json:"gpus"`
+	MemoryMiB int64          `json:"memoryMiB"`
+	Devices   map[string]int `json:"devices"`
+	Policy    string         `json:"policy"`
+	Exclusive string         `json:"exclusive"`
+	FullPCPUs bool           `json:"fullPCPUs"`
+	// health
+	GPU     *int    `json:"gpu"`
+	Class   string  `json:"class"`
+	Device  *string `json:"device"`
+	Healthy *bool   `json:"healthy"`
+}
+
+// answer is one output line. ID is a pointer so that a line without an id
+// is answered without one.
+type answer struct {
+	ID        *string             `json:"id,omitempty"`
+	OK        bool                `json:"ok"`
+	CPUs      *string             `json:"cpus,omitempty"`
+	GPUs      *[]int              `json:"gpus,omitempty"`
+	Devices   map[string][]string `json:"devices,omitempty"`
+	MemoryMiB map[string]int64    `json:"memoryMiB,omitempty"`
+	NUMANodes *[]int              `json:"numaNodes,omitempty"`
+	Affected  *[]string           `json:"affected,omitempty"`
+	Error     string              `json:"error,omitempty"`
+}
+
+func marshal(a answer) []byte {
+	b, err := json.Marshal(a)
+	if err != nil { // cannot happen: every field marshals
+		return []byte(`{"ok":false,"error":"internal error: cannot encode the answer"}`)
+	}
+	return b
+}
+
+// handle answers one line.
+func (p *placer) handle(line []byte) []byte {
+	var o op
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&o); err != nil {
+		return marshal(answer{ID: idOf(line), Error: "bad JSON: " + jsonReason(err)})
+	}
+	if dec.More() {
+		return marshal(answer{ID: o.ID, Error: "bad JSON: more than one value on the line"})
+	}
+	switch o.Op {
+	case "allocate":
+		return marshal(p.allocate(&o))
+	case "release":
+		return marshal(p.release(&o))
+	case "health":
+		return marshal(p.health(&o))
+	case "resize":
+		return marshal(answer{ID: o.ID, Error: `op "resize" is not supported yet`})
+	case "":
+		return marshal(answer{ID: o.ID, Error: `missing "op"`})
+	}
+	return marshal(answer{ID: o.ID, Error: fmt.Sprintf("unknown op %q (want allocate, release, resize or health)", o.Op)})
+}
+
+// idOf recovers the id of a line that did not decode as a whole, so that
+// the error answer can name it when the id itself is readable.
+func idOf(line []byte) *string {
+	var probe struct {
+		ID *string `json:"id"`
+	}
+	if json.Unmarshal(line, &probe) == nil {
+		return probe.ID
+	}
+	return nil
+}
+
+func jsonReason(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type, te.Value)
+	}
+	if errors.Is(err, io.EOF) {
+		return "empty line"
+	}
+	return err.Error()
+}
+
+func (p *placer) allocate(o *op) answer {
+	if o.ID == nil {
+		return answer{Error: `missing "id"`}
+	}
+	if *o.ID == "" {
+		return answer{ID: o.ID, Error: `"id" is empty`}
+	}
+	pol, err := policy.ParsePolicy(o.Policy)
+	if err != nil {
+		return answer{ID: o.ID, Error: fmt.Sprintf("unknown policy %q (want SingleNUMANode, Restricted, BestEffort or None)", o.Policy)}
+	}
+	excl, err := policy.ParseExclusivity(o.Exclusive)
+	if err != nil {
+		return answer{ID: o.ID, Error: fmt.Sprintf("unknown exclusive %q (want Required or Preferred)", o.Exclusive)}
+	}
+	cpus := 0
+	if o.CPUs != nil {
+		cpus = *o.CPUs
+	}
+	r := allocator.Request{ID: *o.ID, CPUs: cpus, GPUs: o.GPUs, MemoryMiB: o.MemoryMiB, Devices: o.Devices,
+		Policy: pol, Exclusive: excl, FullPCPUs: o.FullPCPUs}
+	a, err := p.state.Allocate(&r)
+	if err != nil {
+		return answer{ID: o.ID, Error: err.Error()}
+	}
+	return p.granted(o.ID, &a)
+}
+
+// granted is the answer for a live allocation.
+func (p *placer) granted(id *string, a *allocator.Allocation) answer {
+	cpus := a.CPUs.String()
+	gpus := append([]int{}, a.GPUs...)
+	nodes := []int{}
+	for _, n := range a.NUMANodes() {
+		nodes = append(nodes, int(n))
+	}
+	ans := answer{ID: id, OK: true, CPUs: &cpus, GPUs: &gpus, NUMANodes: &nodes}
+	if len(a.Devices) > 0 {
+		ans.Devices = a.Devices
+	}
+	if len(a.Memory) > 0 {
+		ans.MemoryMiB = map[string]int64{}
+		for _, x := range a.Memory {
+			ans.MemoryMiB[strconv.Itoa(int(p.m.NodeID(x.Node)))] = x.MiB
+		}
+	}
+	return ans
+}
+
+func (p *placer) release(o *op) answer {
+	if o.ID == nil {
+		return answer{Error: `missing "id"`}
+	}
+	if err := p.state.Release(*o.ID); err != nil {
+		return answer{ID: o.ID, Error: err.Error()}
+	}
+	return answer{ID: o.ID, OK: true}
+}
+
+func (p *placer) health(o *op) answer {
+	if o.Healthy == nil {
+		return answer{ID: o.ID, Error: `missing "healthy" (true or false)`}
+	}
+	class, dev := o.Class, ""
+	switch {
+	case o.GPU != nil && o.Device != nil:
+		return answer{ID: o.ID, Error: `give "gpu" or "device", not both`}
+	case o.GPU != nil:
+		if class != "" && class != allocator.GPUClass {
+			return answer{ID: o.ID, Error: fmt.Sprintf(`"gpu" with class %q: leave class out for GPUs`, class)}
+		}
+		class, dev = allocator.GPUClass, strconv.Itoa(*o.GPU)
+	case o.Device != nil:
+		if class == "" {
+			return answer{ID: o.ID, Error: `"device" needs a "class", such as "rdma"`}
+		}
+		dev = *o.Device
+	default:
+		return answer{ID: o.ID, Error: `missing "gpu" (or "device" with "class")`}
+	}
+	affected, err := p.state.SetDeviceHealth(class, dev, *o.Healthy)
+	if err != nil {
+		return answer{ID: o.ID, Error: err.Error()}
+	}
+	if affected == nil {
+		affected = []string{}
+	}
+	return answer{ID: o.ID, OK: true, Affected: &affected}
+}
+
+// markChars are the characters given to allocations in the picture, in
+// order of their IDs; further allocations share '*'.
+const markChars = "abcdefghijklmnopqrstuvwyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// marks returns the picture marks of the live allocations, with a legend.
+func (p *placer) marks() *topology.Marks {
+	return stateMarks(p.state)
+}
+
+// stateMarks marks each live allocation of s with a character ('x' is left
+// for unhealthy GPUs) and explains them in the legend.
+func stateMarks(s *allocator.State) *topology.Marks {
+	mk := &topology.Marks{CPUs: map[int]rune{}, GPUs: map[int]rune{}}
+	for i, a := range s.Live() {
+		ch := '*'
+		if i < len(markChars) {
+			ch = rune(markChars[i])
+		}
+		for cpu := range a.CPUs.All() {
+			mk.CPUs[cpu] = ch
+		}
+		for _, g := range a.GPUs {
+			mk.GPUs[g] = ch
+		}
+		nodes := make([]string, 0, a.Span.Count())
+		for _, id := range a.NUMANodes() {
+			nodes = append(nodes, id.String())
+		}
+		line := fmt.Sprintf("%c = %s: %s, %d CPUs %s, GPUs %v, NUMA nodes [%s]", ch, a.ID, a.Policy,
+			a.CPUs.Size(), a.CPUs.String(), a.GPUs, strings.Join(nodes, ","))
+		if len(a.Devices) > 0 {
+			for _, c := range slices.Sorted(maps.Keys(a.Devices)) {
+				line += fmt.Sprintf(", %s %v", c, a.Devices[c])
+			}
+		}
+		if mem := a.MemoryMiB(); mem > 0 {
+			line += fmt.Sprintf(", %d MiB", mem)
+		}
+		mk.Legend = append(mk.Legend, line)
+	}
+	snap := s.Snapshot()
+	for _, id := range snap.Unhealthy[allocator.GPUClass] {
+		if g, err := strconv.Atoi(id); err == nil {
+			mk.GPUs[g] = topology.MarkUnhealthy
+		}
+	}
+	if len(snap.Unhealthy[allocator.GPUClass]) > 0 {
+		mk.Legend = append(mk.Legend, "x = unhealthy GPU")
+	}
+	return mk
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// answers decodes the JSON Lines of stdout.
+func answers(t *testing.T, stdout string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var a map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &a), "answer %q", line)
+		out = append(out, a)
+	}
+	return out
+}
+
+func TestPlaceProtocol(t *testing.T) {
+	in := strings.Join([]string{
+		`{"op":"allocate","id":"a","cpus":4,"gpus":1,"memoryMiB":0,"policy":"SingleNUMANode","exclusive":"Required","fullPCPUs":false}`,
+		`{"op":"allocate","id":"a","cpus":1}`,
+		`{"op":"allocate","id":"b","cpus":16,"gpus":8,"policy":"Restricted"}`,
+		`{"op":"release","id":"a"}`,
+		`{"op":"release","id":"a"}`,
+		`{"op":"allocate","id":"b","cpus":16,"gpus":8,"policy":"Restricted"}`,
+		`not json`,
+		`{"op":"allocate","id":"c","cpus":-1}`,
+		`{"op":"allocate","id":"c"}`,
+		`{"op":"allocate","id":"c","cpus":1,"policy":"Sideways"}`,
+		`{"op":"allocate","id":"c","cpus":1,"exclusive":"Maybe"}`,
+		`{"op":"fly","id":"c"}`,
+		`{"id":"c","cpus":1}`,
+		`{"op":"allocate","cpus":1}`,
+		``,
+		`{"op":"health","gpu":3,"healthy":false}`,
+		`{"op":"health","gpu":42,"healthy":false}`,
+		`{"op":"allocate","id":"m","cpus":2,"memoryMiB":1024,"policy":"SingleNUMANode"}`,
+		`{"op":"allocate","id":"m","cpus":2,"memoryMiB":1024,"policy":"SingleNUMANode","exclusive":"Preferred"}`,
+	}, "\n") + "\n"
+	r := runWith(t, in, "place", "--preset", "dgx-h100")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	assert.Empty(t, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, 19, "one answer per line")
+
+	assert.Equal(t, map[string]any{"id": "a", "ok": true, "cpus": "0-1,112-113", "gpus": []any{0.0},
+		"numaNodes": []any{0.0}}, got[0])
+	assert.Equal(t, false, got[1]["ok"])
+	assert.Contains(t, got[1]["error"], "already live")
+	assert.Equal(t, false, got[2]["ok"], "7 GPUs free")
+	assert.Contains(t, got[2]["error"], "8 GPUs wanted, 7 free")
+	assert.Equal(t, map[string]any{"id": "a", "ok": true}, got[3])
+	assert.Equal(t, false, got[4]["ok"])
+	assert.Contains(t, got[4]["error"], "unknown allocation ID")
+	assert.Equal(t, true, got[5]["ok"])
+	assert.Equal(t, []any{0.0, 1.0}, got[5]["numaNodes"])
+	assert.Len(t, got[5]["gpus"], 8)
+	assert.Equal(t, "0-3,56-59,112-115,168-171", got[5]["cpus"])
+	for i, want := range map[int]string{
+		6: "bad JSON", 7: "cpus -1 is negative", 8: "every amount is zero",
+		9: `unknown policy "Sideways"`, 10: `unknown exclusive "Maybe"`, 11: `unknown op "fly"`,
+		12: `missing "op"`, 13: `missing "id"`, 14: "empty line",
+	} {
+		assert.Equal(t, false, got[i]["ok"], "line %d", i+1)
+		assert.Contains(t, got[i]["error"], want, "line %d", i+1)
+	}
+	assert.Equal(t, "c", got[7]["id"], "the id of a bad line is echoed")
+	assert.NotContains(t, got[6], "id", "no id when the line had none")
+	assert.NotContains(t, got[13], "id")
+	assert.Equal(t, map[string]any{"ok": true, "affected": []any{"b"}}, got[15])
+	assert.Equal(t, false, got[16]["ok"])
+	assert.Contains(t, got[16]["error"], "GPU 42 does not exist")
+	// b spans both nodes, so both are shared: a SingleNUMANode pod is
+	// refused under Required and admitted under Preferred, its memory
+	// reported per NUMA node ID.
+	assert.Equal(t, false, got[17]["ok"])
+	assert.Contains(t, got[17]["error"], "NUMA node(s) 0,1 are shared by multi-node allocations")
+	assert.Equal(t, true, got[18]["ok"], got[18])
+	assert.Equal(t, map[string]any{"0": 1024.0}, got[18]["memoryMiB"])
+}
+
+func TestPlaceShow(t *testing.T) {
+	in := `{"op":"allocate","id":"pod-1","cpus":2,"gpus":1,"policy":"SingleNUMANode"}` + "\n"
+	r := runWith(t, in, "place", "--preset", "small-1s", "--show")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	assert.Equal(t, `{"id":"pod-1","ok":true,"cpus":"0,8","gpus":[0],"numaNodes":[0]}`+"\n", r.stdout,
+		"stdout stays JSON Lines")
+	assert.Contains(t, r.stderr, "a = pod-1: SingleNUMANode, 2 CPUs 0,8, GPUs [0], NUMA nodes [0]")
+	assert.Contains(t, r.stderr, "[aa][..]")
+	assert.Contains(t, r.stderr, "[a] GPU 0")
+}
+
+func TestPlaceTopologyFileAndSparseIDs(t *testing.T) {
+	topo := `{"numaNodes":[{"id":0,"socket":0,"cpus":"0-3"},{"id":33,"socket":0,"cpus":"4-7"}],
+		"gpus":[{"id":0,"numaNode":33},{"id":1,"numaNode":-1}],"reservedCPUs":"0"}`
+	file := filepath.Join(t.TempDir(), "m.json")
+	require.NoError(t, os.WriteFile(file, []byte(topo), 0o644))
+	in := strings.Join([]string{
+		`{"op":"allocate","id":"a","cpus":4,"gpus":1,"policy":"SingleNUMANode"}`,
+		`{"op":"allocate","id":"b","cpus":3,"policy":"SingleNUMANode"}`,
+		`{"op":"allocate","id":"c","gpus":1,"policy":"SingleNUMANode"}`,
+		`{"op":"allocate","id":"d","gpus":1}`,
+	}, "\n")
+	r := runWith(t, in, "place", "--topology", file)
+	require.Equal(t, exitOK, r.status, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, 4, "the last line has no newline and is still answered")
+	assert.Equal(t, map[string]any{"id": "a", "ok": true, "cpus": "4-7", "gpus": []any{0.0}, "numaNodes": []any{33.0}}, got[0])
+	assert.Equal(t, "1-3", got[1]["cpus"], "reserved CPU 0 is never handed out")
+	assert.Equal(t, false, got[2]["ok"], "the GPU of unknown node goes to None requests only")
+	assert.Equal(t, map[string]any{"id": "d", "ok": true, "cpus": "", "gpus": []any{1.0}, "numaNodes": []any{}}, got[3])
+}
+
+func TestPlaceBadFlags(t *testing.T) {
+	r := runArgs(t, "place", "--topology", "-")
+	assert.Equal(t, exitUsage, r.status)
+	assert.Contains(t, r.stderr, "standard input carries the operations")
+
+	r = runArgs(t, "place", "--preset", "nope")
+	assert.Equal(t, exitUsage, r.status)
+
+	r = runArgs(t, "place", "--topology", filepath.Join(t.TempDir(), "missing.json"))
+	assert.Equal(t, exitFailure, r.status)
+	assert.Contains(t, r.stderr, "missing.json")
+}
+
+func TestPlaceLongLineAndCRLF(t *testing.T) {
+	long := `{"op":"allocate","id":"x","pad":"` + strings.Repeat("a", maxLine) + `"}`
+	in := long + "\r\n" + `{"op":"allocate","id":"y","cpus":1}` + "\r\n"
+	r := runWith(t, in, "place", "--preset", "small-1s")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, 2)
+	assert.Contains(t, got[0]["error"], "line longer than")
+	assert.Equal(t, true, got[1]["ok"])
+}
+
+// FuzzPlace feeds arbitrary input to place: it never panics, answers one
+// valid JSON line per input line, and never loses an allocation it granted.
+func FuzzPlace(f *testing.F) {
+	f.Add([]byte(`{"op":"allocate","id":"a","cpus":4,"gpus":1,"policy":"SingleNUMANode"}` + "\n" + `{"op":"release","id":"a"}`))
+	f.Add([]byte(`{"op":"allocate","id":"b","cpus":1,"devices":{"rdma":1},"memoryMiB":5,"fullPCPUs":true}`))
+	f.Add([]byte(`{"op":"health","gpu":1,"healthy":false}` + "\n" + `{"op":"resize","id":"a","cpus":2}`))
+	f.Add([]byte("\n\n{\"op\":\n[]\n{\"op\":\"allocate\",\"id\":\"\",\"cpus\":1e9}"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var out, errOut bytes.Buffer
+		status := run([]string{"place", "--preset", "dgx-a100"}, bytes.NewReader(in), &out, &errOut)
+		if status != exitOK {
+			t.Fatalf("status %d: %s", status, errOut.String())
+		}
+		lines := 0
+		if len(in) > 0 {
+			lines = bytes.Count(in, []byte("\n"))
+			if in[len(in)-1] != '\n' {
+				lines++
+			}
+		}
+		got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if out.Len() == 0 {
+			got = nil
+		}
+		if len(got) != lines {
+			t.Fatalf("%d answers for %d lines", len(got), lines)
+		}
+		for _, g := range got {
+			if !json.Valid([]byte(g)) {
+				t.Fatalf("invalid JSON answer %q", g)
+			}
+		}
+	})
+}

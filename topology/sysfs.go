@@ -222,7 +222,7 @@ func (d *discovery) readCPUs(list, mask string) (numa.CPUSet, string, error) {
 		if !ok {
 			continue
 		}
-		set, err := f.parse(s)
+		set, err := f.parse(strings.TrimSpace(s))
 		if err != nil {
 			return numa.CPUSet{}, f.p, discoveryError(f.p, err)
 		}
@@ -264,7 +264,7 @@ func (d *discovery) readOnlineCPUs() error {
 		return err
 	}
 	if ok {
-		if d.online, err = numa.ParseCPUSet(s); err != nil {
+		if d.online, err = numa.ParseCPUSet(strings.TrimSpace(s)); err != nil {
 			return discoveryError(p, err)
 		}
 		if d.online.IsEmpty() {
@@ -287,7 +287,7 @@ func (d *discovery) readOnlineCPUs() error {
 			continue
 		default:
 			if ok {
-				return malformed(p, "want 0 or 1, found %q", s)
+				return malformed(p, "want 0 or 1, found %q", strings.TrimSpace(s))
 			}
 			// No online file: the CPU cannot be taken offline (often cpu0).
 		}
@@ -311,7 +311,7 @@ func (d *discovery) readNodes() error {
 		return err
 	}
 	if ok {
-		set, err := numa.ParseCPUSet(s) // node lists use the cpulist format
+		set, err := numa.ParseCPUSet(strings.TrimSpace(s)) // node lists use the cpulist format
 		if err != nil {
 			return discoveryError(p, err)
 		}

@@ -54,8 +54,8 @@ const (
 //     requests); a meminfo without a readable MemTotal is an error.
 //   - Distances: nodeN/distance, whose entries are positional in ascending
 //     order of the online node IDs; they are stored by ID. A row of the wrong
-//     length, a non-numeric entry or an entry outside 1-255 is an error naming
-//     the file. When some node has no distance file, the whole table takes
+//     length, a non-numeric entry, an entry outside 1-255 or a local distance
+//     above another entry of its row is an error naming the file(s). When some node has no distance file, the whole table takes
 //     the defaults (10 local, 20 remote). A one-node machine does not read
 //     its distance file (its table is the single local distance 10).
 //   - More than 64 NUMA nodes: a *[TooManyNodesError], before any per-node
@@ -95,9 +95,11 @@ const (
 //   - A GPU's BusID is its PCI address; GPU IDs are 0, 1, 2, ... in
 //     ascending bus-ID order (domain, bus, device, function), nvidia-smi's
 //     default PCI order.
-//   - A GPU's PCIeSwitch comes from its sysfs device path (the target of the
-//     sys/bus/pci/devices symlink when fsys implements [fs.ReadLinkFS], else
-//     found by scanning sys/devices/pci*). Let B be the chain of PCI bridges
+//   - A GPU's PCIeSwitch comes from its sysfs device path: the target of its
+//     sys/bus/pci/devices symlink when fsys implements [fs.ReadLinkFS] (an
+//     absolute target is taken inside fsys, and the device's files are read
+//     there), else the directory of that name found by scanning
+//     sys/devices/pci*. Let B be the chain of PCI bridges
 //     from the host bridge (pciDDDD:BB) down to the GPU, B[0] the root port
 //     and B[k-1] the GPU's parent. The switch is named by the bus ID of
 //     B[k-2], the grandparent: below a PCIe switch that is the switch's

@@ -73,7 +73,10 @@ func (b *Builder) AddDevice(d Device) *Builder {
 	return b
 }
 
-// AddNVLink records links NVLink links between GPUs a and b.
+// AddNVLink records links NVLink links between GPUs a and b. A link may name
+// a GPU the machine does not list (one hidden from this view of the
+// machine, as in the design's JSON example): it is kept, round-trips through
+// JSON, and plays no part in placement.
 func (b *Builder) AddNVLink(a, c, links int) *Builder {
 	b.nvlinks = append(b.nvlinks, NVLink{A: a, B: c, Links: links})
 	return b
@@ -108,8 +111,9 @@ func nodeItem(i int, n Node) string { return fmt.Sprintf("numaNodes[%d] (id %d)"
 // inside one node; L3 groups disjoint and made of known CPUs; reserved CPUs
 // known; GPU IDs non-negative and unique; devices with an ID and a class
 // other than "gpu", unique per class; device and GPU nodes known or -1;
-// NVLinks between two distinct known GPUs with a positive count, each pair
-// once; NUMA sets a partition of the nodes.
+// NVLinks between two distinct GPU IDs (not necessarily listed) with a
+// positive count, each pair once; NUMA sets a partition of the nodes; CPU
+// numbers at most numa.MaxCPUID.
 func (b *Builder) Build() (*Machine, error) {
 	if len(b.nodes) == 0 {
 		return nil, invalid("numaNodes", "the machine has no NUMA node")
@@ -133,6 +137,11 @@ func (b *Builder) Build() (*Machine, error) {
 		}
 		ids[i] = n.ID
 	}
+	for i, n := range b.nodes {
+		if n.CPUs.Max() > numa.MaxCPUID {
+			return nil, invalid(nodeItem(i, n), "CPU %d is above the limit %d", n.CPUs.Max(), numa.MaxCPUID)
+		}
+	}
 	for i := range b.nodes {
 		for j := 0; j < i; j++ {
 			if b.nodes[j].ID == b.nodes[i].ID {
@@ -151,6 +160,9 @@ func (b *Builder) Build() (*Machine, error) {
 	}
 	m.distances = dist
 	m.nodes = slices.Clone(b.nodes)
+	for i := range m.nodes {
+		m.nodes[i].CPUs = m.nodes[i].CPUs.Clone() // the machine shares no storage with the builder
+	}
 	slices.SortFunc(m.nodes, func(x, y Node) int { return cmp.Compare(x.ID, y.ID) })
 	for _, n := range m.nodes {
 		m.allCPUs.UnionWith(n.CPUs)
@@ -281,11 +293,8 @@ func (m *Machine) buildGPUs(gpus []GPU, links []NVLink) error {
 	slices.SortFunc(m.gpus, func(x, y GPU) int { return cmp.Compare(x.ID, y.ID) })
 	for i, l := range links {
 		item := fmt.Sprintf("nvlinks[%d] (%d-%d)", i, l.A, l.B)
-		if _, ok := m.GPU(l.A); !ok {
-			return invalid(item, "GPU %d does not exist", l.A)
-		}
-		if _, ok := m.GPU(l.B); !ok {
-			return invalid(item, "GPU %d does not exist", l.B)
+		if l.A < 0 || l.B < 0 {
+			return invalid(item, "GPU IDs must not be negative")
 		}
 		if l.A == l.B {
 			return invalid(item, "a GPU cannot link to itself")
@@ -350,6 +359,9 @@ func (m *Machine) buildSets(sets [][]numa.NodeID) error {
 				i, ok := m.NodeIndex(id)
 				if !ok {
 					return invalid(item, "NUMA node %d does not exist", id)
+				}
+				if mask.Contains(i) {
+					return invalid(item, "NUMA node %d is listed twice in the set", id)
 				}
 				if seen.Contains(i) {
 					return invalid(item, "NUMA node %d is in more than one set", id)

@@ -220,10 +220,8 @@ func TestBuildValidationErrors(t *testing.T) {
 		{"device on an unknown node", func() *topology.Builder {
 			return twoNodes().AddDevice(topology.Device{ID: "mlx5_0", Class: "rdma", NUMANode: 4})
 		}, `devices[0] (id "mlx5_0")`, "NUMA node 4 does not exist", nil},
-		{"NVLink to an unknown GPU A", func() *topology.Builder { return twoNodes().AddNVLink(5, 0, 1) },
-			"nvlinks[0] (5-0)", "GPU 5 does not exist", nil},
-		{"NVLink to an unknown GPU B", func() *topology.Builder { return twoNodes().AddNVLink(0, 5, 1) },
-			"nvlinks[0] (0-5)", "GPU 5 does not exist", nil},
+		{"NVLink to a negative GPU", func() *topology.Builder { return twoNodes().AddNVLink(-1, 0, 1) },
+			"nvlinks[0] (-1-0)", "must not be negative", nil},
 		{"NVLink to itself", func() *topology.Builder { return twoNodes().AddNVLink(1, 1, 2) },
 			"nvlinks[0] (1-1)", "cannot link to itself", nil},
 		{"NVLink count zero", func() *topology.Builder { return twoNodes().AddNVLink(0, 1, 0) },

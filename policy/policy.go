@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 
 	"github.com/numaplace/numaplace/numa"
@@ -214,7 +215,7 @@ func ParseSpec(data []byte) (Spec, error) {
 	if raw == nil {
 		return Spec{}, &SpecError{Value: string(data), Reason: "want a JSON object"}
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF { // dec.More() misses a stray "}" or "]"
 		return Spec{}, &SpecError{Value: string(data), Reason: "malformed JSON: data after the object"}
 	}
 	var s Spec

@@ -1,0 +1,35 @@
+// Package allocatortest supports property tests of numaplace allocators:
+// rapid generators of small random machines, requests and operation
+// streams, and a brute-force reference [Model] of the semantics of the
+// design ("Semantics (the contract)": span, NUMA sets, width_cap,
+// width_free, the four policies, the singleNUMANodeExclusive rule, memory,
+// fullPCPUs, devices of unknown NUMA node).
+//
+// The model is written from the design, not from the engine, and answers
+// by enumerating every NUMA mask (O(2^n) per question, meant for n <= 8
+// nodes, which is what [Machine] generates). [Model.Check] says precisely
+// what is wrong with an engine's answer: a refusal of an admissible request
+// (completeness), an admission of one that is not (soundness), a span the
+// policy does not allow, wrong amounts, anything handed out twice, reserved,
+// unhealthy or not free.
+//
+// A property test plays a stream against the engine and the model:
+//
+//	rapid.Check(t, func(t *rapid.T) {
+//		m := allocatortest.Machine().Draw(t, "machine")
+//		s := allocator.New(m, allocator.Options{})
+//		md, _ := allocatortest.NewModel(m, nil)
+//		for _, op := range allocatortest.Stream(m).Draw(t, "ops") {
+//			if op.Kind != allocatortest.OpAllocate {
+//				continue // releases: s.Release(op.ID); md, _ = md.Without(op.ID)
+//			}
+//			a, err := s.Allocate(&op.Request)
+//			if err := md.Check(&op.Request, a, err); err != nil {
+//				t.Fatal(err)
+//			}
+//			if err == nil {
+//				md, _ = md.With(a.Clone())
+//			}
+//		}
+//	})
+package allocatortest

@@ -28,9 +28,10 @@ const RDMAClass = "rdma"
 //   - sometimes a CPU-less node with memory only;
 //   - SMT on (2 threads per core, siblings paired; a node with an odd number
 //     of CPUs has one single-thread core) or off; 0-8 CPUs per node, CPU
-//     numbers sometimes shuffled across the machine;
-//   - 0-4 GPUs per node with optional PCIe switch names, sometimes a GPU of
-//     unknown NUMA node (topology.UnknownNode);
+//     numbers sometimes shuffled across the machine, sometimes sparse (numbers
+//     in the hundreds);
+//   - 0-4 GPUs per node with optional PCIe switch names and IDs sometimes
+//     sparse, sometimes a GPU of unknown NUMA node (topology.UnknownNode);
 //   - sometimes 1-2 devices of class [RDMAClass], of a known or unknown node;
 //   - 0-4096 MiB of memory per node; sometimes reserved CPUs; sometimes
 //     explicit NUMA sets.
@@ -62,7 +63,8 @@ func Machine() *rapid.Generator[*topology.Machine] {
 			total += c
 		}
 		// perm renumbers the CPUs, so that siblings and nodes need not be
-		// contiguous.
+		// contiguous, and sometimes sparsely (offline CPUs), across the
+		// 64-bit words of a CPU set.
 		perm := make([]int, total)
 		for i := range perm {
 			perm[i] = i
@@ -70,6 +72,13 @@ func Machine() *rapid.Generator[*topology.Machine] {
 		if total > 1 && rapid.IntRange(0, 3).Draw(t, "shuffleCPUs") == 0 {
 			perm = rapid.Permutation(perm).Draw(t, "cpuOrder")
 		}
+		if rapid.IntRange(0, 3).Draw(t, "sparseCPUs") == 0 {
+			base, stride := rapid.IntRange(0, 70).Draw(t, "cpuBase"), rapid.IntRange(1, 5).Draw(t, "cpuStride")
+			for i := range perm {
+				perm[i] = base + perm[i]*stride
+			}
+		}
+		gpuStride := 1 + rapid.IntRange(0, 3).Draw(t, "gpuGap")
 		gpuID := 0
 		for k, id := range ids {
 			socket := topology.UnknownSocket
@@ -105,7 +114,7 @@ func Machine() *rapid.Generator[*topology.Machine] {
 					sw = fmt.Sprintf("n%d-sw%d", id, j%switches)
 				}
 				b.AddGPU(topology.GPU{ID: gpuID, NUMANode: numa.NodeID(id), PCIeSwitch: sw})
-				gpuID++
+				gpuID += gpuStride
 			}
 		}
 		if rapid.IntRange(0, 4).Draw(t, "hasUnknownGPU") == 0 {
@@ -122,7 +131,11 @@ func Machine() *rapid.Generator[*topology.Machine] {
 		}
 		if total > 0 && rapid.IntRange(0, 3).Draw(t, "hasReserved") == 0 {
 			res := rapid.SliceOfNDistinct(rapid.IntRange(0, total-1), 1, min(total, 3), rapid.ID[int]).Draw(t, "reserved")
-			b.SetReservedCPUs(numa.NewCPUSet(res...))
+			var set numa.CPUSet
+			for _, i := range res {
+				set.Add(perm[i])
+			}
+			b.SetReservedCPUs(set)
 		}
 		if n > 1 && rapid.IntRange(0, 3).Draw(t, "hasDistances") == 0 {
 			rows := make([][]int, n)

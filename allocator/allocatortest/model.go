@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,8 +134,67 @@ func build(m *topology.Machine, live []allocator.Allocation, unhealthy map[devKe
 		md.live = append(md.live, a.Clone())
 		spans = append(spans, md.spans[a.ID])
 	}
-	md.single, md.shared = policy.NodeTypes(spans)
+	md.single, md.shared = nodeTypes(spans)
 	return md, nil
+}
+
+// The model computes the node types, the exclusivity rule and every mask
+// enumeration itself, with plain bit loops, rather than through package
+// policy or numa.Mask's iterators, so that a mistake there cannot hide in
+// the engine and the model alike.
+
+// nodeTypes returns the single and shared nodes of the given spans.
+func nodeTypes(spans []numa.Mask) (single, shared numa.Mask) {
+	var used numa.Mask
+	for _, s := range spans {
+		used |= s
+		if bits.OnesCount64(uint64(s)) > 1 {
+			shared |= s
+		}
+	}
+	return used &^ shared, shared
+}
+
+// binds reports whether the exclusivity rule binds r: under Required, for
+// every policy but None.
+func binds(r *allocator.Request) bool {
+	return r.Exclusive == policy.Required && r.Policy != policy.None
+}
+
+// width returns the number of nodes of mask.
+func width(mask numa.Mask) int { return bits.OnesCount64(uint64(mask)) }
+
+// has reports whether dense node i is in mask.
+func has(mask numa.Mask, i int) bool { return uint64(mask)>>uint(i)&1 == 1 }
+
+// masks returns every non-empty mask of the machine's n nodes, ascending.
+func (md *Model) masks() []numa.Mask {
+	out := make([]numa.Mask, 0, 1<<md.n-1)
+	for mask := numa.Mask(1); mask < 1<<md.n; mask++ {
+		out = append(out, mask)
+	}
+	return out
+}
+
+// inOneSet reports whether mask lies inside one NUMA set.
+func (md *Model) inOneSet(mask numa.Mask) bool {
+	for _, set := range md.m.NUMASets() {
+		if mask&^set == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// setsCrossed counts the NUMA sets mask touches.
+func (md *Model) setsCrossed(mask numa.Mask) int {
+	n := 0
+	for _, set := range md.m.NUMASets() {
+		if mask&set != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (md *Model) addDevClass(class string) {
@@ -333,6 +393,17 @@ func (md *Model) IsLive(id string) bool {
 // any live span does.
 func (md *Model) NodeTypes() (single, shared numa.Mask) { return md.single, md.shared }
 
+// Type returns the exclusivity type of the node at dense index i.
+func (md *Model) Type(i int) policy.NodeType {
+	switch {
+	case has(md.shared, i):
+		return policy.Shared
+	case has(md.single, i):
+		return policy.Single
+	}
+	return policy.Idle
+}
+
 // FreeCPUs returns the allocatable CPUs no live allocation holds.
 func (md *Model) FreeCPUs() numa.CPUSet {
 	var free numa.CPUSet
@@ -504,8 +575,10 @@ func covers(ks []kind, mask numa.Mask, free bool) bool {
 			amount = k.free
 		}
 		var sum int64
-		for i := range mask.All() {
-			sum += amount[i]
+		for i, x := range amount {
+			if has(mask, i) {
+				sum += x
+			}
 		}
 		if sum < k.need {
 			return false
@@ -575,7 +648,14 @@ func (md *Model) validate(r *allocator.Request) string {
 }
 
 // allowed reports whether span obeys the exclusivity rule now.
-func (md *Model) allowed(span numa.Mask) bool { return policy.Allowed(span, md.single, md.shared) }
+// Under Required, a one-node span may not use a shared node and a
+// multi-node span may not use a single node.
+func (md *Model) allowed(span numa.Mask) bool {
+	if width(span) == 1 {
+		return span&md.shared == 0
+	}
+	return span&md.single == 0
+}
 
 // Decide answers whether r is admissible now, ignoring its ID (see
 // [Model.Check] for the ID rules), by the policy table of the design:
@@ -602,7 +682,7 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 	ks := md.kinds(r)
 	all := md.m.AllNodes()
 	v.WidthCap, v.InSet = md.widthCap(ks)
-	v.WidthFree = minWidth(all, func(mask numa.Mask) bool { return covers(ks, mask, true) })
+	v.WidthFree = md.minWidth(all, func(mask numa.Mask) bool { return covers(ks, mask, true) })
 	knownFree := covers(ks, all, true)
 
 	if r.Policy == policy.None {
@@ -647,35 +727,24 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 		return v
 	}
 
-	binds := policy.Binds(r.Policy, r.Exclusive)
-	var fit []numa.Mask // spans of the demanded width with enough free
 	switch r.Policy {
 	case policy.SingleNUMANode:
 		v.Width = 1
-		for i := range all.All() {
-			if mask := numa.MaskOf(i); covers(ks, mask, true) {
-				fit = append(fit, mask)
-			}
-		}
 	case policy.Restricted:
 		v.Width = v.WidthCap
-		for mask := range all.Subsets(v.WidthCap) {
-			if (!v.InSet || md.m.SetsCrossed(mask) == 1) && covers(ks, mask, true) {
-				fit = append(fit, mask)
-			}
-		}
 	case policy.BestEffort:
 		v.Width = v.WidthFree
-		for mask := range all.Subsets(v.WidthFree) {
-			if covers(ks, mask, true) {
-				fit = append(fit, mask)
-			}
+	}
+	var fit []numa.Mask // spans of the demanded width with enough free, ascending
+	for _, mask := range md.masks() {
+		inSet := r.Policy != policy.Restricted || !v.InSet || md.inOneSet(mask)
+		if width(mask) == v.Width && inSet && covers(ks, mask, true) {
+			fit = append(fit, mask)
 		}
 	}
-	slices.Sort(fit)
 	var ok, blocked []numa.Mask
 	for _, mask := range fit {
-		if !binds || md.allowed(mask) {
+		if !binds(r) || md.allowed(mask) {
 			ok = append(ok, mask)
 		} else {
 			blocked = append(blocked, mask)
@@ -712,26 +781,26 @@ func (md *Model) widthCap(ks []kind) (int, bool) {
 	capCovers := func(mask numa.Mask) bool { return covers(ks, mask, false) }
 	best := 0
 	for _, set := range md.m.NUMASets() {
-		if w := minWidth(set, capCovers); w > 0 && (best == 0 || w < best) {
+		if w := md.minWidth(set, capCovers); w > 0 && (best == 0 || w < best) {
 			best = w
 		}
 	}
 	if best > 0 {
 		return best, true
 	}
-	return minWidth(md.m.AllNodes(), capCovers), false
+	return md.minWidth(md.m.AllNodes(), capCovers), false
 }
 
-// minWidth returns the fewest nodes of within satisfying ok, 0 when none does.
-func minWidth(within numa.Mask, ok func(numa.Mask) bool) int {
-	for w := 1; w <= within.Count(); w++ {
-		for mask := range within.Subsets(w) {
-			if ok(mask) {
-				return w
-			}
+// minWidth returns the fewest nodes of a subset of within satisfying ok, 0
+// when none does.
+func (md *Model) minWidth(within numa.Mask, ok func(numa.Mask) bool) int {
+	best := 0
+	for _, mask := range md.masks() {
+		if mask&^within == 0 && (best == 0 || width(mask) < best) && ok(mask) {
+			best = width(mask)
 		}
 	}
-	return 0
+	return best
 }
 
 func sum(xs []int64) int64 {
@@ -1029,14 +1098,14 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 // whyIllegal explains why span is not among v.Spans.
 func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) string {
 	var why []string
-	if span.Count() != v.Width {
+	if width(span) != v.Width {
 		why = append(why, fmt.Sprintf("it has %d node(s), %s demands exactly %d (width_cap %d, width_free %d)",
-			span.Count(), r.Policy, v.Width, v.WidthCap, v.WidthFree))
+			width(span), r.Policy, v.Width, v.WidthCap, v.WidthFree))
 	}
-	if r.Policy == policy.Restricted && v.InSet && md.m.SetsCrossed(span) > 1 {
-		why = append(why, fmt.Sprintf("it crosses %d NUMA sets though width_cap was found inside one", md.m.SetsCrossed(span)))
+	if r.Policy == policy.Restricted && v.InSet && !md.inOneSet(span) {
+		why = append(why, fmt.Sprintf("it crosses %d NUMA sets though width_cap was found inside one", md.setsCrossed(span)))
 	}
-	if policy.Binds(r.Policy, r.Exclusive) && !md.allowed(span) {
+	if binds(r) && !md.allowed(span) {
 		if r.Policy == policy.BestEffort {
 			why = append(why, fmt.Sprintf("it breaks the exclusivity rule (%s) though %s of the same width is allowed",
 				md.typesText(), md.ids(v.Spans[0])))
@@ -1076,7 +1145,10 @@ func (md *Model) Place(r *allocator.Request) (allocator.Allocation, error) {
 	a := allocator.Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs}
 	for _, k := range md.kinds(r) {
 		rem := k.need
-		for i := range nodes.All() {
+		for i := range md.n {
+			if !has(nodes, i) {
+				continue
+			}
 			take := min(k.free[i], rem)
 			rem -= take
 			md.take(r, &a, k.name, i, take)

@@ -41,6 +41,8 @@ func TestDGXH100WorkedExample(t *testing.T) {
 	single, shared := md.NodeTypes()
 	assert.Equal(t, numa.MaskOf(0), single)
 	assert.Equal(t, numa.Mask(0), shared)
+	assert.Equal(t, policy.Single, md.Type(0))
+	assert.Equal(t, policy.Idle, md.Type(1))
 
 	big := &allocator.Request{ID: "big", GPUs: 8, Policy: policy.Restricted}
 	v := md.Decide(big)

@@ -163,148 +163,176 @@ func TestEngineAgainstModel(t *testing.T) {
 		opts := options(t)
 		logCase(t, m, ops)
 		t.Logf("options: %+v", opts)
+		checkStream(t, m, opts, ops)
+	})
+}
 
-		s := allocator.New(m, opts)
-		md, err := allocatortest.NewModel(m, nil)
+// TestEngineAgainstModelOnPresets is the same property on the built-in
+// machines of at most 8 NUMA nodes (real shapes, large amounts per node).
+func TestEngineAgainstModelOnPresets(t *testing.T) {
+	var machines []*topology.Machine
+	for _, name := range topology.PresetNames() {
+		m, err := topology.Preset(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var answers []string
-		// The state before the last allocation, while it was the last
-		// operation and succeeded.
-		var lastID string
-		var lastSnap allocator.Snapshot
-		var lastFree string
-		var lastModel *allocatortest.Model
-
-		for i, op := range ops {
-			before := s.Snapshot()
-			freeBefore := s.FreeCPUs().String()
-			step := fmt.Sprintf("op %d %s", i, op)
-			switch op.Kind {
-			case allocatortest.OpAllocate:
-				r := op.Request
-				fitErr := s.Fit(&r)
-				unchanged(t, step+": Fit", s, before, freeBefore)
-				if err := md.CheckFit(&r, fitErr); err != nil {
-					t.Fatalf("%s: Fit: %v", step, err)
-				}
-				anon := r
-				anon.ID = ""
-				if err := md.CheckFit(&anon, s.Fit(&anon)); err != nil {
-					t.Fatalf("%s: Fit without an ID: %v", step, err)
-				}
-				unchanged(t, step+": Fit without an ID", s, before, freeBefore)
-				score, scoreErr := s.Score(&r)
-				unchanged(t, step+": Score", s, before, freeBefore)
-				if category(scoreErr) != category(fitErr) {
-					t.Fatalf("%s: Score says %v, Fit says %v", step, scoreErr, fitErr)
-				}
-				if scoreErr == nil && (score < 0 || score > 100) {
-					t.Fatalf("%s: Score %d is outside 0-100", step, score)
-				}
-
-				a, err := s.Allocate(&r)
-				answers = append(answers, describe(a, err))
-				if (fitErr == nil) != (err == nil) || category(fitErr) != category(err) {
-					t.Fatalf("%s: Fit and Allocate disagree: Fit %v, Allocate %s", step, fitErr, describe(a, err))
-				}
-				if err := md.Check(&r, a, err); err != nil {
-					t.Fatalf("%s: %v", step, err)
-				}
-				lastID = ""
-				if err != nil {
-					unchanged(t, step+": refused Allocate", s, before, freeBefore)
-					break
-				}
-				a = a.Clone()
-				// Score's alignment band: 50-100 when the span is no wider
-				// than width_cap, 0-49 otherwise. Not checked for a None
-				// request that may take devices of unknown NUMA node: whether
-				// they lower its width_cap is left open by the design.
-				wc := md.Decide(&r).WidthCap
-				if aligned := a.Span.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
-					t.Fatalf("%s: Score %d, but the span %v has %d node(s) and width_cap is %d",
-						step, score, a.NUMANodes(), a.Span.Count(), wc)
-				}
-				next, err := md.With(a)
-				if err != nil {
-					t.Fatalf("%s: the allocation is not a possible state: %v", step, err)
-				}
-				lastID, lastSnap, lastFree, lastModel = r.ID, before, freeBefore, md
-				md = next
-
-			case allocatortest.OpRelease:
-				err := s.Release(op.ID)
-				answers = append(answers, category(err))
-				if !md.IsLive(op.ID) {
-					if !errors.Is(err, allocator.ErrUnknownID) {
-						t.Fatalf("%s: releasing an unknown ID: want ErrUnknownID, got %v", step, err)
-					}
-					unchanged(t, step+": unknown Release", s, before, freeBefore)
-					lastID = ""
-					break
-				}
-				if err != nil {
-					t.Fatalf("%s: releasing a live ID: %v", step, err)
-				}
-				next, err := md.Without(op.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				md = next
-				if op.ID == lastID {
-					unchanged(t, step+": Release of the allocation just made (compared with before it)",
-						s, lastSnap, lastFree)
-					if err := sameState(s, lastModel); err != nil {
-						t.Fatalf("%s: Release of the allocation just made does not restore the state before it: %v",
-							step, err)
-					}
-				}
-				lastID = ""
-
-			case allocatortest.OpHealth:
-				affected, err := s.SetDeviceHealth(op.Class, op.ID, op.Healthy)
-				answers = append(answers, fmt.Sprintf("affected %q %s", affected, category(err)))
-				if err != nil {
-					t.Fatalf("%s: %v", step, err)
-				}
-				if want := md.Holders(op.Class, op.ID); !slices.Equal(affected, want) {
-					t.Fatalf("%s: affected %q, want the holders %q", step, affected, want)
-				}
-				if md, err = md.WithHealth(op.Class, op.ID, op.Healthy); err != nil {
-					t.Fatal(err)
-				}
-				lastID = ""
-			}
-
-			if err := sameState(s, md); err != nil {
-				t.Fatalf("after %s: %v", step, err)
-			}
-			snap := s.Snapshot()
-			fresh := allocator.New(m, opts)
-			if err := fresh.Restore(snap); err != nil {
-				t.Fatalf("after %s: Restore of the snapshot into a fresh State: %v", step, err)
-			}
-			if err := allocatortest.CompareSnapshots(snap, fresh.Snapshot()); err != nil {
-				t.Fatalf("after %s: Snapshot, Restore, Snapshot: %v", step, err)
-			}
-			if err := sameState(fresh, md); err != nil {
-				t.Fatalf("after %s: the restored State: %v", step, err)
-			}
+		if m.NumNodes() <= 8 {
+			machines = append(machines, m)
 		}
-
-		// Determinism: a replay on two fresh States answers the same.
-		for run := 1; run <= 2; run++ {
-			again := play(m, opts, ops)
-			for i := range ops {
-				if again[i] != answers[i] {
-					t.Fatalf("not deterministic: replay %d answers op %d %s with\n  %s\nthe first play answered\n  %s",
-						run, i, ops[i], again[i], answers[i])
-				}
-			}
-		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		m := rapid.SampledFrom(machines).Draw(t, "preset")
+		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
+		opts := options(t)
+		t.Logf("preset %s; operations:\n%s", m.Name(), allocatortest.FormatOps(ops))
+		t.Logf("options: %+v", opts)
+		checkStream(t, m, opts, ops)
 	})
+}
+
+// checkStream plays ops on a fresh State of m and checks every step (see
+// TestEngineAgainstModel).
+func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []allocatortest.Op) {
+	s := allocator.New(m, opts)
+	md, err := allocatortest.NewModel(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	// The state before the last allocation, while it was the last
+	// operation and succeeded.
+	var lastID string
+	var lastSnap allocator.Snapshot
+	var lastFree string
+	var lastModel *allocatortest.Model
+
+	for i, op := range ops {
+		before := s.Snapshot()
+		freeBefore := s.FreeCPUs().String()
+		step := fmt.Sprintf("op %d %s", i, op)
+		switch op.Kind {
+		case allocatortest.OpAllocate:
+			r := op.Request
+			fitErr := s.Fit(&r)
+			unchanged(t, step+": Fit", s, before, freeBefore)
+			if err := md.CheckFit(&r, fitErr); err != nil {
+				t.Fatalf("%s: Fit: %v", step, err)
+			}
+			anon := r
+			anon.ID = ""
+			if err := md.CheckFit(&anon, s.Fit(&anon)); err != nil {
+				t.Fatalf("%s: Fit without an ID: %v", step, err)
+			}
+			unchanged(t, step+": Fit without an ID", s, before, freeBefore)
+			score, scoreErr := s.Score(&r)
+			unchanged(t, step+": Score", s, before, freeBefore)
+			if category(scoreErr) != category(fitErr) {
+				t.Fatalf("%s: Score says %v, Fit says %v", step, scoreErr, fitErr)
+			}
+			if scoreErr == nil && (score < 0 || score > 100) {
+				t.Fatalf("%s: Score %d is outside 0-100", step, score)
+			}
+
+			a, err := s.Allocate(&r)
+			answers = append(answers, describe(a, err))
+			if (fitErr == nil) != (err == nil) || category(fitErr) != category(err) {
+				t.Fatalf("%s: Fit and Allocate disagree: Fit %v, Allocate %s", step, fitErr, describe(a, err))
+			}
+			if err := md.Check(&r, a, err); err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+			lastID = ""
+			if err != nil {
+				unchanged(t, step+": refused Allocate", s, before, freeBefore)
+				break
+			}
+			a = a.Clone()
+			// Score's alignment band: 50-100 when the span is no wider
+			// than width_cap, 0-49 otherwise. Not checked for a None
+			// request that may take devices of unknown NUMA node: whether
+			// they lower its width_cap is left open by the design.
+			wc := md.Decide(&r).WidthCap
+			if aligned := a.Span.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
+				t.Fatalf("%s: Score %d, but the span %v has %d node(s) and width_cap is %d",
+					step, score, a.NUMANodes(), a.Span.Count(), wc)
+			}
+			next, err := md.With(a)
+			if err != nil {
+				t.Fatalf("%s: the allocation is not a possible state: %v", step, err)
+			}
+			lastID, lastSnap, lastFree, lastModel = r.ID, before, freeBefore, md
+			md = next
+
+		case allocatortest.OpRelease:
+			err := s.Release(op.ID)
+			answers = append(answers, category(err))
+			if !md.IsLive(op.ID) {
+				if !errors.Is(err, allocator.ErrUnknownID) {
+					t.Fatalf("%s: releasing an unknown ID: want ErrUnknownID, got %v", step, err)
+				}
+				unchanged(t, step+": unknown Release", s, before, freeBefore)
+				lastID = ""
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: releasing a live ID: %v", step, err)
+			}
+			next, err := md.Without(op.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			md = next
+			if op.ID == lastID {
+				unchanged(t, step+": Release of the allocation just made (compared with before it)",
+					s, lastSnap, lastFree)
+				if err := sameState(s, lastModel); err != nil {
+					t.Fatalf("%s: Release of the allocation just made does not restore the state before it: %v",
+						step, err)
+				}
+			}
+			lastID = ""
+
+		case allocatortest.OpHealth:
+			affected, err := s.SetDeviceHealth(op.Class, op.ID, op.Healthy)
+			answers = append(answers, fmt.Sprintf("affected %q %s", affected, category(err)))
+			if err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+			if want := md.Holders(op.Class, op.ID); !slices.Equal(affected, want) {
+				t.Fatalf("%s: affected %q, want the holders %q", step, affected, want)
+			}
+			if md, err = md.WithHealth(op.Class, op.ID, op.Healthy); err != nil {
+				t.Fatal(err)
+			}
+			lastID = ""
+		}
+
+		if err := sameState(s, md); err != nil {
+			t.Fatalf("after %s: %v", step, err)
+		}
+		snap := s.Snapshot()
+		fresh := allocator.New(m, opts)
+		if err := fresh.Restore(snap); err != nil {
+			t.Fatalf("after %s: Restore of the snapshot into a fresh State: %v", step, err)
+		}
+		if err := allocatortest.CompareSnapshots(snap, fresh.Snapshot()); err != nil {
+			t.Fatalf("after %s: Snapshot, Restore, Snapshot: %v", step, err)
+		}
+		if err := sameState(fresh, md); err != nil {
+			t.Fatalf("after %s: the restored State: %v", step, err)
+		}
+	}
+
+	// Determinism: a replay on two fresh States answers the same.
+	for run := 1; run <= 2; run++ {
+		again := play(m, opts, ops)
+		for i := range ops {
+			if again[i] != answers[i] {
+				t.Fatalf("not deterministic: replay %d answers op %d %s with\n  %s\nthe first play answered\n  %s",
+					run, i, ops[i], again[i], answers[i])
+			}
+		}
+	}
 }
 
 // TestRefusalsAreTyped: after a random stream, a refusal of a valid request

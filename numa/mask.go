@@ -179,10 +179,18 @@ func (m Mask) Subsets(k int) iter.Seq[Mask] {
 			return
 		}
 		// c walks the k-combinations of n positions (Gosper's hack); each is
-		// deposited into the positions of m.
+		// deposited into the positions of m, in O(k) per subset.
+		var pos [MaxNodes]uint8
+		for i, w := 0, uint64(m); w != 0; i, w = i+1, w&(w-1) {
+			pos[i] = uint8(bits.TrailingZeros64(w))
+		}
 		c := uint64(1)<<uint(k) - 1
 		for {
-			if !yield(Mask(deposit(c, uint64(m)))) {
+			var sub Mask
+			for w := c; w != 0; w &= w - 1 {
+				sub |= 1 << pos[bits.TrailingZeros64(w)]
+			}
+			if !yield(sub) {
 				return
 			}
 			if k == n {
@@ -194,25 +202,8 @@ func (m Mask) Subsets(k int) iter.Seq[Mask] {
 				return
 			}
 			c = v | (((v ^ c) / u) >> 2)
-			if bits.Len64(c) > n {
-				return
-			}
 		}
 	}
-}
-
-// deposit scatters the low bits of x into the set positions of mask
-// (the software form of the x86 PDEP instruction).
-func deposit(x, mask uint64) uint64 {
-	var r uint64
-	for bb := uint64(1); mask != 0; bb += bb {
-		low := mask & -mask
-		if x&bb != 0 {
-			r |= low
-		}
-		mask &= mask - 1
-	}
-	return r
 }
 
 // String returns m in list form, such as "0-2,5"; the empty mask is "".

@@ -22,7 +22,8 @@ const GPUClass = "gpu"
 // Preferences inside a node: the devices of one PCIe switch when one switch
 // has enough free (the switch with the fewest free that suffices, so larger
 // groups stay whole), else switches in decreasing order of free devices;
-// the lowest IDs on a tie.
+// within a switch, GPUs with more NVLink links among themselves when the
+// machine describes NVLinks; the lowest IDs on a tie.
 type Devices struct {
 	class    string
 	ids      []string // external IDs, ascending (numerically for GPUs)
@@ -37,6 +38,7 @@ type Devices struct {
 	nodeFree []int32
 	unCap    int32
 	unFree   int32
+	links    [][]int32 // NVLink links between devices (GPUs only; nil when none)
 	scratch  []int32
 }
 
@@ -54,6 +56,19 @@ func NewGPUs(m *topology.Machine) *Devices {
 		d.gpuIDs = append(d.gpuIDs, g.ID)
 		d.ids = append(d.ids, strconv.Itoa(g.ID))
 		d.add(m, i, g.NUMANode, g.PCIeSwitch, switches)
+	}
+	if links := m.NVLinks(); len(links) > 0 {
+		d.links = make([][]int32, len(gpus))
+		for i := range d.links {
+			d.links[i] = make([]int32, len(gpus))
+		}
+		for _, l := range links {
+			a, okA := d.gpuIndex(l.A)
+			b, okB := d.gpuIndex(l.B)
+			if okA && okB { // links may name GPUs the machine does not list
+				d.links[a][b], d.links[b][a] = int32(l.Links), int32(l.Links)
+			}
+		}
 	}
 	return d.finish()
 }
@@ -224,8 +239,7 @@ func (d *Devices) Penalty(_ *Request, amounts []int64) int64 {
 }
 
 // switchesNeeded returns how many switch groups of node supply k free
-// devices when the largest groups are used first. Devices without a switch
-// count as groups of one.
+// devices when the largest groups are used first.
 func (d *Devices) switchesNeeded(node, k int) int {
 	var keys, counts [64]int32
 	groups := counts[:d.groups(node, &keys, &counts)]
@@ -241,14 +255,9 @@ func (d *Devices) switchesNeeded(node, k int) int {
 	return n
 }
 
-// groupKey is the switch group of device i: its switch, or a group of its
-// own when it has none.
-func (d *Devices) groupKey(i int32) int32 {
-	if d.sw[i] < 0 {
-		return -2 - i
-	}
-	return d.sw[i]
-}
+// groupKey is the switch group of device i: its switch; the devices of a
+// node whose switch is not known form one group (nothing tells them apart).
+func (d *Devices) groupKey(i int32) int32 { return d.sw[i] }
 
 // groups fills keys and counts with the free devices per switch group of
 // node, in order of the groups' lowest device, and returns the number of
@@ -344,16 +353,61 @@ func (d *Devices) pickNode(node, k int, dst []int32) []int32 {
 		if best < 0 {
 			return dst // cannot happen when the engine checked Free
 		}
-		for _, i := range d.byNode[node] {
-			if k == 0 {
-				break
+		dst = d.pickGroup(node, bestKey, min(k, bestCount), dst)
+		k -= min(k, bestCount)
+	}
+	return dst
+}
+
+// pickGroup takes k free devices of one switch group of node: the lowest
+// IDs, or, when the machine describes NVLinks, greedily the devices with the
+// most links among themselves (the best-linked device first, then the one
+// with the most links to those already chosen; the lowest ID on a tie). A
+// request for one device takes the least-linked one.
+func (d *Devices) pickGroup(node int, key int32, k int, dst []int32) []int32 {
+	var cand [64]int32
+	nc := 0
+	for _, i := range d.byNode[node] {
+		if nc < len(cand) && d.groupKey(i) == key && d.isFree(i) {
+			cand[nc] = i
+			nc++
+		}
+	}
+	if d.links == nil || k >= nc {
+		for _, i := range cand[:min(k, nc)] {
+			d.setHeld(i, true)
+			dst = append(dst, i)
+		}
+		return dst
+	}
+	var chosen [64]bool
+	for n := 0; n < k; n++ {
+		best, bestScore, bestAll := -1, -1, -1
+		for c := 0; c < nc; c++ {
+			if chosen[c] {
+				continue
 			}
-			if d.groupKey(i) == bestKey && d.isFree(i) {
-				d.setHeld(i, true)
-				dst = append(dst, i)
-				k--
+			score, all := 0, 0
+			for o := 0; o < nc; o++ {
+				if o == c {
+					continue
+				}
+				l := int(d.links[cand[c]][cand[o]])
+				all += l
+				if chosen[o] {
+					score += l
+				}
+			}
+			if k == 1 {
+				all = -all // a lone device: the least linked, keeping links for wider requests
+			}
+			if score > bestScore || (score == bestScore && all > bestAll) {
+				best, bestScore, bestAll = c, score, all
 			}
 		}
+		chosen[best] = true
+		d.setHeld(cand[best], true)
+		dst = append(dst, cand[best])
 	}
 	return dst
 }

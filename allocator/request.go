@@ -66,6 +66,9 @@ func (r *Request) validate(tpc int) error {
 	any := r.CPUs > 0 || r.GPUs > 0 || r.MemoryMiB > 0
 	if len(r.Devices) > 0 { // ranging over a nil map is not free
 		for c, n := range r.Devices {
+			if c == GPUClass {
+				return invalidRequest(r, "devices[gpu]", "GPUs are asked for with the GPUs field")
+			}
 			if n < 0 {
 				return invalidRequest(r, "devices["+c+"]", "%d is negative", n)
 			}

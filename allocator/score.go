@@ -1,22 +1,27 @@
 package allocator
 
 import (
+	"fmt"
+
 	"github.com/numaplace/numaplace/policy"
 )
 
 // Score rates this machine for r on a 0-100 scale for a scheduler, or
-// returns the error Fit would. Alignment comes first: a placement whose span
-// is no wider than the request's width_cap (the narrowest the hardware
-// permits) scores 50-100, a wider one 0-49. Within each band the packing
+// returns the error Fit would. Alignment comes first: an aligned placement
+// scores 50-100, another one 0-49. Within each band the packing
 // strategy decides: MostAllocated (default) scores higher the fuller the
 // machine's demanded resources would be after the placement, LeastAllocated
-// the emptier.
+// the emptier. Aligned means a span no wider than the request's width_cap
+// (always true for SingleNUMANode and Restricted, whose admission demands
+// it; for BestEffort, one NUMA node whenever the request fits in one, and
+// the narrowest the hardware allows otherwise, so that a 3-GPU pod on a
+// 2-GPU-per-node machine still prefers a machine where 2 nodes suffice).
 func (s *State) Score(r *Request) (int, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r.ID != "" {
 		if _, ok := s.ids[r.ID]; ok {
-			return 0, ErrDuplicateID
+			return 0, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
 	sc := s.pool.Get().(*scratch)
@@ -25,11 +30,14 @@ func (s *State) Score(r *Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	widthCap := p.widthCap
-	if r.Policy != policy.Restricted {
-		widthCap, _ = s.widthCapLocked(r, sc)
+	// Aligned: the span is no wider than width_cap, the narrowest the
+	// hardware permits (for BestEffort that is one NUMA node whenever the
+	// request fits in one).
+	aligned := true // SingleNUMANode and Restricted: admission demands it
+	if r.Policy == policy.BestEffort || r.Policy == policy.None {
+		widthCap, _ := s.widthCapLocked(r, sc)
+		aligned = p.span.Count() <= max(widthCap, 1)
 	}
-	aligned := p.span.Count() <= max(widthCap, 1)
 
 	// Utilisation after the placement, averaged over the demanded kinds.
 	var util float64

@@ -295,9 +295,17 @@ func (s *State) FreeCPUs() numa.CPUSet {
 	return s.cpu.FreeCPUs()
 }
 
-// Resources returns the composed resources in the engine's order. They
-// must not be used to change the state directly.
-func (s *State) Resources() []Resource { return slices.Clone(s.res) }
+// Kinds returns the kinds of the composed resources in the engine's order
+// (such as "gpu", "rdma", "cpu", "memory").
+func (s *State) Kinds() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	kinds := make([]string, len(s.res))
+	for j, r := range s.res {
+		kinds[j] = r.Kind()
+	}
+	return kinds
+}
 
 // NodeFree returns, for the node at dense index i, the free amount of each
 // resource kind in plain units (CPUs, devices, MiB), by kind.

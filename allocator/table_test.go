@@ -1357,3 +1357,33 @@ func TestTableRefusalReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestNVLinkPreference: within a PCIe switch group, GPUs with more NVLink
+// links among themselves come first (preference 2 of the design).
+func TestNVLinkPreference(t *testing.T) {
+	m := tbMachine(t, 1, []tbNodeSpec{{0, 4, 0, 0}}, func(b *topology.Builder) {
+		for g := range 4 {
+			b.AddGPU(topology.GPU{ID: g, NUMANode: 0})
+		}
+		b.AddNVLink(0, 1, 1)
+		b.AddNVLink(2, 3, 12)
+		b.AddNVLink(1, 3, 4)
+	})
+	s := allocator.New(m, allocator.Options{})
+	one, err := s.Allocate(&allocator.Request{ID: "one", GPUs: 1})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, one.GPUs, "a lone GPU takes the least-linked one")
+	require.NoError(t, s.Release("one"))
+	a, err := s.Allocate(&allocator.Request{ID: "a", GPUs: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 3}, a.GPUs, "the pair with 12 links")
+	b, err := s.Allocate(&allocator.Request{ID: "b", GPUs: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, b.GPUs)
+
+	// Without NVLinks, the lowest IDs.
+	plain := tbMachine(t, 1, []tbNodeSpec{{0, 4, 4, 0}}, nil)
+	a, err = allocator.New(plain, allocator.Options{}).Allocate(&allocator.Request{ID: "a", GPUs: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, a.GPUs)
+}

@@ -707,17 +707,15 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 	if v.WidthCap == 0 || !knownFree {
 		v.Refusals = []error{allocator.ErrInsufficient}
 		var short []string
-		unplacedHelps := false
+		unplacedHelps := true // every short kind has enough free of unknown NUMA node
 		for _, k := range ks {
 			if have := sum(k.free); have < k.need {
 				short = append(short, fmt.Sprintf("%s: need %d, free %d on known NUMA nodes (capacity %d)",
 					k.name, k.need, have, sum(k.cap)))
-				if have+k.unplaced >= k.need {
-					unplacedHelps = true
-				}
+				unplacedHelps = unplacedHelps && have+k.unplaced >= k.need
 			}
 		}
-		if unplacedHelps {
+		if len(short) > 0 && unplacedHelps {
 			// The free resources exist, but not on any NUMA node: the
 			// design does not say which of the two categories applies.
 			v.Refusals = append(v.Refusals, allocator.ErrNoNUMAFit)
@@ -750,12 +748,18 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 			blocked = append(blocked, mask)
 		}
 	}
-	where := fmt.Sprintf("width_cap %d (%s), width_free %d", v.WidthCap, map[bool]string{true: "inside one NUMA set", false: "across NUMA sets"}[v.InSet], v.WidthFree)
+	where := fmt.Sprintf("width_cap %d (across NUMA sets), width_free %d", v.WidthCap, v.WidthFree)
+	within := ""
+	if v.InSet {
+		where = fmt.Sprintf("width_cap %d (inside one NUMA set), width_free %d", v.WidthCap, v.WidthFree)
+		if r.Policy == policy.Restricted {
+			within = " inside one NUMA set"
+		}
+	}
 	switch {
 	case len(fit) == 0:
 		v.Refusals = []error{allocator.ErrNoNUMAFit}
-		v.Reason = fmt.Sprintf("%s: %s; no span of %d node(s)%s has enough free", r.Policy, where, v.Width,
-			map[bool]string{true: " inside one NUMA set", false: ""}[r.Policy == policy.Restricted && v.InSet])
+		v.Reason = fmt.Sprintf("%s: %s; no span of %d node(s)%s has enough free", r.Policy, where, v.Width, within)
 	case len(ok) == 0 && r.Policy == policy.BestEffort:
 		// The soft rule: broken rather than the span widened.
 		v.Admissible, v.Spans = true, fit

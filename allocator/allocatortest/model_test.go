@@ -2,6 +2,7 @@ package allocatortest_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -409,4 +410,43 @@ func TestModelPlacesWhatItAdmits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The worked example of the design, asked of the model: a 2-CPU
+// SingleNUMANode pod on node 0 of a dgx-h100, then an 8-GPU Restricted pod.
+func ExampleModel_Decide() {
+	m, _ := topology.Preset("dgx-h100")
+	small := allocator.Allocation{ID: "small", Policy: policy.SingleNUMANode,
+		CPUs: numa.NewCPUSet(0, 1), Span: numa.MaskOf(0)}
+	md, err := allocatortest.NewModel(m, []allocator.Allocation{small})
+	if err != nil {
+		panic(err)
+	}
+	big := &allocator.Request{ID: "big", GPUs: 8, Policy: policy.Restricted}
+	v := md.Decide(big)
+	fmt.Println(v.Admissible, v.WidthCap, v.Refusals)
+	fmt.Println(v.Reason)
+
+	big.Exclusive = policy.Preferred
+	v = md.Decide(big)
+	fmt.Println(v.Admissible, v.Spans) // dense masks: nodes 0 and 1
+	// Output:
+	// false 2 [singleNUMANodeExclusive rule forbids every placement]
+	// Restricted: width_cap 2 (across NUMA sets), width_free 2; spans {0,1} have enough free but the exclusivity rule forbids each (single nodes {0}, shared nodes {})
+	// true [0-1]
+}
+
+// Check says what is wrong with an engine's answer.
+func ExampleModel_Check() {
+	m, _ := topology.Preset("small-1s")
+	md, _ := allocatortest.NewModel(m, nil)
+	r := &allocator.Request{ID: "a", CPUs: 2, Policy: policy.SingleNUMANode}
+	bad := allocator.Allocation{ID: "a", Policy: policy.SingleNUMANode, CPUs: numa.NewCPUSet(0, 1, 2),
+		Span: numa.MaskOf(0)}
+	fmt.Println(md.Check(r, bad, nil) != nil)
+	good, _ := md.Place(r)
+	fmt.Println(good.CPUs, md.Check(r, good, nil))
+	// Output:
+	// true
+	// 0-1 <nil>
 }

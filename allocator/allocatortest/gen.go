@@ -175,7 +175,7 @@ func Machine() *rapid.Generator[*topology.Machine] {
 // fitting, sometimes not (up to a little more than the machine has); every
 // policy and both exclusivity values; fullPCPUs sometimes (usually with a
 // multiple of the threads per core); memory sometimes; [RDMAClass] devices
-// sometimes (even on machines without any). About one request in ten is
+// sometimes (even on machines without any). About one request in eight is
 // invalid: every amount zero, a negative amount, fullPCPUs with a count that
 // is not a multiple of the threads per core, or an undeclared policy or
 // exclusivity value. The ID is "r" and a number; [Stream] replaces it.

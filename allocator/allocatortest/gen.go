@@ -177,8 +177,9 @@ func Machine() *rapid.Generator[*topology.Machine] {
 // multiple of the threads per core); memory sometimes; [RDMAClass] devices
 // sometimes (even on machines without any). About one request in eight is
 // invalid: every amount zero, a negative amount, fullPCPUs with a count that
-// is not a multiple of the threads per core, or an undeclared policy or
-// exclusivity value. The ID is "r" and a number; [Stream] replaces it.
+// is not a multiple of the threads per core, an undeclared policy or
+// exclusivity value, or GPUs asked for as Devices["gpu"]. The ID is "r"
+// and a number; [Stream] replaces it.
 func Request(m *topology.Machine) *rapid.Generator[allocator.Request] {
 	tpc := m.ThreadsPerCore()
 	var nodeCPUs, nodeGPUs int
@@ -230,7 +231,7 @@ func Request(m *topology.Machine) *rapid.Generator[allocator.Request] {
 			r.CPUs = tpc
 		}
 		if rapid.IntRange(0, 9).Draw(t, "invalid") == 0 {
-			switch rapid.IntRange(0, 7).Draw(t, "how") {
+			switch rapid.IntRange(0, 8).Draw(t, "how") {
 			case 0:
 				r.CPUs, r.GPUs, r.MemoryMiB, r.Devices = 0, 0, 0, nil
 			case 1:
@@ -251,6 +252,8 @@ func Request(m *topology.Machine) *rapid.Generator[allocator.Request] {
 				r.Policy = policy.Policy(len(policy.Policies) + 3)
 			case 7:
 				r.Exclusive = policy.Exclusivity(9)
+			case 8:
+				r.Devices = map[string]int{allocator.GPUClass: 1}
 			}
 		}
 		return r

@@ -633,6 +633,9 @@ func (md *Model) validate(r *allocator.Request) string {
 	}
 	some := r.CPUs > 0 || r.GPUs > 0 || r.MemoryMiB > 0
 	for _, c := range slices.Sorted(maps.Keys(r.Devices)) {
+		if c == allocator.GPUClass {
+			return "devices[gpu]: GPUs are asked for with the GPUs field"
+		}
 		if r.Devices[c] < 0 {
 			return fmt.Sprintf("devices[%s] %d is negative", c, r.Devices[c])
 		}

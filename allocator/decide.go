@@ -138,6 +138,7 @@ func (s *State) checkClasses(r *Request) error {
 // loadFree loads the cover with the free amounts recorded in sc.raw.
 func (s *State) loadFree(sc *scratch) {
 	c := &sc.c
+	c.gen++
 	for k := 0; k < c.k; k++ {
 		for i := 0; i < s.n; i++ {
 			c.set(i, k, sc.raw[k][i])
@@ -163,6 +164,7 @@ func (s *State) anyNodeCovers(sc *scratch) bool {
 // capacity falls short.
 func (s *State) widthCapLocked(r *Request, sc *scratch) (int, bool) {
 	c := &sc.c
+	c.gen++
 	one := false
 	for k := 0; k < c.k; k++ {
 		res := s.res[sc.kinds[k]]

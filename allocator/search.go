@@ -29,6 +29,7 @@ const maxKinds = 16
 // prunings cut it to a few hundred nodes visited on every machine shape we
 // could construct (see the allocator benchmarks for the worst we found).
 type cover struct {
+	gen  uint64 // changes whenever the amounts are reloaded
 	k    int
 	need [maxKinds]int64
 	val  [numa.MaxNodes][maxKinds]int64
@@ -109,6 +110,9 @@ func (c *cover) minWidth(pool numa.Mask, s *dfs) int {
 	if _, ok := c.exists(pool, 1, s); ok {
 		return 1 // the common case, without sorting
 	}
+	if pool.Count() > smallPool {
+		return c.minWidthLarge(pool, &s.cs)
+	}
 	lb := c.lowerBound(pool)
 	if lb < 0 {
 		return -1
@@ -133,6 +137,8 @@ type dfs struct {
 	sufSum [numa.MaxNodes + 1][maxKinds]int64
 	sufMax [numa.MaxNodes + 1][maxKinds]int64
 	found  numa.Mask
+	// the search of large pools
+	cs classSearch
 	// enumeration
 	ch     *chooser
 	stop   bool
@@ -207,6 +213,12 @@ func (c *cover) exists(pool numa.Mask, w int, s *dfs) (numa.Mask, bool) {
 		}
 		return 0, false
 	}
+	if pool.Count() > smallPool {
+		if s.cs.c != c || s.cs.pool != pool || s.cs.gen != c.gen {
+			c.prepareLarge(pool, &s.cs)
+		}
+		return c.existsLarge(w, &s.cs)
+	}
 	s.c, s.w, s.n, s.ch, s.stop = c, w, 0, nil, false
 	// Order: the nodes that cover most of the demands first, so the first
 	// branch usually succeeds.
@@ -233,53 +245,11 @@ func (c *cover) exists(pool numa.Mask, w int, s *dfs) (numa.Mask, bool) {
 		}
 		return int(a) - int(b)
 	})
-	if s.n > 12 {
-		s.n = c.undominated(ord, w)
-	}
 	s.prepare()
 	if s.first(0, 0, 0, [maxKinds]int64{}) {
 		return s.found, true
 	}
 	return 0, false
-}
-
-// undominated drops, in place, every node of ord that at least w other
-// nodes of ord dominate (every amount at least as large; among equal
-// vectors the earlier one dominates), keeping the order, and returns the
-// new length. Some cover of width w survives whenever one existed: a
-// dominated node of a cover can be swapped for an unused dominator.
-func (c *cover) undominated(ord []int8, w int) int {
-	keep := 0
-	for a, i := range ord {
-		dominators := 0
-		for b, j := range ord {
-			if b == a {
-				continue
-			}
-			dom := true
-			equal := true
-			for r := 0; r < c.k; r++ {
-				if c.val[j][r] < c.val[i][r] {
-					dom = false
-					break
-				}
-				if c.val[j][r] != c.val[i][r] {
-					equal = false
-				}
-			}
-			if dom && (!equal || b < a) {
-				dominators++
-				if dominators >= w {
-					break
-				}
-			}
-		}
-		if dominators < w {
-			ord[keep] = i
-			keep++
-		}
-	}
-	return keep
 }
 
 func (s *dfs) all(p, chosen int, mask numa.Mask, sums [maxKinds]int64) {

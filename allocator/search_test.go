@@ -1,0 +1,78 @@
+package allocator
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// smallExists is the plain subset search, forced whatever the pool size:
+// the reference the large-pool search is checked against.
+func (c *cover) smallExists(pool numa.Mask, w int, s *dfs) bool {
+	s.c, s.w, s.n, s.ch, s.stop = c, w, 0, nil, false
+	for i := range pool.All() {
+		s.ord[s.n] = int8(i)
+		s.n++
+	}
+	s.prepare()
+	return s.first(0, 0, 0, [maxKinds]int64{})
+}
+
+// TestLargeSearchAgreesWithSubsetSearch checks the class search, the greedy
+// step and the Lagrangian bounds of large pools against the plain subset
+// search on random covering problems of 17-22 nodes: the same widths are
+// feasible, and every cover found is a cover of exactly that width.
+func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var c cover
+		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
+		n := rapid.IntRange(smallPool+1, 22).Draw(t, "nodes")
+		maxVal := rapid.SampledFrom([]int64{1, 2, 3, 8, 40, 1000}).Draw(t, "maxVal")
+		// Trade-off shapes: some nodes rich in one kind and poor in others.
+		for i := 0; i < n; i++ {
+			rich := rapid.IntRange(0, c.k-1).Draw(t, "rich")
+			for r := 0; r < c.k; r++ {
+				v := rapid.Int64Range(0, maxVal).Draw(t, "v")
+				if r != rich && rapid.Bool().Draw(t, "poor") {
+					v /= 4
+				}
+				c.val[i][r] = v
+			}
+		}
+		var total [maxKinds]int64
+		for i := 0; i < n; i++ {
+			for r := 0; r < c.k; r++ {
+				total[r] += c.val[i][r]
+			}
+		}
+		for r := 0; r < c.k; r++ {
+			c.need[r] = rapid.Int64Range(1, total[r]+2).Draw(t, "need")
+			for i := 0; i < n; i++ {
+				c.set(i, r, c.val[i][r])
+			}
+		}
+		c.gen++
+		pool := numa.FirstN(n)
+		var s, ref dfs
+		want := -1
+		for w := 1; w <= n; w++ {
+			ok := c.smallExists(pool, w, &ref)
+			m, got := c.exists(pool, w, &s)
+			if got != ok {
+				t.Fatalf("width %d: large search says %v, subset search %v", w, got, ok)
+			}
+			if got && (m.Count() != w || !m.IsSubsetOf(pool) || !c.covers(m)) {
+				t.Fatalf("width %d: %s is not a cover of that width", w, m)
+			}
+			if ok && want < 0 {
+				want = w
+			}
+		}
+		c.gen++
+		if got := c.minWidth(pool, &s); got != want {
+			t.Fatalf("minWidth %d, want %d", got, want)
+		}
+	})
+}

@@ -203,15 +203,132 @@ func (s *State) anyCover(sc *scratch, pools []numa.Mask, allowed numa.Mask, w in
 
 // choose returns the best cover of width w among the pools restricted to
 // restrict, leaving its amounts in sc.best.
+//
+// Small pools (at most smallPool nodes) are enumerated, up to the search
+// budget of candidates per pool. A pool holding the whole machine is first
+// searched NUMA set by NUMA set when the width fits in one, since a span
+// inside one set beats every span that crosses sets. A large pool that
+// must be searched as a whole gets one cover from the exact search, then a
+// local search that swaps one node at a time while that lowers the NUMA sets
+// crossed, the distance or the free resources left (best fit), within the
+// budget of swaps tried: a heuristic, as the design allows for preferences.
 func (s *State) choose(r *Request, sc *scratch, pools []numa.Mask, restrict numa.Mask, w int) numa.Mask {
 	ch := &sc.ch
 	ch.s, ch.r, ch.sc, ch.have = s, r, sc, false
+	if len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
+		s.enumerate(ch, s.setMasks, restrict, w)
+		if ch.have {
+			return ch.bestSpan
+		}
+	}
+	s.enumerate(ch, pools, restrict, w)
+	return ch.bestSpan
+}
+
+// enumerate feeds the chooser the covers of width w of each pool.
+func (s *State) enumerate(ch *chooser, pools []numa.Mask, restrict numa.Mask, w int) {
+	sc := ch.sc
 	budget := max(64, s.opts.SearchBudget/len(pools))
 	for _, p := range pools {
-		ch.left = budget
-		sc.c.each(p&restrict, w, &sc.d, ch)
+		p &= restrict
+		if p.Count() <= smallPool {
+			ch.left = budget
+			sc.c.each(p, w, &sc.d, ch)
+			continue
+		}
+		m, ok := sc.c.exists(p, w, &sc.d)
+		if !ok {
+			continue
+		}
+		ch.left = 2 // always evaluate the improved cover
+		ch.visit(s.improve(sc, p, m))
 	}
-	return ch.bestSpan
+}
+
+// improve swaps single nodes of the cover m for nodes of pool outside it
+// while a swap keeps a cover and lowers (NUMA sets crossed, total distance,
+// free resources left), taking the first improvement. It tries at most
+// SearchBudget*8/w swaps, each costing O(w).
+func (s *State) improve(sc *scratch, pool, m numa.Mask) numa.Mask {
+	c := &sc.c
+	w := m.Count()
+	budget := s.opts.SearchBudget * 8 / max(w, 1)
+	var inSet [numa.MaxNodes]int32 // nodes of m per NUMA set
+	for wd := uint64(m); wd != 0; wd &= wd - 1 {
+		inSet[s.m.SetOf(bits.TrailingZeros64(wd))]++
+	}
+	var left [numa.MaxNodes]float64 // each node's free amounts relative to the demands
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		i := bits.TrailingZeros64(wd)
+		for j := 0; j < c.k; j++ {
+			left[i] += float64(sc.raw[j][i]) / float64(c.need[j])
+		}
+	}
+	sums := c.sums(m)
+	for improved := true; improved && budget > 0; {
+		improved = false
+		for wi := uint64(m); wi != 0; wi &= wi - 1 {
+			i := bits.TrailingZeros64(wi)
+			// Distances from i to the rest of m.
+			var di int64
+			for wo := uint64(m); wo != 0; wo &= wo - 1 {
+				di += int64(s.dist.At(i, bits.TrailingZeros64(wo)))
+			}
+			si := s.m.SetOf(i)
+			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
+				j := bits.TrailingZeros64(wj)
+				if budget--; budget < 0 {
+					return m
+				}
+				sj := s.m.SetOf(j)
+				// Sets crossed after the swap, relative to now.
+				dSets := int64(0)
+				if si != sj {
+					if inSet[si] == 1 {
+						dSets--
+					}
+					if inSet[sj] == 0 {
+						dSets++
+					}
+				}
+				if dSets > 0 {
+					continue
+				}
+				var dj int64
+				for wo := uint64(m) &^ (1 << uint(i)); wo != 0; wo &= wo - 1 {
+					dj += int64(s.dist.At(j, bits.TrailingZeros64(wo)))
+				}
+				dDist := dj - (di - int64(s.dist.At(i, i)))
+				dLeft := left[j] - left[i] // best fit: less left free is better
+				if s.opts.Packing == Spread {
+					dLeft = -dLeft
+				}
+				better := dSets < 0 || (dDist < 0) || (dDist == 0 && dLeft < 0)
+				if !better {
+					continue
+				}
+				ok := true
+				for r := 0; r < c.k && ok; r++ {
+					ok = sums[r]-c.val[i][r]+c.val[j][r] >= c.need[r]
+				}
+				if !ok {
+					continue
+				}
+				for r := 0; r < c.k; r++ {
+					sums[r] += c.val[j][r] - c.val[i][r]
+				}
+				m = m&^(1<<uint(i)) | 1<<uint(j)
+				inSet[si]--
+				inSet[sj]++
+				improved = true
+				break
+			}
+			if improved {
+				break
+			}
+		}
+	}
+	return m
 }
 
 // chooser compares candidate spans by the design's preferences.

@@ -76,6 +76,7 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
+	maxSet                 int // nodes in the largest NUMA set
 	sc                     scratch
 	pool                   sync.Pool
 }
@@ -87,6 +88,9 @@ func New(m *topology.Machine, opts Options) *State {
 		allPool: [1]numa.Mask{m.AllNodes()}}
 	if s.opts.SearchBudget <= 0 {
 		s.opts.SearchBudget = 512
+	}
+	for _, set := range s.setMasks {
+		s.maxSet = max(s.maxSet, set.Count())
 	}
 	s.gpu = NewGPUs(m)
 	s.res = append(s.res, s.gpu)

@@ -26,12 +26,16 @@ type CPUs struct {
 	coreAlloc []int8  // allocatable threads per core
 	coreFree  []int8  // free allocatable threads per core
 	nodeCores [][]int32
-	scratch   []int
+	cpuCore   []int32 // by CPU: its core (-1: none)
+	coreNode  []int32 // by core: its node
+	picked    numa.CPUSet
+	list      []int
 }
 
 var (
-	_ Resource  = (*CPUs)(nil)
-	_ Penalizer = (*CPUs)(nil)
+	_ Resource   = (*CPUs)(nil)
+	_ Penalizer  = (*CPUs)(nil)
+	_ BulkReader = (*CPUs)(nil)
 )
 
 // NewCPUs returns the CPU resource of m with every allocatable CPU free.
@@ -60,6 +64,21 @@ func NewCPUs(m *topology.Machine) *CPUs {
 	}
 	copy(c.nodeFree, c.nodeCap)
 	copy(c.wholeFree, c.wholeCap)
+	c.cpuCore = make([]int32, m.CPUs().Max()+1)
+	for cpu := range c.cpuCore {
+		k, ok := m.CPUCore(cpu)
+		if !ok {
+			k = -1
+		}
+		c.cpuCore[cpu] = int32(k)
+	}
+	c.coreNode = make([]int32, m.NumCores())
+	for k := range c.coreNode {
+		c.coreNode[k] = int32(m.CoreNode(k))
+	}
+	// Size the pick set for the whole machine so picking never grows it.
+	c.picked.Add(max(m.CPUs().Max(), 0))
+	c.picked.Clear()
 	return c
 }
 
@@ -92,6 +111,28 @@ func (c *CPUs) Free(r *Request, node int) int64 {
 		return int64(c.wholeFree[node])
 	}
 	return int64(c.nodeFree[node])
+}
+
+// FreeInto writes Free of every node into dst.
+func (c *CPUs) FreeInto(r *Request, dst []int64) {
+	src := c.nodeFree
+	if r.FullPCPUs {
+		src = c.wholeFree
+	}
+	for i, v := range src {
+		dst[i] = int64(v)
+	}
+}
+
+// CapacityInto writes Capacity of every node into dst.
+func (c *CPUs) CapacityInto(r *Request, dst []int64) {
+	src := c.nodeCap
+	if r.FullPCPUs {
+		src = c.wholeCap
+	}
+	for i, v := range src {
+		dst[i] = int64(v)
+	}
 }
 
 // Unplaced returns 0: every CPU has a NUMA node.
@@ -130,32 +171,23 @@ func (c *CPUs) Penalty(r *Request, amounts []int64) int64 {
 	return p
 }
 
-func (c *CPUs) take(cpu int) {
-	k, _ := c.m.CPUCore(cpu)
-	node := c.m.CoreNode(k)
-	if c.full(k) && c.coreFree[k] == c.coreAlloc[k] {
-		c.wholeFree[node]--
+// count marks cpu taken (delta -1) or given back (+1) in the per-core and
+// per-node counters; the caller updates the free set.
+func (c *CPUs) count(cpu int, delta int8) {
+	k := c.cpuCore[cpu]
+	node := c.coreNode[k]
+	wasWhole := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k))
+	c.coreFree[k] += delta
+	c.nodeFree[node] += int32(delta)
+	if isWhole := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k)); isWhole != wasWhole {
+		c.wholeFree[node] += int32(delta)
 	}
-	c.coreFree[k]--
-	c.nodeFree[node]--
-	c.free.Remove(cpu)
-}
-
-func (c *CPUs) give(cpu int) {
-	k, _ := c.m.CPUCore(cpu)
-	node := c.m.CoreNode(k)
-	c.coreFree[k]++
-	c.nodeFree[node]++
-	if c.full(k) && c.coreFree[k] == c.coreAlloc[k] {
-		c.wholeFree[node]++
-	}
-	c.free.Add(cpu)
 }
 
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
-	picked := c.scratch[:0]
+	c.picked.Clear()
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -164,37 +196,30 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 		if r.FullPCPUs {
 			want *= c.tpc
 		}
-		picked = c.pick(node, want, r.FullPCPUs, picked)
+		c.pick(node, want, r.FullPCPUs)
 	}
-	c.scratch = picked
-	if len(picked) == 0 {
-		return
-	}
-	hi := 0
-	for _, cpu := range picked {
-		hi = max(hi, cpu)
-	}
-	a.CPUs.Add(hi) // size the set once
-	for _, cpu := range picked {
-		a.CPUs.Add(cpu)
-	}
+	c.free.RemoveAll(c.picked)
+	a.CPUs = c.picked.Clone()
 }
 
-// pick takes want free CPUs of node and appends them to dst.
-func (c *CPUs) pick(node, want int, wholeOnly bool, dst []int) []int {
+// pick takes want free CPUs of node into c.picked.
+func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
-	// Pass 1: whole free cores.
+	// Pass 1: whole free cores, a word operation each.
 	for _, k := range cores {
 		if want < c.tpc {
 			break
 		}
 		if c.full(int(k)) && c.coreFree[k] == c.coreAlloc[k] {
-			dst = c.takeFree(int(k), c.tpc, dst)
+			c.picked.UnionWith(c.m.CoreCPUs(int(k)))
+			c.coreFree[k] = 0
+			c.nodeFree[node] -= int32(c.tpc)
+			c.wholeFree[node]--
 			want -= c.tpc
 		}
 	}
 	if wholeOnly {
-		return dst
+		return
 	}
 	// Pass 2: cores already partly used (or never whole); pass 3: split a
 	// free core.
@@ -212,33 +237,28 @@ func (c *CPUs) pick(node, want int, wholeOnly bool, dst []int) []int {
 				continue
 			}
 			n := min(f, want)
-			dst = c.takeFree(int(k), n, dst)
-			want -= n
+			for cpu := range c.m.CoreCPUs(int(k)).All() {
+				if n == 0 {
+					break
+				}
+				if c.free.Contains(cpu) && !c.picked.Contains(cpu) {
+					c.count(cpu, -1)
+					c.picked.Add(cpu)
+					n--
+					want--
+				}
+			}
 		}
 	}
-	return dst
-}
-
-// takeFree takes the n lowest free CPUs of core k and appends them to dst.
-func (c *CPUs) takeFree(k, n int, dst []int) []int {
-	for cpu := range c.m.CoreCPUs(k).All() {
-		if n == 0 {
-			break
-		}
-		if c.free.Contains(cpu) {
-			c.take(cpu)
-			dst = append(dst, cpu)
-			n--
-		}
-	}
-	return dst
 }
 
 // Give returns a's CPUs.
 func (c *CPUs) Give(a *Allocation) {
-	for cpu := range a.CPUs.All() {
-		c.give(cpu)
+	c.list = a.CPUs.AppendTo(c.list[:0])
+	for _, cpu := range c.list {
+		c.count(cpu, 1)
 	}
+	c.free.UnionWith(a.CPUs)
 }
 
 // Claim takes exactly a's CPUs.
@@ -259,8 +279,9 @@ func (c *CPUs) Claim(a *Allocation) error {
 		}
 	}
 	for cpu := range a.CPUs.All() {
-		c.take(cpu)
+		c.count(cpu, -1)
 	}
+	c.free.RemoveAll(a.CPUs)
 	return nil
 }
 
@@ -282,6 +303,8 @@ func (c *CPUs) Clone() Resource {
 	d.nodeFree = append([]int32(nil), c.nodeFree...)
 	d.wholeFree = append([]int32(nil), c.wholeFree...)
 	d.coreFree = append([]int8(nil), c.coreFree...)
-	d.scratch = nil
+	d.picked, d.list = c.picked.Clone(), nil
+	d.picked.Add(max(c.m.CPUs().Max(), 0))
+	d.picked.Clear()
 	return &d
 }

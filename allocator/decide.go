@@ -41,10 +41,10 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	var short []Shortage
 	for k := 0; k < c.k; k++ {
 		res := s.res[sc.kinds[k]]
+		raw := sc.raw[k][:s.n]
+		s.readFree(sc.kinds[k], r, raw)
 		var free int64
-		for i := 0; i < s.n; i++ {
-			v := res.Free(r, i)
-			sc.raw[k][i] = v
+		for _, v := range raw {
 			free += v
 		}
 		sc.un[k] = 0
@@ -56,13 +56,15 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		if free < c.need[k] {
 			short = append(short, Shortage{Resource: res.Kind(), Need: c.need[k], Have: free})
 		}
+		c.need[k] -= sc.un[k] // what known nodes must give
+		for i, v := range raw {
+			c.set(i, k, v)
+		}
 	}
+	c.gen++
 	if short != nil {
 		return plan{}, s.refuse(r, plan{}, ErrInsufficient, short, nil,
 			"not enough free on the whole machine: "+s.describeShort(r, short, "free"))
-	}
-	for k := 0; k < c.k; k++ {
-		c.need[k] -= sc.un[k]
 	}
 	if choose {
 		for k := 0; k < c.k; k++ {
@@ -81,11 +83,10 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		p.width = 1
 		pools = s.allPool[:]
 	case policy.Restricted:
-		s.loadFree(sc)
 		p.widthCap, p.inSet = 1, true // when a node's free amounts cover r
 		if !s.anyNodeCovers(sc) {
 			p.widthCap, p.inSet = s.widthCapLocked(r, sc)
-			s.loadFree(sc)
+			s.loadFree(sc) // widthCapLocked loaded capacities
 		}
 		if !p.inSet {
 			pools = s.allPool[:]
@@ -93,9 +94,6 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		p.width = p.widthCap
 	default: // BestEffort, None
 		pools = s.allPool[:]
-	}
-	if r.Policy != policy.Restricted {
-		s.loadFree(sc)
 	}
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		p.widthFree = c.minWidth(all, &sc.d)
@@ -167,9 +165,10 @@ func (s *State) widthCapLocked(r *Request, sc *scratch) (int, bool) {
 	c.gen++
 	one := false
 	for k := 0; k < c.k; k++ {
-		res := s.res[sc.kinds[k]]
-		for i := 0; i < s.n; i++ {
-			c.set(i, k, res.Capacity(r, i))
+		capa := sc.amt[k][:s.n] // scratch: amounts are computed later
+		s.readCapacity(sc.kinds[k], r, capa)
+		for i, v := range capa {
+			c.set(i, k, v)
 		}
 	}
 	for i := 0; i < s.n && !one; i++ {
@@ -355,11 +354,10 @@ func (ch *chooser) visit(m numa.Mask) bool {
 		if pen := s.pen[sc.kinds[j]]; pen != nil {
 			key[2+j] = pen.Penalty(ch.r, sc.amt[j][:s.n])
 		}
-		var left int64
-		for i := range m.All() {
-			left += sc.raw[j][i]
+		left := -sc.c.need[j]
+		for wd := uint64(m); wd != 0; wd &= wd - 1 {
+			left += sc.raw[j][bits.TrailingZeros64(wd)]
 		}
-		left -= sc.c.need[j]
 		if s.opts.Packing == Spread {
 			left = -left
 		}
@@ -391,6 +389,16 @@ func less(a, b []int64, ma, mb numa.Mask) bool {
 // proportion to the anchor's split, within each node's free amount.
 func (s *State) split(sc *scratch, m numa.Mask) {
 	c := &sc.c
+	if m&(m-1) == 0 { // one node: it gives everything
+		i := m.Lowest()
+		for j := 0; j < c.k; j++ {
+			clear(sc.amt[j][:s.n])
+			if i >= 0 {
+				sc.amt[j][i] = c.need[j]
+			}
+		}
+		return
+	}
 	var order [numa.MaxNodes]int8
 	n := 0
 	for i := range m.All() {

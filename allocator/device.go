@@ -43,8 +43,9 @@ type Devices struct {
 }
 
 var (
-	_ Resource  = (*Devices)(nil)
-	_ Penalizer = (*Devices)(nil)
+	_ Resource   = (*Devices)(nil)
+	_ Penalizer  = (*Devices)(nil)
+	_ BulkReader = (*Devices)(nil)
 )
 
 // NewGPUs returns the GPU resource of m, every GPU healthy and free.
@@ -144,6 +145,20 @@ func (d *Devices) Capacity(_ *Request, node int) int64 { return int64(d.nodeCap[
 
 // Free returns the node's healthy devices not held.
 func (d *Devices) Free(_ *Request, node int) int64 { return int64(d.nodeFree[node]) }
+
+// FreeInto writes Free of every node into dst.
+func (d *Devices) FreeInto(_ *Request, dst []int64) {
+	for i, v := range d.nodeFree {
+		dst[i] = int64(v)
+	}
+}
+
+// CapacityInto writes Capacity of every node into dst.
+func (d *Devices) CapacityInto(_ *Request, dst []int64) {
+	for i, v := range d.nodeCap {
+		dst[i] = int64(v)
+	}
+}
 
 // Unplaced returns the free healthy devices of unknown NUMA node.
 func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }

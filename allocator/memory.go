@@ -15,7 +15,10 @@ type Memory struct {
 	free     []int64
 }
 
-var _ Resource = (*Memory)(nil)
+var (
+	_ Resource   = (*Memory)(nil)
+	_ BulkReader = (*Memory)(nil)
+)
 
 // NewMemory returns the memory resource of m with every MiB free.
 func NewMemory(m *topology.Machine) *Memory {
@@ -38,6 +41,12 @@ func (m *Memory) Capacity(_ *Request, node int) int64 { return m.capacity[node] 
 
 // Free returns the node's free memory.
 func (m *Memory) Free(_ *Request, node int) int64 { return m.free[node] }
+
+// FreeInto writes Free of every node into dst.
+func (m *Memory) FreeInto(_ *Request, dst []int64) { copy(dst, m.free) }
+
+// CapacityInto writes Capacity of every node into dst.
+func (m *Memory) CapacityInto(_ *Request, dst []int64) { copy(dst, m.capacity) }
 
 // Unplaced returns 0.
 func (m *Memory) Unplaced(*Request) int64 { return 0 }

@@ -55,3 +55,11 @@ type Resource interface {
 type Penalizer interface {
 	Penalty(r *Request, amounts []int64) int64
 }
+
+// BulkReader is an optional ability of a [Resource] that the engine uses on
+// its hot path instead of calling Free and Capacity once per node: it fills
+// dst[i] with the value for node i, for every node of the machine.
+type BulkReader interface {
+	FreeInto(r *Request, dst []int64)
+	CapacityInto(r *Request, dst []int64)
+}

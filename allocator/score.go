@@ -24,8 +24,8 @@ func (s *State) Score(r *Request) (int, error) {
 			return 0, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
-	sc := s.pool.Get().(*scratch)
-	defer s.pool.Put(sc)
+	sc := s.getScratch()
+	defer s.putScratch(sc)
 	p, err := s.decide(r, sc, true)
 	if err != nil {
 		return 0, err

@@ -181,7 +181,7 @@ func (s *State) Clone() *State {
 
 // adopt moves the contents of t into s (the caller holds s's write lock).
 func (s *State) adopt(t *State) {
-	s.res, s.pen, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.cpu, t.gpu, t.mem, t.classes
+	s.res, s.pen, s.bulk, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.bulk, t.cpu, t.gpu, t.mem, t.classes
 	s.ids, s.recs, s.freeRecs, s.single, s.multi = t.ids, t.recs, t.freeRecs, t.single, t.multi
 	s.singleMask, s.sharedMask = t.singleMask, t.sharedMask
 }

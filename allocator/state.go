@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -61,6 +62,7 @@ type State struct {
 	opts     Options
 	res      []Resource
 	pen      []Penalizer
+	bulk     []BulkReader
 	cpu      *CPUs
 	gpu      *Devices
 	mem      *Memory
@@ -76,9 +78,13 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int // nodes in the largest NUMA set
-	sc                     scratch
-	pool                   sync.Pool
+	maxSet                 int     // nodes in the largest NUMA set
+	sc                     scratch // Allocate's, under the write lock
+	// readSc is a scratch for one reader at a time (taken with a CAS),
+	// cheaper than the pool the other readers use.
+	readSc   scratch
+	readBusy atomic.Bool
+	pool     sync.Pool
 }
 
 // New returns the state of machine m with everything free.
@@ -117,10 +123,36 @@ func New(m *topology.Machine, opts Options) *State {
 
 func (s *State) initPen() {
 	s.pen = make([]Penalizer, len(s.res))
+	s.bulk = make([]BulkReader, len(s.res))
 	for j, r := range s.res {
 		if p, ok := r.(Penalizer); ok {
 			s.pen[j] = p
 		}
+		if b, ok := r.(BulkReader); ok {
+			s.bulk[j] = b
+		}
+	}
+}
+
+// readFree fills dst with resource j's free amount on every node.
+func (s *State) readFree(j int, r *Request, dst []int64) {
+	if b := s.bulk[j]; b != nil {
+		b.FreeInto(r, dst)
+		return
+	}
+	for i := range dst {
+		dst[i] = s.res[j].Free(r, i)
+	}
+}
+
+// readCapacity fills dst with resource j's capacity on every node.
+func (s *State) readCapacity(j int, r *Request, dst []int64) {
+	if b := s.bulk[j]; b != nil {
+		b.CapacityInto(r, dst)
+		return
+	}
+	for i := range dst {
+		dst[i] = s.res[j].Capacity(r, i)
 	}
 }
 
@@ -159,10 +191,27 @@ func (s *State) Fit(r *Request) error {
 			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
-	sc := s.pool.Get().(*scratch)
+	sc := s.getScratch()
 	_, err := s.decide(r, sc, false)
-	s.pool.Put(sc)
+	s.putScratch(sc)
 	return err
+}
+
+// getScratch returns a scratch for a reader: the state's own one when no
+// other reader holds it, else one from the pool.
+func (s *State) getScratch() *scratch {
+	if s.readBusy.CompareAndSwap(false, true) {
+		return &s.readSc
+	}
+	return s.pool.Get().(*scratch)
+}
+
+func (s *State) putScratch(sc *scratch) {
+	if sc == &s.readSc {
+		s.readBusy.Store(false)
+		return
+	}
+	s.pool.Put(sc)
 }
 
 // Allocate places r and returns what it received, or an error that says why

@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"math"
 	"math/bits"
 	"slices"
 
@@ -51,12 +50,17 @@ func share(v, need int64) int64 {
 }
 
 // sortDesc orders nodes by key descending, the lower index first on a tie,
-// without a comparison closure: keys (at most shareScale times a small
-// weight) and indices are packed into one integer.
+// without a comparison closure: the key's distance below the largest key
+// and the index are packed into one integer. Keys are amounts (at most the
+// demand) or shares (at most shareScale per kind), far below 2^56.
 func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint64) {
+	var mx int64
+	for _, i := range nodes {
+		mx = max(mx, key[i])
+	}
 	b := buf[:len(nodes)]
 	for j, i := range nodes {
-		b[j] = uint64(math.MaxInt64-key[i])<<7 | uint64(i)
+		b[j] = uint64(mx-key[i])<<7 | uint64(i)
 	}
 	slices.Sort(b)
 	for j, x := range b {
@@ -341,20 +345,44 @@ func (cs *classSearch) classify() {
 	cs.sk = best
 	sk := best
 	// Group: sort by the other kinds' amounts (lexicographic), then the
-	// sorted kind descending.
+	// sorted kind descending, then the node. When every amount (at most
+	// its demand) and the node fit in 64 bits together, the sort runs on
+	// packed integers instead of a comparison closure.
 	m := cs.members[:cs.n]
 	copy(m, nodes)
-	slices.SortFunc(m, func(a, b int8) int {
-		for r := 0; r < c.k; r++ {
-			if r != sk && c.val[a][r] != c.val[b][r] {
-				if c.val[a][r] > c.val[b][r] {
-					return -1
+	width := 7
+	for r := 0; r < c.k; r++ {
+		width += bits.Len64(uint64(c.need[r]))
+	}
+	if width <= 64 {
+		keys := cs.keys[:cs.n]
+		for j, i := range m {
+			var key uint64
+			for r := 0; r < c.k; r++ {
+				if r != sk {
+					key = key<<bits.Len64(uint64(c.need[r])) | uint64(c.need[r]-c.val[i][r])
 				}
-				return 1
 			}
+			key = key<<bits.Len64(uint64(c.need[sk])) | uint64(c.need[sk]-c.val[i][sk])
+			keys[j] = key<<7 | uint64(i)
 		}
-		return cmpDesc(c.val[a][sk], c.val[b][sk], a, b)
-	})
+		slices.Sort(keys)
+		for j, key := range keys {
+			m[j] = int8(key & 127)
+		}
+	} else {
+		slices.SortFunc(m, func(a, b int8) int {
+			for r := 0; r < c.k; r++ {
+				if r != sk && c.val[a][r] != c.val[b][r] {
+					if c.val[a][r] > c.val[b][r] {
+						return -1
+					}
+					return 1
+				}
+			}
+			return cmpDesc(c.val[a][sk], c.val[b][sk], a, b)
+		})
+	}
 	cs.nc = 0
 	cs.cum[0] = 0
 	for j, i := range m {
@@ -367,7 +395,10 @@ func (cs *classSearch) classify() {
 	}
 	cs.start[cs.nc] = int16(cs.n)
 	copy(cs.bySorted[:], nodes)
-	slices.SortFunc(cs.bySorted[:cs.n], func(a, b int8) int { return cmpDesc(c.val[a][sk], c.val[b][sk], a, b) })
+	for _, i := range nodes {
+		cs.vals[i] = c.val[i][sk]
+	}
+	sortDesc(cs.bySorted[:cs.n], &cs.vals, &cs.keys)
 	for r := 0; r < c.k; r++ {
 		ord := cs.kindOrd[r][:cs.nc]
 		for cl := range ord {
@@ -376,9 +407,10 @@ func (cs *classSearch) classify() {
 		if r == sk {
 			continue
 		}
-		slices.SortFunc(ord, func(a, b int8) int {
-			return cmpDesc(c.val[m[cs.start[a]]][r], c.val[m[cs.start[b]]][r], a, b)
-		})
+		for cl := range ord {
+			cs.vals[cl] = c.val[m[cs.start[cl]]][r]
+		}
+		sortDesc(ord, &cs.vals, &cs.keys)
 	}
 }
 

@@ -191,9 +191,11 @@ func (s *State) widthCapLocked(r *Request, sc *scratch) (int, bool) {
 
 // anyCover reports whether some pool, restricted to allowed, has a cover of
 // width w.
+// The cover found is kept in sc.seed, for choose.
 func (s *State) anyCover(sc *scratch, pools []numa.Mask, allowed numa.Mask, w int) bool {
 	for _, p := range pools {
-		if _, ok := sc.c.exists(p&allowed, w, &sc.d); ok {
+		if m, ok := sc.c.exists(p&allowed, w, &sc.d); ok {
+			sc.seed = m
 			return true
 		}
 	}
@@ -235,7 +237,10 @@ func (s *State) enumerate(ch *chooser, pools []numa.Mask, restrict numa.Mask, w 
 			sc.c.each(p, w, &sc.d, ch)
 			continue
 		}
-		m, ok := sc.c.exists(p, w, &sc.d)
+		m, ok := sc.seed, sc.seed.IsSubsetOf(p) && sc.seed.Count() == w
+		if !ok {
+			m, ok = sc.c.exists(p, w, &sc.d)
+		}
 		if !ok {
 			continue
 		}
@@ -247,11 +252,10 @@ func (s *State) enumerate(ch *chooser, pools []numa.Mask, restrict numa.Mask, w 
 // improve swaps single nodes of the cover m for nodes of pool outside it
 // while a swap keeps a cover and lowers (NUMA sets crossed, total distance,
 // free resources left), taking the first improvement. It tries at most
-// SearchBudget*8/w swaps, each costing O(w).
+// SearchBudget/2 swaps, each costing O(k), and O(n) more per swap made.
 func (s *State) improve(sc *scratch, pool, m numa.Mask) numa.Mask {
 	c := &sc.c
-	w := m.Count()
-	budget := s.opts.SearchBudget * 8 / max(w, 1)
+	budget := s.opts.SearchBudget / 2
 	var inSet [numa.MaxNodes]int32 // nodes of m per NUMA set
 	for wd := uint64(m); wd != 0; wd &= wd - 1 {
 		inSet[s.m.SetOf(bits.TrailingZeros64(wd))]++
@@ -264,15 +268,21 @@ func (s *State) improve(sc *scratch, pool, m numa.Mask) numa.Mask {
 		}
 	}
 	sums := c.sums(m)
+	// toM[x] is the total distance from node x to the nodes of m, kept up
+	// to date across swaps, so that a swap is judged in O(k).
+	var toM [numa.MaxNodes]int64
+	for wx := uint64(pool); wx != 0; wx &= wx - 1 {
+		x := bits.TrailingZeros64(wx)
+		for wo := uint64(m); wo != 0; wo &= wo - 1 {
+			toM[x] += int64(s.dist.At(x, bits.TrailingZeros64(wo)))
+		}
+	}
 	for improved := true; improved && budget > 0; {
 		improved = false
 		for wi := uint64(m); wi != 0; wi &= wi - 1 {
 			i := bits.TrailingZeros64(wi)
 			// Distances from i to the rest of m.
-			var di int64
-			for wo := uint64(m); wo != 0; wo &= wo - 1 {
-				di += int64(s.dist.At(i, bits.TrailingZeros64(wo)))
-			}
+			di := toM[i] - int64(s.dist.At(i, i))
 			si := s.m.SetOf(i)
 			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
 				j := bits.TrailingZeros64(wj)
@@ -293,11 +303,7 @@ func (s *State) improve(sc *scratch, pool, m numa.Mask) numa.Mask {
 				if dSets > 0 {
 					continue
 				}
-				var dj int64
-				for wo := uint64(m) &^ (1 << uint(i)); wo != 0; wo &= wo - 1 {
-					dj += int64(s.dist.At(j, bits.TrailingZeros64(wo)))
-				}
-				dDist := dj - (di - int64(s.dist.At(i, i)))
+				dDist := toM[j] - int64(s.dist.At(j, i)) - di
 				dLeft := left[j] - left[i] // best fit: less left free is better
 				if s.opts.Packing == Spread {
 					dLeft = -dLeft
@@ -317,6 +323,10 @@ func (s *State) improve(sc *scratch, pool, m numa.Mask) numa.Mask {
 					sums[r] += c.val[j][r] - c.val[i][r]
 				}
 				m = m&^(1<<uint(i)) | 1<<uint(j)
+				for wx := uint64(pool); wx != 0; wx &= wx - 1 {
+					x := bits.TrailingZeros64(wx)
+					toM[x] += int64(s.dist.At(x, j)) - int64(s.dist.At(x, i))
+				}
 				inSet[si]--
 				inSet[sj]++
 				improved = true

@@ -169,6 +169,7 @@ type scratch struct {
 	best  [maxKinds][numa.MaxNodes]int64
 	d     dfs
 	ch    chooser
+	seed  numa.Mask // the last cover anyCover found
 }
 
 // plan is a decision: the span and, when chosen, the amounts in sc.best.

@@ -163,7 +163,7 @@ func (c *cover) existsLarge(w int, cs *classSearch) (numa.Mask, bool) {
 
 // minWidthLarge is minWidth for large pools: the widths below the largest
 // Lagrangian lower bound are skipped without a search.
-func (c *cover) minWidthLarge(pool numa.Mask, cs *classSearch) int {
+func (c *cover) minWidthLarge(pool numa.Mask, cs *classSearch) (int, numa.Mask) {
 	c.prepareLarge(pool, cs)
 	// The per-kind lower bound from the sorted orders; the Lagrangian one
 	// once a width fails the greedy step.
@@ -179,23 +179,23 @@ func (c *cover) minWidthLarge(pool numa.Mask, cs *classSearch) int {
 			t++
 		}
 		if acc < c.need[r] {
-			return -1
+			return -1, 0
 		}
 		lb = max(lb, t)
 	}
 	for w := lb; w <= cs.n; w++ {
-		if _, ok := c.existsLarge(w, cs); ok {
-			return w
+		if m, ok := c.existsLarge(w, cs); ok {
+			return w, m
 		}
 		if cs.lagrange {
 			lag := cs.lagrangeLowerBound()
 			if lag < 0 {
-				return -1
+				return -1, 0
 			}
 			w = max(w, lag-1)
 		}
 	}
-	return -1
+	return -1, 0
 }
 
 func cmpDesc(x, y int64, a, b int8) int {

@@ -95,12 +95,28 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	default: // BestEffort, None
 		pools = s.allPool[:]
 	}
+	single, shared := s.singleMask, s.sharedMask
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
-		p.widthFree = c.minWidth(all, &sc.d)
+		// Soft rule: the allowed nodes when they hold a cover of width_free,
+		// else all of them. The cover minCover found often settles it.
+		var found numa.Mask
+		p.widthFree, found = c.minCover(all, &sc.d)
 		p.width = p.widthFree
+		allowed := policy.AllowedPool(p.width, all, single, shared)
+		restrict := all
+		if found.IsSubsetOf(allowed) || s.anyCover(sc, pools, allowed, p.width) {
+			restrict = allowed
+		}
+		if found.IsSubsetOf(restrict) {
+			sc.seed = found
+		}
+		if !choose {
+			return p, nil
+		}
+		p.span = s.choose(r, sc, pools, restrict, p.width)
+		return p, nil
 	}
 
-	single, shared := s.singleMask, s.sharedMask
 	allowed := policy.AllowedPool(p.width, all, single, shared)
 	hard := policy.Binds(r.Policy, r.Exclusive) &&
 		(r.Policy == policy.SingleNUMANode || r.Policy == policy.Restricted)
@@ -212,7 +228,8 @@ func (s *State) anyCover(sc *scratch, pools []numa.Mask, allowed numa.Mask, w in
 // must be searched as a whole gets one cover from the exact search, then a
 // local search that swaps one node at a time while that lowers the NUMA sets
 // crossed, the distance or the free resources left (best fit), within the
-// budget of swaps tried: a heuristic, as the design allows for preferences.
+// budget of swaps tried, when the span is at most half the pool: a
+// heuristic, as the design allows for preferences.
 func (s *State) choose(r *Request, sc *scratch, pools []numa.Mask, restrict numa.Mask, w int) numa.Mask {
 	ch := &sc.ch
 	ch.s, ch.r, ch.sc, ch.have = s, r, sc, false
@@ -244,8 +261,11 @@ func (s *State) enumerate(ch *chooser, pools []numa.Mask, restrict numa.Mask, w 
 		if !ok {
 			continue
 		}
-		ch.left = 2 // always evaluate the improved cover
-		ch.visit(s.improve(sc, p, m))
+		if 2*w <= p.Count() { // else the cover holds most of the pool anyway
+			m = s.improve(sc, p, m)
+		}
+		ch.left = 2 // always evaluate the cover
+		ch.visit(m)
 	}
 }
 

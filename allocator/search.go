@@ -107,25 +107,32 @@ func (c *cover) lowerBound(pool numa.Mask) int {
 
 // minWidth returns the fewest nodes of pool that cover the demands, or -1.
 func (c *cover) minWidth(pool numa.Mask, s *dfs) int {
-	if _, ok := c.exists(pool, 1, s); ok {
-		return 1 // the common case, without sorting
+	w, _ := c.minCover(pool, s)
+	return w
+}
+
+// minCover returns the fewest nodes of pool that cover the demands and one
+// such cover, or -1.
+func (c *cover) minCover(pool numa.Mask, s *dfs) (int, numa.Mask) {
+	if m, ok := c.exists(pool, 1, s); ok {
+		return 1, m // the common case, without sorting
 	}
 	if pool.Count() > smallPool {
 		return c.minWidthLarge(pool, &s.cs)
 	}
 	lb := c.lowerBound(pool)
 	if lb < 0 {
-		return -1
+		return -1, 0
 	}
 	if lb == 0 {
-		return 0
+		return 0, 0
 	}
 	for w := max(lb, 2); w <= pool.Count(); w++ {
-		if _, ok := c.exists(pool, w, s); ok {
-			return w
+		if m, ok := c.exists(pool, w, s); ok {
+			return w, m
 		}
 	}
-	return -1
+	return -1, 0
 }
 
 // dfs is the state of one depth-first search over subsets of a fixed width.

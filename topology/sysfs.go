@@ -71,14 +71,17 @@ const (
 //     unknown socket joins its nearest node's set).
 //   - Cores: the SMT sibling groups of topology/thread_siblings_list (else
 //     the hex thread_siblings), restricted to the machine's CPUs; a CPU with
-//     neither file (or no cpuN/topology directory) is a core by itself. Sibling
-//     groups that overlap without being equal, or that span NUMA nodes, are an
-//     error naming the file.
+//     neither file (or no cpuN/topology directory) is a core by itself.
+//     Inconsistent sibling groups (overlapping another CPU's group, or
+//     spanning NUMA nodes, as fake-NUMA setups produce) are cut to the CPU's
+//     node and to the CPUs no earlier core holds, scanning CPUs in ascending
+//     order.
 //   - L3 groups (optional): cpuN/cache/indexK with level 3 (instruction
 //     caches skipped) and shared_cpu_list (else the hex shared_cpu_map),
 //     restricted to the machine's CPUs and always including CPU N itself (some
 //     architectures report an empty map). Missing cache directories are
-//     skipped; groups that overlap without being equal are an error.
+//     skipped; a group that overlaps an earlier one is cut to the CPUs no
+//     earlier group holds.
 //   - GPUs: the PCI devices of sys/bus/pci/devices (or, when that directory
 //     is missing, the PCI device directories under sys/devices/pci*) whose
 //     vendor is NVIDIA (0x10de) or AMD (0x1002) and whose class is 0x0300xx
@@ -513,15 +516,15 @@ func (d *discovery) readCPUTopology() error {
 			continue // no sibling information: a core by itself
 		}
 		sib.IntersectWith(d.machine)
+		// Inconsistent sibling lists (overlapping another core's, or
+		// spanning NUMA nodes, as fake-NUMA setups produce) are cut to the
+		// CPU's node and to the CPUs no core holds yet, as hwloc does,
+		// rather than refusing the machine.
+		sib.RemoveAll(assigned)
+		if node := d.nodeOf(cpu); node >= 0 {
+			sib.IntersectWith(d.nodes[node].CPUs)
+		}
 		sib.Add(cpu)
-		if sib.Intersects(assigned) {
-			return malformed(file, "SMT siblings %s overlap another core at CPUs %s",
-				sib, sib.Intersection(assigned))
-		}
-		node := d.nodeOf(cpu)
-		if !sib.IsSubsetOf(d.nodes[node].CPUs) {
-			return malformed(file, "SMT siblings %s span NUMA nodes", sib)
-		}
 		assigned.UnionWith(sib)
 		d.cores = append(d.cores, sib)
 	}
@@ -579,16 +582,13 @@ func (d *discovery) readL3() error {
 			} else if strings.TrimSpace(t) == "Instruction" {
 				continue
 			}
-			group, file, err := d.readCPUs(dir+"/shared_cpu_list", dir+"/shared_cpu_map")
+			group, _, err := d.readCPUs(dir+"/shared_cpu_list", dir+"/shared_cpu_map")
 			if err != nil {
 				return err
 			}
 			group.IntersectWith(d.machine)
+			group.RemoveAll(covered) // inconsistent maps: cut to CPUs no group holds yet
 			group.Add(cpu)
-			if group.Intersects(covered) {
-				return malformed(cmp.Or(file, dir), "L3 CPUs %s overlap another L3 group at CPUs %s",
-					group, group.Intersection(covered))
-			}
 			covered.UnionWith(group)
 			d.l3 = append(d.l3, group)
 			break

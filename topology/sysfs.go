@@ -53,11 +53,14 @@ const (
 //     A missing meminfo gives 0 MiB (the node then offers no memory to
 //     requests); a meminfo without a readable MemTotal is an error.
 //   - Distances: nodeN/distance, whose entries are positional in ascending
-//     order of the online node IDs; they are stored by ID. A row of the wrong
-//     length, a non-numeric entry, an entry outside 1-255 or a local distance
-//     above another entry of its row is an error naming the file(s). When some node has no distance file, the whole table takes
-//     the defaults (10 local, 20 remote). A one-node machine does not read
-//     its distance file (its table is the single local distance 10).
+//     order of the online node IDs; they are stored by ID. As hwloc does, a
+//     row longer than the number of online nodes is read up to that number
+//     (kernels list offline nodes' columns in some trees), and when any node
+//     has no distance file, a row too short, a non-numeric entry, an entry
+//     outside 1-255 or a local distance above another entry of its row, the
+//     whole table takes the defaults (10 local, 20 remote) instead of
+//     refusing the machine. A one-node machine does not read its distance
+//     file (its table is the single local distance 10).
 //   - More than 64 NUMA nodes: a *[TooManyNodesError], before any per-node
 //     file is read.
 //   - Sockets: a node's socket is the topology/physical_package_id of its
@@ -433,26 +436,23 @@ func (d *discovery) readDistances(ids []int) error {
 		p := fmt.Sprintf("%s/node%d/distance", sysNodeDir, id)
 		s, ok, err := d.read(p)
 		if err != nil {
-			return err
+			return err // an unreadable file, not a malformed one
 		}
 		if !ok {
 			return nil // documented fallback: default distances
 		}
 		row, err := parseDistanceRow(s)
-		if err != nil {
-			return discoveryError(p, err)
+		if err != nil || len(row) < len(ids) {
+			return nil // documented fallback: default distances
 		}
-		if len(row) != len(ids) {
-			return malformed(p, "%d distances for %d online NUMA nodes", len(row), len(ids))
-		}
-		rows[i] = row
+		rows[i] = row[:len(ids)]
 	}
 	nodeIDs := make([]numa.NodeID, len(ids))
 	for i, id := range ids {
 		nodeIDs[i] = numa.NodeID(id)
 	}
 	if _, err := numa.NewDistances(nodeIDs, rows); err != nil {
-		return discoveryError(sysNodeDir+"/node*/distance", err)
+		return nil // documented fallback: default distances
 	}
 	d.distances = rows
 	return nil

@@ -727,21 +727,6 @@ func TestDiscoverFSErrors(t *testing.T) {
 			removeTree(m, node0+"/cpulist")
 			setTree(t, m, node0+"/cpumap = zz")
 		}, []string{node0 + "/cpumap"}},
-		{"non-numeric distance", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, node0+"/distance = 10 far")
-		}, []string{node0 + "/distance", `"far"`}},
-		{"distance out of range", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, node0+"/distance = 10 256")
-		}, []string{node0 + "/distance", "1-255"}},
-		{"distance row of the wrong length", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, node0+"/distance = 10 21 31")
-		}, []string{node0 + "/distance", "3 distances for 2 online NUMA nodes"}},
-		{"empty distance file", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, node0+"/distance =")
-		}, []string{node0 + "/distance", "no distance"}},
-		{"local distance not the smallest", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, node0+"/distance = 30 21")
-		}, []string{"distance", "below its local distance"}},
 		{"meminfo without MemTotal", func(t *testing.T, m fstest.MapFS) {
 			setTree(t, m, node0+"/meminfo = Node 0 MemFree: 10 kB")
 		}, []string{node0 + "/meminfo", "no MemTotal line"}},
@@ -976,4 +961,25 @@ func TestDiscoverFSInconsistentGroups(t *testing.T) {
 	for _, g := range got.L3Groups() {
 		require.False(t, g.Contains(3) && g.Contains(5), "L3 groups stay disjoint: %v", got.L3Groups())
 	}
+}
+
+// TestDiscoverFSDistanceFallbacks: as hwloc does, a malformed distance table
+// gives the default distances rather than refusing the machine, and a row
+// longer than the online nodes is read up to their number.
+func TestDiscoverFSDistanceFallbacks(t *testing.T) {
+	const node0 = "sys/devices/system/node/node0"
+	for _, row := range []string{"10 far", "10 256", "10", "", "30 21", "0 21"} {
+		t.Run(row, func(t *testing.T) {
+			m := twoNodes().fs(t)
+			setTree(t, m, node0+"/distance = "+row)
+			got, err := DiscoverFS(m)
+			require.NoError(t, err)
+			require.Equal(t, [][]int{{10, 20}, {20, 10}}, got.Distances().Rows())
+		})
+	}
+	m := twoNodes().fs(t)
+	setTree(t, m, node0+"/distance = 10 21 31", "sys/devices/system/node/node1/distance = 21 10 31")
+	got, err := DiscoverFS(m)
+	require.NoError(t, err)
+	require.Equal(t, [][]int{{10, 21}, {21, 10}}, got.Distances().Rows())
 }

@@ -1,0 +1,13 @@
+// Package kube holds the few Kubernetes shapes the numaplace adapters need,
+// as plain Go types (no Kubernetes module is imported): pods with their
+// containers' requests and limits as quantity strings, the pod-level NUMA
+// annotations and their validation, and the decision annotation
+// (numaplace.io/allocation) that the scheduler side writes and the node
+// side reads.
+//
+// The common calls:
+//
+//	req, err := kube.ParsePod(pod, kube.Config{})  // validates every rule of the design
+//	d := kube.NewDecision(machine, allocation)     // what the scheduler writes
+//	a, err := d.Allocation(machine, pod.Key())     // what the node side claims
+package kube

@@ -1,0 +1,108 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+)
+
+// ErrQuantity is the category of malformed quantity strings.
+var ErrQuantity = errors.New("invalid quantity")
+
+// quantity suffixes, as Kubernetes writes them.
+var (
+	binarySuffixes  = map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+	decimalSuffixes = map[string]int64{"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+)
+
+// parseQuantity parses a Kubernetes quantity ("24", "500m", "1.5", "4Gi",
+// "1e3") into an exact rational number. Negative quantities are refused.
+func parseQuantity(s string) (*big.Rat, error) {
+	orig := s
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, fmt.Errorf("%w: empty", ErrQuantity)
+	}
+	mult := big.NewRat(1, 1)
+	switch {
+	case strings.HasSuffix(s, "m") && !strings.ContainsAny(s, "eE"):
+		mult = big.NewRat(1, 1000)
+		s = strings.TrimSuffix(s, "m")
+	default:
+		for suf, v := range binarySuffixes {
+			if strings.HasSuffix(s, suf) {
+				mult = new(big.Rat).SetInt64(v)
+				s = strings.TrimSuffix(s, suf)
+				break
+			}
+		}
+		if mult.Cmp(big.NewRat(1, 1)) == 0 {
+			for suf, v := range decimalSuffixes {
+				if strings.HasSuffix(s, suf) && !strings.HasSuffix(s, "e"+suf) {
+					mult = new(big.Rat).SetInt64(v)
+					s = strings.TrimSuffix(s, suf)
+					break
+				}
+			}
+		}
+	}
+	if s == "" || strings.HasPrefix(s, "-") || strings.ContainsAny(s, " \t/") {
+		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
+	}
+	if len(s) > 64 {
+		return nil, fmt.Errorf("%w %q: too long", ErrQuantity, orig)
+	}
+	v, ok := new(big.Rat).SetString(s)
+	if !ok || v.Sign() < 0 {
+		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
+	}
+	return v.Mul(v, mult), nil
+}
+
+// ParseMilli parses a quantity into thousandths ("500m" is 500, "2" is
+// 2000), rounding up as Kubernetes does for CPU.
+func ParseMilli(s string) (int64, error) {
+	v, err := parseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	v.Mul(v, big.NewRat(1000, 1))
+	return ceilInt64(v, s)
+}
+
+// ParseWhole parses a quantity that must be a whole number ("4", not "1.5"
+// nor "500m").
+func ParseWhole(s string) (int64, error) {
+	v, err := parseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	if !v.IsInt() {
+		return 0, fmt.Errorf("%w %q: not a whole number", ErrQuantity, s)
+	}
+	return ceilInt64(v, s)
+}
+
+// ParseMiB parses a memory quantity in bytes ("4Gi", "512Mi", "1e9") into
+// MiB, rounding up.
+func ParseMiB(s string) (int64, error) {
+	v, err := parseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	v.Quo(v, big.NewRat(1<<20, 1))
+	return ceilInt64(v, s)
+}
+
+func ceilInt64(v *big.Rat, s string) (int64, error) {
+	n := new(big.Int).Quo(v.Num(), v.Denom())
+	if new(big.Rat).SetInt(n).Cmp(v) < 0 {
+		n.Add(n, big.NewInt(1))
+	}
+	if !n.IsInt64() || n.Int64() > math.MaxInt64/1024 {
+		return 0, fmt.Errorf("%w %q: too large", ErrQuantity, s)
+	}
+	return n.Int64(), nil
+}

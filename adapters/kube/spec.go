@@ -1,0 +1,340 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/policy"
+)
+
+// Annotation keys, labels and resource names.
+const (
+	// AnnotationSpecAlibaba and AnnotationSpecKoordinator carry the
+	// pod-level spec {"numaTopologyPolicy": ..., "singleNUMANodeExclusive": ...}.
+	AnnotationSpecAlibaba     = "scheduling.alibabacloud.com/numa-topology-spec"
+	AnnotationSpecKoordinator = "scheduling.koordinator.sh/numa-topology-spec"
+	// AnnotationCPUSetScheduler must be "required" on a pod with a NUMA
+	// spec; "true" is the legacy standalone CPU topology-aware scheduling,
+	// which cannot be combined with a NUMA spec.
+	AnnotationCPUSetScheduler = "cpuset-scheduler"
+	// AnnotationAllocation is the decision the scheduler side writes.
+	AnnotationAllocation = "numaplace.io/allocation"
+	// AnnotationKoordResourceStatus and AnnotationKoordDeviceAllocated are
+	// Koordinator's, written optionally so its node agent can apply the
+	// decision.
+	AnnotationKoordResourceStatus  = "scheduling.koordinator.sh/resource-status"
+	AnnotationKoordDeviceAllocated = "scheduling.koordinator.sh/device-allocated"
+	// DefaultLegacyGPUTopologyAnnotation marks a pod of the legacy
+	// standalone GPU topology-aware scheduling (configurable in Config).
+	DefaultLegacyGPUTopologyAnnotation = "scheduling.alibabacloud.com/gpu-topology-spec"
+
+	// DefaultOptInLabel and DefaultOptInValue: only nodes with this label
+	// take NUMA-aware pods.
+	DefaultOptInLabel = "ack.node.gpu.schedule"
+	DefaultOptInValue = "topology"
+
+	ResourceCPU       = "cpu"
+	ResourceMemory    = "memory"
+	ResourceAliyunGPU = "aliyun.com/gpu"
+	ResourceNvidiaGPU = "nvidia.com/gpu"
+)
+
+// Config holds the adapters' choices about pods. The zero value is the
+// design's default.
+type Config struct {
+	// AcceptNvidiaGPU counts nvidia.com/gpu as GPUs on pods with a NUMA spec
+	// (by default such a pod is refused with an error saying to use
+	// aliyun.com/gpu).
+	AcceptNvidiaGPU bool
+	// LegacyGPUTopologyAnnotations mark pods of the legacy standalone GPU
+	// topology-aware scheduling; nil means
+	// [DefaultLegacyGPUTopologyAnnotation].
+	LegacyGPUTopologyAnnotations []string
+}
+
+func (c Config) legacyGPUKeys() []string {
+	if c.LegacyGPUTopologyAnnotations == nil {
+		return []string{DefaultLegacyGPUTopologyAnnotation}
+	}
+	return c.LegacyGPUTopologyAnnotations
+}
+
+// ErrInvalidPod is the category of every pod the adapters refuse to place
+// because of how it is written.
+var ErrInvalidPod = errors.New("invalid pod")
+
+// PodError names what is wrong with a pod and what to change. It unwraps to
+// [ErrInvalidPod] (and to the cause, such as a policy.SpecError).
+type PodError struct {
+	Pod    string // namespace/name
+	Field  string // the annotation, container or resource at fault
+	Reason string
+	Cause  error
+}
+
+// Error implements error.
+func (e *PodError) Error() string {
+	s := fmt.Sprintf("%s %s: %s: %s", ErrInvalidPod, e.Pod, e.Field, e.Reason)
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrInvalidPod and the cause.
+func (e *PodError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrInvalidPod, e.Cause}
+	}
+	return []error{ErrInvalidPod}
+}
+
+// PodRequest is what a pod asks for, as the adapters read it.
+type PodRequest struct {
+	// NUMA is true for a pod with a NUMA spec: its CPUs are exclusive and
+	// placed by Spec.
+	NUMA bool
+	// Spec is the pod-level spec (the zero Spec, None/Required, without one).
+	Spec policy.Spec
+	// CPUs is the pod's effective CPU request in whole CPUs (NUMA pods).
+	CPUs int
+	// MilliCPU is the pod's effective CPU request in thousandths (every
+	// pod; for pods without a NUMA spec it is accounted against the shared
+	// pool).
+	MilliCPU int64
+	// GPUs is the number of whole GPUs.
+	GPUs int
+	// MemoryMiB is the pod's effective memory request.
+	MemoryMiB int64
+}
+
+// Request returns the allocator request of a NUMA pod, with the given ID.
+// Memory is left out: numaplace places the pod's memory with its CPUs
+// (cpuset.mems) but does not reserve it per NUMA node unless asked to.
+func (r PodRequest) Request(id string) allocator.Request {
+	return allocator.Request{ID: id, CPUs: r.CPUs, GPUs: r.GPUs, Policy: r.Spec.Policy, Exclusive: r.Spec.Exclusive}
+}
+
+// resources is the effective request of a pod, per resource, in
+// thousandths (CPU), whole units (GPUs) or MiB (memory).
+type resources struct {
+	milliCPU  int64
+	gpus      int64
+	nvidia    int64
+	memoryMiB int64
+}
+
+// ParsePod reads and validates a pod as the design says:
+//   - the spec from either annotation key (both present with different
+//     contents is an error naming both; an empty policy is None);
+//   - a NUMA spec needs cpuset-scheduler: required (absent or another value
+//     is an error that says so; "true", the legacy standalone CPU
+//     topology-aware scheduling, cannot be combined with it), and cannot be
+//     combined with the legacy GPU topology-aware annotations;
+//   - with a NUMA spec, every container's CPU request is a whole number of
+//     cores equal to its limit;
+//   - GPUs are whole aliyun.com/gpu; nvidia.com/gpu with a NUMA spec is an
+//     error that says to use aliyun.com/gpu, unless Config.AcceptNvidiaGPU;
+//   - the effective request follows Kubernetes: the larger of the largest
+//     init container (plus the sidecars started before it) and the sum of
+//     the app containers and the sidecars.
+//
+// Errors are *[PodError] naming the annotation, container or resource.
+func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
+	fail := func(field, format string, args ...any) (PodRequest, error) {
+		return PodRequest{}, &PodError{Pod: p.Key(), Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	spec, has, err := parseSpec(p)
+	if err != nil {
+		return PodRequest{}, err
+	}
+	req := PodRequest{NUMA: has, Spec: spec}
+	if has {
+		switch v, ok := p.Annotations[AnnotationCPUSetScheduler]; {
+		case !ok:
+			return fail(AnnotationCPUSetScheduler, `a NUMA topology spec needs the annotation %s: "required"`, AnnotationCPUSetScheduler)
+		case v == "true":
+			return fail(AnnotationCPUSetScheduler, `"true" is the legacy standalone CPU topology-aware scheduling, which cannot be combined with a NUMA topology spec; use "required"`)
+		case v != "required":
+			return fail(AnnotationCPUSetScheduler, `%q is not supported with a NUMA topology spec; the only supported value is "required"`, v)
+		}
+		for _, k := range cfg.legacyGPUKeys() {
+			if _, ok := p.Annotations[k]; ok {
+				return fail(k, "the legacy standalone GPU topology-aware scheduling cannot be combined with a NUMA topology spec (%s); remove one of them", specKey(p))
+			}
+		}
+	}
+	res, err := effective(p, has)
+	if err != nil {
+		return PodRequest{}, err
+	}
+	if has && res.nvidia > 0 && !cfg.AcceptNvidiaGPU {
+		return fail(ResourceNvidiaGPU, "a pod with a NUMA topology spec asks for GPUs as %s: use %s instead", ResourceAliyunGPU, ResourceAliyunGPU)
+	}
+	req.MilliCPU = res.milliCPU
+	req.GPUs = int(res.gpus)
+	if has && cfg.AcceptNvidiaGPU {
+		req.GPUs += int(res.nvidia)
+	}
+	req.MemoryMiB = res.memoryMiB
+	if has {
+		req.CPUs = int(res.milliCPU / 1000)
+		if req.CPUs == 0 && req.GPUs == 0 {
+			return fail("containers", "a pod with a NUMA topology spec asks for no CPUs and no GPUs")
+		}
+	}
+	return req, nil
+}
+
+func specKey(p *Pod) string {
+	if _, ok := p.Annotations[AnnotationSpecAlibaba]; ok {
+		return AnnotationSpecAlibaba
+	}
+	return AnnotationSpecKoordinator
+}
+
+// parseSpec reads the spec from either key.
+func parseSpec(p *Pod) (policy.Spec, bool, error) {
+	var specs []policy.Spec
+	var keys []string
+	for _, k := range []string{AnnotationSpecAlibaba, AnnotationSpecKoordinator} {
+		v, ok := p.Annotations[k]
+		if !ok {
+			continue
+		}
+		s, err := policy.ParseSpec([]byte(v))
+		if err != nil {
+			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: k, Reason: "malformed NUMA topology spec", Cause: err}
+		}
+		specs, keys = append(specs, s), append(keys, k)
+	}
+	switch len(specs) {
+	case 0:
+		return policy.Spec{}, false, nil
+	case 2:
+		if specs[0] != specs[1] {
+			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: strings.Join(keys, ", "),
+				Reason: fmt.Sprintf("the two NUMA topology spec annotations differ (%s: %s, %s: %s); keep one or make them equal",
+					keys[0], specs[0], keys[1], specs[1])}
+		}
+	}
+	return specs[0], true, nil
+}
+
+// effective computes the pod's effective request, checking each container.
+func effective(p *Pod, numa bool) (resources, error) {
+	var app, sidecars, initMax resources
+	for _, c := range p.Containers {
+		r, err := containerResources(p, &c, numa)
+		if err != nil {
+			return resources{}, err
+		}
+		app = app.plus(r)
+	}
+	for _, ic := range p.InitContainers {
+		r, err := containerResources(p, &ic.Container, numa)
+		if err != nil {
+			return resources{}, err
+		}
+		if ic.RestartPolicyAlways {
+			sidecars = sidecars.plus(r)
+			initMax = initMax.max(sidecars)
+		} else {
+			initMax = initMax.max(sidecars.plus(r))
+		}
+	}
+	return initMax.max(app.plus(sidecars)), nil
+}
+
+func (a resources) plus(b resources) resources {
+	return resources{a.milliCPU + b.milliCPU, a.gpus + b.gpus, a.nvidia + b.nvidia, a.memoryMiB + b.memoryMiB}
+}
+
+func (a resources) max(b resources) resources {
+	return resources{max(a.milliCPU, b.milliCPU), max(a.gpus, b.gpus), max(a.nvidia, b.nvidia), max(a.memoryMiB, b.memoryMiB)}
+}
+
+// containerResources reads one container's requests (a limit stands for a
+// missing request, as in Kubernetes).
+func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
+	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
+	get := func(res string) (string, bool) {
+		if v, ok := c.Requests[res]; ok {
+			return v, true
+		}
+		v, ok := c.Limits[res]
+		return v, ok
+	}
+	var r resources
+	if v, ok := get(ResourceCPU); ok {
+		m, err := ParseMilli(v)
+		if err != nil {
+			return r, &PodError{Pod: p.Key(), Field: field("cpu request"), Reason: "not a quantity", Cause: err}
+		}
+		r.milliCPU = m
+	}
+	if numa {
+		req, hasReq := c.Requests[ResourceCPU]
+		lim, hasLim := c.Limits[ResourceCPU]
+		switch {
+		case !hasReq && !hasLim:
+			// A container without CPUs (a GPU-only helper) asks for none.
+		case !hasLim:
+			return r, &PodError{Pod: p.Key(), Field: field("cpu limit"),
+				Reason: fmt.Sprintf("a pod with a NUMA topology spec needs a CPU limit equal to the request %s", req)}
+		case hasReq && !sameQuantity(req, lim):
+			return r, &PodError{Pod: p.Key(), Field: field("cpu"),
+				Reason: fmt.Sprintf("request %s differs from limit %s; a pod with a NUMA topology spec needs them equal", req, lim)}
+		}
+		if r.milliCPU%1000 != 0 {
+			return r, &PodError{Pod: p.Key(), Field: field("cpu request"),
+				Reason: fmt.Sprintf("%s is not a whole number of cores; a pod with a NUMA topology spec gets whole CPUs", cmpOr(req, lim))}
+		}
+	}
+	for _, g := range []struct {
+		name string
+		dst  *int64
+	}{{ResourceAliyunGPU, &r.gpus}, {ResourceNvidiaGPU, &r.nvidia}} {
+		if v, ok := get(g.name); ok {
+			n, err := ParseWhole(v)
+			if err != nil {
+				return r, &PodError{Pod: p.Key(), Field: field(g.name), Reason: "GPUs are whole devices", Cause: err}
+			}
+			*g.dst = n
+		}
+	}
+	if v, ok := get(ResourceMemory); ok {
+		n, err := ParseMiB(v)
+		if err != nil {
+			return r, &PodError{Pod: p.Key(), Field: field("memory request"), Reason: "not a quantity", Cause: err}
+		}
+		r.memoryMiB = n
+	}
+	return r, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// sameQuantity reports whether two quantity strings are the same amount.
+func sameQuantity(a, b string) bool {
+	x, errA := parseQuantity(a)
+	y, errB := parseQuantity(b)
+	return errA == nil && errB == nil && x.Cmp(y) == 0
+}
+
+// OptedIn reports whether a node with these labels takes NUMA-aware pods:
+// it carries label key=value (key "" means the defaults).
+func OptedIn(labels map[string]string, key, value string) bool {
+	if key == "" {
+		key, value = DefaultOptInLabel, DefaultOptInValue
+	}
+	v, ok := labels[key]
+	return ok && v == value
+}

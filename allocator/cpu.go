@@ -308,3 +308,11 @@ func (c *CPUs) Clone() Resource {
 	d.picked.Clear()
 	return &d
 }
+
+// coreOf returns cpu's core, or -1 for a CPU the machine does not have.
+func (c *CPUs) coreOf(cpu int) int32 {
+	if cpu < 0 || cpu >= len(c.cpuCore) {
+		return -1
+	}
+	return c.cpuCore[cpu]
+}

@@ -42,14 +42,14 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	for k := 0; k < c.k; k++ {
 		res := s.res[sc.kinds[k]]
 		raw := sc.raw[k][:s.n]
-		s.readFree(sc.kinds[k], r, raw)
+		s.readFreeFor(sc, sc.kinds[k], r, raw)
 		var free int64
 		for _, v := range raw {
 			free += v
 		}
 		sc.un[k] = 0
 		if r.Policy == policy.None {
-			un := res.Unplaced(r)
+			un := s.unplacedFor(sc, sc.kinds[k], r)
 			sc.un[k] = min(un, c.need[k])
 			free += un
 		}
@@ -96,6 +96,9 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		pools = s.allPool[:]
 	}
 	single, shared := s.singleMask, s.sharedMask
+	if sc.without != nil {
+		single, shared = s.typesWithout(sc.without)
+	}
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		// Soft rule: the allowed nodes when they hold a cover of width_free,
 		// else all of them. The cover minCover found often settles it.
@@ -368,7 +371,7 @@ type chooser struct {
 	have     bool
 	left     int
 	bestSpan numa.Mask
-	bestKey  [2 + 2*maxKinds]int64
+	bestKey  [3 + 2*maxKinds]int64
 }
 
 // visit evaluates one candidate; it returns false to stop the enumeration.
@@ -376,7 +379,7 @@ func (ch *chooser) visit(m numa.Mask) bool {
 	s, sc := ch.s, ch.sc
 	k := sc.c.k
 	s.split(sc, m)
-	var key [2 + 2*maxKinds]int64
+	var key [3 + 2*maxKinds]int64
 	key[0] = int64(s.m.SetsCrossed(m))
 	ds, _ := s.dist.Sum(m)
 	key[1] = int64(ds)
@@ -391,9 +394,15 @@ func (ch *chooser) visit(m numa.Mask) bool {
 		if s.opts.Packing == Spread {
 			left = -left
 		}
-		key[2+k+j] = left
+		key[3+k+j] = left
 	}
-	if !ch.have || less(key[:2+2*k], ch.bestKey[:2+2*k], m, ch.bestSpan) {
+	if ch.r.GPUs == 0 && !s.opts.SpendGPULocalCPUs {
+		// Keep GPU-local CPUs for GPU pods: the free GPUs on the span.
+		for wd := uint64(m); wd != 0; wd &= wd - 1 {
+			key[2+k] += int64(s.gpu.nodeFree[bits.TrailingZeros64(wd)])
+		}
+	}
+	if !ch.have || less(key[:3+2*k], ch.bestKey[:3+2*k], m, ch.bestSpan) {
 		ch.have, ch.bestSpan, ch.bestKey = true, m, key
 		for j := 0; j < k; j++ {
 			copy(sc.best[j][:s.n], sc.amt[j][:s.n])

@@ -63,3 +63,12 @@ type BulkReader interface {
 	FreeInto(r *Request, dst []int64)
 	CapacityInto(r *Request, dst []int64)
 }
+
+// Returner is an optional ability of a [Resource] that makes
+// [State.FitWithout] cheap: the free amounts as if the given live
+// allocations had given back what they hold, without changing anything.
+// For resources without it, FitWithout works on a copy of the state.
+type Returner interface {
+	FreeWithout(r *Request, victims []*Allocation, dst []int64)
+	UnplacedWithout(r *Request, victims []*Allocation) int64
+}

@@ -43,6 +43,12 @@ type Options struct {
 	// compared when choosing among admissible ones on large machines (0:
 	// 512). Admissibility never depends on it.
 	SearchBudget int
+	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
+	// for GPU pods: by default, among admissible spans, a request without
+	// GPUs prefers NUMA nodes with fewer free GPUs (after PCIe switch and
+	// core preferences, before best fit), so CPU-only pods do not strand
+	// GPUs.
+	SpendGPULocalCPUs bool
 	// Resources are extra resource kinds, composed after the built-in ones
 	// (GPUs, other device classes, CPUs, memory).
 	Resources []Resource
@@ -170,6 +176,9 @@ type scratch struct {
 	d     dfs
 	ch    chooser
 	seed  numa.Mask // the last cover anyCover found
+	// without, when set, makes decide see the state as if these live
+	// allocations were released (FitWithout).
+	without []*Allocation
 }
 
 // plan is a decision: the span and, when chosen, the amounts in sc.best.
@@ -281,18 +290,10 @@ func (s *State) count(span numa.Mask, delta int32) {
 func (s *State) Release(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	idx, ok := s.ids[id]
-	if !ok {
+	if _, ok := s.ids[id]; !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}
-	a := &s.recs[idx]
-	for _, res := range s.res {
-		res.Give(a)
-	}
-	s.count(a.Span, -1)
-	delete(s.ids, id)
-	s.recs[idx] = Allocation{}
-	s.freeRecs = append(s.freeRecs, idx)
+	s.releaseLocked(id)
 	return nil
 }
 

@@ -1,0 +1,262 @@
+package allocator_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/allocator/allocatortest"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// playOps applies the allocations and releases of ops to s, ignoring
+// refusals.
+func playOps(s *allocator.State, ops []allocatortest.Op) {
+	for _, op := range ops {
+		switch op.Kind {
+		case allocatortest.OpAllocate:
+			r := op.Request
+			_, _ = s.Allocate(&r)
+		case allocatortest.OpRelease:
+			_ = s.Release(op.ID)
+		}
+	}
+}
+
+// sentinel returns the category of a refusal, for comparing answers.
+func sentinel(err error) error {
+	for _, s := range []error{allocator.ErrInsufficient, allocator.ErrNoNUMAFit, allocator.ErrExclusivity,
+		allocator.ErrInvalidRequest, allocator.ErrDuplicateID, allocator.ErrUnknownID} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
+}
+
+// TestFitWithoutAgreesWithReleasing: the preemption dry-run answers exactly
+// what Fit answers after really releasing the victims, and changes nothing.
+func TestFitWithoutAgreesWithReleasing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		s := allocator.New(m, allocator.Options{})
+		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
+		live := s.Live()
+		var victims []string
+		for _, a := range live {
+			if rapid.Bool().Draw(t, "victim") {
+				victims = append(victims, a.ID)
+			}
+		}
+		r := allocatortest.Request(m).Draw(t, "request")
+		before := fmt.Sprint(s.Snapshot())
+		got := s.FitWithout(&r, victims)
+		require.Equal(t, before, fmt.Sprint(s.Snapshot()), "FitWithout changed the state")
+
+		c := s.Clone()
+		for _, id := range victims {
+			require.NoError(t, c.Release(id))
+		}
+		want := c.Fit(&r)
+		require.Equal(t, sentinel(want), sentinel(got), "FitWithout %v, Fit after releasing %v: %v", victims, got, want)
+	})
+}
+
+func TestFitWithoutUnknownVictim(t *testing.T) {
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	s := allocator.New(m, allocator.Options{})
+	err = s.FitWithout(&allocator.Request{CPUs: 1}, []string{"nope"})
+	require.ErrorIs(t, err, allocator.ErrUnknownID)
+}
+
+// TestFitWithoutExclusivityIsNotMonotone: releasing a multi-node allocation
+// can turn a shared node single, which then refuses a multi-node request.
+func TestFitWithoutExclusivityIsNotMonotone(t *testing.T) {
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	s := allocator.New(m, allocator.Options{})
+	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 2, GPUs: 8, Policy: policy.Restricted})
+	require.NoError(t, err)
+	_, err = s.Allocate(&allocator.Request{ID: "narrow", CPUs: 2, Policy: policy.SingleNUMANode,
+		Exclusive: policy.Preferred})
+	require.NoError(t, err)
+	// A CPU-only request that needs both nodes fits now (both shared) ...
+	big := allocator.Request{ID: "big", CPUs: 200, Policy: policy.Restricted}
+	require.NoError(t, s.Fit(&big))
+	// ... but not without "wide": its node becomes single (held by narrow).
+	require.ErrorIs(t, s.FitWithout(&big, []string{"wide"}), allocator.ErrExclusivity)
+	require.NoError(t, s.FitWithout(&big, []string{"wide", "narrow"}))
+}
+
+func TestReplaceMachine(t *testing.T) {
+	build := func(cpus [2]string, gpus int) *topology.Machine {
+		b := topology.NewBuilder("box")
+		b.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.MustParseCPUSet(cpus[0]), MemoryMiB: 1024})
+		b.AddNode(topology.Node{ID: 1, Socket: 1, CPUs: numa.MustParseCPUSet(cpus[1]), MemoryMiB: 1024})
+		for g := 0; g < gpus; g++ {
+			b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g % 2)})
+		}
+		m, err := b.Build()
+		require.NoError(t, err)
+		return m
+	}
+	m := build([2]string{"0-7", "8-15"}, 4)
+	s := allocator.New(m, allocator.Options{})
+	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 4, GPUs: 1, Policy: policy.SingleNUMANode})
+	require.NoError(t, err)
+	b, err := s.Allocate(&allocator.Request{ID: "b", CPUs: 2, GPUs: 1, MemoryMiB: 100, Policy: policy.SingleNUMANode})
+	require.NoError(t, err)
+	_, err = s.SetDeviceHealth(allocator.GPUClass, "3", false)
+	require.NoError(t, err)
+	before := fmt.Sprint(s.Snapshot())
+
+	// CPUs 0-1 offline and GPUs 1-3 gone: a holds CPUs 0-3, b holds GPU 2
+	// (best fit put it next to a, on node 0).
+	err = s.ReplaceMachine(build([2]string{"2-7", "8-15"}, 1))
+	var tc *allocator.TopologyChangeError
+	require.ErrorAs(t, err, &tc)
+	require.ErrorIs(t, err, allocator.ErrTopologyChange)
+	require.Equal(t, []string{"a", "b"}, tc.Affected(), "%v", err)
+	require.Contains(t, err.Error(), "CPUs 0-1")
+	require.Equal(t, []int{2}, b.GPUs)
+	require.Contains(t, err.Error(), "GPU 2 does not exist")
+	require.Equal(t, before, fmt.Sprint(s.Snapshot()), "a refused replacement changes nothing")
+
+	// More CPUs and the same GPUs: everything is kept exactly.
+	bigger := build([2]string{"0-11", "12-23"}, 4)
+	require.NoError(t, s.ReplaceMachine(bigger))
+	require.Same(t, bigger, s.Machine())
+	got, ok := s.Get("a")
+	require.True(t, ok)
+	require.True(t, got.CPUs.Equal(a.CPUs))
+	require.Equal(t, a.GPUs, got.GPUs)
+	got, _ = s.Get("b")
+	require.True(t, got.CPUs.Equal(b.CPUs))
+	require.Equal(t, b.Memory, got.Memory)
+	require.Equal(t, map[string][]string{allocator.GPUClass: {"3"}}, s.Snapshot().Unhealthy, "health carries over")
+	// Spans are recomputed on the new machine (b stays on node 0).
+	require.Equal(t, []numa.NodeID{0}, got.NUMANodes(), "%v", got)
+	r := allocator.Request{ID: "c", CPUs: 12, Policy: policy.SingleNUMANode}
+	require.NoError(t, s.Fit(&r), "the new CPUs are usable")
+}
+
+func TestResize(t *testing.T) {
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	s := allocator.New(m, allocator.Options{})
+	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 8, GPUs: 4, Policy: policy.SingleNUMANode})
+	require.NoError(t, err)
+	old := a.CPUs.Clone()
+
+	grown, err := s.Resize("a", 16)
+	require.NoError(t, err)
+	require.Equal(t, 16, grown.CPUs.Size())
+	require.True(t, old.IsSubsetOf(grown.CPUs), "growing keeps the CPUs held")
+	require.Equal(t, []numa.NodeID{0}, grown.NUMANodes())
+	require.Equal(t, a.GPUs, grown.GPUs)
+
+	shrunk, err := s.Resize("a", 4)
+	require.NoError(t, err)
+	require.Equal(t, 4, shrunk.CPUs.Size())
+	require.True(t, shrunk.CPUs.IsSubsetOf(grown.CPUs), "shrinking keeps a subset")
+
+	// SingleNUMANode cannot grow beyond its node: refused, unchanged.
+	before := fmt.Sprint(s.Snapshot())
+	_, err = s.Resize("a", 113)
+	require.Error(t, err)
+	require.Equal(t, before, fmt.Sprint(s.Snapshot()))
+
+	// Restricted 8 GPUs: grows on both nodes, CPUs split by GPUs.
+	require.NoError(t, s.Release("a"))
+	_, err = s.Allocate(&allocator.Request{ID: "t", CPUs: 16, GPUs: 8, Policy: policy.Restricted})
+	require.NoError(t, err)
+	tr, err := s.Resize("t", 32)
+	require.NoError(t, err)
+	require.Equal(t, 16, tr.CPUs.IntersectionCount(m.NodeCPUs(0)))
+	require.Equal(t, 16, tr.CPUs.IntersectionCount(m.NodeCPUs(1)))
+
+	_, err = s.Resize("nope", 2)
+	require.ErrorIs(t, err, allocator.ErrUnknownID)
+	_, err = s.Resize("t", -1)
+	require.ErrorIs(t, err, allocator.ErrInvalidRequest)
+}
+
+// TestResizeAgainstModel: a successful resize leaves an allocation that the
+// reference model accepts as a fresh request of the new size (with the old
+// allocation released), holding a superset (grow) or subset (shrink) of
+// its CPUs; a refused one changes nothing.
+func TestResizeAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		s := allocator.New(m, allocator.Options{})
+		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
+		live := s.Live()
+		if len(live) == 0 {
+			t.Skip("nothing live")
+		}
+		a := live[rapid.IntRange(0, len(live)-1).Draw(t, "which")].Clone()
+		cpus := rapid.IntRange(0, m.NumCPUs()).Draw(t, "cpus")
+		before := fmt.Sprint(s.Snapshot())
+		got, err := s.Resize(a.ID, cpus)
+		if err != nil {
+			require.Equal(t, before, fmt.Sprint(s.Snapshot()), "a refused resize changed the state: %v", err)
+			return
+		}
+		if cpus == a.CPUs.Size() {
+			require.Equal(t, before, fmt.Sprint(s.Snapshot()), "a resize to the same size changes nothing")
+			return
+		}
+		r := a.Request()
+		r.CPUs = cpus
+		others := []allocator.Allocation{}
+		for _, x := range s.Live() {
+			if x.ID != a.ID {
+				others = append(others, x)
+			}
+		}
+		md, err := allocatortest.NewModel(m, others)
+		require.NoError(t, err)
+		if snap := s.Snapshot(); len(snap.Unhealthy) > 0 {
+			for class, ids := range snap.Unhealthy {
+				for _, id := range ids {
+					md, err = md.WithHealth(class, id, false)
+					require.NoError(t, err)
+				}
+			}
+		}
+		if err := md.Check(&r, got, nil); err != nil {
+			t.Fatalf("resize of %s to %d CPUs: %v", a.String(), cpus, err)
+		}
+		if cpus >= a.CPUs.Size() {
+			require.True(t, a.CPUs.IsSubsetOf(got.CPUs), "grow keeps the CPUs")
+		} else {
+			require.True(t, got.CPUs.IsSubsetOf(a.CPUs), "shrink keeps a subset")
+		}
+		require.Equal(t, a.GPUs, got.GPUs)
+	})
+}
+
+// TestKeepGPULocalCPUs: a CPU-only pod goes to a NUMA node without free
+// GPUs unless the option is turned off.
+func TestKeepGPULocalCPUs(t *testing.T) {
+	m, err := topology.Preset("dgx-a100") // GPUs on nodes 1, 3, 5, 7
+	require.NoError(t, err)
+	r := allocator.Request{ID: "cpu-only", CPUs: 8, Policy: policy.SingleNUMANode}
+	a, err := allocator.New(m, allocator.Options{}).Allocate(&r)
+	require.NoError(t, err)
+	require.Equal(t, []numa.NodeID{0}, a.NUMANodes(), "node 0 has no GPUs")
+
+	s := allocator.New(m, allocator.Options{SpendGPULocalCPUs: true})
+	g, err := s.Allocate(&allocator.Request{ID: "g", CPUs: 2, GPUs: 1, Policy: policy.SingleNUMANode})
+	require.NoError(t, err)
+	a, err = s.Allocate(&r)
+	require.NoError(t, err)
+	require.Equal(t, g.NUMANodes(), a.NUMANodes(), "without the preference, best fit packs next to the GPU pod")
+}

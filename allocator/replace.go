@@ -1,0 +1,93 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/numaplace/numaplace/topology"
+)
+
+// ErrTopologyChange is the category of a machine replacement that some
+// live allocations do not survive.
+var ErrTopologyChange = errors.New("the new machine cannot hold every live allocation")
+
+// Conflict is one live allocation a new machine cannot hold, and why.
+type Conflict struct {
+	ID  string
+	Err error
+}
+
+// TopologyChangeError lists the live allocations a machine replacement
+// would break. It unwraps to [ErrTopologyChange].
+type TopologyChangeError struct {
+	Conflicts []Conflict
+}
+
+// Error implements error.
+func (e *TopologyChangeError) Error() string {
+	parts := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		parts[i] = fmt.Sprintf("%q: %v", c.ID, c.Err)
+	}
+	return fmt.Sprintf("%s: %d allocation(s) affected: %s", ErrTopologyChange, len(e.Conflicts), strings.Join(parts, "; "))
+}
+
+// Unwrap returns [ErrTopologyChange].
+func (e *TopologyChangeError) Unwrap() error { return ErrTopologyChange }
+
+// Affected returns the IDs of the conflicting allocations.
+func (e *TopologyChangeError) Affected() []string {
+	ids := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// ReplaceMachine moves the state to a new description of the same machine
+// (CPUs taken offline, a GPU gone, reserved CPUs changed, a BIOS change of
+// NUMA mode). Every live allocation is re-validated on m: if all of them
+// still fit — their CPUs, devices and memory exist, are allocatable and
+// are not held twice — they are kept exactly (their spans recomputed on
+// m's NUMA nodes) and device health carries over for the devices m still
+// has. Otherwise nothing changes and the error is a *[TopologyChangeError]
+// listing every affected allocation; the caller can release or evict those
+// and try again. States with Options.Resources cannot be moved (the extra
+// resources were built for the old machine).
+func (s *State) ReplaceMachine(m *topology.Machine) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.opts.Resources) > 0 {
+		return fmt.Errorf("%w: the state has resources of the caller's own (Options.Resources), which cannot follow a new machine", ErrTopologyChange)
+	}
+	next := New(m, s.opts)
+	for _, d := range s.devices() {
+		for i, h := range d.healthy {
+			if !h {
+				_, _ = next.setHealth(d.class, d.ids[i], false) // gone devices have no health to keep
+			}
+		}
+	}
+	live := s.liveLocked()
+	var conflicts []Conflict
+	for _, a := range live {
+		if err := next.claim(a.Clone()); err != nil {
+			conflicts = append(conflicts, Conflict{ID: a.ID, Err: err})
+		}
+	}
+	if conflicts != nil {
+		slices.SortFunc(conflicts, func(x, y Conflict) int { return strings.Compare(x.ID, y.ID) })
+		return &TopologyChangeError{Conflicts: conflicts}
+	}
+	s.adoptMachine(next)
+	return nil
+}
+
+// adoptMachine moves a state built for another machine into s (the caller
+// holds the write lock).
+func (s *State) adoptMachine(t *State) {
+	s.adopt(t)
+	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.allPool
+}

@@ -1,0 +1,195 @@
+package allocator
+
+import (
+	"fmt"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// FitWithout reports whether Allocate would accept r if the live
+// allocations named by victims were released first, without changing
+// anything: a preemption dry-run. The answer is exact: the policies and the
+// exclusivity rule see the node types without the victims (releasing a
+// multi-node allocation can turn a shared node single, which a multi-node
+// request may then not use). A victim ID that is not live returns
+// [ErrUnknownID]; r's own ID may be among the victims (a re-placement).
+func (s *State) FitWithout(r *Request, victims []string) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	recs := make([]*Allocation, 0, len(victims))
+	seen := make(map[string]bool, len(victims))
+	for _, id := range victims {
+		idx, ok := s.ids[id]
+		if !ok {
+			return fmt.Errorf("%w: victim %q", ErrUnknownID, id)
+		}
+		if !seen[id] {
+			seen[id] = true
+			recs = append(recs, &s.recs[idx])
+		}
+	}
+	if r.ID != "" && !seen[r.ID] {
+		if _, ok := s.ids[r.ID]; ok {
+			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+		}
+	}
+	for _, res := range s.res {
+		if _, ok := res.(Returner); !ok {
+			// A resource of the caller's own without the ability: work on
+			// a copy of the state.
+			c := s.cloneLocked()
+			for _, a := range recs {
+				c.releaseLocked(a.ID)
+			}
+			return c.decideFit(r)
+		}
+	}
+	sc := s.getScratch()
+	sc.without = recs
+	_, err := s.decide(r, sc, false)
+	sc.without = nil
+	s.putScratch(sc)
+	return err
+}
+
+// decideFit is Fit's decision on a state no one else sees.
+func (s *State) decideFit(r *Request) error {
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	_, err := s.decide(r, sc, false)
+	return err
+}
+
+// readFreeFor fills dst with resource j's free amounts, as if sc.without
+// were released when set.
+func (s *State) readFreeFor(sc *scratch, j int, r *Request, dst []int64) {
+	if sc.without != nil {
+		s.res[j].(Returner).FreeWithout(r, sc.without, dst)
+		return
+	}
+	s.readFree(j, r, dst)
+}
+
+func (s *State) unplacedFor(sc *scratch, j int, r *Request) int64 {
+	if sc.without != nil {
+		return s.res[j].(Returner).UnplacedWithout(r, sc.without)
+	}
+	return s.res[j].Unplaced(r)
+}
+
+// typesWithout returns the node types as if victims were released.
+func (s *State) typesWithout(victims []*Allocation) (single, shared numa.Mask) {
+	sg, mu := s.single, s.multi
+	for _, a := range victims {
+		cnt := &sg
+		if a.Span.Count() > 1 {
+			cnt = &mu
+		}
+		for i := range a.Span.All() {
+			cnt[i]--
+		}
+	}
+	for i := 0; i < s.n; i++ {
+		switch {
+		case mu[i] > 0:
+			shared = shared.With(i)
+		case sg[i] > 0:
+			single = single.With(i)
+		}
+	}
+	return single, shared
+}
+
+// releaseLocked releases a live allocation (the caller holds the write lock
+// or owns the state).
+func (s *State) releaseLocked(id string) {
+	idx, ok := s.ids[id]
+	if !ok {
+		return
+	}
+	a := &s.recs[idx]
+	for _, res := range s.res {
+		res.Give(a)
+	}
+	s.count(a.Span, -1)
+	delete(s.ids, id)
+	s.recs[idx] = Allocation{}
+	s.freeRecs = append(s.freeRecs, idx)
+}
+
+// FreeWithout implements Returner.
+func (c *CPUs) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
+	c.FreeInto(r, dst)
+	if !r.FullPCPUs {
+		for _, a := range victims {
+			for cpu := range a.CPUs.All() {
+				if k := c.coreOf(cpu); k >= 0 {
+					dst[c.coreNode[k]]++
+				}
+			}
+		}
+		return
+	}
+	// Whole cores: a core becomes whole and free when the victims hold all
+	// of its allocatable threads that are not free.
+	freed := map[int32]int8{}
+	for _, a := range victims {
+		for cpu := range a.CPUs.All() {
+			if k := c.cpuCore[cpu]; k >= 0 {
+				freed[k]++
+			}
+		}
+	}
+	for k, n := range freed {
+		if c.full(int(k)) && c.coreFree[k] < c.coreAlloc[k] && c.coreFree[k]+n == c.coreAlloc[k] {
+			dst[c.coreNode[k]]++
+		}
+	}
+}
+
+// UnplacedWithout implements Returner.
+func (c *CPUs) UnplacedWithout(*Request, []*Allocation) int64 { return 0 }
+
+// FreeWithout implements Returner.
+func (d *Devices) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
+	d.FreeInto(r, dst)
+	for _, a := range victims {
+		_ = d.forEach(a, func(i int32) {
+			if d.healthy[i] && d.node[i] >= 0 {
+				dst[d.node[i]]++
+			}
+		})
+	}
+}
+
+// UnplacedWithout implements Returner.
+func (d *Devices) UnplacedWithout(_ *Request, victims []*Allocation) int64 {
+	n := int64(d.unFree)
+	for _, a := range victims {
+		_ = d.forEach(a, func(i int32) {
+			if d.healthy[i] && d.node[i] < 0 {
+				n++
+			}
+		})
+	}
+	return n
+}
+
+// FreeWithout implements Returner.
+func (m *Memory) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
+	m.FreeInto(r, dst)
+	for _, a := range victims {
+		for _, x := range a.Memory {
+			dst[x.Node] += x.MiB
+		}
+	}
+}
+
+// UnplacedWithout implements Returner.
+func (m *Memory) UnplacedWithout(*Request, []*Allocation) int64 { return 0 }
+
+var (
+	_ Returner = (*CPUs)(nil)
+	_ Returner = (*Devices)(nil)
+	_ Returner = (*Memory)(nil)
+)

@@ -36,9 +36,11 @@
 //		for other device classes) with {"ok":true,"affected":[...]}, the
 //		live allocations that hold the device. A refused request or an
 //		invalid line gets {"id":...,"ok":false,"error":"..."} (no id when
-//		the line had none) and processing goes on. "resize" is answered
-//		with an error for now. The exit status is 0 once standard input
-//		has been read to its end. --show prints the machine picture with
+//		the line had none) and processing goes on.
+//		{"op":"resize","id":"a","cpus":8} grows or shrinks a live
+//		allocation's CPUs in place under its policy's span rule and is
+//		answered like an allocation, or refused leaving it unchanged. The
+//		exit status is 0 once standard input has been read to its end. --show prints the machine picture with
 //		each allocation marked on standard error at the end.
 //
 //	demo

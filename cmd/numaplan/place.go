@@ -29,6 +29,7 @@ output, in order:
    "exclusive":"Required","fullPCPUs":false}
   -> {"id":"a","ok":true,"cpus":"0-3","gpus":[0],"numaNodes":[0]}
   {"op":"release","id":"a"}                -> {"id":"a","ok":true}
+  {"op":"resize","id":"a","cpus":8}        -> answered like an allocation
   {"op":"health","gpu":3,"healthy":false}  -> {"ok":true,"affected":["a"]}
 
 Only op and id are required besides the amounts; policy defaults to None and exclusive to
@@ -203,7 +204,7 @@ func (p *placer) handle(line []byte) []byte {
 	case "health":
 		return marshal(p.health(&o))
 	case "resize":
-		return marshal(answer{ID: o.ID, Error: `op "resize" is not supported yet`})
+		return marshal(p.resize(&o))
 	case "":
 		return marshal(answer{ID: o.ID, Error: `missing "op"`})
 	}
@@ -280,6 +281,20 @@ func (p *placer) granted(id *string, a *allocator.Allocation) answer {
 		}
 	}
 	return ans
+}
+
+func (p *placer) resize(o *op) answer {
+	if o.ID == nil {
+		return answer{Error: `missing "id"`}
+	}
+	if o.CPUs == nil {
+		return answer{ID: o.ID, Error: `missing "cpus" (the new number of CPUs)`}
+	}
+	a, err := p.state.Resize(*o.ID, *o.CPUs)
+	if err != nil {
+		return answer{ID: o.ID, Error: err.Error()}
+	}
+	return p.granted(o.ID, &a)
 }
 
 func (p *placer) release(o *op) answer {

@@ -178,3 +178,28 @@ func FuzzPlace(f *testing.F) {
 		}
 	})
 }
+
+func TestPlaceResize(t *testing.T) {
+	in := strings.Join([]string{
+		`{"op":"allocate","id":"a","cpus":4,"gpus":4,"policy":"SingleNUMANode"}`,
+		`{"op":"resize","id":"a","cpus":8}`,
+		`{"op":"resize","id":"a","cpus":2}`,
+		`{"op":"resize","id":"a","cpus":150}`,
+		`{"op":"resize","id":"zz","cpus":2}`,
+		`{"op":"resize","id":"a"}`,
+		`{"op":"release","id":"a"}`,
+	}, "\n") + "\n"
+	r := runWith(t, in, "place", "--preset", "dgx-h100")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, 7)
+	assert.Equal(t, "0-1,112-113", got[0]["cpus"])
+	assert.Equal(t, map[string]any{"id": "a", "ok": true, "cpus": "0-3,112-115", "gpus": []any{0.0, 1.0, 2.0, 3.0},
+		"numaNodes": []any{0.0}}, got[1], "grown in place")
+	assert.Equal(t, "0,112", got[2]["cpus"], "shrunk in place")
+	assert.Equal(t, false, got[3]["ok"])
+	assert.Contains(t, got[3]["error"], "no NUMA node", "SingleNUMANode cannot grow past its node")
+	assert.Contains(t, got[4]["error"], "unknown allocation ID")
+	assert.Contains(t, got[5]["error"], `missing "cpus"`)
+	assert.Equal(t, true, got[6]["ok"], "the refused resize left the allocation live")
+}

@@ -54,11 +54,56 @@ func parseQuantity(s string) (*big.Rat, error) {
 	if len(s) > 64 {
 		return nil, fmt.Errorf("%w %q: too long", ErrQuantity, orig)
 	}
+	if !validNumber(s, mult.Cmp(big.NewRat(1, 1)) == 0) {
+		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
+	}
 	v, ok := new(big.Rat).SetString(s)
 	if !ok || v.Sign() < 0 {
 		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
 	}
 	return v.Mul(v, mult), nil
+}
+
+// validNumber reports whether s is a number as Kubernetes writes it: an
+// optional "+", digits with at most one ".", and (when no suffix was taken
+// off, since an exponent is itself a suffix) an optional exponent "e" or "E"
+// with at most three digits. It refuses what big.Rat would otherwise accept
+// ("0x10", "0b11", "1_0") and exponents whose exact expansion is costly
+// ("1e999999" takes tens of milliseconds).
+func validNumber(s string, exponent bool) bool {
+	s = strings.TrimPrefix(s, "+")
+	digits, dot := 0, false
+	i := 0
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+			continue
+		case c == '.' && !dot:
+			dot = true
+			continue
+		}
+		break
+	}
+	if digits == 0 {
+		return false
+	}
+	if i == len(s) {
+		return true
+	}
+	if !exponent || (s[i] != 'e' && s[i] != 'E') {
+		return false
+	}
+	exp := strings.TrimLeft(s[i+1:], "+-")
+	if len(s[i+1:])-len(exp) > 1 || exp == "" || len(exp) > 3 {
+		return false
+	}
+	for _, c := range exp {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseMilli parses a quantity into thousandths ("500m" is 500, "2" is

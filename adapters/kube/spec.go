@@ -143,6 +143,9 @@ type resources struct {
 //
 // Errors are *[PodError] naming the annotation, container or resource.
 func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
+	if p == nil {
+		return PodRequest{}, &PodError{Field: "pod", Reason: "no pod (nil)"}
+	}
 	fail := func(field, format string, args ...any) (PodRequest, error) {
 		return PodRequest{}, &PodError{Pod: p.Key(), Field: field, Reason: fmt.Sprintf(format, args...)}
 	}

@@ -1,0 +1,360 @@
+package kubelet
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// CheckpointVersion is the checkpoint format this package writes and reads.
+//
+// The file is JSON:
+//
+//	{
+//	  "version": 1,
+//	  "checksum": "sha256:<hex of the bytes of data, exactly as written>",
+//	  "data": {
+//	    "machine": "dgx-a100",
+//	    "fingerprint": "<hex: the machine's NUMA nodes, CPUs, GPUs and devices>",
+//	    "pods": [
+//	      {"pod": "default/a", "uid": "...", "source": "decision",
+//	       "allocation": {"policy": "SingleNUMANode", "exclusive": "Required",
+//	         "cpus": "48-55,176-183", "gpus": [0, 1], "devices": {"rdma": ["mlx5_0"]},
+//	         "memoryMiB": {"3": 1024}, "numaNodes": [3]}},
+//	      {"pod": "default/web", "source": "shared"}
+//	    ],
+//	    "unhealthy": {"gpu": ["5"]}
+//	  }
+//	}
+//
+// Pods are ordered by key; memory is keyed by NUMA node ID; numaNodes is the
+// span, checked against the one the restored allocation has.
+const CheckpointVersion = 1
+
+// ErrCheckpoint is the category of checkpoint files that cannot be used
+// (and of failures to write one).
+var ErrCheckpoint = errors.New("unusable checkpoint")
+
+// CheckpointError names the checkpoint file and what is wrong with it. It
+// unwraps to [ErrCheckpoint] and to the cause (such as an
+// *allocator.RestoreError). A node never starts from, drops or overwrites
+// a file it refused.
+type CheckpointError struct {
+	// Path is the checkpoint file.
+	Path string
+	// Problem says what is wrong, such as "checksum mismatch".
+	Problem string
+	// Err is the underlying error, or nil.
+	Err error
+}
+
+// Error implements error.
+func (e *CheckpointError) Error() string {
+	s := fmt.Sprintf("%s %s: %s", ErrCheckpoint, e.Path, e.Problem)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns [ErrCheckpoint] and the cause.
+func (e *CheckpointError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrCheckpoint, e.Err}
+	}
+	return []error{ErrCheckpoint}
+}
+
+type checkpointFile struct {
+	Version  int             `json:"version"`
+	Checksum string          `json:"checksum"`
+	Data     json.RawMessage `json:"data"`
+}
+
+type checkpointData struct {
+	Machine     string              `json:"machine"`
+	Fingerprint string              `json:"fingerprint"`
+	Pods        []checkpointPod     `json:"pods"`
+	Unhealthy   map[string][]string `json:"unhealthy,omitempty"`
+}
+
+type checkpointPod struct {
+	Pod        string           `json:"pod"`
+	UID        string           `json:"uid,omitempty"`
+	Source     Source           `json:"source"`
+	Allocation *checkpointAlloc `json:"allocation,omitempty"`
+}
+
+type checkpointAlloc struct {
+	Policy    policy.Policy       `json:"policy"`
+	Exclusive policy.Exclusivity  `json:"exclusive"`
+	FullPCPUs bool                `json:"fullPCPUs,omitempty"`
+	CPUs      numa.CPUSet         `json:"cpus"`
+	GPUs      []int               `json:"gpus"`
+	Devices   map[string][]string `json:"devices,omitempty"`
+	MemoryMiB map[string]int64    `json:"memoryMiB,omitempty"`
+	NUMANodes []numa.NodeID       `json:"numaNodes"`
+}
+
+// fingerprint summarises what allocations refer to on machine m: its NUMA
+// node IDs with their CPUs, its GPUs with their nodes and its devices with
+// their classes and nodes (not names, memory, distances, UUIDs or reserved
+// CPUs, which a restore checks or does not depend on).
+func fingerprint(m *topology.Machine) string {
+	h := sha256.New()
+	for i := range m.NumNodes() {
+		fmt.Fprintf(h, "node %d cpus %s\n", m.NodeID(i), m.NodeCPUs(i))
+	}
+	for _, g := range m.GPUs() {
+		fmt.Fprintf(h, "gpu %d node %d\n", g.ID, g.NUMANode)
+	}
+	for _, d := range m.Devices() {
+		fmt.Fprintf(h, "device %s/%s node %d\n", d.Class, d.ID, d.NUMANode)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// encodeCheckpoint returns the checkpoint file of the given pods and state.
+func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, snap allocator.Snapshot) ([]byte, error) {
+	allocs := make(map[string]*allocator.Allocation, len(snap.Allocations))
+	for i := range snap.Allocations {
+		allocs[snap.Allocations[i].ID] = &snap.Allocations[i]
+	}
+	d := checkpointData{Machine: m.Name(), Fingerprint: fingerprint(m), Pods: []checkpointPod{}, Unhealthy: snap.Unhealthy}
+	for _, key := range slices.Sorted(maps.Keys(pods)) {
+		rec := pods[key]
+		p := checkpointPod{Pod: key, UID: rec.uid, Source: rec.source}
+		if rec.source != SharedPool {
+			a, ok := allocs[key]
+			if !ok {
+				return nil, fmt.Errorf("pod %s has no allocation in the state", key)
+			}
+			ca := &checkpointAlloc{Policy: a.Policy, Exclusive: a.Exclusive, FullPCPUs: a.FullPCPUs,
+				CPUs: a.CPUs, GPUs: a.GPUs, Devices: a.Devices, NUMANodes: a.NUMANodes()}
+			if ca.GPUs == nil {
+				ca.GPUs = []int{}
+			}
+			for _, x := range a.Memory {
+				if ca.MemoryMiB == nil {
+					ca.MemoryMiB = map[string]int64{}
+				}
+				ca.MemoryMiB[strconv.Itoa(int(m.NodeID(x.Node)))] = x.MiB
+			}
+			p.Allocation = ca
+			delete(allocs, key)
+		}
+		d.Pods = append(d.Pods, p)
+	}
+	if len(allocs) > 0 {
+		return nil, fmt.Errorf("allocations %v belong to no admitted pod", slices.Sorted(maps.Keys(allocs)))
+	}
+	data, err := json.MarshalIndent(d, "  ", "  ")
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "{\n  \"version\": %d,\n  \"checksum\": \"sha256:%s\",\n  \"data\": ", CheckpointVersion, hex.EncodeToString(sum[:]))
+	b.Write(data)
+	b.WriteString("\n}\n")
+	return b.Bytes(), nil
+}
+
+// decoded is a checkpoint read back: the pods and the allocator snapshot.
+type decoded struct {
+	pods  map[string]podRecord
+	snap  allocator.Snapshot
+	spans map[string][]numa.NodeID
+}
+
+// decodeCheckpoint reads a checkpoint file for machine m. Errors name the
+// problem (the caller adds the path). It never panics, whatever the input.
+func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error) {
+	var f checkpointFile
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&f); err != nil {
+		return nil, "not a valid checkpoint (truncated or corrupted JSON)", err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, "not a valid checkpoint (data after the JSON object)", nil
+	}
+	if f.Version != CheckpointVersion {
+		return nil, fmt.Sprintf("unknown format version %d (this build reads version %d)", f.Version, CheckpointVersion), nil
+	}
+	sum := sha256.Sum256(f.Data)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); f.Checksum != want {
+		return nil, fmt.Sprintf("checksum mismatch: the file says %q, its data hashes to %q (truncated, corrupted or edited by hand)",
+			f.Checksum, want), nil
+	}
+	var d checkpointData
+	dd := json.NewDecoder(bytes.NewReader(f.Data))
+	dd.DisallowUnknownFields()
+	if err := dd.Decode(&d); err != nil {
+		return nil, "malformed data", err
+	}
+	if fp := fingerprint(m); d.Fingerprint != fp {
+		return nil, fmt.Sprintf("written for another machine (%q, fingerprint %s; this machine is %q, fingerprint %s): "+
+			"its NUMA nodes, CPUs, GPUs or devices differ, so the allocations may not mean what they meant; "+
+			"drain the node and move the file away to start empty", d.Machine, d.Fingerprint, m.Name(), fp), nil
+	}
+	out := &decoded{pods: map[string]podRecord{}, spans: map[string][]numa.NodeID{}}
+	for i, p := range d.Pods {
+		item := fmt.Sprintf("pods[%d] (%s)", i, p.Pod)
+		if p.Pod == "" || !strings.Contains(p.Pod, "/") {
+			return nil, item + ": not a namespace/name pod key", nil
+		}
+		if _, dup := out.pods[p.Pod]; dup {
+			return nil, item + ": the pod is listed twice", nil
+		}
+		switch p.Source {
+		case SharedPool:
+			if p.Allocation != nil {
+				return nil, item + ": a shared-pool pod with an allocation", nil
+			}
+		case FromDecision, Local:
+			if p.Allocation == nil {
+				return nil, item + ": an exclusive pod without an allocation", nil
+			}
+		default:
+			return nil, item + ": no source", nil
+		}
+		out.pods[p.Pod] = podRecord{uid: p.UID, source: p.Source}
+		if p.Allocation == nil {
+			continue
+		}
+		ca := p.Allocation
+		a := allocator.Allocation{ID: p.Pod, Policy: ca.Policy, Exclusive: ca.Exclusive, FullPCPUs: ca.FullPCPUs,
+			CPUs: ca.CPUs, GPUs: ca.GPUs, Devices: ca.Devices}
+		for _, k := range slices.Sorted(maps.Keys(ca.MemoryMiB)) {
+			id, err := strconv.Atoi(k)
+			idx, ok := m.NodeIndex(numa.NodeID(id))
+			if err != nil || !ok {
+				return nil, fmt.Sprintf("%s: memory on NUMA node %q, which this machine does not have", item, k), nil
+			}
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: idx, MiB: ca.MemoryMiB[k]})
+		}
+		slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+		out.snap.Allocations = append(out.snap.Allocations, a)
+		out.spans[p.Pod] = ca.NUMANodes
+	}
+	out.snap.Unhealthy = d.Unhealthy
+	return out, "", nil
+}
+
+// restore reads the node's checkpoint into its (fresh) state. It reports
+// whether the file existed.
+func (n *Node) restore() (bool, error) {
+	raw, err := os.ReadFile(n.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, &CheckpointError{Path: n.path, Problem: "cannot be read", Err: err}
+	}
+	d, problem, err := decodeCheckpoint(raw, n.m)
+	if problem != "" {
+		return true, &CheckpointError{Path: n.path, Problem: problem, Err: err}
+	}
+	if err := n.s.Restore(d.snap); err != nil {
+		return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err}
+	}
+	for _, a := range n.s.Live() {
+		if got, want := a.NUMANodes(), d.spans[a.ID]; !slices.Equal(got, want) {
+			return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
+				"inconsistent with this machine: pod %s is recorded on NUMA nodes %v but what it holds lies on %v", a.ID, want, got)}
+		}
+	}
+	n.pods = d.pods
+	// Read the health back from the state, which has normalised the IDs.
+	for class, ids := range n.s.Snapshot().Unhealthy {
+		for _, id := range ids {
+			n.markHealth(class, id, false)
+		}
+	}
+	return true, nil
+}
+
+// checkpointLocked writes the node's state to its checkpoint file (nothing
+// without a path). The caller holds the write lock.
+func (n *Node) checkpointLocked() error {
+	if n.path == "" {
+		return nil
+	}
+	data, err := encodeCheckpoint(n.m, n.pods, n.s.Snapshot())
+	if err != nil {
+		return &CheckpointError{Path: n.path, Problem: "cannot be encoded", Err: err}
+	}
+	if err := n.write(n.path, data); err != nil {
+		return &CheckpointError{Path: n.path, Problem: "cannot be written", Err: err}
+	}
+	return nil
+}
+
+// recheckpointLocked writes the state again after a change was undone
+// because its checkpoint failed: if the failure came after the new file
+// was renamed into place (the directory's fsync), this puts the file back
+// in step with the state. Its own failure leaves the file as the first
+// attempt left it, which it reports.
+func (n *Node) recheckpointLocked(first error) error {
+	if err := n.checkpointLocked(); err != nil {
+		return fmt.Errorf("%w (and writing the undone state again failed too: %w)", first, err)
+	}
+	return first
+}
+
+// writeFileAtomic replaces the file at path with data so that a crash
+// leaves either the old or the new content: it writes a temporary file in
+// the same directory, fsyncs it, renames it over path and fsyncs the
+// directory. On error the temporary file is removed and path is untouched.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err = f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory to fsync it: %w", err)
+	}
+	if err = d.Sync(); err != nil {
+		_ = d.Close()
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return d.Close()
+}

@@ -1,0 +1,40 @@
+// Package kubelet is numaplace's node-side reference adapter: what a node
+// agent beside the kubelet (or inside it, or a containerd NRI plugin) needs
+// so that a pod the scheduler placed is never refused at admission, plus a
+// kubelet-compatible view of topology hints for nodes that still run the
+// kubelet's own Topology Manager.
+//
+// The node agent is a [Node], opened on one machine with a checkpoint file.
+// [Node.Admit] admits a pod: with the scheduler's numaplace.io/allocation
+// decision it claims exactly those CPUs, GPUs and devices, and refuses with
+// a *[TopologyAffinityError] (the kubelet's wording, unwrapping to
+// [ErrTopologyAffinity]) that names every conflict, such as which CPUs are
+// held by which pod; without a decision it places the pod by its own policy;
+// a pod without a NUMA spec runs on the shared pool. [Node.Remove] releases.
+// Every change is written to the checkpoint before it returns (a temporary
+// file, fsync, rename, fsync of the directory; versioned and checksummed,
+// see [CheckpointVersion]), and [Open] restores it at start, refusing a
+// corrupt or inconsistent file with a *[CheckpointError] rather than
+// dropping it. [Apply] writes an admission into a container's cgroup v2
+// cpuset.cpus and cpuset.mems and returns its NVIDIA_VISIBLE_DEVICES entry.
+// [DevicePlugin.GetPreferredAllocation] answers the device plugin API's
+// question (which GPUs of those available) preferring one NUMA node, then
+// one PCIe switch, then NVLink links, in microseconds.
+//
+// The kubelet-compatible side generates the topology hints that the
+// kubelet's CPU manager and device manager would give for a pod, and merges
+// them exactly as the Topology Manager's best-effort, restricted and
+// single-numa-node policies do (with and without prefer-closest-numa-nodes),
+// without walking the cross product of the providers' hints. The scheduler
+// adapter and the cluster simulation use it to predict what a node that runs
+// the kubelet's policies instead of numaplace would do.
+//
+// The common calls:
+//
+//	node, err := kubelet.Open(machine, "/var/lib/numaplace/checkpoint.json", kubelet.NodeOptions{})
+//	if err != nil { ... }                 // a checkpoint that cannot be used stops the start
+//	adm, err := node.Admit(pod)           // *TopologyAffinityError when the node cannot honour it
+//	env, err := kubelet.Apply("/sys/fs/cgroup", containerCgroup, &adm)
+//	err = node.Remove(pod)
+//	ids, err := node.GetPreferredAllocation(available, mustInclude, 4)
+package kubelet

@@ -1,0 +1,738 @@
+package kubelet
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// ErrTopologyAffinity is the category of admissions refused because the
+// pod's resources cannot be had with the NUMA locality asked for: the
+// CPUs or devices of the scheduler's decision are not free (held by
+// another pod, unhealthy, reserved, or not on this node), or the pod's
+// policy finds no placement on the node. The wording is the kubelet's
+// (its TopologyAffinityError), so that tools matching on it keep working.
+var ErrTopologyAffinity = errors.New("Resources cannot be allocated with Topology locality")
+
+// ErrAdmittedDifferently is returned when a pod that is already admitted
+// is admitted again with another decision, another request, or another UID.
+// Nothing changes.
+var ErrAdmittedDifferently = errors.New("pod is already admitted with a different placement")
+
+// Conflict is one reason a decision's resources cannot be claimed.
+type Conflict struct {
+	// Resource is "cpu", "gpu", "memory", "numaNode" or a device class such
+	// as "rdma".
+	Resource string
+	// Items names the resources in conflict, such as "CPUs 0-3" or "GPU 2".
+	Items string
+	// Problem says what is wrong: "are held by pod default/a", "is
+	// unhealthy", "does not exist on this node", ...
+	Problem string
+	// HeldBy is the key of the pod holding the items, when that is the
+	// problem.
+	HeldBy string
+}
+
+// String returns the conflict in words, such as "CPUs 0-3 are held by pod
+// default/a".
+func (c Conflict) String() string { return c.Items + " " + c.Problem }
+
+// TopologyAffinityError says why a pod was refused at admission: the
+// conflicts of its decision with what the node holds, or the placement
+// engine's reason when the node decided. It unwraps to
+// [ErrTopologyAffinity] and, when there is one, to its cause (such as an
+// *allocator.PlacementError).
+type TopologyAffinityError struct {
+	// Pod is the pod's key, namespace/name.
+	Pod string
+	// Conflicts lists what the decision names that is not free (empty when
+	// the node decided by the pod's policy).
+	Conflicts []Conflict
+	// Reason is the whole explanation in words.
+	Reason string
+	// Cause is the underlying error, or nil.
+	Cause error
+}
+
+// Error implements error: the kubelet's message followed by the pod and
+// the reason.
+func (e *TopologyAffinityError) Error() string {
+	return fmt.Sprintf("%s: pod %s: %s", ErrTopologyAffinity, e.Pod, e.Reason)
+}
+
+// Unwrap returns [ErrTopologyAffinity] and the cause.
+func (e *TopologyAffinityError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrTopologyAffinity, e.Cause}
+	}
+	return []error{ErrTopologyAffinity}
+}
+
+func affinityError(pod string, conflicts []Conflict, cause error) *TopologyAffinityError {
+	e := &TopologyAffinityError{Pod: pod, Conflicts: conflicts, Cause: cause}
+	parts := make([]string, 0, len(conflicts))
+	for _, c := range conflicts {
+		parts = append(parts, c.String())
+	}
+	if cause != nil && len(parts) == 0 {
+		var pe *allocator.PlacementError
+		if errors.As(cause, &pe) {
+			parts = append(parts, pe.Reason)
+		} else {
+			parts = append(parts, cause.Error())
+		}
+	}
+	e.Reason = strings.Join(parts, "; ")
+	return e
+}
+
+// Source says how a pod's placement was decided.
+type Source uint8
+
+const (
+	// FromDecision: the scheduler's numaplace.io/allocation decision was
+	// claimed as written.
+	FromDecision Source = iota + 1
+	// Local: the pod had no decision; the node placed it by its policy.
+	Local
+	// SharedPool: the pod has no NUMA spec and runs on the shared pool.
+	SharedPool
+)
+
+var sourceNames = [...]string{FromDecision: "decision", Local: "local", SharedPool: "shared"}
+
+// String returns "decision", "local" or "shared".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) && sourceNames[s] != "" {
+		return sourceNames[s]
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Source) MarshalText() ([]byte, error) {
+	if int(s) >= len(sourceNames) || sourceNames[s] == "" {
+		return nil, fmt.Errorf("invalid admission source %d", s)
+	}
+	return []byte(sourceNames[s]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Source) UnmarshalText(b []byte) error {
+	for i, n := range sourceNames {
+		if n != "" && n == string(b) {
+			*s = Source(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("invalid admission source %q (want decision, local or shared)", b)
+}
+
+// Admission is what a pod received on the node: what to write into its
+// containers' cgroups and environment.
+type Admission struct {
+	// Pod is the pod's key, namespace/name; UID its UID (may be empty).
+	Pod, UID string
+	// Source says how the placement was decided.
+	Source Source
+	// Policy is the placement policy (None for shared-pool pods).
+	Policy policy.Policy
+	// CPUs is the cpuset: the exclusive CPUs, or for a shared-pool pod the
+	// shared pool when the admission was read (it changes as exclusive pods
+	// come and go; read it again with [Node.Get]).
+	CPUs numa.CPUSet
+	// NUMANodes are the NUMA node IDs for cpuset.mems, ascending: the span,
+	// or every node of the machine for a shared-pool pod.
+	NUMANodes []numa.NodeID
+	// GPUs are the GPUs with their UUIDs when the machine knows them,
+	// ascending ID.
+	GPUs []kube.DecisionGPU
+	// Devices are the devices of other classes by class.
+	Devices map[string][]string
+	// Allocation is the allocation the pod holds (a copy); the zero value
+	// for a shared-pool pod.
+	Allocation allocator.Allocation
+}
+
+// Mems returns the cpuset.mems value: the NUMA node IDs in Linux list form,
+// such as "0-1" or "3".
+func (a *Admission) Mems() string {
+	var s numa.CPUSet // a set of small integers, formatted as a Linux list
+	for _, id := range a.NUMANodes {
+		if id >= 0 {
+			s.Add(int(id))
+		}
+	}
+	return s.String()
+}
+
+// NodeOptions tune a [Node]. The zero value is the default.
+type NodeOptions struct {
+	// Pods says how pods are read (kube.ParsePod).
+	Pods kube.Config
+	// Allocator tunes the placement of pods the node decides itself.
+	Allocator allocator.Options
+}
+
+type podRecord struct {
+	uid    string
+	source Source
+}
+
+// Node is the node agent of one machine: it admits pods by the scheduler's
+// decision (or by their policy when there is none), keeps the allocation
+// state in a checkpoint file, and answers the device plugin's preferred
+// allocations. Every method is safe for concurrent use; state changes are
+// serialised and each is written to the checkpoint before it returns.
+type Node struct {
+	mu        sync.RWMutex
+	m         *topology.Machine
+	s         *allocator.State
+	path      string
+	opts      NodeOptions
+	pods      map[string]podRecord
+	unhealthy map[string]map[string]bool // class -> device ID -> unhealthy
+	devs      map[string]map[string]topology.Device
+	dp        *DevicePlugin
+	// write persists a checkpoint; tests replace it to inject failures.
+	write func(path string, data []byte) error
+}
+
+// Open returns the node agent of machine m with its state restored from
+// the checkpoint file at path. A missing file starts empty (and is written
+// at once, so that an unwritable location fails here rather than at the
+// first admission). A file that cannot be used (unreadable, not valid JSON,
+// a checksum mismatch, an unknown format version, another machine's, or
+// allocations that overlap or name CPUs or devices this machine does not
+// have) stops the start with a *[CheckpointError] naming the file and the
+// problem; the file is left exactly as it is. An empty path keeps the state
+// in memory only.
+func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
+	if m == nil {
+		return nil, errors.New("kubelet.Open: nil machine")
+	}
+	n := &Node{m: m, s: allocator.New(m, opts.Allocator), path: path, opts: opts,
+		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{},
+		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic}
+	for _, d := range m.Devices() {
+		if n.devs[d.Class] == nil {
+			n.devs[d.Class] = map[string]topology.Device{}
+		}
+		n.devs[d.Class][d.ID] = d
+	}
+	if path == "" {
+		return n, nil
+	}
+	found, err := n.restore()
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		if err := n.checkpointLocked(); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Machine returns the node's machine.
+func (n *Node) Machine() *topology.Machine { return n.m }
+
+// CheckpointPath returns the checkpoint file's path ("" when the state is
+// kept in memory only).
+func (n *Node) CheckpointPath() string { return n.path }
+
+// Admit admits pod on the node and returns what it receives.
+//
+//   - With a numaplace.io/allocation decision, it claims exactly the CPUs,
+//     GPUs, devices and memory the decision names. If some are not free it
+//     refuses with a *[TopologyAffinityError] listing each conflict: which
+//     CPUs or devices are held by which pod, unhealthy, reserved, or not on
+//     this node. When the pod has a NUMA spec too, the decision's CPU and
+//     GPU counts must match its request.
+//   - Without a decision, a pod with a NUMA spec is placed by its policy;
+//     a refusal is a *[TopologyAffinityError] carrying the placement
+//     engine's reason (and unwrapping to its *allocator.PlacementError).
+//   - A pod without a NUMA spec runs on the shared pool: the CPUs no
+//     exclusive allocation holds (reserved CPUs included) and every NUMA
+//     node. It is refused only when the shared pool is empty.
+//
+// An exclusive admission that would leave the shared pool empty while
+// shared-pool pods run is refused too. Admitting a pod that is already
+// admitted returns its admission when the decision (or, for a pod the node
+// placed, the request) is the same, and an error wrapping
+// [ErrAdmittedDifferently] otherwise. A pod that cannot be read (see
+// kube.ParsePod) or a malformed decision returns an error wrapping
+// kube.ErrInvalidPod or kube.ErrInvalidDecision. On any error nothing
+// changes; on success the checkpoint is written before Admit returns, and
+// if it cannot be written the admission is undone and the error returned.
+func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
+	if pod == nil {
+		return Admission{}, errors.New("kubelet: Admit of a nil pod")
+	}
+	key := pod.Key()
+	if pod.Name == "" {
+		return Admission{}, fmt.Errorf("%w %s: the pod has no name", kube.ErrInvalidPod, key)
+	}
+	req, err := kube.ParsePod(pod, n.opts.Pods)
+	if err != nil {
+		return Admission{}, err
+	}
+	var dec *kube.Decision
+	if v, ok := pod.Annotations[kube.AnnotationAllocation]; ok {
+		d, err := kube.ParseDecision(v)
+		if err != nil {
+			return Admission{}, fmt.Errorf("pod %s: %w", key, err)
+		}
+		dec = &d
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if rec, ok := n.pods[key]; ok {
+		return n.readmitLocked(pod, key, rec, req, dec)
+	}
+	rec := podRecord{uid: pod.UID}
+	switch {
+	case dec != nil:
+		rec.source = FromDecision
+		if err := n.claimLocked(key, req, dec); err != nil {
+			return Admission{}, err
+		}
+	case req.NUMA:
+		rec.source = Local
+		r := req.Request(key)
+		if _, err := n.s.Allocate(&r); err != nil {
+			var pe *allocator.PlacementError
+			if errors.As(err, &pe) {
+				return Admission{}, affinityError(key, nil, err)
+			}
+			return Admission{}, fmt.Errorf("pod %s: %w", key, err)
+		}
+	default:
+		rec.source = SharedPool
+		if n.sharedPoolLocked().IsEmpty() {
+			return Admission{}, affinityError(key, []Conflict{{Resource: "cpu", Items: "the shared pool",
+				Problem: "has no CPUs: exclusive allocations hold every CPU"}}, nil)
+		}
+	}
+	if rec.source != SharedPool && n.sharedPoolLocked().IsEmpty() && n.countShared() > 0 {
+		_ = n.s.Release(key)
+		return Admission{}, affinityError(key, []Conflict{{Resource: "cpu", Items: "the shared pool",
+			Problem: fmt.Sprintf("would be left without CPUs while %d shared-pool pods run", n.countShared())}}, nil)
+	}
+	n.pods[key] = rec
+	if err := n.checkpointLocked(); err != nil {
+		delete(n.pods, key)
+		if rec.source != SharedPool {
+			_ = n.s.Release(key)
+		}
+		return Admission{}, fmt.Errorf("admit pod %s: undone: %w", key, n.recheckpointLocked(err))
+	}
+	return n.admissionLocked(key, rec), nil
+}
+
+func (n *Node) countShared() int {
+	c := 0
+	for _, r := range n.pods {
+		if r.source == SharedPool {
+			c++
+		}
+	}
+	return c
+}
+
+// readmitLocked handles Admit of a pod that is already admitted.
+func (n *Node) readmitLocked(pod *kube.Pod, key string, rec podRecord, req kube.PodRequest, dec *kube.Decision) (Admission, error) {
+	differ := func(format string, args ...any) (Admission, error) {
+		return Admission{}, fmt.Errorf("%w: pod %s: %s", ErrAdmittedDifferently, key, fmt.Sprintf(format, args...))
+	}
+	if rec.uid != "" && pod.UID != "" && rec.uid != pod.UID {
+		return differ("the admitted pod has UID %s, this one %s; remove the old pod first", rec.uid, pod.UID)
+	}
+	if rec.source == SharedPool {
+		if dec != nil || req.NUMA {
+			return differ("it runs on the shared pool, this admission asks for exclusive resources")
+		}
+		return n.admissionLocked(key, rec), nil
+	}
+	if dec == nil && !req.NUMA {
+		return differ("it holds exclusive resources, this admission is for the shared pool")
+	}
+	old, _ := n.s.Get(key)
+	if dec != nil {
+		a, err := dec.Allocation(n.m, key)
+		if err != nil {
+			return Admission{}, fmt.Errorf("pod %s: %w", key, err)
+		}
+		if !sameHolding(&old, &a) {
+			return differ("it holds %s, the decision names %s", describe(&old), describe(&a))
+		}
+		return n.admissionLocked(key, rec), nil
+	}
+	r := req.Request(key)
+	if old.CPUs.Size() != r.CPUs || len(old.GPUs) != r.GPUs || old.Policy != r.Policy || old.Exclusive != r.Exclusive {
+		return differ("it holds %d CPUs and %d GPUs under %s/%s, the pod now asks for %d CPUs and %d GPUs under %s/%s",
+			old.CPUs.Size(), len(old.GPUs), old.Policy, old.Exclusive, r.CPUs, r.GPUs, r.Policy, r.Exclusive)
+	}
+	return n.admissionLocked(key, rec), nil
+}
+
+// describe names what an allocation holds, for messages.
+func describe(a *allocator.Allocation) string {
+	s := fmt.Sprintf("%s CPUs %q GPUs %v", a.Policy, a.CPUs.String(), a.GPUs)
+	for _, c := range slices.Sorted(maps.Keys(a.Devices)) {
+		s += fmt.Sprintf(" %s %v", c, a.Devices[c])
+	}
+	for _, x := range a.Memory {
+		s += fmt.Sprintf(" %d MiB on node %d", x.MiB, x.Node)
+	}
+	return s
+}
+
+// sameHolding reports whether a and b hold the same resources under the
+// same policy (order of GPUs and devices aside).
+func sameHolding(a, b *allocator.Allocation) bool {
+	if a.Policy != b.Policy || a.Exclusive != b.Exclusive || a.FullPCPUs != b.FullPCPUs || !a.CPUs.Equal(b.CPUs) {
+		return false
+	}
+	if !slices.Equal(sortedInts(a.GPUs), sortedInts(b.GPUs)) || !slices.Equal(a.Memory, b.Memory) {
+		return false
+	}
+	for c := range a.Devices {
+		if len(a.Devices[c]) > 0 && len(b.Devices[c]) == 0 {
+			return false
+		}
+	}
+	for c := range b.Devices {
+		if !slices.Equal(sortedStrings(a.Devices[c]), sortedStrings(b.Devices[c])) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedInts(s []int) []int          { s = slices.Clone(s); slices.Sort(s); return s }
+func sortedStrings(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// claimLocked claims the decision's resources for the pod.
+func (n *Node) claimLocked(key string, req kube.PodRequest, dec *kube.Decision) error {
+	if conflicts := n.conflictsLocked(dec); len(conflicts) > 0 {
+		return affinityError(key, conflicts, nil)
+	}
+	a, err := dec.Allocation(n.m, key)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", key, err)
+	}
+	if req.NUMA && (a.CPUs.Size() != req.CPUs || len(a.GPUs) != req.GPUs) {
+		return fmt.Errorf("pod %s: %w: it gives %d CPUs and %d GPUs, the pod requests %d CPUs and %d GPUs",
+			key, kube.ErrInvalidDecision, a.CPUs.Size(), len(a.GPUs), req.CPUs, req.GPUs)
+	}
+	got, err := n.s.Claim(a)
+	if err != nil {
+		return affinityError(key, nil, err)
+	}
+	if len(dec.NUMANodes) > 0 {
+		want := make([]numa.NodeID, len(dec.NUMANodes))
+		for i, id := range dec.NUMANodes {
+			want[i] = numa.NodeID(id)
+		}
+		slices.Sort(want)
+		if span := got.NUMANodes(); !slices.Equal(span, want) {
+			_ = n.s.Release(key)
+			return fmt.Errorf("pod %s: %w: it names NUMA nodes %v, but its CPUs, GPUs and memory lie on %v",
+				key, kube.ErrInvalidDecision, want, span)
+		}
+	}
+	return nil
+}
+
+// conflictsLocked lists what the decision names that is not free.
+func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
+	var out []Conflict
+	add := func(res, items, problem, by string) {
+		out = append(out, Conflict{Resource: res, Items: items, Problem: problem, HeldBy: by})
+	}
+	cpus, err := numa.ParseCPUSet(dec.CPUSet)
+	if err != nil { // ParseDecision has checked it; keep the node safe anyway
+		add("cpu", "cpuset "+strconv.Quote(dec.CPUSet), "is not a CPU list", "")
+		return out
+	}
+	if bad := cpus.Difference(n.m.CPUs()); !bad.IsEmpty() {
+		add("cpu", cpuItems(bad), verb(bad, "does", "do")+" not exist on this node", "")
+	}
+	if bad := cpus.Intersection(n.m.ReservedCPUs()); !bad.IsEmpty() {
+		add("cpu", cpuItems(bad), verb(bad, "is", "are")+" reserved for the system (--reserved-cpus)", "")
+	}
+	live := n.s.Live()
+	for i := range live {
+		b := &live[i]
+		if both := cpus.Intersection(b.CPUs); !both.IsEmpty() {
+			add("cpu", cpuItems(both), verb(both, "is", "are")+" held by pod "+b.ID, b.ID)
+		}
+	}
+	seenGPU := map[int]bool{}
+	for _, g := range dec.GPUs {
+		item := "GPU " + strconv.Itoa(g.ID)
+		gpu, ok := n.m.GPU(g.ID)
+		switch {
+		case seenGPU[g.ID]:
+			add("gpu", item, "is named twice", "")
+			continue
+		case !ok:
+			add("gpu", item, "does not exist on this node", "")
+			continue
+		case g.UUID != "" && gpu.UUID != "" && g.UUID != gpu.UUID:
+			add("gpu", item, fmt.Sprintf("is %s on this node, the decision names %s", gpu.UUID, g.UUID), "")
+			continue
+		}
+		seenGPU[g.ID] = true
+		if n.unhealthy[allocator.GPUClass][strconv.Itoa(g.ID)] {
+			add("gpu", item, "is unhealthy", "")
+		}
+		for i := range live {
+			if slices.Contains(live[i].GPUs, g.ID) {
+				add("gpu", item, "is held by pod "+live[i].ID, live[i].ID)
+			}
+		}
+	}
+	for _, class := range slices.Sorted(maps.Keys(dec.Devices)) {
+		seen := map[string]bool{}
+		for _, id := range dec.Devices[class] {
+			item := class + " device " + strconv.Quote(id)
+			_, ok := n.devs[class][id]
+			switch {
+			case seen[id]:
+				add(class, item, "is named twice", "")
+				continue
+			case !ok:
+				add(class, item, "does not exist on this node", "")
+				continue
+			}
+			seen[id] = true
+			if n.unhealthy[class][id] {
+				add(class, item, "is unhealthy", "")
+			}
+			for i := range live {
+				if slices.Contains(live[i].Devices[class], id) {
+					add(class, item, "is held by pod "+live[i].ID, live[i].ID)
+				}
+			}
+		}
+	}
+	nodes := slices.Clone(dec.NUMANodes)
+	for k := range dec.MemoryMiB {
+		id, _ := strconv.Atoi(k)
+		nodes = append(nodes, id)
+	}
+	slices.Sort(nodes)
+	for _, id := range slices.Compact(nodes) {
+		if _, ok := n.m.NodeIndex(numa.NodeID(id)); !ok {
+			add("numaNode", "NUMA node "+strconv.Itoa(id), "does not exist on this node", "")
+		}
+	}
+	return out
+}
+
+// verb returns one or many by the size of s.
+func verb(s numa.CPUSet, one, many string) string {
+	if s.Size() == 1 {
+		return one
+	}
+	return many
+}
+
+func cpuItems(s numa.CPUSet) string {
+	if s.Size() == 1 {
+		return "CPU " + s.String()
+	}
+	return "CPUs " + s.String()
+}
+
+// Remove releases what the pod holds and forgets it. A pod that is not
+// admitted (or whose UID is not the admitted one's, when both are known)
+// returns an error wrapping allocator.ErrUnknownID and changes nothing, so
+// a repeated Remove is harmless. The checkpoint is written before Remove
+// returns; if it cannot be written the pod is admitted again as it was and
+// the error returned.
+func (n *Node) Remove(pod *kube.Pod) error {
+	if pod == nil {
+		return errors.New("kubelet: Remove of a nil pod")
+	}
+	key := pod.Key()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rec, ok := n.pods[key]
+	if !ok {
+		return fmt.Errorf("%w: pod %s is not admitted on this node", allocator.ErrUnknownID, key)
+	}
+	if rec.uid != "" && pod.UID != "" && rec.uid != pod.UID {
+		return fmt.Errorf("%w: pod %s with UID %s is not admitted on this node (the admitted one has UID %s)",
+			allocator.ErrUnknownID, key, pod.UID, rec.uid)
+	}
+	var old allocator.Allocation
+	if rec.source != SharedPool {
+		a, _ := n.s.Get(key)
+		old = a.Clone()
+		if err := n.s.Release(key); err != nil {
+			return fmt.Errorf("remove pod %s: %w", key, err)
+		}
+	}
+	delete(n.pods, key)
+	if err := n.checkpointLocked(); err != nil {
+		n.pods[key] = rec
+		if rec.source != SharedPool {
+			if _, cerr := n.s.Claim(old); cerr != nil {
+				return fmt.Errorf("remove pod %s: %w; and giving its allocation back failed: %w", key, err, cerr)
+			}
+		}
+		return fmt.Errorf("remove pod %s: undone: %w", key, n.recheckpointLocked(err))
+	}
+	return nil
+}
+
+// SetDeviceHealth marks a device healthy or unhealthy: class "gpu" with the
+// GPU's index as a decimal string or its UUID, or another class with the
+// device's ID. An unhealthy device is never handed out to new pods; the
+// pods holding it keep it and are returned (their keys, ascending) so the
+// caller can act on them. An unknown class or device returns an error
+// wrapping allocator.ErrUnknownDevice and changes nothing. A change is
+// written to the checkpoint before SetDeviceHealth returns; if it cannot
+// be written the change is undone and the error returned.
+func (n *Node) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
+	if class == allocator.GPUClass {
+		if i, ok := n.dp.lookup(id); ok {
+			id = strconv.Itoa(n.dp.gpus[i].ID)
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	was := !n.unhealthy[class][id]
+	affected, err = n.s.SetDeviceHealth(class, id, healthy)
+	if err != nil || was == healthy {
+		return affected, err
+	}
+	n.markHealth(class, id, healthy)
+	if err := n.checkpointLocked(); err != nil {
+		_, _ = n.s.SetDeviceHealth(class, id, was)
+		n.markHealth(class, id, was)
+		return nil, fmt.Errorf("set %s %s healthy=%t: undone: %w", class, id, healthy, n.recheckpointLocked(err))
+	}
+	return affected, nil
+}
+
+func (n *Node) markHealth(class, id string, healthy bool) {
+	if healthy {
+		delete(n.unhealthy[class], id)
+		return
+	}
+	if n.unhealthy[class] == nil {
+		n.unhealthy[class] = map[string]bool{}
+	}
+	n.unhealthy[class][id] = true
+}
+
+// Unhealthy returns the unhealthy devices by class ("gpu" for GPUs, by
+// index as a decimal string), each list ascending.
+func (n *Node) Unhealthy() map[string][]string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := map[string][]string{}
+	for c, ids := range n.unhealthy {
+		if len(ids) > 0 {
+			out[c] = slices.SortedFunc(maps.Keys(ids), compareIDs)
+		}
+	}
+	return out
+}
+
+// compareIDs orders decimal IDs numerically and other IDs as strings.
+func compareIDs(a, b string) int {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	if errA == nil && errB == nil {
+		return x - y
+	}
+	return strings.Compare(a, b)
+}
+
+// Get returns the admission of the pod with the given key (namespace/name),
+// with the shared pool as it is now for a shared-pool pod.
+func (n *Node) Get(key string) (Admission, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	rec, ok := n.pods[key]
+	if !ok {
+		return Admission{}, false
+	}
+	return n.admissionLocked(key, rec), true
+}
+
+// Admissions returns every admitted pod's admission, ordered by key.
+func (n *Node) Admissions() []Admission {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	keys := slices.Sorted(maps.Keys(n.pods))
+	out := make([]Admission, len(keys))
+	for i, k := range keys {
+		out[i] = n.admissionLocked(k, n.pods[k])
+	}
+	return out
+}
+
+// SharedPool returns the CPUs of the shared pool: every CPU of the machine
+// that no exclusive allocation holds, reserved CPUs included (as the
+// kubelet's default cpuset).
+func (n *Node) SharedPool() numa.CPUSet {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.sharedPoolLocked()
+}
+
+func (n *Node) sharedPoolLocked() numa.CPUSet {
+	pool := n.s.FreeCPUs()
+	pool.UnionWith(n.m.ReservedCPUs())
+	return pool
+}
+
+// admissionLocked builds the admission of an admitted pod.
+func (n *Node) admissionLocked(key string, rec podRecord) Admission {
+	adm := Admission{Pod: key, UID: rec.uid, Source: rec.source}
+	if rec.source == SharedPool {
+		adm.CPUs = n.sharedPoolLocked()
+		adm.NUMANodes = n.m.NodeIDs()
+		return adm
+	}
+	a, _ := n.s.Get(key)
+	a = a.Clone()
+	adm.Allocation = a
+	adm.Policy = a.Policy
+	adm.CPUs = a.CPUs
+	adm.NUMANodes = a.NUMANodes()
+	for _, g := range a.GPUs {
+		gpu, _ := n.m.GPU(g)
+		adm.GPUs = append(adm.GPUs, kube.DecisionGPU{ID: g, UUID: gpu.UUID})
+	}
+	adm.Devices = a.Devices
+	return adm
+}
+
+// DevicePlugin returns the node's device plugin helper.
+func (n *Node) DevicePlugin() *DevicePlugin { return n.dp }
+
+// GetPreferredAllocation is [DevicePlugin.GetPreferredAllocation] on the
+// node's machine.
+func (n *Node) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
+	return n.dp.GetPreferredAllocation(available, mustInclude, size)
+}

@@ -19,9 +19,20 @@
 // multiplying per-resource hints.
 //
 // Among admissible spans it prefers, in order: fewer NUMA sets crossed,
-// then lower total NUMA distance; GPUs under one PCIe switch; CPUs split
-// over the span's nodes in proportion to the request's GPUs there; whole
-// physical cores; best fit (or spread, [Options]); the lowest node indices.
+// then lower total NUMA distance; GPUs under one PCIe switch (and with more
+// NVLink links); CPUs split over the span's nodes in proportion to the
+// request's GPUs there; whole physical cores; for requests without GPUs,
+// nodes with fewer free GPUs (GPU-local CPUs are kept for GPU pods unless
+// [Options].SpendGPULocalCPUs); best fit (or spread); the lowest node
+// indices.
+//
+// Production edges: [State.SetDeviceHealth] takes a failed device out of
+// service and names the allocations that hold it; [State.ReplaceMachine]
+// moves the state to a changed machine, keeping every live allocation
+// exactly or changing nothing; [State.Resize] grows or shrinks an
+// allocation's CPUs in place under its policy; [State.FitWithout] and
+// [State.Clone] are preemption dry-runs; [State.Claim] admits an allocation
+// decided elsewhere (the node side of a scheduler's decision).
 // On machines where more candidate spans exist than Options.SearchBudget,
 // the preference is a heuristic over the first candidates in node order;
 // admissibility is always exact.

@@ -43,7 +43,8 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	// nothing and the decision sees its resources as free.
 	t := s.cloneLocked()
 	t.releaseLocked(id)
-	sc := &t.sc
+	sc := t.getScratch()
+	defer t.putScratch(sc)
 	p, err := t.decide(&r, sc, false)
 	if err != nil {
 		return Allocation{}, err

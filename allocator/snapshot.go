@@ -166,7 +166,6 @@ func (s *State) cloneLocked() *State {
 		}
 	}
 	c.initPen()
-	c.pool.New = func() any { return new(scratch) }
 	return c
 }
 

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -84,13 +83,7 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int     // nodes in the largest NUMA set
-	sc                     scratch // Allocate's, under the write lock
-	// readSc is a scratch for one reader at a time (taken with a CAS),
-	// cheaper than the pool the other readers use.
-	readSc   scratch
-	readBusy atomic.Bool
-	pool     sync.Pool
+	maxSet                 int // nodes in the largest NUMA set
 }
 
 // New returns the state of machine m with everything free.
@@ -123,7 +116,6 @@ func New(m *topology.Machine, opts Options) *State {
 	s.res = append(s.res, s.cpu, s.mem)
 	s.res = append(s.res, opts.Resources...)
 	s.initPen()
-	s.pool.New = func() any { return new(scratch) }
 	return s
 }
 
@@ -207,21 +199,17 @@ func (s *State) Fit(r *Request) error {
 	return err
 }
 
-// getScratch returns a scratch for a reader: the state's own one when no
-// other reader holds it, else one from the pool.
-func (s *State) getScratch() *scratch {
-	if s.readBusy.CompareAndSwap(false, true) {
-		return &s.readSc
-	}
-	return s.pool.Get().(*scratch)
-}
+// scratches holds the working memory of decisions (about 80 KB each),
+// shared by every State so that a cluster of thousands of machine states
+// stays small.
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch for one decision.
+func (s *State) getScratch() *scratch { return scratches.Get().(*scratch) }
 
 func (s *State) putScratch(sc *scratch) {
-	if sc == &s.readSc {
-		s.readBusy.Store(false)
-		return
-	}
-	s.pool.Put(sc)
+	sc.without, sc.ch.s, sc.ch.r, sc.ch.sc, sc.d.ch, sc.d.cs.c, sc.d.c = nil, nil, nil, nil, nil, nil, nil
+	scratches.Put(sc)
 }
 
 // Allocate places r and returns what it received, or an error that says why
@@ -238,7 +226,9 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if _, ok := s.ids[r.ID]; ok {
 		return Allocation{}, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 	}
-	p, err := s.decide(r, &s.sc, true)
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	p, err := s.decide(r, sc, true)
 	if err != nil {
 		return Allocation{}, err
 	}
@@ -248,8 +238,8 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	a := &s.recs[idx]
 	*a = Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
 		Span: p.span, machine: s.m}
-	for k := 0; k < s.sc.c.k; k++ {
-		s.res[s.sc.kinds[k]].Take(r, s.sc.best[k][:s.n], s.sc.un[k], a)
+	for k := 0; k < sc.c.k; k++ {
+		s.res[sc.kinds[k]].Take(r, sc.best[k][:s.n], sc.un[k], a)
 	}
 	s.commit(idx)
 	return *a, nil

@@ -728,6 +728,24 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 	return adm
 }
 
+// Report returns the node's NUMA report for the scheduler, a
+// NodeResourceTopology named name (the Kubernetes node's name) built by
+// kube.NRTFromState: per NUMA node, the CPUs, GPUs and memory as they are
+// now (capacity, allocatable, available), the distances, and the whole
+// machine as an attribute so that the scheduler's model is the node's own.
+// The shared pool's pods are not counted in it: the scheduler accounts
+// them itself.
+func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	r, err := kube.NRTFromState(n.m, n.s)
+	if err != nil {
+		return nil, err
+	}
+	r.Metadata.Name = name
+	return r, nil
+}
+
 // DevicePlugin returns the node's device plugin helper.
 func (n *Node) DevicePlugin() *DevicePlugin { return n.dp }
 

@@ -634,3 +634,41 @@ func TestConcurrentAdmitRemove(t *testing.T) {
 	require.Equal(t, summary(n.Admissions()), summary(re.Admissions()))
 	require.Equal(t, snapSummary(n.s.Snapshot()), snapSummary(re.s.Snapshot()))
 }
+
+// The report carries what the node holds, and gives the scheduler back the
+// node's own machine.
+func TestReport(t *testing.T) {
+	m := preset(t, "dgx-a100")
+	n, _ := openTemp(t, m)
+	adm, err := n.Admit(numaPod("a", 16, 2, "SingleNUMANode"))
+	require.NoError(t, err)
+	_, err = n.SetDeviceHealth("gpu", "7", false)
+	require.NoError(t, err)
+
+	r, err := n.Report("node-1")
+	require.NoError(t, err)
+	require.Equal(t, "node-1", r.Metadata.Name)
+	require.Len(t, r.Zones, m.NumNodes())
+	zone := "node-" + adm.NUMANodes[0].String()
+	for _, z := range r.Zones {
+		cpu, ok := z.Resource(kube.ResourceCPU)
+		require.True(t, ok)
+		gpu, ok := z.Resource(kube.ResourceAliyunGPU)
+		require.True(t, ok)
+		switch z.Name {
+		case zone:
+			require.Equal(t, kube.NRTQuantity("16"), cpu.Available)
+			require.Equal(t, kube.NRTQuantity("0"), gpu.Available)
+		case "node-5": // GPUs 6 and 7; 7 is unhealthy
+			require.Equal(t, kube.NRTQuantity("32"), cpu.Available)
+			require.Equal(t, kube.NRTQuantity("1"), gpu.Allocatable)
+			require.Equal(t, kube.NRTQuantity("1"), gpu.Available)
+		default:
+			require.Equal(t, kube.NRTQuantity("32"), cpu.Available, z.Name)
+		}
+	}
+	back, err := kube.MachineFromNRT(r)
+	require.NoError(t, err)
+	require.Equal(t, m.NumCPUs(), back.NumCPUs())
+	require.Equal(t, m.GPUs(), back.GPUs())
+}

@@ -19,15 +19,19 @@
 // cpuset.cpus and cpuset.mems and returns its NVIDIA_VISIBLE_DEVICES entry.
 // [DevicePlugin.GetPreferredAllocation] answers the device plugin API's
 // question (which GPUs of those available) preferring one NUMA node, then
-// one PCIe switch, then NVLink links, in microseconds.
+// one PCIe switch, then NVLink links, in microseconds. [Node.Report]
+// publishes the node's NodeResourceTopology for the scheduler.
 //
-// The kubelet-compatible side generates the topology hints that the
-// kubelet's CPU manager and device manager would give for a pod, and merges
-// them exactly as the Topology Manager's best-effort, restricted and
-// single-numa-node policies do (with and without prefer-closest-numa-nodes),
-// without walking the cross product of the providers' hints. The scheduler
-// adapter and the cluster simulation use it to predict what a node that runs
-// the kubelet's policies instead of numaplace would do.
+// The kubelet-compatible side generates the topology hints
+// ([TopologyHint], over node-ID masks [IDMask]) that the kubelet's CPU,
+// device and memory managers would give for a pod ([CPUHints],
+// [DeviceHints], [MemoryHints], [ProviderHints]), and [Merge] (or a reusable
+// [Merger]) returns exactly what the Topology Manager's best-effort,
+// restricted and single-numa-node policies return (with and without
+// prefer-closest-numa-nodes), without walking the cross product of the
+// providers' hints. [Predict] combines the two: what a node that runs the
+// kubelet's policies instead of numaplace would do with a pod, which the
+// scheduler adapter and the cluster simulation use.
 //
 // The common calls:
 //

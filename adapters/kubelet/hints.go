@@ -227,7 +227,7 @@ func sortedAmounts(nodes []NodeAmount, dropEmpty bool) ([]numa.NodeID, []NodeAmo
 // the fewest whose total units could cover it (all nodes when none could).
 func widthHints(ids []numa.NodeID, amounts []NodeAmount, request int) []TopologyHint {
 	minWidth := len(ids)
-	hints := []TopologyHint{}
+	hints := make([]TopologyHint, 0, min(1<<uint(len(ids))-1, 256))
 	forEachMask(ids, func(idx []int, mask IDMask) {
 		total, avail := 0, 0
 		for _, i := range idx {

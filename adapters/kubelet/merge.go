@@ -142,14 +142,15 @@ type TopologyOptions struct {
 // thousand word operations where the kubelet walks Π|L_i| permutations and
 // allocates for each.
 type Merger struct {
-	policy  TopologyPolicy
-	closest bool
-	def     IDMask
-	n       int
-	full    uint64    // every compressed position
-	bitOf   [64]uint8 // compressed position -> node ID
-	posOf   [64]int8  // node ID -> compressed position, -1 when absent
-	dist    []int     // n*n by compressed position, only with closest
+	policy   TopologyPolicy
+	closest  bool
+	def      IDMask
+	n        int
+	full     uint64    // every compressed position
+	identity bool      // node IDs are 0..n-1: compression is the identity
+	bitOf    [64]uint8 // compressed position -> node ID
+	posOf    [64]int8  // node ID -> compressed position, -1 when absent
+	dist     []int     // n*n by compressed position, only with closest
 }
 
 // NewMerger returns the merge step of policy on a machine whose NUMA nodes
@@ -196,6 +197,7 @@ func NewMerger(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distan
 		m.posOf[b] = int8(p)
 		p++
 	}
+	m.identity = uint64(m.def) == m.full
 	m.closest = opts.PreferClosestNUMANodes && policy != PolicySingleNUMANode && policy != PolicyNone
 	if m.closest {
 		m.dist = make([]int, m.n*m.n)
@@ -245,8 +247,9 @@ func Merge(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distances,
 // forced by tests.
 const (
 	methodAuto = iota
-	methodSparse
+	methodLayered
 	methodDense
+	methodBranch
 )
 
 // denseMaxNodes bounds the dense method's tables (2^n words each).
@@ -494,92 +497,166 @@ func (m *Merger) bestNonPreferred(lists [][]TopologyHint, b int, method int) uin
 	if method == methodDense && m.n <= denseMaxNodes {
 		return m.dense(lists, b)
 	}
-	return m.sparse(lists, b)
+	var flatBuf [256]uint64
+	var offBuf [17]int
+	flat, offs := flatBuf[:0], append(offBuf[:0], 0)
+	for _, l := range lists {
+		flat = m.effective(flat, l)
+		if len(flat) == offs[len(offs)-1] {
+			return 0
+		}
+		offs = append(offs, len(flat))
+	}
+	if method == methodLayered && m.n <= 12 {
+		return m.layered(flat, offs, b)
+	}
+	return m.branchAndBound(flat, offs, b)
 }
 
-// chooseMethod compares the cost estimates of the two methods.
+// chooseMethod picks the cheapest method by its cost estimate: layered
+// (deduplicated states, up to 12 nodes) or dense (up to 16 nodes), and
+// branch and bound on larger machines.
 func (m *Merger) chooseMethod(lists [][]TopologyHint) int {
 	if m.n > denseMaxNodes {
-		return methodSparse
+		return methodBranch
 	}
 	states := 1 << uint(m.n)
 	dense := (3*m.n + 2) * states * len(lists)
-	sparse, reach := 0, 1
+	if m.n > 12 {
+		product := 1
+		for _, l := range lists {
+			if product = product * len(l); product > dense {
+				return methodDense
+			}
+		}
+		return methodBranch
+	}
+	layered, reach := 0, 1
 	for _, l := range lists {
-		sparse += reach * len(l)
-		if sparse > dense {
+		layered += reach * len(l)
+		if layered > dense {
 			return methodDense
 		}
 		reach = min(reach*len(l), states)
 	}
-	return methodSparse
+	return methodLayered
 }
 
-// sparse walks the reachable intersections list by list.
-func (m *Merger) sparse(lists [][]TopologyHint, b int) uint64 {
+// layered keeps the distinct reachable intersections after each list (at
+// most 2^n ≤ 4096 of them, deduplicated with a bitmap) and scans the last
+// layer's distinct masks for the best.
+func (m *Merger) layered(flat []uint64, offs []int, b int) uint64 {
 	var stateBuf, nextBuf [256]uint64
-	var effBuf [64]uint64
+	var seen [64]uint64 // one bit per compressed mask of up to 12 nodes
 	states := append(stateBuf[:0], m.full)
 	next := nextBuf[:0]
-	var seenBits [64]uint64 // 4096 positions, for n <= 12
-	var seenMap map[uint64]struct{}
-	var best uint64
-	for li, l := range lists {
-		eff := m.effective(effBuf[:0], l)
-		if len(eff) == 0 {
-			return 0
-		}
-		if li == len(lists)-1 {
-			for _, s := range states {
-				for _, e := range eff {
-					if x := s & e; x != 0 && (best == 0 || m.nonPreferredBefore(x, best, b)) {
-						best = x
-					}
-				}
-			}
-			return best
-		}
+	for li := 1; li < len(offs); li++ {
+		eff := flat[offs[li-1]:offs[li]]
 		next = next[:0]
-		if m.n <= 12 {
-			for _, s := range states {
-				for _, e := range eff {
-					x := s & e
-					if x == 0 || seenBits[x>>6]&(1<<(x&63)) != 0 {
-						continue
-					}
-					seenBits[x>>6] |= 1 << (x & 63)
-					next = append(next, x)
+		for _, s := range states {
+			for _, e := range eff {
+				x := s & e
+				if x == 0 || seen[x>>6]&(1<<(x&63)) != 0 {
+					continue
 				}
+				seen[x>>6] |= 1 << (x & 63)
+				next = append(next, x)
 			}
-			for _, x := range next {
-				seenBits[x>>6] = 0
-			}
-		} else {
-			if seenMap == nil {
-				seenMap = make(map[uint64]struct{})
-			} else {
-				clear(seenMap)
-			}
-			for _, s := range states {
-				for _, e := range eff {
-					x := s & e
-					if x == 0 {
-						continue
-					}
-					if _, ok := seenMap[x]; ok {
-						continue
-					}
-					seenMap[x] = struct{}{}
-					next = append(next, x)
-				}
-			}
+		}
+		for _, x := range next {
+			seen[x>>6] = 0
 		}
 		if len(next) == 0 {
 			return 0
 		}
 		states, next = next, states
 	}
+	var best uint64
+	for _, x := range states {
+		if best == 0 || m.nonPreferredBefore(x, best, b) {
+			best = x
+		}
+	}
 	return best
+}
+
+// branchAndBound searches the intersections depth first, masks with more
+// nodes first, and cuts a branch when every intersection below it has fewer
+// nodes than the best found allows: an intersection only loses nodes, and
+// once the best has b nodes (or, below b, c nodes) nothing with fewer can
+// beat it. Its worst case is the product of the lists' lengths, as the
+// kubelet's walk, but each step is one AND and nothing is allocated.
+func (m *Merger) branchAndBound(flat []uint64, offs []int, b int) uint64 {
+	// Masks with more nodes first, so that good incumbents come early.
+	for li := 1; li < len(offs); li++ {
+		slices.SortFunc(flat[offs[li-1]:offs[li]], func(x, y uint64) int {
+			return bits.OnesCount64(y) - bits.OnesCount64(x)
+		})
+	}
+	bb := bnb{m: m, flat: flat, offs: offs, b: b}
+	bb.search(1, m.full)
+	return bb.best
+}
+
+type bnb struct {
+	m    *Merger
+	flat []uint64
+	offs []int
+	b    int
+	best uint64
+	// floor: intersections with fewer nodes cannot beat best (-1: no bound).
+	floor int
+}
+
+func (bb *bnb) search(li int, s uint64) {
+	if li == len(bb.offs) {
+		if bb.best == 0 || bb.m.nonPreferredBefore(s, bb.best, bb.b) {
+			bb.best = s
+			switch c := bits.OnesCount64(s); {
+			case c <= bb.b:
+				bb.floor = c
+			default:
+				bb.floor = 0
+			}
+		}
+		return
+	}
+	for _, e := range bb.flat[bb.offs[li-1]:bb.offs[li]] {
+		x := s & e
+		if x == 0 {
+			continue
+		}
+		c := bits.OnesCount64(x)
+		if bb.best != 0 && c < bb.floor {
+			continue
+		}
+		if bb.best != 0 && c == bb.floor && c > 0 {
+			// Only x itself can still matter: keep it if every remaining
+			// list has a superset of it.
+			if bb.keepsAll(li+1, x) {
+				bb.search(len(bb.offs), x)
+			}
+			continue
+		}
+		bb.search(li+1, x)
+	}
+}
+
+// keepsAll reports whether every list from li on has a mask containing x.
+func (bb *bnb) keepsAll(li int, x uint64) bool {
+	for ; li < len(bb.offs); li++ {
+		found := false
+		for _, e := range bb.flat[bb.offs[li-1]:bb.offs[li]] {
+			if e&x == x {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // dense computes the reachable intersections with superset-sum transforms:
@@ -590,15 +667,25 @@ func (m *Merger) dense(lists [][]TopologyHint, b int) uint64 {
 	cur := make([]int64, size)
 	f := make([]int64, size)
 	cur[m.full] = 1
-	var effBuf [64]uint64
 	for _, l := range lists {
-		eff := m.effective(effBuf[:0], l)
-		if len(eff) == 0 {
-			return 0
-		}
 		clear(f)
-		for _, e := range eff {
-			f[e] = 1
+		some := false
+		for i := range l {
+			h := &l[i]
+			if !m.keep(h) {
+				continue
+			}
+			x := m.full
+			if !h.Any {
+				x = m.compress(h.NUMANodeAffinity)
+			}
+			if x != 0 {
+				f[x] = 1
+				some = true
+			}
+		}
+		if !some {
+			return 0
 		}
 		supersetSums(f, m.n)
 		supersetSums(cur, m.n)
@@ -719,6 +806,9 @@ func (m *Merger) distanceSum(x uint64) int {
 
 // compress maps the machine's nodes of r to consecutive positions.
 func (m *Merger) compress(r IDMask) uint64 {
+	if m.identity {
+		return uint64(r & m.def)
+	}
 	var x uint64
 	for w := uint64(r & m.def); w != 0; w &= w - 1 {
 		x |= 1 << uint(m.posOf[bits.TrailingZeros64(w)])
@@ -728,6 +818,9 @@ func (m *Merger) compress(r IDMask) uint64 {
 
 // expand is the inverse of compress.
 func (m *Merger) expand(x uint64) IDMask {
+	if m.identity {
+		return IDMask(x)
+	}
 	var r IDMask
 	for ; x != 0; x &= x - 1 {
 		r |= 1 << uint(m.bitOf[bits.TrailingZeros64(x)])

@@ -290,7 +290,7 @@ func TestMergeKubeletTables(t *testing.T) {
 			want := c.Expected.hint()
 			mg, err := NewMerger(c.Policy, info.Nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.PreferClosest})
 			require.NoError(t, err)
-			for _, method := range []int{methodAuto, methodSparse, methodDense} {
+			for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 				got, admit := mg.merge(providers, method)
 				require.Truef(t, want.Equal(got), "method %d: got %v, want %v", method, got, want)
 				require.Equal(t, c.Admit, admit, "method %d", method)
@@ -486,15 +486,33 @@ func (c mergeCase) String() string {
 }
 
 func genMergeCase(t *rapid.T) mergeCase {
+	return genMergeCaseOn(t, func(t *rapid.T) []int {
+		// rapid favours small draws: pick the sizes explicitly so that 1-4
+		// nodes and 1-3 providers come about equally often.
+		ids := rapid.Permutation([]int{0, 1, 2, 3, 4, 5, 6, 7}).Draw(t, "idOrder")[:rapid.IntRange(1, 4).Draw(t, "nodes")]
+		if rapid.Bool().Draw(t, "denseIDs") {
+			ids = []int{0, 1, 2, 3}[:len(ids)]
+		}
+		return ids
+	})
+}
+
+// genLargeMergeCase draws 5-20 NUMA nodes with IDs among 0-63.
+func genLargeMergeCase(t *rapid.T) mergeCase {
+	return genMergeCaseOn(t, func(t *rapid.T) []int {
+		all := make([]int, 64)
+		for i := range all {
+			all[i] = i
+		}
+		return rapid.Permutation(all).Draw(t, "idOrder")[:rapid.IntRange(5, 20).Draw(t, "nodes")]
+	})
+}
+
+func genMergeCaseOn(t *rapid.T, drawIDs func(*rapid.T) []int) mergeCase {
 	var c mergeCase
 	c.policy = rapid.SampledFrom([]TopologyPolicy{PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
 	c.closest = rapid.Bool().Draw(t, "closest")
-	// rapid favours small draws: pick the sizes explicitly so that 1-4 nodes
-	// and 1-3 providers come about equally often.
-	ids := rapid.Permutation([]int{0, 1, 2, 3, 4, 5, 6, 7}).Draw(t, "idOrder")[:rapid.IntRange(1, 4).Draw(t, "nodes")]
-	if rapid.Bool().Draw(t, "denseIDs") {
-		ids = []int{0, 1, 2, 3}[:len(ids)]
-	}
+	ids := slices.Clone(drawIDs(t))
 	slices.Sort(ids)
 	for _, id := range ids {
 		c.nodes = append(c.nodes, numa.NodeID(id))
@@ -518,7 +536,12 @@ func genMergeCase(t *rapid.T) mergeCase {
 			}
 		}
 		if rapid.IntRange(0, 9).Draw(t, "stray") == 0 {
-			m |= 1 << 9 // a node the machine does not have
+			for id := 9; ; id++ { // a node the machine does not have
+				if !slices.Contains(ids, id) {
+					m |= 1 << uint(id)
+					break
+				}
+			}
 		}
 		return m
 	})
@@ -573,7 +596,26 @@ func TestMergeMatchesCrossProduct(t *testing.T) {
 		require.Equal(t, wantAdmit, againAdmit)
 		mg, err := NewMerger(c.policy, c.nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.closest})
 		require.NoError(t, err)
-		for _, method := range []int{methodAuto, methodSparse, methodDense} {
+		for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
+			got, admit := mg.merge(c.providers, method)
+			require.Truef(t, want.Equal(got), "method %d: got %v, want %v for %v", method, got, want, c)
+			require.Equal(t, wantAdmit, admit, "method %d for %v", method, c)
+		}
+	})
+}
+
+// TestMergeLargeMachines is TestMergeMatchesCrossProduct on 5-20 nodes with
+// sparse IDs up to 63, where branch and bound and the dense tables run.
+func TestMergeLargeMachines(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := genLargeMergeCase(t)
+		dist, err := numa.NewDistances(c.nodes, c.rows)
+		require.NoError(t, err)
+		byID := func(a, b int) int { d, _ := dist.Distance(numa.NodeID(a), numa.NodeID(b)); return d }
+		want, wantAdmit := refMerge(c.policy, c.nodes, byID, c.closest, c.providers, nil)
+		mg, err := NewMerger(c.policy, c.nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.closest})
+		require.NoError(t, err)
+		for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 			got, admit := mg.merge(c.providers, method)
 			require.Truef(t, want.Equal(got), "method %d: got %v, want %v for %v", method, got, want, c)
 			require.Equal(t, wantAdmit, admit, "method %d for %v", method, c)

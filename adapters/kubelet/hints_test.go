@@ -127,6 +127,78 @@ func TestDeviceHints(t *testing.T) {
 		DeviceHints([]NodeAmount{{0, 0, 0}, {1, 0, 0}, {2, 1, 1}}, 0, 1))
 }
 
+// TestDeviceHintsKubeletTable writes out the device manager's
+// getCommonTestCases (topology_hints_test.go, NUMA nodes 0 and 1) that do not
+// regenerate hints for devices already held by the same container.
+func TestDeviceHintsKubeletTable(t *testing.T) {
+	cases := []struct {
+		name      string
+		nodes     []NodeAmount
+		unplaced  int
+		request   int
+		want      []TopologyHint
+		wantNil   bool
+		wantEmpty bool
+	}{
+		{name: "Single Request, no alignment", nodes: []NodeAmount{{0, 0, 0}, {1, 0, 0}}, unplaced: 2, request: 1, wantNil: true},
+		{name: "Single Request, only one with alignment", nodes: []NodeAmount{{0, 0, 0}, {1, 1, 1}}, unplaced: 1, request: 1,
+			want: wantHints([]int{1}, true, []int{0, 1}, false)},
+		{name: "Single Request, one device per socket", nodes: []NodeAmount{{0, 1, 1}, {1, 1, 1}}, request: 1,
+			want: wantHints([]int{0}, true, []int{1}, true, []int{0, 1}, false)},
+		{name: "Request for 2, one device per socket", nodes: []NodeAmount{{0, 1, 1}, {1, 1, 1}}, request: 2,
+			want: wantHints([]int{0, 1}, true)},
+		{name: "Request for 2, 2 devices per socket", nodes: []NodeAmount{{0, 2, 2}, {1, 2, 2}}, request: 2,
+			want: wantHints([]int{0}, true, []int{1}, true, []int{0, 1}, false)},
+		// Dev1 (node 0) and Dev2 (node 1) held by another container.
+		{name: "Request for 2, optimal on 1 NUMA node, forced cross-NUMA", nodes: []NodeAmount{{0, 2, 1}, {1, 2, 1}}, request: 2,
+			want: wantHints([]int{0, 1}, false)},
+		{name: "2 device types, mixed configuration (testdevice2)", nodes: []NodeAmount{{0, 1, 1}, {1, 0, 0}}, request: 1,
+			want: wantHints([]int{0}, true, []int{0, 1}, false)},
+		{name: "Single device type, more requested than available", nodes: []NodeAmount{{0, 2, 2}, {1, 2, 2}}, request: 6, wantEmpty: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := DeviceHints(c.nodes, c.unplaced, c.request)
+			switch {
+			case c.wantNil:
+				require.Nil(t, got)
+			case c.wantEmpty:
+				require.NotNil(t, got)
+				require.Empty(t, got)
+			default:
+				require.Equal(t, c.want, got)
+			}
+		})
+	}
+}
+
+// TestCPUHintsDualSocket follows the shape of the CPU manager's hint tests:
+// two NUMA nodes of 6 CPUs, some of them taken.
+func TestCPUHintsDualSocket(t *testing.T) {
+	amounts := func(a0, a1 int) []NodeAmount { return []NodeAmount{{0, 6, a0}, {1, 6, a1}} }
+	cases := []struct {
+		name    string
+		nodes   []NodeAmount
+		request int
+		want    []TopologyHint
+	}{
+		{"Request 2 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", amounts(4, 6), 2,
+			wantHints([]int{0}, true, []int{1}, true, []int{0, 1}, false)},
+		{"Request 5 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", amounts(4, 6), 5,
+			wantHints([]int{1}, true, []int{0, 1}, false)},
+		{"Request 7 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", amounts(4, 6), 7,
+			wantHints([]int{0, 1}, true)},
+		{"Request 11 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", amounts(4, 6), 11, wantHints()},
+		{"Request 2 CPUs, 1 available on NUMA 0, 1 available on NUMA 1", amounts(1, 1), 2,
+			wantHints([]int{0, 1}, false)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, CPUHints(c.nodes, c.request))
+		})
+	}
+}
+
 func TestMemoryHints(t *testing.T) {
 	nodes := []MemoryNode{
 		{Node: 0, AllocatableMiB: 100, FreeMiB: 100},

@@ -123,24 +123,30 @@ type TopologyOptions struct {
 // lists switch to a hash set).
 //
 // Only when no preferred candidate exists are non-preferred hints needed;
-// their affinities are the intersections of one mask per list. Merge computes
-// the set of reachable intersections list by list, deduplicated, which is
-// bounded by 2^n states for n NUMA nodes (masks are compressed to the
-// machine's nodes first), in one of two ways, whichever its cost estimate
-// says is cheaper:
+// their affinities are the intersections of one mask per list (masks are
+// first compressed to the machine's n nodes and deduplicated per list). Merge
+// finds the best of them in one of three ways, by a cost estimate:
 //
-//   - sparse: the distinct intersections of the states so far with the
-//     list's distinct masks, O(Σ_i |S_i|·|L_i|) with |S_i| ≤ min(Π_{j<i}
-//     |L_j|, 2^n); the last list is not materialised;
-//   - dense (n ≤ 16): superset-sum (zeta) transforms of the state and list
-//     indicators, a product and a Möbius inversion give the number of pairs
-//     whose intersection is exactly each mask, O(n·2^n) per list whatever
-//     the lists' lengths.
+//   - layered (n ≤ 12): the set of distinct reachable intersections, list by
+//     list, deduplicated with a 2^n-bit bitmap, so that no layer holds more
+//     than 2^n states: O(Σ_i |S_i|·|L_i|) with |S_i| ≤ min(Π_{j<i} |L_j|,
+//     2^n), then one scan of the last layer;
+//   - dense (n ≤ 16, long lists): superset-sum (zeta) transforms of the
+//     state and list indicators, a product and a Möbius inversion give, for
+//     every mask, the number of pairs whose intersection is exactly that
+//     mask: O(n·2^n) per list whatever the lists' lengths (the hint
+//     providers' full lists of 2^n - 1 masks);
+//   - branch and bound (n > 12, short lists): depth first over the lists,
+//     wide masks first, cutting every branch whose intersection already has
+//     fewer nodes than the best found allows (an intersection only loses
+//     nodes). The worst case is the product of the lists' lengths, as the
+//     kubelet's, but a step is one AND and nothing is allocated; on random
+//     64-node inputs it visits a small fraction of the product.
 //
-// The best reachable mask under the non-preferred order is then picked in
-// one scan. For the kubelet's machines (n ≤ 8) a merge costs at most a few
-// thousand word operations where the kubelet walks Π|L_i| permutations and
-// allocates for each.
+// For the kubelet's machines (n ≤ 8) a merge costs a few thousand word
+// operations where the kubelet walks Π|L_i| permutations and allocates for
+// each: 24 µs against the kubelet's 331,776 permutations for 4 providers of
+// 24 hints on 8 nodes (BenchmarkMerge).
 type Merger struct {
 	policy   TopologyPolicy
 	closest  bool
@@ -225,9 +231,12 @@ func (m *Merger) DefaultAffinity() IDMask { return m.def }
 // Merge returns the merged hint and the admission verdict the kubelet's
 // policy returns for these providers' hints (one map per hint provider,
 // resource name to hints; see TopologyHint for nil and empty lists). The
-// hints are only read. It allocates nothing for the kubelet's machine sizes
-// and hint counts (up to 12 NUMA nodes, 16 resources, 32 preferred
-// candidates).
+// hints are only read. It allocates nothing with up to 16 resources, 256
+// distinct masks in all and 32 distinct preferred candidates (the benchmarks'
+// inputs, on 8 nodes as on 64), unless the layered method holds more than
+// 256 states (machines of 9-12 nodes) or the dense method runs (long lists,
+// such as the providers' lists of every mask): it takes two tables of 2^n
+// words.
 func (m *Merger) Merge(providersHints []map[string][]TopologyHint) (TopologyHint, bool) {
 	return m.merge(providersHints, methodAuto)
 }

@@ -1,0 +1,37 @@
+// Package scheduler is the cluster side of numaplace: a concurrency-safe
+// cache of nodes (each with its machine and an allocator.State) and of the
+// pods placed on them, with the steps of a scheduling cycle in the shape of
+// the Kubernetes scheduler framework: [Cache.Filter] with a reason per
+// refusal, [Cache.Score] on a 0-100 scale, [Cache.Reserve] /
+// [Cache.Unreserve], [Cache.PreBind] returning the annotations to write on
+// the pod, and [Cache.ScheduleOne], which runs them over every node in
+// parallel and explains a failure the way kube-scheduler does ("0/5000
+// nodes are available: 3120 no NUMA node with 4 free GPUs, 1880
+// Insufficient cpu.").
+//
+// Pods are kube.Pod values read by kube.ParsePod. A pod with a NUMA spec
+// gets exclusive CPUs and whole GPUs placed by the allocator under its
+// policy, and only on nodes with the opt-in label (default
+// ack.node.gpu.schedule=topology). A pod without one is accounted against
+// the node's shared pool (the allocatable CPUs that no exclusive
+// allocation holds) by its CPU request, and gets its aliyun.com/gpu GPUs,
+// if any, from the allocator under policy None. An exclusive placement may
+// not shrink the shared pool below what the node's pods without a NUMA spec
+// request, nor below Config.MinSharedCPUs.
+//
+// A restarted scheduler rebuilds the exact state: [Cache.AddPod] of a bound
+// pod claims what its numaplace.io/allocation annotation names.
+//
+// Locking: the node map, the pod map and every node have their own lock.
+// Filter and Score take one node's read lock, so they run in parallel
+// across nodes (and on one node) while Reserve holds one node's write lock
+// for the few microseconds it takes to check the shared pool and allocate.
+//
+// The common calls:
+//
+//	c, _ := scheduler.New(scheduler.Config{})
+//	_ = c.AddNode(scheduler.Node{Name: "gpu-1", Labels: labels, Machine: m})
+//	res, err := c.ScheduleOne(pod)      // reserved on res.Node
+//	// write res.Annotations on the pod, bind it, then:
+//	_ = c.AddPod(boundPod)              // or c.Unreserve(pod) if binding failed
+package scheduler

@@ -1,0 +1,462 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/policy"
+)
+
+// Categories of refusals besides the allocator's (allocator.ErrInsufficient,
+// allocator.ErrNoNUMAFit, allocator.ErrExclusivity). A *[FilterError]
+// unwraps to [ErrUnschedulable] and to one of them.
+var (
+	// ErrUnschedulable is the category of every refusal of a pod by a node.
+	ErrUnschedulable = errors.New("pod does not fit on node")
+	// ErrNotOptedIn: a pod with a NUMA spec on a node without the opt-in
+	// label.
+	ErrNotOptedIn = errors.New("node does not take NUMA-aware pods")
+	// ErrSharedPool: an exclusive placement would shrink the shared pool
+	// below what the node's pods without a NUMA spec request, or below the
+	// configured minimum.
+	ErrSharedPool = errors.New("shared CPU pool would be too small")
+	// ErrNodeRemoved: the node was removed while the pod was being placed.
+	ErrNodeRemoved = errors.New("node removed")
+)
+
+// FilterError is a node's refusal of a pod.
+type FilterError struct {
+	Pod  string // namespace/name
+	Node string
+	// Reasons are short and free of node-specific numbers, so that
+	// ScheduleOne can count the nodes by reason, such as "no NUMA node with
+	// 4 free GPUs" or "Insufficient cpu" (usually one; one per short
+	// resource when several are).
+	Reasons []string
+	// Detail is the whole explanation (for the allocator's refusals, its
+	// PlacementError's Reason).
+	Detail string
+	// Err is the category: allocator.ErrInsufficient, ErrNoNUMAFit or
+	// ErrExclusivity (with the *allocator.PlacementError itself),
+	// [ErrNotOptedIn], [ErrSharedPool] or [ErrNodeRemoved].
+	Err error
+}
+
+// Error implements error.
+func (e *FilterError) Error() string {
+	return fmt.Sprintf("pod %s does not fit on node %s: %s", e.Pod, e.Node, e.Detail)
+}
+
+// Unwrap returns [ErrUnschedulable] and the category.
+func (e *FilterError) Unwrap() []error { return []error{ErrUnschedulable, e.Err} }
+
+// shape is a request without its ID, the key of the machine classes'
+// verdicts.
+type shape struct {
+	cpus, gpus int
+	mem        int64
+	pol        policy.Policy
+	ex         policy.Exclusivity
+	full       bool
+}
+
+// podReq is a pod as the cache reads it, once per scheduling cycle.
+type podReq struct {
+	key string
+	kube.PodRequest
+	// needsAlloc is true when the pod holds an allocation: a NUMA pod, or
+	// a pod without a NUMA spec that asks for GPUs (placed under None).
+	needsAlloc bool
+	areq       allocator.Request // ID "" (Fit and Score)
+	sh         shape
+}
+
+func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
+	r, err := kube.ParsePod(p, c.cfg.Pods)
+	if err != nil {
+		return nil, err
+	}
+	pr := &podReq{key: p.Key(), PodRequest: r}
+	switch {
+	case r.NUMA:
+		pr.areq = r.Request("")
+		pr.needsAlloc = true
+	case r.GPUs > 0:
+		pr.areq = allocator.Request{GPUs: r.GPUs, Policy: policy.None}
+		pr.needsAlloc = true
+	}
+	a := &pr.areq
+	pr.sh = shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
+	return pr, nil
+}
+
+// why is the kind of a verdict.
+type why uint8
+
+const (
+	fits why = iota
+	notOptedIn
+	sharedPlain  // the pool would fall below the plain pods' requests
+	sharedMin    // the pool would fall below the minimum
+	short        // the node's totals are short (see verdict.short)
+	allocRefused // err holds the allocator's error
+	nodeGone
+)
+
+// Bits of verdict.short: the node totals the cache checks itself.
+const (
+	shortCPU    uint8 = 1 << iota // a plain pod's request and the shared pool
+	shortMemory                   // every pod's memory request and the node's memory
+)
+
+// verdict is a node's answer for a pod, cheap to produce: the error text
+// is built only when asked for (refusalError).
+type verdict struct {
+	why   why
+	never bool  // allocRefused on the empty machine
+	short uint8 // short totals, with every why
+	score int32 // when fits and scored
+	have  int64 // the numbers of a shared-pool refusal
+	need  int64
+	cpu   int64 // thousandths of a CPU left in the shared pool (shortCPU)
+	mem   int64 // MiB of memory left unrequested (shortMemory)
+	err   error
+}
+
+func ceilThousandths(milli int64) int64 { return (milli + 999) / 1000 }
+
+// classMemo remembers, for one pod and one worker, the never-fit verdicts
+// of the last few machine classes met: comparing a pointer is cheaper than
+// the class's map lookup, and a cluster has few kinds of machines.
+type classMemo struct {
+	n    int
+	next int
+	mc   [4]*machineClass
+	err  [4]error
+}
+
+func (m *classMemo) never(mc *machineClass, pr *podReq) error {
+	if m == nil {
+		return mc.never(pr.sh, &pr.areq)
+	}
+	for i := 0; i < m.n; i++ {
+		if m.mc[i] == mc {
+			return m.err[i]
+		}
+	}
+	err := mc.never(pr.sh, &pr.areq)
+	i := m.next
+	m.mc[i], m.err[i] = mc, err
+	m.next = (i + 1) % len(m.mc)
+	m.n = max(m.n, i+1)
+	return err
+}
+
+// checksLocked applies the cache's own rules and the machine's never-fit
+// verdict (the caller holds n.mu; memo may be nil). Short totals are
+// reported with any other refusal, as kube-scheduler lists every
+// insufficient resource.
+func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
+	if n.removed {
+		return verdict{why: nodeGone}
+	}
+	if pr.NUMA && !n.optedIn {
+		return verdict{why: notOptedIn}
+	}
+	var v verdict
+	free := int64(n.allocCPUs - n.exclCPUs)
+	if !pr.NUMA && pr.MilliCPU > 0 && n.plainMilli+pr.MilliCPU > free*1000 {
+		v.short |= shortCPU
+		v.cpu = max(free*1000-n.plainMilli, 0)
+	}
+	if n.memCap > 0 && pr.MemoryMiB > 0 && n.memUsed+pr.MemoryMiB > n.memCap {
+		v.short |= shortMemory
+		v.mem = max(n.memCap-n.memUsed, 0)
+	}
+	if pr.needsAlloc {
+		if err := memo.never(n.class, pr); err != nil {
+			v.why, v.never, v.err = allocRefused, true, err
+			return v
+		}
+	}
+	if pr.NUMA {
+		if left := free - int64(pr.CPUs); pr.CPUs > 0 && left >= 0 {
+			if need := ceilThousandths(n.plainMilli); left < need {
+				v.why, v.have, v.need = sharedPlain, left, n.plainMilli
+				return v
+			}
+			if min := int64(c.cfg.MinSharedCPUs); left < min {
+				v.why, v.have, v.need = sharedMin, left, min
+				return v
+			}
+		}
+	}
+	if v.short != 0 {
+		v.why = short
+	}
+	return v
+}
+
+// evaluate is Filter (and Score when scored) of pr on n (memo may be nil).
+func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	v := c.checksLocked(n, pr, memo)
+	if v.why != fits {
+		return v
+	}
+	if pr.needsAlloc {
+		if scored && pr.NUMA {
+			s, err := n.state.Score(&pr.areq)
+			if err != nil {
+				return verdict{why: allocRefused, err: err}
+			}
+			return verdict{score: int32(s)}
+		}
+		if err := n.state.Fit(&pr.areq); err != nil {
+			return verdict{why: allocRefused, err: err}
+		}
+	}
+	if scored {
+		return verdict{score: int32(c.plainScoreLocked(n, pr))}
+	}
+	return verdict{}
+}
+
+// plainScoreLocked scores a pod without a NUMA spec on the node's totals:
+// the average, over CPU, memory (when known) and GPUs (when asked for), of
+// the share in use after the placement; MostAllocated scores it, and
+// LeastAllocated its complement, on 0-100.
+func (c *Cache) plainScoreLocked(n *nodeInfo, pr *podReq) int {
+	var sum float64
+	k := 0
+	add := func(used, capacity float64) {
+		if capacity > 0 {
+			sum += min(used/capacity, 1)
+			k++
+		}
+	}
+	add(float64(int64(n.exclCPUs)*1000+n.plainMilli+pr.MilliCPU), float64(n.allocCPUs)*1000)
+	add(float64(n.memUsed+pr.MemoryMiB), float64(n.memCap))
+	if pr.GPUs > 0 {
+		add(float64(n.gpusHeld+pr.GPUs), float64(n.gpuCap))
+	}
+	u := 0.0
+	if k > 0 {
+		u = sum / float64(k)
+	}
+	if c.cfg.Allocator.Scoring == allocator.LeastAllocated {
+		u = 1 - u
+	}
+	return int(u * 100)
+}
+
+// milliString writes thousandths of a CPU as "2", "1.5" or "0.25".
+func milliString(m int64) string {
+	s := strconv.FormatInt(m/1000, 10)
+	if r := m % 1000; r != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%03d", r), "0")
+	}
+	return s
+}
+
+func cpus(n int64) string {
+	if n == 1 {
+		return "1 CPU"
+	}
+	return strconv.FormatInt(n, 10) + " CPUs"
+}
+
+// refusalError turns a refusing verdict into its *FilterError.
+func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
+	e := &FilterError{Pod: pr.key, Node: node}
+	switch v.why {
+	case notOptedIn:
+		label := c.cfg.OptInLabel + "=" + c.cfg.OptInValue
+		e.Err = ErrNotOptedIn
+		e.Reasons = []string{"node(s) without the label " + label}
+		e.Detail = fmt.Sprintf("the pod has a NUMA topology spec and the node is not labelled %s", label)
+	case sharedPlain:
+		e.Err = ErrSharedPool
+		e.Reasons = []string{"exclusive CPUs would starve the shared pool of pods without a NUMA spec"}
+		e.Detail = fmt.Sprintf("taking %s exclusively would leave a shared pool of %s, but the node's pods without a NUMA spec request %s CPUs",
+			cpus(int64(pr.CPUs)), cpus(v.have), milliString(v.need))
+	case sharedMin:
+		e.Err = ErrSharedPool
+		e.Reasons = []string{fmt.Sprintf("exclusive CPUs would leave a shared pool below the minimum of %s", cpus(v.need))}
+		e.Detail = fmt.Sprintf("taking %s exclusively would leave a shared pool of %s, below the minimum of %s",
+			cpus(int64(pr.CPUs)), cpus(v.have), cpus(v.need))
+	case nodeGone:
+		e.Err = ErrNodeRemoved
+		e.Reasons = []string{"node removed"}
+		e.Detail = "the node was removed from the cache"
+	case allocRefused:
+		e.Err = v.err
+		var pe *allocator.PlacementError
+		if !errors.As(v.err, &pe) {
+			e.Reasons = []string{v.err.Error()}
+			e.Detail = v.err.Error()
+			break
+		}
+		e.Reasons = placementReasons(pe, &pr.areq)
+		e.Detail = pe.Reason
+		if v.never {
+			e.Detail += ", even with nothing allocated"
+		}
+	}
+	var details []string
+	if e.Detail != "" {
+		details = append(details, e.Detail)
+	}
+	add := func(reason, detail string) {
+		if e.Err == nil {
+			e.Err = allocator.ErrInsufficient
+		}
+		if !slices.Contains(e.Reasons, reason) {
+			e.Reasons = append(e.Reasons, reason)
+		}
+		details = append(details, detail)
+	}
+	if v.short&shortCPU != 0 {
+		add("Insufficient cpu", fmt.Sprintf("the shared CPU pool has %s CPUs left, the pod requests %s",
+			milliString(v.cpu), milliString(pr.MilliCPU)))
+	}
+	if v.short&shortMemory != 0 {
+		add("Insufficient memory", fmt.Sprintf("%d MiB of memory left unrequested, the pod requests %d MiB",
+			v.mem, pr.MemoryMiB))
+	}
+	e.Detail = strings.Join(details, "; ")
+	return e
+}
+
+// resourceName is the Kubernetes name of an allocator resource kind.
+func resourceName(kind string) string {
+	switch kind {
+	case allocator.GPUClass:
+		return kube.ResourceAliyunGPU
+	case "cpu":
+		return kube.ResourceCPU
+	case "memory":
+		return kube.ResourceMemory
+	}
+	return kind
+}
+
+// freeAmount writes a demanded amount of a kind: "4 free GPUs", "24 free
+// CPUs", "12 free whole cores", "4096 MiB of free memory".
+func freeAmount(kind string, n int64, r *allocator.Request) string {
+	plural := func(one, many string) string {
+		if n == 1 {
+			return "1 free " + one
+		}
+		return strconv.FormatInt(n, 10) + " free " + many
+	}
+	switch kind {
+	case allocator.GPUClass:
+		return plural("GPU", "GPUs")
+	case "cpu":
+		if r.FullPCPUs {
+			return plural("whole core", "whole cores")
+		}
+		return plural("CPU", "CPUs")
+	case "memory":
+		return strconv.FormatInt(n, 10) + " MiB of free memory"
+	}
+	return plural(kind+" device", kind+" devices")
+}
+
+// placementReasons summarises an allocator refusal without the node's own
+// numbers, so that nodes refusing for the same reason count together.
+func placementReasons(pe *allocator.PlacementError, r *allocator.Request) []string {
+	where := "no NUMA node"
+	switch {
+	case pe.Width > 1 && pe.InSet:
+		where = fmt.Sprintf("no set of %d NUMA nodes inside one NUMA set", pe.Width)
+	case pe.Width > 1:
+		where = fmt.Sprintf("no set of %d NUMA nodes", pe.Width)
+	}
+	switch {
+	case errors.Is(pe, allocator.ErrInsufficient):
+		out := make([]string, 0, len(pe.Short))
+		for _, s := range pe.Short {
+			out = append(out, "Insufficient "+resourceName(s.Resource))
+		}
+		if len(out) == 0 {
+			out = append(out, "Insufficient resources")
+		}
+		return out
+	case errors.Is(pe, allocator.ErrNoNUMAFit):
+		var parts []string
+		for _, s := range pe.Short {
+			parts = append(parts, freeAmount(s.Resource, s.Need, r))
+		}
+		if len(parts) == 0 {
+			return []string{where + " with the requested CPUs and GPUs free together"}
+		}
+		return []string{where + " with " + strings.Join(parts, " and ")}
+	case errors.Is(pe, allocator.ErrExclusivity):
+		if pe.Width == 1 {
+			return []string{"every NUMA node that fits is shared by multi-node allocations (singleNUMANodeExclusive)"}
+		}
+		return []string{"every set of NUMA nodes that fits uses nodes of single-NUMA-node allocations (singleNUMANodeExclusive)"}
+	}
+	return []string{pe.Reason}
+}
+
+// Filter says whether the pod fits on the named node now: nil, or a
+// *[FilterError] with the reason. For a pod with a NUMA spec: the node must
+// carry the opt-in label, the allocator must admit it (allocator.State.Fit;
+// the reason is its PlacementError's), and its exclusive CPUs must leave
+// the shared pool at least what the node's pods without a NUMA spec request
+// and at least Config.MinSharedCPUs. For a pod without one: its CPU request
+// must fit in the shared pool, its GPUs on the node. Memory requests are
+// checked against the node's total memory when the machine gives it. An
+// invalid pod returns its *kube.PodError, an unknown node an error wrapping
+// [ErrUnknownNode]. Where the pod is already placed does not matter.
+func (c *Cache) Filter(p *kube.Pod, node string) error {
+	pr, ni, err := c.prepare(p, node)
+	if err != nil {
+		return err
+	}
+	if v := c.evaluate(ni, pr, false, nil); v.why != fits {
+		return c.refusalError(ni.name, pr, v)
+	}
+	return nil
+}
+
+// Score rates the named node for the pod on 0-100, higher is better, or
+// returns Filter's error. A pod with a NUMA spec is scored by the
+// allocator (allocator.State.Score: alignment first, then the packing
+// strategy); a pod without one by the node's totals (MostAllocated by
+// default, LeastAllocated as Config.Allocator.Scoring says).
+func (c *Cache) Score(p *kube.Pod, node string) (int, error) {
+	pr, ni, err := c.prepare(p, node)
+	if err != nil {
+		return 0, err
+	}
+	v := c.evaluate(ni, pr, true, nil)
+	if v.why != fits {
+		return 0, c.refusalError(ni.name, pr, v)
+	}
+	return int(v.score), nil
+}
+
+func (c *Cache) prepare(p *kube.Pod, node string) (*podReq, *nodeInfo, error) {
+	if p == nil {
+		return nil, nil, fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
+	}
+	pr, err := c.parse(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	ni, err := c.node(node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pr, ni, nil
+}

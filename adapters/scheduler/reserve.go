@@ -1,0 +1,132 @@
+package scheduler
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/allocator"
+)
+
+// Reserve places the pod on the named node: a pod with a NUMA spec (or with
+// GPUs) gets its allocation from the node's allocator, and every pod is
+// accounted against the node's totals and shared pool. The checks are
+// Filter's, made again under the node's write lock, so a reservation never
+// breaks a rule whatever runs concurrently; a refusal is Filter's
+// *[FilterError] and changes nothing.
+//
+// Reserve is idempotent: reserving a pod again on the node where it is
+// already reserved (or bound) returns nil and changes nothing; on another
+// node it returns an error wrapping [ErrPodPlaced].
+func (c *Cache) Reserve(p *kube.Pod, node string) error {
+	pr, ni, err := c.prepare(p, node)
+	if err != nil {
+		return err
+	}
+	v, err := c.reserve(ni, pr)
+	if err != nil {
+		return err
+	}
+	if v.why != fits {
+		return c.refusalError(ni.name, pr, v)
+	}
+	return nil
+}
+
+// reserve is Reserve of a parsed pod: the verdict says why the node refused
+// it; the error is for a pod already placed elsewhere.
+func (c *Cache) reserve(ni *nodeInfo, pr *podReq) (verdict, error) {
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	if old, ok := c.pods[pr.key]; ok {
+		if old.node == ni {
+			return verdict{}, nil
+		}
+		return verdict{}, fmt.Errorf("%w: %s is on node %s", ErrPodPlaced, pr.key, old.node.name)
+	}
+	ni.mu.Lock()
+	defer ni.mu.Unlock()
+	v := c.checksLocked(ni, pr, nil)
+	if v.why != fits {
+		return v, nil
+	}
+	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest}
+	if pr.needsAlloc {
+		r := pr.areq
+		r.ID = pr.key
+		a, err := ni.state.Allocate(&r)
+		if err != nil {
+			return verdict{why: allocRefused, err: err}, nil
+		}
+		pi.alloc, pi.cpus, pi.gpus = true, a.CPUs.Size(), len(a.GPUs)
+	}
+	ni.account(pi, 1)
+	ni.pods[pr.key] = pi
+	c.pods[pr.key] = pi
+	return verdict{}, nil
+}
+
+// Unreserve gives back what a reserved pod holds, as after a failed
+// binding. It is harmless to repeat: a pod the cache does not know returns
+// an error wrapping allocator.ErrUnknownID and changes nothing. A pod the
+// cache knows as bound is not touched (the error wraps [ErrBound]; use
+// RemovePod for it).
+func (c *Cache) Unreserve(p *kube.Pod) error {
+	if p == nil {
+		return fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
+	}
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	pi, ok := c.pods[p.Key()]
+	if !ok {
+		return fmt.Errorf("%w: pod %s is not reserved", allocator.ErrUnknownID, p.Key())
+	}
+	if pi.bound {
+		return fmt.Errorf("%w: pod %s is bound to node %s", ErrBound, pi.key, pi.node.name)
+	}
+	c.dropLocked(pi)
+	return nil
+}
+
+// PreBind returns the annotations to write on a placed pod before binding
+// it: kube.AnnotationAllocation (numaplace.io/allocation) with the decision
+// (cpuset, GPUs, NUMA nodes), and with Config.KoordinatorAnnotations also
+// Koordinator's resource-status and device-allocated. A pod without a NUMA
+// spec and without GPUs holds no allocation: the map is empty. A pod the
+// cache has not placed returns an error wrapping allocator.ErrUnknownID.
+func (c *Cache) PreBind(p *kube.Pod) (map[string]string, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
+	}
+	c.podsMu.Lock()
+	pi, ok := c.pods[p.Key()]
+	c.podsMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: pod %s is not reserved", allocator.ErrUnknownID, p.Key())
+	}
+	return c.annotations(pi)
+}
+
+func (c *Cache) annotations(pi *podInfo) (map[string]string, error) {
+	ni := pi.node
+	ni.mu.RLock()
+	defer ni.mu.RUnlock()
+	out := map[string]string{}
+	if !pi.alloc {
+		return out, nil
+	}
+	a, ok := ni.state.Get(pi.key)
+	if !ok {
+		return nil, fmt.Errorf("%w: pod %s is no longer placed on node %s", allocator.ErrUnknownID, pi.key, ni.name)
+	}
+	d := kube.NewDecision(ni.m, &a)
+	out[kube.AnnotationAllocation] = d.String()
+	if c.cfg.KoordinatorAnnotations {
+		koord, err := d.KoordinatorAnnotations(ni.m)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", pi.key, err)
+		}
+		maps.Copy(out, koord)
+	}
+	return out, nil
+}

@@ -1,0 +1,264 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+)
+
+// Result is where ScheduleOne placed a pod.
+type Result struct {
+	// Node is the node the pod is reserved on.
+	Node string
+	// Annotations are PreBind's: write them on the pod before binding it.
+	Annotations map[string]string
+	// Score is the node's score (0-100).
+	Score int
+	// Feasible is the number of feasible nodes found, Evaluated the number
+	// of nodes filtered (fewer than all with PercentageOfNodesToScore).
+	Feasible, Evaluated int
+}
+
+// ReasonCount is how many nodes refused a pod for one reason.
+type ReasonCount struct {
+	Reason string
+	Nodes  int
+}
+
+// FitError says that no node can take a pod, in kube-scheduler's words:
+// "0/5000 nodes are available: 3120 no NUMA node with 4 free GPUs, 1880
+// Insufficient cpu." It unwraps to [ErrUnschedulable].
+type FitError struct {
+	Pod      string
+	NumNodes int
+	// Reasons counts the nodes by reason, most nodes first, then by text. A
+	// node refusing for several reasons (several short resources) counts
+	// under each.
+	Reasons []ReasonCount
+	// Nodes are the refusals by node name.
+	Nodes map[string]*FilterError
+}
+
+// Error implements error.
+func (e *FitError) Error() string {
+	if e.NumNodes == 0 {
+		return "0/0 nodes are available: the cache has no node."
+	}
+	parts := make([]string, len(e.Reasons))
+	for i, r := range e.Reasons {
+		parts[i] = fmt.Sprintf("%d %s", r.Nodes, r.Reason)
+	}
+	return fmt.Sprintf("0/%d nodes are available: %s.", e.NumNodes, strings.Join(parts, ", "))
+}
+
+// Unwrap returns [ErrUnschedulable].
+func (e *FitError) Unwrap() error { return ErrUnschedulable }
+
+// minFeasibleNodesToFind is kube-scheduler's: a partial search still finds
+// at least this many feasible nodes.
+const minFeasibleNodesToFind = 100
+
+// numFeasibleToFind is kube-scheduler's numFeasibleNodesToFind for a fixed
+// percentage.
+func (c *Cache) numFeasibleToFind(n int) int {
+	pct := c.cfg.PercentageOfNodesToScore
+	if n < minFeasibleNodesToFind || pct >= 100 {
+		return n
+	}
+	k := n * pct / 100
+	return max(k, minFeasibleNodesToFind)
+}
+
+// ScheduleOne places a pod: it filters every node (or, with
+// PercentageOfNodesToScore, nodes until enough are feasible) and scores the
+// feasible ones, in parallel on Config.Parallelism workers; reserves the
+// pod on the best (the highest score, ties broken by the lowest node name);
+// and returns the node with PreBind's annotations. If a concurrent change
+// made the best node refuse the reservation, the next best is tried.
+//
+// When no node fits, the error is a *[FitError] counting the nodes by
+// reason. An invalid pod returns its *kube.PodError; a pod already placed,
+// an error wrapping [ErrPodPlaced].
+//
+// With PercentageOfNodesToScore below 100 the search starts where the
+// previous one stopped (kube-scheduler's rotation) and keeps the first
+// feasible nodes in that order, so the answer does not depend on how the
+// workers interleave.
+func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
+	if p == nil {
+		return Result{}, fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
+	}
+	pr, err := c.parse(p)
+	if err != nil {
+		return Result{}, err
+	}
+	c.podsMu.Lock()
+	old, placed := c.pods[pr.key]
+	c.podsMu.Unlock()
+	if placed {
+		return Result{}, fmt.Errorf("%w: %s is on node %s", ErrPodPlaced, pr.key, old.node.name)
+	}
+	nodes := c.sortedNodes()
+	n := len(nodes)
+	if n == 0 {
+		return Result{}, &FitError{Pod: pr.key}
+	}
+	want := c.numFeasibleToFind(n)
+	start := 0
+	if want < n {
+		start = int(c.nextStart.Load() % int64(n))
+	}
+	vs := c.getResults(n)
+	defer c.putResults(vs)
+	done := c.filterAll(nodes, pr, start, want, *vs)
+
+	// The first want feasible nodes in rotation order, the best of them.
+	feasible, last := 0, -1
+	for i := 0; i < done && feasible < want; i++ {
+		if (*vs)[i].why == fits {
+			feasible++
+			last = i
+		}
+	}
+	if want < n && last >= 0 {
+		c.nextStart.Store(int64((start + last + 1) % n))
+	}
+	if feasible == 0 {
+		return Result{}, c.fitError(nodes, pr, start, *vs)
+	}
+	considered := (*vs)[:last+1]
+	for {
+		best, bestScore := -1, int32(math.MinInt32)
+		for i := range considered {
+			v := &considered[i]
+			if v.why != fits {
+				continue
+			}
+			j := (start + i) % n
+			if v.score > bestScore || (v.score == bestScore && j < (start+best)%n) {
+				best, bestScore = i, v.score
+			}
+		}
+		if best < 0 {
+			// Every feasible node refused the reservation meanwhile.
+			return Result{}, c.fitError(nodes, pr, start, *vs)
+		}
+		ni := nodes[(start+best)%n]
+		v, err := c.reserve(ni, pr)
+		if err != nil {
+			return Result{}, err
+		}
+		if v.why != fits {
+			considered[best] = v
+			continue
+		}
+		c.podsMu.Lock()
+		pi := c.pods[pr.key]
+		c.podsMu.Unlock()
+		if pi == nil || pi.node != ni {
+			return Result{}, fmt.Errorf("%w: %s was removed or moved while being scheduled", ErrPodPlaced, pr.key)
+		}
+		ann, err := c.annotations(pi)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Node: ni.name, Annotations: ann, Score: int(bestScore), Feasible: feasible, Evaluated: done}, nil
+	}
+}
+
+// filterAll evaluates the nodes in rotation order from start into vs
+// (vs[i] is node (start+i) mod n) on the configured workers, each taking
+// chunks in order; it stops handing out chunks once want nodes are
+// feasible. Every chunk handed out is finished, so the nodes evaluated are
+// a prefix of the rotation; it returns its length.
+func (c *Cache) filterAll(nodes []*nodeInfo, pr *podReq, start, want int, vs []verdict) int {
+	n := len(nodes)
+	workers := min(c.cfg.Parallelism, n)
+	chunk := max(1, int(math.Sqrt(float64(n))))
+	if want >= n {
+		// No early stop: fewer, larger chunks cost less coordination.
+		chunk = max(chunk, (n+workers*4-1)/(workers*4))
+	}
+	var next atomic.Int64
+	var found atomic.Int64
+	var doneTo atomic.Int64
+	work := func() {
+		var memo classMemo
+		for found.Load() < int64(want) {
+			lo := int(next.Add(int64(chunk))) - chunk
+			if lo >= n {
+				return
+			}
+			hi := min(lo+chunk, n)
+			k := 0
+			for i := lo; i < hi; i++ {
+				vs[i] = c.evaluate(nodes[(start+i)%n], pr, true, &memo)
+				if vs[i].why == fits {
+					k++
+				}
+			}
+			found.Add(int64(k))
+			for {
+				cur := doneTo.Load()
+				if int64(hi) <= cur || doneTo.CompareAndSwap(cur, int64(hi)) {
+					break
+				}
+			}
+		}
+	}
+	if workers <= 1 {
+		work()
+	} else {
+		var wg sync.WaitGroup
+		for range workers - 1 {
+			wg.Go(work)
+		}
+		work()
+		wg.Wait()
+	}
+	return int(doneTo.Load())
+}
+
+func (c *Cache) getResults(n int) *[]verdict {
+	if p, ok := c.results.Get().(*[]verdict); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]verdict, n)
+	return &s
+}
+
+func (c *Cache) putResults(p *[]verdict) {
+	clear(*p) // drop the errors
+	c.results.Put(p)
+}
+
+// fitError counts the refusals by reason.
+func (c *Cache) fitError(nodes []*nodeInfo, pr *podReq, start int, vs []verdict) *FitError {
+	n := len(nodes)
+	e := &FitError{Pod: pr.key, NumNodes: n, Nodes: make(map[string]*FilterError, n)}
+	counts := map[string]int{}
+	for i := range vs {
+		if vs[i].why == fits {
+			continue // taken meanwhile by a concurrent reservation: not a refusal of this filter
+		}
+		ni := nodes[(start+i)%n]
+		fe := c.refusalError(ni.name, pr, vs[i])
+		e.Nodes[ni.name] = fe
+		for _, r := range fe.Reasons {
+			counts[r]++
+		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		e.Reasons = append(e.Reasons, ReasonCount{Reason: r, Nodes: counts[r]})
+	}
+	slices.SortStableFunc(e.Reasons, func(a, b ReasonCount) int { return cmp.Compare(b.Nodes, a.Nodes) })
+	return e
+}

@@ -23,9 +23,9 @@ var ErrDeviceRequest = errors.New("invalid preferred allocation request")
 // the time on machines with many NUMA nodes or switches holding devices;
 // below them the comparison is exhaustive.
 const (
-	dpNodeSetBudget   = 32
+	dpNodeSetBudget   = 16
 	dpSwitchSetBudget = 32
-	dpStepBudget      = 4096
+	dpStepBudget      = 1024
 )
 
 // DevicePlugin answers the kubelet device plugin API's
@@ -170,22 +170,35 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 //     whole for larger requests);
 //  6. the lowest GPU indices.
 //
-// Criteria 1 and 3 are exact: the search goes level by level (NUMA nodes,
-// then switches inside them, then GPUs inside those), and at each level the
-// fewest groups that can hold the request is found greedily (groups sorted
-// by available GPUs; greedy is optimal for a count) and only sets of that
-// many groups are compared, by branch and bound over the groups sorted by
-// size (a branch whose groups cannot reach the size, or whose distance
-// already exceeds the best, is cut). At most 32 sets of NUMA nodes, 32 sets
-// of switches per set of nodes and 4096 search steps in all are compared;
-// up to those budgets (on every real server) criteria 1-3 and 5 are
-// exact. Criterion 4 is a greedy (add the GPU with the most links to those
-// chosen, ties to the most links within the candidates, then the lowest
-// index) followed by single swaps while they add links: exact when all
-// pairs have the same link count (NVSwitch systems) or links form disjoint
-// pairs or cliques, a heuristic otherwise. It never enumerates subsets of
-// GPUs: time is O(a + S·(s·c)) for a available GPUs, S ≤ 1024 compared
-// switch sets, size s and c candidate GPUs in a switch set.
+// The search goes level by level and never enumerates subsets of GPUs:
+//
+//   - NUMA nodes: the fewest nodes that can hold the request (with those of
+//     mustInclude) is found greedily, groups sorted by available GPUs
+//     (greedy is optimal for a count), so criterion 1 is always exact. Sets
+//     of exactly that many nodes are then compared by branch and bound over
+//     the nodes sorted by available GPUs: a branch whose nodes cannot reach
+//     the size, or whose distance already exceeds the best set's, is cut.
+//   - PCIe switches inside each such set of nodes: the fewest switches, the
+//     same way, then the sets of that many switches by branch and bound on
+//     capacity.
+//   - GPUs inside each such set of switches: mustInclude, then greedily the
+//     GPU with the most NVLink links to those chosen (ties: the most links
+//     to the other candidates, then the lowest index), then single swaps
+//     while one adds links. Without NVLinks, the lowest indices.
+//
+// Each candidate is scored by criteria 1-6 and the best kept. At most 16
+// sets of NUMA nodes, 32 sets of switches per set of nodes and 1024 search
+// steps in all are compared, so a call costs O(a log a + E·s·c) for a
+// available GPUs, E ≤ 512 compared sets of switches, size s and c
+// candidate GPUs in a set of switches (times the swaps' few passes when the
+// NVLink counts differ between pairs). Below these budgets, which every
+// real server stays under, criteria 1, 2, 3, 5 and 6 are exact; criterion
+// 4 is exact when every pair of GPUs has the same link count (NVSwitch
+// systems) and a heuristic otherwise. The tests check criteria 1-3, and
+// without NVLinks every criterion, against all subsets on random machines.
+// Measured on 2 cores: about 2 µs for 16 GPUs on 2 NUMA nodes and 4
+// switches, about 15 µs on a contrived 16-GPU machine of 16 NUMA nodes at
+// equal distance where the budgets are reached.
 //
 // Errors wrap [ErrDeviceRequest]: an ID that is no GPU of the machine, an
 // ID listed twice (also as index and UUID), a mustInclude ID not in
@@ -210,8 +223,9 @@ type dpScratch struct {
 	gforced, gsel        []bool
 	swcount              []int
 	swforced, swsel      []bool
-	items                []dpItem
-	items2               []dpItem
+	swtmp                []int
+	items, items2        []dpItem
+	prefix, prefix2      []int
 	pick                 []int
 	pick2                []int
 	pool                 []int
@@ -227,7 +241,7 @@ func (p *DevicePlugin) newScratch() *dpScratch {
 	return &dpScratch{isAvail: make([]bool, n), isMust: make([]bool, n), inS: make([]bool, n),
 		str: make([]string, n), gcount: make([]int, p.ngroups), gforced: make([]bool, p.ngroups),
 		gsel: make([]bool, p.ngroups), swcount: make([]int, ns), swforced: make([]bool, ns),
-		swsel: make([]bool, ns), gain: make([]int32, n), deg: make([]int32, n)}
+		swsel: make([]bool, ns), swtmp: make([]int, ns), gain: make([]int32, n), deg: make([]int32, n)}
 }
 
 // load parses and checks the request into sc.
@@ -330,9 +344,15 @@ func (r *dpRun) search() {
 		}
 	}
 	sortItems(sc.items)
+	sc.prefix = prefixSums(sc.prefix, sc.items)
 	extra := minGroups(sc.items, r.size-capF)
 	copy(sc.gsel, sc.gforced)
-	sc.pick = sc.pick[:0]
+	sc.pick = sc.pick[:0] // the selected groups, forced ones first
+	for g := range p.ngroups {
+		if sc.gforced[g] {
+			sc.pick = append(sc.pick, g)
+		}
+	}
 	leaves := 0
 	var dfs func(from, left, capacity, unk, dist int)
 	dfs = func(from, left, capacity, unk, dist int) {
@@ -355,26 +375,23 @@ func (r *dpRun) search() {
 		for i := from; i+left <= len(sc.items); i++ {
 			// Items are sorted by count, descending: the best capacity
 			// from i on is the next left items.
-			reach := capacity
-			for _, it := range sc.items[i : i+left] {
-				reach += it.count
-			}
-			if reach < r.size {
+			if capacity+sc.prefix[i+left]-sc.prefix[i] < r.size {
 				return
 			}
 			it := sc.items[i]
 			d := 0
-			for h := range p.ngroups {
-				if sc.gsel[h] {
-					d += p.gdist[it.g*p.ngroups+h]
-				}
+			row := p.gdist[it.g*p.ngroups : (it.g+1)*p.ngroups]
+			for _, h := range sc.pick {
+				d += row[h]
 			}
 			u := 0
 			if it.g == p.ngroups-1 {
 				u = 1
 			}
 			sc.gsel[it.g] = true
+			sc.pick = append(sc.pick, it.g)
 			dfs(i+1, left-1, capacity+it.count, unk+u, dist+d)
+			sc.pick = sc.pick[:len(sc.pick)-1]
 			sc.gsel[it.g] = false
 		}
 	}
@@ -400,6 +417,16 @@ func sortItems(items []dpItem) {
 	})
 }
 
+// prefixSums returns dst filled with the running sums of the items'
+// counts: dst[i] is the sum of items[:i].
+func prefixSums(dst []int, items []dpItem) []int {
+	dst = append(dst[:0], 0)
+	for _, it := range items {
+		dst = append(dst, dst[len(dst)-1]+it.count)
+	}
+	return dst
+}
+
 // minGroups returns how many of items (sorted by count, descending) are
 // needed to add need units (0 when need <= 0).
 func minGroups(items []dpItem, need int) int {
@@ -421,21 +448,18 @@ func (r *dpRun) switchLevel() {
 			sc.pool = append(sc.pool, i)
 		}
 	}
-	clear(sc.swsel)
+	for _, i := range sc.pool {
+		sc.swtmp[p.sw[i]]++
+	}
 	forced, capF := 0, 0
 	sc.items2 = sc.items2[:0]
 	for _, i := range sc.pool {
 		s := p.sw[i]
-		if sc.swsel[s] { // already counted
+		cnt := sc.swtmp[s]
+		if cnt == 0 { // already listed
 			continue
 		}
-		sc.swsel[s] = true
-		cnt := 0
-		for _, j := range sc.pool {
-			if p.sw[j] == s {
-				cnt++
-			}
-		}
+		sc.swtmp[s] = 0 // leaves swtmp cleared for the next call
 		if sc.swforced[s] {
 			forced++
 			capF += cnt
@@ -444,6 +468,7 @@ func (r *dpRun) switchLevel() {
 		}
 	}
 	sortItems(sc.items2)
+	sc.prefix2 = prefixSums(sc.prefix2, sc.items2)
 	extra := minGroups(sc.items2, r.size-capF)
 	clear(sc.swsel)
 	for _, i := range sc.pool {
@@ -470,11 +495,7 @@ func (r *dpRun) switchLevel() {
 			return
 		}
 		for i := from; i+left <= len(sc.items2); i++ {
-			reach := capacity
-			for _, it := range sc.items2[i : i+left] {
-				reach += it.count
-			}
-			if reach < r.size {
+			if capacity+sc.prefix2[i+left]-sc.prefix2[i] < r.size {
 				return
 			}
 			it := sc.items2[i]

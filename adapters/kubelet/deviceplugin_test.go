@@ -392,11 +392,32 @@ func TestPreferenceString(t *testing.T) {
 	require.Equal(t, "GPUs [0 15] on NUMA nodes [0 1], 2 PCIe switches", pref.String())
 }
 
+// machine16Worst is a contrived 16-GPU machine where the search reaches
+// its budgets: 16 NUMA nodes at equal distance with one GPU each (no
+// switch) and NVLink counts that differ between pairs.
+func machine16Worst(t testing.TB) *topology.Machine {
+	t.Helper()
+	b := topology.NewBuilder("gpu16-worst")
+	for i := range 16 {
+		b.AddNode(topology.Node{ID: numa.NodeID(i), Socket: 0, CPUs: numa.NewCPUSet(i)})
+	}
+	for g := range 16 {
+		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g)})
+		for c := g + 1; c < 16; c++ {
+			b.AddNVLink(g, c, 1+(g*c)%5)
+		}
+	}
+	m, err := b.Build()
+	require.NoError(t, err)
+	return m
+}
+
 // BenchmarkGetPreferredAllocation measures one answer: devices16 on the
 // 16-GPU machine of machine16 (2 NUMA nodes, 4 switches, NVLink bridges)
 // with 3 GPUs taken, one must-include and 6 to choose (the search crosses
 // switches and compares NVLink choices); dgx-a100 with one GPU taken and
-// 4 to choose.
+// 4 to choose; devices16-worst, 8 of the 16 GPUs of machine16Worst, where
+// the search budgets are reached.
 func BenchmarkGetPreferredAllocation(b *testing.B) {
 	cases := []struct {
 		name      string
@@ -407,6 +428,7 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 	}{
 		{"devices16", machine16(b), ids(0, 15, 1, 6, 11), []string{"9"}, 6},
 		{"dgx-a100", preset(b, "dgx-a100"), ids(0, 7, 2), nil, 4},
+		{"devices16-worst", machine16Worst(b), ids(0, 15), nil, 8},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

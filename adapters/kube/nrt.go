@@ -79,7 +79,11 @@ func (q *NRTQuantity) UnmarshalJSON(b []byte) error {
 
 // NRTResource is one resource of a zone.
 type NRTResource struct {
-	Name        string      `json:"name"`
+	// Name is the resource name ("cpu", "aliyun.com/gpu", "memory").
+	Name string `json:"name"`
+	// Capacity is what the zone has, Allocatable what pods may get
+	// (without reserved CPUs and unhealthy devices), Available what is not
+	// allocated now.
 	Capacity    NRTQuantity `json:"capacity"`
 	Allocatable NRTQuantity `json:"allocatable"`
 	Available   NRTQuantity `json:"available"`
@@ -87,12 +91,14 @@ type NRTResource struct {
 
 // NRTCost is the distance from a zone to the named zone.
 type NRTCost struct {
+	// Name is the other zone's name, Value the distance (SLIT, 10 local).
 	Name  string `json:"name"`
 	Value int64  `json:"value"`
 }
 
 // NRTAttribute is a named string value.
 type NRTAttribute struct {
+	// Name and Value are the attribute's.
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
@@ -100,18 +106,26 @@ type NRTAttribute struct {
 // NRTZone is one zone of a report; numaplace reads zones of type "Node"
 // named "node-<id>" and skips the others.
 type NRTZone struct {
-	Name       string         `json:"name"`
-	Type       string         `json:"type"`
-	Parent     string         `json:"parent,omitempty"`
-	Costs      []NRTCost      `json:"costs,omitempty"`
+	// Name is "node-<id>" for a NUMA node.
+	Name string `json:"name"`
+	// Type is "Node" for a NUMA node.
+	Type string `json:"type"`
+	// Parent is the enclosing zone; numaplace writes "socket-<n>".
+	Parent string `json:"parent,omitempty"`
+	// Costs are the distances to every Node zone, itself included.
+	Costs []NRTCost `json:"costs,omitempty"`
+	// Attributes are named values, such as numaplace's cpulist.
 	Attributes []NRTAttribute `json:"attributes,omitempty"`
-	Resources  []NRTResource  `json:"resources,omitempty"`
+	// Resources are the zone's amounts.
+	Resources []NRTResource `json:"resources,omitempty"`
 }
 
 // NRTObjectMeta is the part of a Kubernetes object's metadata a report
 // needs.
 type NRTObjectMeta struct {
-	Name        string            `json:"name,omitempty"`
+	// Name is the node's name.
+	Name string `json:"name,omitempty"`
+	// Annotations are the object's annotations.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
@@ -121,14 +135,19 @@ type NRTObjectMeta struct {
 // "memory", the distances as costs, and attributes. The CRD has no CPU IDs;
 // numaplace adds them as attributes (see [MachineFromNRT]).
 type NodeResourceTopology struct {
-	APIVersion string        `json:"apiVersion,omitempty"`
-	Kind       string        `json:"kind,omitempty"`
-	Metadata   NRTObjectMeta `json:"metadata"`
+	// APIVersion and Kind are NRTAPIVersion and NRTKind.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	// Metadata names the node.
+	Metadata NRTObjectMeta `json:"metadata"`
 	// TopologyPolicies is v1alpha1's field, deprecated in v1alpha2 (kept so
 	// that older reports read).
-	TopologyPolicies []string       `json:"topologyPolicies,omitempty"`
-	Attributes       []NRTAttribute `json:"attributes,omitempty"`
-	Zones            []NRTZone      `json:"zones"`
+	TopologyPolicies []string `json:"topologyPolicies,omitempty"`
+	// Attributes are report-level named values (the Topology Manager's
+	// policy and scope, numaplace's topology).
+	Attributes []NRTAttribute `json:"attributes,omitempty"`
+	// Zones are the NUMA nodes (and possibly zones of other types).
+	Zones []NRTZone `json:"zones"`
 }
 
 // ParseNRT reads a NodeResourceTopology object from JSON. Errors wrap
@@ -571,6 +590,8 @@ func mib(n int64) NRTQuantity { return NRTQuantity(strconv.FormatInt(n, 10) + "M
 // KoordCPUInfo is one CPU of Koordinator's node.koordinator.sh/cpu-topology
 // annotation.
 type KoordCPUInfo struct {
+	// ID is the logical CPU, Core its physical core, Socket its package
+	// and Node its NUMA node ID.
 	ID     int `json:"id"`
 	Core   int `json:"core"`
 	Socket int `json:"socket"`
@@ -580,6 +601,7 @@ type KoordCPUInfo struct {
 // KoordCPUTopology is Koordinator's node.koordinator.sh/cpu-topology
 // annotation.
 type KoordCPUTopology struct {
+	// Detail lists every CPU.
 	Detail []KoordCPUInfo `json:"detail"`
 }
 

@@ -38,8 +38,12 @@ var (
 // Node is a node as the cache takes it: its name, labels (for the opt-in
 // label) and machine.
 type Node struct {
-	Name    string
-	Labels  map[string]string
+	// Name is the node's name, unique in the cache.
+	Name string
+	// Labels are the node's labels; only the opt-in label is read.
+	Labels map[string]string
+	// Machine is the node's machine (from MachineFromNRT, discovery or a
+	// preset).
 	Machine *topology.Machine
 }
 
@@ -171,6 +175,7 @@ func (c *Cache) AddNode(n Node) error {
 // NodeUpdateError says why UpdateNode kept the old node: the pods the new
 // machine cannot hold, each with the reason.
 type NodeUpdateError struct {
+	// Node is the node's name.
 	Node string
 	// Pods are the keys of the affected pods, ascending.
 	Pods []string
@@ -491,6 +496,7 @@ func (c *Cache) RemovePod(p *kube.Pod) error {
 
 // PodStatus is what the cache knows of a placed pod.
 type PodStatus struct {
+	// Key is the pod's "namespace/name", Node the node it is placed on.
 	Key  string
 	Node string
 	// Bound is false while the pod is only reserved.
@@ -525,6 +531,7 @@ func (c *Cache) Pod(key string) (PodStatus, bool) {
 
 // NodeStatus is a node's state as the cache sees it.
 type NodeStatus struct {
+	// Name, Labels and Machine are the node's (Labels a copy).
 	Name    string
 	Labels  map[string]string
 	Machine *topology.Machine

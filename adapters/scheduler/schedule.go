@@ -28,6 +28,7 @@ type Result struct {
 
 // ReasonCount is how many nodes refused a pod for one reason.
 type ReasonCount struct {
+	// Reason is a FilterError reason, Nodes how many nodes gave it.
 	Reason string
 	Nodes  int
 }
@@ -36,6 +37,7 @@ type ReasonCount struct {
 // "0/5000 nodes are available: 3120 no NUMA node with 4 free GPUs, 1880
 // Insufficient cpu." It unwraps to [ErrUnschedulable].
 type FitError struct {
+	// Pod is the pod's "namespace/name", NumNodes the nodes in the cache.
 	Pod      string
 	NumNodes int
 	// Reasons counts the nodes by reason, most nodes first, then by text. A

@@ -1,0 +1,38 @@
+// Package nri is numaplace's node agent as a containerd NRI plugin (Node
+// Resource Interface, github.com/containerd/nri): it applies the
+// scheduler's numaplace.io/allocation decisions to the containers of a
+// node, with the node-side adapter (adapters/kubelet) keeping the
+// allocation state and its checkpoint.
+//
+// A [Plugin] wraps a kubelet.Node and implements the NRI stub's handler
+// interfaces:
+//
+//   - Synchronize (the pods and containers that exist when the plugin
+//     connects) reconciles the checkpoint with them: running pods the
+//     checkpoint does not know are admitted (by their decision, or to the
+//     shared pool), checkpointed pods that no longer run are removed, and
+//     containers whose cpuset is not what they should have are updated.
+//   - RunPodSandbox and CreateContainer admit the pod by its decision
+//     (kubelet.Node.Admit, idempotent for the pod's further containers);
+//     CreateContainer returns an adjustment that sets cpuset.cpus,
+//     cpuset.mems and, for a pod with exclusive resources,
+//     NVIDIA_VISIBLE_DEVICES. A pod without a NUMA spec runs on the shared
+//     pool. A decision that conflicts with what the node holds is refused
+//     with an error naming the conflict, logged and recorded as an [Event].
+//   - StopPodSandbox and RemovePodSandbox remove the pod (a repeated
+//     removal is harmless).
+//   - When the shared pool changes (an exclusive pod arrives or leaves),
+//     the shared-pool containers' cpusets are updated: in the response of
+//     the next CreateContainer or StopContainer, and at once through
+//     [Updater] (the stub's unsolicited UpdateContainers), so that shared
+//     pods never run on exclusive CPUs.
+//
+// The common calls (see cmd/numaplace-nri for the whole program):
+//
+//	node, err := kubelet.Open(machine, "/var/lib/numaplace/nri-checkpoint.json", kubelet.NodeOptions{})
+//	p, err := nri.New(node, nri.Options{})
+//	s, err := stub.New(p, stub.WithPluginName("numaplace"), stub.WithPluginIdx("10"))
+//	p.SetUpdater(s)
+//	err = s.Run(ctx)
+//	p.Close()
+package nri

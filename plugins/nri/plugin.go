@@ -1,0 +1,492 @@
+package nri
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/numa"
+)
+
+// Options tune a [Plugin]. The zero value is the default.
+type Options struct {
+	// Logger receives the plugin's log; nil means slog.Default().
+	Logger *slog.Logger
+	// Events records refusals; nil means [LogEvents] on Logger.
+	Events EventSink
+}
+
+// container is what the plugin knows of one container.
+type container struct {
+	id, sandbox, pod string
+	// shared is true for a container of a shared-pool pod, whose cpuset
+	// follows the shared pool.
+	shared bool
+	// cpus is the cpuset.cpus the container has as far as the plugin knows
+	// (what the runtime reported or what the plugin asked for); "" when
+	// unknown.
+	cpus string
+}
+
+// Plugin is numaplace's NRI plugin: it admits pods on a kubelet.Node by
+// their decision and sets their containers' cpusets and GPU environment.
+// Pass it to stub.New; its methods implement the stub's handler
+// interfaces and may also be called directly (as the tests do). Every
+// method is safe for concurrent use; the handlers are serialised.
+type Plugin struct {
+	node   *kubelet.Node
+	log    *slog.Logger
+	events EventSink
+
+	mu sync.Mutex
+	// sandboxes maps a pod sandbox ID to its pod's key.
+	sandboxes map[string]string
+	// current maps an admitted pod's key to the sandbox it was admitted
+	// with, so that the removal of an older sandbox of the same pod does
+	// not release the newer one's resources.
+	current map[string]string
+	// containers maps a container ID to the container.
+	containers map[string]*container
+	// pool is the shared pool as last seen; gen counts its changes.
+	pool string
+	gen  uint64
+
+	updater   Updater
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Compile-time checks of the NRI handler interfaces the plugin implements.
+var (
+	_ stub.ConfigureInterface       = (*Plugin)(nil)
+	_ stub.SynchronizeInterface     = (*Plugin)(nil)
+	_ stub.ShutdownInterface        = (*Plugin)(nil)
+	_ stub.RunPodInterface          = (*Plugin)(nil)
+	_ stub.StopPodInterface         = (*Plugin)(nil)
+	_ stub.RemovePodInterface       = (*Plugin)(nil)
+	_ stub.CreateContainerInterface = (*Plugin)(nil)
+	_ stub.StopContainerInterface   = (*Plugin)(nil)
+	_ stub.RemoveContainerInterface = (*Plugin)(nil)
+)
+
+// New returns the plugin of node. It starts the goroutine that sends
+// unsolicited shared-pool updates (see [Plugin.SetUpdater]); [Plugin.Close]
+// stops it.
+func New(node *kubelet.Node, opts Options) (*Plugin, error) {
+	if node == nil {
+		return nil, errors.New("nri.New: nil node")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	events := opts.Events
+	if events == nil {
+		events = LogEvents{Logger: log}
+	}
+	p := &Plugin{node: node, log: log, events: events,
+		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
+		pool: node.SharedPool().String(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p, nil
+}
+
+// Node returns the node agent the plugin admits pods on.
+func (p *Plugin) Node() *kubelet.Node { return p.node }
+
+// Close stops the goroutine that sends unsolicited updates and waits for
+// it. It does not close the node (whose state is already checkpointed). A
+// repeated Close is harmless.
+func (p *Plugin) Close() {
+	p.closeOnce.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+// Configure implements stub.ConfigureInterface: it logs the runtime and
+// subscribes to every event the plugin handles. The NRI configuration
+// string is not used (the plugin is configured by its flags).
+func (p *Plugin) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
+	p.log.InfoContext(ctx, "configured by the runtime", "runtime", runtime, "version", version)
+	return 0, nil
+}
+
+// Shutdown implements stub.ShutdownInterface: it logs that the runtime is
+// shutting down. The state is already checkpointed.
+func (p *Plugin) Shutdown(ctx context.Context) {
+	p.log.InfoContext(ctx, "the runtime is shutting down")
+}
+
+// Synchronize implements stub.SynchronizeInterface. The runtime calls it
+// when the plugin connects, with the pod sandboxes and containers that
+// exist. It reconciles the node's state (restored from its checkpoint)
+// with them:
+//
+//   - a checkpointed pod that no longer runs (or runs with another UID) is
+//     removed;
+//   - a running pod the node does not know is admitted, by its decision or
+//     to the shared pool (pods with a decision first); one that cannot be
+//     admitted (a conflict, a NUMA spec without a decision) is logged and
+//     recorded as an event, and its containers are left alone;
+//   - every container of an admitted pod whose cpuset.cpus (or, for a pod
+//     with exclusive resources, cpuset.mems) is not what it should be gets
+//     an update in the returned list. A container whose
+//     NVIDIA_VISIBLE_DEVICES differs from its decision is logged: the
+//     environment of a running container cannot be changed.
+//
+// A sandbox without a pod name is skipped. When the runtime lists two
+// sandboxes of one pod (an old one not yet removed), the one with more
+// containers that have not exited stands for the pod. Stopped sandboxes
+// are listed too, so a pod whose sandbox was stopped while the plugin was
+// away keeps its resources until the sandbox is removed.
+func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sandboxes, p.current, p.containers = map[string]string{}, map[string]string{}, map[string]*container{}
+
+	live := map[string]int{}
+	for _, c := range ctrs {
+		if c != nil && c.GetState() != api.ContainerState_CONTAINER_STOPPED {
+			live[c.GetPodSandboxId()]++
+		}
+	}
+	running := map[string]*api.PodSandbox{}
+	for _, sb := range pods {
+		if sb == nil || sb.GetName() == "" {
+			p.log.WarnContext(ctx, "synchronize: skipping a pod sandbox without a pod name", "sandbox", sb.GetId())
+			continue
+		}
+		key := sandboxKey(sb)
+		p.sandboxes[sb.GetId()] = key
+		if old, dup := running[key]; dup && live[old.GetId()] >= live[sb.GetId()] {
+			continue
+		}
+		running[key] = sb
+	}
+
+	// Checkpointed pods that no longer run.
+	for _, adm := range p.node.Admissions() {
+		sb, ok := running[adm.Pod]
+		why := "in the checkpoint but no longer running"
+		if ok && adm.UID != "" && sb.GetUid() != "" && adm.UID != sb.GetUid() {
+			ok, why = false, fmt.Sprintf("in the checkpoint with UID %s, running with UID %s", adm.UID, sb.GetUid())
+		}
+		if ok {
+			continue
+		}
+		ns, name, _ := strings.Cut(adm.Pod, "/")
+		if err := p.node.Remove(&kube.Pod{Namespace: ns, Name: name, UID: adm.UID}); err != nil {
+			p.log.ErrorContext(ctx, "synchronize: cannot remove a pod that no longer runs", "pod", adm.Pod, "error", err)
+			continue
+		}
+		p.log.InfoContext(ctx, "synchronize: removed pod: "+why, "pod", adm.Pod, "uid", adm.UID,
+			"source", adm.Source.String(), "cpus", adm.CPUs.String(), "gpus", gpuIDs(adm))
+	}
+
+	// Running pods the checkpoint does not know: decisions first, so that
+	// the shared pool's pods do not make an exclusive claim look like it
+	// would empty the pool.
+	keys := slices.SortedFunc(maps.Keys(running), func(a, b string) int {
+		_, da := running[a].GetAnnotations()[kube.AnnotationAllocation]
+		_, db := running[b].GetAnnotations()[kube.AnnotationAllocation]
+		if da != db {
+			if da {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	managed := map[string]bool{}
+	for _, key := range keys {
+		sb := running[key]
+		if _, ok := p.node.Get(key); ok {
+			p.current[key] = sb.GetId()
+			managed[sb.GetId()] = true
+			continue
+		}
+		adm, err := p.admitNewLocked(sb)
+		if err != nil {
+			msg := fmt.Sprintf("pod %s runs but cannot be admitted, its containers keep the cpusets they have: %v", key, err)
+			p.log.ErrorContext(ctx, "synchronize: "+msg, "pod", key, "sandbox", sb.GetId())
+			p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
+				Type: EventTypeWarning, Reason: ReasonUnmanaged, Message: msg})
+			continue
+		}
+		managed[sb.GetId()] = true
+		p.log.InfoContext(ctx, "synchronize: admitted pod: running, not in the checkpoint", "pod", key,
+			"source", adm.Source.String(), "cpus", adm.CPUs.String(), "mems", adm.Mems(), "gpus", gpuIDs(adm))
+	}
+	if pool := p.node.SharedPool().String(); pool != p.pool {
+		// The updates below carry the new pool; a push still on its way
+		// must send it again.
+		p.pool = pool
+		p.gen++
+	}
+
+	// Containers: record them and correct their cpusets.
+	var updates []*api.ContainerUpdate
+	for _, c := range ctrs {
+		if c == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED || !managed[c.GetPodSandboxId()] {
+			continue
+		}
+		key := p.sandboxes[c.GetPodSandboxId()]
+		adm, ok := p.node.Get(key)
+		if !ok {
+			continue
+		}
+		cpu := c.GetLinux().GetResources().GetCpu()
+		ctr := &container{id: c.GetId(), sandbox: c.GetPodSandboxId(), pod: key,
+			shared: adm.Source == kubelet.SharedPool, cpus: cpu.GetCpus()}
+		p.containers[ctr.id] = ctr
+		u := &api.ContainerUpdate{ContainerId: ctr.id, IgnoreFailure: true}
+		changed := false
+		if want := adm.CPUs.String(); !sameList(ctr.cpus, want) {
+			u.SetLinuxCPUSetCPUs(want)
+			ctr.cpus, changed = want, true
+		}
+		if want := adm.Mems(); !ctr.shared && !sameList(cpu.GetMems(), want) {
+			u.SetLinuxCPUSetMems(want)
+			changed = true
+		}
+		if changed {
+			updates = append(updates, u)
+			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
+				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", adm.Mems())
+		}
+		if !ctr.shared {
+			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want {
+				p.log.WarnContext(ctx, "synchronize: a running container's GPUs differ from its decision; restart the pod to apply it",
+					"pod", key, "container", c.GetName(), "env", kubelet.EnvVisibleDevices, "has", got, "decision", want)
+			}
+		}
+	}
+	slices.SortFunc(updates, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })
+	return updates, nil
+}
+
+// RunPodSandbox implements stub.RunPodInterface: it admits the pod by its
+// decision (or to the shared pool). A refusal returns a *[RefusedError]
+// naming the conflict, which makes the runtime fail the sandbox; it is
+// logged and recorded as an event.
+func (p *Plugin) RunPodSandbox(ctx context.Context, sb *api.PodSandbox) error {
+	if sb == nil {
+		return errors.New("nri: RunPodSandbox without a pod sandbox")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := p.admitLocked(ctx, sb, "RunPodSandbox")
+	return err
+}
+
+// CreateContainer implements stub.CreateContainerInterface: it admits the
+// container's pod (which is already admitted after RunPodSandbox: the
+// admission is idempotent) and returns the adjustment that sets the
+// container's cpuset.cpus and cpuset.mems and, for a pod with exclusive
+// resources, NVIDIA_VISIBLE_DEVICES (its GPUs, or "void" for none). A
+// shared-pool container gets the shared pool and every NUMA node, and its
+// environment is left alone (its GPUs, if any, come from the device
+// plugin). The updates bring every other shared-pool container onto the
+// shared pool as it is now, so that a new exclusive pod's CPUs are taken
+// from them before its container runs. A refusal returns a
+// *[RefusedError], logged and recorded as an event.
+func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	if sb == nil || ctr == nil {
+		return nil, nil, errors.New("nri: CreateContainer without a pod sandbox or a container")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	adm, err := p.admitLocked(ctx, sb, "CreateContainer")
+	if err != nil {
+		return nil, nil, err
+	}
+	adj := &api.ContainerAdjustment{}
+	adj.SetLinuxCPUSetCPUs(adm.CPUs.String())
+	adj.SetLinuxCPUSetMems(adm.Mems())
+	shared := adm.Source == kubelet.SharedPool
+	if !shared {
+		for _, e := range adm.Env() {
+			k, v, _ := strings.Cut(e, "=")
+			adj.AddEnv(k, v)
+		}
+	}
+	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, shared: shared, cpus: adm.CPUs.String()}
+	if c.id != "" {
+		p.containers[c.id] = c
+	}
+	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
+		"source", adm.Source.String(), "cpus", c.cpus, "mems", adm.Mems(), "gpus", adm.VisibleDevices())
+	return adj, p.sharedUpdatesLocked(c.id), nil
+}
+
+// StopContainer implements stub.StopContainerInterface: it forgets the
+// container (a stopped container cannot be updated) and returns the
+// updates that bring the shared-pool containers onto the shared pool as it
+// is now.
+func (p *Plugin) StopContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	if ctr == nil {
+		return nil, errors.New("nri: StopContainer without a container")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.containers, ctr.GetId())
+	return p.sharedUpdatesLocked(""), nil
+}
+
+// RemoveContainer implements stub.RemoveContainerInterface: it forgets the
+// container.
+func (p *Plugin) RemoveContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) error {
+	if ctr == nil {
+		return errors.New("nri: RemoveContainer without a container")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.containers, ctr.GetId())
+	return nil
+}
+
+// StopPodSandbox implements stub.StopPodInterface: it removes the pod,
+// releasing what it holds (see [Plugin.RemovePodSandbox]).
+func (p *Plugin) StopPodSandbox(ctx context.Context, sb *api.PodSandbox) error {
+	return p.remove(ctx, sb, "StopPodSandbox")
+}
+
+// RemovePodSandbox implements stub.RemovePodInterface: it removes the pod,
+// releasing what it holds, and forgets the sandbox and its containers.
+// Removing a pod that is not admitted (already removed at StopPodSandbox,
+// or refused) changes nothing and is not an error; nor is the removal of
+// an older sandbox of a pod that now runs in a newer one, which leaves the
+// newer one's admission alone. When an exclusive pod leaves, the
+// shared-pool containers are updated onto the grown shared pool. An error
+// is returned only when the checkpoint cannot be written (the pod is then
+// still admitted, and the runtime may retry).
+func (p *Plugin) RemovePodSandbox(ctx context.Context, sb *api.PodSandbox) error {
+	return p.remove(ctx, sb, "RemovePodSandbox")
+}
+
+func (p *Plugin) remove(ctx context.Context, sb *api.PodSandbox, event string) error {
+	if sb == nil {
+		return fmt.Errorf("nri: %s without a pod sandbox", event)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := sandboxKey(sb)
+	forget := func() {
+		delete(p.sandboxes, sb.GetId())
+		for id, c := range p.containers {
+			if c.sandbox == sb.GetId() {
+				delete(p.containers, id)
+			}
+		}
+	}
+	if cur, ok := p.current[key]; ok && cur != sb.GetId() {
+		p.log.DebugContext(ctx, event+": an older sandbox of a pod that runs in a newer one; the pod keeps its resources",
+			"pod", key, "sandbox", sb.GetId(), "current", cur)
+		forget()
+		return nil
+	}
+	adm, known := p.node.Get(key)
+	err := p.node.Remove(&kube.Pod{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid()})
+	switch {
+	case errors.Is(err, allocator.ErrUnknownID):
+		p.log.DebugContext(ctx, event+": the pod is not admitted; nothing to remove", "pod", key, "sandbox", sb.GetId())
+	case err != nil:
+		p.log.ErrorContext(ctx, event+": cannot remove the pod", "pod", key, "sandbox", sb.GetId(), "error", err)
+		return fmt.Errorf("numaplace: remove pod %s: %w", key, err)
+	case known:
+		p.log.InfoContext(ctx, event+": removed pod", "pod", key, "sandbox", sb.GetId(),
+			"source", adm.Source.String(), "cpus", adm.CPUs.String(), "gpus", gpuIDs(adm))
+	}
+	if err == nil {
+		delete(p.current, key)
+	}
+	forget()
+	p.poolChangedLocked()
+	return nil
+}
+
+// admitLocked admits the sandbox's pod (idempotent) and records the
+// sandbox. A refusal is logged, recorded as an event and returned as a
+// *RefusedError.
+func (p *Plugin) admitLocked(ctx context.Context, sb *api.PodSandbox, event string) (kubelet.Admission, error) {
+	key := sandboxKey(sb)
+	if adm, ok := p.node.Get(key); ok && p.current[key] == sb.GetId() && (adm.UID == "" || adm.UID == sb.GetUid()) {
+		return adm, nil
+	}
+	_, known := p.node.Get(key)
+	adm, err := p.admitNewLocked(sb)
+	if err != nil {
+		r := refusal(key, err)
+		p.log.ErrorContext(ctx, event+": pod refused", "pod", key, "uid", sb.GetUid(), "sandbox", sb.GetId(),
+			"reason", r.Reason, "error", err)
+		p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
+			Type: EventTypeWarning, Reason: r.Reason, Message: r.Error()})
+		return kubelet.Admission{}, r
+	}
+	if !known {
+		p.log.InfoContext(ctx, event+": admitted pod", "pod", key, "uid", sb.GetUid(), "sandbox", sb.GetId(),
+			"source", adm.Source.String(), "cpus", adm.CPUs.String(), "mems", adm.Mems(), "gpus", gpuIDs(adm))
+	}
+	return adm, nil
+}
+
+// admitNewLocked admits the sandbox's pod on the node, records the
+// sandbox, and notes a change of the shared pool.
+func (p *Plugin) admitNewLocked(sb *api.PodSandbox) (kubelet.Admission, error) {
+	pod, err := PodFromSandbox(sb)
+	if err != nil {
+		return kubelet.Admission{}, err
+	}
+	adm, err := p.node.Admit(pod)
+	if err != nil {
+		return kubelet.Admission{}, err
+	}
+	p.sandboxes[sb.GetId()] = adm.Pod
+	p.current[adm.Pod] = sb.GetId()
+	p.poolChangedLocked()
+	return adm, nil
+}
+
+// gpuIDs lists an admission's GPU IDs for the log.
+func gpuIDs(a kubelet.Admission) []int {
+	ids := make([]int, len(a.GPUs))
+	for i, g := range a.GPUs {
+		ids[i] = g.ID
+	}
+	return ids
+}
+
+// envValue returns the value of name in a "NAME=value" environment, or ""
+// when absent.
+func envValue(env []string, name string) string {
+	for _, e := range slices.Backward(env) {
+		if k, v, ok := strings.Cut(e, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// sameList reports whether two Linux lists ("0-3,8") name the same
+// numbers. A list that does not parse equals only the same text.
+func sameList(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, errA := numa.ParseCPUSet(a)
+	y, errB := numa.ParseCPUSet(b)
+	return errA == nil && errB == nil && x.Equal(y)
+}

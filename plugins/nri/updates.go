@@ -1,0 +1,135 @@
+package nri
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+)
+
+// Updater sends unsolicited container updates to the runtime. The NRI
+// stub (stub.Stub) is one; it returns the updates that failed.
+type Updater interface {
+	// UpdateContainers asks the runtime to apply the updates.
+	UpdateContainers(updates []*api.ContainerUpdate) (failed []*api.ContainerUpdate, err error)
+}
+
+var _ Updater = stub.Stub(nil)
+
+// maxPushRounds bounds how often one push resends when the shared pool
+// keeps changing while its updates are on their way.
+const maxPushRounds = 8
+
+// SetUpdater sets where unsolicited updates go: the stub that runs the
+// plugin (stub.New needs the plugin first, hence a setter). Without one,
+// shared-pool containers are updated only in the responses to
+// CreateContainer, StopContainer and Synchronize. When the shared pool
+// changes (an exclusive pod arrives or leaves), a goroutine sends the
+// shared-pool containers their new cpuset through u; it never calls u
+// while a handler runs in the plugin, since the runtime holds its own lock
+// while it waits for the handler. If the pool changes again while the
+// updates are on their way, it sends them again, so that the last cpuset a
+// container receives is the pool as it is then.
+func (p *Plugin) SetUpdater(u Updater) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.updater = u
+}
+
+// poolChangedLocked notes a change of the shared pool, if any, and wakes
+// the goroutine that sends the shared-pool containers their new cpuset.
+func (p *Plugin) poolChangedLocked() {
+	pool := p.node.SharedPool().String()
+	if pool == p.pool {
+		return
+	}
+	p.log.Info("shared pool changed", "from", p.pool, "to", pool)
+	p.pool = pool
+	p.gen++
+	select {
+	case p.kick <- struct{}{}:
+	default: // a push is already due
+	}
+}
+
+// sharedUpdatesLocked returns the updates that put every shared-pool
+// container (but the one with ID except) whose cpuset is not the shared
+// pool onto it, ordered by container ID, and records them as applied.
+func (p *Plugin) sharedUpdatesLocked(except string) []*api.ContainerUpdate {
+	pool := p.node.SharedPool().String()
+	var out []*api.ContainerUpdate
+	for _, c := range p.containers {
+		if !c.shared || c.id == except || sameList(c.cpus, pool) {
+			continue
+		}
+		u := &api.ContainerUpdate{ContainerId: c.id, IgnoreFailure: true}
+		u.SetLinuxCPUSetCPUs(pool)
+		out = append(out, u)
+		c.cpus = pool
+	}
+	slices.SortFunc(out, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })
+	return out
+}
+
+// run sends unsolicited updates when woken, until Close.
+func (p *Plugin) run() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.kick:
+			p.push()
+		}
+	}
+}
+
+// push sends the shared-pool containers the current shared pool through
+// the updater, again while the pool changed during the sending.
+func (p *Plugin) push() {
+	for range maxPushRounds {
+		p.mu.Lock()
+		u := p.updater
+		if u == nil {
+			p.mu.Unlock()
+			return
+		}
+		gen := p.gen
+		updates := p.sharedUpdatesLocked("")
+		p.mu.Unlock()
+		if len(updates) == 0 {
+			return
+		}
+		failed, err := u.UpdateContainers(updates)
+		p.mu.Lock()
+		if err != nil {
+			p.log.Error("cannot update the shared-pool containers; they will be updated at the next change",
+				"containers", len(updates), "error", err)
+			p.forgetCPUsLocked(updates)
+		} else {
+			p.log.Info("updated the shared-pool containers", "containers", len(updates),
+				"cpus", updates[0].GetLinux().GetResources().GetCpu().GetCpus(), "failed", len(failed))
+			p.forgetCPUsLocked(failed)
+		}
+		again := p.gen != gen
+		if again {
+			// What was sent may have arrived after a newer pool: send again.
+			p.forgetCPUsLocked(updates)
+		}
+		p.mu.Unlock()
+		if !again {
+			return
+		}
+	}
+}
+
+// forgetCPUsLocked marks the containers of the updates as having an
+// unknown cpuset, so that the next push includes them.
+func (p *Plugin) forgetCPUsLocked(updates []*api.ContainerUpdate) {
+	for _, u := range updates {
+		if c, ok := p.containers[u.GetContainerId()]; ok {
+			c.cpus = ""
+		}
+	}
+}

@@ -26,17 +26,20 @@ func (s *State) Score(r *Request) (int, error) {
 	}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
-	p, err := s.decide(r, sc, true)
+	// The admission decision alone: the score needs the span's width, not
+	// the span, and the width is known without choosing one.
+	p, err := s.decide(r, sc, false)
 	if err != nil {
 		return 0, err
 	}
 	// Aligned: the span is no wider than width_cap, the narrowest the
 	// hardware permits (for BestEffort that is one NUMA node whenever the
-	// request fits in one).
+	// request fits in one). BestEffort and None spans are exactly
+	// width_free nodes wide.
 	aligned := true // SingleNUMANode and Restricted: admission demands it
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		widthCap, _ := s.widthCapLocked(r, sc)
-		aligned = p.span.Count() <= max(widthCap, 1)
+		aligned = p.widthFree <= max(widthCap, 1)
 	}
 
 	// Utilisation after the placement, averaged over the demanded kinds.

@@ -14,4 +14,7 @@
 //     kubelet's policies.
 //   - TestKubeletMapOrder: whether the kubelet's merge depends on Go's map
 //     iteration order (it does not; the test says why).
+//   - TestProviderHints: adapters/kubelet's model of the device, CPU and
+//     memory managers' hints against the kubelet's real managers, and the
+//     admissions that follow (one known difference, documented there).
 package benchmarks

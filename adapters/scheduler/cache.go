@@ -97,6 +97,7 @@ type podInfo struct {
 	alloc bool // an allocation with ID key lives in node.state
 	cpus  int  // what the allocation holds
 	gpus  int
+	prio  int32 // the pod's priority (preemption)
 }
 
 // account adds (sign 1) or removes (sign -1) what pi holds to n's totals.
@@ -413,7 +414,7 @@ func (c *Cache) AddPod(p *kube.Pod) error {
 	if ni.removed {
 		return fmt.Errorf("pod %s: %w: %s", pr.key, ErrUnknownNode, ni.name)
 	}
-	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest, bound: true}
+	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest, bound: true, prio: p.Priority}
 	switch {
 	case d != nil:
 		a, err := d.Allocation(ni.m, pr.key)

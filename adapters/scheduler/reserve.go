@@ -23,7 +23,7 @@ func (c *Cache) Reserve(p *kube.Pod, node string) error {
 	if err != nil {
 		return err
 	}
-	v, err := c.reserve(ni, pr)
+	v, err := c.reserve(ni, pr, p.Priority)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func (c *Cache) Reserve(p *kube.Pod, node string) error {
 
 // reserve is Reserve of a parsed pod: the verdict says why the node refused
 // it; the error is for a pod already placed elsewhere.
-func (c *Cache) reserve(ni *nodeInfo, pr *podReq) (verdict, error) {
+func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
 	if old, ok := c.pods[pr.key]; ok {
@@ -50,7 +50,7 @@ func (c *Cache) reserve(ni *nodeInfo, pr *podReq) (verdict, error) {
 	if v.why != fits {
 		return v, nil
 	}
-	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest}
+	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest, prio: prio}
 	if pr.needsAlloc {
 		r := pr.areq
 		r.ID = pr.key

@@ -153,7 +153,7 @@ func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
 			return Result{}, c.fitError(nodes, pr, start, *vs)
 		}
 		ni := nodes[(start+best)%n]
-		v, err := c.reserve(ni, pr)
+		v, err := c.reserve(ni, pr, p.Priority)
 		if err != nil {
 			return Result{}, err
 		}

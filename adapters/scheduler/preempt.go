@@ -1,0 +1,225 @@
+package scheduler
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+)
+
+// ErrNoPreemption: no set of lower-priority pods on any node (within the
+// search budget) makes the pod fit.
+var ErrNoPreemption = errors.New("no preemption makes the pod fit")
+
+// DefaultPreemptionBudget bounds the victim sets tried per node.
+const DefaultPreemptionBudget = 20000
+
+// Preemption is the answer of a PostFilter-style preemption dry-run: the
+// node and the smallest set of lower-priority pods whose removal makes the
+// pod fit there.
+type Preemption struct {
+	// Node is the node to preempt on.
+	Node string
+	// Victims are the keys (namespace/name) of the pods to remove, by
+	// ascending priority then key.
+	Victims []string
+	// HighestPriority is the highest priority among the victims.
+	HighestPriority int32
+}
+
+// Preempt finds, on the nodes where the pod does not fit now, the smallest
+// set of pods of lower priority than the pod's whose removal makes it fit
+// under its policy, its exclusivity rule and the shared-pool rules — exactly
+// as Filter would judge the node after the removal (the allocator's
+// FitWithout sees the node types without the victims: removing a
+// multi-node allocation can turn a shared NUMA node single and so refuse a
+// multi-node pod that fitted before). Among nodes it prefers the fewest
+// victims, then the lowest highest victim priority, then the lowest sum of
+// victim priorities, then the node name. Per node, victim sets are tried by
+// size, smallest first, up to DefaultPreemptionBudget sets; the answer is
+// exact within that budget. Nothing changes: the caller evicts the victims
+// and schedules the pod again.
+//
+// It returns an error wrapping [ErrNoPreemption] when no node allows it,
+// the pod's *kube.PodError when it is invalid, and an error wrapping
+// [ErrPodPlaced] when the pod is already placed.
+func (c *Cache) Preempt(p *kube.Pod) (Preemption, error) {
+	pr, err := c.parse(p)
+	if err != nil {
+		return Preemption{}, err
+	}
+	c.podsMu.Lock()
+	_, placed := c.pods[pr.key]
+	c.podsMu.Unlock()
+	if placed {
+		return Preemption{}, fmt.Errorf("%w: %s", ErrPodPlaced, pr.key)
+	}
+	var best *Preemption
+	var bestSum int64
+	for _, ni := range c.sortedNodes() {
+		pe, s, ok := c.preemptOn(ni, pr, p.Priority, DefaultPreemptionBudget)
+		if !ok {
+			continue
+		}
+		if best == nil || betterPreemption(pe, s, *best, bestSum) {
+			best, bestSum = &pe, s
+		}
+	}
+	if best == nil {
+		return Preemption{}, fmt.Errorf("%w: %s (priority %d)", ErrNoPreemption, pr.key, p.Priority)
+	}
+	return *best, nil
+}
+
+func betterPreemption(a Preemption, asum int64, b Preemption, bsum int64) bool {
+	return cmp.Or(
+		cmp.Compare(len(a.Victims), len(b.Victims)),
+		cmp.Compare(a.HighestPriority, b.HighestPriority),
+		cmp.Compare(asum, bsum),
+		strings.Compare(a.Node, b.Node),
+	) < 0
+}
+
+// PreemptOn is Preempt on one named node: the smallest set of victims
+// there, or an error wrapping [ErrNoPreemption].
+func (c *Cache) PreemptOn(p *kube.Pod, node string) (Preemption, error) {
+	pr, err := c.parse(p)
+	if err != nil {
+		return Preemption{}, err
+	}
+	ni, err := c.node(node)
+	if err != nil {
+		return Preemption{}, err
+	}
+	pe, _, ok := c.preemptOn(ni, pr, p.Priority, DefaultPreemptionBudget)
+	if !ok {
+		return Preemption{}, fmt.Errorf("%w: %s on node %s", ErrNoPreemption, pr.key, node)
+	}
+	return pe, nil
+}
+
+// preemptOn searches one node: the smallest victim set (then the lowest
+// highest priority, then the lowest priority sum) among the pods of lower
+// priority, and the set's priority sum. ok is false when the pod fits
+// already, cannot fit even on the empty machine, or no set within the
+// budget makes it fit.
+func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Preemption, int64, bool) {
+	c.podsMu.Lock()
+	ni.mu.RLock()
+	defer ni.mu.RUnlock()
+	var cands []*podInfo
+	for _, pi := range ni.pods {
+		if pi.prio < prio {
+			cands = append(cands, pi)
+		}
+	}
+	c.podsMu.Unlock()
+	if len(cands) == 0 {
+		return Preemption{}, 0, false
+	}
+	if v := c.checksLocked(ni, pr, nil); v.why == fits {
+		if !pr.needsAlloc || ni.state.Fit(&pr.areq) == nil {
+			return Preemption{}, 0, false // no preemption needed
+		}
+	} else if v.why == notOptedIn || v.never || v.why == nodeGone {
+		return Preemption{}, 0, false
+	}
+	slices.SortFunc(cands, func(a, b *podInfo) int {
+		return cmp.Or(cmp.Compare(a.prio, b.prio), strings.Compare(a.key, b.key))
+	})
+	pick := make([]int, 0, len(cands))
+	var ids []string
+	fitsWithout := func() bool {
+		var cpus, gpus int
+		var plain, mem int64
+		ids = ids[:0]
+		for _, j := range pick {
+			pi := cands[j]
+			cpus += pi.cpus
+			gpus += pi.gpus
+			mem += pi.req.MemoryMiB
+			if !pi.req.NUMA {
+				plain += pi.req.MilliCPU
+			}
+			if pi.alloc {
+				ids = append(ids, pi.key)
+			}
+		}
+		// The cache's own rules on the totals without the victims.
+		free := int64(ni.allocCPUs - ni.exclCPUs + cpus)
+		plainLeft := ni.plainMilli - plain
+		if !pr.NUMA && pr.MilliCPU > 0 && plainLeft+pr.MilliCPU > free*1000 {
+			return false
+		}
+		if ni.memCap > 0 && pr.MemoryMiB > 0 && ni.memUsed-mem+pr.MemoryMiB > ni.memCap {
+			return false
+		}
+		if pr.NUMA && pr.CPUs > 0 {
+			left := free - int64(pr.CPUs)
+			if left >= 0 && (left < ceilThousandths(plainLeft) || left < int64(c.cfg.MinSharedCPUs)) {
+				return false
+			}
+		}
+		if !pr.needsAlloc {
+			return true
+		}
+		// Quick necessary totals before the exact allocator check.
+		if int(ni.gpuCap-ni.gpusHeld+gpus) < pr.areq.GPUs {
+			return false
+		}
+		return ni.state.FitWithout(&pr.areq, ids) == nil
+	}
+	tried := 0
+	for k := 1; k <= len(cands); k++ {
+		var found []int
+		var foundMax int32
+		var foundSum int64
+		// Every k-subset of cands in lexicographic order.
+		pick = pick[:k]
+		for i := range pick {
+			pick[i] = i
+		}
+		for {
+			if tried++; tried > budget {
+				break
+			}
+			if fitsWithout() {
+				var mx int32
+				var sum int64
+				for _, j := range pick {
+					mx = max(mx, cands[j].prio)
+					sum += int64(cands[j].prio)
+				}
+				if found == nil || mx < foundMax || (mx == foundMax && sum < foundSum) {
+					found, foundMax, foundSum = slices.Clone(pick), mx, sum
+				}
+			}
+			// Next combination.
+			i := k - 1
+			for i >= 0 && pick[i] == len(cands)-k+i {
+				i--
+			}
+			if i < 0 {
+				break
+			}
+			pick[i]++
+			for j := i + 1; j < k; j++ {
+				pick[j] = pick[j-1] + 1
+			}
+		}
+		if found != nil {
+			pe := Preemption{Node: ni.name, HighestPriority: foundMax}
+			for _, j := range found {
+				pe.Victims = append(pe.Victims, cands[j].key)
+			}
+			return pe, foundSum, true
+		}
+		if tried > budget {
+			break
+		}
+	}
+	return Preemption{}, 0, false
+}

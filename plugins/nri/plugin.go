@@ -329,7 +329,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
 		"source", adm.Source.String(), "cpus", c.cpus, "mems", adm.Mems(), "gpus", adm.VisibleDevices())
-	return adj, p.sharedUpdatesLocked(c.id), nil
+	return adj, p.sharedUpdatesLocked(c.id, true), nil
 }
 
 // StopContainer implements stub.StopContainerInterface: it forgets the
@@ -343,7 +343,7 @@ func (p *Plugin) StopContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.containers, ctr.GetId())
-	return p.sharedUpdatesLocked(""), nil
+	return p.sharedUpdatesLocked("", true), nil
 }
 
 // RemoveContainer implements stub.RemoveContainerInterface: it forgets the

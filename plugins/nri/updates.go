@@ -55,8 +55,10 @@ func (p *Plugin) poolChangedLocked() {
 
 // sharedUpdatesLocked returns the updates that put every shared-pool
 // container (but the one with ID except) whose cpuset is not the shared
-// pool onto it, ordered by container ID, and records them as applied.
-func (p *Plugin) sharedUpdatesLocked(except string) []*api.ContainerUpdate {
+// pool onto it, ordered by container ID. With record, they are recorded as
+// applied (a handler's reply, which the runtime applies before it answers
+// the next request); without, the caller records them once they are.
+func (p *Plugin) sharedUpdatesLocked(except string, record bool) []*api.ContainerUpdate {
 	pool := p.node.SharedPool().String()
 	var out []*api.ContainerUpdate
 	for _, c := range p.containers {
@@ -66,7 +68,9 @@ func (p *Plugin) sharedUpdatesLocked(except string) []*api.ContainerUpdate {
 		u := &api.ContainerUpdate{ContainerId: c.id, IgnoreFailure: true}
 		u.SetLinuxCPUSetCPUs(pool)
 		out = append(out, u)
-		c.cpus = pool
+		if record {
+			c.cpus = pool
+		}
 	}
 	slices.SortFunc(out, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })
 	return out
@@ -86,7 +90,10 @@ func (p *Plugin) run() {
 }
 
 // push sends the shared-pool containers the current shared pool through
-// the updater, again while the pool changed during the sending.
+// the updater, again while the pool changed during the sending. Until the
+// updater returns, the containers still count as not updated, so a handler
+// that runs meanwhile (the runtime may serve it before the unsolicited
+// updates) puts the same updates in its reply.
 func (p *Plugin) push() {
 	for range maxPushRounds {
 		p.mu.Lock()
@@ -96,26 +103,27 @@ func (p *Plugin) push() {
 			return
 		}
 		gen := p.gen
-		updates := p.sharedUpdatesLocked("")
+		updates := p.sharedUpdatesLocked("", false)
 		p.mu.Unlock()
 		if len(updates) == 0 {
 			return
 		}
 		failed, err := u.UpdateContainers(updates)
 		p.mu.Lock()
-		if err != nil {
-			p.log.Error("cannot update the shared-pool containers; they will be updated at the next change",
+		again := p.gen != gen
+		switch {
+		case err != nil:
+			p.log.Error("cannot update the shared-pool containers; they will be updated in the next reply or at the next change",
 				"containers", len(updates), "error", err)
+		case again:
+			// What was sent may have arrived after a newer pool: send the
+			// newer one again.
 			p.forgetCPUsLocked(updates)
-		} else {
+		default:
 			p.log.Info("updated the shared-pool containers", "containers", len(updates),
 				"cpus", updates[0].GetLinux().GetResources().GetCpu().GetCpus(), "failed", len(failed))
+			p.recordLocked(updates)
 			p.forgetCPUsLocked(failed)
-		}
-		again := p.gen != gen
-		if again {
-			// What was sent may have arrived after a newer pool: send again.
-			p.forgetCPUsLocked(updates)
 		}
 		p.mu.Unlock()
 		if !again {
@@ -124,8 +132,17 @@ func (p *Plugin) push() {
 	}
 }
 
+// recordLocked records the cpusets of the updates as applied.
+func (p *Plugin) recordLocked(updates []*api.ContainerUpdate) {
+	for _, u := range updates {
+		if c, ok := p.containers[u.GetContainerId()]; ok {
+			c.cpus = u.GetLinux().GetResources().GetCpu().GetCpus()
+		}
+	}
+}
+
 // forgetCPUsLocked marks the containers of the updates as having an
-// unknown cpuset, so that the next push includes them.
+// unknown cpuset, so that the next push or reply includes them.
 func (p *Plugin) forgetCPUsLocked(updates []*api.ContainerUpdate) {
 	for _, u := range updates {
 		if c, ok := p.containers[u.GetContainerId()]; ok {

@@ -260,3 +260,105 @@ func TestKeepGPULocalCPUs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, g.NUMANodes(), a.NUMANodes(), "without the preference, best fit packs next to the GPU pod")
 }
+
+// snapText is a state's live allocations and device health as text, free
+// of pointers (so that states on equal machines compare equal).
+func snapText(s *allocator.State) string {
+	snap := s.Snapshot()
+	out := ""
+	for _, a := range snap.Allocations {
+		out += fmt.Sprintf("%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs, a.Span, a.Memory)
+	}
+	return out + fmt.Sprint(snap.Unhealthy)
+}
+
+// TestReplaceMachineProperty: replacing the machine by an equal copy keeps
+// everything; dropping one CPU or one GPU fails exactly for the
+// allocations that held it, and then changes nothing.
+func TestReplaceMachineProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		s := allocator.New(m, allocator.Options{})
+		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
+		before := snapText(s)
+
+		spec := m.Spec()
+		same, err := spec.Build()
+		require.NoError(t, err)
+		require.NoError(t, s.ReplaceMachine(same))
+		require.Equal(t, before, snapText(s))
+
+		// Drop one CPU (from its node, cores and reserved set) or one GPU.
+		var holders []string
+		if len(spec.GPUs) > 0 && rapid.Bool().Draw(t, "dropGPU") {
+			j := rapid.IntRange(0, len(spec.GPUs)-1).Draw(t, "gpu")
+			gone := *spec.GPUs[j].ID
+			spec.GPUs = append(spec.GPUs[:j:j], spec.GPUs[j+1:]...)
+			for _, a := range s.Live() {
+				for _, g := range a.GPUs {
+					if g == gone {
+						holders = append(holders, a.ID)
+					}
+				}
+			}
+			var links [][]int
+			for _, l := range spec.NVLinks {
+				if l[0] != gone && l[1] != gone {
+					links = append(links, l)
+				}
+			}
+			spec.NVLinks = links
+		} else {
+			all := m.CPUs().List()
+			if len(all) < 2 {
+				return
+			}
+			cpu := all[rapid.IntRange(0, len(all)-1).Draw(t, "cpu")]
+			for i := range spec.NUMANodes {
+				c := numa.MustParseCPUSet(*spec.NUMANodes[i].CPUs)
+				c.Remove(cpu)
+				str := c.String()
+				spec.NUMANodes[i].CPUs = &str
+			}
+			var cores []string
+			for _, cs := range spec.Cores {
+				c := numa.MustParseCPUSet(cs)
+				c.Remove(cpu)
+				if !c.IsEmpty() {
+					cores = append(cores, c.String())
+				}
+			}
+			spec.Cores = cores
+			var l3 []string
+			for _, g := range spec.L3Groups {
+				c := numa.MustParseCPUSet(g)
+				c.Remove(cpu)
+				if !c.IsEmpty() {
+					l3 = append(l3, c.String())
+				}
+			}
+			spec.L3Groups = l3
+			r := numa.MustParseCPUSet(spec.ReservedCPUs)
+			r.Remove(cpu)
+			spec.ReservedCPUs = r.String()
+			for _, a := range s.Live() {
+				if a.CPUs.Contains(cpu) {
+					holders = append(holders, a.ID)
+				}
+			}
+		}
+		smaller, err := spec.Build()
+		if err != nil {
+			t.Skipf("the smaller machine is not valid: %v", err) // e.g. a node left without CPUs in a socket
+		}
+		err = s.ReplaceMachine(smaller)
+		if len(holders) == 0 {
+			require.NoError(t, err)
+			return
+		}
+		var tc *allocator.TopologyChangeError
+		require.ErrorAs(t, err, &tc)
+		require.ElementsMatch(t, holders, tc.Affected())
+		require.Equal(t, before, snapText(s), "a refused replacement changes nothing")
+	})
+}

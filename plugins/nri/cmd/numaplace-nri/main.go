@@ -82,7 +82,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, reportedError{err} // the flag package has printed it with the usage
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -110,6 +113,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	return c, nil
 }
+
+// reportedError is a flag error the flag package has already printed.
+type reportedError struct{ err error }
+
+func (e reportedError) Error() string { return e.err.Error() }
 
 // loadMachine returns the machine the configuration names.
 func loadMachine(c config) (*topology.Machine, error) {
@@ -158,6 +166,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	var reported reportedError
+	if errors.As(err, &reported) {
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "numaplace-nri: %v\n", err)
@@ -226,15 +238,22 @@ type nriLogger struct{ l *slog.Logger }
 
 var _ nrilog.Logger = nriLogger{}
 
+// Debugf logs at level Debug.
 func (n nriLogger) Debugf(ctx context.Context, format string, args ...any) {
 	n.l.DebugContext(ctx, "nri: "+fmt.Sprintf(format, args...))
 }
+
+// Infof logs at level Info.
 func (n nriLogger) Infof(ctx context.Context, format string, args ...any) {
 	n.l.InfoContext(ctx, "nri: "+fmt.Sprintf(format, args...))
 }
+
+// Warnf logs at level Warn.
 func (n nriLogger) Warnf(ctx context.Context, format string, args ...any) {
 	n.l.WarnContext(ctx, "nri: "+fmt.Sprintf(format, args...))
 }
+
+// Errorf logs at level Error.
 func (n nriLogger) Errorf(ctx context.Context, format string, args ...any) {
 	n.l.ErrorContext(ctx, "nri: "+fmt.Sprintf(format, args...))
 }

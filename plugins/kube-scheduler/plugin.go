@@ -1,0 +1,426 @@
+package numaplace
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/allocator"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration profile.
+const Name = "NUMAPlace"
+
+// syncTimeout bounds how long PreFilter waits for the plugin's informer
+// handlers to have seen every node and pod once.
+const syncTimeout = 30 * time.Second
+
+// stateKey is where PreFilter keeps the parsed pod in the CycleState.
+const stateKey fwk.StateKey = Name
+
+// Reasons of the plugin's own refusals (the others are the FilterError's).
+const (
+	// ReasonTextNoTopology is the status reason of a node without a
+	// topology annotation refusing a pod with a NUMA spec.
+	ReasonTextNoTopology = "node(s) without a numaplace topology annotation"
+)
+
+// podState is the pod as PreFilter read it; immutable, so Clone shares it.
+type podState struct {
+	pod    *kube.Pod
+	req    kube.PodRequest
+	policy string // the metrics' policy label
+}
+
+// Clone implements fwk.StateData.
+func (s *podState) Clone() fwk.StateData { return s }
+
+// holdsAllocation reports whether the pod gets CPUs or GPUs from the
+// allocator (a NUMA spec, or GPUs), that is whether numaplace decides
+// anything for it.
+func (s *podState) holdsAllocation() bool { return s.req.NUMA || s.req.GPUs > 0 }
+
+// Plugin is the NUMAPlace scheduling framework plugin. Build it with [New]
+// (the framework does, from a profile that enables it).
+type Plugin struct {
+	handle fwk.Handle
+	args   Args
+	cache  *scheduler.Cache
+	logger klog.Logger
+	ev     *events
+}
+
+// Compile-time checks of the extension points.
+var (
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.PreScorePlugin    = (*Plugin)(nil)
+	_ fwk.ScorePlugin       = (*Plugin)(nil)
+	_ fwk.ScoreExtensions   = (*Plugin)(nil)
+	_ fwk.ReservePlugin     = (*Plugin)(nil)
+	_ fwk.PreBindPlugin     = (*Plugin)(nil)
+	_ fwk.PostBindPlugin    = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// New builds the plugin, the framework's PluginFactory: it decodes the
+// arguments ([DecodeArgs]), creates the adapters/scheduler Cache, registers
+// the metrics and adds event handlers to the handle's node and pod
+// informers (they run once the scheduler starts the informer factory).
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := args.Config()
+	if err != nil {
+		return nil, err
+	}
+	cache, err := scheduler.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if h == nil || h.SharedInformerFactory() == nil {
+		return nil, fmt.Errorf("%s: the framework handle has no shared informer factory", Name)
+	}
+	if h.ClientSet() == nil {
+		return nil, fmt.Errorf("%s: the framework handle has no clientset (PreBind writes the decision with it)", Name)
+	}
+	if err := RegisterMetrics(); err != nil {
+		return nil, fmt.Errorf("%s: registering metrics: %w", Name, err)
+	}
+	pl := &Plugin{handle: h, args: args, cache: cache, logger: klog.FromContext(ctx).WithName(Name)}
+	ev, err := startEvents(pl, h.SharedInformerFactory())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl.ev = ev
+	return pl, nil
+}
+
+// Name returns [Name].
+func (pl *Plugin) Name() string { return Name }
+
+// Args returns the plugin's arguments.
+func (pl *Plugin) Args() Args { return pl.args }
+
+// Cache returns the plugin's adapters/scheduler cache (for inspection:
+// changing it behind the informers' back breaks their bookkeeping).
+func (pl *Plugin) Cache() *scheduler.Cache { return pl.cache }
+
+// HasSynced reports whether the plugin's informer handlers have seen
+// every node and pod of the informers' initial lists (after which its
+// cache holds the cluster's state).
+func (pl *Plugin) HasSynced() bool { return pl.ev.hasSynced() }
+
+// Close removes the plugin's informer event handlers. The scheduler
+// closes its plugins when it stops.
+func (pl *Plugin) Close() error {
+	if pl.ev == nil {
+		return nil
+	}
+	return pl.ev.close()
+}
+
+// PreFilter reads the pod (kube.ParsePod over [PodFromV1]) and keeps it in
+// the CycleState for the later extension points. An invalid pod is
+// rejected as UnschedulableAndUnresolvable with the parser's message,
+// which names the annotation, container or resource at fault. The first
+// cycles wait (at most 30 seconds) until the informers have delivered
+// every node and pod to the plugin, so that a restarted scheduler decides
+// on the whole state.
+func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if err := pl.ev.waitSynced(ctx, syncTimeout); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	kp := PodFromV1(pod)
+	req, err := kube.ParsePod(kp, pl.cache.Config().Pods)
+	if err != nil {
+		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	state.Write(stateKey, &podState{pod: kp, req: req, policy: policyLabel(req)})
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: the plugin reads placed pods from its
+// own cache, not from the NodeInfo, so preemption's what-if (pods added
+// or removed) cannot be expressed; its refusals are therefore
+// UnschedulableAndUnresolvable.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// podState returns what PreFilter kept, or reads the pod again when the
+// CycleState has nothing (an extension point run without PreFilter).
+func (pl *Plugin) podState(state fwk.CycleState, pod *v1.Pod) (*podState, error) {
+	if state != nil {
+		if d, err := state.Read(stateKey); err == nil {
+			if s, ok := d.(*podState); ok {
+				return s, nil
+			}
+			return nil, fmt.Errorf("%s: cycle state %q holds %T", Name, stateKey, d)
+		}
+	}
+	kp := PodFromV1(pod)
+	req, err := kube.ParsePod(kp, pl.cache.Config().Pods)
+	if err != nil {
+		return nil, err
+	}
+	return &podState{pod: kp, req: req, policy: policyLabel(req)}, nil
+}
+
+// refusal is the status of a refusal by the cache: the FilterError's short
+// reasons (node-independent, so kube-scheduler's summary counts nodes by
+// reason), with the given code.
+func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *fwk.Status {
+	var fe *scheduler.FilterError
+	switch {
+	case errors.As(err, &fe):
+		refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err)).Inc()
+		if v := pl.logger.V(5); v.Enabled() {
+			v.Info("Node refuses pod", "pod", s.pod.Key(), "node", node, "detail", fe.Detail)
+		}
+		return fwk.NewStatus(code, fe.Reasons...)
+	case errors.Is(err, scheduler.ErrUnknownNode):
+		refusalsTotal.WithLabelValues(s.policy, ReasonNoTopology).Inc()
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonTextNoTopology)
+	case errors.Is(err, kube.ErrInvalidPod):
+		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	return fwk.AsStatus(fmt.Errorf("%s: pod %s on node %s: %w", Name, s.pod.Key(), node, err))
+}
+
+// Filter says whether the node can take the pod now (Cache.Filter): the
+// opt-in label, the allocator's admission under the pod's policy, the
+// shared pool, memory. A node without a topology annotation refuses pods
+// with a NUMA spec and accepts the others (their resources are the other
+// plugins' business there).
+func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := pl.podState(state, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	defer observeFilter(s.policy, time.Now())
+	err = pl.cache.Filter(s.pod, node.Name)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
+		return nil
+	}
+	return pl.refusal(fwk.UnschedulableAndUnresolvable, s, node.Name, err)
+}
+
+// PreScore skips scoring for pods that hold no allocation (no NUMA spec
+// and no GPUs): their CPUs come from the shared pool, which the default
+// resource scoring already weighs.
+func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := pl.podState(state, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if !s.holdsAllocation() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score rates the node for the pod on 0-100 (Cache.Score: alignment
+// first, then the packing strategy). A node that has come to refuse the
+// pod since Filter, or that has no topology annotation, scores 0.
+func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := pl.podState(state, pod)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	if node == nil {
+		return 0, fwk.NewStatus(fwk.Error, "node not found")
+	}
+	score, err := pl.cache.Score(s.pod, node.Name)
+	var fe *scheduler.FilterError
+	switch {
+	case err == nil:
+		return int64(score), nil
+	case errors.As(err, &fe), errors.Is(err, scheduler.ErrUnknownNode):
+		return 0, nil
+	}
+	return 0, fwk.AsStatus(fmt.Errorf("%s: scoring node %s for pod %s: %w", Name, node.Name, s.pod.Key(), err))
+}
+
+// ScoreExtensions returns the plugin, whose NormalizeScore scales the
+// scores.
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore maps the cache's 0-100 scale onto 0 to
+// framework.MaxNodeScore (clamping anything outside).
+func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	for i := range scores {
+		s := min(max(scores[i].Score, 0), 100)
+		scores[i].Score = s * fwk.MaxNodeScore / 100
+	}
+	return nil
+}
+
+// Reserve places the pod on the node in the cache (Cache.Reserve), so
+// that the following pods' Filter sees what it holds before it is bound.
+// A refusal (the node changed since Filter) is Unschedulable with the
+// reason; the scheduler then tries again.
+func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s, err := pl.podState(state, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	err = pl.cache.Reserve(s.pod, nodeName)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
+		return nil
+	}
+	return pl.refusal(fwk.Unschedulable, s, nodeName, err)
+}
+
+// Unreserve gives back what Reserve took (Cache.Unreserve). It is
+// idempotent: a pod the cache does not hold, or already knows as bound,
+// is left alone.
+func (pl *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	err := pl.cache.Unreserve(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
+	switch {
+	case err == nil, errors.Is(err, allocator.ErrUnknownID), errors.Is(err, scheduler.ErrBound):
+	default:
+		pl.logger.Error(err, "Unreserve", "pod", klog.KObj(pod), "node", nodeName)
+	}
+}
+
+// PreBindPreFlight says whether PreBind has anything to write: Skip for a
+// pod that holds no allocation (no NUMA spec and no GPUs).
+func (pl *Plugin) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	st, ok := pl.cache.Pod(podKey(pod))
+	if !ok || st.Allocation == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+}
+
+// PreBind writes the decision on the pod before it is bound: the
+// numaplace.io/allocation annotation (and Koordinator's resource-status
+// and device-allocated with Args.KoordinatorAnnotations), by a JSON merge
+// patch through the handle's clientset. The patch names the pod's UID, so
+// a pod deleted and created again under the same name is not written.
+func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	ann, err := pl.cache.PreBind(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: pod %s on node %s: %w", Name, podKey(pod), nodeName, err))
+	}
+	if len(ann) == 0 {
+		return nil
+	}
+	patch, err := annotationPatch(pod.UID, ann)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	_, err = pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: writing %s on pod %s: %w", Name, kube.AnnotationAllocation, podKey(pod), err))
+	}
+	pl.logger.V(3).Info("Decision written", "pod", klog.KObj(pod), "node", nodeName, "decision", ann[kube.AnnotationAllocation])
+	return nil
+}
+
+// annotationPatch is the JSON merge patch that sets the annotations, with
+// the UID as a precondition.
+func annotationPatch(uid types.UID, ann map[string]string) ([]byte, error) {
+	type meta struct {
+		UID         types.UID         `json:"uid,omitempty"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	return json.Marshal(struct {
+		Metadata meta `json:"metadata"`
+	}{meta{UID: uid, Annotations: ann}})
+}
+
+// PostBind counts the placement (numaplace_placements_total).
+func (pl *Plugin) PostBind(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+	label := PolicyShared
+	if s, err := pl.podState(state, pod); err == nil {
+		label = s.policy
+	}
+	placementsTotal.WithLabelValues(label).Inc()
+}
+
+// EventsToRegister returns the cluster events that may make a pod this
+// plugin refused schedulable: a node added or changing its labels or
+// annotations (the topology annotation, the opt-in label), a bound pod
+// deleted (it frees CPUs and GPUs), and the pod itself updated (an invalid
+// pod's annotations fixed).
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAnnotation},
+			QueueingHintFn: pl.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete},
+			QueueingHintFn: pl.isSchedulableAfterPodDelete},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update},
+			QueueingHintFn: pl.isSchedulableAfterTargetPodUpdate},
+	}, nil
+}
+
+func (pl *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldNode, newNode, err := schedutil.As[*v1.Node](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	_, newTopo, ok := topologySource(newNode)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	if oldNode == nil {
+		return fwk.Queue, nil
+	}
+	_, oldTopo, _ := topologySource(oldNode)
+	label := pl.cache.Config().OptInLabel
+	if oldTopo != newTopo || oldNode.Labels[label] != newNode.Labels[label] {
+		logger.V(5).Info("Node topology or opt-in label changed", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func (pl *Plugin) isSchedulableAfterPodDelete(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	deleted, _, err := schedutil.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if deleted.Spec.NodeName == "" {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+func (pl *Plugin) isSchedulableAfterTargetPodUpdate(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := schedutil.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if oldPod == nil || !maps.Equal(oldPod.Annotations, newPod.Annotations) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}

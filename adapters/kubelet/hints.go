@@ -268,9 +268,12 @@ func CPUHints(nodes []NodeAmount, request int) []TopologyHint {
 // DeviceHints returns the hints the kubelet's device manager generates for
 // request devices of one resource (GetTopologyHints and
 // generateDeviceTopologyHints), with no devices reused from init containers.
-// nodes lists every NUMA node of the machine, with or without devices (the
-// device manager iterates them all), with its devices; unplacedAvailable
-// counts the available devices that report no NUMA node.
+// nodes lists the NUMA nodes of the machine with their devices;
+// unplacedAvailable counts the available devices that report no NUMA node.
+// As the kubelet does since v1.37, only the NUMA nodes that host a
+// registered device of the resource take part in the sets (earlier kubelets
+// iterated every NUMA node of the machine, giving extra sets that include
+// device-less nodes).
 //
 // As in the kubelet: the result is nil (no preference) when no device has a
 // NUMA node; empty (cannot satisfy) when fewer devices are available in all
@@ -280,7 +283,7 @@ func CPUHints(nodes []NodeAmount, request int) []TopologyHint {
 // count toward the availability check but in no set, so a request they would
 // complete gets an empty list.
 func DeviceHints(nodes []NodeAmount, unplacedAvailable, request int) []TopologyHint {
-	ids, amounts := sortedAmounts(nodes, false)
+	ids, amounts := sortedAmounts(nodes, true)
 	total, avail := 0, unplacedAvailable
 	for _, a := range amounts {
 		total += a.Total

@@ -122,13 +122,14 @@ func TestDeviceHints(t *testing.T) {
 	got = DeviceHints([]NodeAmount{{0, 1, 1}, {1, 0, 0}}, 1, 2)
 	require.NotNil(t, got)
 	require.Empty(t, got)
-	// Every node of the machine takes part, with or without devices.
-	require.Equal(t, wantHints([]int{2}, true, []int{0, 2}, false, []int{1, 2}, false, []int{0, 1, 2}, false),
+	// Only the nodes that hold devices take part (the kubelet since v1.37).
+	require.Equal(t, wantHints([]int{2}, true),
 		DeviceHints([]NodeAmount{{0, 0, 0}, {1, 0, 0}, {2, 1, 1}}, 0, 1))
 }
 
 // TestDeviceHintsKubeletTable writes out the device manager's
-// getCommonTestCases (topology_hints_test.go, NUMA nodes 0 and 1) that do not
+// getCommonTestCases (topology_hints_test.go of v1.37.2, NUMA nodes 0 and 1,
+// where only device-bearing NUMA nodes take part in the sets) that do not
 // regenerate hints for devices already held by the same container.
 func TestDeviceHintsKubeletTable(t *testing.T) {
 	cases := []struct {
@@ -142,7 +143,7 @@ func TestDeviceHintsKubeletTable(t *testing.T) {
 	}{
 		{name: "Single Request, no alignment", nodes: []NodeAmount{{0, 0, 0}, {1, 0, 0}}, unplaced: 2, request: 1, wantNil: true},
 		{name: "Single Request, only one with alignment", nodes: []NodeAmount{{0, 0, 0}, {1, 1, 1}}, unplaced: 1, request: 1,
-			want: wantHints([]int{1}, true, []int{0, 1}, false)},
+			want: wantHints([]int{1}, true)}, // v1.37: only device-bearing nodes take part
 		{name: "Single Request, one device per socket", nodes: []NodeAmount{{0, 1, 1}, {1, 1, 1}}, request: 1,
 			want: wantHints([]int{0}, true, []int{1}, true, []int{0, 1}, false)},
 		{name: "Request for 2, one device per socket", nodes: []NodeAmount{{0, 1, 1}, {1, 1, 1}}, request: 2,
@@ -153,7 +154,7 @@ func TestDeviceHintsKubeletTable(t *testing.T) {
 		{name: "Request for 2, optimal on 1 NUMA node, forced cross-NUMA", nodes: []NodeAmount{{0, 2, 1}, {1, 2, 1}}, request: 2,
 			want: wantHints([]int{0, 1}, false)},
 		{name: "2 device types, mixed configuration (testdevice2)", nodes: []NodeAmount{{0, 1, 1}, {1, 0, 0}}, request: 1,
-			want: wantHints([]int{0}, true, []int{0, 1}, false)},
+			want: wantHints([]int{0}, true)},
 		{name: "Single device type, more requested than available", nodes: []NodeAmount{{0, 2, 2}, {1, 2, 2}}, request: 6, wantEmpty: true},
 	}
 	for _, c := range cases {
@@ -251,14 +252,15 @@ func TestPredictDGX(t *testing.T) {
 
 	// 4 GPUs need two of the GPU nodes 1,3,5,7 but 24 CPUs fit on one node:
 	// no preferred merge. best-effort keeps B = 2 nodes and takes the
-	// numerically smallest two-node intersection, {0,1}: it admits the pod
-	// with an affinity that holds only 2 of its GPUs.
+	// numerically smallest two-node intersection; since v1.37 the device
+	// manager's sets hold only GPU nodes, so that is {1,3}, which holds all
+	// four GPUs (earlier kubelets answered {0,1}, with only two of them).
 	h, ok := predict(PolicyBestEffort, PredictOptions{}, nil, pod)
 	require.True(t, ok)
-	require.Equal(t, Hint(MustIDMask(0, 1), false), h)
+	require.Equal(t, Hint(MustIDMask(1, 3), false), h)
 	h, ok = predict(PolicyBestEffort, PredictOptions{TopologyOptions: TopologyOptions{PreferClosestNUMANodes: true}}, nil, pod)
 	require.True(t, ok)
-	require.Equal(t, Hint(MustIDMask(0, 1), false), h)
+	require.Equal(t, Hint(MustIDMask(1, 3), false), h)
 	_, ok = predict(PolicyRestricted, PredictOptions{}, nil, pod)
 	require.False(t, ok)
 	h, ok = predict(PolicySingleNUMANode, PredictOptions{}, nil, pod)
@@ -348,8 +350,8 @@ func TestProviderHintsShape(t *testing.T) {
 	ps, err = ProviderHints(a100, nil, &allocator.Request{CPUs: 4, GPUs: 1, Devices: map[string]int{"rdma": 1},
 		MemoryMiB: 1024}, PredictOptions{StaticMemoryManager: true, GPUResource: "aliyun.com/gpu"})
 	require.NoError(t, err)
-	require.Len(t, ps[0]["aliyun.com/gpu"], 255-15) // every mask with a GPU node
-	require.Len(t, ps[0]["rdma"], 255-15)
+	require.Len(t, ps[0]["aliyun.com/gpu"], 15) // every set of the GPU nodes 1,3,5,7
+	require.Len(t, ps[0]["rdma"], 15)
 	require.Len(t, ps[2]["memory"], 255)
 	for _, h := range ps[0]["aliyun.com/gpu"] {
 		require.Equal(t, h.NUMANodeAffinity.Count() == 1, h.Preferred)

@@ -699,8 +699,8 @@ func ExampleMerge() {
 // A 4-GPU, 24-CPU pod on an empty DGX A100 (two GPUs per GPU node, 32 CPUs
 // per node): the CPUs' narrowest width is one node, the GPUs' two, so no
 // merged hint is preferred. best-effort admits it with the numerically
-// smallest two-node intersection, which holds only two of its GPUs;
-// restricted and single-numa-node refuse it.
+// smallest two-node intersection of GPU nodes, {1,3}; restricted and
+// single-numa-node refuse it.
 func ExamplePredict() {
 	m, _ := topology.Preset("dgx-a100")
 	pod := &allocator.Request{CPUs: 24, GPUs: 4}
@@ -709,7 +709,7 @@ func ExamplePredict() {
 		fmt.Println(p, h, admit, err)
 	}
 	// Output:
-	// best-effort {0-1 not preferred} true <nil>
-	// restricted {0-1 not preferred} false <nil>
+	// best-effort {1,3 not preferred} true <nil>
+	// restricted {1,3 not preferred} false <nil>
 	// single-numa-node {any not preferred} false <nil>
 }

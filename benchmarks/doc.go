@@ -1,8 +1,11 @@
 // Package benchmarks puts numaplace side by side with the kubelet's own
 // code (k8s.io/kubernetes v1.37.2, imported as a library): it proves that
-// numaplace's kubelet-compatible merge gives the kubelet's answers. It is
-// a module of its own, so that the core module never depends on
-// Kubernetes; everything is in its tests:
+// numaplace's kubelet-compatible merge gives the kubelet's answers, and
+// measures how much faster it is. It is a module of its own, so that the
+// core module never depends on Kubernetes; everything is in its tests,
+// plus the command cmd/ratios and the script run.sh.
+//
+// The tests:
 //
 //   - TestMergeDifferential: adapters/kubelet's Merger against the
 //     Topology Manager's best-effort, restricted and single-numa-node
@@ -16,5 +19,18 @@
 //     iteration order (it does not; the test says why).
 //   - TestProviderHints: adapters/kubelet's model of the device, CPU and
 //     memory managers' hints against the kubelet's real managers, and the
-//     admissions that follow (one known difference, documented there).
+//     admissions that follow.
+//   - TestKubeletRefuses64Nodes: what the kubelet does with more than 8
+//     NUMA nodes.
+//
+// The benchmarks, each side by side on the same input:
+// BenchmarkMerge/{numaplace,kubelet}/numa{2,4,8}/providers{2,4} (and
+// numaplace alone at numa64), BenchmarkAdmit/{numaplace,kubelet}/dgx-a100
+// and BenchmarkAdmitMerge/{numaplace,kubelet}/dgx-a100{,-every-node}.
+// run.sh runs them with the core module's hot-path benchmarks and prints
+// the ratios:
+//
+//	benchmarks/run.sh
+//
+// See README.md for the results and how to read them.
 package benchmarks

@@ -51,6 +51,29 @@
 //		policy refuses), a 2-GPU SingleNUMANode pod and a 6-GPU BestEffort
 //		pod falling back across both nodes, and the picture.
 //
+//	simulate [--out DIR] [--nodes N] [--pods P] [--seed S] [--setups a,b,c]
+//		Run the cluster simulation: one seeded GPU workload (pods of 1, 2,
+//		4 and 8 GPUs with 6-24 CPUs per GPU, a mix of policies, Poisson
+//		arrivals, lognormal run times, offered near saturation) through
+//		three setups on N nodes, alternately dgx-h100 and dgx-a100: (a) a
+//		NUMA-blind scheduler with the kubelet's single-numa-node policy,
+//		(b) the same with best-effort (both through the kubelet-compatible
+//		hints and merge of adapters/kubelet), (c) numaplace's scheduler
+//		adapter and node agent. It prints a Markdown table (pods placed,
+//		AdmissionErrors, cross-NUMA placements, unschedulable and queued
+//		pods, GPU allocation, mean wait, scheduling latency p50/p99) and
+//		writes it with the run's parameters to DIR/summary.md, the time
+//		series to DIR/series.csv and two plots (GPU allocation over time;
+//		cumulative AdmissionErrors and cross-NUMA placements) as PNG and
+//		SVG. DIR is created if needed; without --out a new folder
+//		numaplan-simulate-* under the temporary directory. The default
+//		(200 nodes, 5,000 pods) takes seconds; --nodes 10000 --pods 100000
+//		is the scale run. A progress line goes to standard error every
+//		few seconds. Everything but the latencies is the same for the same
+//		flags. The rules (queue, retries, patience, the kubelet emulation,
+//		what counts as cross-NUMA) are in the documentation of the
+//		internal/sim package.
+//
 //	help [COMMAND]
 //		Print the list of commands, or one command's usage and flags.
 //		"numaplan COMMAND -h" prints the same.

@@ -42,7 +42,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{presetsCommand, topologyCommand, placeCommand, demoCommand, {
+	commands = []*command{presetsCommand, topologyCommand, placeCommand, demoCommand, simulateCommand, {
 		name:     "help",
 		synopsis: "help [COMMAND]",
 		summary:  "show this help, or the help of one command",

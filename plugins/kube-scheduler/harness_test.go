@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
@@ -44,14 +45,16 @@ const schedulerName = "numaplace-scheduler"
 // waitTimeout bounds every wait for the scheduler.
 const waitTimeout = 30 * time.Second
 
-// cluster is a fake API server (client-go's fake clientset, with binding
-// implemented) that schedulers can be started and stopped over.
+// cluster is an API server that schedulers can be started and stopped
+// over: client-go's fake clientset (with binding implemented), or a real
+// kube-apiserver and etcd (controlplane_test.go).
 type cluster struct {
 	t      *testing.T
-	client *fake.Clientset
+	client kubernetes.Interface
 }
 
-func newCluster(t *testing.T) *cluster {
+// newFakeCluster returns a cluster over client-go's fake clientset.
+func newFakeCluster(t *testing.T) *cluster {
 	t.Helper()
 	client := fake.NewClientset()
 	// The fake clientset does not implement pods/binding: set the node

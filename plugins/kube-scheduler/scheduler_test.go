@@ -12,7 +12,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/scheduler"
@@ -81,8 +83,9 @@ func counter(t *testing.T, policy string) float64 {
 // topology annotation, and sends one pod per policy, one after the other.
 // Each lands where the policy allows, with the decision the adapter
 // itself makes.
-func TestPoliciesBindToTheRightNodes(t *testing.T) {
-	c := newCluster(t)
+func TestPoliciesBindToTheRightNodes(t *testing.T) { testPolicies(t, newFakeCluster(t)) }
+
+func testPolicies(t *testing.T, c *cluster) {
 	nodes := []*v1.Node{
 		node(t, "h100-frag", "dgx-h100", true, false),
 		node(t, "h100-free", "dgx-h100", true, true),
@@ -181,8 +184,9 @@ func TestPoliciesBindToTheRightNodes(t *testing.T) {
 // TestUnschedulablePodGetsTheReasonSummary checks the PodScheduled
 // condition of pods no node takes: the nodes counted by the adapter's
 // reasons, and an invalid pod's parser message.
-func TestUnschedulablePodGetsTheReasonSummary(t *testing.T) {
-	c := newCluster(t)
+func TestUnschedulablePodGetsTheReasonSummary(t *testing.T) { testUnschedulable(t, newFakeCluster(t)) }
+
+func testUnschedulable(t *testing.T, c *cluster) {
 	nodes := []*v1.Node{
 		node(t, "h100-1", "dgx-h100", true, false),
 		node(t, "h100-2", "dgx-h100", true, false),
@@ -193,11 +197,17 @@ func TestUnschedulablePodGetsTheReasonSummary(t *testing.T) {
 		c.create(n)
 	}
 	ref := newReference(t, nodes...)
+	noFit, notOptedIn := refusals(t, "SingleNUMANode", numaplace.ReasonNoNUMAFit), refusals(t, "SingleNUMANode", numaplace.ReasonNotOptedIn)
+	invalid := refusals(t, numaplace.PolicyInvalid, numaplace.ReasonInvalidPod)
+	filtered := filterCount(t, "SingleNUMANode")
 	c.start(nil)
 
 	big := pod("eight-on-one", "SingleNUMANode", 8, 8)
 	c.create(big)
 	msg := c.waitUnschedulable(big.Name)
+	require.GreaterOrEqual(t, refusals(t, "SingleNUMANode", numaplace.ReasonNoNUMAFit), noFit+3)
+	require.GreaterOrEqual(t, refusals(t, "SingleNUMANode", numaplace.ReasonNotOptedIn), notOptedIn+1)
+	require.GreaterOrEqual(t, filterCount(t, "SingleNUMANode"), filtered+4)
 	_, err := ref.schedule(big)
 	var fe *scheduler.FitError
 	require.True(t, errors.As(err, &fe), "the adapter places the pod: %v", err)
@@ -217,14 +227,46 @@ func TestUnschedulablePodGetsTheReasonSummary(t *testing.T) {
 	require.Error(t, perr)
 	require.Contains(t, msg, perr.Error())
 	require.Contains(t, msg, `cpuset-scheduler: "required"`)
+	require.GreaterOrEqual(t, refusals(t, numaplace.PolicyInvalid, numaplace.ReasonInvalidPod), invalid+1)
+	requireExposed(t, "numaplace_placements_total", "numaplace_refusals_total", "numaplace_filter_duration_seconds")
+}
+
+func refusals(t *testing.T, policy, reason string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(numaplace.RefusalsTotal().WithLabelValues(policy, reason))
+	require.NoError(t, err)
+	return v
+}
+
+func filterCount(t *testing.T, policy string) uint64 {
+	t.Helper()
+	n, err := testutil.GetHistogramMetricCount(numaplace.FilterDuration().WithLabelValues(policy))
+	require.NoError(t, err)
+	return n
+}
+
+// requireExposed checks that kube-scheduler's registry (what it serves on
+// /metrics) has the metrics.
+func requireExposed(t *testing.T, names ...string) {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	have := map[string]bool{}
+	for _, f := range families {
+		have[f.GetName()] = true
+	}
+	for _, n := range names {
+		require.True(t, have[n], "metric %s is not in the legacy registry", n)
+	}
 }
 
 // TestRestartRebuildsStateFromAnnotations stops the scheduler after three
 // placements, deletes one pod while it is down, and starts a new scheduler
 // over the same API server: it reads the state back from the bound pods'
 // decisions (nothing lost, nothing held twice) and keeps placing.
-func TestRestartRebuildsStateFromAnnotations(t *testing.T) {
-	c := newCluster(t)
+func TestRestartRebuildsStateFromAnnotations(t *testing.T) { testRestart(t, newFakeCluster(t)) }
+
+func testRestart(t *testing.T, c *cluster) {
 	c.create(node(t, "h100-1", "dgx-h100", true, false), node(t, "h100-2", "dgx-h100", true, false))
 	first := c.start(nil)
 	decisions := map[string]string{}
@@ -237,7 +279,7 @@ func TestRestartRebuildsStateFromAnnotations(t *testing.T) {
 	first.stop()
 
 	freed := c.get("p2")
-	require.NoError(t, c.client.CoreV1().Pods("default").Delete(t.Context(), "p2", metav1.DeleteOptions{}))
+	require.NoError(t, c.client.CoreV1().Pods("default").Delete(t.Context(), "p2", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	delete(decisions, "p2")
 
 	second := c.start(nil)
@@ -276,8 +318,9 @@ func TestRestartRebuildsStateFromAnnotations(t *testing.T) {
 
 // TestKoordinatorAnnotations: with koordinatorAnnotations, PreBind also
 // writes Koordinator's annotations.
-func TestKoordinatorAnnotations(t *testing.T) {
-	c := newCluster(t)
+func TestKoordinatorAnnotations(t *testing.T) { testKoordinator(t, newFakeCluster(t)) }
+
+func testKoordinator(t *testing.T, c *cluster) {
 	n := node(t, "h100", "dgx-h100", true, false)
 	c.create(n)
 	c.start(&numaplace.Args{KoordinatorAnnotations: true})

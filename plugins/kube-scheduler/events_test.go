@@ -19,17 +19,17 @@ import (
 
 // newTestEvents returns the informer bookkeeping of a plugin without
 // informers: the tests call the handlers themselves.
-func newTestEvents(t *testing.T) *events {
+func newTestEvents(t testing.TB) *events {
 	t.Helper()
 	c, err := scheduler.New(scheduler.Config{})
 	require.NoError(t, err)
-	pl := &Plugin{cache: c, logger: ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))}
+	pl := &Plugin{cache: c, logger: ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))}
 	e := &events{pl: pl, nodes: map[string]*nodeRecord{}, bound: map[string]map[string]*v1.Pod{}}
 	pl.ev = e
 	return e
 }
 
-func testNode(t *testing.T, name, preset string, optIn bool) *v1.Node {
+func testNode(t testing.TB, name, preset string, optIn bool) *v1.Node {
 	t.Helper()
 	m, err := topology.Preset(preset)
 	require.NoError(t, err)

@@ -106,9 +106,42 @@ func validNumber(s string, exponent bool) bool {
 	return true
 }
 
+// plainInt reads s as a plain decimal integer of at most 15 digits, the
+// common case of a quantity ("24", "4"), without the rational arithmetic.
+func plainInt(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 15 {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
 // ParseMilli parses a quantity into thousandths ("500m" is 500, "2" is
 // 2000), rounding up as Kubernetes does for CPU.
 func ParseMilli(s string) (int64, error) {
+	if v, ok := plainInt(s); ok && v <= maxQuantity/1000 {
+		return v * 1000, nil
+	}
+	if m, ok := strings.CutSuffix(s, "m"); ok {
+		if v, ok := plainInt(m); ok {
+			return v, nil
+		}
+	}
+	return parseMilli(s)
+}
+
+// maxQuantity is the largest value a parse returns (the slow path refuses
+// more as too large).
+const maxQuantity = math.MaxInt64 / 1024
+
+func parseMilli(s string) (int64, error) {
 	v, err := parseQuantity(s)
 	if err != nil {
 		return 0, err
@@ -120,6 +153,13 @@ func ParseMilli(s string) (int64, error) {
 // ParseWhole parses a quantity that must be a whole number ("4", not "1.5"
 // nor "500m").
 func ParseWhole(s string) (int64, error) {
+	if v, ok := plainInt(s); ok {
+		return v, nil
+	}
+	return parseWhole(s)
+}
+
+func parseWhole(s string) (int64, error) {
 	v, err := parseQuantity(s)
 	if err != nil {
 		return 0, err
@@ -133,6 +173,20 @@ func ParseWhole(s string) (int64, error) {
 // ParseMiB parses a memory quantity in bytes ("4Gi", "512Mi", "1e9") into
 // MiB, rounding up.
 func ParseMiB(s string) (int64, error) {
+	for _, suf := range [...]struct {
+		s   string
+		mib int64
+	}{{"Gi", 1024}, {"Mi", 1}, {"Ti", 1 << 20}} {
+		if n, ok := strings.CutSuffix(s, suf.s); ok {
+			if v, ok := plainInt(n); ok && v <= maxQuantity/suf.mib {
+				return v * suf.mib, nil
+			}
+		}
+	}
+	return parseMiB(s)
+}
+
+func parseMiB(s string) (int64, error) {
 	v, err := parseQuantity(s)
 	if err != nil {
 		return 0, err
@@ -146,7 +200,7 @@ func ceilInt64(v *big.Rat, s string) (int64, error) {
 	if new(big.Rat).SetInt(n).Cmp(v) < 0 {
 		n.Add(n, big.NewInt(1))
 	}
-	if !n.IsInt64() || n.Int64() > math.MaxInt64/1024 {
+	if !n.IsInt64() || n.Int64() > maxQuantity {
 		return 0, fmt.Errorf("%w %q: too large", ErrQuantity, s)
 	}
 	return n.Int64(), nil

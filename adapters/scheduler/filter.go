@@ -419,14 +419,11 @@ func placementReasons(pe *allocator.PlacementError, r *allocator.Request) []stri
 // invalid pod returns its *kube.PodError, an unknown node an error wrapping
 // [ErrUnknownNode]. Where the pod is already placed does not matter.
 func (c *Cache) Filter(p *kube.Pod, node string) error {
-	pr, ni, err := c.prepare(p, node)
+	pp, err := c.Prepare(p)
 	if err != nil {
 		return err
 	}
-	if v := c.evaluate(ni, pr, false, nil); v.why != fits {
-		return c.refusalError(ni.name, pr, v)
-	}
-	return nil
+	return pp.Filter(node)
 }
 
 // Score rates the named node for the pod on 0-100, higher is better, or
@@ -435,15 +432,11 @@ func (c *Cache) Filter(p *kube.Pod, node string) error {
 // strategy); a pod without one by the node's totals (MostAllocated by
 // default, LeastAllocated as Config.Allocator.Scoring says).
 func (c *Cache) Score(p *kube.Pod, node string) (int, error) {
-	pr, ni, err := c.prepare(p, node)
+	pp, err := c.Prepare(p)
 	if err != nil {
 		return 0, err
 	}
-	v := c.evaluate(ni, pr, true, nil)
-	if v.why != fits {
-		return 0, c.refusalError(ni.name, pr, v)
-	}
-	return int(v.score), nil
+	return pp.Score(node)
 }
 
 func (c *Cache) prepare(p *kube.Pod, node string) (*podReq, *nodeInfo, error) {

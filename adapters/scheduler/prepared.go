@@ -1,0 +1,57 @@
+package scheduler
+
+import (
+	"fmt"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+)
+
+// PreparedPod is a pod parsed and validated once, for the many Filter and
+// Score calls of one scheduling cycle (a framework plugin keeps it in its
+// CycleState). It is read-only and safe for concurrent use; it does not
+// follow later changes of the pod.
+type PreparedPod struct {
+	c  *Cache
+	pr *podReq
+}
+
+// Prepare parses and validates the pod as Filter does (its *kube.PodError
+// when invalid).
+func (c *Cache) Prepare(p *kube.Pod) (*PreparedPod, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
+	}
+	pr, err := c.parse(p)
+	if err != nil {
+		return nil, err
+	}
+	return &PreparedPod{c: c, pr: pr}, nil
+}
+
+// Request returns what the pod asks for.
+func (pp *PreparedPod) Request() kube.PodRequest { return pp.pr.PodRequest }
+
+// Filter is [Cache.Filter] of the prepared pod.
+func (pp *PreparedPod) Filter(node string) error {
+	ni, err := pp.c.node(node)
+	if err != nil {
+		return err
+	}
+	if v := pp.c.evaluate(ni, pp.pr, false, nil); v.why != fits {
+		return pp.c.refusalError(ni.name, pp.pr, v)
+	}
+	return nil
+}
+
+// Score is [Cache.Score] of the prepared pod.
+func (pp *PreparedPod) Score(node string) (int, error) {
+	ni, err := pp.c.node(node)
+	if err != nil {
+		return 0, err
+	}
+	v := pp.c.evaluate(ni, pp.pr, true, nil)
+	if v.why != fits {
+		return 0, pp.c.refusalError(ni.name, pp.pr, v)
+	}
+	return int(v.score), nil
+}

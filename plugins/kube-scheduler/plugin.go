@@ -40,9 +40,10 @@ const (
 
 // podState is the pod as PreFilter read it; immutable, so Clone shares it.
 type podState struct {
-	pod    *kube.Pod
-	req    kube.PodRequest
-	policy string // the metrics' policy label
+	pod      *kube.Pod
+	req      kube.PodRequest
+	prepared *scheduler.PreparedPod // parsed once for Filter and Score
+	policy   string                 // the metrics' policy label
 }
 
 // Clone implements fwk.StateData.
@@ -146,14 +147,24 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if err := pl.ev.waitSynced(ctx, syncTimeout); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	kp := PodFromV1(pod)
-	req, err := kube.ParsePod(kp, pl.cache.Config().Pods)
+	s, err := pl.readPod(pod)
 	if err != nil {
 		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	state.Write(stateKey, &podState{pod: kp, req: req, policy: policyLabel(req)})
+	state.Write(stateKey, s)
 	return nil, nil
+}
+
+// readPod converts and parses the pod once.
+func (pl *Plugin) readPod(pod *v1.Pod) (*podState, error) {
+	kp := PodFromV1(pod)
+	pp, err := pl.cache.Prepare(kp)
+	if err != nil {
+		return nil, err
+	}
+	req := pp.Request()
+	return &podState{pod: kp, req: req, prepared: pp, policy: policyLabel(req)}, nil
 }
 
 // PreFilterExtensions returns nil: the plugin reads placed pods from its
@@ -173,12 +184,7 @@ func (pl *Plugin) podState(state fwk.CycleState, pod *v1.Pod) (*podState, error)
 			return nil, fmt.Errorf("%s: cycle state %q holds %T", Name, stateKey, d)
 		}
 	}
-	kp := PodFromV1(pod)
-	req, err := kube.ParsePod(kp, pl.cache.Config().Pods)
-	if err != nil {
-		return nil, err
-	}
-	return &podState{pod: kp, req: req, policy: policyLabel(req)}, nil
+	return pl.readPod(pod)
 }
 
 // refusal is the status of a refusal by the cache: the FilterError's short
@@ -218,7 +224,7 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
 	defer observeFilter(s.policy, time.Now())
-	err = pl.cache.Filter(s.pod, node.Name)
+	err = s.prepared.Filter(node.Name)
 	switch {
 	case err == nil:
 		return nil
@@ -254,7 +260,7 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	score, err := pl.cache.Score(s.pod, node.Name)
+	score, err := s.prepared.Score(node.Name)
 	var fe *scheduler.FilterError
 	switch {
 	case err == nil:

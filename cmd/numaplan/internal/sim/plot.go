@@ -18,6 +18,16 @@ var setupColors = map[Setup]color.Color{
 	Numaplace:             color.RGBA{R: 0x00, G: 0x9e, B: 0x73, A: 0xff},
 }
 
+// lineWidth draws setup b wider than the others, so that where a later
+// line covers it (b and c often allocate the same GPUs) it shows as a
+// band around that line.
+func lineWidth(s Setup) vg.Length {
+	if s == KubeletBestEffort {
+		return vg.Points(4)
+	}
+	return vg.Points(1.5)
+}
+
 // Plot sizes.
 const (
 	plotWidth  = 8 * vg.Inch
@@ -78,7 +88,7 @@ func (r *Report) gpuPlot() (*plot.Plot, error) {
 			return nil, fmt.Errorf("plotting setup %s: %w", res.Setup.Letter(), err)
 		}
 		l.Color = setupColors[res.Setup]
-		l.Width = vg.Points(1.5)
+		l.Width = lineWidth(res.Setup)
 		p.Add(l)
 		p.Legend.Add(res.Setup.String(), l)
 	}
@@ -111,7 +121,7 @@ func (r *Report) eventsPlot() (*plot.Plot, error) {
 				return nil, fmt.Errorf("plotting setup %s: %w", res.Setup.Letter(), err)
 			}
 			l.Color = setupColors[res.Setup]
-			l.Width = vg.Points(1.5)
+			l.Width = lineWidth(res.Setup)
 			if kind == "cross-NUMA" {
 				l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			}

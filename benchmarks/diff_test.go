@@ -439,9 +439,10 @@ func TestMergeDifferential(t *testing.T) {
 // (TestKubeletRefuses64Nodes) unless max-allowable-numa-nodes is raised,
 // but its policies' merge code runs on them unchanged (its walk costs the
 // product of the lists' lengths whatever the number of nodes); they are
-// where numaplace's merge changes method (its dense method above 12 nodes,
-// branch and bound above 16), so they are checked against the kubelet's
-// code too.
+// where numaplace's merge changes method for its non-preferred step
+// (above 12 nodes it chooses between its dense method and branch and bound
+// by cost, above 16 it always takes branch and bound), so they are checked
+// against the kubelet's code too.
 func TestMergeDifferentialLarge(t *testing.T) {
 	runDifferential(t, *diffLarge, 9, 64)
 }

@@ -112,6 +112,8 @@ const (
 const (
 	shortCPU    uint8 = 1 << iota // a plain pod's request and the shared pool
 	shortMemory                   // every pod's memory request and the node's memory
+	shortGPU                      // more GPUs than the node has left
+	shortExcl                     // more exclusive CPUs than the node has left
 )
 
 // verdict is a node's answer for a pod, cheap to produce: the error text
@@ -183,6 +185,15 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 			v.why, v.never, v.err = allocRefused, true, err
 			return v
 		}
+	}
+	// Counts the allocator would refuse anyway, checked without it: a node
+	// short of GPUs or of CPUs in total is refused in a few nanoseconds
+	// (most nodes of a saturated cluster).
+	if pr.needsAlloc && pr.areq.GPUs > n.gpuCap-n.gpusHeld {
+		v.short |= shortGPU
+	}
+	if pr.NUMA && int64(pr.CPUs) > free {
+		v.short |= shortExcl
 	}
 	if pr.NUMA {
 		if left := free - int64(pr.CPUs); pr.CPUs > 0 && left >= 0 {
@@ -329,6 +340,12 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 	if v.short&shortMemory != 0 {
 		add("Insufficient memory", fmt.Sprintf("%d MiB of memory left unrequested, the pod requests %d MiB",
 			v.mem, pr.MemoryMiB))
+	}
+	if v.short&shortGPU != 0 {
+		add("Insufficient "+kube.ResourceAliyunGPU, fmt.Sprintf("the node has fewer than %d GPUs left", pr.areq.GPUs))
+	}
+	if v.short&shortExcl != 0 {
+		add("Insufficient cpu", fmt.Sprintf("the node has fewer than %s left", cpus(int64(pr.CPUs))))
 	}
 	e.Detail = strings.Join(details, "; ")
 	return e

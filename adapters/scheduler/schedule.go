@@ -2,15 +2,18 @@ package scheduler
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/allocator"
 )
 
 // Result is where ScheduleOne placed a pod.
@@ -44,8 +47,27 @@ type FitError struct {
 	// node refusing for several reasons (several short resources) counts
 	// under each.
 	Reasons []ReasonCount
-	// Nodes are the refusals by node name.
-	Nodes map[string]*FilterError
+
+	c  *Cache
+	pr *podReq
+}
+
+// Node returns the named node's refusal with its details, as Filter gives
+// it now (the cluster may have changed since the error was made), or nil
+// when the node takes the pod now. Building every node's details for
+// thousands of nodes on each failed cycle would cost more than the search.
+func (e *FitError) Node(name string) *FilterError {
+	if e.c == nil || e.pr == nil {
+		return nil
+	}
+	ni, err := e.c.node(name)
+	if err != nil {
+		return &FilterError{Pod: e.Pod, Node: name, Err: err, Reasons: []string{err.Error()}, Detail: err.Error()}
+	}
+	if v := e.c.evaluate(ni, e.pr, false, nil); v.why != fits {
+		return e.c.refusalError(ni.name, e.pr, v)
+	}
+	return nil
 }
 
 // Error implements error.
@@ -245,16 +267,24 @@ func (c *Cache) putResults(p *[]verdict) {
 // fitError counts the refusals by reason.
 func (c *Cache) fitError(nodes []*nodeInfo, pr *podReq, start int, vs []verdict) *FitError {
 	n := len(nodes)
-	e := &FitError{Pod: pr.key, NumNodes: n, Nodes: make(map[string]*FilterError, n)}
+	e := &FitError{Pod: pr.key, NumNodes: n, c: c, pr: pr}
 	counts := map[string]int{}
+	// Nodes refusing in the same way give the same reasons: build them once
+	// per kind of refusal, not once per node.
+	memo := map[reasonKey][]string{}
 	for i := range vs {
 		if vs[i].why == fits {
 			continue // taken meanwhile by a concurrent reservation: not a refusal of this filter
 		}
-		ni := nodes[(start+i)%n]
-		fe := c.refusalError(ni.name, pr, vs[i])
-		e.Nodes[ni.name] = fe
-		for _, r := range fe.Reasons {
+		key, ok := keyOf(&vs[i])
+		reasons, seen := memo[key]
+		if !ok || !seen {
+			reasons = c.refusalError(nodes[(start+i)%n].name, pr, vs[i]).Reasons
+			if ok {
+				memo[key] = reasons
+			}
+		}
+		for _, r := range reasons {
 			counts[r]++
 		}
 	}
@@ -263,4 +293,33 @@ func (c *Cache) fitError(nodes []*nodeInfo, pr *podReq, start int, vs []verdict)
 	}
 	slices.SortStableFunc(e.Reasons, func(a, b ReasonCount) int { return cmp.Compare(b.Nodes, a.Nodes) })
 	return e
+}
+
+// reasonKey is what a refusal's reasons depend on.
+type reasonKey struct {
+	why    why
+	short  uint8
+	never  bool
+	cat    error
+	width  int
+	inSet  bool
+	shortK string
+}
+
+// keyOf returns v's reason key, or false when its reasons are not
+// determined by one (an error of another kind than a PlacementError).
+func keyOf(v *verdict) (reasonKey, bool) {
+	k := reasonKey{why: v.why, short: v.short, never: v.never}
+	if v.why != allocRefused {
+		return k, true
+	}
+	var pe *allocator.PlacementError
+	if !errors.As(v.err, &pe) {
+		return k, false
+	}
+	k.cat, k.width, k.inSet = errors.Unwrap(pe), pe.Width, pe.InSet
+	for _, s := range pe.Short {
+		k.shortK += s.Resource + "=" + strconv.FormatInt(s.Need, 10) + ";"
+	}
+	return k, true
 }

@@ -77,9 +77,8 @@ func TestScheduleOneFitError(t *testing.T) {
 		"2 no NUMA node with 4 free GPUs, 1 Insufficient cpu.", err.Error())
 	require.Equal(t, "default/tg", fe.Pod)
 	require.Equal(t, 6, fe.NumNodes)
-	require.Len(t, fe.Nodes, 6)
-	require.ErrorIs(t, fe.Nodes["busy"], allocator.ErrInsufficient)
-	require.Contains(t, fe.Nodes["a100-1"].Detail, "even with nothing allocated")
+	require.ErrorIs(t, fe.Node("busy"), allocator.ErrInsufficient)
+	require.Contains(t, fe.Node("a100-1").Detail, "even with nothing allocated")
 	_, ok := c.Pod("default/tg")
 	require.False(t, ok, "nothing reserved")
 

@@ -41,8 +41,8 @@ func BenchmarkMerge(b *testing.B) {
 // a 4-GPU, 24-CPU pod with 64 GiB of memory on an empty dgx-a100 whose
 // kubelet runs the best-effort policy, the static CPU manager and the
 // static memory manager. Predict generates the device, CPU and memory
-// managers' hints (255, 176 and 255 of them) and merges them; the kubelet
-// walks their 11 million permutations.
+// managers' hints (11, 255 and 255 of them since v1.37 narrowed the device hints to
+// the GPU nodes) and merges them; the kubelet walks their 715,275 permutations.
 func BenchmarkAdmit(b *testing.B) {
 	m := hintPreset(b, "dgx-a100")
 	r := &allocator.Request{CPUs: 24, GPUs: 4, MemoryMiB: 64 << 10}

@@ -108,6 +108,15 @@ type PodRequest struct {
 	GPUs int
 	// MemoryMiB is the pod's effective memory request.
 	MemoryMiB int64
+	// NvidiaGPUs counts nvidia.com/gpu of a pod without a NUMA spec: not
+	// numaplace's GPUs on an opt-in node (those are aliyun.com/gpu), but
+	// the GPUs a node running the kubelet's own Topology Manager hands out.
+	NvidiaGPUs int
+	// Guaranteed is Kubernetes' Guaranteed QoS class: every container has
+	// CPU and memory limits, and its requests (when given) equal them. On
+	// a node whose kubelet runs the static CPU manager, a Guaranteed pod
+	// with whole CPUs gets exclusive ones.
+	Guaranteed bool
 }
 
 // Request returns the allocator request of a NUMA pod, with the given ID.
@@ -181,6 +190,10 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 	if has && cfg.AcceptNvidiaGPU {
 		req.GPUs += int(res.nvidia)
 	}
+	if !has {
+		req.NvidiaGPUs = int(res.nvidia)
+	}
+	req.Guaranteed = guaranteed(p)
 	req.MemoryMiB = res.memoryMiB
 	if has {
 		req.CPUs = int(res.milliCPU / 1000)
@@ -224,6 +237,38 @@ func parseSpec(p *Pod) (policy.Spec, bool, error) {
 		}
 	}
 	return specs[0], true, nil
+}
+
+// guaranteed reports whether the pod is of Kubernetes' Guaranteed QoS
+// class: every container, init containers included, has CPU and memory
+// limits, and its CPU and memory requests, when given, equal them.
+func guaranteed(p *Pod) bool {
+	ok := func(c *Container) bool {
+		for _, res := range []string{ResourceCPU, ResourceMemory} {
+			lim, hasLim := c.Limits[res]
+			if !hasLim {
+				return false
+			}
+			if req, hasReq := c.Requests[res]; hasReq && !sameQuantity(req, lim) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(p.Containers) == 0 {
+		return false
+	}
+	for i := range p.Containers {
+		if !ok(&p.Containers[i]) {
+			return false
+		}
+	}
+	for i := range p.InitContainers {
+		if !ok(&p.InitContainers[i].Container) {
+			return false
+		}
+	}
+	return true
 }
 
 // effective computes the pod's effective request, checking each container.

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -45,6 +46,19 @@ type Node struct {
 	// Machine is the node's machine (from MachineFromNRT, discovery or a
 	// preset).
 	Machine *topology.Machine
+	// KubeletPolicy, when set to a policy other than "none", says that the
+	// node runs the kubelet's own Topology Manager with this policy (with
+	// the static CPU manager and the device manager) instead of numaplace's
+	// node agent. The cache then predicts the kubelet's admission of every
+	// pod that gets exclusive CPUs (a Guaranteed pod with whole CPUs) or
+	// GPUs (aliyun.com/gpu or nvidia.com/gpu) with the kubelet-compatible
+	// hints and merge of adapters/kubelet, so that no pod is sent where the
+	// kubelet would refuse it with a TopologyAffinityError, and accounts
+	// what the kubelet's managers would take (kubelet.KubeletAllocation).
+	// Pods with a NUMA spec are not placed on such nodes.
+	KubeletPolicy kubelet.TopologyPolicy
+	// KubeletOptions are the kubelet's options on such a node.
+	KubeletOptions kubelet.PredictOptions
 }
 
 // Cache holds the nodes of a cluster with their allocation state and the
@@ -73,6 +87,8 @@ type nodeInfo struct {
 
 	mu         sync.RWMutex // guards everything below
 	labels     map[string]string
+	kpol       kubelet.TopologyPolicy // "" unless the kubelet's Topology Manager admits pods
+	kopts      kubelet.PredictOptions
 	m          *topology.Machine
 	optedIn    bool
 	class      *machineClass
@@ -105,7 +121,7 @@ type podInfo struct {
 func (n *nodeInfo) account(pi *podInfo, sign int) {
 	n.exclCPUs += sign * pi.cpus
 	n.gpusHeld += sign * pi.gpus
-	if !pi.req.NUMA {
+	if !pi.req.NUMA && pi.cpus == 0 { // exclusive CPUs are not the shared pool's
 		n.plainMilli += int64(sign) * pi.req.MilliCPU
 	}
 	n.memUsed += int64(sign) * pi.req.MemoryMiB
@@ -135,7 +151,21 @@ func checkNode(n Node) error {
 	case n.Machine == nil:
 		return fmt.Errorf("%w %s: no machine", ErrInvalidNode, n.Name)
 	}
+	switch n.KubeletPolicy {
+	case "", kubelet.PolicyNone, kubelet.PolicyBestEffort, kubelet.PolicyRestricted, kubelet.PolicySingleNUMANode:
+	default:
+		return fmt.Errorf("%w %s: unknown kubelet Topology Manager policy %q", ErrInvalidNode, n.Name, n.KubeletPolicy)
+	}
 	return nil
+}
+
+// kubeletPolicy returns the node's kubelet policy ("" when numaplace's node
+// agent admits pods, or the kubelet's policy is none).
+func kubeletPolicy(n Node) (kubelet.TopologyPolicy, kubelet.PredictOptions) {
+	if n.KubeletPolicy == "" || n.KubeletPolicy == kubelet.PolicyNone {
+		return "", kubelet.PredictOptions{}
+	}
+	return n.KubeletPolicy, n.KubeletOptions
 }
 
 // newState fills in n's machine, state and capacities (the caller holds
@@ -167,6 +197,7 @@ func (c *Cache) AddNode(n Node) error {
 		return err
 	}
 	ni := &nodeInfo{name: n.Name, labels: maps.Clone(n.Labels), optedIn: c.optedIn(n.Labels), pods: map[string]*podInfo{}}
+	ni.kpol, ni.kopts = kubeletPolicy(n)
 	c.setMachine(ni, n.Machine, class, allocator.New(n.Machine, c.cfg.Allocator))
 	c.nodes[n.Name] = ni
 	c.dirty = true
@@ -218,6 +249,7 @@ func (c *Cache) UpdateNode(n Node) error {
 	defer ni.mu.Unlock()
 	if n.Machine == ni.m {
 		ni.labels, ni.optedIn = maps.Clone(n.Labels), c.optedIn(n.Labels)
+		ni.kpol, ni.kopts = kubeletPolicy(n)
 		return nil
 	}
 	class, err := c.classLocked(n.Machine)
@@ -264,7 +296,7 @@ func (c *Cache) UpdateNode(n Node) error {
 	// memory last.
 	for _, mv := range moves {
 		r := mv.pi.req
-		if !r.NUMA {
+		if !r.NUMA && mv.cpus == 0 {
 			if tmp.plainMilli+r.MilliCPU > int64(tmp.allocCPUs-tmp.exclCPUs)*1000 {
 				upd.Pods = append(upd.Pods, mv.pi.key)
 				upd.Reasons[mv.pi.key] = fmt.Sprintf("the shared pool of %d CPUs cannot hold its %s CPUs besides the other pods' %s",
@@ -293,6 +325,7 @@ func (c *Cache) UpdateNode(n Node) error {
 		mv.pi.cpus, mv.pi.gpus = mv.cpus, mv.gpus
 	}
 	ni.labels, ni.optedIn = maps.Clone(n.Labels), c.optedIn(n.Labels)
+	ni.kpol, ni.kopts = kubeletPolicy(n)
 	c.releaseClassLocked(old)
 	return nil
 }
@@ -426,15 +459,11 @@ func (c *Cache) AddPod(p *kube.Pod) error {
 			return fmt.Errorf("pod %s on node %s: %w", pr.key, ni.name, err)
 		}
 		pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
-	case pr.needsAlloc:
-		r := pr.areq
-		r.ID = pr.key
-		got, err := ni.state.Allocate(&r)
-		if err != nil {
+	case pr.needsAlloc || (ni.kpol != "" && pr.needsKubelet):
+		if err := c.placeLocked(ni, pr, pi, true); err != nil {
 			return fmt.Errorf("pod %s on node %s has no %s annotation and the node cannot place it: %w",
 				pr.key, ni.name, kube.AnnotationAllocation, err)
 		}
-		pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
 	}
 	ni.account(pi, 1)
 	ni.pods[pr.key] = pi

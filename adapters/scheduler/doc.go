@@ -19,6 +19,17 @@
 // not shrink the shared pool below what the node's pods without a NUMA spec
 // request, nor below Config.MinSharedCPUs.
 //
+// Nodes whose kubelet runs its own Topology Manager instead of numaplace's
+// node agent (Node.KubeletPolicy) take no pod with a NUMA spec; for every
+// other pod that gets exclusive CPUs (Guaranteed, whole CPUs) or GPUs, the
+// cache predicts the kubelet's admission with the kubelet-compatible hints
+// and merge of adapters/kubelet, so that no pod is sent where the kubelet
+// would refuse it with a TopologyAffinityError.
+//
+// [Cache.Preempt] is a PostFilter-style dry-run: the smallest set of
+// lower-priority pods whose removal makes a pod fit on one node, exactly
+// under the pod's policy and the exclusivity and shared-pool rules.
+//
 // A restarted scheduler rebuilds the exact state: [Cache.AddPod] of a bound
 // pod claims what its numaplace.io/allocation annotation names.
 //

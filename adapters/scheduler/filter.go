@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -27,6 +28,10 @@ var (
 	ErrSharedPool = errors.New("shared CPU pool would be too small")
 	// ErrNodeRemoved: the node was removed while the pod was being placed.
 	ErrNodeRemoved = errors.New("node removed")
+	// ErrKubeletRefusal: on a node running the kubelet's own Topology
+	// Manager (Node.KubeletPolicy), the kubelet would refuse the pod at
+	// admission with a TopologyAffinityError.
+	ErrKubeletRefusal = errors.New("the kubelet's Topology Manager would refuse the pod")
 )
 
 // FilterError is a node's refusal of a pod.
@@ -74,6 +79,11 @@ type podReq struct {
 	needsAlloc bool
 	areq       allocator.Request // ID "" (Fit and Score)
 	sh         shape
+	// kreq is what the kubelet's managers give the pod on a node running
+	// the kubelet's Topology Manager: exclusive CPUs for a Guaranteed pod
+	// with whole CPUs, and its GPUs; needsKubelet when it asks for either.
+	kreq         allocator.Request
+	needsKubelet bool
 }
 
 func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
@@ -92,6 +102,13 @@ func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
 	}
 	a := &pr.areq
 	pr.sh = shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
+	if !r.NUMA {
+		if r.Guaranteed && r.MilliCPU%1000 == 0 {
+			pr.kreq.CPUs = int(r.MilliCPU / 1000)
+		}
+		pr.kreq.GPUs = r.GPUs + r.NvidiaGPUs
+		pr.needsKubelet = pr.kreq.CPUs > 0 || pr.kreq.GPUs > 0
+	}
 	return pr, nil
 }
 
@@ -106,6 +123,8 @@ const (
 	short        // the node's totals are short (see verdict.short)
 	allocRefused // err holds the allocator's error
 	nodeGone
+	kubeletNUMA    // a pod with a NUMA spec on a node of the kubelet's own policy
+	kubeletRefused // the kubelet's Topology Manager would refuse it
 )
 
 // Bits of verdict.short: the node totals the cache checks itself.
@@ -167,6 +186,9 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 	if n.removed {
 		return verdict{why: nodeGone}
 	}
+	if n.kpol != "" {
+		return c.kubeletChecksLocked(n, pr)
+	}
 	if pr.NUMA && !n.optedIn {
 		return verdict{why: notOptedIn}
 	}
@@ -213,6 +235,50 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 	return v
 }
 
+// kubeletChecksLocked is checksLocked on a node of the kubelet's own
+// Topology Manager: no pod with a NUMA spec; the totals; and the kubelet's
+// predicted admission for a pod that gets exclusive CPUs or GPUs.
+func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
+	if pr.NUMA {
+		return verdict{why: kubeletNUMA}
+	}
+	var v verdict
+	free := int64(n.allocCPUs - n.exclCPUs)
+	if pr.kreq.CPUs > 0 {
+		// Exclusive CPUs leave the shared pool its pods' requests (and
+		// the kubelet keeps at least one CPU shared).
+		if left := free - int64(pr.kreq.CPUs); left < 0 {
+			v.short |= shortExcl
+		} else if need := max(ceilThousandths(n.plainMilli), int64(c.cfg.MinSharedCPUs)); left < need {
+			return verdict{why: sharedPlain, have: left, need: n.plainMilli}
+		}
+	} else if pr.MilliCPU > 0 && n.plainMilli+pr.MilliCPU > free*1000 {
+		v.short |= shortCPU
+		v.cpu = max(free*1000-n.plainMilli, 0)
+	}
+	if n.memCap > 0 && pr.MemoryMiB > 0 && n.memUsed+pr.MemoryMiB > n.memCap {
+		v.short |= shortMemory
+		v.mem = max(n.memCap-n.memUsed, 0)
+	}
+	if pr.kreq.GPUs > n.gpuCap-n.gpusHeld {
+		v.short |= shortGPU
+	}
+	if v.short != 0 {
+		v.why = short
+		return v
+	}
+	if pr.needsKubelet {
+		_, admit, err := kubelet.Predict(n.kpol, n.kopts, n.m, n.state, &pr.kreq)
+		if err != nil {
+			return verdict{why: allocRefused, err: err}
+		}
+		if !admit {
+			return verdict{why: kubeletRefused}
+		}
+	}
+	return v
+}
+
 // evaluate is Filter (and Score when scored) of pr on n (memo may be nil).
 func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
 	n.mu.RLock()
@@ -220,6 +286,12 @@ func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) 
 	v := c.checksLocked(n, pr, memo)
 	if v.why != fits {
 		return v
+	}
+	if n.kpol != "" {
+		if scored {
+			return verdict{score: int32(c.plainScoreLocked(n, pr))}
+		}
+		return verdict{}
 	}
 	if pr.needsAlloc {
 		if scored && pr.NUMA {
@@ -306,6 +378,15 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 		e.Err = ErrNodeRemoved
 		e.Reasons = []string{"node removed"}
 		e.Detail = "the node was removed from the cache"
+	case kubeletNUMA:
+		e.Err = ErrNotOptedIn
+		e.Reasons = []string{"node(s) running the kubelet's own Topology Manager"}
+		e.Detail = "the pod has a NUMA topology spec and the node's kubelet admits pods by its own Topology Manager policy"
+	case kubeletRefused:
+		e.Err = ErrKubeletRefusal
+		e.Reasons = []string{"node(s) whose kubelet Topology Manager would refuse the pod (TopologyAffinityError)"}
+		e.Detail = fmt.Sprintf("the kubelet's Topology Manager policy would refuse the pod with TopologyAffinityError (%d exclusive CPUs, %d GPUs)",
+			pr.kreq.CPUs, pr.kreq.GPUs)
 	case allocRefused:
 		e.Err = v.err
 		var pe *allocator.PlacementError

@@ -40,8 +40,9 @@ type Preemption struct {
 // victims, then the lowest highest victim priority, then the lowest sum of
 // victim priorities, then the node name. Per node, victim sets are tried by
 // size, smallest first, up to DefaultPreemptionBudget sets; the answer is
-// exact within that budget. Nothing changes: the caller evicts the victims
-// and schedules the pod again.
+// exact within that budget. Nodes running the kubelet's own Topology
+// Manager (Node.KubeletPolicy) are not considered. Nothing changes: the
+// caller evicts the victims and schedules the pod again.
 //
 // It returns an error wrapping [ErrNoPreemption] when no node allows it,
 // the pod's *kube.PodError when it is invalid, and an error wrapping
@@ -110,6 +111,10 @@ func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Pre
 	c.podsMu.Lock()
 	ni.mu.RLock()
 	defer ni.mu.RUnlock()
+	if ni.kpol != "" {
+		c.podsMu.Unlock()
+		return Preemption{}, 0, false // the kubelet's own policy: not modelled
+	}
 	var cands []*podInfo
 	for _, pi := range ni.pods {
 		if pi.prio < prio {

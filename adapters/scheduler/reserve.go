@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
 )
 
@@ -51,19 +52,55 @@ func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
 		return v, nil
 	}
 	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest, prio: prio}
-	if pr.needsAlloc {
-		r := pr.areq
-		r.ID = pr.key
-		a, err := ni.state.Allocate(&r)
-		if err != nil {
-			return verdict{why: allocRefused, err: err}, nil
-		}
-		pi.alloc, pi.cpus, pi.gpus = true, a.CPUs.Size(), len(a.GPUs)
+	if err := c.placeLocked(ni, pr, pi, false); err != nil {
+		return verdict{why: allocRefused, err: err}, nil
 	}
 	ni.account(pi, 1)
 	ni.pods[pr.key] = pi
 	c.pods[pr.key] = pi
 	return verdict{}, nil
+}
+
+// placeLocked takes what the pod gets on the node into pi (the caller holds
+// ni.mu): from numaplace's allocator, or, on a node running the kubelet's
+// own Topology Manager, what the kubelet's managers would take for the
+// merged hint. With predicted (a bound pod without a decision) the
+// kubelet's hint is used even when it would not admit the pod: the pod
+// runs already.
+func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted bool) error {
+	if ni.kpol != "" {
+		if !pr.needsKubelet {
+			return nil
+		}
+		hint, admit, err := kubelet.Predict(ni.kpol, ni.kopts, ni.m, ni.state, &pr.kreq)
+		if err != nil {
+			return err
+		}
+		if !admit && !predicted {
+			return fmt.Errorf("%w: node %s", ErrKubeletRefusal, ni.name)
+		}
+		a, err := kubelet.KubeletAllocation(ni.m, ni.state, pr.key, &pr.kreq, hint)
+		if err != nil {
+			return err
+		}
+		got, err := ni.state.Claim(a)
+		if err != nil {
+			return err
+		}
+		pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
+		return nil
+	}
+	if !pr.needsAlloc {
+		return nil
+	}
+	r := pr.areq
+	r.ID = pr.key
+	a, err := ni.state.Allocate(&r)
+	if err != nil {
+		return err
+	}
+	pi.alloc, pi.cpus, pi.gpus = true, a.CPUs.Size(), len(a.GPUs)
+	return nil
 }
 
 // Unreserve gives back what a reserved pod holds, as after a failed
@@ -112,7 +149,7 @@ func (c *Cache) annotations(pi *podInfo) (map[string]string, error) {
 	ni.mu.RLock()
 	defer ni.mu.RUnlock()
 	out := map[string]string{}
-	if !pi.alloc {
+	if !pi.alloc || ni.kpol != "" { // the kubelet decides on its own node
 		return out, nil
 	}
 	a, ok := ni.state.Get(pi.key)

@@ -42,8 +42,9 @@ const (
 //     of everything.
 //   - NUMA nodes: the IDs in sys/devices/system/node/online or, when that
 //     file is missing, the nodeN directories. A node's CPUs are nodeN/cpulist
-//     (else the hex nodeN/cpumap; one of them is required) intersected with
-//     the online CPUs. Online CPUs that no online node lists are left out:
+//     (else the hex nodeN/cpumap; with neither, or no directory, the node
+//     has no CPUs) intersected with the online CPUs; a CPU that two nodes
+//     list belongs to the lower ID. Online CPUs that no online node lists are left out:
 //     the machine holds every CPU in exactly one node, and such CPUs (whose
 //     node is offline) cannot be placed with a NUMA guarantee. With no node
 //     at all (no node directory, as on kernels without NUMA) the machine has
@@ -340,14 +341,15 @@ func (d *discovery) readNodes() error {
 			return err
 		}
 		if file == "" {
-			return malformed(dir, "node %d is online but has neither cpulist nor cpumap", id)
+			// An online node without a CPU list (or without a directory):
+			// a node without CPUs, as hwloc reads it.
+			file = dir
 		}
 		cpus.IntersectWith(d.online)
-		for i, o := range d.nodes {
-			if o.CPUs.Intersects(cpus) {
-				return malformed(file, "CPUs %s are also listed by %s",
-					o.CPUs.Intersection(cpus), d.nodeFile[i])
-			}
+		for _, o := range d.nodes {
+			// A CPU two nodes list belongs to the first (lower ID), so that
+			// a contradictory tree still gives a machine.
+			cpus.RemoveAll(o.CPUs)
 		}
 		mem, err := d.readMemTotal(dir + "/meminfo")
 		if err != nil {

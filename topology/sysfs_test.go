@@ -752,12 +752,6 @@ func TestDiscoverFSErrors(t *testing.T) {
 		{"garbage node/online", func(t *testing.T, m fstest.MapFS) {
 			setTree(t, m, "sys/devices/system/node/online = 0,,1")
 		}, []string{"sys/devices/system/node/online"}},
-		{"online node without a directory", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, "sys/devices/system/node/online = 0-2")
-		}, []string{"sys/devices/system/node/node2", "neither cpulist nor cpumap"}},
-		{"a CPU in two nodes", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, "sys/devices/system/node/node1/cpulist = 3-7,12-15")
-		}, []string{"sys/devices/system/node/node1/cpulist", "CPUs 3 are also listed by " + node0 + "/cpulist"}},
 		{"garbage thread_siblings_list", func(t *testing.T, m fstest.MapFS) {
 			setTree(t, m, cpu0+"/topology/thread_siblings_list = 0;8")
 		}, []string{cpu0 + "/topology/thread_siblings_list"}},
@@ -982,4 +976,19 @@ func TestDiscoverFSDistanceFallbacks(t *testing.T) {
 	got, err := DiscoverFS(m)
 	require.NoError(t, err)
 	require.Equal(t, [][]int{{10, 21}, {21, 10}}, got.Distances().Rows())
+}
+
+// TestDiscoverFSContradictoryNodes: an online node without a CPU list is a
+// node without CPUs, and a CPU two nodes list belongs to the first, so
+// that such trees still give a machine (hwloc reads them too).
+func TestDiscoverFSContradictoryNodes(t *testing.T) {
+	m := twoNodes().fs(t)
+	setTree(t, m, "sys/devices/system/node/online = 0-2",
+		"sys/devices/system/node/node1/cpulist = 3-7,12-15")
+	got, err := DiscoverFS(m)
+	require.NoError(t, err)
+	require.Equal(t, 3, got.NumNodes())
+	require.Equal(t, "0-3,8-11", got.NodeCPUs(0).String())
+	require.Equal(t, "4-7,12-15", got.NodeCPUs(1).String(), "CPU 3 stays with node 0")
+	require.True(t, got.NodeCPUs(2).IsEmpty(), "node 2 has no CPU list: a node without CPUs")
 }

@@ -32,6 +32,10 @@ import (
 // smallPool is the largest pool searched by the plain subset search.
 const smallPool = 16
 
+// shortSearch is the step budget of the first search over classes, before
+// the Lagrangian bounds are computed.
+const shortSearch = 512
+
 // shareScale is the fixed-point scale of a node's share of a demand.
 const shareScale = 1 << 20
 
@@ -98,6 +102,8 @@ type classSearch struct {
 	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
 	vals       [numa.MaxNodes]int64
 	found      numa.Mask
+	budget     int  // steps dfs may still take; 0 means no limit
+	cut        bool // dfs ran out of budget
 }
 
 // prepareLarge loads pool into cs and sorts the orders every width reuses.
@@ -141,18 +147,29 @@ func (c *cover) existsLarge(w int, cs *classSearch) (numa.Mask, bool) {
 			return m, true
 		}
 	}
-	// 2. Lagrangian bounds.
-	if !cs.lagrange {
-		cs.prepareLagrange()
-		cs.lagrange = true
-	}
-	if !cs.lagrangeFeasible(w) {
-		return 0, false
-	}
-	// 3. Search over classes.
+	// 2. A short search over classes first: it usually finds a cover, or
+	// proves there is none, before the Lagrangian bounds pay off.
 	if !cs.classified {
 		cs.classify()
 		cs.classified = true
+	}
+	if !cs.lagrange {
+		cs.found, cs.budget, cs.cut = 0, shortSearch, false
+		ok := cs.dfs(0, w, [maxKinds]int64{}, 0)
+		cs.budget = 0
+		if ok {
+			return cs.found, true
+		}
+		if !cs.cut {
+			return 0, false // the whole search ran: no cover of width w
+		}
+		cs.cut = false
+		cs.prepareLagrange()
+		cs.lagrange = true
+	}
+	// 3. Lagrangian bounds, then the whole search over classes.
+	if !cs.lagrangeFeasible(w) {
+		return 0, false
 	}
 	cs.found = 0
 	if cs.dfs(0, w, [maxKinds]int64{}, 0) {
@@ -491,6 +508,14 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 // dfs chooses how many nodes class cl and the later ones give.
 func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bool {
 	c := cs.c
+	if cs.budget > 0 {
+		if cs.budget--; cs.budget == 0 {
+			cs.cut = true
+		}
+	}
+	if cs.cut {
+		return false
+	}
 	if rem == 0 {
 		for r := 0; r < c.k; r++ {
 			if sums[r] < c.need[r] {

@@ -38,8 +38,13 @@ var (
 // RequestError names the bad field of a request. It unwraps to
 // [ErrInvalidRequest].
 type RequestError struct {
-	ID     string
-	Field  string
+	// ID is the request's ID (possibly empty).
+	ID string
+	// Field is the bad field, such as "cpus", "devices[rdma]" or "id"; ""
+	// when the request as a whole is at fault (every amount zero, too many
+	// resource kinds).
+	Field string
+	// Reason says what is wrong with the field.
 	Reason string
 }
 
@@ -73,9 +78,11 @@ type Shortage struct {
 // resources are short and where, the widths involved. It unwraps to
 // [ErrInsufficient], [ErrNoNUMAFit] or [ErrExclusivity].
 type PlacementError struct {
-	// ID, Policy and Exclusive are the request's.
-	ID        string
-	Policy    policy.Policy
+	// ID is the request's ID.
+	ID string
+	// Policy is the request's placement policy.
+	Policy policy.Policy
+	// Exclusive is the request's singleNUMANodeExclusive rule.
 	Exclusive policy.Exclusivity
 	// Width is the span width the policy demanded (0 when none).
 	Width int

@@ -15,13 +15,18 @@ var ErrTopologyChange = errors.New("the new machine cannot hold every live alloc
 
 // Conflict is one live allocation a new machine cannot hold, and why.
 type Conflict struct {
-	ID  string
+	// ID is the live allocation's ID.
+	ID string
+	// Err says why the new machine cannot hold it, such as CPUs, devices or
+	// memory it does not have or does not make allocatable; it wraps
+	// [ErrConflict].
 	Err error
 }
 
 // TopologyChangeError lists the live allocations a machine replacement
 // would break. It unwraps to [ErrTopologyChange].
 type TopologyChangeError struct {
+	// Conflicts are the affected allocations, one each, ordered by ID.
 	Conflicts []Conflict
 }
 

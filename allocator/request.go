@@ -96,8 +96,9 @@ type NodeMemory struct {
 type Allocation struct {
 	// ID is the request's ID.
 	ID string
-	// Policy and Exclusive are the request's.
-	Policy    policy.Policy
+	// Policy is the request's placement policy.
+	Policy policy.Policy
+	// Exclusive is the request's singleNUMANodeExclusive rule.
 	Exclusive policy.Exclusivity
 	// FullPCPUs is the request's.
 	FullPCPUs bool

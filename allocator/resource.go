@@ -53,6 +53,10 @@ type Resource interface {
 // one PCIe switch, whole cores). Lower is better; the engine compares
 // candidate spans by it after NUMA sets crossed and distance.
 type Penalizer interface {
+	// Penalty returns how far taking amounts[i] units on each node i (one
+	// entry per node of the machine, 0 for nodes outside the span) for r is
+	// from the resource's preference: 0 when it matches, more the worse.
+	// It must not mutate.
 	Penalty(r *Request, amounts []int64) int64
 }
 
@@ -60,7 +64,11 @@ type Penalizer interface {
 // its hot path instead of calling Free and Capacity once per node: it fills
 // dst[i] with the value for node i, for every node of the machine.
 type BulkReader interface {
+	// FreeInto sets dst[i] to Free(r, i) for every node i; dst has one entry
+	// per node of the machine.
 	FreeInto(r *Request, dst []int64)
+	// CapacityInto sets dst[i] to Capacity(r, i) for every node i; dst has
+	// one entry per node of the machine.
 	CapacityInto(r *Request, dst []int64)
 }
 
@@ -69,6 +77,13 @@ type BulkReader interface {
 // allocations had given back what they hold, without changing anything.
 // For resources without it, FitWithout works on a copy of the state.
 type Returner interface {
+	// FreeWithout sets dst[i] to the units on node i usable by r as if the
+	// live allocations victims had given back what they hold of this
+	// resource; dst has one entry per node of the machine. It must not
+	// mutate.
 	FreeWithout(r *Request, victims []*Allocation, dst []int64)
+	// UnplacedWithout returns the free units that belong to no known NUMA
+	// node as if victims had given back what they hold (see
+	// [Resource.Unplaced]). It must not mutate.
 	UnplacedWithout(r *Request, victims []*Allocation) int64
 }

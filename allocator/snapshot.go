@@ -53,7 +53,11 @@ func (s *State) devices() []*Devices {
 // RestoreError names the allocation a restore refused and why. It unwraps
 // to [ErrConflict] (or [ErrDuplicateID]).
 type RestoreError struct {
-	ID  string
+	// ID is the ID of the refused allocation (possibly empty, when that is
+	// why it was refused).
+	ID string
+	// Err is the reason; it wraps [ErrConflict] or is [ErrDuplicateID] (or
+	// an error for an empty ID).
 	Err error
 }
 

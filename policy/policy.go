@@ -166,7 +166,11 @@ func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
 
 // Spec is the pod-level NUMA topology spec.
 type Spec struct {
-	Policy    Policy
+	// Policy is the placement policy (JSON "numaTopologyPolicy"); the zero
+	// value is [None].
+	Policy Policy
+	// Exclusive is the singleNUMANodeExclusive rule (JSON
+	// "singleNUMANodeExclusive"); the zero value is [Required].
 	Exclusive Exclusivity
 }
 

@@ -15,44 +15,97 @@ import (
 // Required: numaNodes, each with id and cpus (cpus may be "" for a CPU-less
 // node). Every other field is optional; unknown fields are ignored.
 type Spec struct {
-	Name         string     `json:"name,omitempty"`
-	NUMANodes    []NodeSpec `json:"numaNodes"`
-	Distances    [][]int    `json:"distances,omitempty"`
-	NUMASets     [][]int    `json:"numaSets,omitempty"`
-	Cores        []string   `json:"cores,omitempty"`
-	L3Groups     []string   `json:"l3Groups,omitempty"`
-	ReservedCPUs string     `json:"reservedCPUs,omitempty"`
-	GPUs         []GPUSpec  `json:"gpus,omitempty"`
-	Devices      []DevSpec  `json:"devices,omitempty"`
-	NVLinks      [][]int    `json:"nvlinks,omitempty"`
+	// Name is the machine's name (JSON "name"); it may be empty.
+	Name string `json:"name,omitempty"`
+	// NUMANodes lists the NUMA nodes in any order (JSON "numaNodes",
+	// required, at least one).
+	NUMANodes []NodeSpec `json:"numaNodes"`
+	// Distances is the NUMA distance table (JSON "distances"): Distances[i][j]
+	// is the distance from NUMANodes[i] to NUMANodes[j], rows and columns in
+	// the order of NUMANodes, each entry 1-255 with the local distance the
+	// smallest of its row. When absent every local distance is 10 and every
+	// remote one 20.
+	Distances [][]int `json:"distances,omitempty"`
+	// NUMASets are the NUMA sets, each a non-empty list of node IDs (JSON
+	// "numaSets"); together they must partition the nodes. When absent
+	// there is one set per socket (a node of unknown socket joins the set of
+	// its nearest node with a known socket), or a single set when no node
+	// has a socket.
+	NUMASets [][]int `json:"numaSets,omitempty"`
+	// Cores lists the physical cores as Linux cpulists of their SMT siblings,
+	// such as "0,64" (JSON "cores"). CPUs in no listed core are cores of one
+	// CPU each; a core must not span NUMA nodes.
+	Cores []string `json:"cores,omitempty"`
+	// L3Groups lists, as Linux cpulists, the disjoint groups of CPUs that
+	// share a last-level cache (JSON "l3Groups"); empty when unknown.
+	L3Groups []string `json:"l3Groups,omitempty"`
+	// ReservedCPUs is the Linux cpulist of the CPUs that are never handed out
+	// (JSON "reservedCPUs", the kubelet's --reserved-cpus); empty for none.
+	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+	// GPUs lists the machine's GPUs (JSON "gpus").
+	GPUs []GPUSpec `json:"gpus,omitempty"`
+	// Devices lists the machine's non-GPU PCI devices (JSON "devices").
+	Devices []DevSpec `json:"devices,omitempty"`
+	// NVLinks lists the NVLink connections (JSON "nvlinks"), each exactly
+	// three numbers [gpuA, gpuB, links]: two distinct GPU IDs (not
+	// necessarily listed in GPUs) and a positive link count, each pair once.
+	NVLinks [][]int `json:"nvlinks,omitempty"`
 }
 
 // NodeSpec is one NUMA node of a [Spec]. ID and CPUs are pointers so that a
 // missing field is told apart from 0 and "".
 type NodeSpec struct {
-	ID        *int    `json:"id"`
-	Socket    *int    `json:"socket,omitempty"`
-	CPUs      *string `json:"cpus"`
-	MemoryMiB int64   `json:"memoryMiB,omitempty"`
+	// ID is the operating system's node number (JSON "id", required,
+	// non-negative, unique; IDs may be sparse).
+	ID *int `json:"id"`
+	// Socket is the physical package the node belongs to (JSON "socket");
+	// nil or -1 means unknown.
+	Socket *int `json:"socket,omitempty"`
+	// CPUs is the Linux cpulist of the node's logical CPUs, such as "0-31"
+	// (JSON "cpus", required; "" for a CPU-less node).
+	CPUs *string `json:"cpus"`
+	// MemoryMiB is the node's memory in MiB (JSON "memoryMiB"); 0 when
+	// absent, never negative.
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 }
 
 // GPUSpec is one GPU of a [Spec]. A missing id is the GPU's position in the
 // list; a missing numaNode is -1 (unknown).
 type GPUSpec struct {
-	ID         *int   `json:"id,omitempty"`
-	NUMANode   *int   `json:"numaNode,omitempty"`
-	BusID      string `json:"busID,omitempty"`
+	// ID is the GPU's index on the machine, as in nvidia-smi (JSON "id",
+	// non-negative, unique); nil means the GPU's position in Spec.GPUs.
+	ID *int `json:"id,omitempty"`
+	// NUMANode is the ID of the GPU's NUMA node (JSON "numaNode"); nil or -1
+	// means unknown.
+	NUMANode *int `json:"numaNode,omitempty"`
+	// BusID is the PCI address, such as "0000:1b:00.0" (JSON "busID",
+	// optional).
+	BusID string `json:"busID,omitempty"`
+	// PCIeSwitch names the PCIe switch (or root port) the GPU sits under
+	// (JSON "pcieSwitch", optional); GPUs with the same non-empty value
+	// share it.
 	PCIeSwitch string `json:"pcieSwitch,omitempty"`
-	UUID       string `json:"uuid,omitempty"`
+	// UUID is the vendor's unique identifier, such as "GPU-..." (JSON
+	// "uuid", optional).
+	UUID string `json:"uuid,omitempty"`
 }
 
 // DevSpec is one non-GPU device of a [Spec]: id and class are required; a
 // missing numaNode is -1 (unknown).
 type DevSpec struct {
-	ID         string `json:"id"`
-	Class      string `json:"class"`
-	NUMANode   *int   `json:"numaNode,omitempty"`
-	BusID      string `json:"busID,omitempty"`
+	// ID identifies the device within its class, such as "mlx5_0" (JSON
+	// "id", required, unique per class).
+	ID string `json:"id"`
+	// Class is the device class, such as "rdma" (JSON "class", required;
+	// "gpu" is refused: GPUs go in Spec.GPUs).
+	Class string `json:"class"`
+	// NUMANode is the ID of the device's NUMA node (JSON "numaNode"); nil or
+	// -1 means unknown.
+	NUMANode *int `json:"numaNode,omitempty"`
+	// BusID is the PCI address (JSON "busID", optional).
+	BusID string `json:"busID,omitempty"`
+	// PCIeSwitch names the PCIe switch the device sits under (JSON
+	// "pcieSwitch", optional).
 	PCIeSwitch string `json:"pcieSwitch,omitempty"`
 }
 

@@ -66,7 +66,10 @@ type Device struct {
 
 // NVLink says that GPUs A and B are joined by Links NVLink links.
 type NVLink struct {
-	A, B  int
+	// A and B are the IDs of the two GPUs, distinct; in a built [Machine]
+	// A is the lower of the two.
+	A, B int
+	// Links is the number of NVLink links between A and B (positive).
 	Links int
 }
 

@@ -21,7 +21,11 @@ var ErrInvalidDecision = errors.New("invalid numaplace.io/allocation annotation"
 
 // DecisionGPU is one GPU of a decision.
 type DecisionGPU struct {
-	ID   int    `json:"id"`
+	// ID is the GPU's ID on the node's machine (JSON "id", non-negative).
+	ID int `json:"id"`
+	// UUID is the GPU's UUID as the machine describes it (JSON "uuid");
+	// empty when unknown. When both it and the machine's are set, they must
+	// match for the decision to apply.
 	UUID string `json:"uuid,omitempty"`
 }
 
@@ -30,6 +34,8 @@ type DecisionGPU struct {
 // {"policy":"SingleNUMANode","cpuset":"0-23","numaNodes":[0],
 // "gpus":[{"id":0,"uuid":"GPU-..."}],"memoryMiB":{"0":0}}.
 type Decision struct {
+	// Policy is the placement policy the pod was placed under (JSON
+	// "policy"), by its annotation name such as "SingleNUMANode".
 	Policy policy.Policy `json:"policy"`
 	// Exclusive is the request's singleNUMANodeExclusive (informational).
 	Exclusive policy.Exclusivity `json:"exclusive"`

@@ -81,25 +81,32 @@ func (q *NRTQuantity) UnmarshalJSON(b []byte) error {
 type NRTResource struct {
 	// Name is the resource name ("cpu", "aliyun.com/gpu", "memory").
 	Name string `json:"name"`
-	// Capacity is what the zone has, Allocatable what pods may get
-	// (without reserved CPUs and unhealthy devices), Available what is not
-	// allocated now.
-	Capacity    NRTQuantity `json:"capacity"`
+	// Capacity is what the zone has (JSON "capacity").
+	Capacity NRTQuantity `json:"capacity"`
+	// Allocatable is what pods may get (JSON "allocatable"): the capacity
+	// without reserved CPUs and unhealthy devices. For "cpu", empty means
+	// the whole capacity.
 	Allocatable NRTQuantity `json:"allocatable"`
-	Available   NRTQuantity `json:"available"`
+	// Available is what is not allocated now (JSON "available");
+	// [MachineFromNRT] does not read it.
+	Available NRTQuantity `json:"available"`
 }
 
 // NRTCost is the distance from a zone to the named zone.
 type NRTCost struct {
-	// Name is the other zone's name, Value the distance (SLIT, 10 local).
-	Name  string `json:"name"`
-	Value int64  `json:"value"`
+	// Name is the other zone's name, such as "node-1" (JSON "name").
+	Name string `json:"name"`
+	// Value is the distance to that zone (JSON "value"), as in the ACPI
+	// SLIT: 10 to itself, 1-255.
+	Value int64 `json:"value"`
 }
 
 // NRTAttribute is a named string value.
 type NRTAttribute struct {
-	// Name and Value are the attribute's.
-	Name  string `json:"name"`
+	// Name is the attribute's name, such as [NRTAttributeCPUs] (JSON
+	// "name").
+	Name string `json:"name"`
+	// Value is the attribute's value (JSON "value").
 	Value string `json:"value"`
 }
 
@@ -135,9 +142,12 @@ type NRTObjectMeta struct {
 // "memory", the distances as costs, and attributes. The CRD has no CPU IDs;
 // numaplace adds them as attributes (see [MachineFromNRT]).
 type NodeResourceTopology struct {
-	// APIVersion and Kind are NRTAPIVersion and NRTKind.
+	// APIVersion is the object's API version, [NRTAPIVersion] in the
+	// reports numaplace writes (JSON "apiVersion").
 	APIVersion string `json:"apiVersion,omitempty"`
-	Kind       string `json:"kind,omitempty"`
+	// Kind is the object's kind, [NRTKind] in the reports numaplace writes
+	// (JSON "kind").
+	Kind string `json:"kind,omitempty"`
 	// Metadata names the node.
 	Metadata NRTObjectMeta `json:"metadata"`
 	// TopologyPolicies is v1alpha1's field, deprecated in v1alpha2 (kept so
@@ -590,12 +600,15 @@ func mib(n int64) NRTQuantity { return NRTQuantity(strconv.FormatInt(n, 10) + "M
 // KoordCPUInfo is one CPU of Koordinator's node.koordinator.sh/cpu-topology
 // annotation.
 type KoordCPUInfo struct {
-	// ID is the logical CPU, Core its physical core, Socket its package
-	// and Node its NUMA node ID.
-	ID     int `json:"id"`
-	Core   int `json:"core"`
+	// ID is the logical CPU's number (JSON "id"), unique.
+	ID int `json:"id"`
+	// Core is the CPU's physical core (JSON "core"), numbered within its
+	// socket: CPUs with the same Socket and Core are SMT siblings.
+	Core int `json:"core"`
+	// Socket is the CPU's physical package (JSON "socket").
 	Socket int `json:"socket"`
-	Node   int `json:"node"`
+	// Node is the ID of the CPU's NUMA node (JSON "node").
+	Node int `json:"node"`
 }
 
 // KoordCPUTopology is Koordinator's node.koordinator.sh/cpu-topology

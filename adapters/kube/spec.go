@@ -68,10 +68,15 @@ var ErrInvalidPod = errors.New("invalid pod")
 // PodError names what is wrong with a pod and what to change. It unwraps to
 // [ErrInvalidPod] (and to the cause, such as a policy.SpecError).
 type PodError struct {
-	Pod    string // namespace/name
-	Field  string // the annotation, container or resource at fault
+	// Pod is the pod's key, namespace/name.
+	Pod string
+	// Field is the annotation, container or resource at fault.
+	Field string
+	// Reason says what is wrong and, where it helps, what to change.
 	Reason string
-	Cause  error
+	// Cause is the underlying error, such as a policy.SpecError or a
+	// quantity parse error; nil when there is none.
+	Cause error
 }
 
 // Error implements error.

@@ -526,8 +526,9 @@ func (c *Cache) RemovePod(p *kube.Pod) error {
 
 // PodStatus is what the cache knows of a placed pod.
 type PodStatus struct {
-	// Key is the pod's "namespace/name", Node the node it is placed on.
-	Key  string
+	// Key is the pod's "namespace/name".
+	Key string
+	// Node is the name of the node the pod is reserved or bound on.
 	Node string
 	// Bound is false while the pod is only reserved.
 	Bound bool
@@ -561,9 +562,11 @@ func (c *Cache) Pod(key string) (PodStatus, bool) {
 
 // NodeStatus is a node's state as the cache sees it.
 type NodeStatus struct {
-	// Name, Labels and Machine are the node's (Labels a copy).
-	Name    string
-	Labels  map[string]string
+	// Name is the node's name.
+	Name string
+	// Labels are the node's labels (a copy).
+	Labels map[string]string
+	// Machine is the node's machine (immutable, shared with the cache).
 	Machine *topology.Machine
 	// OptedIn is true when the node takes pods with a NUMA spec.
 	OptedIn bool

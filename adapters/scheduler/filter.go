@@ -36,7 +36,9 @@ var (
 
 // FilterError is a node's refusal of a pod.
 type FilterError struct {
-	Pod  string // namespace/name
+	// Pod is the pod's key, namespace/name.
+	Pod string
+	// Node is the name of the node that refused the pod.
 	Node string
 	// Reasons are short and free of node-specific numbers, so that
 	// ScheduleOne can count the nodes by reason, such as "no NUMA node with

@@ -31,17 +31,21 @@ type Result struct {
 
 // ReasonCount is how many nodes refused a pod for one reason.
 type ReasonCount struct {
-	// Reason is a FilterError reason, Nodes how many nodes gave it.
+	// Reason is a FilterError reason, such as "Insufficient cpu".
 	Reason string
-	Nodes  int
+	// Nodes is how many nodes gave the reason.
+	Nodes int
 }
 
 // FitError says that no node can take a pod, in kube-scheduler's words:
 // "0/5000 nodes are available: 3120 no NUMA node with 4 free GPUs, 1880
 // Insufficient cpu." It unwraps to [ErrUnschedulable].
 type FitError struct {
-	// Pod is the pod's "namespace/name", NumNodes the nodes in the cache.
-	Pod      string
+	// Pod is the pod's "namespace/name".
+	Pod string
+	// NumNodes is the number of nodes in the cache when the pod was
+	// scheduled (the "5000" of "0/5000 nodes are available"); 0 when the
+	// cache had none.
 	NumNodes int
 	// Reasons counts the nodes by reason, most nodes first, then by text. A
 	// node refusing for several reasons (several short resources) counts

@@ -275,15 +275,18 @@ const (
 
 // Op is one operation of a [Stream].
 type Op struct {
+	// Kind says what the operation does: allocate, release or change a
+	// device's health.
 	Kind OpKind
 	// ID is the allocation's ID (the request's for OpAllocate), or the
 	// device's for OpHealth (a GPU's in decimal).
 	ID string
 	// Request is the request of an OpAllocate.
 	Request allocator.Request
-	// Class and Healthy are the device class (allocator.GPUClass for GPUs)
-	// and the new health of an OpHealth.
-	Class   string
+	// Class is the device class of an OpHealth (allocator.GPUClass for
+	// GPUs).
+	Class string
+	// Healthy is the device's new health in an OpHealth: true for healthy.
 	Healthy bool
 }
 

@@ -601,10 +601,11 @@ type Verdict struct {
 	// Reason explains the verdict in words, with the widths and spans.
 	Reason string
 	// WidthCap is width_cap (0 when the capacity of the known NUMA nodes
-	// never covers the request) and InSet reports whether it was found
-	// inside one NUMA set.
+	// never covers the request).
 	WidthCap int
-	InSet    bool
+	// InSet reports whether width_cap was found inside one NUMA set, so
+	// that a Restricted request's span must lie inside one.
+	InSet bool
 	// WidthFree is width_free (0 when the free resources of the known NUMA
 	// nodes do not cover the request).
 	WidthFree int
@@ -613,7 +614,9 @@ type Verdict struct {
 	Width int
 	// Spans are the spans legal for an admissible request, ascending; nil
 	// for None, which may be placed anywhere (AnySpan).
-	Spans   []numa.Mask
+	Spans []numa.Mask
+	// AnySpan is true for a valid None request: any span is legal and
+	// Spans is not consulted.
 	AnySpan bool
 }
 

@@ -40,10 +40,14 @@ const (
 // Every field is optional; the zero value is the design's default. Unknown
 // fields are refused, so that a misspelt option is not silently ignored.
 type Args struct {
-	// OptInLabel and OptInValue: only nodes whose label OptInLabel has the
-	// value OptInValue take pods with a NUMA spec (default
-	// ack.node.gpu.schedule=topology).
+	// OptInLabel is the key of the node label that opts a node in: only
+	// nodes whose label OptInLabel has the value OptInValue take pods with
+	// a NUMA spec. Empty means the default, ack.node.gpu.schedule=topology
+	// (OptInValue must then be empty too).
 	OptInLabel string `json:"optInLabel,omitempty"`
+	// OptInValue is the value the OptInLabel label must have for the node
+	// to take pods with a NUMA spec; with OptInLabel set, empty means the
+	// label must be present with an empty value.
 	OptInValue string `json:"optInValue,omitempty"`
 	// AcceptNvidiaGPU counts nvidia.com/gpu as GPUs on pods with a NUMA
 	// spec (by default such a pod is refused with a message saying to use

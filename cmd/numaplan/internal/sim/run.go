@@ -111,19 +111,25 @@ type Report struct {
 
 // TraceSummary describes a trace.
 type TraceSummary struct {
-	// Pods is the number of pods; ByGPUs counts them by GPU count.
-	Pods   int
+	// Pods is the number of pods in the trace.
+	Pods int
+	// ByGPUs counts the pods by the number of GPUs they ask for (0
+	// included).
 	ByGPUs map[int]int
-	// NoSpec counts the pods without a NUMA spec; ByPolicy the others by
-	// policy name.
-	NoSpec   int
+	// NoSpec counts the pods without a NUMA spec.
+	NoSpec int
+	// ByPolicy counts the pods with a NUMA spec by policy name, such as
+	// "SingleNUMANode".
 	ByPolicy map[string]int
 	// Hours is the simulated time of the last arrival.
 	Hours float64
-	// ArrivalsPerHour is the mean arrival rate, MeanDuration the mean run
-	// time.
+	// ArrivalsPerHour is the mean arrival rate: pods per simulated hour up
+	// to the last arrival (0 for an empty trace or one whose last arrival
+	// is at time 0).
 	ArrivalsPerHour float64
-	MeanDuration    time.Duration
+	// MeanDuration is the mean run time of the trace's pods (0 for an
+	// empty trace).
+	MeanDuration time.Duration
 	// NeverOneNode counts the pods that no single NUMA node of either
 	// machine can hold (the kubelet's single-numa-node refuses them on
 	// every node).

@@ -3,6 +3,7 @@ package allocator_test
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -188,6 +189,67 @@ func TestResize(t *testing.T) {
 	require.ErrorIs(t, err, allocator.ErrInvalidRequest)
 }
 
+// TestResizeJudgesWhatChanges: a resize is not refused for what other
+// allocations did to the nodes it keeps, nor for its own devices failing;
+// the exclusivity rule still binds the nodes it adds.
+func TestResizeJudgesWhatChanges(t *testing.T) {
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+
+	// Its own GPU fails: the GPU stays with it, unhealthy, and does not
+	// change width_cap (a Restricted 1-GPU pod stays on one node).
+	s := allocator.New(m, allocator.Options{})
+	g, err := s.Allocate(&allocator.Request{ID: "g", CPUs: 4, GPUs: 1, Policy: policy.Restricted})
+	require.NoError(t, err)
+	gpu := strconv.Itoa(g.GPUs[0])
+	affected, err := s.SetDeviceHealth(allocator.GPUClass, gpu, false)
+	require.NoError(t, err)
+	require.Equal(t, []string{"g"}, affected)
+	grown, err := s.Resize("g", 8)
+	require.NoError(t, err)
+	require.Equal(t, 8, grown.CPUs.Size())
+	require.Equal(t, g.GPUs, grown.GPUs)
+	require.Equal(t, g.NUMANodes(), grown.NUMANodes())
+	require.Equal(t, map[string][]string{allocator.GPUClass: {gpu}}, s.Snapshot().Unhealthy)
+	_, err = s.Resize("g", 2)
+	require.NoError(t, err)
+
+	// A None pod spreads over its node and makes it shared: a
+	// SingleNUMANode pod there still grows and shrinks on it.
+	s = allocator.New(m, allocator.Options{})
+	one, err := s.Allocate(&allocator.Request{ID: "one", CPUs: 4, Policy: policy.SingleNUMANode})
+	require.NoError(t, err)
+	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 200, Policy: policy.None})
+	require.NoError(t, err)
+	_, shared := s.NodeTypes()
+	require.True(t, shared.Contains(int(one.Span.Lowest())), "the None pod made the node shared")
+	_, err = s.Resize("one", 8)
+	require.NoError(t, err)
+	_, err = s.Resize("one", 2)
+	require.NoError(t, err)
+	// A fresh SingleNUMANode request could not use that node.
+	require.ErrorIs(t, s.Fit(&allocator.Request{ID: "new", CPUs: 2, Policy: policy.SingleNUMANode}), allocator.ErrExclusivity)
+
+	// Growing from one node to two binds every node of the new span: a node
+	// another pod holds alone cannot join a wider span.
+	s = allocator.New(m, allocator.Options{})
+	r, err := s.Allocate(&allocator.Request{ID: "r", CPUs: 4, Policy: policy.Restricted})
+	require.NoError(t, err)
+	x, err := s.Allocate(&allocator.Request{ID: "x", CPUs: 2, Policy: policy.SingleNUMANode})
+	require.NoError(t, err)
+	require.Equal(t, r.Span, x.Span, "best fit packs x next to r")
+	before := fmt.Sprint(s.Snapshot())
+	_, err = s.Resize("r", 150) // width_cap 2: node of r would be shared
+	require.ErrorIs(t, err, allocator.ErrExclusivity)
+	require.ErrorContains(t, err, "singleNUMANodeExclusive")
+	require.Equal(t, before, fmt.Sprint(s.Snapshot()))
+	// Without x, it grows.
+	require.NoError(t, s.Release("x"))
+	wide, err := s.Resize("r", 150)
+	require.NoError(t, err)
+	require.Len(t, wide.NUMANodes(), 2)
+}
+
 // TestResizeAgainstModel: a successful resize leaves an allocation that the
 // reference model accepts as a fresh request of the new size (with the old
 // allocation released), holding a superset (grow) or subset (shrink) of
@@ -204,6 +266,7 @@ func TestResizeAgainstModel(t *testing.T) {
 		a := live[rapid.IntRange(0, len(live)-1).Draw(t, "which")].Clone()
 		cpus := rapid.IntRange(0, m.NumCPUs()).Draw(t, "cpus")
 		before := fmt.Sprint(s.Snapshot())
+		unhealthy := s.Snapshot().Unhealthy
 		got, err := s.Resize(a.ID, cpus)
 		if err != nil {
 			require.Equal(t, before, fmt.Sprint(s.Snapshot()), "a refused resize changed the state: %v", err)
@@ -223,16 +286,51 @@ func TestResizeAgainstModel(t *testing.T) {
 		}
 		md, err := allocatortest.NewModel(m, others)
 		require.NoError(t, err)
-		if snap := s.Snapshot(); len(snap.Unhealthy) > 0 {
-			for class, ids := range snap.Unhealthy {
-				for _, id := range ids {
+		// Devices the allocation holds count as its own even when unhealthy.
+		own := map[string]bool{}
+		for _, g := range a.GPUs {
+			own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
+		}
+		for class, ids := range a.Devices {
+			for _, id := range ids {
+				own[class+"/"+id] = true
+			}
+		}
+		snap := s.Snapshot()
+		for class, ids := range snap.Unhealthy {
+			for _, id := range ids {
+				if !own[class+"/"+id] {
 					md, err = md.WithHealth(class, id, false)
 					require.NoError(t, err)
 				}
 			}
 		}
-		if err := md.Check(&r, got, nil); err != nil {
+		require.Equal(t, unhealthy, snap.Unhealthy, "health is unchanged by a resize")
+		// The model judges everything but exclusivity as for a fresh
+		// request; the rule binds only the nodes the resize changes.
+		free := r
+		free.Exclusive = policy.Preferred
+		asFree := got
+		asFree.Exclusive = policy.Preferred
+		if err := md.Check(&free, asFree, nil); err != nil {
 			t.Fatalf("resize of %s to %d CPUs: %v", a.String(), cpus, err)
+		}
+		if policy.Binds(r.Policy, r.Exclusive) {
+			v := md.Decide(&free)
+			single, shared := md.NodeTypes()
+			allowed := policy.AllowedPool(v.Width, m.AllNodes(), single, shared)
+			if (v.Width > 1) == (a.Span.Count() > 1) {
+				allowed |= a.Span
+			}
+			must := r.Policy != policy.BestEffort
+			for _, sp := range v.Spans {
+				must = must || sp.IsSubsetOf(allowed)
+			}
+			if must {
+				require.True(t, got.Span.IsSubsetOf(allowed),
+					"resize of %s to %d CPUs: span %v uses nodes the rule forbids (allowed %v, single %v, shared %v)",
+					a.String(), cpus, got.Span, allowed, single, shared)
+			}
 		}
 		if cpus >= a.CPUs.Size() {
 			require.True(t, a.CPUs.IsSubsetOf(got.CPUs), "grow keeps the CPUs")

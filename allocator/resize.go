@@ -17,7 +17,14 @@ import (
 // counted as free and the exclusivity rule judged without it:
 // SingleNUMANode stays on its node; Restricted ends on exactly width_cap
 // nodes (inside one NUMA set when the new size fits in one); BestEffort on
-// exactly width_free nodes; None anywhere. When that is impossible in place
+// exactly width_free nodes; None anywhere. The exclusivity rule binds only
+// what the resize changes: the nodes it adds to the span, or all of them
+// when the span goes from one node to several or back (a node the
+// allocation keeps in a span of the same kind is never held against it).
+// Devices the allocation holds count as its own even when they have been
+// marked unhealthy since: they stay with it, count in width_cap, and stay
+// unhealthy. A resize to the current size changes nothing and returns the
+// allocation as it is. When that is impossible in place
 // (growing would need a node the allocation cannot reach, shrinking would
 // leave it wider than the rule allows) the error says why and the
 // allocation is left as it was. An ID that is not live returns
@@ -40,26 +47,42 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 		return s.recs[idx], nil
 	}
 	// Work on a copy without the allocation, so that a refusal changes
-	// nothing and the decision sees its resources as free.
+	// nothing and the decision sees its resources as free. Devices it holds
+	// that have failed since count as its own for the decision (they do not
+	// move), and are marked unhealthy again before the copy is adopted.
 	t := s.cloneLocked()
+	sick := t.healHeld(&old)
 	t.releaseLocked(id)
 	sc := t.getScratch()
 	defer t.putScratch(sc)
-	p, err := t.decide(&r, sc, false)
+	// The widths without the exclusivity rule, which binds below only what
+	// the resize changes.
+	free := r
+	free.Exclusive = policy.Preferred
+	p, err := t.decide(&free, sc, false)
 	if err != nil {
 		return Allocation{}, err
 	}
-	refuse := func(format string, args ...any) (Allocation, error) {
-		return Allocation{}, t.refuse(&r, p, ErrNoNUMAFit, nil, nil,
+	refuse := func(why error, format string, args ...any) (Allocation, error) {
+		return Allocation{}, t.refuse(&r, p, why, nil, nil,
 			fmt.Sprintf("cannot resize in place to %d CPUs: ", cpus)+fmt.Sprintf(format, args...))
 	}
+	// byRule ends a refusal where only the exclusivity rule stands in the way.
+	const byRule = " (singleNUMANodeExclusive: Required binds the NUMA nodes a resize adds, and all of them when the span goes from one node to several or back)"
 	hold := old.Span // the nodes the allocation uses now
 	fixed := t.nonCPUNodes(&old)
 	// Whether the span must be allowed by the exclusivity rule: always when
 	// the rule binds hard; for BestEffort under Required, whenever some span
-	// of the demanded width is allowed (as for a fresh request).
+	// of the demanded width is allowed (as for a fresh request). The rule
+	// binds what the resize changes: the nodes it adds to the span, or every
+	// node when the span goes from one node to several or back. Nodes the
+	// allocation keeps in a span of the same kind stay allowed, whatever
+	// other allocations made of them since.
 	all := s.m.AllNodes()
 	allowed := policy.AllowedPool(p.width, all, t.singleMask, t.sharedMask)
+	if (p.width > 1) == (hold.Count() > 1) {
+		allowed |= hold
+	}
 	mustAllow := policy.Binds(r.Policy, r.Exclusive) &&
 		(r.Policy != policy.BestEffort || t.anyCover(sc, t.allPool[:], allowed, p.width))
 	if !mustAllow {
@@ -69,12 +92,18 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	if cpus > n {
 		span, ok = t.growSpan(&r, sc, p, hold, allowed)
 		if !ok {
-			return refuse("no set of %d NUMA nodes that contains its nodes %v has %d free CPUs and is allowed", p.width, s.m.IDsOf(hold), cpus-n)
+			if _, free := t.growSpan(&r, sc, p, hold, all); free && allowed != all {
+				return refuse(ErrExclusivity, "the sets of %d NUMA nodes that contain its nodes %v and have %d free CPUs all use nodes the rule forbids"+byRule, p.width, s.m.IDsOf(hold), cpus-n)
+			}
+			return refuse(ErrNoNUMAFit, "no set of %d NUMA nodes that contains its nodes %v has %d free CPUs", p.width, s.m.IDsOf(hold), cpus-n)
 		}
 	} else {
 		span, ok = t.shrinkSpan(&r, p, &old, fixed, allowed)
 		if !ok {
-			return refuse("its CPUs, GPUs and memory cannot fit %d of its NUMA nodes %v", max(p.width, 1), s.m.IDsOf(hold))
+			if _, free := t.shrinkSpan(&r, p, &old, fixed, all); free && allowed != all {
+				return refuse(ErrExclusivity, "every %d of its NUMA nodes %v that hold its GPUs, memory and %d of its CPUs use a node the rule forbids"+byRule, max(p.width, 1), s.m.IDsOf(hold), cpus)
+			}
+			return refuse(ErrNoNUMAFit, "its CPUs, GPUs and memory cannot fit %d of its NUMA nodes %v", max(p.width, 1), s.m.IDsOf(hold))
 		}
 	}
 	// Claim the allocation back exactly, then add or give back CPUs.
@@ -94,8 +123,40 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 		a.Span |= res.Nodes(a)
 	}
 	t.count(a.Span, 1)
+	t.sicken(sick)
 	s.adopt(t)
 	return s.recs[s.ids[id]], nil
+}
+
+// heldDevice is one device of a class.
+type heldDevice struct {
+	d *Devices
+	i int32
+}
+
+// healHeld marks the unhealthy devices a holds healthy and returns them.
+func (s *State) healHeld(a *Allocation) []heldDevice {
+	var sick []heldDevice
+	for _, res := range s.res {
+		d, ok := res.(*Devices)
+		if !ok {
+			continue
+		}
+		_ = d.forEach(a, func(i int32) {
+			if !d.healthy[i] {
+				d.setHealthy(i, true)
+				sick = append(sick, heldDevice{d, i})
+			}
+		})
+	}
+	return sick
+}
+
+// sicken marks the devices healHeld returned unhealthy again.
+func (s *State) sicken(sick []heldDevice) {
+	for _, h := range sick {
+		h.d.setHealthy(h.i, false)
+	}
 }
 
 // nonCPUNodes returns the nodes of a's resources other than CPUs.

@@ -9,7 +9,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// benchPresets are the machines of the benchmark names of the design.
+// benchPresets are the machines of the benchmark names of docs/design.md.
 var benchPresets = []string{"dgx-h100", "dgx-a100", "numa64"}
 
 // benchRequest is a typical pod for each machine: 4 GPUs and 24 CPUs on the

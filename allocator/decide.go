@@ -232,7 +232,7 @@ func (s *State) anyCover(sc *scratch, pools []numa.Mask, allowed numa.Mask, w in
 // local search that swaps one node at a time while that lowers the NUMA sets
 // crossed, the distance or the free resources left (best fit), within the
 // budget of swaps tried, when the span is at most half the pool: a
-// heuristic, as the design allows for preferences.
+// heuristic, as docs/design.md allows for preferences.
 func (s *State) choose(r *Request, sc *scratch, pools []numa.Mask, restrict numa.Mask, w int) numa.Mask {
 	ch := &sc.ch
 	ch.s, ch.r, ch.sc, ch.have = s, r, sc, false
@@ -363,7 +363,7 @@ func (s *State) improve(sc *scratch, pool, m numa.Mask) numa.Mask {
 	return m
 }
 
-// chooser compares candidate spans by the design's preferences.
+// chooser compares candidate spans by docs/design.md's preferences.
 type chooser struct {
 	s        *State
 	r        *Request

@@ -6,7 +6,7 @@
 // [State.Allocate] places it, [State.Release] gives it back, [State.Score]
 // rates the machine for a scheduler, and [State.Snapshot] /
 // [State.Restore] carry the live allocations across a restart. The
-// policies and the singleNUMANodeExclusive rule are those of the design
+// policies and the singleNUMANodeExclusive rule are those of docs/design.md
 // (see package policy): SingleNUMANode spans exactly one NUMA node,
 // Restricted exactly width_cap nodes (inside one NUMA set whenever the
 // request fits in one), BestEffort exactly width_free nodes, None anywhere.

@@ -58,7 +58,7 @@ func ExampleState_Fit() {
 	// live: 0
 }
 
-// The design's worked example: a 2-CPU SingleNUMANode pod makes node 0
+// docs/design.md's worked example: a 2-CPU SingleNUMANode pod makes node 0
 // single, so an 8-GPU Restricted pod, whose span must be both nodes, is
 // refused under the default exclusivity and admitted with Preferred.
 func ExamplePlacementError() {

@@ -250,7 +250,7 @@ func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []
 			// Score's alignment band: 50-100 when the span is no wider
 			// than width_cap, 0-49 otherwise. Not checked for a None
 			// request that may take devices of unknown NUMA node: whether
-			// they lower its width_cap is left open by the design.
+			// they lower its width_cap is left open by docs/design.md.
 			wc := md.Decide(&r).WidthCap
 			if aligned := a.Span.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
 				t.Fatalf("%s: Score %d, but the span %v has %d node(s) and width_cap is %d",

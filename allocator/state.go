@@ -11,7 +11,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// Packing is preference 5 of the design among admissible choices.
+// Packing is preference 5 of docs/design.md among admissible choices.
 type Packing uint8
 
 const (

@@ -16,7 +16,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// The table tests below follow DESIGN.md's "Semantics" case by case, on the
+// The table tests below follow docs/design.md's "Semantics" case by case, on the
 // dgx-h100 and dgx-a100 presets and on small machines built for the case.
 // Helpers are prefixed tb so that they do not collide with other test files
 // of the package.
@@ -172,7 +172,7 @@ func tbInOneSet(m *topology.Machine, ids []numa.NodeID) bool {
 }
 
 func TestTableWorkedExample(t *testing.T) {
-	// DESIGN.md: a 2-CPU SingleNUMANode pod on node 0 makes node 0 single;
+	// docs/design.md: a 2-CPU SingleNUMANode pod on node 0 makes node 0 single;
 	// an 8-GPU Restricted pod (width_cap 2) is then refused with all 8 GPUs
 	// free; with Preferred it is admitted.
 	s := tbState(t, "dgx-h100")
@@ -1359,7 +1359,7 @@ func TestTableRefusalReasons(t *testing.T) {
 }
 
 // TestNVLinkPreference: within a PCIe switch group, GPUs with more NVLink
-// links among themselves come first (preference 2 of the design).
+// links among themselves come first (preference 2 of docs/design.md).
 func TestNVLinkPreference(t *testing.T) {
 	m := tbMachine(t, 1, []tbNodeSpec{{0, 4, 0, 0}}, func(b *topology.Builder) {
 		for g := range 4 {

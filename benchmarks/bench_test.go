@@ -14,7 +14,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// benchHints is the design's merge benchmark input: at most 24 hints per
+// benchHints is docs/design.md's merge benchmark input: at most 24 hints per
 // provider, drawn with seed 1 (the same as the core module's
 // adapters/kubelet BenchmarkMerge).
 const (
@@ -22,7 +22,7 @@ const (
 	benchMaxHints = 24
 )
 
-// BenchmarkMerge is the design's side-by-side merge comparison,
+// BenchmarkMerge is docs/design.md's side-by-side merge comparison,
 // BenchmarkMerge/{numaplace,kubelet}/numa{2,4,8}/providers{2,4}: the
 // best-effort policy (the kubelet walks the whole cross product for it, as
 // for restricted) on NUMA nodes 0..n-1 with the default distances, merging
@@ -74,7 +74,7 @@ func BenchmarkMerge(b *testing.B) {
 	}
 }
 
-// admitRequest is the design's admission benchmark pod: 4 GPUs, 24 CPUs
+// admitRequest is docs/design.md's admission benchmark pod: 4 GPUs, 24 CPUs
 // and 64 GiB of memory.
 var admitRequest = allocator.Request{CPUs: 24, GPUs: 4, MemoryMiB: 64 << 10}
 
@@ -82,7 +82,7 @@ var admitRequest = allocator.Request{CPUs: 24, GPUs: 4, MemoryMiB: 64 << 10}
 // best-effort, static CPU manager, static memory manager.
 var admitOptions = kubelet.PredictOptions{StaticMemoryManager: true}
 
-// BenchmarkAdmit is the design's side-by-side admission: a 4-GPU, 24-CPU,
+// BenchmarkAdmit is docs/design.md's side-by-side admission: a 4-GPU, 24-CPU,
 // 64 GiB pod on an empty dgx-a100 under best-effort with the static CPU and
 // memory managers, hints and merge.
 //
@@ -168,7 +168,7 @@ func everyNodeGPUHints(m *topology.Machine, request int) []kubelet.TopologyHint 
 //     hints; 715,275 permutations for the kubelet).
 //   - dgx-a100-every-node: the GPU hints of kubelets before v1.37, over
 //     every set of the 8 nodes (176 GPU hints, so 11,444,400
-//     permutations), the case the design describes; the kubelet takes
+//     permutations), the case docs/design.md describes; the kubelet takes
 //     seconds per merge, and the default -benchtime runs it once.
 func BenchmarkAdmitMerge(b *testing.B) {
 	m := mustPreset(b, "dgx-a100")

@@ -41,7 +41,7 @@ func cadvisorNodes(n int) []cadvisorapi.Node {
 // 64 nodes). Node IDs above 63 cannot be held at all: the kubelet's bitmask
 // refuses them.
 //
-// numaplace's Merger takes 64 nodes and merges the design's benchmark
+// numaplace's Merger takes 64 nodes and merges docs/design.md's benchmark
 // input on them (BenchmarkMerge/numaplace/numa64/...); its answer is the
 // kubelet's policy code's answer, run here by building the policy object
 // directly, which the kubelet itself never does on such a machine.

@@ -3,7 +3,7 @@
 // parsing of the pod-level spec
 // {"numaTopologyPolicy": ..., "singleNUMANodeExclusive": ...}.
 //
-// The semantics are those of the numaplace design:
+// The semantics are those of docs/design.md:
 //
 //   - SingleNUMANode: the span is exactly one NUMA node.
 //   - Restricted: the span is exactly width_cap nodes, inside one NUMA set

@@ -28,7 +28,7 @@ func ExampleParseSpec() {
 	// invalid NUMA topology spec: numaTopologyPolicy "singleNUMANode": unknown policy; want SingleNUMANode, Restricted, BestEffort or None
 }
 
-// The design's worked example on a two-node dgx-h100: a 2-CPU SingleNUMANode
+// docs/design.md's worked example on a two-node dgx-h100: a 2-CPU SingleNUMANode
 // pod on node 0 makes node 0 single, so an 8-GPU Restricted pod, whose span
 // must be both nodes, is not allowed under Required exclusivity.
 func ExampleAllowed() {

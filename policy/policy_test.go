@@ -325,7 +325,7 @@ func TestNodeTypes(t *testing.T) {
 		{name: "one single", spans: []numa.Mask{m(0)}, single: m(0)},
 		{name: "two singles on one node", spans: []numa.Mask{m(3), m(3)}, single: m(3)},
 		{name: "one multi", spans: []numa.Mask{m(0, 1)}, shared: m(0, 1)},
-		// DESIGN.md's worked example: a 2-CPU SingleNUMANode pod on node 0.
+		// docs/design.md's worked example: a 2-CPU SingleNUMANode pod on node 0.
 		{name: "worked example", spans: []numa.Mask{m(0)}, single: m(0)},
 		{name: "shared wins over single", spans: []numa.Mask{m(0), m(0, 1), m(2)}, single: m(2), shared: m(0, 1)},
 		{name: "order does not matter", spans: []numa.Mask{m(2), m(0, 1), m(0)}, single: m(2), shared: m(0, 1)},
@@ -374,7 +374,7 @@ func TestAllowed(t *testing.T) {
 		{name: "multi over a single node", span: m(0, 1), single: m(1), want: false},
 		{name: "multi over shared and idle", span: m(1, 2), shared: m(0, 1), want: true},
 		{name: "multi beside a single node", span: m(1, 2), single: m(0, 3), want: true},
-		// DESIGN.md's worked example (dgx-h100): node 0 single, the 8-GPU
+		// docs/design.md's worked example (dgx-h100): node 0 single, the 8-GPU
 		// Restricted pod's span {0,1} is forbidden, a one-node span on
 		// node 0 or node 1 is fine.
 		{name: "worked example 8-GPU span", span: m(0, 1), single: m(0), want: false},

@@ -75,7 +75,7 @@ func (b *Builder) AddDevice(d Device) *Builder {
 
 // AddNVLink records links NVLink links between GPUs a and b. A link may name
 // a GPU the machine does not list (one hidden from this view of the
-// machine, as in the design's JSON example): it is kept, round-trips through
+// machine, as in docs/design.md's JSON example): it is kept, round-trips through
 // JSON, and plays no part in placement.
 func (b *Builder) AddNVLink(a, c, links int) *Builder {
 	b.nvlinks = append(b.nvlinks, NVLink{A: a, B: c, Links: links})

@@ -12,7 +12,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// sampleBuilder returns the machine of DESIGN.md's JSON example, built by
+// sampleBuilder returns the machine of docs/design.md's JSON example, built by
 // hand: nodes 0 (socket 0, CPUs 0-3,8-11), 2 (socket 1, CPUs 4-7,12-15) and
 // 5 (socket 1, CPU-less), SMT pairs (c, c+8), two GPUs on nodes 0 and 2.
 // The nodes are added out of ID order on purpose.

@@ -17,7 +17,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// designExample is the topology JSON example of DESIGN.md, verbatim.
+// designExample is the topology JSON example of docs/design.md, verbatim.
 const designExample = `{
   "name": "example",
   "numaNodes": [
@@ -41,7 +41,7 @@ var designExampleTwoGPUs = strings.Replace(designExample,
 	`"uuid": "GPU-..."}, {"id": 1, "numaNode": 2, "pcieSwitch": "sw1"}]`, 1)
 
 func TestParseJSONDesignExampleVerbatim(t *testing.T) {
-	// The design's example names GPU 1 in an NVLink but lists only GPU 0:
+	// docs/design.md's example names GPU 1 in an NVLink but lists only GPU 0:
 	// the link is kept (GPU 1 may be hidden from this view of the machine)
 	// and round-trips, and GPU 1 does not appear.
 	m, err := topology.ParseJSON([]byte(designExample))

@@ -22,7 +22,7 @@ import (
 )
 
 // hwlocFixtures is the folder of real sysfs dumps from hwloc's test suite
-// (see DESIGN.md, "Real data"), relative to this package's directory.
+// (see docs/design.md, "Real data"), relative to this package's directory.
 const hwlocFixtures = "../../shared/fixtures/hwloc"
 
 // readTarFS reads a .tar.bz2 sysfs dump into memory. The archive holds one

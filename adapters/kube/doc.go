@@ -7,7 +7,7 @@
 //
 // The common calls:
 //
-//	req, err := kube.ParsePod(pod, kube.Config{})  // validates every rule of the design
+//	req, err := kube.ParsePod(pod, kube.Config{})  // validates every rule of docs/design.md
 //	d := kube.NewDecision(machine, allocation)     // what the scheduler writes
 //	a, err := d.Allocation(machine, pod.Key())     // what the node side claims
 package kube

@@ -42,7 +42,7 @@ const (
 )
 
 // Config holds the adapters' choices about pods. The zero value is the
-// design's default.
+// default of docs/design.md.
 type Config struct {
 	// AcceptNvidiaGPU counts nvidia.com/gpu as GPUs on pods with a NUMA spec
 	// (by default such a pod is refused with an error saying to use
@@ -140,7 +140,7 @@ type resources struct {
 	memoryMiB int64
 }
 
-// ParsePod reads and validates a pod as the design says:
+// ParsePod reads and validates a pod as docs/design.md says:
 //   - the spec from either annotation key (both present with different
 //     contents is an error naming both; an empty policy is None);
 //   - a NUMA spec needs cpuset-scheduler: required (absent or another value

@@ -312,7 +312,7 @@ func TestPredictDGX(t *testing.T) {
 	require.Equal(t, Hint(MustIDMask(0), true), h)
 }
 
-// TestPredictDGXH100Restricted is the design's demo: the kubelet's restricted
+// TestPredictDGXH100Restricted is docs/design.md's demo: the kubelet's restricted
 // policy refuses an 8-GPU, 16-CPU pod on an empty DGX H100.
 func TestPredictDGXH100Restricted(t *testing.T) {
 	h, ok, err := Predict(PolicyRestricted, PredictOptions{}, hintPreset(t, "dgx-h100"), nil, &allocator.Request{CPUs: 16, GPUs: 8})

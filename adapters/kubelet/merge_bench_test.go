@@ -8,7 +8,7 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// BenchmarkMerge is numaplace's side of the design's merge comparison: the
+// BenchmarkMerge is numaplace's side of docs/design.md's merge comparison: the
 // best-effort policy (the kubelet walks the whole cross product for it, as
 // for restricted) on NUMA nodes 0..n-1 with the default distances, merging
 // BenchmarkHints(1, n, providers, 24). numa64 has no kubelet counterpart
@@ -37,7 +37,7 @@ func BenchmarkMerge(b *testing.B) {
 	}
 }
 
-// BenchmarkAdmit is numaplace's side of the design's admission comparison:
+// BenchmarkAdmit is numaplace's side of docs/design.md's admission comparison:
 // a 4-GPU, 24-CPU pod with 64 GiB of memory on an empty dgx-a100 whose
 // kubelet runs the best-effort policy, the static CPU manager and the
 // static memory manager. Predict generates the device, CPU and memory

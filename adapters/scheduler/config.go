@@ -14,7 +14,7 @@ import (
 // (the kubelet keeps at least one CPU in its shared pool too).
 const DefaultMinSharedCPUs = 1
 
-// Config is the cache's configuration. The zero value is the design's
+// Config is the cache's configuration. The zero value is docs/design.md's
 // default.
 type Config struct {
 	// OptInLabel and OptInValue: only nodes whose label OptInLabel has the

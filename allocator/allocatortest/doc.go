@@ -1,11 +1,11 @@
 // Package allocatortest supports property tests of numaplace allocators:
 // rapid generators of small random machines, requests and operation
-// streams, and a brute-force reference [Model] of the semantics of the
-// design ("Semantics (the contract)": span, NUMA sets, width_cap,
+// streams, and a brute-force reference [Model] of the semantics of
+// docs/design.md ("Semantics (the contract)": span, NUMA sets, width_cap,
 // width_free, the four policies, the singleNUMANodeExclusive rule, memory,
 // fullPCPUs, devices of unknown NUMA node).
 //
-// The model is written from the design, not from the engine, and answers
+// The model is written from docs/design.md, not from the engine, and answers
 // by enumerating every NUMA mask (O(2^n) per question, meant for n <= 8
 // nodes, which is what [Machine] generates). [Model.Check] says precisely
 // what is wrong with an engine's answer: a refusal of an admissible request

@@ -21,8 +21,8 @@ import (
 // is instant for n <= 8 and already slow at 20.
 const MaxModelNodes = 20
 
-// Model is a brute-force reference model of the allocation semantics of the
-// numaplace design ("Semantics (the contract)"), written from the design and
+// Model is a brute-force reference model of the allocation semantics of
+// docs/design.md ("Semantics (the contract)"), written from that document and
 // not from the engine, so that it can catch the engine's mistakes.
 //
 // A Model is the state of one machine with a given list of live allocations
@@ -595,7 +595,7 @@ type Verdict struct {
 	Admissible bool
 	// Refusals are the sentinels an engine may answer when Admissible is
 	// false (allocator.ErrInvalidRequest, ErrInsufficient, ErrNoNUMAFit or
-	// ErrExclusivity); more than one only where the design leaves the
+	// ErrExclusivity); more than one only where docs/design.md leaves the
 	// category open.
 	Refusals []error
 	// Reason explains the verdict in words, with the widths and spans.
@@ -664,7 +664,7 @@ func (md *Model) allowed(span numa.Mask) bool {
 }
 
 // Decide answers whether r is admissible now, ignoring its ID (see
-// [Model.Check] for the ID rules), by the policy table of the design:
+// [Model.Check] for the ID rules), by the policy table of docs/design.md:
 //
 //   - SingleNUMANode: one node whose free resources cover r and which the
 //     exclusivity rule allows (under Required).
@@ -722,8 +722,8 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 			}
 		}
 		if len(short) > 0 && unplacedHelps {
-			// The free resources exist, but not on any NUMA node: the
-			// design does not say which of the two categories applies.
+			// The free resources exist, but not on any NUMA node: docs/design.md
+			// does not say which of the two categories applies.
 			v.Refusals = append(v.Refusals, allocator.ErrNoNUMAFit)
 		}
 		v.Reason = fmt.Sprintf("%s: the free resources of the known NUMA nodes do not cover the request: %s",
@@ -923,7 +923,7 @@ func (md *Model) checkDuplicate(r *allocator.Request, err error, op string) erro
 		return nil
 	}
 	if md.validate(r) != "" && errors.Is(err, allocator.ErrInvalidRequest) {
-		return nil // both apply; the design does not order them
+		return nil // both apply; docs/design.md does not order them
 	}
 	if err == nil {
 		return fmt.Errorf("request %s: %s admitted it though ID %q is live; want ErrDuplicateID", r, op, r.ID)

@@ -31,7 +31,7 @@ func model(t *testing.T, m *topology.Machine, live ...allocator.Allocation) *all
 	return md
 }
 
-// TestDGXH100WorkedExample is the worked example of the design: a 2-CPU
+// TestDGXH100WorkedExample is the worked example of docs/design.md: a 2-CPU
 // SingleNUMANode pod on node 0 makes node 0 single, so an 8-GPU Restricted
 // pod (width_cap 2) is refused under Required and admitted under Preferred.
 func TestDGXH100WorkedExample(t *testing.T) {
@@ -412,7 +412,7 @@ func TestModelPlacesWhatItAdmits(t *testing.T) {
 	})
 }
 
-// The worked example of the design, asked of the model: a 2-CPU
+// The worked example of docs/design.md, asked of the model: a 2-CPU
 // SingleNUMANode pod on node 0 of a dgx-h100, then an 8-GPU Restricted pod.
 func ExampleModel_Decide() {
 	m, _ := topology.Preset("dgx-h100")

@@ -18,7 +18,7 @@ func TestDemo(t *testing.T) {
 	out := r.stdout
 	assert.True(t, strings.HasPrefix(out,
 		"numaplan demo on dgx-h100 (2 NUMA nodes, 2 sockets, 224 CPUs, 8 GPUs, 8 rdma)\n"), out)
-	// The decisions of the scenario in DESIGN.md.
+	// The decisions of the scenario in docs/design.md.
 	for _, want := range []string{
 		"textgen-1   SingleNUMANode/Required, 4 GPUs + 24 CPUs -> NUMA nodes [0], GPUs [0 1 2 3], CPUs 0-11,112-123\n",
 		"textgen-2   SingleNUMANode/Required, 4 GPUs + 24 CPUs -> NUMA nodes [1], GPUs [4 5 6 7], CPUs 56-67,168-179\n",

@@ -44,7 +44,7 @@
 //		each allocation marked on standard error at the end.
 //
 //	demo
-//		Play the scenario of the design on the dgx-h100 preset: two
+//		Play the scenario of docs/design.md on the dgx-h100 preset: two
 //		text-generation pods (4 GPUs + 24 CPUs, SingleNUMANode) on NUMA
 //		nodes 0 and 1, a third refused with its reason, an 8-GPU pod with
 //		16 CPUs admitted by Restricted (which the kubelet's restricted

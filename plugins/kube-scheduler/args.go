@@ -37,7 +37,7 @@ const (
 //	    scoringStrategy: MostAllocated
 //	    minSharedCPUs: 1
 //
-// Every field is optional; the zero value is the design's default. Unknown
+// Every field is optional; the zero value is docs/design.md's default. Unknown
 // fields are refused, so that a misspelt option is not silently ignored.
 type Args struct {
 	// OptInLabel is the key of the node label that opts a node in: only

@@ -81,7 +81,7 @@
 // Metrics per setup (Result): pods placed; AdmissionErrors (refusals at
 // admission, and the pods refused at least once); cross-NUMA placements:
 // placed pods with a NUMA spec whose span is wider than the request's
-// width_cap on the machine (DESIGN.md: the fewest NUMA nodes whose
+// width_cap on the machine (docs/design.md: the fewest NUMA nodes whose
 // capacity covers the request, inside one NUMA set when one can hold it),
 // or whose CPUs sit on NUMA nodes without any of its GPUs although the
 // NUMA nodes of its GPUs have the CPUs for the whole request; unschedulable

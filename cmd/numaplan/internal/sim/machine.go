@@ -90,7 +90,7 @@ func gpuMask(ids []int) uint64 {
 	return w
 }
 
-// widthCap is the request's width_cap on the machine (DESIGN.md): if some
+// widthCap is the request's width_cap on the machine (docs/design.md): if some
 // NUMA set has the capacity for the request, the fewest NUMA nodes inside
 // one set whose capacity covers it; otherwise the fewest anywhere; 0 when
 // the machine cannot hold it at all.

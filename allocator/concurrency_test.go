@@ -55,7 +55,7 @@ func ccHeld(m *topology.Machine, snap allocator.Snapshot) (held numa.CPUSet, gpu
 			}
 			gpus[g] = a.ID
 		}
-		spans = append(spans, a.Span)
+		spans = append(spans, a.DenseSpan)
 	}
 	return held, gpus, spans, nil
 }

@@ -12,7 +12,18 @@ import (
 // decide applies the policy to r. With choose it also picks the best span
 // among the admissible ones and leaves the amounts per kind and node in
 // sc.best. It never changes the state. The caller holds a lock.
+//
+// Bound: the admission takes O(k·n) to read the amounts, the exact subset
+// search on pools of at most 16 nodes (at most 2^16 branches per width),
+// and on larger pools at most searchSteps steps of the search over classes
+// in all (see classes.go); when that bound cuts a search the request is
+// refused with [ErrSearchLimit], so that the answer is exact or refused.
+// Choosing the span adds at most Options.SearchBudget candidates per pool
+// (each O(k·n) plus the resources' penalties) and as many swaps of the
+// local search; a choice the bound cuts falls back to the cover the
+// admission found, never to a refusal, so that Fit and Allocate agree.
 func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
+	sc.d.cs.used, sc.d.cs.undecided = 0, 0
 	if err := r.validate(s.m.ThreadsPerCore()); err != nil {
 		return plan{}, err
 	}
@@ -113,6 +124,9 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		if found.IsSubsetOf(restrict) {
 			sc.seed = found
 		}
+		if sc.cut() {
+			return plan{}, s.searchLimit(r, p)
+		}
 		if !choose {
 			return p, nil
 		}
@@ -126,12 +140,21 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	restrict := allowed
 	if !s.anyCover(sc, pools, allowed, p.width) {
 		if !s.anyCover(sc, pools, all, p.width) {
+			if sc.cut() {
+				return plan{}, s.searchLimit(r, p)
+			}
 			return plan{}, s.noFit(r, sc, p, pools)
+		}
+		if sc.cut() {
+			return plan{}, s.searchLimit(r, p)
 		}
 		if hard {
 			return plan{}, s.blocked(r, sc, p, pools, all&^allowed)
 		}
 		restrict = all
+	}
+	if sc.cut() {
+		return plan{}, s.searchLimit(r, p)
 	}
 	if !choose {
 		return p, nil
@@ -139,6 +162,18 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	p.span = s.choose(r, sc, pools, restrict, p.width)
 	return p, nil
 }
+
+// searchLimitText says what a refusal with ErrSearchLimit means.
+var searchLimitText = fmt.Sprintf("the search for a set of NUMA nodes of the width its policy demands reached its bound "+
+	"(%d steps) before it could tell whether one has the free resources; refused rather than placed on a width that might be wrong", searchSteps)
+
+// searchLimit builds the refusal of a decision whose search the bound cut.
+func (s *State) searchLimit(r *Request, p plan) error {
+	return s.refuse(r, p, ErrSearchLimit, nil, nil, searchLimitText)
+}
+
+// cut reports whether the bound cut a search of the current decision.
+func (sc *scratch) cut() bool { return sc.d.cs.undecided > 0 }
 
 // checkClasses refuses a request for a device class the machine lacks.
 func (s *State) checkClasses(r *Request) error {

@@ -222,7 +222,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 200, Policy: policy.None})
 	require.NoError(t, err)
 	_, shared := s.NodeTypes()
-	require.True(t, shared.Contains(int(one.Span.Lowest())), "the None pod made the node shared")
+	require.True(t, shared.Contains(int(one.DenseSpan.Lowest())), "the None pod made the node shared")
 	_, err = s.Resize("one", 8)
 	require.NoError(t, err)
 	_, err = s.Resize("one", 2)
@@ -237,7 +237,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 	require.NoError(t, err)
 	x, err := s.Allocate(&allocator.Request{ID: "x", CPUs: 2, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
-	require.Equal(t, r.Span, x.Span, "best fit packs x next to r")
+	require.Equal(t, r.DenseSpan, x.DenseSpan, "best fit packs x next to r")
 	before := fmt.Sprint(s.Snapshot())
 	_, err = s.Resize("r", 150) // width_cap 2: node of r would be shared
 	require.ErrorIs(t, err, allocator.ErrExclusivity)
@@ -319,17 +319,17 @@ func TestResizeAgainstModel(t *testing.T) {
 			v := md.Decide(&free)
 			single, shared := md.NodeTypes()
 			allowed := policy.AllowedPool(v.Width, m.AllNodes(), single, shared)
-			if (v.Width > 1) == (a.Span.Count() > 1) {
-				allowed |= a.Span
+			if (v.Width > 1) == (a.DenseSpan.Count() > 1) {
+				allowed |= a.DenseSpan
 			}
 			must := r.Policy != policy.BestEffort
-			for _, sp := range v.Spans {
+			for _, sp := range v.DenseSpans {
 				must = must || sp.IsSubsetOf(allowed)
 			}
 			if must {
-				require.True(t, got.Span.IsSubsetOf(allowed),
+				require.True(t, got.DenseSpan.IsSubsetOf(allowed),
 					"resize of %s to %d CPUs: span %v uses nodes the rule forbids (allowed %v, single %v, shared %v)",
-					a.String(), cpus, got.Span, allowed, single, shared)
+					a.String(), cpus, got.DenseSpan, allowed, single, shared)
 			}
 		}
 		if cpus >= a.CPUs.Size() {
@@ -365,7 +365,7 @@ func snapText(s *allocator.State) string {
 	snap := s.Snapshot()
 	out := ""
 	for _, a := range snap.Allocations {
-		out += fmt.Sprintf("%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs, a.Span, a.Memory)
+		out += fmt.Sprintf("%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs, a.DenseSpan, a.Memory)
 	}
 	return out + fmt.Sprint(snap.Unhealthy)
 }

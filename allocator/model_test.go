@@ -50,7 +50,7 @@ func describe(a allocator.Allocation, err error) string {
 		return "error: " + err.Error()
 	}
 	c := a.Clone()
-	return fmt.Sprintf("%s span %s devices %v memory %v", c.String(), c.Span, c.Devices, c.Memory)
+	return fmt.Sprintf("%s span %s devices %v memory %v", c.String(), c.DenseSpan, c.Devices, c.Memory)
 }
 
 // sameState reports how s differs from the model md: live allocations,
@@ -252,9 +252,9 @@ func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []
 			// request that may take devices of unknown NUMA node: whether
 			// they lower its width_cap is left open by docs/design.md.
 			wc := md.Decide(&r).WidthCap
-			if aligned := a.Span.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
+			if aligned := a.DenseSpan.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
 				t.Fatalf("%s: Score %d, but the span %v has %d node(s) and width_cap is %d",
-					step, score, a.NUMANodes(), a.Span.Count(), wc)
+					step, score, a.NUMANodes(), a.DenseSpan.Count(), wc)
 			}
 			next, err := md.With(a)
 			if err != nil {

@@ -39,8 +39,16 @@ func (e *TopologyChangeError) Error() string {
 	return fmt.Sprintf("%s: %d allocation(s) affected: %s", ErrTopologyChange, len(e.Conflicts), strings.Join(parts, "; "))
 }
 
-// Unwrap returns [ErrTopologyChange].
-func (e *TopologyChangeError) Unwrap() error { return ErrTopologyChange }
+// Unwrap returns [ErrTopologyChange] and the conflicts' causes, so that
+// errors.As finds, for example, a *[NodeError] for a NUMA node the new
+// machine does not have.
+func (e *TopologyChangeError) Unwrap() []error {
+	errs := []error{ErrTopologyChange}
+	for _, c := range e.Conflicts {
+		errs = append(errs, c.Err)
+	}
+	return errs
+}
 
 // Affected returns the IDs of the conflicting allocations.
 func (e *TopologyChangeError) Affected() []string {

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -96,21 +97,25 @@ func (s *State) Restore(snap Snapshot) error {
 }
 
 // Claim adds a as a live allocation holding exactly what it names (the
-// kubelet side admitting a pod by the scheduler's decision). Its span is
-// recomputed. On error (*[RestoreError] wrapping [ErrConflict] or
-// [ErrDuplicateID]) nothing changes.
+// kubelet side admitting a pod by the scheduler's decision): CPUs by CPU
+// ID, GPUs by GPU ID, devices by class and ID, memory by NUMA node ID. Its
+// span is recomputed from those on this state's machine (a.DenseSpan is
+// ignored). On error (*[RestoreError] wrapping [ErrConflict],
+// [ErrDuplicateID] or a *[NodeError] for a NUMA node the machine does not
+// have) nothing changes. It costs O(what a holds), whatever else is live.
 func (s *State) Claim(a Allocation) (Allocation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tmp := s.cloneLocked()
-	if err := tmp.claim(a.Clone()); err != nil {
+	if err := s.claim(a.Clone()); err != nil {
 		return Allocation{}, &RestoreError{ID: a.ID, Err: err}
 	}
-	s.adopt(tmp)
 	idx := s.ids[a.ID]
 	return s.recs[idx], nil
 }
 
+// claim makes a live, holding exactly what it names, or returns why not
+// and changes nothing: the resources claimed before the one that refuses
+// give back what they took.
 func (s *State) claim(a Allocation) error {
 	if a.ID == "" {
 		return errors.New("empty allocation ID")
@@ -123,24 +128,47 @@ func (s *State) claim(a Allocation) error {
 	}
 	a.machine = s.m
 	slices.Sort(a.GPUs)
+	a.Memory = normalMemory(a.Memory)
 	for c := range a.Devices {
 		if _, ok := s.classes[c]; !ok {
-			return fmt.Errorf("%w: the machine has no %s devices", ErrConflict, c)
+			return fmt.Errorf("%w: the machine has no %s devices (%s)", ErrConflict, c, s.classList())
 		}
 		slices.Sort(a.Devices[c])
 	}
 	var span numa.Mask
-	for _, res := range s.res {
+	for j, res := range s.res {
 		if err := res.Claim(&a); err != nil {
+			for _, done := range s.res[:j] {
+				done.Give(&a)
+			}
 			return err
 		}
 		span |= res.Nodes(&a)
 	}
-	a.Span = span
+	a.DenseSpan = span
 	idx := s.slot()
 	s.recs[idx] = a
 	s.commit(idx)
 	return nil
+}
+
+// normalMemory returns mem in ascending node ID, the amounts of a node
+// listed twice summed, nodes with none left out (it reuses mem's storage).
+func normalMemory(mem []NodeMemory) []NodeMemory {
+	slices.SortStableFunc(mem, func(x, y NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
+	out := mem[:0]
+	for _, x := range mem {
+		switch {
+		case len(out) > 0 && out[len(out)-1].Node == x.Node:
+			out[len(out)-1].MiB += x.MiB
+		case x.MiB != 0:
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // cloneLocked returns an independent copy of the state (the caller holds a
@@ -185,6 +213,7 @@ func (s *State) Clone() *State {
 // adopt moves the contents of t into s (the caller holds s's write lock).
 func (s *State) adopt(t *State) {
 	s.res, s.pen, s.bulk, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.bulk, t.cpu, t.gpu, t.mem, t.classes
+	s.returns = t.returns
 	s.ids, s.recs, s.freeRecs, s.single, s.multi = t.ids, t.recs, t.freeRecs, t.single, t.multi
 	s.singleMask, s.sharedMask = t.singleMask, t.sharedMask
 }

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -68,6 +69,7 @@ type State struct {
 	res      []Resource
 	pen      []Penalizer
 	bulk     []BulkReader
+	returns  bool // every resource is a Returner
 	cpu      *CPUs
 	gpu      *Devices
 	mem      *Memory
@@ -122,7 +124,11 @@ func New(m *topology.Machine, opts Options) *State {
 func (s *State) initPen() {
 	s.pen = make([]Penalizer, len(s.res))
 	s.bulk = make([]BulkReader, len(s.res))
+	s.returns = true
 	for j, r := range s.res {
+		if _, ok := r.(Returner); !ok {
+			s.returns = false
+		}
 		if p, ok := r.(Penalizer); ok {
 			s.pen[j] = p
 		}
@@ -169,8 +175,9 @@ type scratch struct {
 	ch    chooser
 	seed  numa.Mask // the last cover anyCover found
 	// without, when set, makes decide see the state as if these live
-	// allocations were released (FitWithout).
+	// allocations were released (FitWithout, Resize).
 	without []*Allocation
+	victims []*Allocation // storage for without
 }
 
 // plan is a decision: the span and, when chosen, the amounts in sc.best.
@@ -209,6 +216,7 @@ func (s *State) getScratch() *scratch { return scratches.Get().(*scratch) }
 
 func (s *State) putScratch(sc *scratch) {
 	sc.without, sc.ch.s, sc.ch.r, sc.ch.sc, sc.d.ch, sc.d.cs.c, sc.d.c = nil, nil, nil, nil, nil, nil, nil
+	clear(sc.victims)
 	scratches.Put(sc)
 }
 
@@ -237,7 +245,7 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	idx := s.slot()
 	a := &s.recs[idx]
 	*a = Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
-		Span: p.span, machine: s.m}
+		DenseSpan: p.span, machine: s.m}
 	for k := 0; k < sc.c.k; k++ {
 		s.res[sc.kinds[k]].Take(r, sc.best[k][:s.n], sc.un[k], a)
 	}
@@ -260,7 +268,7 @@ func (s *State) slot() int32 {
 func (s *State) commit(idx int32) {
 	a := &s.recs[idx]
 	s.ids[a.ID] = idx
-	s.count(a.Span, 1)
+	s.count(a.DenseSpan, 1)
 }
 
 func (s *State) count(span numa.Mask, delta int32) {
@@ -363,4 +371,11 @@ func (s *State) NodeFree(i int) map[string]int64 {
 		out[res.Kind()] = res.Free(&plain, i)
 	}
 	return out
+}
+
+// classList names the machine's device classes, for messages: "its device
+// classes: gpu, rdma (names are case-sensitive)".
+func (s *State) classList() string {
+	names := append([]string{GPUClass}, slices.Sorted(maps.Keys(s.classes))...)
+	return "its device classes: " + strings.Join(names, ", ") + " (names are case-sensitive)"
 }

@@ -80,7 +80,7 @@ func tbText(s *allocator.State) string {
 	snap := s.Snapshot()
 	for _, a := range snap.Allocations {
 		fmt.Fprintf(&sb, "%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs,
-			a.Span, a.Memory)
+			a.DenseSpan, a.Memory)
 	}
 	for _, c := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
 		fmt.Fprintf(&sb, "unhealthy %s %v\n", c, snap.Unhealthy[c])
@@ -607,7 +607,7 @@ func TestTableMemory(t *testing.T) {
 			a := tbMust(t, s, allocator.Request{ID: fmt.Sprint("m", i), CPUs: 1, MemoryMiB: 600 * gib,
 				Policy: policy.SingleNUMANode})
 			require.Equal(t, tbIDs(want), a.NUMANodes())
-			require.Equal(t, []allocator.NodeMemory{{Node: want, MiB: 600 * gib}}, a.Memory)
+			require.Equal(t, []allocator.NodeMemory{{Node: numa.NodeID(want), MiB: 600 * gib}}, a.Memory)
 			require.Equal(t, int64(600*gib), a.MemoryMiB())
 		}
 		// 848 GiB free in all, 424 per node.
@@ -647,7 +647,7 @@ func TestTableMemory(t *testing.T) {
 		require.True(t, tbInOneSet(m, r.NUMANodes()))
 		require.Equal(t, int64(40*gib), r.MemoryMiB())
 		for _, x := range r.Memory {
-			require.LessOrEqual(t, x.MiB, m.Node(x.Node).MemoryMiB)
+			require.LessOrEqual(t, x.MiB, tbNodeMem(m, x.Node))
 		}
 		// Memory only, 48 GiB: no node has it, two do (DDR+DDR or DDR+HBM).
 		all := tbMust(t, s, allocator.Request{ID: "mem", MemoryMiB: 48 * gib, Policy: policy.BestEffort})
@@ -955,7 +955,7 @@ func TestTableSnapshotRestore(t *testing.T) {
 			x, _ := s.Get(id)
 			y, ok := r.Get(id)
 			require.True(t, ok)
-			require.Equal(t, x.Span, y.Span)
+			require.Equal(t, x.DenseSpan, y.DenseSpan)
 			require.Equal(t, x.NUMANodes(), y.NUMANodes())
 		}
 		// Both answer the next requests alike.
@@ -1386,4 +1386,13 @@ func TestNVLinkPreference(t *testing.T) {
 	a, err = allocator.New(plain, allocator.Options{}).Allocate(&allocator.Request{ID: "a", GPUs: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 1}, a.GPUs)
+}
+
+// tbNodeMem returns the memory of the node with the given ID.
+func tbNodeMem(m *topology.Machine, id numa.NodeID) int64 {
+	i, ok := m.NodeIndex(id)
+	if !ok {
+		return -1
+	}
+	return m.Node(i).MemoryMiB
 }

@@ -33,16 +33,14 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
-	for _, res := range s.res {
-		if _, ok := res.(Returner); !ok {
-			// A resource of the caller's own without the ability: work on
-			// a copy of the state.
-			c := s.cloneLocked()
-			for _, a := range recs {
-				c.releaseLocked(a.ID)
-			}
-			return c.decideFit(r)
+	if !s.returns {
+		// A resource of the caller's own without the ability: work on a
+		// copy of the state.
+		c := s.cloneLocked()
+		for _, a := range recs {
+			c.releaseLocked(a.ID)
 		}
+		return c.decideFit(r)
 	}
 	sc := s.getScratch()
 	sc.without = recs
@@ -82,10 +80,10 @@ func (s *State) typesWithout(victims []*Allocation) (single, shared numa.Mask) {
 	sg, mu := s.single, s.multi
 	for _, a := range victims {
 		cnt := &sg
-		if a.Span.Count() > 1 {
+		if a.DenseSpan.Count() > 1 {
 			cnt = &mu
 		}
-		for i := range a.Span.All() {
+		for i := range a.DenseSpan.All() {
 			cnt[i]--
 		}
 	}
@@ -111,7 +109,7 @@ func (s *State) releaseLocked(id string) {
 	for _, res := range s.res {
 		res.Give(a)
 	}
-	s.count(a.Span, -1)
+	s.count(a.DenseSpan, -1)
 	delete(s.ids, id)
 	s.recs[idx] = Allocation{}
 	s.freeRecs = append(s.freeRecs, idx)
@@ -180,7 +178,9 @@ func (m *Memory) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	m.FreeInto(r, dst)
 	for _, a := range victims {
 		for _, x := range a.Memory {
-			dst[x.Node] += x.MiB
+			if i, ok := m.m.NodeIndex(x.Node); ok {
+				dst[i] += x.MiB
+			}
 		}
 	}
 }

@@ -66,7 +66,7 @@ func TestDecisionRoundTrip(t *testing.T) {
 			node := allocator.New(m, allocator.Options{})
 			c, err := node.Claim(b)
 			require.NoError(t, err)
-			require.Equal(t, a.Span, c.Span)
+			require.Equal(t, a.DenseSpan, c.DenseSpan)
 			require.True(t, node.FreeCPUs().Equal(s.FreeCPUs()))
 
 			// The span is the decision's NUMA nodes; memory names each of them.

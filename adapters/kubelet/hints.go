@@ -522,12 +522,18 @@ func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opt
 		}
 		var group IDMask
 		for _, nm := range a.Memory {
-			usedMem[nm.Node] += nm.MiB
-			group |= 1 << uint(ids[nm.Node])
+			if i, ok := m.NodeIndex(nm.Node); ok {
+				usedMem[i] += nm.MiB
+				group |= 1 << uint(nm.Node)
+			}
 		}
 		for _, nm := range a.Memory {
-			assignments[nm.Node]++
-			groups[nm.Node] = group
+			i, ok := m.NodeIndex(nm.Node)
+			if !ok {
+				continue
+			}
+			assignments[i]++
+			groups[i] = group
 		}
 	}
 	unhealthy := map[string]map[string]bool{}

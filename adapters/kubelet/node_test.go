@@ -100,7 +100,7 @@ func describeAlloc(a *allocator.Allocation) string {
 	if a.ID == "" {
 		return "none"
 	}
-	return fmt.Sprintf("%s %s/%s full=%t span=%s memory=%v", a, a.Policy, a.Exclusive, a.FullPCPUs, a.Span, a.Memory)
+	return fmt.Sprintf("%s %s/%s full=%t span=%s memory=%v", a, a.Policy, a.Exclusive, a.FullPCPUs, a.DenseSpan, a.Memory)
 }
 
 func summary(adms []Admission) []string {

@@ -29,7 +29,7 @@ func requireSameNode(t *testing.T, want, got scheduler.NodeStatus) {
 		require.Equal(t, a.ID, b.ID)
 		require.Equal(t, a.CPUs.String(), b.CPUs.String(), a.ID)
 		require.Equal(t, a.GPUs, b.GPUs, a.ID)
-		require.Equal(t, a.Span, b.Span, a.ID)
+		require.Equal(t, a.DenseSpan, b.DenseSpan, a.ID)
 		require.Equal(t, a.Policy, b.Policy, a.ID)
 		require.Equal(t, a.Exclusive, b.Exclusive, a.ID)
 	}

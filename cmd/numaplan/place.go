@@ -277,7 +277,7 @@ func (p *placer) granted(id *string, a *allocator.Allocation) answer {
 	if len(a.Memory) > 0 {
 		ans.MemoryMiB = map[string]int64{}
 		for _, x := range a.Memory {
-			ans.MemoryMiB[strconv.Itoa(int(p.m.NodeID(x.Node)))] = x.MiB
+			ans.MemoryMiB[strconv.Itoa(int(x.Node))] = x.MiB
 		}
 	}
 	return ans
@@ -362,7 +362,7 @@ func stateMarks(s *allocator.State) *topology.Marks {
 		for _, g := range a.GPUs {
 			mk.GPUs[g] = ch
 		}
-		nodes := make([]string, 0, a.Span.Count())
+		nodes := make([]string, 0, a.DenseSpan.Count())
 		for _, id := range a.NUMANodes() {
 			nodes = append(nodes, id.String())
 		}

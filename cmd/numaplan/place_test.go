@@ -198,7 +198,8 @@ func TestPlaceResize(t *testing.T) {
 		"numaNodes": []any{0.0}}, got[1], "grown in place")
 	assert.Equal(t, "0,112", got[2]["cpus"], "shrunk in place")
 	assert.Equal(t, false, got[3]["ok"])
-	assert.Contains(t, got[3]["error"], "no NUMA node", "SingleNUMANode cannot grow past its node")
+	assert.Contains(t, got[3]["error"], "keeps it on its NUMA node 0, which has 110 CPUs free besides the 2 CPUs it holds: 38 CPUs short",
+		"SingleNUMANode cannot grow past its node, and the refusal says so about its own node")
 	assert.Contains(t, got[4]["error"], "unknown allocation ID")
 	assert.Contains(t, got[5]["error"], `missing "cpus"`)
 	assert.Equal(t, true, got[6]["ok"], "the refused resize left the allocation live")

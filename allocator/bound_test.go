@@ -60,7 +60,7 @@ func TestSearchBound(t *testing.T) {
 	m := hardMachine(t)
 	for _, p := range []policy.Policy{policy.Restricted, policy.BestEffort, policy.None} {
 		t.Run(p.String(), func(t *testing.T) {
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			r := allocator.Request{ID: "hard", CPUs: 894, GPUs: 42, MemoryMiB: 644 << 10, Policy: p}
 			before := fmt.Sprint(s.Snapshot())
 			fitErr := s.Fit(&r)

@@ -123,7 +123,7 @@ func ccRequest(rng *rand.Rand, id string) allocator.Request {
 // consistent and that releasing everything gives the empty state back.
 func TestConcurrentUse(t *testing.T) {
 	m := ccMachine(t)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	emptyText := tbText(s)
 
 	const writers, readers = 3, 4

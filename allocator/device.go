@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -14,7 +15,7 @@ import (
 const GPUClass = "gpu"
 
 // Devices is the [Resource] for the whole devices of one class: GPUs
-// ([NewGPUs]) or any other PCI class such as RDMA NICs ([NewDevices]), so
+// or any other PCI class such as RDMA NICs, so
 // that GPU+NIC requests align on the same NUMA nodes. Devices whose NUMA node
 // is unknown are unplaced: only None requests receive them. Unhealthy
 // devices are never handed out and are not capacity.
@@ -55,10 +56,10 @@ var (
 	_ BulkReader = (*Devices)(nil)
 )
 
-// NewGPUs returns the GPU resource of m, every GPU healthy and free.
-func NewGPUs(m *topology.Machine) *Devices {
+// newGPUs returns the GPU resource of m, every GPU healthy and free.
+func newGPUs(m *topology.Machine) *Devices {
 	gpus := m.GPUs()
-	d := newDevices(m, GPUClass, len(gpus))
+	d := allocDevices(m, GPUClass, len(gpus))
 	switches := map[string]int32{}
 	for i, g := range gpus {
 		d.gpuIDs = append(d.gpuIDs, g.ID)
@@ -102,16 +103,16 @@ func (d *Devices) buildLinks(links []topology.NVLink) {
 	}
 }
 
-// NewDevices returns the resource of m's devices of the given class (not
+// newDeviceClass returns the resource of m's devices of the given class (not
 // "gpu"), every device healthy and free.
-func NewDevices(m *topology.Machine, class string) *Devices {
+func newDeviceClass(m *topology.Machine, class string) *Devices {
 	var devs []topology.Device
 	for _, x := range m.Devices() {
 		if x.Class == class {
 			devs = append(devs, x)
 		}
 	}
-	d := newDevices(m, class, len(devs))
+	d := allocDevices(m, class, len(devs))
 	switches := map[string]int32{}
 	for i, x := range devs {
 		d.ids = append(d.ids, x.ID)
@@ -120,7 +121,7 @@ func NewDevices(m *topology.Machine, class string) *Devices {
 	return d.finish()
 }
 
-func newDevices(m *topology.Machine, class string, n int) *Devices {
+func allocDevices(m *topology.Machine, class string, n int) *Devices {
 	return &Devices{
 		class: class, node: make([]int16, n), sw: make([]int32, n),
 		healthy: make([]bool, n), held: make([]bool, n),
@@ -191,18 +192,15 @@ func (d *Devices) CapacityInto(_ *Request, dst []int64) {
 // Unplaced returns the free healthy devices of unknown NUMA node.
 func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }
 
-// Describe writes "4 GPUs" or "2 rdma devices".
+// Describe writes "1 GPU", "4 GPUs" or "2 rdma devices".
 func (d *Devices) Describe(_ *Request, units int64) string {
 	if d.class == GPUClass {
 		if units == 1 {
 			return "1 GPU"
 		}
-		return fmt.Sprintf("%d GPUs", units)
+		return groupDigits(units) + " GPUs"
 	}
-	if units == 1 {
-		return fmt.Sprintf("1 %s device", d.class)
-	}
-	return fmt.Sprintf("%d %s devices", units, d.class)
+	return deviceCount(d.class, units)
 }
 
 func (d *Devices) isFree(i int32) bool { return d.healthy[i] && !d.held[i] }
@@ -251,11 +249,51 @@ func (d *Devices) setHealthy(i int32, healthy bool) bool {
 	return true
 }
 
-// index returns the position of the device with external ID id.
+// CanonicalDeviceID returns the canonical form of the ID of a device of the
+// given class, the form a State records and reports (in Snapshot.Unhealthy,
+// in errors): GPU IDs are non-negative integers written in decimal without
+// sign or leading zeros, so "+3", "03" and "0000000003" all mean GPU 3 and
+// become "3"; any other spelling of a GPU ID (empty, spaces, a minus sign,
+// hexadecimal, non-ASCII digits, beyond the range of int) is an error
+// wrapping [ErrUnknownDevice] that says so. The IDs of other classes are
+// names ("mlx5_0"): they are canonical as they are, compared exactly
+// (case-sensitive), and only the empty name is an error.
+func CanonicalDeviceID(class, id string) (string, error) {
+	if class != GPUClass {
+		if id == "" {
+			return "", fmt.Errorf("%w: empty %s device ID", ErrUnknownDevice, class)
+		}
+		return id, nil
+	}
+	g, ok := parseGPUID(id)
+	if !ok {
+		return "", fmt.Errorf("%w: GPU ID %q is not a decimal integer (GPU IDs are non-negative integers such as 3)", ErrUnknownDevice, id)
+	}
+	return strconv.Itoa(g), nil
+}
+
+// parseGPUID reads a GPU ID: ASCII decimal digits, optionally after one
+// '+', within the range of int.
+func parseGPUID(id string) (int, bool) {
+	digits := strings.TrimPrefix(id, "+")
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	g, err := strconv.Atoi(digits)
+	return g, err == nil
+}
+
+// index returns the position of the device with the given ID (in any form
+// CanonicalDeviceID accepts).
 func (d *Devices) index(id string) (int32, bool) {
 	if d.class == GPUClass {
-		g, err := strconv.Atoi(id)
-		if err != nil {
+		g, ok := parseGPUID(id)
+		if !ok {
 			return 0, false
 		}
 		i, ok := slices.BinarySearch(d.gpuIDs, g)
@@ -608,4 +646,18 @@ func (d *Devices) holds(a *Allocation, i int32) bool {
 	found := false
 	_ = d.forEach(a, func(j int32) { found = found || j == i })
 	return found
+}
+
+// nearID returns ` (did you mean "mlx5_0"?)` when the class has a device
+// whose ID differs from id only in case, else "".
+func (d *Devices) nearID(id string) string {
+	if d.class == GPUClass {
+		return ""
+	}
+	for _, x := range d.ids {
+		if strings.EqualFold(x, id) {
+			return fmt.Sprintf(" (did you mean %q?)", x)
+		}
+	}
+	return ""
 }

@@ -46,7 +46,7 @@ func sentinel(err error) error {
 func TestFitWithoutAgreesWithReleasing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
 		live := s.Live()
 		var victims []string
@@ -72,7 +72,7 @@ func TestFitWithoutAgreesWithReleasing(t *testing.T) {
 func TestFitWithoutUnknownVictim(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	err = s.FitWithout(&allocator.Request{CPUs: 1}, []string{"nope"})
 	require.ErrorIs(t, err, allocator.ErrUnknownID)
 }
@@ -82,7 +82,7 @@ func TestFitWithoutUnknownVictim(t *testing.T) {
 func TestFitWithoutExclusivityIsNotMonotone(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 2, GPUs: 8, Policy: policy.Restricted})
 	require.NoError(t, err)
 	_, err = s.Allocate(&allocator.Request{ID: "narrow", CPUs: 2, Policy: policy.SingleNUMANode,
@@ -109,7 +109,7 @@ func TestReplaceMachine(t *testing.T) {
 		return m
 	}
 	m := build([2]string{"0-7", "8-15"}, 4)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 4, GPUs: 1, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	b, err := s.Allocate(&allocator.Request{ID: "b", CPUs: 2, GPUs: 1, MemoryMiB: 100, Policy: policy.SingleNUMANode})
@@ -151,7 +151,7 @@ func TestReplaceMachine(t *testing.T) {
 func TestResize(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 8, GPUs: 4, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	old := a.CPUs.Clone()
@@ -198,7 +198,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 
 	// Its own GPU fails: the GPU stays with it, unhealthy, and does not
 	// change width_cap (a Restricted 1-GPU pod stays on one node).
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	g, err := s.Allocate(&allocator.Request{ID: "g", CPUs: 4, GPUs: 1, Policy: policy.Restricted})
 	require.NoError(t, err)
 	gpu := strconv.Itoa(g.GPUs[0])
@@ -216,7 +216,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 
 	// A None pod spreads over its node and makes it shared: a
 	// SingleNUMANode pod there still grows and shrinks on it.
-	s = allocator.New(m, allocator.Options{})
+	s = allocator.MustNew(m, allocator.Options{})
 	one, err := s.Allocate(&allocator.Request{ID: "one", CPUs: 4, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 200, Policy: policy.None})
@@ -232,7 +232,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 
 	// Growing from one node to two binds every node of the new span: a node
 	// another pod holds alone cannot join a wider span.
-	s = allocator.New(m, allocator.Options{})
+	s = allocator.MustNew(m, allocator.Options{})
 	r, err := s.Allocate(&allocator.Request{ID: "r", CPUs: 4, Policy: policy.Restricted})
 	require.NoError(t, err)
 	x, err := s.Allocate(&allocator.Request{ID: "x", CPUs: 2, Policy: policy.SingleNUMANode})
@@ -257,7 +257,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 func TestResizeAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
 		live := s.Live()
 		if len(live) == 0 {
@@ -347,11 +347,11 @@ func TestKeepGPULocalCPUs(t *testing.T) {
 	m, err := topology.Preset("dgx-a100") // GPUs on nodes 1, 3, 5, 7
 	require.NoError(t, err)
 	r := allocator.Request{ID: "cpu-only", CPUs: 8, Policy: policy.SingleNUMANode}
-	a, err := allocator.New(m, allocator.Options{}).Allocate(&r)
+	a, err := allocator.MustNew(m, allocator.Options{}).Allocate(&r)
 	require.NoError(t, err)
 	require.Equal(t, []numa.NodeID{0}, a.NUMANodes(), "node 0 has no GPUs")
 
-	s := allocator.New(m, allocator.Options{SpendGPULocalCPUs: true})
+	s := allocator.MustNew(m, allocator.Options{SpendGPULocalCPUs: true})
 	g, err := s.Allocate(&allocator.Request{ID: "g", CPUs: 2, GPUs: 1, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	a, err = s.Allocate(&r)
@@ -376,7 +376,7 @@ func snapText(s *allocator.State) string {
 func TestReplaceMachineProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
 		before := snapText(s)
 

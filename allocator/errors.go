@@ -49,6 +49,11 @@ var (
 	// ErrConflict: a claim (restore, admission by decision) names CPUs or
 	// devices that are unknown, unhealthy or already held.
 	ErrConflict = errors.New("allocation conflicts with the node's state")
+	// ErrNoMachine: allocator.New was given a nil machine, or a method was
+	// called on a nil *State.
+	ErrNoMachine = errors.New("no machine")
+	// ErrInvalidOptions: allocator.New was given options it cannot use.
+	ErrInvalidOptions = errors.New("invalid allocator options")
 	// ErrUnknownNode: an allocation entering a state (Claim, Restore,
 	// ReplaceMachine) names a NUMA node ID the machine does not have; the
 	// error is a *[NodeError].
@@ -117,6 +122,9 @@ func (e *RequestError) Error() string {
 	f := ""
 	if e.Field != "" {
 		f = " " + e.Field
+	}
+	if f != "" {
+		f += ":"
 	}
 	return fmt.Sprintf("%s %q:%s %s", ErrInvalidRequest, e.ID, f, e.Reason)
 }
@@ -218,12 +226,4 @@ func idList(ids []numa.NodeID) string {
 		i = j + 1
 	}
 	return sb.String()
-}
-
-func describeShort(s []Shortage, unit func(kind string, n int64) string) string {
-	parts := make([]string, len(s))
-	for i, x := range s {
-		parts[i] = fmt.Sprintf("%s (has %d)", unit(x.Resource, x.Need), x.Have)
-	}
-	return strings.Join(parts, ", ")
 }

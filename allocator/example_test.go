@@ -13,7 +13,7 @@ import (
 // H100, and its release.
 func ExampleState_Allocate() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 
 	a, err := s.Allocate(&allocator.Request{ID: "pod-1", CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode})
 	if err != nil {
@@ -42,7 +42,7 @@ func ExampleState_Allocate() {
 // Fit answers what Allocate would, without changing anything.
 func ExampleState_Fit() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 
 	fmt.Println(s.Fit(&allocator.Request{CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode}))
 	// Five GPUs exist, but not on one NUMA node.
@@ -63,7 +63,7 @@ func ExampleState_Fit() {
 // refused under the default exclusivity and admitted with Preferred.
 func ExamplePlacementError() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, _ = s.Allocate(&allocator.Request{ID: "small", CPUs: 2, Policy: policy.SingleNUMANode})
 
 	r := allocator.Request{ID: "big", GPUs: 8, Policy: policy.Restricted}
@@ -87,13 +87,13 @@ func ExamplePlacementError() {
 // restart; Restore rebuilds the same state.
 func ExampleState_Restore() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, _ = s.Allocate(&allocator.Request{ID: "a", CPUs: 8, GPUs: 2, Policy: policy.SingleNUMANode})
 	_, _ = s.Allocate(&allocator.Request{ID: "b", CPUs: 16, GPUs: 8 - 2, Policy: policy.BestEffort})
 	_, _ = s.SetDeviceHealth("rdma", "mlx5_0", false)
 	snap := s.Snapshot()
 
-	restarted := allocator.New(m, allocator.Options{})
+	restarted := allocator.MustNew(m, allocator.Options{})
 	if err := restarted.Restore(snap); err != nil {
 		fmt.Println(err)
 		return
@@ -121,8 +121,8 @@ func ExampleState_Restore() {
 // and by default (MostAllocated) a fuller machine scores higher.
 func ExampleState_Score() {
 	m, _ := topology.Preset("dgx-h100")
-	empty := allocator.New(m, allocator.Options{})
-	busy := allocator.New(m, allocator.Options{})
+	empty := allocator.MustNew(m, allocator.Options{})
+	busy := allocator.MustNew(m, allocator.Options{})
 	_, _ = busy.Allocate(&allocator.Request{ID: "x", CPUs: 56, GPUs: 2, Policy: policy.SingleNUMANode})
 
 	r := allocator.Request{CPUs: 24, GPUs: 2, Policy: policy.SingleNUMANode}
@@ -132,7 +132,7 @@ func ExampleState_Score() {
 
 	// Four GPUs fit on one node of the empty machine, but need two nodes on
 	// this one (two GPUs free on each): BestEffort admits it, unaligned.
-	split := allocator.New(m, allocator.Options{})
+	split := allocator.MustNew(m, allocator.Options{})
 	_, _ = split.Claim(allocator.Allocation{ID: "y", GPUs: []int{0, 1}, Policy: policy.SingleNUMANode})
 	_, _ = split.Claim(allocator.Allocation{ID: "z", GPUs: []int{4, 5}, Policy: policy.SingleNUMANode})
 	be := allocator.Request{GPUs: 4, Policy: policy.BestEffort}

@@ -183,7 +183,7 @@ func claimFails(m *topology.Machine, a allocator.Allocation, memUsed map[numa.No
 func TestRestoreOntoChangedMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		for _, op := range allocatortest.StreamWithHealth(m).Draw(t, "ops") {
 			apply(s, op)
 		}
@@ -220,7 +220,7 @@ func TestRestoreOntoChangedMachine(t *testing.T) {
 			}
 		}
 
-		fresh := allocator.New(m2, allocator.Options{})
+		fresh := allocator.MustNew(m2, allocator.Options{})
 		err := fresh.Restore(snap)
 		if want != "" {
 			require.Error(t, err, "restore must be refused (%s of %q)", want, wantID)
@@ -302,7 +302,7 @@ func TestMemoryNamesNodesByID(t *testing.T) {
 		require.NoError(t, err)
 		return m
 	}
-	s := allocator.New(build(5), allocator.Options{})
+	s := allocator.MustNew(build(5), allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 2, MemoryMiB: 3000})
 	require.NoError(t, err)
 	b, err := s.Allocate(&allocator.Request{ID: "b", CPUs: 4, MemoryMiB: 3000})
@@ -311,7 +311,7 @@ func TestMemoryNamesNodesByID(t *testing.T) {
 	require.Equal(t, []allocator.NodeMemory{{Node: 5, MiB: 3000}}, b.Memory, "by ID")
 	require.Contains(t, b.String(), "3000 MiB on node 5")
 
-	other := allocator.New(build(6), allocator.Options{})
+	other := allocator.MustNew(build(6), allocator.Options{})
 	err = other.Restore(s.Snapshot())
 	var ne *allocator.NodeError
 	require.ErrorAs(t, err, &ne)

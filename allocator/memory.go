@@ -23,8 +23,8 @@ var (
 	_ BulkReader = (*Memory)(nil)
 )
 
-// NewMemory returns the memory resource of m with every MiB free.
-func NewMemory(m *topology.Machine) *Memory {
+// newMemory returns the memory resource of m with every MiB free.
+func newMemory(m *topology.Machine) *Memory {
 	mem := &Memory{m: m, capacity: make([]int64, m.NumNodes())}
 	for i := range mem.capacity {
 		mem.capacity[i] = m.Node(i).MemoryMiB

@@ -54,11 +54,11 @@ func (r *Request) String() string {
 func (r *Request) validate(tpc int) error {
 	switch {
 	case r.CPUs < 0:
-		return invalidRequest(r, "cpus", "%d is negative", r.CPUs)
+		return invalidRequest(r, "cpus", "cannot be negative (%d CPUs)", r.CPUs)
 	case r.GPUs < 0:
-		return invalidRequest(r, "gpus", "%d is negative", r.GPUs)
+		return invalidRequest(r, "gpus", "cannot be negative (%d GPUs)", r.GPUs)
 	case r.MemoryMiB < 0:
-		return invalidRequest(r, "memoryMiB", "%d is negative", r.MemoryMiB)
+		return invalidRequest(r, "memoryMiB", "cannot be negative (%d MiB)", r.MemoryMiB)
 	case !r.Policy.Valid():
 		return invalidRequest(r, "policy", "%d is not a policy", r.Policy)
 	case !r.Exclusive.Valid():
@@ -67,11 +67,11 @@ func (r *Request) validate(tpc int) error {
 	any := r.CPUs > 0 || r.GPUs > 0 || r.MemoryMiB > 0
 	if len(r.Devices) > 0 { // ranging over a nil map is not free
 		for c, n := range r.Devices {
-			if c == GPUClass {
-				return invalidRequest(r, "devices[gpu]", "GPUs are asked for with the GPUs field")
+			if strings.EqualFold(c, GPUClass) {
+				return invalidRequest(r, "devices["+c+"]", "GPUs are asked for with the GPUs field")
 			}
 			if n < 0 {
-				return invalidRequest(r, "devices["+c+"]", "%d is negative", n)
+				return invalidRequest(r, "devices["+c+"]", "cannot be negative (%d %s devices)", n, c)
 			}
 			any = any || n > 0
 		}
@@ -80,7 +80,7 @@ func (r *Request) validate(tpc int) error {
 		return invalidRequest(r, "", "every amount is zero")
 	}
 	if r.FullPCPUs && r.CPUs%tpc != 0 {
-		return invalidRequest(r, "cpus", "fullPCPUs needs a multiple of the machine's %d threads per core, got %d", tpc, r.CPUs)
+		return invalidRequest(r, "cpus", "fullPCPUs needs a multiple of the machine's %d threads per core, got %s", tpc, cpuCount(int64(r.CPUs)))
 	}
 	return nil
 }

@@ -29,8 +29,17 @@ import (
 // (growing would need a node the allocation cannot reach, shrinking would
 // leave it wider than the rule allows) the error says why and the
 // allocation is left as it was. An ID that is not live returns
-// [ErrUnknownID].
+// [ErrUnknownID]; a nil state is an error.
+//
+// Bound: the decision of the widths (Fit's bound) and O(n log n) for n
+// NUMA nodes to find the span (see resizer), then O(CPUs moved · span),
+// under the write lock. A refusal is exact (or ErrSearchLimit when the
+// widths could not be decided within the search bound) and names the
+// allocation's own nodes by ID.
 func (s *State) Resize(id string, cpus int) (Allocation, error) {
+	if s == nil {
+		return Allocation{}, errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idx, ok := s.ids[id]
@@ -156,7 +165,7 @@ func (rz *resizer) plan() (numa.Mask, error) {
 		allowed = all
 	}
 	if sc.cut() {
-		return 0, rz.refuse(ErrSearchLimit, false, "%s", searchLimitText)
+		return 0, rz.refuse(ErrSearchLimit, false, "%s (it holds %s)", searchLimitText, rz.nodesText(rz.a.DenseSpan))
 	}
 	if rz.grow {
 		return rz.planGrow(allowed)
@@ -178,7 +187,7 @@ func (rz *resizer) failedDecision(err error) error {
 	rz.p = plan{width: pe.Width, widthCap: pe.WidthCap, widthFree: pe.WidthFree, inSet: pe.InSet}
 	switch {
 	case errors.Is(err, ErrSearchLimit):
-		return rz.refuse(ErrSearchLimit, false, "%s", searchLimitText)
+		return rz.refuse(ErrSearchLimit, false, "%s (it holds %s)", searchLimitText, rz.nodesText(rz.a.DenseSpan))
 	case errors.Is(err, ErrInsufficient):
 		return rz.refuse(ErrInsufficient, pe.Never, "the machine has %s free counting the %s it holds on %s",
 			rz.cpuText(pe.haveOf("cpu")), rz.s.cpu.Describe(rz.r, rz.ownTotal()), rz.nodesText(rz.a.DenseSpan))
@@ -207,8 +216,8 @@ func (rz *resizer) planGrow(allowed numa.Mask) (numa.Mask, error) {
 		return span, nil
 	}
 	if rz.r.Policy != policy.None && hold.Count() > rz.p.width {
-		return 0, rz.refuse(ErrNoNUMAFit, rz.neverGrow(), "it spans %d NUMA nodes (%s), more than the %d %s allows at that size (%s), and growing keeps every node it has",
-			hold.Count(), idList(rz.s.m.IDsOf(hold)), rz.p.width, rz.r.Policy, rz.widthText())
+		return 0, rz.refuse(ErrNoNUMAFit, rz.neverGrow(), "it spans the %d NUMA nodes %s, more than the %s %s allows at that size (%s), and growing keeps every node it has",
+			hold.Count(), idList(rz.s.m.IDsOf(hold)), nodeCount(rz.p.width), rz.r.Policy, rz.widthText())
 	}
 	if allowed != all {
 		if _, free, _ := rz.growSpan(&rz.free, all); free {
@@ -308,8 +317,8 @@ func (rz *resizer) planShrink(allowed numa.Mask) (numa.Mask, error) {
 		return span, nil
 	}
 	if fixed.Count() > max(rz.p.width, 1) {
-		return 0, rz.refuse(ErrNoNUMAFit, false, "its GPUs, devices and memory lie on %s, more than the %d %s allows at that size (%s)",
-			rz.nodesText(fixed), max(rz.p.width, 1), rz.r.Policy, rz.widthText())
+		return 0, rz.refuse(ErrNoNUMAFit, false, "its GPUs, devices and memory lie on %s, more than the %s %s allows at that size (%s)",
+			rz.nodesText(fixed), nodeCount(max(rz.p.width, 1)), rz.r.Policy, rz.widthText())
 	}
 	if allowed != all {
 		if _, free, _ := rz.shrinkSpan(fixed, all); free {
@@ -416,6 +425,9 @@ func (rz *resizer) cpuText(units int64) string { return rz.s.cpu.Describe(rz.r, 
 // nodesText names the nodes of m by ID, such as "NUMA node 3" or "NUMA
 // nodes 0-2".
 func (rz *resizer) nodesText(m numa.Mask) string {
+	if m == 0 {
+		return "no NUMA node"
+	}
 	if m.Count() == 1 {
 		return "NUMA node " + idList(rz.s.m.IDsOf(m))
 	}
@@ -638,4 +650,12 @@ func (s *State) shrinkCPUs(a *Allocation, r *Request, span, fixed numa.Mask, dro
 	}
 	s.cpu.Give(&Allocation{CPUs: give})
 	a.CPUs = a.CPUs.Difference(give)
+}
+
+// nodeCount writes "1 NUMA node" or "3 NUMA nodes".
+func nodeCount(n int) string {
+	if n == 1 {
+		return "1 NUMA node"
+	}
+	return fmt.Sprintf("%d NUMA nodes", n)
 }

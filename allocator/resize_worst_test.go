@@ -39,7 +39,7 @@ func (rs resizeState) build(tb testing.TB) *allocator.State {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	// cpus returns CPUs of node n's cores from..to-1 (core k = CPUs 8n+k
 	// and 512+8n+k).
 	cpus := func(n, from, to int) numa.CPUSet {

@@ -35,7 +35,7 @@ func allocated(m *topology.Machine) (uint64, *allocator.State) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc, s
 }
@@ -74,7 +74,7 @@ func TestNVLinkPreferenceLargeGroups(t *testing.T) {
 			links = append(links, [3]int{a, b, 12})
 		}
 	}
-	s := allocator.New(manyGPUs(t, 300, links), allocator.Options{})
+	s := allocator.MustNew(manyGPUs(t, 300, links), allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "four", GPUs: 4, CPUs: 1})
 	require.NoError(t, err)
 	require.Equal(t, []int{100, 102, 104, 106}, a.GPUs)

@@ -16,7 +16,13 @@ import (
 // it; for BestEffort, one NUMA node whenever the request fits in one, and
 // the narrowest the hardware allows otherwise, so that a 3-GPU pod on a
 // 2-GPU-per-node machine still prefers a machine where 2 nodes suffice).
+//
+// Bound: Fit's decision and, for BestEffort and None, the computation of
+// width_cap (within the same search bound), under the read lock.
 func (s *State) Score(r *Request) (int, error) {
+	if err := s.check(r); err != nil {
+		return 0, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r.ID != "" {

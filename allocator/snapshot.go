@@ -19,8 +19,15 @@ type Snapshot struct {
 	Unhealthy map[string][]string
 }
 
-// Snapshot returns a copy of the live allocations and device health.
+// Snapshot returns a copy of the live allocations and device health, in
+// time linear in what they hold plus the devices (an empty snapshot for a
+// nil state). Everything in it names CPUs, devices and NUMA nodes by ID,
+// except each allocation's DenseSpan, which only this state's machine
+// gives a meaning to (Restore recomputes it).
 func (s *State) Snapshot() Snapshot {
+	if s == nil {
+		return Snapshot{}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	live := s.liveLocked()
@@ -74,8 +81,17 @@ func (e *RestoreError) Unwrap() error { return e.Err }
 // unknown or reserved CPUs, unknown devices, CPUs or devices held twice, or
 // more memory than a node has; the error is a *[RestoreError] naming it.
 // Restore works on a state that already has live allocations too (it adds
-// to them), but is meant for a fresh one.
+// to them), but is meant for a fresh one. Everything is matched by ID: a
+// snapshot restored on another machine keeps each allocation's CPUs,
+// devices and memory per NUMA node ID exactly, or is refused (memory on a
+// node ID the machine does not have: a *[NodeError]), never moved.
+//
+// Bound: a copy of the state (O(state)) and claims linear in what the
+// snapshot holds, under the write lock.
 func (s *State) Restore(snap Snapshot) error {
+	if s == nil {
+		return errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Work on a copy so that a refusal changes nothing.
@@ -104,6 +120,9 @@ func (s *State) Restore(snap Snapshot) error {
 // [ErrDuplicateID] or a *[NodeError] for a NUMA node the machine does not
 // have) nothing changes. It costs O(what a holds), whatever else is live.
 func (s *State) Claim(a Allocation) (Allocation, error) {
+	if s == nil {
+		return Allocation{}, errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.claim(a.Clone()); err != nil {
@@ -204,7 +223,11 @@ func (s *State) cloneLocked() *State {
 // Clone returns an independent copy of the state: a cheap way to try
 // placements (a preemption dry-run) without touching the original. The
 // allocations of the copy share their read-only storage with the original.
+// It takes time linear in the state (nil for a nil state).
 func (s *State) Clone() *State {
+	if s == nil {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.cloneLocked()
@@ -218,12 +241,19 @@ func (s *State) adopt(t *State) {
 	s.singleMask, s.sharedMask = t.singleMask, t.sharedMask
 }
 
-// SetDeviceHealth marks the device of the given class ("gpu" for GPUs, IDs
-// as decimal strings) healthy or unhealthy; an unknown class or ID returns
-// an error wrapping [ErrUnknownDevice] and changes nothing. An unhealthy device is never
+// SetDeviceHealth marks the device of the given class ("gpu" for GPUs)
+// healthy or unhealthy. The ID may be in any form [CanonicalDeviceID]
+// accepts ("03" is GPU 3) and is recorded in canonical form; class names
+// are case-sensitive. An unknown class (the error lists the machine's
+// classes), a malformed or unknown ID returns an error wrapping
+// [ErrUnknownDevice] and changes nothing. An unhealthy device is never
 // handed out and is not capacity; live allocations that hold it keep it and
-// are returned (their IDs, ascending) so the caller can act on them.
+// are returned (their IDs, ascending) so the caller can act on them. It
+// takes O(log devices) plus O(what the live allocations hold) to find them.
 func (s *State) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
+	if s == nil {
+		return nil, errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.setHealth(class, id, healthy)
@@ -235,11 +265,15 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 		d = s.classes[class]
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w: the machine has no %s devices", ErrUnknownDevice, class)
+		return nil, fmt.Errorf("%w: the machine has no %s devices (%s%s)", ErrUnknownDevice, class, s.didYouMean(class), s.classList())
 	}
-	i, ok := d.index(id)
+	canon, err := CanonicalDeviceID(class, id)
+	if err != nil {
+		return nil, err
+	}
+	i, ok := d.index(canon)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s does not exist on this machine", ErrUnknownDevice, d.noun(), id)
+		return nil, fmt.Errorf("%w: %s %s does not exist on this machine%s", ErrUnknownDevice, d.noun(), canon, d.nearID(canon))
 	}
 	d.setHealthy(i, healthy)
 	var affected []string

@@ -88,18 +88,29 @@ type State struct {
 	maxSet                 int // nodes in the largest NUMA set
 }
 
-// New returns the state of machine m with everything free.
-func New(m *topology.Machine, opts Options) *State {
+// New returns the state of machine m with everything free. A nil m is
+// refused with an error wrapping [ErrNoMachine]; invalid options (a
+// negative SearchBudget, a nil resource, a resource without a kind or of a
+// kind the state already has) with an error wrapping [ErrInvalidOptions].
+// It takes time and memory linear in the machine's NUMA nodes, CPUs,
+// devices and NVLinks (plus a sort of the devices and links).
+func New(m *topology.Machine, opts Options) (*State, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: allocator.New needs a *topology.Machine, got nil", ErrNoMachine)
+	}
+	if opts.SearchBudget < 0 {
+		return nil, fmt.Errorf("%w: SearchBudget %d is negative (0 means the default, 512)", ErrInvalidOptions, opts.SearchBudget)
+	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
 		allPool: [1]numa.Mask{m.AllNodes()}}
-	if s.opts.SearchBudget <= 0 {
+	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
 	}
 	for _, set := range s.setMasks {
 		s.maxSet = max(s.maxSet, set.Count())
 	}
-	s.gpu = NewGPUs(m)
+	s.gpu = newGPUs(m)
 	s.res = append(s.res, s.gpu)
 	var classes []string
 	for _, d := range m.Devices() {
@@ -109,15 +120,39 @@ func New(m *topology.Machine, opts Options) *State {
 	}
 	sort.Strings(classes)
 	for _, c := range classes {
-		d := NewDevices(m, c)
+		d := newDeviceClass(m, c)
 		s.classes[c] = d
 		s.res = append(s.res, d)
 	}
-	s.cpu = NewCPUs(m)
-	s.mem = NewMemory(m)
+	s.cpu = newCPUs(m)
+	s.mem = newMemory(m)
 	s.res = append(s.res, s.cpu, s.mem)
-	s.res = append(s.res, opts.Resources...)
+	for i, r := range opts.Resources {
+		if r == nil {
+			return nil, fmt.Errorf("%w: Resources[%d] is nil", ErrInvalidOptions, i)
+		}
+		kind := r.Kind()
+		if kind == "" {
+			return nil, fmt.Errorf("%w: Resources[%d] has no kind", ErrInvalidOptions, i)
+		}
+		for _, have := range s.res {
+			if have.Kind() == kind {
+				return nil, fmt.Errorf("%w: Resources[%d] is of kind %q, which the state already has", ErrInvalidOptions, i, kind)
+			}
+		}
+		s.res = append(s.res, r)
+	}
 	s.initPen()
+	return s, nil
+}
+
+// MustNew is New for machines and options known to be valid (presets,
+// tests, examples): it panics when New returns an error.
+func MustNew(m *topology.Machine, opts Options) *State {
+	s, err := New(m, opts)
+	if err != nil {
+		panic(err)
+	}
 	return s
 }
 
@@ -160,8 +195,13 @@ func (s *State) readCapacity(j int, r *Request, dst []int64) {
 	}
 }
 
-// Machine returns the machine.
-func (s *State) Machine() *topology.Machine { return s.m }
+// Machine returns the machine (nil for a nil state).
+func (s *State) Machine() *topology.Machine {
+	if s == nil {
+		return nil
+	}
+	return s.m
+}
 
 // scratch holds the per-decision working memory, reused between calls.
 type scratch struct {
@@ -191,8 +231,15 @@ type plan struct {
 
 // Fit reports whether Allocate would accept r now, without changing
 // anything; the error is the one Allocate would return. It allocates
-// nothing on success.
+// nothing on success. A nil r or a nil state is an error.
+//
+// Bound: one decision (see the engine's doc: O(k·n) reads, the exhaustive
+// subset search on at most 16 NUMA nodes, at most searchSteps steps of the
+// class search beyond), under the read lock.
 func (s *State) Fit(r *Request) error {
+	if err := s.check(r); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r.ID != "" {
@@ -224,8 +271,16 @@ func (s *State) putScratch(sc *scratch) {
 // not (a *PlacementError for topology and amount refusals, wrapping
 // [ErrInvalidRequest], [ErrDuplicateID] otherwise). On error nothing
 // changes. The allocation shares storage with the state: treat it as
-// read-only.
+// read-only. A nil r or a nil state is an error.
+//
+// Bound: Fit's decision plus the choice among admissible spans, at most
+// Options.SearchBudget candidates and as many local-search swaps, each
+// O(k·n) plus the resources' penalties (O(devices on the span's nodes)),
+// and taking the units, under the write lock.
 func (s *State) Allocate(r *Request) (Allocation, error) {
+	if err := s.check(r); err != nil {
+		return Allocation{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.ID == "" {
@@ -284,8 +339,11 @@ func (s *State) count(span numa.Mask, delta int32) {
 
 // Release returns everything the allocation with the given ID holds. An ID
 // that is not live returns [ErrUnknownID] and changes nothing, so a retried
-// release is harmless.
+// release is harmless. It takes time linear in what the allocation holds.
 func (s *State) Release(id string) error {
+	if s == nil {
+		return errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ids[id]; !ok {
@@ -295,8 +353,11 @@ func (s *State) Release(id string) error {
 	return nil
 }
 
-// Get returns the live allocation with the given ID (read-only).
+// Get returns the live allocation with the given ID (read-only), in O(1).
 func (s *State) Get(id string) (Allocation, bool) {
+	if s == nil {
+		return Allocation{}, false
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	idx, ok := s.ids[id]
@@ -306,8 +367,12 @@ func (s *State) Get(id string) (Allocation, bool) {
 	return s.recs[idx], true
 }
 
-// Live returns the live allocations ordered by ID (read-only).
+// Live returns the live allocations ordered by ID (read-only), in
+// O(l log l) for l live allocations.
 func (s *State) Live() []Allocation {
+	if s == nil {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.liveLocked()
@@ -322,8 +387,12 @@ func (s *State) liveLocked() []Allocation {
 	return out
 }
 
-// NodeTypes returns the single and shared NUMA nodes (dense masks).
+// NodeTypes returns the single and shared NUMA nodes (masks of dense
+// indices of the state's machine), in O(1).
 func (s *State) NodeTypes() (single, shared numa.Mask) {
+	if s == nil {
+		return 0, 0
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.singleMask, s.sharedMask
@@ -341,8 +410,11 @@ func (s *State) types() (single, shared numa.Mask) {
 	return single, shared
 }
 
-// FreeCPUs returns the free allocatable CPUs.
+// FreeCPUs returns the free allocatable CPUs, in O(CPUs).
 func (s *State) FreeCPUs() numa.CPUSet {
+	if s == nil {
+		return numa.CPUSet{}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.cpu.FreeCPUs()
@@ -351,6 +423,9 @@ func (s *State) FreeCPUs() numa.CPUSet {
 // Kinds returns the kinds of the composed resources in the engine's order
 // (such as "gpu", "rdma", "cpu", "memory").
 func (s *State) Kinds() []string {
+	if s == nil {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	kinds := make([]string, len(s.res))
@@ -361,8 +436,12 @@ func (s *State) Kinds() []string {
 }
 
 // NodeFree returns, for the node at dense index i, the free amount of each
-// resource kind in plain units (CPUs, devices, MiB), by kind.
+// resource kind in plain units (CPUs, devices, MiB), by kind; nil when i
+// is not a node's index (or the state is nil).
 func (s *State) NodeFree(i int) map[string]int64 {
+	if s == nil || i < 0 || i >= s.n {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var plain Request
@@ -374,8 +453,37 @@ func (s *State) NodeFree(i int) map[string]int64 {
 }
 
 // classList names the machine's device classes, for messages: "its device
-// classes: gpu, rdma (names are case-sensitive)".
+// classes: gpu, rdma; names are case-sensitive".
 func (s *State) classList() string {
-	names := append([]string{GPUClass}, slices.Sorted(maps.Keys(s.classes))...)
-	return "its device classes: " + strings.Join(names, ", ") + " (names are case-sensitive)"
+	return "its device classes: " + strings.Join(s.classNames(), ", ") + "; names are case-sensitive"
+}
+
+// classNames returns "gpu" and the machine's other device classes, sorted.
+func (s *State) classNames() []string {
+	return append([]string{GPUClass}, slices.Sorted(maps.Keys(s.classes))...)
+}
+
+// didYouMean returns `did you mean "rdma"? ` when the machine has a class
+// that differs from class only in case, else "".
+func (s *State) didYouMean(class string) string {
+	for _, c := range s.classNames() {
+		if c != class && strings.EqualFold(c, class) {
+			return fmt.Sprintf("did you mean %q? ", c)
+		}
+	}
+	return ""
+}
+
+// errNilState is what the methods of a nil *State return.
+var errNilState = fmt.Errorf("%w: the *allocator.State is nil", ErrNoMachine)
+
+// check refuses a nil state or a nil request.
+func (s *State) check(r *Request) error {
+	if s == nil {
+		return errNilState
+	}
+	if r == nil {
+		return &RequestError{Reason: "the request is nil"}
+	}
+	return nil
 }

@@ -13,7 +13,15 @@ import (
 // multi-node allocation can turn a shared node single, which a multi-node
 // request may then not use). A victim ID that is not live returns
 // [ErrUnknownID]; r's own ID may be among the victims (a re-placement).
+// A nil r or a nil state is an error.
+//
+// Bound: Fit's decision, plus O(what the victims hold) to read the amounts
+// without them, under the read lock (with resources of the caller's own
+// that cannot say so, a copy of the state: O(state)).
 func (s *State) FitWithout(r *Request, victims []string) error {
+	if err := s.check(r); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	recs := make([]*Allocation, 0, len(victims))

@@ -49,7 +49,7 @@ func TestDecisionRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.preset+"/"+tt.req.String(), func(t *testing.T) {
 			m := preset(t, tt.preset)
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			tt.req.ID = "ns/p"
 			a, err := s.Allocate(&tt.req)
 			require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestDecisionRoundTrip(t *testing.T) {
 			requireSameAllocation(t, a, b)
 
 			// The node side claims exactly the same on a fresh state.
-			node := allocator.New(m, allocator.Options{})
+			node := allocator.MustNew(m, allocator.Options{})
 			c, err := node.Claim(b)
 			require.NoError(t, err)
 			require.Equal(t, a.DenseSpan, c.DenseSpan)
@@ -82,7 +82,7 @@ func TestDecisionRoundTrip(t *testing.T) {
 
 func TestDecisionFormat(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "ns/p", CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	d := kube.NewDecision(m, &a)
@@ -98,7 +98,7 @@ func TestDecisionUUIDs(t *testing.T) {
 		AddGPU(topology.GPU{ID: 1, NUMANode: 3, UUID: "GPU-bbb"})
 	m, err := b.Build()
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "x", CPUs: 2, GPUs: 1, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	d := kube.NewDecision(m, &a)
@@ -172,13 +172,13 @@ func TestDecisionAllocationRefusals(t *testing.T) {
 	require.NoError(t, err)
 	a, err := d.Allocation(m, "x")
 	require.NoError(t, err)
-	_, err = allocator.New(m, allocator.Options{}).Claim(a)
+	_, err = allocator.MustNew(m, allocator.Options{}).Claim(a)
 	require.ErrorIs(t, err, allocator.ErrConflict)
 }
 
 func TestKoordinatorAnnotations(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "ns/p", CPUs: 16, GPUs: 6, MemoryMiB: 2048,
 		Policy: policy.Restricted})
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestKoordinatorAnnotations(t *testing.T) {
 	}
 
 	// Without GPUs only the resource status is written.
-	a2, err := allocator.New(m, allocator.Options{}).Allocate(&allocator.Request{ID: "ns/q", CPUs: 4,
+	a2, err := allocator.MustNew(m, allocator.Options{}).Allocate(&allocator.Request{ID: "ns/q", CPUs: 4,
 		Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	d2 := kube.NewDecision(m, &a2)

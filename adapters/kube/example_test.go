@@ -34,7 +34,7 @@ func ExampleParsePod() {
 // turns back into the allocation to claim.
 func ExampleNewDecision() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, _ := s.Allocate(&allocator.Request{ID: "default/tg", CPUs: 24, GPUs: 4})
 	d := kube.NewDecision(m, &a)
 	fmt.Println(d)
@@ -51,7 +51,7 @@ func ExampleNewDecision() {
 // side builds the same machine from it.
 func ExampleMachineFromNRT() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, _ = s.Allocate(&allocator.Request{ID: "a", CPUs: 24, GPUs: 4})
 	report, _ := kube.NRTFromState(m, s)
 	report.Metadata.Name = "gpu-1"

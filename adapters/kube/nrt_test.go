@@ -151,7 +151,7 @@ func TestNRTRoundTripCountsOnly(t *testing.T) {
 
 func TestNRTFromStateAvailable(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 24, GPUs: 4, MemoryMiB: 1024, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	_, err = s.SetDeviceHealth(allocator.GPUClass, "7", false)

@@ -222,7 +222,11 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	if m == nil {
 		return nil, errors.New("kubelet.Open: nil machine")
 	}
-	n := &Node{m: m, s: allocator.New(m, opts.Allocator), path: path, opts: opts,
+	s, err := allocator.New(m, opts.Allocator)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet.Open: %w", err)
+	}
+	n := &Node{m: m, s: s, path: path, opts: opts,
 		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{},
 		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic}
 	for _, d := range m.Devices() {
@@ -604,7 +608,10 @@ func (n *Node) Remove(pod *kube.Pod) error {
 
 // SetDeviceHealth marks a device healthy or unhealthy: class "gpu" with the
 // GPU's index as a decimal string or its UUID, or another class with the
-// device's ID. An unhealthy device is never handed out to new pods; the
+// device's ID. A GPU index is recorded in its canonical decimal form
+// (allocator.CanonicalDeviceID: "+3", "03" and "0000000003" are GPU 3, and
+// "3" clears what any of them set); other spellings and class names that
+// differ in case are refused. An unhealthy device is never handed out to new pods; the
 // pods holding it keep it and are returned (their keys, ascending) so the
 // caller can act on them. An unknown class or device returns an error
 // wrapping allocator.ErrUnknownDevice and changes nothing. A change is
@@ -615,6 +622,10 @@ func (n *Node) SetDeviceHealth(class, id string, healthy bool) (affected []strin
 		if i, ok := n.dp.lookup(id); ok {
 			id = strconv.Itoa(n.dp.gpus[i].ID)
 		}
+	}
+	id, err = allocator.CanonicalDeviceID(class, id)
+	if err != nil {
+		return nil, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

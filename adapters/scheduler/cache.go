@@ -198,7 +198,11 @@ func (c *Cache) AddNode(n Node) error {
 	}
 	ni := &nodeInfo{name: n.Name, labels: maps.Clone(n.Labels), optedIn: c.optedIn(n.Labels), pods: map[string]*podInfo{}}
 	ni.kpol, ni.kopts = kubeletPolicy(n)
-	c.setMachine(ni, n.Machine, class, allocator.New(n.Machine, c.cfg.Allocator))
+	st, err := allocator.New(n.Machine, c.cfg.Allocator)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidNode, n.Name, err)
+	}
+	c.setMachine(ni, n.Machine, class, st)
 	c.nodes[n.Name] = ni
 	c.dirty = true
 	return nil
@@ -258,7 +262,11 @@ func (c *Cache) UpdateNode(n Node) error {
 	}
 	// Build the new node beside the old one.
 	tmp := &nodeInfo{name: ni.name}
-	c.setMachine(tmp, n.Machine, class, allocator.New(n.Machine, c.cfg.Allocator))
+	st, err := allocator.New(n.Machine, c.cfg.Allocator)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidNode, n.Name, err)
+	}
+	c.setMachine(tmp, n.Machine, class, st)
 	upd := &NodeUpdateError{Node: n.Name, Reasons: map[string]string{}}
 	type moved struct {
 		pi         *podInfo
@@ -636,7 +644,9 @@ func (mc *machineClass) never(sh shape, r *allocator.Request) error {
 			return err
 		}
 	}
-	mc.once.Do(func() { mc.empty = allocator.New(mc.m, mc.opts) })
+	// AddNode built a state of this machine and options already, so New
+	// succeeds; were it to fail, the nil state's Fit returns the error.
+	mc.once.Do(func() { mc.empty, _ = allocator.New(mc.m, mc.opts) })
 	err := mc.empty.Fit(r)
 	mc.mu.Lock()
 	defer mc.mu.Unlock()

@@ -50,7 +50,10 @@ allocations marked on standard error at the end.`,
 			if err != nil {
 				return err
 			}
-			p := newPlacer(m)
+			p, err := newPlacer(m)
+			if err != nil {
+				return err
+			}
 			if err := p.serve(e.stdin, e.stdout); err != nil {
 				return err
 			}
@@ -74,8 +77,12 @@ type placer struct {
 	state *allocator.State
 }
 
-func newPlacer(m *topology.Machine) *placer {
-	return &placer{m: m, state: allocator.New(m, allocator.Options{})}
+func newPlacer(m *topology.Machine) (*placer, error) {
+	st, err := allocator.New(m, allocator.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &placer{m: m, state: st}, nil
 }
 
 // serve answers every line of r on w. It fails only when reading or writing

@@ -295,11 +295,15 @@ func (c *CPUs) Claim(a *Allocation) error {
 	return nil
 }
 
-// Nodes returns the nodes of a's CPUs.
+// Nodes returns the nodes of a's CPUs, by word operations on each node's
+// CPUs.
 func (c *CPUs) Nodes(a *Allocation) numa.Mask {
 	var m numa.Mask
-	for cpu := range a.CPUs.All() {
-		if i, ok := c.m.CPUNode(cpu); ok {
+	if a.CPUs.IsEmpty() {
+		return m
+	}
+	for i := range c.nodeCap {
+		if a.CPUs.Intersects(c.m.NodeCPUs(i)) {
 			m = m.With(i)
 		}
 	}

@@ -460,3 +460,28 @@ func TestReplaceMachineProperty(t *testing.T) {
 		require.Equal(t, before, snapText(s), "a refused replacement changes nothing")
 	})
 }
+
+// TestOwnResourcesSameAnswers: a state with a resource of the caller's own
+// that cannot tell what is free without given allocations (no Returner)
+// answers Resize and FitWithout from a copy of itself; the answers are
+// those of the state without it.
+func TestOwnResourcesSameAnswers(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		plain := allocator.MustNew(m, allocator.Options{})
+		own := allocator.MustNew(m, allocator.Options{Resources: []allocator.Resource{kindOnly("extra")}})
+		for _, op := range allocatortest.StreamWithHealth(m).Draw(t, "ops") {
+			require.Equal(t, apply(plain, op), apply(own, op))
+		}
+		live := plain.Live()
+		if len(live) == 0 {
+			return
+		}
+		a := live[rapid.IntRange(0, len(live)-1).Draw(t, "which")]
+		cpus := rapid.IntRange(0, m.NumCPUs()).Draw(t, "cpus")
+		r := allocatortest.Request(m).Draw(t, "request")
+		require.Equal(t, fmt.Sprint(plain.FitWithout(&r, []string{a.ID})), fmt.Sprint(own.FitWithout(&r, []string{a.ID})))
+		require.Equal(t, describe(plain.Resize(a.ID, cpus)), describe(own.Resize(a.ID, cpus)))
+		require.Equal(t, snapText(plain), snapText(own))
+	})
+}

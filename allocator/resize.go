@@ -3,7 +3,6 @@ package allocator
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -123,6 +122,10 @@ func (rz *resizer) plan() (numa.Mask, error) {
 		rz.want = int64(r.CPUs / rz.unit)
 	}
 
+	if r.Policy == policy.None {
+		// Any span and no exclusivity: only the CPUs to add must be free.
+		return rz.planNone()
+	}
 	// The widths, as for a fresh request of the new size with a's own
 	// resources counted as free (a view of the state without a), and
 	// without the exclusivity rule, which binds below only what the resize
@@ -171,6 +174,26 @@ func (rz *resizer) plan() (numa.Mask, error) {
 		return rz.planGrow(allowed)
 	}
 	return rz.planShrink(allowed)
+}
+
+// planNone finds the span of a resized None allocation: no width, no
+// exclusivity, O(n log n).
+func (rz *resizer) planNone() (numa.Mask, error) {
+	s, all := rz.s, rz.s.m.AllNodes()
+	if !rz.grow {
+		return rz.planShrink(all)
+	}
+	var free, capa int64
+	for i := 0; i < s.n; i++ {
+		free += rz.free[i]
+		capa += s.cpu.Capacity(rz.r, i)
+	}
+	if free < rz.want {
+		own := rz.ownTotal()
+		return 0, rz.refuse(ErrInsufficient, capa < own+rz.want, "the machine has %s free besides the %s it holds on %s (%s in all): %s short",
+			rz.cpuText(free), rz.cpuText(own), rz.nodesText(rz.a.DenseSpan), rz.cpuText(capa), rz.cpuText(rz.want-free))
+	}
+	return rz.planGrow(all)
 }
 
 // byRule ends a refusal where only the exclusivity rule stands in the way.
@@ -401,12 +424,14 @@ func (rz *resizer) keptOn(m numa.Mask) int64 {
 func (rz *resizer) ownTotal() int64 { return rz.keptOn(rz.a.DenseSpan) }
 
 // byValue appends the nodes of m to dst ordered by v descending, the lower
-// index first on a tie.
+// index first on a tie (v holds non-negative amounts).
 func byValue(dst []int8, v *[numa.MaxNodes]int64, m numa.Mask) []int8 {
+	n := len(dst)
 	for i := range m.All() {
 		dst = append(dst, int8(i))
 	}
-	slices.SortFunc(dst, func(x, y int8) int { return cmpDesc(v[x], v[y], x, y) })
+	var buf [numa.MaxNodes]uint64
+	sortDesc(dst[n:], v, &buf)
 	return dst
 }
 
@@ -577,16 +602,13 @@ func (s *State) shrinkCPUs(a *Allocation, r *Request, span, fixed numa.Mask, dro
 	if r.FullPCPUs {
 		unit = s.m.ThreadsPerCore()
 	}
-	var give numa.CPUSet
 	var kept, gpus, take [numa.MaxNodes]int
-	for cpu := range a.CPUs.All() {
-		if i, ok := s.m.CPUNode(cpu); ok {
-			if span.Contains(i) {
-				kept[i]++
-			} else {
-				give.Add(cpu)
-			}
-		}
+	// Everything outside span goes, by word operations: a's CPUs minus
+	// the span's nodes' CPUs.
+	give := a.CPUs.Clone()
+	for i := range span.All() {
+		kept[i] = a.CPUs.IntersectionCount(s.m.NodeCPUs(i))
+		give.RemoveAll(s.m.NodeCPUs(i))
 	}
 	drop -= give.Size()
 	for _, id := range a.GPUs {

@@ -172,22 +172,33 @@ func TestResizeWorstCases(t *testing.T) {
 	}
 }
 
-// BenchmarkResizeWorstNUMA64 times one resize of each worst case from the
-// same starting state (a copy of it per iteration, made with the timer
-// stopped).
+// BenchmarkResizeWorstNUMA64 times the resizes of each worst case: a
+// refused one again and again (it changes nothing), a granted one
+// alternating with the resize back to big's first size (granted too), so
+// that every iteration is one resize of the kind the case names.
 func BenchmarkResizeWorstNUMA64(b *testing.B) {
 	for _, c := range resizeCases {
 		b.Run(c.name, func(b *testing.B) {
-			base := c.state.build(b)
-			a, err := base.Clone().Resize("big", c.cpus)
+			s := c.state.build(b)
+			first, _ := s.Get("big")
+			sizes := []int{c.cpus, first.CPUs.Size()}
+			a, err := s.Resize("big", c.cpus)
 			checkResize(b, c, a, err)
+			if c.ok {
+				if _, err := s.Resize("big", sizes[1]); err != nil {
+					b.Fatalf("%s: the resize back to %d CPUs: %v", c.name, sizes[1], err)
+				}
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			if !c.ok {
+				sizes[1] = c.cpus // a refused resize repeats
+			}
 			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				s := base.Clone()
-				b.StartTimer()
-				_, _ = s.Resize("big", c.cpus)
+				_, err := s.Resize("big", sizes[i%2])
+				if c.ok == (err != nil) {
+					b.Fatalf("%s: iteration %d (to %d CPUs): %v", c.name, i, sizes[i%2], err)
+				}
 			}
 		})
 	}

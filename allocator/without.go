@@ -128,10 +128,8 @@ func (c *CPUs) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	c.FreeInto(r, dst)
 	if !r.FullPCPUs {
 		for _, a := range victims {
-			for cpu := range a.CPUs.All() {
-				if k := c.coreOf(cpu); k >= 0 {
-					dst[c.coreNode[k]]++
-				}
+			for i := range c.Nodes(a).All() {
+				dst[i] += int64(a.CPUs.IntersectionCount(c.m.NodeCPUs(i)))
 			}
 		}
 		return

@@ -53,25 +53,23 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	// first by them (nobody else can use them).
 	var short []Shortage
 	for k := 0; k < c.k; k++ {
-		res := s.res[sc.kinds[k]]
 		raw := sc.raw[k][:s.n]
 		s.readFreeFor(sc, sc.kinds[k], r, raw)
-		var free int64
-		for _, v := range raw {
-			free += v
-		}
-		sc.un[k] = 0
+		need := c.need[k]
+		var free, un int64
 		if r.Policy == policy.None {
-			un := s.unplacedFor(sc, sc.kinds[k], r)
-			sc.un[k] = min(un, c.need[k])
-			free += un
+			un = s.unplacedFor(sc, sc.kinds[k], r)
 		}
-		if free < c.need[k] {
-			short = append(short, Shortage{Resource: res.Kind(), Need: c.need[k], Have: free})
-		}
-		c.need[k] -= sc.un[k] // what known nodes must give
+		sc.un[k] = min(un, need)
+		known := need - sc.un[k] // what known nodes must give
+		c.need[k] = known
+		val := &c.val
 		for i, v := range raw {
-			c.set(i, k, v)
+			free += v
+			val[i][k] = min(v, known) // c.set, in the same pass
+		}
+		if free+un < need {
+			short = append(short, Shortage{Resource: s.res[sc.kinds[k]].Kind(), Need: need, Have: free + un})
 		}
 	}
 	c.gen++

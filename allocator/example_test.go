@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -13,7 +14,11 @@ import (
 // H100, and its release.
 func ExampleState_Allocate() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.MustNew(m, allocator.Options{})
+	s, err := allocator.New(m, allocator.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	a, err := s.Allocate(&allocator.Request{ID: "pod-1", CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode})
 	if err != nil {
@@ -142,4 +147,57 @@ func ExampleState_Score() {
 	// Output:
 	// empty: 58 busy: 71
 	// empty: 75 split: 49 <nil>
+}
+
+// New refuses a nil machine instead of panicking later.
+func ExampleNew() {
+	_, err := allocator.New(nil, allocator.Options{})
+	fmt.Println(errors.Is(err, allocator.ErrNoMachine), err)
+	// Output:
+	// true no machine: allocator.New needs a *topology.Machine, got nil
+}
+
+// A refusal says whether the request can never fit this machine or does
+// not fit now, with every amount in its unit.
+func ExamplePlacementError_never() {
+	m, _ := topology.Preset("dgx-h100") // 2 NUMA nodes of 4 GPUs
+	s := allocator.MustNew(m, allocator.Options{})
+	err := s.Fit(&allocator.Request{ID: "big", GPUs: 5, Policy: policy.SingleNUMANode})
+	var pe *allocator.PlacementError
+	errors.As(err, &pe)
+	fmt.Println(pe.Never, errors.Is(err, allocator.ErrNeverFits), pe.Reason)
+
+	_, _ = s.Allocate(&allocator.Request{ID: "a", GPUs: 3, CPUs: 8, Policy: policy.SingleNUMANode})
+	_, _ = s.Allocate(&allocator.Request{ID: "b", GPUs: 3, CPUs: 8, Policy: policy.SingleNUMANode})
+	err = s.Fit(&allocator.Request{ID: "two", GPUs: 2, Policy: policy.SingleNUMANode})
+	errors.As(err, &pe)
+	fmt.Println(pe.Never, pe.Reason)
+	// Output:
+	// true true no NUMA node of this machine can ever hold 5 GPUs (one node has at most 4 GPUs)
+	// false no NUMA node has 2 GPUs free now (at most 1 GPU free there)
+}
+
+// A snapshot names everything by ID: restored on a machine whose NUMA node
+// 1 is gone, an allocation with memory there is refused, naming the node,
+// instead of moving its memory to another node.
+func ExampleNodeError() {
+	two := topology.NewBuilder("two")
+	two.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 3), MemoryMiB: 4096})
+	two.AddNode(topology.Node{ID: 1, Socket: 0, CPUs: numa.CPURange(4, 7), MemoryMiB: 4096})
+	m, _ := two.Build()
+	s := allocator.MustNew(m, allocator.Options{})
+	a, _ := s.Allocate(&allocator.Request{ID: "a", CPUs: 2, MemoryMiB: 5000, Policy: policy.BestEffort})
+	fmt.Println(a.String())
+
+	one := topology.NewBuilder("one")
+	one.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 7), MemoryMiB: 8192})
+	m1, _ := one.Build()
+	err := allocator.MustNew(m1, allocator.Options{}).Restore(s.Snapshot())
+	var ne *allocator.NodeError
+	fmt.Println(errors.As(err, &ne), ne.Node)
+	fmt.Println(err)
+	// Output:
+	// "a" cpus 0-1 gpus [] nodes [0 1] memory 4096 MiB on node 0, 904 MiB on node 1
+	// true 1
+	// allocation "a": unknown NUMA node: NUMA node 1 does not exist on this machine (its NUMA nodes: 0), but the allocation has 904 MiB of memory on it
 }

@@ -485,3 +485,158 @@ func TestOwnResourcesSameAnswers(t *testing.T) {
 		require.Equal(t, snapText(plain), snapText(own))
 	})
 }
+
+// TestResizeRefusalsAreExact: a resize is refused exactly when no span
+// satisfies the rule, judged by enumerating every NUMA mask of the small
+// machine: a superset (grow) or subset (shrink) of its span of the width
+// the reference model gives a fresh request of the new size (its own
+// resources free), inside one NUMA set when Restricted's width_cap is,
+// allowed by the exclusivity rule where it binds, whose free CPUs (grow)
+// or own CPUs (shrink) suffice, with at least one unit on every node it
+// adds (grow) or keeps besides its GPUs, devices and memory (shrink).
+func TestResizeRefusalsAreExact(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		s := allocator.MustNew(m, allocator.Options{})
+		for _, op := range allocatortest.StreamWithHealth(m).Draw(t, "ops") {
+			apply(s, op)
+		}
+		live := s.Live()
+		if len(live) == 0 {
+			return
+		}
+		a := live[rapid.IntRange(0, len(live)-1).Draw(t, "which")].Clone()
+		cpus := rapid.IntRange(0, m.NumCPUs()+1).Draw(t, "cpus")
+		r := a.Request()
+		r.CPUs = cpus
+		if cpus == a.CPUs.Size() || cpus < 0 || (r.FullPCPUs && cpus%m.ThreadsPerCore() != 0) ||
+			(cpus == 0 && r.GPUs == 0 && r.MemoryMiB == 0 && len(r.Devices) == 0) {
+			return
+		}
+		// The model without a (its own devices healthy), and with it.
+		var others []allocator.Allocation
+		for _, x := range live {
+			if x.ID != a.ID {
+				others = append(others, x)
+			}
+		}
+		without, err := allocatortest.NewModel(m, others)
+		require.NoError(t, err)
+		with, err := allocatortest.NewModel(m, live)
+		require.NoError(t, err)
+		own := map[string]bool{}
+		for _, g := range a.GPUs {
+			own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
+		}
+		for class, ids := range a.Devices {
+			for _, id := range ids {
+				own[class+"/"+id] = true
+			}
+		}
+		for class, ids := range s.Snapshot().Unhealthy {
+			for _, id := range ids {
+				with, err = with.WithHealth(class, id, false)
+				require.NoError(t, err)
+				if !own[class+"/"+id] {
+					without, err = without.WithHealth(class, id, false)
+					require.NoError(t, err)
+				}
+			}
+		}
+		free := r
+		free.Exclusive = policy.Preferred
+		v := without.Decide(&free)
+
+		tpc := m.ThreadsPerCore()
+		unit := 1
+		if r.FullPCPUs {
+			unit = tpc
+		}
+		var ownU, freeU [numa.MaxNodes]int64
+		for i := range m.NumNodes() {
+			freeU[i] = with.Free(i, r.FullPCPUs)["cpu"]
+			ownU[i] = int64(a.CPUs.IntersectionCount(m.NodeCPUs(i)) / unit)
+		}
+		hold := a.DenseSpan
+		fixed := allocatortest.SpanOf(m, allocator.Allocation{GPUs: a.GPUs, Devices: a.Devices, Memory: a.Memory})
+		grow := cpus > a.CPUs.Size()
+		want := int64(cpus / unit)
+		if grow {
+			want = int64((cpus - a.CPUs.Size()) / unit)
+		}
+		single, shared := without.NodeTypes()
+		width := v.Width
+		if r.Policy == policy.None {
+			width = -1
+		}
+		allowedFor := func(w int) numa.Mask {
+			al := policy.AllowedPool(w, m.AllNodes(), single, shared)
+			if (w > 1) == (hold.Count() > 1) {
+				al |= hold
+			}
+			return al
+		}
+		allowed := m.AllNodes()
+		if policy.Binds(r.Policy, r.Exclusive) {
+			al := allowedFor(width)
+			must := r.Policy != policy.BestEffort
+			for _, sp := range v.DenseSpans {
+				must = must || sp.IsSubsetOf(al)
+			}
+			if must {
+				allowed = al
+			}
+		}
+		possible := v.Valid && (v.Admissible || r.Policy == policy.None || r.Policy == policy.BestEffort)
+		exists := false
+		for mask := range m.AllNodes().Submasks() {
+			if !possible || exists {
+				break
+			}
+			if width >= 0 && mask.Count() != width || !mask.IsSubsetOf(allowed) {
+				continue
+			}
+			if r.Policy == policy.Restricted && v.InSet && m.SetsCrossed(mask) > 1 {
+				continue
+			}
+			var got int64
+			ok := true
+			if grow {
+				if !hold.IsSubsetOf(mask) || int64((mask&^hold).Count()) > want {
+					continue
+				}
+				for i := range mask.All() {
+					got += freeU[i]
+					ok = ok && (hold.Contains(i) || freeU[i] >= 1)
+				}
+			} else {
+				if !mask.IsSubsetOf(hold) || !fixed.IsSubsetOf(mask) || int64((mask&^fixed).Count()) > want {
+					continue
+				}
+				for i := range mask.All() {
+					got += ownU[i]
+					ok = ok && (fixed.Contains(i) || ownU[i] >= 1)
+				}
+			}
+			exists = ok && got >= want
+		}
+		if width < 0 && possible {
+			// None: any span; growing needs the free CPUs, shrinking
+			// always works.
+			var total int64
+			for i := range m.NumNodes() {
+				total += freeU[i]
+			}
+			exists = !grow || total >= want
+		}
+		before := snapText(s)
+		got, err := s.Resize(a.ID, cpus)
+		if exists {
+			require.NoError(t, err, "resize of %s to %d CPUs: a span exists (width %d, model: %s)", a.String(), cpus, width, v.Reason)
+			require.Equal(t, cpus, got.CPUs.Size())
+			return
+		}
+		require.Error(t, err, "resize of %s to %d CPUs: no span exists (width %d, model: %s), yet it gave %s", a.String(), cpus, width, v.Reason, got.String())
+		require.Equal(t, before, snapText(s), "a refused resize changes nothing")
+	})
+}

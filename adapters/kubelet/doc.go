@@ -15,7 +15,8 @@
 // file, fsync, rename, fsync of the directory; versioned and checksummed,
 // see [CheckpointVersion]), and [Open] restores it at start, refusing a
 // corrupt or inconsistent file with a *[CheckpointError] rather than
-// dropping it. [Apply] writes an admission into a container's cgroup v2
+// dropping it, after removing the temporary files that writes interrupted
+// by a crash left beside it. [Apply] writes an admission into a container's cgroup v2
 // cpuset.cpus and cpuset.mems and returns its NVIDIA_VISIBLE_DEVICES entry.
 // [DevicePlugin.GetPreferredAllocation] answers the device plugin API's
 // question (which GPUs of those available) preferring one NUMA node, then

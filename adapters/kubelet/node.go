@@ -207,6 +207,8 @@ type Node struct {
 	dp        *DevicePlugin
 	// write persists a checkpoint; tests replace it to inject failures.
 	write func(path string, data []byte) error
+	// leftovers are the temporary files Open removed.
+	leftovers []string
 }
 
 // Open returns the node agent of machine m with its state restored from
@@ -216,8 +218,13 @@ type Node struct {
 // a checksum mismatch, an unknown format version, another machine's, or
 // allocations that overlap or name CPUs or devices this machine does not
 // have) stops the start with a *[CheckpointError] naming the file and the
-// problem; the file is left exactly as it is. An empty path keeps the state
-// in memory only.
+// problem; the file is left exactly as it is. Before reading the file, Open
+// removes the temporary files that writes interrupted by a crash left beside
+// it (only this checkpoint's: the regular files named "." + its name +
+// ".tmp-" and digits; see [Node.RemovedLeftovers]); a leftover that cannot
+// be removed stops the start with a *[CheckpointError] naming it. One Node
+// at a time may use a checkpoint file. An empty path keeps the state in
+// memory only.
 func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	if m == nil {
 		return nil, errors.New("kubelet.Open: nil machine")
@@ -234,6 +241,11 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	if path == "" {
 		return n, nil
 	}
+	removed, err := removeLeftovers(path)
+	n.leftovers = removed
+	if err != nil {
+		return nil, &CheckpointError{Path: path, Problem: "the temporary files of interrupted writes cannot be removed", Err: err}
+	}
 	found, err := n.restore()
 	if err != nil {
 		return nil, err
@@ -245,6 +257,11 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	}
 	return n, nil
 }
+
+// RemovedLeftovers returns the paths of the temporary files, left by
+// checkpoint writes that a crash interrupted, that Open removed (ascending;
+// nil when there were none), for the agent to log.
+func (n *Node) RemovedLeftovers() []string { return slices.Clone(n.leftovers) }
 
 // Machine returns the node's machine.
 func (n *Node) Machine() *topology.Machine { return n.m }

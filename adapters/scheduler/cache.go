@@ -314,6 +314,7 @@ func (c *Cache) UpdateNode(n Node) error {
 			d := kube.NewDecision(ni.m, &a)
 			na, err := d.Allocation(n.Machine, key)
 			if err == nil {
+				keepEmptyMemory(ni.m, n.Machine, &a, &na)
 				na, err = tmp.state.Claim(na)
 			}
 			if err != nil {
@@ -363,6 +364,27 @@ func (c *Cache) UpdateNode(n Node) error {
 	ni.kpol, ni.kopts = kubeletPolicy(n)
 	c.releaseClassLocked(old)
 	return nil
+}
+
+// keepEmptyMemory adds to na, the allocation a moved from machine from to
+// machine to by its decision, the 0 MiB memory entries of a, which a
+// decision leaves out: on a node running the kubelet's own Topology Manager
+// they record the nodes of the memory manager's group
+// (kubelet.KubeletAllocation).
+func keepEmptyMemory(from, to *topology.Machine, a, na *allocator.Allocation) {
+	added := false
+	for _, x := range a.Memory {
+		if x.MiB != 0 || x.Node < 0 || x.Node >= from.NumNodes() {
+			continue
+		}
+		if i, ok := to.NodeIndex(from.NodeID(x.Node)); ok {
+			na.Memory = append(na.Memory, allocator.NodeMemory{Node: i})
+			added = true
+		}
+	}
+	if added {
+		slices.SortFunc(na.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+	}
 }
 
 // RemoveNode removes a node and forgets the pods placed on it. An unknown

@@ -483,3 +483,21 @@ func TestMemoryCacheProperty(t *testing.T) {
 		}
 	})
 }
+
+// On a kubelet-policy node the memory manager's group (every node of the
+// hint, 0 MiB ones too) is kept when the node's machine is replaced.
+func TestMemoryKubeletGroupSurvivesUpdateNode(t *testing.T) {
+	m := sparseMemMachine(t, 16<<10)
+	static := kubelet.PredictOptions{StaticMemoryManager: true}
+	node := scheduler.Node{Name: "k", Machine: m, KubeletPolicy: kubelet.PolicyBestEffort, KubeletOptions: static}
+	c := newCache(t, scheduler.Config{}, node)
+	wide := withMemory(guaranteedPod("wide", 12, 0), "1Gi", "1Gi")
+	require.NoError(t, c.Reserve(wide, "k"))
+	ps, _ := c.Pod(wide.Key())
+	require.Equal(t, []allocator.NodeMemory{{Node: 0, MiB: 1024}, {Node: 1}}, ps.Allocation.Memory,
+		"1 GiB on NUMA node 0, node 3 in the group")
+	node.Machine = sparseMemMachine(t, 16<<10)
+	require.NoError(t, c.UpdateNode(node))
+	ps, _ = c.Pod(wide.Key())
+	require.Equal(t, []allocator.NodeMemory{{Node: 0, MiB: 1024}, {Node: 1}}, ps.Allocation.Memory)
+}

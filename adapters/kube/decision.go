@@ -83,16 +83,7 @@ func NewDecision(m *topology.Machine, a *allocator.Allocation) Decision {
 // maps are written empty ([] and {}), never null, so that the value always
 // reads back with ParseDecision.
 func (d Decision) String() string {
-	if d.NUMANodes == nil {
-		d.NUMANodes = []int{}
-	}
-	if d.GPUs == nil {
-		d.GPUs = []DecisionGPU{}
-	}
-	if d.MemoryMiB == nil {
-		d.MemoryMiB = map[string]int64{}
-	}
-	b, err := json.Marshal(d)
+	b, err := json.Marshal(d.withEmptyLists())
 	if err != nil {
 		return fmt.Sprintf(`{"error":%q}`, err.Error())
 	}
@@ -186,6 +177,12 @@ func ParseDecision(s string) (Decision, error) {
 			return bad("memoryMiB: NUMA node %s is not one of numaNodes %v", k, d.NUMANodes)
 		}
 	}
+	return d.withEmptyLists(), nil
+}
+
+// withEmptyLists returns d with empty, non-nil numaNodes, gpus and
+// memoryMiB where they are missing.
+func (d Decision) withEmptyLists() Decision {
 	if d.NUMANodes == nil {
 		d.NUMANodes = []int{}
 	}
@@ -195,7 +192,7 @@ func ParseDecision(s string) (Decision, error) {
 	if d.MemoryMiB == nil {
 		d.MemoryMiB = map[string]int64{}
 	}
-	return d, nil
+	return d
 }
 
 // checkDecisionKeys checks what encoding/json lets through: the value is an

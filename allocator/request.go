@@ -119,8 +119,9 @@ type Allocation struct {
 	GPUs []int
 	// Devices are the IDs of the devices of other classes, by class.
 	Devices map[string][]string
-	// Memory is the memory by NUMA node ID, ascending ID, nodes with none
-	// left out.
+	// Memory is the memory by NUMA node ID, ascending ID. Allocate leaves
+	// out the nodes it takes none from; a claimed allocation keeps the
+	// 0 MiB entries it names (they count in no span).
 	Memory []NodeMemory
 
 	machine *topology.Machine

@@ -172,17 +172,18 @@ func (s *State) claim(a Allocation) error {
 }
 
 // normalMemory returns mem in ascending node ID, the amounts of a node
-// listed twice summed, nodes with none left out (it reuses mem's storage).
+// listed twice summed (it reuses mem's storage). Entries of 0 MiB stay:
+// a claim may name them (adapters/kubelet records the kubelet memory
+// manager's group so); they count in no span.
 func normalMemory(mem []NodeMemory) []NodeMemory {
 	slices.SortStableFunc(mem, func(x, y NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
 	out := mem[:0]
 	for _, x := range mem {
-		switch {
-		case len(out) > 0 && out[len(out)-1].Node == x.Node:
+		if len(out) > 0 && out[len(out)-1].Node == x.Node {
 			out[len(out)-1].MiB += x.MiB
-		case x.MiB != 0:
-			out = append(out, x)
+			continue
 		}
+		out = append(out, x)
 	}
 	if len(out) == 0 {
 		return nil

@@ -23,8 +23,12 @@ import (
 // allocation keeps in a span of the same kind is never held against it).
 // Devices the allocation holds count as its own even when they have been
 // marked unhealthy since: they stay with it, count in width_cap, and stay
-// unhealthy. A resize to the current size changes nothing and returns the
-// allocation as it is. When that is impossible in place
+// unhealthy. Growing adds, to its nodes, those with the most free CPUs;
+// shrinking keeps the nodes of its GPUs, devices and memory and those with
+// the most of its CPUs, and gives back the CPUs of cores it holds in part
+// before whole cores (see shrinkCPUs). A resize to the current size
+// changes nothing and returns the allocation as it is. When that is
+// impossible in place
 // (growing would need a node the allocation cannot reach, shrinking would
 // leave it wider than the rule allows) the error says why and the
 // allocation is left as it was. An ID that is not live returns

@@ -46,8 +46,10 @@ var (
 	ErrUnknownID = errors.New("unknown allocation ID")
 	// ErrUnknownDevice: a device named by a health change does not exist.
 	ErrUnknownDevice = errors.New("unknown device")
-	// ErrConflict: a claim (restore, admission by decision) names CPUs or
-	// devices that are unknown, unhealthy or already held.
+	// ErrConflict: a claim (restore, admission by decision, machine
+	// replacement) names CPUs or devices that are unknown, unhealthy or
+	// already held, more memory than a node has free, or a NUMA node the
+	// machine does not have (a *[NodeError]).
 	ErrConflict = errors.New("allocation conflicts with the node's state")
 	// ErrNoMachine: allocator.New was given a nil machine, or a method was
 	// called on a nil *State.

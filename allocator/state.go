@@ -41,7 +41,7 @@ type Options struct {
 	Scoring Scoring
 	// SearchBudget bounds how many candidate spans of the demanded width are
 	// compared when choosing among admissible ones on large machines (0:
-	// 512). Admissibility never depends on it.
+	// 512; negative is an error). Admissibility never depends on it.
 	SearchBudget int
 	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
 	// for GPU pods: by default, among admissible spans, a request without
@@ -58,9 +58,11 @@ type Options struct {
 // class, free memory, the live allocations by ID with their spans, and the
 // NUMA node types.
 //
-// All methods are safe for concurrent use: Fit, Score, Get, Live,
-// Snapshot and the other readers take a read lock and run in parallel;
-// Allocate, Release, Restore and SetDeviceHealth take the write lock.
+// All methods are safe for concurrent use: Fit, Score, FitWithout, Get,
+// Live, Snapshot, Clone and the other readers take a read lock and run in
+// parallel; Allocate, Release, Resize, Claim, Restore, ReplaceMachine and
+// SetDeviceHealth take the write lock. No method holds a lock for
+// unbounded work: each one's doc comment states its bound.
 type State struct {
 	mu       sync.RWMutex
 	m        *topology.Machine
@@ -421,7 +423,7 @@ func (s *State) FreeCPUs() numa.CPUSet {
 }
 
 // Kinds returns the kinds of the composed resources in the engine's order
-// (such as "gpu", "rdma", "cpu", "memory").
+// (such as "gpu", "rdma", "cpu", "memory"), in O(kinds).
 func (s *State) Kinds() []string {
 	if s == nil {
 		return nil

@@ -333,3 +333,31 @@ func TestMemoryNamesNodesByID(t *testing.T) {
 	got, _ := s.Get("b")
 	require.Equal(t, []allocator.NodeMemory{{Node: 5, MiB: 3000}}, got.Memory, "nothing changed")
 }
+
+// TestClaimMemoryEntries: a claim's memory is sorted by node ID, keeps its
+// 0 MiB entries (they count in no span) and refuses a node listed twice or
+// a negative amount, changing nothing.
+func TestClaimMemoryEntries(t *testing.T) {
+	b := topology.NewBuilder("box")
+	b.AddNode(topology.Node{ID: 2, Socket: 0, CPUs: numa.CPURange(0, 3), MemoryMiB: 4096})
+	b.AddNode(topology.Node{ID: 7, Socket: 0, CPUs: numa.CPURange(4, 7), MemoryMiB: 4096})
+	m, err := b.Build()
+	require.NoError(t, err)
+	s := allocator.MustNew(m, allocator.Options{})
+	a, err := s.Claim(allocator.Allocation{ID: "a", CPUs: numa.NewCPUSet(0),
+		Memory: []allocator.NodeMemory{{Node: 7}, {Node: 2, MiB: 100}}})
+	require.NoError(t, err)
+	require.Equal(t, []allocator.NodeMemory{{Node: 2, MiB: 100}, {Node: 7}}, a.Memory)
+	require.Equal(t, []numa.NodeID{2}, a.NUMANodes(), "0 MiB counts in no span")
+	before := snapText(s)
+	for name, mem := range map[string][]allocator.NodeMemory{
+		"twice":    {{Node: 2, MiB: 10}, {Node: 2, MiB: 10}},
+		"negative": {{Node: 7, MiB: -1}},
+		"too much": {{Node: 7, MiB: 5000}},
+	} {
+		_, err := s.Claim(allocator.Allocation{ID: "b", CPUs: numa.NewCPUSet(1), Memory: mem})
+		require.ErrorIs(t, err, allocator.ErrConflict, name)
+		require.Equal(t, before, snapText(s), "%s: a refused claim changes nothing (its CPUs are not kept)", name)
+	}
+	require.True(t, s.FreeCPUs().Contains(1), "the CPU the refused claims named is free")
+}

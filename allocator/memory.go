@@ -89,15 +89,20 @@ func (m *Memory) Give(a *Allocation) {
 }
 
 // Claim takes exactly a's memory. A NUMA node ID the machine does not have
-// is refused with a *[NodeError]; more than a node has free, or a negative
-// amount, with an error wrapping [ErrConflict].
+// is refused with a *[NodeError]; more than a node has free, a negative
+// amount or a node listed twice, with an error wrapping [ErrConflict].
 func (m *Memory) Claim(a *Allocation) error {
 	var need [numa.MaxNodes]int64
+	var seen numa.Mask
 	for _, x := range a.Memory {
 		i, ok := m.m.NodeIndex(x.Node)
 		if !ok {
 			return &NodeError{Node: x.Node, What: m.Describe(nil, x.MiB), IDs: m.m.NodeIDs()}
 		}
+		if seen.Contains(i) {
+			return fmt.Errorf("%w: memory on NUMA node %d is listed twice", ErrConflict, x.Node)
+		}
+		seen = seen.With(i)
 		if x.MiB < 0 {
 			return fmt.Errorf("%w: negative memory (%d MiB) on NUMA node %d", ErrConflict, x.MiB, x.Node)
 		}

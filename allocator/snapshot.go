@@ -171,24 +171,13 @@ func (s *State) claim(a Allocation) error {
 	return nil
 }
 
-// normalMemory returns mem in ascending node ID, the amounts of a node
-// listed twice summed (it reuses mem's storage). Entries of 0 MiB stay:
-// a claim may name them (adapters/kubelet records the kubelet memory
-// manager's group so); they count in no span.
+// normalMemory sorts mem by node ID (a node listed twice is refused by
+// Memory.Claim). Entries of 0 MiB stay: a claim may name them
+// (adapters/kubelet records the kubelet memory manager's group so); they
+// count in no span.
 func normalMemory(mem []NodeMemory) []NodeMemory {
 	slices.SortStableFunc(mem, func(x, y NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
-	out := mem[:0]
-	for _, x := range mem {
-		if len(out) > 0 && out[len(out)-1].Node == x.Node {
-			out[len(out)-1].MiB += x.MiB
-			continue
-		}
-		out = append(out, x)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	return mem
 }
 
 // cloneLocked returns an independent copy of the state (the caller holds a

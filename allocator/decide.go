@@ -784,7 +784,8 @@ func joinAnd(parts []string) string {
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
-// topSum returns the sum of the w largest values of v over pool.
+// topSum returns the sum of the w largest values of v over pool, in
+// O(n log n) for n nodes.
 func topSum(v *[numa.MaxNodes]int64, pool numa.Mask, w int) int64 {
 	var vals [numa.MaxNodes]int64
 	n := 0
@@ -793,16 +794,9 @@ func topSum(v *[numa.MaxNodes]int64, pool numa.Mask, w int) int64 {
 		n++
 	}
 	s := vals[:n]
-	// Partial selection sort of the w largest.
+	slices.Sort(s)
 	var t int64
-	for j := 0; j < w && j < n; j++ {
-		mx := j
-		for q := j + 1; q < n; q++ {
-			if s[q] > s[mx] {
-				mx = q
-			}
-		}
-		s[j], s[mx] = s[mx], s[j]
+	for j := n - 1; j >= 0 && j >= n-w; j-- {
 		t += s[j]
 	}
 	return t

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -281,15 +282,16 @@ func (m *Machine) Devices() []Device { return slices.Clone(m.devices) }
 func (m *Machine) NVLinks() []NVLink { return slices.Clone(m.nvlinks) }
 
 // NVLinkCount returns the number of NVLink links between GPUs a and b (0 when
-// none is described).
+// none is described). It takes O(log n) time in the NVLinks.
 func (m *Machine) NVLinkCount(a, b int) int {
 	if a > b {
 		a, b = b, a
 	}
-	for _, l := range m.nvlinks {
-		if l.A == a && l.B == b {
-			return l.Links
-		}
+	i, ok := slices.BinarySearchFunc(m.nvlinks, NVLink{A: a, B: b}, func(l, t NVLink) int {
+		return cmp.Or(cmp.Compare(l.A, t.A), cmp.Compare(l.B, t.B))
+	})
+	if !ok {
+		return 0
 	}
-	return 0
+	return m.nvlinks[i].Links
 }

@@ -72,7 +72,7 @@ func TestTopologyFile(t *testing.T) {
 
 	// A hand-written file with the minimum the format requires.
 	minimal := filepath.Join(dir, "minimal.json")
-	require.NoError(t, os.WriteFile(minimal, []byte(`{"numaNodes":[{"id":0,"cpus":"0-3"},{"id":2,"cpus":""}]}`), 0o600))
+	require.NoError(t, os.WriteFile(minimal, []byte(`{"numaNodes":[{"id":0,"socket": -1, "cpus":"0-3"},{"id":2,"socket": -1, "cpus":""}]}`), 0o600))
 	r = runArgs(t, "topology", "--topology", minimal)
 	require.Equal(t, exitOK, r.status, r.stderr)
 	assert.Contains(t, r.stdout, "  node 2: 0 MiB, no CPUs (memory only)\n")
@@ -82,7 +82,7 @@ func TestTopologyUnreadable(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.json")
 	bad := filepath.Join(dir, "bad.json")
-	require.NoError(t, os.WriteFile(bad, []byte(`{"numaNodes":[{"id":0,"cpus":"0-3"},{"id":0,"cpus":"4"}]}`), 0o600))
+	require.NoError(t, os.WriteFile(bad, []byte(`{"numaNodes":[{"id":0,"socket": -1, "cpus":"0-3"},{"id":0,"socket": -1, "cpus":"4"}]}`), 0o600))
 	notJSON := filepath.Join(dir, "notjson.json")
 	require.NoError(t, os.WriteFile(notJSON, []byte("numa nodes: 2\n"), 0o600))
 	plainFile := filepath.Join(dir, "plain")

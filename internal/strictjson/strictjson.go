@@ -345,18 +345,30 @@ func (f *structFields) foldEqual(key string) bool {
 	return false
 }
 
-// suggest returns the known fields key may have meant: equal but for case,
-// one edit away (Damerau–Levenshtein, ignoring case), or named by an alias.
+// suggest returns the known fields key may have meant (see [Suggest]).
 func (f *structFields) suggest(key string, aliases map[string]string) []string {
+	return Suggest(key, f.names, aliases)
+}
+
+// Suggest returns the names among known that key may have meant, sorted:
+// the one equal to it but for case when there is one; otherwise those one
+// edit away (Damerau–Levenshtein distance 1, ignoring case) and the one
+// aliases maps it to (ignoring case), when that is among known.
+func Suggest(key string, known []string, aliases map[string]string) []string {
+	for _, n := range known {
+		if strings.EqualFold(n, key) {
+			return []string{n}
+		}
+	}
 	var out []string
 	lk := strings.ToLower(key)
-	for _, n := range f.names {
+	for _, n := range known {
 		if osaDistance(lk, strings.ToLower(n), 1) <= 1 {
 			out = append(out, n)
 		}
 	}
 	for a, n := range aliases {
-		if _, known := f.byName[n]; known && strings.EqualFold(a, key) && !slices.Contains(out, n) {
+		if strings.EqualFold(a, key) && slices.Contains(known, n) && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}

@@ -179,6 +179,20 @@ func TestTopologyRoot(t *testing.T) {
 	require.NoError(t, m.Picture(&buf, nil))
 	assert.Equal(t, buf.String(), r.stdout)
 	assert.Contains(t, r.stdout, "  node 0: ")
+
+	// The sys directory itself is accepted too, with or without a final
+	// slash, and gives the same machine.
+	for _, dir := range []string{filepath.Join(root, "sys"), filepath.Join(root, "sys") + "/"} {
+		r = runArgs(t, "topology", "--root", dir)
+		require.Equal(t, exitOK, r.status, r.stderr)
+		assert.Equal(t, buf.String(), r.stdout, dir)
+	}
+	// A directory that holds neither is refused with a message naming it.
+	empty := t.TempDir()
+	r = runArgs(t, "topology", "--root", empty)
+	assert.Equal(t, exitFailure, r.status)
+	assert.Contains(t, r.stderr, empty)
+	assert.Contains(t, r.stderr, "neither the online file nor any cpuN directory exists")
 }
 
 func TestTopologyThisMachine(t *testing.T) {

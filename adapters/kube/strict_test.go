@@ -31,8 +31,8 @@ func TestOutsideJSONStrictness(t *testing.T) {
 	require.NoError(t, err, "Kubernetes metadata fields are ignored")
 	require.Equal(t, "n1", r.Metadata.Name)
 	for in, want := range map[string]error{
-		`{"zones":[],"zones":[]}`:                         strictjson.ErrDuplicateField,
-		`{"Zones":[]}`:                                    strictjson.ErrUnknownField,
+		`{"zones":[],"zones":[]}`: strictjson.ErrDuplicateField,
+		`{"Zones":[]}`:            strictjson.ErrUnknownField,
 		"{\"metadata\":{\"name\":\"n\xff\"},\"zones\":[]}": strictjson.ErrInvalidUTF8,
 	} {
 		_, err := kube.ParseNRT([]byte(in))

@@ -681,7 +681,14 @@ func (r *dpRun) deviceLevel(k dpKey) {
 	}
 	sc.sel = sel
 	slices.Sort(sel)
-	if p.hasLink {
+	if n := len(p.gpus); p.hasLink && p.dense != nil {
+		for a, x := range sel {
+			row := p.dense[x*n : x*n+n]
+			for _, y := range sel[a+1:] {
+				links += int(row[y])
+			}
+		}
+	} else if p.hasLink {
 		// The links among the chosen GPUs, each pair once.
 		for _, x := range sel {
 			sc.inCand[x] = true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
@@ -122,7 +123,7 @@ func devItem(i int, d Device) string { return fmt.Sprintf("devices[%d] (id %s)",
 // NVLinks between two distinct GPU IDs (not necessarily listed) with a
 // positive count, each pair once; NUMA sets a partition of the nodes; CPU
 // numbers at most numa.MaxCPUID; the sum of the nodes' memory within an
-// int64.
+// int64; the name and every GPU and device string valid UTF-8.
 //
 // Before anything is allocated, the sizes are checked against the caps
 // [MaxCPUs], [MaxDevices] and [MaxNVLinks] (a *[LimitError]). Build takes
@@ -136,6 +137,9 @@ func (b *Builder) Build() (*Machine, error) {
 		return nil, &TooManyNodesError{Nodes: len(b.nodes)}
 	}
 	if err := b.checkLimits(); err != nil {
+		return nil, err
+	}
+	if err := b.checkText(); err != nil {
 		return nil, err
 	}
 	m := &Machine{name: b.name}
@@ -249,6 +253,31 @@ func (b *Builder) checkLimits() error {
 	} {
 		if c.count > c.limit {
 			return &LimitError{What: c.what, Count: c.count, Limit: c.limit}
+		}
+	}
+	return nil
+}
+
+// checkText refuses names and IDs that are not valid UTF-8: the JSON format
+// could not carry them (encoding/json would write U+FFFD), so a machine
+// built by hand and one read from JSON would differ.
+func (b *Builder) checkText() error {
+	bad := func(s string) bool { return !utf8.ValidString(s) }
+	if bad(b.name) {
+		return invalid("name", "%s is not valid UTF-8", quote.Short(b.name))
+	}
+	for i, g := range b.gpus {
+		for _, f := range []struct{ field, v string }{{"busID", g.BusID}, {"pcieSwitch", g.PCIeSwitch}, {"uuid", g.UUID}} {
+			if bad(f.v) {
+				return invalid(gpuItem(i, g), "%s %s is not valid UTF-8", f.field, quote.Short(f.v))
+			}
+		}
+	}
+	for i, d := range b.devices {
+		for _, f := range []struct{ field, v string }{{"id", d.ID}, {"class", d.Class}, {"busID", d.BusID}, {"pcieSwitch", d.PCIeSwitch}} {
+			if bad(f.v) {
+				return invalid(devItem(i, d), "%s %s is not valid UTF-8", f.field, quote.Short(f.v))
+			}
 		}
 	}
 	return nil

@@ -596,6 +596,15 @@ func FuzzParseJSON(f *testing.F) {
 		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "distances": [[0]]}`,
 		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "numaSets": [[]]}`,
 		tooManyNodesJSON(),
+		// strictness: unknown, miscased and repeated fields, invalid UTF-8,
+		// missing socket and numaNode
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0", "memoryMB": 1}]}`,
+		`{"NumaNodes": [{"id": 0, "socket": 0, "cpus": "0"}]}`,
+		`{"numaNodes": [{"id": 0, "id": 1, "socket": 0, "cpus": "0"}]}`,
+		"{\"name\": \"\xff\", \"numaNodes\": [{\"id\": 0, \"socket\": 0, \"cpus\": \"0\"}]}",
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "gpus": [{"numaNode": 0, "uuid": "\ud800"}]}`,
+		`{"numaNodes": [{"id": 0, "cpus": "0"}]}`,
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "gpus": [{"id": 0}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -605,8 +614,9 @@ func FuzzParseJSON(f *testing.F) {
 			if m != nil {
 				t.Fatalf("ParseJSON failed (%v) but returned a machine", err)
 			}
-			if !errors.Is(err, topology.ErrInvalid) && !errors.Is(err, topology.ErrTooManyNodes) {
-				t.Fatalf("error %v unwraps to neither ErrInvalid nor ErrTooManyNodes", err)
+			if !errors.Is(err, topology.ErrInvalid) && !errors.Is(err, topology.ErrTooManyNodes) &&
+				!errors.Is(err, topology.ErrTooLarge) {
+				t.Fatalf("error %v unwraps to none of ErrInvalid, ErrTooManyNodes, ErrTooLarge", err)
 			}
 			return
 		}

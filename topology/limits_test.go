@@ -165,3 +165,24 @@ func TestNVLinkCountLarge(t *testing.T) {
 	require.Zero(t, m.NVLinkCount(4321, 4323))
 	require.Zero(t, m.NVLinkCount(-1, 0))
 }
+
+// Names and IDs must be valid UTF-8, as the JSON format can carry only
+// those: a machine built by hand means what its JSON means.
+func TestBuildInvalidUTF8(t *testing.T) {
+	for _, c := range []struct {
+		b    *topology.Builder
+		item string
+	}{
+		{topology.NewBuilder("a\xff").AddNode(topology.Node{ID: 0, CPUs: numa.NewCPUSet(0)}), "name"},
+		{oneNode().AddGPU(topology.GPU{ID: 2, NUMANode: 0, UUID: "GPU-\xc3"}), "gpus[0] (id 2)"},
+		{oneNode().AddDevice(topology.Device{ID: "mlx5_\xff", Class: "rdma", NUMANode: 0}), `devices[0] (id "mlx5_\xff")`},
+		{oneNode().AddDevice(topology.Device{ID: "d", Class: "rd\xffma", NUMANode: 0}), `devices[0] (id "d")`},
+	} {
+		_, err := c.b.Build()
+		require.ErrorIs(t, err, topology.ErrInvalid)
+		var ve *topology.ValidationError
+		require.ErrorAs(t, err, &ve)
+		require.Equal(t, c.item, ve.Item)
+		require.Contains(t, err.Error(), "is not valid UTF-8")
+	}
+}

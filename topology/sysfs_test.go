@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -676,16 +673,7 @@ func TestDiscoverDir(t *testing.T) {
 	}
 	mem := f.fs(t)
 	root := t.TempDir()
-	for _, name := range slices.Sorted(maps.Keys(mem)) {
-		file := mem[name]
-		p := filepath.Join(root, filepath.FromSlash(name))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		if file.Mode&fs.ModeSymlink != 0 {
-			require.NoError(t, os.Symlink(string(file.Data), p))
-		} else {
-			require.NoError(t, os.WriteFile(p, file.Data, 0o644))
-		}
-	}
+	writeTree(t, mem, root)
 	want, err := DiscoverFS(mem)
 	require.NoError(t, err)
 	got, err := Discover(root)

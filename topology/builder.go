@@ -219,7 +219,7 @@ func (b *Builder) Build() (*Machine, error) {
 		return nil, err
 	}
 	if !b.reserved.IsSubsetOf(m.allCPUs) {
-		return nil, invalid("reservedCPUs", "CPUs %s are not in any NUMA node", b.reserved.Difference(m.allCPUs))
+		return nil, invalid("reservedCPUs", "CPUs %s are not in any NUMA node", shortSet(b.reserved.Difference(m.allCPUs)))
 	}
 	m.reserved = b.reserved.Clone()
 	if err := m.buildGPUs(b.gpus, b.nvlinks); err != nil {
@@ -291,14 +291,14 @@ func (b *Builder) checkText() error {
 func (m *Machine) cpuGroups(kind, one string, groups []numa.CPUSet, owner []int32) ([]int, error) {
 	mins := make([]int, len(groups))
 	for i, g := range groups {
-		item := func() string { return fmt.Sprintf("%s[%d] (%s)", kind, i, g) }
+		item := func() string { return fmt.Sprintf("%s[%d] (%s)", kind, i, shortSet(g)) }
 		mins[i] = g.Min()
 		if mins[i] < 0 {
 			return nil, invalid(item(), "the %s has no CPU", one)
 		}
 		for cpu := range g.All() {
 			if cpu >= len(owner) || m.cpuNode[cpu] < 0 {
-				return nil, invalid(item(), "CPUs %s are not in any NUMA node", g.Difference(m.allCPUs))
+				return nil, invalid(item(), "CPUs %s are not in any NUMA node", shortSet(g.Difference(m.allCPUs)))
 			}
 			if owner[cpu] >= 0 && int(owner[cpu]) != i {
 				var other numa.CPUSet
@@ -307,7 +307,7 @@ func (m *Machine) cpuGroups(kind, one string, groups []numa.CPUSet, owner []int3
 						other.Add(c)
 					}
 				}
-				return nil, invalid(item(), "CPUs %s are in another %s too", other, one)
+				return nil, invalid(item(), "CPUs %s are in another %s too", shortSet(other), one)
 			}
 			owner[cpu] = int32(i)
 		}
@@ -324,7 +324,7 @@ func (m *Machine) buildCores(cores []numa.CPUSet) error {
 		node := int(m.cpuNode[mins[i]])
 		for cpu := range c.All() {
 			if n := int(m.cpuNode[cpu]); n != node {
-				return invalid(fmt.Sprintf("cores[%d] (%s)", i, c), "the core spans NUMA nodes %d and %d",
+				return invalid(fmt.Sprintf("cores[%d] (%s)", i, shortSet(c)), "the core spans NUMA nodes %d and %d",
 					m.nodes[node].ID, m.nodes[n].ID)
 			}
 		}

@@ -3,6 +3,9 @@ package topology
 import (
 	"errors"
 	"fmt"
+
+	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/numa"
 )
 
 // Sentinel errors; the typed errors below unwrap to them so that both
@@ -104,3 +107,8 @@ func (e *LimitError) Error() string {
 
 // Unwrap returns [ErrTooLarge].
 func (e *LimitError) Unwrap() error { return ErrTooLarge }
+
+// shortSet writes a CPU set for an error message in the cpulist format, cut
+// as [quote.Bare] cuts outside values (a set read from outside may be a
+// long list of single CPUs).
+func shortSet(s numa.CPUSet) string { return quote.Bare(s.String()) }

@@ -186,3 +186,17 @@ func TestBuildInvalidUTF8(t *testing.T) {
 		require.Contains(t, err.Error(), "is not valid UTF-8")
 	}
 }
+
+// Errors that list CPUs from outside stay short.
+func TestBuildErrorsShort(t *testing.T) {
+	var sparse numa.CPUSet
+	for c := 100; c < 40_000; c += 2 {
+		sparse.Add(c)
+	}
+	for _, b := range []*topology.Builder{oneNode().AddCore(sparse), oneNode().AddL3(sparse), oneNode().SetReservedCPUs(sparse)} {
+		_, err := b.Build()
+		require.ErrorIs(t, err, topology.ErrInvalid)
+		require.Less(t, len(err.Error()), 400, err.Error())
+		require.Contains(t, err.Error(), "... (")
+	}
+}

@@ -542,7 +542,8 @@ func (d *discovery) readOnlineCPUs() error {
 			d.online.IntersectWith(d.cpuDirs)
 		}
 		if d.online.IsEmpty() {
-			return malformed(p, "no CPU is online (the file lists %s, the cpuN directories %s)", online, d.cpuDirs)
+			return malformed(p, "no CPU is online (the file lists %s, the cpuN directories %s)",
+				shortSet(online), shortSet(d.cpuDirs))
 		}
 		return d.dropCPUsWithoutTopology()
 	}

@@ -84,14 +84,16 @@ const (
 //     requests); a meminfo without a readable MemTotal is an error.
 //   - Distances: nodeN/distance, whose entries are positional in ascending
 //     order of the listed node IDs (left-out nodes included); they are
-//     stored by ID. As hwloc does, a
-//     row longer than the number of online nodes is read up to that number
-//     (kernels list offline nodes' columns in some trees), and when any node
-//     has no distance file, a row too short, a non-numeric entry, an entry
-//     outside 1-255 or a local distance above another entry of its row, the
-//     whole table takes the defaults (10 local, 20 remote) instead of
-//     refusing the machine. A one-node machine does not read its distance
-//     file (its table is the single local distance 10).
+//     stored by ID. As hwloc does (hwloc_parse_nodes_distances), a row
+//     longer than the number of listed nodes is read up to that number
+//     (kernels list offline nodes' columns in some trees), and when any
+//     listed node has no distance file (or an empty one), a row too short or
+//     a non-numeric entry, the whole table takes the defaults (10 local, 20
+//     remote), where hwloc reports no distances. So does a table with an
+//     entry outside 1-255 or a local distance above another entry of its
+//     row, which hwloc would keep and a machine cannot. A machine of one
+//     listed node does not read its distance file (its table is the single
+//     local distance 10).
 //   - More than 64 NUMA nodes: a *[TooManyNodesError], before any per-node
 //     file is read.
 //   - Sockets: a node's socket is the topology/physical_package_id of its

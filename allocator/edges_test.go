@@ -287,15 +287,7 @@ func TestResizeAgainstModel(t *testing.T) {
 		md, err := allocatortest.NewModel(m, others)
 		require.NoError(t, err)
 		// Devices the allocation holds count as its own even when unhealthy.
-		own := map[string]bool{}
-		for _, g := range a.GPUs {
-			own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
-		}
-		for class, ids := range a.Devices {
-			for _, id := range ids {
-				own[class+"/"+id] = true
-			}
-		}
+		own := ownDevices(a)
 		snap := s.Snapshot()
 		for class, ids := range snap.Unhealthy {
 			for _, id := range ids {
@@ -524,15 +516,7 @@ func TestResizeRefusalsAreExact(t *testing.T) {
 		require.NoError(t, err)
 		with, err := allocatortest.NewModel(m, live)
 		require.NoError(t, err)
-		own := map[string]bool{}
-		for _, g := range a.GPUs {
-			own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
-		}
-		for class, ids := range a.Devices {
-			for _, id := range ids {
-				own[class+"/"+id] = true
-			}
-		}
+		own := ownDevices(a)
 		for class, ids := range s.Snapshot().Unhealthy {
 			for _, id := range ids {
 				with, err = with.WithHealth(class, id, false)
@@ -639,4 +623,18 @@ func TestResizeRefusalsAreExact(t *testing.T) {
 		require.Error(t, err, "resize of %s to %d CPUs: no span exists (width %d, model: %s), yet it gave %s", a.String(), cpus, width, v.Reason, got.String())
 		require.Equal(t, before, snapText(s), "a refused resize changes nothing")
 	})
+}
+
+// ownDevices returns the devices a holds, as "class/id".
+func ownDevices(a allocator.Allocation) map[string]bool {
+	own := map[string]bool{}
+	for _, g := range a.GPUs {
+		own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
+	}
+	for class, ids := range a.Devices {
+		for _, id := range ids {
+			own[class+"/"+id] = true
+		}
+	}
+	return own
 }

@@ -237,7 +237,7 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 			}
 		}
 	}
-	res, err := effective(p, has)
+	res, qos, err := effective(p, has)
 	if err != nil {
 		return PodRequest{}, err
 	}
@@ -252,7 +252,7 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 	if !has {
 		req.NvidiaGPUs = int(res.nvidia)
 	}
-	req.Guaranteed = guaranteed(p)
+	req.Guaranteed = qos
 	req.MemoryMiB = res.memoryMiB
 	if has {
 		req.CPUs = int(res.milliCPU / 1000)
@@ -298,52 +298,29 @@ func parseSpec(p *Pod) (policy.Spec, bool, error) {
 	return specs[0], true, nil
 }
 
-// guaranteed reports whether the pod is of Kubernetes' Guaranteed QoS
-// class: every container, init containers included, has CPU and memory
-// limits, and its CPU and memory requests, when given, equal them.
-func guaranteed(p *Pod) bool {
-	ok := func(c *Container) bool {
-		for _, res := range []string{ResourceCPU, ResourceMemory} {
-			lim, hasLim := c.Limits[res]
-			if !hasLim {
-				return false
-			}
-			if req, hasReq := c.Requests[res]; hasReq && !sameQuantity(req, lim) {
-				return false
-			}
-		}
-		return true
-	}
-	if len(p.Containers) == 0 {
-		return false
-	}
-	for i := range p.Containers {
-		if !ok(&p.Containers[i]) {
-			return false
-		}
-	}
-	for i := range p.InitContainers {
-		if !ok(&p.InitContainers[i].Container) {
-			return false
-		}
-	}
-	return true
-}
-
-// effective computes the pod's effective request, checking each container.
-func effective(p *Pod, numa bool) (resources, error) {
+// effective computes the pod's effective request, checking each container,
+// and whether the pod is of Kubernetes' Guaranteed QoS class: it has app
+// containers, and every container, init containers included, has CPU and
+// memory limits, and its CPU and memory requests, when given, equal them.
+func effective(p *Pod, numa bool) (resources, bool, error) {
 	var app, sidecars, initMax resources
-	for _, c := range p.Containers {
-		r, err := containerResources(p, &c, numa)
+	guaranteed := len(p.Containers) > 0
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		q := readQuantities(c)
+		r, err := containerResources(p, c, &q, numa)
 		if err != nil {
-			return resources{}, err
+			return resources{}, false, err
 		}
 		app = app.plus(r)
+		guaranteed = guaranteed && q.guaranteed()
 	}
-	for _, ic := range p.InitContainers {
-		r, err := containerResources(p, &ic.Container, numa)
+	for i := range p.InitContainers {
+		ic := &p.InitContainers[i]
+		q := readQuantities(&ic.Container)
+		r, err := containerResources(p, &ic.Container, &q, numa)
 		if err != nil {
-			return resources{}, err
+			return resources{}, false, err
 		}
 		if ic.RestartPolicyAlways {
 			sidecars = sidecars.plus(r)
@@ -351,8 +328,9 @@ func effective(p *Pod, numa bool) (resources, error) {
 		} else {
 			initMax = initMax.max(sidecars.plus(r))
 		}
+		guaranteed = guaranteed && q.guaranteed()
 	}
-	return initMax.max(app.plus(sidecars)), nil
+	return initMax.max(app.plus(sidecars)), guaranteed, nil
 }
 
 func (a resources) plus(b resources) resources {
@@ -363,19 +341,59 @@ func (a resources) max(b resources) resources {
 	return resources{max(a.milliCPU, b.milliCPU), max(a.gpus, b.gpus), max(a.nvidia, b.nvidia), max(a.memoryMiB, b.memoryMiB)}
 }
 
-// containerResources reads one container's requests (a limit stands for a
-// missing request, as in Kubernetes).
-func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
-	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
-	get := func(res string) (string, bool) {
-		if v, ok := c.Requests[res]; ok {
-			return v, true
-		}
-		v, ok := c.Limits[res]
-		return v, ok
+// The resources ParsePod reads, as indexes of containerQuantities.
+const (
+	resCPU = iota
+	resMemory
+	resAliyunGPU
+	resNvidiaGPU
+	numResources
+)
+
+var resourceNames = [numResources]string{ResourceCPU, ResourceMemory, ResourceAliyunGPU, ResourceNvidiaGPU}
+
+// containerQuantities is a container's requests and limits of the
+// resources ParsePod reads, each looked up once.
+type containerQuantities struct {
+	req, lim       [numResources]string
+	hasReq, hasLim [numResources]bool
+}
+
+func readQuantities(c *Container) containerQuantities {
+	var q containerQuantities
+	for i, name := range resourceNames {
+		q.req[i], q.hasReq[i] = c.Requests[name]
+		q.lim[i], q.hasLim[i] = c.Limits[name]
 	}
+	return q
+}
+
+// get returns the request of resource i, or its limit when there is no
+// request (as in Kubernetes).
+func (q *containerQuantities) get(i int) (string, bool) {
+	if q.hasReq[i] {
+		return q.req[i], true
+	}
+	return q.lim[i], q.hasLim[i]
+}
+
+// guaranteed reports whether the container meets the Guaranteed QoS class:
+// CPU and memory limits, and the requests, when given, equal to them.
+func (q *containerQuantities) guaranteed() bool {
+	for _, i := range [...]int{resCPU, resMemory} {
+		if !q.hasLim[i] || q.hasReq[i] && !sameQuantity(q.req[i], q.lim[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerResources reads one container's requests q (a limit stands for
+// a missing request, as in Kubernetes).
+func containerResources(p *Pod, c *Container, q *containerQuantities, numa bool) (resources, error) {
+	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
 	var r resources
-	if v, ok := get(ResourceCPU); ok {
+	if v, ok := q.get(resCPU); ok {
 		m, err := ParseMilli(v)
 		if err != nil {
 			return r, &PodError{Pod: p.Key(), Field: field("cpu request"), Reason: "not a quantity", Cause: err}
@@ -383,8 +401,8 @@ func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
 		r.milliCPU = m
 	}
 	if numa {
-		req, hasReq := c.Requests[ResourceCPU]
-		lim, hasLim := c.Limits[ResourceCPU]
+		req, hasReq := q.req[resCPU], q.hasReq[resCPU]
+		lim, hasLim := q.lim[resCPU], q.hasLim[resCPU]
 		switch {
 		case !hasReq && !hasLim:
 			// A container without CPUs (a GPU-only helper) asks for none.
@@ -400,19 +418,25 @@ func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
 				Reason: fmt.Sprintf("%s is not a whole number of cores; a pod with a NUMA topology spec gets whole CPUs", cmpOr(req, lim))}
 		}
 	}
-	for _, g := range []struct {
-		name string
-		dst  *int64
-	}{{ResourceAliyunGPU, &r.gpus}, {ResourceNvidiaGPU, &r.nvidia}} {
-		if v, ok := get(g.name); ok {
-			n, err := ParseWhole(v)
-			if err != nil {
-				return r, &PodError{Pod: p.Key(), Field: field(g.name), Reason: "GPUs are whole devices", Cause: err}
-			}
-			*g.dst = n
+	gpus := func(i int) (int64, error) {
+		v, ok := q.get(i)
+		if !ok {
+			return 0, nil
 		}
+		n, err := ParseWhole(v)
+		if err != nil {
+			return 0, &PodError{Pod: p.Key(), Field: field(resourceNames[i]), Reason: "GPUs are whole devices", Cause: err}
+		}
+		return n, nil
 	}
-	if v, ok := get(ResourceMemory); ok {
+	var err error
+	if r.gpus, err = gpus(resAliyunGPU); err != nil {
+		return r, err
+	}
+	if r.nvidia, err = gpus(resNvidiaGPU); err != nil {
+		return r, err
+	}
+	if v, ok := q.get(resMemory); ok {
 		n, err := ParseMiB(v)
 		if err != nil {
 			return r, &PodError{Pod: p.Key(), Field: field("memory request"), Reason: "not a quantity", Cause: err}
@@ -427,13 +451,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// sameQuantity reports whether two quantity strings are the same amount.
-func sameQuantity(a, b string) bool {
-	x, errA := parseQuantity(a)
-	y, errB := parseQuantity(b)
-	return errA == nil && errB == nil && x.Cmp(y) == 0
 }
 
 // OptedIn reports whether a node with these labels takes NUMA-aware pods:

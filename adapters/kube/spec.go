@@ -3,7 +3,6 @@ package kube
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
@@ -196,7 +195,11 @@ type resources struct {
 
 // ParsePod reads and validates a pod as docs/design.md says:
 //   - the spec from either annotation key (both present with different
-//     contents is an error naming both; an empty policy is None);
+//     contents is an error naming both; an empty policy is None), read
+//     strictly: one JSON object with only the fields numaTopologyPolicy and
+//     singleNUMANodeExclusive, spelt exactly (keys are case-sensitive; a
+//     key in another case is named with the one meant), each at most once,
+//     each a string or null (as if absent), valid UTF-8, nothing after it;
 //   - a NUMA spec needs cpuset-scheduler: required (absent or another value
 //     is an error that says so; "true", the legacy standalone CPU
 //     topology-aware scheduling, cannot be combined with it), and cannot be
@@ -270,27 +273,29 @@ func specKey(p *Pod) string {
 	return AnnotationSpecKoordinator
 }
 
-// parseSpec reads the spec from either key.
+// parseSpec reads the spec from either key (see parseSpecAnnotation).
 func parseSpec(p *Pod) (policy.Spec, bool, error) {
-	var specs []policy.Spec
-	var keys []string
-	for _, k := range []string{AnnotationSpecAlibaba, AnnotationSpecKoordinator} {
+	var specs [2]policy.Spec
+	var keys [2]string
+	n := 0
+	for _, k := range [...]string{AnnotationSpecAlibaba, AnnotationSpecKoordinator} {
 		v, ok := p.Annotations[k]
 		if !ok {
 			continue
 		}
-		s, err := policy.ParseSpec([]byte(v))
+		s, err := parseSpecAnnotation(v)
 		if err != nil {
 			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: k, Reason: "malformed NUMA topology spec", Cause: err}
 		}
-		specs, keys = append(specs, s), append(keys, k)
+		specs[n], keys[n] = s, k
+		n++
 	}
-	switch len(specs) {
+	switch n {
 	case 0:
 		return policy.Spec{}, false, nil
 	case 2:
 		if specs[0] != specs[1] {
-			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: strings.Join(keys, ", "),
+			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: keys[0] + ", " + keys[1],
 				Reason: fmt.Sprintf("the two NUMA topology spec annotations differ (%s: %s, %s: %s); keep one or make them equal",
 					keys[0], specs[0], keys[1], specs[1])}
 		}

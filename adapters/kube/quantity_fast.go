@@ -3,7 +3,6 @@ package kube
 import (
 	"math"
 	"math/bits"
-	"strings"
 )
 
 // fastQuantity is a quantity read without rational arithmetic: the exact
@@ -17,6 +16,13 @@ type fastQuantity struct {
 // pow10 holds the powers of ten that fit in a uint64.
 var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// decimalSuffix and binarySuffix are the exponents of ten and of two of
+// the quantity suffixes, by their (first) letter; 0 for any other byte.
+var (
+	decimalSuffix = [256]int8{'m': -3, 'k': 3, 'M': 6, 'G': 9, 'T': 12, 'P': 15, 'E': 18}
+	binarySuffix  = [256]int8{'K': 10, 'M': 20, 'G': 30, 'T': 40, 'P': 50, 'E': 60}
+)
 
 // readFast reads the forms of a quantity that make up nearly every pod,
 // without allocating: an optional "+", decimal digits with at most one "."
@@ -60,12 +66,10 @@ func readFast(s string) (q fastQuantity, ok bool) {
 	q.exp10 = -frac
 	switch rest := s[i:]; {
 	case rest == "":
-	case rest == "m":
-		q.exp10 -= 3
-	case len(rest) == 1 && strings.IndexByte("kMGTPE", rest[0]) >= 0: // 10^3 ... 10^18
-		q.exp10 += 3 * (strings.IndexByte("kMGTPE", rest[0]) + 1)
-	case len(rest) == 2 && rest[1] == 'i' && strings.IndexByte("KMGTPE", rest[0]) >= 0: // 2^10 ... 2^60
-		q.exp2 = 10 * (strings.IndexByte("KMGTPE", rest[0]) + 1)
+	case len(rest) == 1 && decimalSuffix[rest[0]] != 0:
+		q.exp10 += int(decimalSuffix[rest[0]])
+	case len(rest) == 2 && rest[1] == 'i' && binarySuffix[rest[0]] != 0:
+		q.exp2 = int(binarySuffix[rest[0]])
 	case rest[0] == 'e' || rest[0] == 'E':
 		e, neg := rest[1:], false
 		if len(e) > 0 && (e[0] == '+' || e[0] == '-') {

@@ -364,12 +364,23 @@ type containerQuantities struct {
 	hasReq, hasLim [numResources]bool
 }
 
+// readQuantities looks up c's requests and limits; once it has found as
+// many resources in a map as the map holds, it looks no further in it.
 func readQuantities(c *Container) containerQuantities {
 	var q containerQuantities
-	for i, name := range resourceNames {
-		q.req[i], q.hasReq[i] = c.Requests[name]
-		q.lim[i], q.hasLim[i] = c.Limits[name]
+	read := func(m map[string]string, vals *[numResources]string, has *[numResources]bool) {
+		found := 0
+		for i, name := range resourceNames {
+			if found == len(m) {
+				return
+			}
+			if vals[i], has[i] = m[name]; has[i] {
+				found++
+			}
+		}
 	}
+	read(c.Requests, &q.req, &q.hasReq)
+	read(c.Limits, &q.lim, &q.hasLim)
 	return q
 }
 

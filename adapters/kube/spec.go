@@ -394,10 +394,12 @@ func (q *containerQuantities) get(i int) (string, bool) {
 }
 
 // guaranteed reports whether the container meets the Guaranteed QoS class:
-// CPU and memory limits, and the requests, when given, equal to them.
+// CPU and memory limits, and the requests, when given, equal to them. It is
+// called once containerResources has read q without error, so a request
+// is a valid quantity: one written as its limit is the same amount.
 func (q *containerQuantities) guaranteed() bool {
 	for _, i := range [...]int{resCPU, resMemory} {
-		if !q.hasLim[i] || q.hasReq[i] && !sameQuantity(q.req[i], q.lim[i]) {
+		if !q.hasLim[i] || q.hasReq[i] && q.req[i] != q.lim[i] && !sameQuantity(q.req[i], q.lim[i]) {
 			return false
 		}
 	}
@@ -425,7 +427,7 @@ func containerResources(p *Pod, c *Container, q *containerQuantities, numa bool)
 		case !hasLim:
 			return r, &PodError{Pod: p.Key(), Field: field("cpu limit"),
 				Reason: fmt.Sprintf("a pod with a NUMA topology spec needs a CPU limit equal to the request %s", req)}
-		case hasReq && !sameQuantity(req, lim):
+		case hasReq && req != lim && !sameQuantity(req, lim): // req is a valid quantity: read above
 			return r, &PodError{Pod: p.Key(), Field: field("cpu"),
 				Reason: fmt.Sprintf("request %s differs from limit %s; a pod with a NUMA topology spec needs them equal", req, lim)}
 		}

@@ -55,8 +55,9 @@ func specSyntaxError(s string) error {
 
 // specScanner reads a spec annotation from position i of s.
 type specScanner struct {
-	s string
-	i int
+	s     string
+	i     int
+	ascii bool // the last string read is all ASCII
 }
 
 // scanSpec reads s as parseSpecAnnotation says; it names a syntax error by
@@ -81,7 +82,7 @@ func scanSpec(s string) (policy.Spec, error) {
 			if !ok {
 				return policy.Spec{}, sc.syntax()
 			}
-			if !utf8.ValidString(rawKey) {
+			if !sc.validUTF8(rawKey) {
 				return policy.Spec{}, &policy.SpecError{Value: s, Reason: fmt.Sprintf("key %q is not valid UTF-8", key)}
 			}
 			sc.space()
@@ -91,10 +92,12 @@ func scanSpec(s string) (policy.Spec, error) {
 			sc.space()
 			start := sc.i
 			var val, rawVal string
+			validVal := true
 			isString, isNull := sc.i < len(s) && s[sc.i] == '"', strings.HasPrefix(s[sc.i:], "null")
 			switch {
 			case isString:
 				val, rawVal, ok = sc.str()
+				validVal = sc.validUTF8(rawVal)
 			case isNull:
 				sc.i += len("null")
 			default:
@@ -118,7 +121,7 @@ func scanSpec(s string) (policy.Spec, error) {
 				return policy.Spec{}, &policy.SpecError{Field: key, Value: val, Reason: unknownSpecField(key)}
 			case seen[field]:
 				return policy.Spec{}, &policy.SpecError{Field: key, Value: val, Reason: "the field appears twice; write it once"}
-			case isString && !utf8.ValidString(rawVal):
+			case !validVal:
 				return policy.Spec{}, &policy.SpecError{Field: key, Value: val, Reason: "not valid UTF-8"}
 			case !isString && !isNull:
 				return policy.Spec{}, &policy.SpecError{Field: key, Value: val, Reason: "want a string"}
@@ -187,15 +190,21 @@ func (sc *specScanner) eat(c byte) bool {
 }
 
 // str reads a JSON string: its value (escapes decoded), its text between
-// the quotes, and false on a syntax error. Only a string with escapes
-// allocates.
+// the quotes, and false on a syntax error; it sets sc.ascii to whether that
+// text is all ASCII. Only a string with escapes allocates.
 func (sc *specScanner) str() (val, raw string, ok bool) {
 	if !sc.eat('"') {
 		return "", "", false
 	}
 	start, escaped := sc.i, false
+	sc.ascii = true
 	for sc.i < len(sc.s) {
-		switch c := sc.s[sc.i]; {
+		c := sc.s[sc.i]
+		if c >= 0x20 && c < 0x80 && c != '"' && c != '\\' {
+			sc.i++
+			continue
+		}
+		switch {
 		case c == '"':
 			raw = sc.s[start:sc.i]
 			sc.i++
@@ -231,12 +240,17 @@ func (sc *specScanner) str() (val, raw string, ok bool) {
 			}
 		case c < 0x20:
 			return "", "", false
-		default:
+		default: // a byte of a multi-byte character, or not UTF-8
+			sc.ascii = false
 			sc.i++
 		}
 	}
 	return "", "", false
 }
+
+// validUTF8 reports whether raw, the text of the string sc.str last read,
+// is valid UTF-8.
+func (sc *specScanner) validUTF8(raw string) bool { return sc.ascii || utf8.ValidString(raw) }
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'

@@ -195,10 +195,10 @@ type resources struct {
 
 // ParsePod reads and validates a pod as docs/design.md says:
 //   - the spec from either annotation key (both present with different
-//     contents is an error naming both; an empty policy is None), read
-//     strictly: one JSON object with only the fields numaTopologyPolicy and
-//     singleNUMANodeExclusive, spelt exactly (keys are case-sensitive; a
-//     key in another case is named with the one meant), each at most once,
+//     contents is an error naming both; an empty policy is None), read as
+//     strict JSON (docs/design.md): one object with only the fields
+//     numaTopologyPolicy and singleNUMANodeExclusive, spelt exactly (an
+//     unknown key is named with the field it may mean), each at most once,
 //     each a string or null (as if absent), valid UTF-8, nothing after it;
 //   - a NUMA spec needs cpuset-scheduler: required (absent or another value
 //     is an error that says so; "true", the legacy standalone CPU

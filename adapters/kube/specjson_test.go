@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -40,40 +41,46 @@ func TestSpecAnnotation(t *testing.T) {
 
 	for _, c := range []struct {
 		name, in     string
-		field, value string // the field and value named (field "" for the document)
-		reason       string // part of the reason
+		field, value string // the field and value named (field "" for the document, whose value is the input)
+		reason       string // the reason, or a part of it
 	}{
-		{"unknown field", `{"numaTopologyPolicy":"Restricted","numaNodes":[0,1]}`, "numaNodes", "[0,1]",
-			`unknown field; a NUMA topology spec has only "numaTopologyPolicy" and "singleNUMANodeExclusive"`},
-		{"miscased key", `{"NumaTopologyPolicy":"Restricted"}`, "NumaTopologyPolicy", "Restricted",
-			`keys are case-sensitive: "numaTopologyPolicy"`},
-		{"lower-case key", `{"singlenumanodeexclusive":"Preferred"}`, "singlenumanodeexclusive", "Preferred",
-			`keys are case-sensitive: "singleNUMANodeExclusive"`},
-		{"duplicate key", `{"numaTopologyPolicy":"Restricted","numaTopologyPolicy":"SingleNUMANode"}`,
-			"numaTopologyPolicy", "SingleNUMANode", "appears twice"},
-		{"duplicate after null", `{"numaTopologyPolicy":null,"numaTopologyPolicy":"SingleNUMANode"}`,
-			"numaTopologyPolicy", "SingleNUMANode", "appears twice"},
-		{"invalid UTF-8 value", "{\"numaTopologyPolicy\":\"Restricted\xff\"}", "numaTopologyPolicy", "Restricted\xff",
-			"not valid UTF-8"},
-		{"invalid UTF-8 key", "{\"numa\xc3\":\"Restricted\"}", "", "{\"numa\xc3\":\"Restricted\"}", "not valid UTF-8"},
+		{"unknown field", `{"numaTopologyPolicy":"Restricted","numaNodes":[0,1]}`, "", "", `unknown field "numaNodes"`},
+		{"miscased key", `{"NumaTopologyPolicy":"Restricted"}`, "", "",
+			`unknown field "NumaTopologyPolicy"; did you mean "numaTopologyPolicy"?`},
+		{"lower-case key", `{"singlenumanodeexclusive":"Preferred"}`, "", "",
+			`unknown field "singlenumanodeexclusive"; did you mean "singleNUMANodeExclusive"?`},
+		{"misspelt key", `{"numaTopologyPolcy":"Restricted"}`, "", "",
+			`unknown field "numaTopologyPolcy"; did you mean "numaTopologyPolicy"?`},
+		{"the decision's name", `{"policy":"Restricted"}`, "", "", `unknown field "policy"; did you mean "numaTopologyPolicy"?`},
+		{"duplicate key", `{"numaTopologyPolicy":"Restricted","numaTopologyPolicy":"SingleNUMANode"}`, "", "",
+			`duplicate field "numaTopologyPolicy"`},
+		{"duplicate after null", `{"numaTopologyPolicy":null,"numaTopologyPolicy":"SingleNUMANode"}`, "", "",
+			`duplicate field "numaTopologyPolicy"`},
+		{"invalid UTF-8 value", "{\"numaTopologyPolicy\":\"Restricted\xff\"}", "", "",
+			"a string at numaTopologyPolicy is not valid UTF-8"},
+		{"unpaired surrogate", `{"numaTopologyPolicy":"\ud800"}`, "", "", "a string at numaTopologyPolicy is not valid UTF-8"},
+		{"invalid UTF-8 key", "{\"numa\xc3\":\"Restricted\"}", "", "", "is not valid UTF-8"},
 		{"number", `{"numaTopologyPolicy":1}`, "numaTopologyPolicy", "1", "want a string"},
 		{"object", `{"singleNUMANodeExclusive":{"a":[true,false,null,-1.5e3]}}`, "singleNUMANodeExclusive",
 			`{"a":[true,false,null,-1.5e3]}`, "want a string"},
 		{"unknown policy", `{"numaTopologyPolicy":"restricted"}`, "numaTopologyPolicy", "restricted", "unknown policy"},
+		{"unknown escaped policy", `{"numaTopologyPolicy":"Restr\u0069ct"}`, "numaTopologyPolicy", "Restrict", "unknown policy"},
 		{"unknown exclusivity", `{"singleNUMANodeExclusive":"Sometimes"}`, "singleNUMANodeExclusive", "Sometimes", "unknown value"},
-		{"array", `[{"numaTopologyPolicy":"None"}]`, "", `[{"numaTopologyPolicy":"None"}]`, "want a JSON object"},
-		{"null document", `null`, "", `null`, "want a JSON object"},
-		{"string document", `"SingleNUMANode"`, "", `"SingleNUMANode"`, "want a JSON object"},
-		{"empty", ``, "", ``, "malformed JSON"},
-		{"truncated", `{"numaTopologyPolicy":"None"`, "", `{"numaTopologyPolicy":"None"`, "malformed JSON"},
-		{"trailing comma", `{"numaTopologyPolicy":"None",}`, "", `{"numaTopologyPolicy":"None",}`, "malformed JSON"},
-		{"trailing object", `{} {}`, "", `{} {}`, "malformed JSON: data after the object"},
-		{"trailing brace", `{}}`, "", `{}}`, "malformed JSON: data after the object"},
-		{"bad escape", `{"numaTopologyPolicy":"\x"}`, "", `{"numaTopologyPolicy":"\x"}`, "malformed JSON"},
-		{"control character", "{\"numaTopologyPolicy\":\"a\tb\"}", "", "{\"numaTopologyPolicy\":\"a\tb\"}", "malformed JSON"},
-		// Malformed JSON is named before the faults of what comes before it.
-		{"unknown field, then truncated", `{"x":1,`, "", `{"x":1,`, "malformed JSON"},
-		{"unknown policy, then garbage", `{"numaTopologyPolicy":"x"} x`, "", `{"numaTopologyPolicy":"x"} x`, "malformed JSON"},
+		{"array", `[{"numaTopologyPolicy":"None"}]`, "", "", "want a JSON object"},
+		{"null document", `null`, "", "", "want a JSON object"},
+		{"string document", `"SingleNUMANode"`, "", "", "want a JSON object"},
+		{"empty", ``, "", "", "malformed JSON"},
+		{"truncated", `{"numaTopologyPolicy":"None"`, "", "", "malformed JSON"},
+		{"trailing comma", `{"numaTopologyPolicy":"None",}`, "", "", "malformed JSON"},
+		{"missing comma", `{"numaTopologyPolicy":"None" "singleNUMANodeExclusive":"Preferred"}`, "", "", "malformed JSON"},
+		{"missing colon", `{"numaTopologyPolicy" "None"}`, "", "", "malformed JSON"},
+		{"trailing object", `{} {}`, "", "", "malformed JSON: data after the JSON value"},
+		{"trailing brace", `{}}`, "", "", "malformed JSON"},
+		{"bad escape", `{"numaTopologyPolicy":"\x"}`, "", "", "malformed JSON"},
+		{"control character", "{\"numaTopologyPolicy\":\"a\tb\"}", "", "", "malformed JSON"},
+		// Faults are named in the order they appear.
+		{"unknown field, then truncated", `{"x":1,`, "", "", `unknown field "x"`},
+		{"garbage after a wrong policy", `{"numaTopologyPolicy":"x"} x`, "", "", "malformed JSON"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := parseSpecAnnotation(c.in)
@@ -82,6 +89,9 @@ func TestSpecAnnotation(t *testing.T) {
 			var se *policy.SpecError
 			require.ErrorAs(t, err, &se)
 			require.Equal(t, c.field, se.Field)
+			if c.field == "" {
+				c.value = c.in
+			}
 			require.Equal(t, c.value, se.Value)
 			require.Contains(t, se.Reason, c.reason)
 		})
@@ -93,7 +103,7 @@ func TestSpecAnnotation(t *testing.T) {
 // but the two fields, spelt exactly, each at most once.
 func strictSpecOracle(s string) (policy.Spec, bool) {
 	spec, err := policy.ParseSpec([]byte(s))
-	if err != nil || !utf8.ValidString(s) {
+	if err != nil || !utf8.ValidString(s) || unpairedSurrogate(s) {
 		return policy.Spec{}, false
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -115,6 +125,19 @@ func strictSpecOracle(s string) (policy.Spec, bool) {
 	}
 	return spec, true
 }
+
+// unpairedSurrogate reports whether s has a \u escape of a UTF-16
+// surrogate that is not half of a pair (encoding/json reads it as U+FFFD).
+func unpairedSurrogate(s string) bool {
+	s = strings.ReplaceAll(s, `\\`, "__") // escaped backslashes escape nothing after them
+	s = surrogatePair.ReplaceAllString(s, "")
+	return loneSurrogate.MatchString(s)
+}
+
+var (
+	surrogatePair = regexp.MustCompile(`\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}`)
+	loneSurrogate = regexp.MustCompile(`\\u[dD][89a-fA-F][0-9a-fA-F]{2}`)
+)
 
 // specString draws a spec annotation: mostly a well-formed object of the
 // two fields (or of keys miscased, misspelt, escaped, repeated) in any
@@ -140,7 +163,7 @@ func specString() *rapid.Generator[string] {
 		}), 0, 3).Draw(t, "keys")
 		values := []string{`"SingleNUMANode"`, `"Restricted"`, `"BestEffort"`, `"None"`, `""`, `"Required"`, `"Preferred"`,
 			`null`, `"Restr\u0069cted"`, `"Pre\u0066erred"`, "\"Restricted\xff\"", `1`, `true`, `{}`, `[null]`,
-			`{"a":[1,{"b":"c"}]}`, `-0.5e+3`, `"\ud800"`, `"a\"b"`}
+			`{"a":[1,{"b":"c"}]}`, `-0.5e+3`, `"\ud800"`, `"\ud83d\ude00"`, `"\udc00\ud800"`, `"a\\\\ud800"`, `"a\"b"`}
 		var b strings.Builder
 		b.WriteString(ws("lead") + pick("open", []string{"{"}, "[", ""))
 		for i, k := range keys {
@@ -158,11 +181,16 @@ func specString() *rapid.Generator[string] {
 	})
 }
 
-// checkSpecAnnotation fails when parseSpecAnnotation disagrees with the
+// checkSpecAnnotation fails when scanSpec accepts s otherwise than
+// parseSpecStrict, when parseSpecAnnotation disagrees with the
 // encoding/json oracle on s, or refuses it with anything but a
-// *policy.SpecError (naming malformed JSON whenever encoding/json finds
-// the text malformed).
+// *policy.SpecError (calling it malformed only when it is).
 func checkSpecAnnotation(t interface{ Fatalf(string, ...any) }, s string) {
+	if fast, ok := scanSpec(s); ok {
+		if strict, err := parseSpecStrict(s); err != nil || strict != fast {
+			t.Fatalf("scanSpec(%q) = %v; parseSpecStrict reads %v, %v", s, fast, strict, err)
+		}
+	}
 	got, err := parseSpecAnnotation(s)
 	want, ok := strictSpecOracle(s)
 	if ok != (err == nil) || got != want {
@@ -175,13 +203,14 @@ func checkSpecAnnotation(t interface{ Fatalf(string, ...any) }, s string) {
 	if !errors.As(err, &se) || !errors.Is(err, policy.ErrInvalidSpec) || se.Reason == "" {
 		t.Fatalf("parseSpecAnnotation(%q): error %v (%T) is not a *policy.SpecError", s, err, err)
 	}
-	if specSyntaxError(s) != nil && !strings.HasPrefix(se.Reason, "malformed JSON") {
-		t.Fatalf("parseSpecAnnotation(%q): malformed JSON refused as %v", s, err)
+	if strings.HasPrefix(se.Reason, "malformed JSON") && json.Valid([]byte(s)) && !strings.Contains(se.Reason, "nested deeper") {
+		t.Fatalf("parseSpecAnnotation(%q): well-formed JSON refused as malformed: %v", s, err)
 	}
 }
 
-// TestSpecAnnotationOracle: the hand-written parser accepts exactly what
-// encoding/json accepts read strictly, with the same value.
+// TestSpecAnnotationOracle: parseSpecAnnotation accepts exactly what
+// encoding/json accepts read strictly, with the same value, and scanSpec
+// accepts only what parseSpecStrict accepts, with the same value.
 func TestSpecAnnotationOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		for range 20 {
@@ -194,14 +223,15 @@ func TestSpecAnnotationOracle(t *testing.T) {
 func FuzzSpecAnnotation(f *testing.F) {
 	for _, s := range []string{`{"numaTopologyPolicy":"SingleNUMANode","singleNUMANodeExclusive":"Preferred"}`,
 		`{}`, `{"numaTopologyPolicy":null}`, `{"NumaTopologyPolicy":"x"}`, `{"a":1,"a":2}`, "{\"\xff\":1}",
-		`{"numaTopologyPolicy":"Restr\u0069cted"}`, `[[[[]]]]`, `{} {}`, `{"x":[1,{"y":null}]}`, ``, `"\ud800"`} {
+		`{"numaTopologyPolicy":"Restr\u0069cted"}`, `[[[[]]]]`, `{} {}`, `{"x":[1,{"y":null}]}`, ``, `"\ud800"`,
+		`{"numaTopologyPolicy":"\ud83d\ude00"}`, `{"numaTopologyPolicy":"\\ud800"}`, `{"policy":"Restricted"}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkSpecAnnotation(t, s) })
 }
 
 // TestSpecAnnotationDeep: deep nesting is refused without exhausting the
-// stack (encoding/json stops at 10000 levels too).
+// stack.
 func TestSpecAnnotationDeep(t *testing.T) {
 	for _, n := range []int{100, 20000, 200000} {
 		s := `{"numaTopologyPolicy":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`

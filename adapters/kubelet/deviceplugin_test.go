@@ -151,7 +151,13 @@ func TestGetPreferredAllocationErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrDeviceRequest)
 }
 
-// dpQuality is the reference computation of criteria 1-5 for a selection.
+// dpKey is a selection's rank as the reference computes it: the criteria
+// of devchoice.Rank for GPUs alone (no pairs).
+type dpKey struct {
+	nodes, unk, dist, switches, links, swLeft, nodeLeft int
+}
+
+// dpQuality is the reference computation of the criteria for a selection.
 func dpQuality(m *topology.Machine, available, sel []int) dpKey {
 	group := func(g topology.GPU) int {
 		if i, ok := m.NodeIndex(g.NUMANode); ok {
@@ -412,24 +418,32 @@ func machine16Worst(t testing.TB) *topology.Machine {
 	return m
 }
 
-// BenchmarkGetPreferredAllocation measures one answer: devices16 on the
-// 16-GPU machine of machine16 (2 NUMA nodes, 4 switches, NVLink bridges)
-// with 3 GPUs taken, one must-include and 6 to choose (the search crosses
-// switches and compares NVLink choices); dgx-a100 with one GPU taken and
-// 4 to choose; devices16-worst, 8 of the 16 GPUs of machine16Worst, where
-// the search budgets are reached.
+// BenchmarkGetPreferredAllocation measures one answer at every size:
+// dgx-a100/gpusN and devices16/gpusN ask for N of the GPUs with every GPU
+// free (devices16 is machine16: 2 NUMA nodes, 4 switches, NVLink bridges);
+// dgx-a100/fragmented has GPU 2 taken and asks for 4; devices16/fragmented
+// has 3 GPUs taken, one must-include and asks for 6 (the search crosses
+// switches and compares NVLink choices); devices16-worst asks for 8 of the
+// 16 GPUs of machine16Worst, where the search budgets are reached.
 func BenchmarkGetPreferredAllocation(b *testing.B) {
-	cases := []struct {
+	type bcase struct {
 		name      string
 		m         *topology.Machine
 		available []string
 		must      []string
 		size      int
-	}{
-		{"devices16", machine16(b), ids(0, 15, 1, 6, 11), []string{"9"}, 6},
-		{"dgx-a100", preset(b, "dgx-a100"), ids(0, 7, 2), nil, 4},
-		{"devices16-worst", machine16Worst(b), ids(0, 15), nil, 8},
 	}
+	a100, m16 := preset(b, "dgx-a100"), machine16(b)
+	var cases []bcase
+	for _, size := range []int{1, 2, 4, 8} {
+		cases = append(cases, bcase{"dgx-a100/gpus" + strconv.Itoa(size), a100, ids(0, 7), nil, size})
+	}
+	cases = append(cases, bcase{"dgx-a100/fragmented", a100, ids(0, 7, 2), nil, 4})
+	for _, size := range []int{1, 2, 4, 8} {
+		cases = append(cases, bcase{"devices16/gpus" + strconv.Itoa(size), m16, ids(0, 15), nil, size})
+	}
+	cases = append(cases, bcase{"devices16/fragmented", m16, ids(0, 15, 1, 6, 11), []string{"9"}, 6},
+		bcase{"devices16-worst", machine16Worst(b), ids(0, 15), nil, 8})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			p := NewDevicePlugin(c.m)

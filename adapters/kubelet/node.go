@@ -700,7 +700,7 @@ func (n *Node) Remove(pod *kube.Pod) error {
 func (n *Node) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
 	if class == allocator.GPUClass {
 		if i, ok := n.dp.lookup(id); ok {
-			id = strconv.Itoa(n.dp.gpus[i].ID)
+			id = strconv.Itoa(n.dp.gpuIDs[i])
 		}
 	}
 	id, err = allocator.CanonicalDeviceID(class, id)

@@ -1,0 +1,875 @@
+package devchoice
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// MaxWants is the most device classes one [Request] may ask for.
+const MaxWants = 8
+
+// Search budgets (see [Chooser.Choose]): how many sets of NUMA nodes, and
+// sets of switches inside one set of nodes, are compared in full, how many
+// search steps each level takes at most, and up to how many combinations of
+// GPUs inside one set of switches are enumerated exactly.
+const (
+	nodeSetBudget   = 16
+	switchSetBudget = 32
+	stepBudget      = 1024
+	exactCombos     = 64
+)
+
+// ErrRequest is the category of requests the chooser cannot read: an
+// unknown class, a Set of the wrong length, a must-include device that is
+// not free or not on an allowed node, a count below the must-include
+// devices, GPUs asked for after another class, too many classes.
+var ErrRequest = errors.New("invalid device request")
+
+// ErrTooFew is the category of requests that ask for more devices of a
+// class than are free on the allowed NUMA nodes.
+var ErrTooFew = errors.New("not enough free devices")
+
+// Want asks for Count devices of one class out of Free, including every
+// device of Must. Free and Must are Sets of the class (Must may be nil).
+type Want struct {
+	// Class is the class index ([Index.Class]).
+	Class int
+	// Count is how many devices to choose (0: the want is ignored).
+	Count int
+	// Free are the devices that may be chosen.
+	Free Set
+	// Must are devices that must be chosen (a subset of Free), or nil.
+	Must Set
+}
+
+// Request is one choice to make: devices of one or more classes, on the
+// NUMA nodes of Nodes. The first want with a positive count is the class
+// the others pair with (GPUs, when GPUs are asked for: a request that asks
+// for GPUs after another class is refused).
+type Request struct {
+	// Nodes are the NUMA nodes (dense indices) whose devices may be chosen.
+	Nodes numa.Mask
+	// Unknown allows devices whose NUMA node is unknown; they count as one
+	// more NUMA node, the farthest from every other (see [Rank]).
+	Unknown bool
+	// Wants are the classes and counts, at most MaxWants.
+	Wants []Want
+}
+
+// Result is a choice: the chosen devices of each want and what the choice
+// achieves. Its Sets belong to the [Chooser] and stay valid until its next
+// call.
+type Result struct {
+	// Rank is the choice's rank (see [Rank]).
+	Rank Rank
+	// NUMA are the known NUMA nodes (dense indices) of the chosen devices.
+	NUMA numa.Mask
+	// UnknownNUMA counts the chosen devices of unknown NUMA node.
+	UnknownNUMA int
+	sets        []Set
+}
+
+// Devices returns the chosen devices of the request's k-th want (empty for
+// a want of count 0). The Set belongs to the Chooser: it is overwritten by
+// its next call.
+func (r *Result) Devices(k int) Set { return r.sets[k] }
+
+// Chooser chooses devices on one machine. It holds the working memory of
+// one call at a time, reused from call to call (no state of one call is
+// read by the next), so it is not safe for concurrent use: give each
+// goroutine its own, or keep them in a sync.Pool. Its memory is linear in
+// the machine's devices.
+type Chooser struct {
+	x *Index
+
+	// The request, wants with a positive count only.
+	nw   int
+	cls  [MaxWants]int
+	need [MaxWants]int32
+	free [MaxWants]Set
+	must [MaxWants]Set
+	// links: the first want is GPUs and NVLinks can tell choices apart.
+	links   bool
+	nodes   numa.Mask // the allowed NUMA nodes
+	unknown bool      // devices of unknown NUMA node allowed
+
+	// Per bucket and want (written for the buckets of active groups):
+	// free and must-include devices.
+	cnt  [MaxWants][]int32
+	mcnt [MaxWants][]int32
+	// Per group and want (written for active groups).
+	gcnt  [MaxWants][]int32
+	gmust []bool
+	glow  []int32 // lowest free device of the first want, -1 when none
+	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
+	gon   []bool  // group already in active (during load only)
+	// active are the allowed groups with free devices of some want,
+	// ascending.
+	active []int32
+
+	// Level 1: groups.
+	gitems []gItem
+	prefix []int32
+	suffix [MaxWants][]int32
+	pick   []int32 // the groups of the set being built
+	gcap   [MaxWants]int32
+	key    groupKey
+	steps  int
+	leaves int
+
+	// Level 2: switches inside a set of groups, as items (a struct of
+	// arrays): item i is switch itSW[i], with buckets itFirst[i] and on
+	// through nextB.
+	swItem   []int32 // switch ID -> item, -1 when none
+	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
+	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
+	itSW     []int32
+	itFirst  []int32
+	icnt     [MaxWants][]int32
+	imcnt    [MaxWants][]int32
+	ip       []int32           // first-want devices chosen
+	ix       [MaxWants][]int32 // other wants' devices chosen
+	inB      []bool            // in the set of switches being built
+	iseen    []bool
+	order2   []int32
+	prefix2  []int32
+	bsteps   int
+	bleaves  int
+	smin     int
+	nodeLeft int32
+	linksUB  int     // the most links a choice can have
+	gLinks   int     // the most links a choice inside the current groups can have
+	itDeg    []int32 // per item, the sum of its GPUs' k largest link degrees
+
+	// Level 3: devices.
+	cand      []int32 // first-want candidates, ascending
+	candItem  []int32
+	inS       []bool // GPU -> chosen (cleared after use)
+	gain      []int32
+	deg       []int32
+	sel       [MaxWants][]int32
+	tmp       []int32
+	taken     []bool
+	combo     []int32
+	pot       [MaxWants]int32
+	bestPairs int32
+	bestLinks int
+
+	// The word path (one want of at most 64 devices): the sets are single
+	// words.
+	word     bool
+	general  bool   // tests: always take the general path
+	wFree    uint64 // the want's free devices
+	wMust    uint64
+	itMask   []uint64 // per item, its free devices
+	bestWord uint64
+
+	// The best choice so far.
+	have     bool
+	bestRank Rank
+	best     [MaxWants][]int32
+	res      Result
+	sets     []Set // per class, the result sets
+}
+
+type gItem struct{ g, c0, tie, low int32 }
+
+// groupKey is the node-level part of a rank.
+type groupKey struct{ nodes, unk, dist int32 }
+
+// NewChooser returns a Chooser for the index's machine.
+func (x *Index) NewChooser() *Chooser {
+	c := &Chooser{x: x}
+	nb, ng := len(x.buckets), x.nodes+1
+	for k := range MaxWants {
+		c.cnt[k] = make([]int32, nb)
+		c.mcnt[k] = make([]int32, nb)
+		c.gcnt[k] = make([]int32, ng)
+	}
+	c.gmust = make([]bool, ng)
+	c.glow = make([]int32, ng)
+	c.gfit = make([]int32, ng)
+	c.gon = make([]bool, ng)
+	c.swItem = make([]int32, x.nswitch)
+	for i := range c.swItem {
+		c.swItem[i] = -1
+	}
+	c.nextB = make([]int32, nb)
+	c.bItem = make([]int32, nb)
+	n0 := len(x.classes[0].ids)
+	c.inS = make([]bool, n0)
+	c.gain = make([]int32, n0)
+	c.deg = make([]int32, n0)
+	c.sets = make([]Set, len(x.classes))
+	for k := range x.classes {
+		c.sets[k] = NewSet(len(x.classes[k].ids))
+	}
+	c.res.sets = make([]Set, 0, MaxWants)
+	return c
+}
+
+// Choose chooses the devices of req. It allocates nothing unless it
+// returns an error.
+//
+// The choice is the best under [Rank] that the search finds, and the search
+// is deterministic: the same index and request give the same choice. It
+// goes level by level and never enumerates subsets of devices:
+//
+//   - NUMA nodes: the fewest nodes that can hold every want (with the nodes
+//     of the must-include devices) are found by a greedy bound and a
+//     search by increasing size (the greedy bound is exact for one class),
+//     and the sets of that size are compared by branch and bound over the
+//     nodes sorted by free devices of the first class: a branch whose
+//     nodes cannot reach the counts, or whose distance already exceeds the
+//     best set's, is cut.
+//   - PCIe switches inside each such set of nodes: the fewest switches
+//     holding the first class's count (greedy, exact), then the sets of
+//     that many switches by branch and bound on their capacity; when the
+//     request pairs classes, larger sets of switches too, as long as they
+//     could still beat the best choice's switch count.
+//   - Devices inside each set of switches: the must-include devices, then,
+//     for the first class, the combination with the most pairs and NVLink
+//     links, enumerated exactly when there are at most 64 combinations and
+//     the lowest indices decide ties, greedily otherwise (the device that
+//     adds the most pairs, then links, then has the most links to the
+//     other candidates, then the lowest index), followed by single swaps
+//     while one adds links. The devices of the other classes go first
+//     under the first class's switches, one per device of the first class
+//     there (lowest indices first), then under switches already chosen,
+//     then under the fewest new switches (best fit).
+//
+// Each candidate gets its full rank, and a candidate whose optimistic rank
+// cannot beat the best so far is cut before its devices are chosen. At most
+// 16 sets of NUMA nodes, 32 sets of switches per set of nodes and 1024
+// search steps per level are compared, so a call costs O(b + a log a +
+// 512·(s·c + C)) for b buckets (a switch on a node) on the allowed nodes, a
+// of them holding free devices, size s, c candidates in a set of switches
+// and C = min(64 combinations, c·s·passes). Below these budgets, which real
+// servers stay under, criteria 1-3 are exact, criterion 5 is exact for one
+// class, criterion 4 is exact for two classes whose second is asked for no
+// more than the first, criterion 6 is exact when every pair of GPUs has the
+// same link count (NVSwitch systems) or the combinations are few, and a
+// heuristic otherwise; criteria 7-8 and the indices then decide among the
+// candidates compared.
+//
+// Errors wrap [ErrRequest] or [ErrTooFew] and name the class and the
+// devices at fault.
+func (c *Chooser) Choose(req *Request) (*Result, error) {
+	if err := c.load(req); err != nil {
+		return nil, err
+	}
+	c.have = false
+	if c.nw == 0 {
+		return c.result(req), nil
+	}
+	var mustSeen, total [MaxWants]int32
+	n := len(c.x.classes[c.cls[0]].ids)
+	c.word = c.nw == 1 && !c.general && n > 0 && n <= 64
+	if c.word {
+		mustSeen[0], total[0] = c.countWord()
+	} else {
+		c.countAll(&mustSeen, &total)
+	}
+	if err := c.checkCounts(&mustSeen, &total); err != nil {
+		return nil, err
+	}
+	if c.word {
+		c.levelOneWord()
+	} else {
+		c.searchGroups()
+	}
+	return c.result(req), nil
+}
+
+// load reads and checks the request and counts the free devices of every
+// want per bucket and group of the allowed groups.
+func (c *Chooser) load(req *Request) error {
+	x := c.x
+	if req == nil {
+		return fmt.Errorf("%w: nil request", ErrRequest)
+	}
+	if len(req.Wants) > MaxWants {
+		return fmt.Errorf("%w: %d classes asked for, at most %d", ErrRequest, len(req.Wants), MaxWants)
+	}
+	c.nw = 0
+	for i := range req.Wants {
+		w := &req.Wants[i]
+		if w.Class < 0 || w.Class >= len(x.classes) {
+			return fmt.Errorf("%w: want %d: unknown class %d (the machine's classes are %q)", ErrRequest, i, w.Class, x.Classes())
+		}
+		name, n := x.classes[w.Class].name, len(x.classes[w.Class].ids)
+		if len(w.Free) != Words(n) || w.Must != nil && len(w.Must) != Words(n) {
+			return fmt.Errorf("%w: %s: sets of %d words for %d devices (make them with NewSet(%d))", ErrRequest, name, max(len(w.Free), len(w.Must)), n, n)
+		}
+		if w.Count < 0 {
+			return fmt.Errorf("%w: %s: negative count %d", ErrRequest, name, w.Count)
+		}
+		for j := range i {
+			if req.Wants[j].Class == w.Class {
+				return fmt.Errorf("%w: %s asked for twice", ErrRequest, name)
+			}
+		}
+		if w.Must != nil {
+			if m := w.Must.Len(); w.Count < m {
+				return fmt.Errorf("%w: %s: count %d is below the %d must-include devices", ErrRequest, name, w.Count, m)
+			}
+			for wi, v := range w.Must {
+				if extra := v &^ w.Free[wi]; extra != 0 {
+					d := wi<<6 | bits.TrailingZeros64(extra)
+					return fmt.Errorf("%w: %s: must-include device %s is not free", ErrRequest, name, c.devName(w.Class, d))
+				}
+			}
+		}
+		if w.Count == 0 {
+			continue
+		}
+		if w.Class == 0 && c.nw > 0 {
+			return fmt.Errorf("%w: GPUs must be the first class asked for (after %s)", ErrRequest, x.classes[c.cls[0]].name)
+		}
+		k := c.nw
+		c.cls[k], c.need[k], c.free[k], c.must[k] = w.Class, int32(w.Count), w.Free, w.Must
+		c.nw++
+	}
+	c.links = c.nw > 0 && c.cls[0] == 0 && x.maxLink > 0 && !x.uniform
+	c.nodes, c.unknown = req.Nodes&numa.FirstN(x.nodes), req.Unknown
+	return nil
+}
+
+// checkCounts refuses a request whose must-include devices are not all
+// free on the allowed groups (mustSeen of them were) or whose counts exceed
+// the free devices there (total).
+func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
+	x := c.x
+	for k := range c.nw {
+		name := x.classes[c.cls[k]].name
+		if m := c.must[k].Len(); int(mustSeen[k]) != m {
+			for d := range c.must[k].All() {
+				if d >= len(x.classes[c.cls[k]].ids) {
+					break
+				}
+				if g := int(x.classes[c.cls[k]].group[d]); !c.allowedGroup(g) {
+					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, name, c.devName(c.cls[k], d), c.groupName(g))
+				}
+			}
+			return fmt.Errorf("%w: %s: a must-include device is not a device of the class", ErrRequest, name)
+		}
+		if total[k] < c.need[k] {
+			return fmt.Errorf("%w: %d %s devices asked for, %d free on the allowed NUMA nodes", ErrTooFew, c.need[k], name, total[k])
+		}
+	}
+	return nil
+}
+
+func (c *Chooser) allowedGroup(g int) bool {
+	if g == c.x.nodes {
+		return c.unknown
+	}
+	return c.nodes.Contains(g)
+}
+
+func (c *Chooser) groupName(g int) string {
+	if g == c.x.nodes {
+		return "an unknown NUMA node"
+	}
+	return fmt.Sprintf("NUMA node %d", c.x.m.NodeID(g))
+}
+
+func (c *Chooser) devName(class, d int) string {
+	if d < len(c.x.classes[class].ids) {
+		if class == 0 {
+			return "GPU " + c.x.classes[class].ids[d]
+		}
+		return fmt.Sprintf("%q", c.x.classes[class].ids[d])
+	}
+	return fmt.Sprintf("index %d (beyond the class's %d devices)", d, len(c.x.classes[class].ids))
+}
+
+// countAll counts the free and must-include devices of every want per
+// bucket and group of the allowed groups, fills c.active, and adds the
+// wants' must-include and free devices seen to mustSeen and total.
+func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
+	x := c.x
+	c.active = c.active[:0]
+	for k := range c.nw {
+		cl := &x.classes[c.cls[k]]
+		for _, g := range cl.groups {
+			if !c.allowedGroup(int(g)) {
+				continue
+			}
+			if !c.gon[g] { // the group's first want: reset its counts
+				c.startGroup(g)
+			}
+			n, m, fit, low := countBuckets(x.masks, cl.cb[cl.cbStart[g]:cl.cbStart[g+1]], c.free[k], c.must[k], c.cnt[k], c.mcnt[k], c.need[0])
+			c.gcnt[k][g] = n
+			total[k] += n
+			if m > 0 {
+				mustSeen[k] += m
+				c.gmust[g] = true
+			}
+			if k == 0 {
+				c.gfit[g], c.glow[g] = fit, low
+			}
+		}
+	}
+	// The active groups ascending, those without free devices left out;
+	// gon is cleared for the next call.
+	act := c.active
+	for i := 1; i < len(act); i++ {
+		for j := i; j > 0 && act[j] < act[j-1]; j-- {
+			act[j], act[j-1] = act[j-1], act[j]
+		}
+	}
+	n := 0
+	for _, g := range act {
+		c.gon[g] = false
+		if c.anyFree(g) {
+			act[n] = g
+			n++
+		}
+	}
+	c.active = act[:n]
+}
+
+// startGroup adds group g to c.active with its counts reset.
+func (c *Chooser) startGroup(g int32) {
+	c.gon[g] = true
+	c.active = append(c.active, g)
+	c.gmust[g], c.glow[g], c.gfit[g] = false, -1, -1
+	for j := range c.nw {
+		c.gcnt[j][g] = 0
+	}
+}
+
+// anyFree reports whether group g has free devices of some want.
+func (c *Chooser) anyFree(g int32) bool {
+	for k := range c.nw {
+		if c.gcnt[k][g] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// countBuckets counts the free and must-include devices of the buckets
+// cbs of one class into cnt and mcnt (by bucket) and returns their sums,
+// the fewest free devices of a bucket holding need (-1 when none) and the
+// lowest free device (-1 when none).
+func countBuckets(masks []wordBits, cbs []classBucket, free, must Set, cnt, mcnt []int32, need int32) (n, m, fit, low int32) {
+	fit, low = -1, -1
+	for _, cb := range cbs {
+		bn, bm := int32(0), int32(0)
+		for _, e := range masks[cb.lo:cb.hi] {
+			w := free[e.w] & e.bits
+			if w == 0 {
+				continue
+			}
+			bn += int32(popcount(w))
+			if d := e.w<<6 | int32(bits.TrailingZeros64(w)); low < 0 || d < low {
+				low = d
+			}
+			if must != nil {
+				bm += int32(popcount(must[e.w] & e.bits))
+			}
+		}
+		cnt[cb.b], mcnt[cb.b] = bn, bm
+		n += bn
+		m += bm
+		if bn >= need && (fit < 0 || bn < fit) {
+			fit = bn
+		}
+	}
+	return n, m, fit, low
+}
+
+// bucketMasks returns the masks of class cl in bucket b.
+func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
+	x := c.x
+	stride := len(x.classes) + 1
+	return x.masks[x.off[int(b)*stride+cl]:x.off[int(b)*stride+cl+1]]
+}
+
+// searchGroups is level 1 of the general path: the forced groups (those
+// of must-include devices) into c.pick and c.key, the other active groups
+// into c.gitems, then levelOne.
+func (c *Chooser) searchGroups() {
+	x := c.x
+	ng := x.nodes + 1
+	c.pick = c.pick[:0]
+	c.gcap = [MaxWants]int32{}
+	c.key = groupKey{}
+	for _, g := range c.active {
+		if !c.gmust[g] {
+			continue
+		}
+		for _, h := range c.pick {
+			c.key.dist += x.gdist[int(g)*ng+int(h)]
+		}
+		if g == int32(x.nodes) {
+			c.key.unk = 1
+		}
+		c.pick = append(c.pick, g)
+		for k := range c.nw {
+			c.gcap[k] += c.gcnt[k][g]
+		}
+	}
+	c.gitems = c.gitems[:0]
+	for _, g := range c.active {
+		if !c.gmust[g] {
+			c.gitems = append(c.gitems, gItem{g: g, c0: c.gcnt[0][g], low: c.glow[g]})
+		}
+	}
+	c.levelOne()
+}
+
+// levelOne searches the sets of groups: c.pick holds the forced groups
+// (with c.key and c.gcap theirs) and c.gitems the others.
+func (c *Chooser) levelOne() {
+	x := c.x
+	ng := x.nodes + 1
+	forced := len(c.pick)
+	for i := range c.gitems {
+		it := &c.gitems[i]
+		it.tie = 0
+		for _, h := range c.pick {
+			it.tie += x.gdist[int(it.g)*ng+int(h)]
+		}
+	}
+	sortGItems(c.gitems)
+	c.prefix = append(c.prefix[:0], 0)
+	for i := range c.gitems {
+		c.prefix = append(c.prefix, c.prefix[i]+c.gitems[i].c0)
+	}
+	for k := 1; k < c.nw; k++ {
+		s := slices.Grow(c.suffix[k][:0], len(c.gitems)+1)[:len(c.gitems)+1]
+		s[len(c.gitems)] = 0
+		for i := len(c.gitems) - 1; i >= 0; i-- {
+			s[i] = s[i+1] + c.gcnt[k][c.gitems[i].g]
+		}
+		c.suffix[k] = s
+	}
+	// The fewest extra groups for the first want (greedy: exact for one
+	// want), then sizes upward until some set holds every want.
+	extra, need := 0, c.need[0]-c.gcap[0]
+	for need > 0 && extra < len(c.gitems) {
+		need -= c.gitems[extra].c0
+		extra++
+	}
+	c.steps, c.leaves = 0, 0
+	c.linksUB = c.linksBound()
+	for ; extra <= len(c.gitems); extra++ {
+		c.key.nodes = int32(forced + extra)
+		if extra == 1 {
+			c.oneMore()
+		} else {
+			c.dfsGroups(0, extra)
+		}
+		if c.have || c.steps >= stepBudget {
+			break
+		}
+	}
+	if !c.have { // the budget cut a multi-want search: every allowed group
+		for _, it := range c.gitems {
+			for _, h := range c.pick {
+				c.key.dist += x.gdist[int(it.g)*ng+int(h)]
+			}
+			if it.g == int32(x.nodes) {
+				c.key.unk = 1
+			}
+			c.pick = append(c.pick, it.g)
+			for k := range c.nw {
+				c.gcap[k] += c.gcnt[k][it.g]
+			}
+		}
+		c.key.nodes = int32(len(c.pick))
+		c.leaf()
+	}
+}
+
+// sortGItems orders groups by free devices of the first want
+// (descending), then by distance to the forced groups, then by their lowest
+// free device of the first want (so that ties meet the lowest indices
+// first).
+func sortGItems(items []gItem) {
+	if len(items) <= 12 {
+		for i := 1; i < len(items); i++ {
+			for j := i; j > 0 && gItemLess(&items[j], &items[j-1]); j-- {
+				items[j], items[j-1] = items[j-1], items[j]
+			}
+		}
+		return
+	}
+	slices.SortFunc(items, func(a, b gItem) int {
+		if gItemLess(&a, &b) {
+			return -1
+		}
+		if gItemLess(&b, &a) {
+			return 1
+		}
+		return 0
+	})
+}
+
+// gItemLess is the order of sortGItems.
+func gItemLess(a, b *gItem) bool {
+	switch {
+	case a.c0 != b.c0:
+		return a.c0 > b.c0
+	case a.tie != b.tie:
+		return a.tie < b.tie
+	case a.low != b.low:
+		return uint32(a.low) < uint32(b.low)
+	}
+	return a.g < b.g
+}
+
+// dfsGroups extends c.pick by left more groups from c.gitems[from:], with
+// c.gcap and c.key kept up to date (and restored on return).
+func (c *Chooser) dfsGroups(from, left int) {
+	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+		return
+	}
+	c.steps++
+	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
+		return
+	}
+	if left == 0 {
+		for k := range c.nw {
+			if c.gcap[k] < c.need[k] {
+				return
+			}
+		}
+		if !c.have || c.boundBeats() {
+			c.leaf()
+		}
+		return
+	}
+	x := c.x
+	ng := x.nodes + 1
+	for i := from; i+left <= len(c.gitems); i++ {
+		// Items are sorted by the first want's count, descending: the
+		// most the rest can add is the next left items.
+		if c.gcap[0]+c.prefix[i+left]-c.prefix[i] < c.need[0] {
+			return
+		}
+		for k := 1; k < c.nw; k++ {
+			if c.gcap[k]+c.suffix[k][i] < c.need[k] {
+				return
+			}
+		}
+		g := c.gitems[i].g
+		key := c.key
+		row := x.gdist[int(g)*ng : int(g+1)*ng]
+		for _, h := range c.pick {
+			c.key.dist += row[h]
+		}
+		if g == int32(x.nodes) {
+			c.key.unk = 1
+		}
+		for k := range c.nw {
+			c.gcap[k] += c.gcnt[k][g]
+		}
+		c.pick = append(c.pick, g)
+		c.dfsGroups(i+1, left-1)
+		c.pick = c.pick[:len(c.pick)-1]
+		for k := range c.nw {
+			c.gcap[k] -= c.gcnt[k][g]
+		}
+		c.key = key
+		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+			return
+		}
+	}
+}
+
+// oneMore is dfsGroups(0, 1) unrolled: the sets of the forced groups and
+// one more, step for step as dfsGroups takes them (the same budgets and
+// cuts), with the distance to the forced groups read from the items' tie.
+func (c *Chooser) oneMore() {
+	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+		return
+	}
+	c.steps++
+	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
+		return
+	}
+	unknown := int32(c.x.nodes)
+	base := c.key
+	for i := range c.gitems {
+		it := &c.gitems[i]
+		if c.gcap[0]+it.c0 < c.need[0] {
+			return
+		}
+		for k := 1; k < c.nw; k++ {
+			if c.gcap[k]+c.suffix[k][i] < c.need[k] {
+				return
+			}
+		}
+		// The child call of dfsGroups.
+		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+			return
+		}
+		c.steps++
+		c.key.dist = base.dist + it.tie
+		if it.g == unknown {
+			c.key.unk = 1
+		}
+		if c.tryLeaf(it.g) && (c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget) {
+			c.key = base
+			return
+		}
+		c.key = base
+	}
+}
+
+// tryLeaf is the leaf of dfsGroups with group g added to c.pick (c.key
+// already counts it): the capacity check, the bound, the search. It
+// reports whether it got past the key's cut (dfsGroups then checks its
+// budgets).
+func (c *Chooser) tryLeaf(g int32) bool {
+	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
+		return true
+	}
+	for k := range c.nw {
+		if c.gcap[k]+c.gcnt[k][g] < c.need[k] {
+			return true
+		}
+	}
+	for k := range c.nw {
+		c.gcap[k] += c.gcnt[k][g]
+	}
+	c.pick = append(c.pick, g)
+	if !c.have || c.boundBeats() {
+		c.leaf()
+	}
+	c.pick = c.pick[:len(c.pick)-1]
+	for k := range c.nw {
+		c.gcap[k] -= c.gcnt[k][g]
+	}
+	return true
+}
+
+// boundBeats reports whether the groups of c.pick may hold a choice better
+// than the best: their optimistic rank beats it, or ties and their lowest
+// free device is not above the best's.
+func (c *Chooser) boundBeats() bool {
+	lb := c.groupBound()
+	d := compareRanks(&lb, &c.bestRank)
+	return d < 0 || d == 0 && c.lowestFree0() <= c.bestLow()
+}
+
+// groupLinks returns the most links a choice of the first want inside the
+// groups of c.pick can have: C(k,2) times the most links of a pair, and
+// half the sum of the k largest link degrees of the groups' GPUs.
+func (c *Chooser) groupLinks() int {
+	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
+		return c.linksUB
+	}
+	sum := int32(0)
+	for _, g := range c.pick {
+		sum += c.x.groupTop(g, c.need[0])
+	}
+	return min(c.linksUB, int(sum/2))
+}
+
+// switchLinks returns the most links a choice of the first want inside
+// the groups and the switches of c.inB can have (at most gLinks).
+func (c *Chooser) switchLinks() int {
+	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
+		return c.linksUB
+	}
+	sum := int32(0)
+	for i, in := range c.inB {
+		if in {
+			sum += c.itDeg[i]
+		}
+	}
+	return min(c.gLinks, int(sum/2))
+}
+
+// leaf searches inside the groups of c.pick, by the path of the call.
+func (c *Chooser) leaf() {
+	if c.word {
+		c.leafWord()
+	} else {
+		c.leafGroups()
+	}
+}
+
+// bestLow returns the lowest first-want device of the best choice.
+func (c *Chooser) bestLow() int32 {
+	if c.word {
+		return int32(bits.TrailingZeros64(c.bestWord))
+	}
+	return c.best[0][0]
+}
+
+// groupBound returns an optimistic rank of the groups of c.pick: exact on
+// the node-level criteria, one switch per group when switches lie in
+// groups (every group of a set of the fewest groups holds a chosen device)
+// and one otherwise, the most links, and the least left in a switch when
+// one group holds the count in one switch.
+func (c *Chooser) groupBound() Rank {
+	r := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1, NVLinks: c.groupLinks()}
+	for k := range c.nw {
+		r.NodeLeft += int(c.gcap[k] - c.need[k])
+	}
+	if c.x.switchInGroup { // each group holds a switch of its own
+		r.Switches = len(c.pick)
+	}
+	if c.nw == 1 && len(c.pick) == 1 {
+		// One switch holds the count only if a bucket does (the switch's
+		// buckets on other groups are not in the set).
+		if f := c.gfit[c.pick[0]]; f >= 0 {
+			r.SwitchLeft = int(f - c.need[0])
+		} else {
+			r.Switches = 2
+		}
+	}
+	return r
+}
+
+// result writes the best choice into the result sets.
+func (c *Chooser) result(req *Request) *Result {
+	r := &c.res
+	r.Rank, r.NUMA, r.UnknownNUMA = Rank{}, 0, 0
+	r.sets = r.sets[:0]
+	for i := range req.Wants {
+		s := c.sets[req.Wants[i].Class]
+		s.Clear()
+		r.sets = append(r.sets, s)
+	}
+	if c.nw == 0 {
+		return r
+	}
+	r.Rank = c.bestRank
+	if c.word {
+		s := c.sets[c.cls[0]]
+		s[0] = c.bestWord
+		group := c.x.classes[c.cls[0]].group
+		for w := c.bestWord; w != 0; w &= w - 1 {
+			if g := int(group[bits.TrailingZeros64(w)]); g < c.x.nodes {
+				r.NUMA |= 1 << uint(g)
+			} else {
+				r.UnknownNUMA++
+			}
+		}
+		return r
+	}
+	for k := range c.nw {
+		s := c.sets[c.cls[k]]
+		group := c.x.classes[c.cls[k]].group
+		for _, d := range c.best[k] {
+			s.Add(int(d))
+			if g := int(group[d]); g < c.x.nodes {
+				r.NUMA |= 1 << uint(g)
+			} else {
+				r.UnknownNUMA++
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,499 @@
+package devchoice
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/numaplace/numaplace/topology"
+)
+
+// GPUClass is the name of the GPU class, always class 0 of an [Index].
+const GPUClass = "gpu"
+
+// unknownDistance is the distance from the group of devices of unknown NUMA
+// node to every NUMA node: above every SLIT value, so that it is the
+// farthest.
+const unknownDistance = 1000
+
+// denseLinkGPUs is the most GPUs for which an Index also keeps an n×n table
+// of NVLink counts (16 KiB at most) for the fastest look-ups on real
+// servers; larger machines use the adjacency lists alone, so memory stays
+// linear in GPUs and NVLinks.
+const denseLinkGPUs = 64
+
+// Index is the per-machine structure the chooser reads: the devices of every
+// class by dense index, their NUMA nodes and PCIe switches, and the NVLinks
+// between GPUs. Build it once per machine with [NewIndex]; it is immutable
+// and safe for concurrent use. Its memory is linear in the machine's
+// devices and NVLinks (plus the NUMA distance table).
+//
+// Dense indices: class 0 is "gpu", its devices the machine's GPUs in
+// ascending ID order (the order of topology.Machine.GPUs); the other classes
+// follow in ascending name order, each with its devices in the order of
+// topology.Machine.Devices (ascending ID). These are the positions the
+// allocator's device resources use, so a Set can be kept in step with them.
+type Index struct {
+	m       *topology.Machine
+	classes []classInfo
+	nodes   int     // NUMA nodes; group index nodes is the unknown node
+	gdist   []int32 // (nodes+1)² distances between groups
+	// Buckets are the devices of one group under one switch. A bucket's
+	// devices of class c are the bits masks[off[b*stride+c]:off[b*stride+c+1]],
+	// stride = classes+1: one entry per word that holds any of them, so the
+	// masks take at most one entry per device.
+	buckets []bucketInfo
+	off     []int32
+	masks   []wordBits
+	// The buckets of group g are groupStart[g] to groupStart[g+1]-1.
+	groupStart []int32
+	nswitch    int
+	// switchInGroup: no switch has devices on two groups (true of real
+	// machines), so a switch inside a set of groups is a single bucket.
+	switchInGroup bool
+	// The NVLinks between GPUs as adjacency lists (compressed rows): the
+	// neighbours of GPU i are linkTo[linkStart[i]:linkStart[i+1]],
+	// ascending, with their counts in linkN; dense holds the same as an n×n
+	// table when n <= denseLinkGPUs.
+	linkStart []int32
+	linkTo    []int32
+	linkN     []int32
+	dense     []int32
+	maxLink   int32
+	// uniform: every pair of GPUs is joined by the same positive number of
+	// links (an NVSwitch fabric), so every choice of k GPUs has the same
+	// links.
+	uniform bool
+	// Link degrees for the bound on a choice's links: k GPUs share at most
+	// half the sum of their k largest degrees (a GPU's links to all
+	// others). For group g, gdeg[gdegStart[g]+j] is the sum of the j largest
+	// degrees of its GPUs (j from 0 to its GPU count); for class-0 bucket i
+	// (of classes[0].cb), bdeg[bdegStart[i]+j] likewise.
+	gdeg, bdeg           []int32
+	gdegStart, bdegStart []int32
+	gpuCB                []int32 // bucket -> its class-0 bucket, -1 when none
+}
+
+type classInfo struct {
+	name   string
+	ids    []string
+	gpuIDs []int   // class 0 only
+	group  []int32 // device -> group (dense node, or nodes for unknown)
+	bucket []int32 // device -> bucket
+	// cb are the buckets holding devices of the class, group by group:
+	// those of group g are cb[cbStart[g]:cbStart[g+1]].
+	cb      []classBucket
+	cbStart []int32
+	groups  []int32 // the groups with devices of the class, ascending
+	// For classes of at most 64 devices: the devices of each group, and
+	// of each class bucket (parallel to cb), as words.
+	gm []uint64
+	bm []uint64
+}
+
+// classBucket is a bucket's devices of one class: the bits
+// masks[lo:hi].
+type classBucket struct{ b, lo, hi int32 }
+
+type bucketInfo struct {
+	group int32
+	sw    int32 // switch ID: equal for buckets under one named switch
+}
+
+type wordBits struct {
+	w    int32
+	bits uint64
+}
+
+// NewIndex returns the index of machine m. It takes O(n log n) time in the
+// machine's devices and NVLinks.
+func NewIndex(m *topology.Machine) (*Index, error) {
+	if m == nil {
+		return nil, errors.New("devchoice: nil machine")
+	}
+	x := &Index{m: m, nodes: m.NumNodes()}
+	type dev struct {
+		class     int
+		group, sw int32
+		id        string
+		gpuID     int
+	}
+	var devs []dev
+	switches := map[string]int32{}
+	swOf := func(name string) int32 {
+		if name == "" { // its own switch: nothing known to be shared
+			x.nswitch++
+			return int32(x.nswitch - 1)
+		}
+		s, ok := switches[name]
+		if !ok {
+			s = int32(x.nswitch)
+			switches[name] = s
+			x.nswitch++
+		}
+		return s
+	}
+	group := func(g topology.GPU) int32 {
+		if g.NUMANode != topology.UnknownNode {
+			if i, ok := m.NodeIndex(g.NUMANode); ok {
+				return int32(i)
+			}
+		}
+		return int32(x.nodes)
+	}
+	x.classes = append(x.classes, classInfo{name: GPUClass})
+	for _, g := range m.GPUs() {
+		devs = append(devs, dev{class: 0, group: group(g), sw: swOf(g.PCIeSwitch), id: strconv.Itoa(g.ID), gpuID: g.ID})
+	}
+	for _, d := range m.Devices() { // ordered by class, then ID
+		c := len(x.classes) - 1
+		if c == 0 || x.classes[c].name != d.Class {
+			x.classes = append(x.classes, classInfo{name: d.Class})
+			c++
+		}
+		node := int32(x.nodes)
+		if d.NUMANode != topology.UnknownNode {
+			if i, ok := m.NodeIndex(d.NUMANode); ok {
+				node = int32(i)
+			}
+		}
+		devs = append(devs, dev{class: c, group: node, sw: swOf(d.PCIeSwitch), id: d.ID})
+	}
+	nc := len(x.classes)
+	// Buckets group by group, in each group in order of their first device
+	// (GPUs first), so that a group's buckets are a range of indices.
+	type key struct{ group, sw int32 }
+	bucketOf := map[key]int32{}
+	var keys []key
+	for _, d := range devs {
+		k := key{d.group, d.sw}
+		if _, ok := bucketOf[k]; !ok {
+			bucketOf[k] = int32(len(keys))
+			keys = append(keys, k)
+		}
+	}
+	order := make([]int32, len(keys)) // first-seen position -> bucket
+	byGroup := make([]int, len(keys))
+	for i := range byGroup {
+		byGroup[i] = i
+	}
+	slices.SortStableFunc(byGroup, func(a, b int) int { return cmp.Compare(keys[a].group, keys[b].group) })
+	for b, i := range byGroup {
+		order[i] = int32(b)
+		x.buckets = append(x.buckets, bucketInfo{group: keys[i].group, sw: keys[i].sw})
+	}
+	for _, d := range devs {
+		b := order[bucketOf[key{d.group, d.sw}]]
+		c := &x.classes[d.class]
+		c.ids = append(c.ids, d.id)
+		if d.class == 0 {
+			c.gpuIDs = append(c.gpuIDs, d.gpuID)
+		}
+		c.group = append(c.group, d.group)
+		c.bucket = append(c.bucket, b)
+	}
+	// The masks of each bucket, per class.
+	nb := len(x.buckets)
+	x.off = make([]int32, nb*(nc+1)+1)
+	type entry struct {
+		b, c int32
+		w    int32
+		bits uint64
+	}
+	var entries []entry
+	for c := range x.classes {
+		for i, b := range x.classes[c].bucket {
+			e := entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)}
+			if n := len(entries); n > 0 && entries[n-1].b == e.b && entries[n-1].c == e.c && entries[n-1].w == e.w {
+				entries[n-1].bits |= e.bits
+				continue
+			}
+			entries = append(entries, e)
+		}
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.c, b.c), cmp.Compare(a.w, b.w))
+	})
+	// Merge entries of one bucket, class and word that were not adjacent.
+	merged := entries[:0]
+	for _, e := range entries {
+		if n := len(merged); n > 0 && merged[n-1].b == e.b && merged[n-1].c == e.c && merged[n-1].w == e.w {
+			merged[n-1].bits |= e.bits
+			continue
+		}
+		merged = append(merged, e)
+	}
+	x.masks = make([]wordBits, len(merged))
+	for k, e := range merged {
+		x.masks[k] = wordBits{w: e.w, bits: e.bits}
+		x.off[int(e.b)*(nc+1)+int(e.c)+1]++
+	}
+	for k := 1; k < len(x.off); k++ {
+		x.off[k] += x.off[k-1]
+	}
+	// The range of buckets of each group, and which classes each group has.
+	ng := x.nodes + 1
+	x.groupStart = make([]int32, ng+1)
+	for _, b := range x.buckets {
+		x.groupStart[b.group+1]++
+	}
+	for g := range ng {
+		x.groupStart[g+1] += x.groupStart[g]
+	}
+	// Per class, its buckets (group by group) with their mask ranges.
+	for c := range x.classes {
+		cl := &x.classes[c]
+		cl.cbStart = make([]int32, ng+1)
+		for b, bi := range x.buckets {
+			lo, hi := x.off[b*(nc+1)+c], x.off[b*(nc+1)+c+1]
+			if lo < hi {
+				cl.cb = append(cl.cb, classBucket{b: int32(b), lo: lo, hi: hi})
+				cl.cbStart[bi.group+1]++
+			}
+		}
+		for g := range ng {
+			cl.cbStart[g+1] += cl.cbStart[g]
+			if cl.cbStart[g+1] > cl.cbStart[g] {
+				cl.groups = append(cl.groups, int32(g))
+			}
+		}
+		if len(cl.ids) <= 64 { // one word: the word path's masks
+			cl.gm = make([]uint64, ng)
+			cl.bm = make([]uint64, len(cl.cb))
+			for i, e := range cl.cb {
+				for _, m := range x.masks[e.lo:e.hi] {
+					cl.bm[i] |= m.bits
+				}
+				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
+			}
+		}
+	}
+	// Whether every switch lies in one group (so that inside a set of
+	// groups a switch is one bucket).
+	swGroup := make([]int32, x.nswitch)
+	for i := range swGroup {
+		swGroup[i] = -1
+	}
+	x.switchInGroup = true
+	for _, b := range x.buckets {
+		if g := swGroup[b.sw]; g >= 0 && g != b.group {
+			x.switchInGroup = false
+		}
+		swGroup[b.sw] = b.group
+	}
+	// Distances between groups; the unknown group is far from every node
+	// and at 0 from itself.
+	dist := m.Distances()
+	x.gdist = make([]int32, ng*ng)
+	for a := range ng {
+		for b := range ng {
+			switch {
+			case a == b:
+			case a == x.nodes || b == x.nodes:
+				x.gdist[a*ng+b] = unknownDistance
+			default:
+				x.gdist[a*ng+b] = int32(dist.At(a, b))
+			}
+		}
+	}
+	x.buildLinks(m.NVLinks())
+	x.buildDegrees()
+	return x, nil
+}
+
+// buildLinks fills the adjacency lists of the NVLinks between GPUs of the
+// machine (links naming a GPU the machine does not list are left out; a
+// pair listed twice keeps its first count), and on machines of at most
+// denseLinkGPUs GPUs the dense table as well.
+func (x *Index) buildLinks(links []topology.NVLink) {
+	gpus := x.classes[0].gpuIDs
+	n := len(gpus)
+	type edge struct{ from, to, n int32 }
+	edges := make([]edge, 0, 2*len(links))
+	for _, l := range links {
+		a, okA := slices.BinarySearch(gpus, l.A)
+		b, okB := slices.BinarySearch(gpus, l.B)
+		if okA && okB && a != b && l.Links > 0 {
+			edges = append(edges, edge{int32(a), int32(b), int32(l.Links)}, edge{int32(b), int32(a), int32(l.Links)})
+		}
+	}
+	slices.SortStableFunc(edges, func(p, q edge) int { return cmp.Or(cmp.Compare(p.from, q.from), cmp.Compare(p.to, q.to)) })
+	edges = slices.CompactFunc(edges, func(p, q edge) bool { return p.from == q.from && p.to == q.to })
+	x.linkStart = make([]int32, n+1)
+	x.linkTo = make([]int32, len(edges))
+	x.linkN = make([]int32, len(edges))
+	for k, e := range edges {
+		x.linkStart[e.from+1]++
+		x.linkTo[k], x.linkN[k] = e.to, e.n
+		x.maxLink = max(x.maxLink, e.n)
+	}
+	for i := range n {
+		x.linkStart[i+1] += x.linkStart[i]
+	}
+	x.uniform = n > 1 && len(edges) == n*(n-1)
+	for _, e := range edges {
+		x.uniform = x.uniform && e.n == x.maxLink
+	}
+	if n <= denseLinkGPUs && len(edges) > 0 {
+		x.dense = make([]int32, n*n)
+		for _, e := range edges {
+			x.dense[int(e.from)*n+int(e.to)] = e.n
+		}
+	}
+}
+
+// buildDegrees fills the prefix sums of sorted link degrees of every group
+// and class-0 bucket (linear memory: one entry per GPU and one per group
+// and bucket).
+func (x *Index) buildDegrees() {
+	cl := &x.classes[0]
+	n := len(cl.ids)
+	deg := make([]int32, n)
+	for i := range n {
+		for k := x.linkStart[i]; k < x.linkStart[i+1]; k++ {
+			deg[i] += x.linkN[k]
+		}
+	}
+	prefix := func(dst []int32, gpus []int32) []int32 {
+		ds := make([]int32, len(gpus))
+		for j, g := range gpus {
+			ds[j] = deg[g]
+		}
+		slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
+		dst = append(dst, 0)
+		for _, d := range ds {
+			dst = append(dst, dst[len(dst)-1]+d)
+		}
+		return dst
+	}
+	ng := x.nodes + 1
+	byGroup := make([][]int32, ng)
+	byBucket := make([][]int32, len(cl.cb))
+	cbOf := make(map[int32]int, len(cl.cb))
+	for i, e := range cl.cb {
+		cbOf[e.b] = i
+	}
+	for d := range n {
+		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
+		i := cbOf[cl.bucket[d]]
+		byBucket[i] = append(byBucket[i], int32(d))
+	}
+	x.gdegStart = make([]int32, ng)
+	for g := range ng {
+		x.gdegStart[g] = int32(len(x.gdeg))
+		x.gdeg = prefix(x.gdeg, byGroup[g])
+	}
+	x.bdegStart = make([]int32, len(cl.cb))
+	for i := range cl.cb {
+		x.bdegStart[i] = int32(len(x.bdeg))
+		x.bdeg = prefix(x.bdeg, byBucket[i])
+	}
+	x.gpuCB = make([]int32, len(x.buckets))
+	for b := range x.gpuCB {
+		x.gpuCB[b] = -1
+	}
+	for i, e := range cl.cb {
+		x.gpuCB[e.b] = int32(i)
+	}
+}
+
+// groupTop returns the sum of the k largest link degrees of group g's
+// GPUs (of all of them when it has fewer).
+func (x *Index) groupTop(g int32, k int32) int32 {
+	lo := x.gdegStart[g]
+	hi := int32(len(x.gdeg))
+	if int(g)+1 < len(x.gdegStart) {
+		hi = x.gdegStart[g+1]
+	}
+	return x.gdeg[lo+min(k, hi-lo-1)]
+}
+
+// bucketTop returns the sum of the k largest link degrees of the GPUs of
+// class-0 bucket i.
+func (x *Index) bucketTop(i int32, k int32) int32 {
+	lo := x.bdegStart[i]
+	hi := int32(len(x.bdeg))
+	if int(i)+1 < len(x.bdegStart) {
+		hi = x.bdegStart[i+1]
+	}
+	return x.bdeg[lo+min(k, hi-lo-1)]
+}
+
+// link returns the NVLink links between GPU indices a and b (0 when none).
+func (x *Index) link(a, b int32) int32 {
+	if x.dense != nil {
+		return x.dense[int(a)*len(x.classes[0].ids)+int(b)]
+	}
+	lo, hi := x.linkStart[a], x.linkStart[a+1]
+	if k, ok := slices.BinarySearch(x.linkTo[lo:hi], b); ok {
+		return x.linkN[int(lo)+k]
+	}
+	return 0
+}
+
+// Machine returns the machine the index describes.
+func (x *Index) Machine() *topology.Machine { return x.m }
+
+// Classes returns the class names by class index: "gpu" first, then the
+// machine's other classes in ascending order. It allocates.
+func (x *Index) Classes() []string {
+	out := make([]string, len(x.classes))
+	for i, c := range x.classes {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Class returns the index of the named class (case-sensitive). "gpu" is
+// always class 0, even on a machine without GPUs.
+func (x *Index) Class(name string) (int, bool) {
+	for i, c := range x.classes {
+		if c.name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Len returns the number of devices of class c (0 for an unknown class).
+func (x *Index) Len(c int) int {
+	if c < 0 || c >= len(x.classes) {
+		return 0
+	}
+	return len(x.classes[c].ids)
+}
+
+// ID returns the ID of device i of class c: the decimal GPU ID for GPUs,
+// the device's ID otherwise. It panics when c or i is out of range.
+func (x *Index) ID(c, i int) string { return x.classes[c].ids[i] }
+
+// Find returns the dense index of the device of class c with the given ID,
+// as ID writes it (the GPU ID in decimal for GPUs). It takes O(log n) time
+// for GPUs and O(n) for other classes.
+func (x *Index) Find(c int, id string) (int, bool) {
+	if c < 0 || c >= len(x.classes) {
+		return 0, false
+	}
+	if c == 0 {
+		g, err := strconv.Atoi(id)
+		if err != nil || strconv.Itoa(g) != id {
+			return 0, false
+		}
+		return x.GPU(g)
+	}
+	i := slices.Index(x.classes[c].ids, id)
+	return i, i >= 0
+}
+
+// GPU returns the dense index of the GPU with the given ID.
+func (x *Index) GPU(id int) (int, bool) { return slices.BinarySearch(x.classes[0].gpuIDs, id) }
+
+// Node returns the dense index of the NUMA node of device i of class c, or
+// -1 when the device's node is unknown.
+func (x *Index) Node(c, i int) int {
+	if g := int(x.classes[c].group[i]); g < x.nodes {
+		return g
+	}
+	return -1
+}

@@ -1,0 +1,745 @@
+package devchoice
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+)
+
+// grow returns s with length n (contents unspecified), reusing its array
+// when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, 2*n)
+	}
+	return s[:n]
+}
+
+// leafGroups searches the devices inside the groups of c.pick (levels 2
+// and 3), whose node-level rank is c.key: it builds the items (the
+// switches holding free devices of some want in those groups) and searches
+// them.
+func (c *Chooser) leafGroups() {
+	x := c.x
+	c.itSW, c.itFirst, c.itDeg = c.itSW[:0], c.itFirst[:0], c.itDeg[:0]
+	for k := range c.nw {
+		c.icnt[k], c.imcnt[k] = c.icnt[k][:0], c.imcnt[k][:0]
+	}
+	// With one want and switches inside groups, every bucket is its own
+	// item; otherwise buckets of one switch (of any want) are merged.
+	merge := c.nw > 1 || !x.switchInGroup
+	nodeLeft := int32(0)
+	for k := range c.nw {
+		nodeLeft -= c.need[k]
+		cl := &x.classes[c.cls[k]]
+		cnt, mcnt := c.cnt[k], c.mcnt[k]
+		for _, g := range c.pick {
+			nodeLeft += c.gcnt[k][g]
+			for _, cb := range cl.cb[cl.cbStart[g]:cl.cbStart[g+1]] {
+				b := cb.b
+				if cnt[b] == 0 {
+					continue
+				}
+				it := int32(-1)
+				sw := x.buckets[b].sw
+				if merge {
+					it = c.swItem[sw]
+				}
+				if it < 0 {
+					it = int32(len(c.itSW))
+					c.itSW = append(c.itSW, sw)
+					c.itFirst = append(c.itFirst, -1)
+					c.itDeg = append(c.itDeg, 0)
+					for j := range c.nw {
+						c.icnt[j] = append(c.icnt[j], 0)
+						c.imcnt[j] = append(c.imcnt[j], 0)
+					}
+					if merge {
+						c.swItem[sw] = it
+					}
+				}
+				// A bucket seen for an earlier want is already linked
+				// (bItem may also hold a stale item from an earlier call,
+				// hence the check of the list).
+				if !merge || c.bItem[b] != it || !c.linked(it, b) {
+					c.nextB[b], c.itFirst[it] = c.itFirst[it], b
+					c.bItem[b] = it
+				}
+				c.icnt[k][it] += cnt[b]
+				c.imcnt[k][it] += mcnt[b]
+				if k == 0 && c.cls[0] == 0 {
+					c.itDeg[it] += x.bucketTop(x.gpuCB[b], c.need[0])
+				}
+			}
+		}
+	}
+	n := len(c.itSW)
+	c.ip, c.inB, c.iseen = grow(c.ip, n), grow(c.inB, n), grow(c.iseen, n)
+	for k := 1; k < c.nw; k++ {
+		c.ix[k] = grow(c.ix[k], n)
+	}
+	c.nodeLeft = nodeLeft
+	c.gLinks = c.groupLinks()
+	c.searchSwitches()
+	if merge {
+		for _, sw := range c.itSW {
+			c.swItem[sw] = -1
+		}
+	}
+}
+
+// linked reports whether bucket b is already in item it's list.
+func (c *Chooser) linked(it, b int32) bool {
+	for e := c.itFirst[it]; e >= 0; e = c.nextB[e] {
+		if e == b {
+			return true
+		}
+	}
+	return false
+}
+
+// searchSwitches is level 2: the sets of switches holding the first
+// want's devices inside the current groups.
+func (c *Chooser) searchSwitches() {
+	need0 := c.need[0]
+	cnt0 := c.icnt[0]
+	c.order2 = c.order2[:0]
+	forced, capF := 0, int32(0)
+	for i := range c.itSW {
+		f := c.imcnt[0][i] > 0
+		c.inB[i] = f
+		switch {
+		case f:
+			forced++
+			capF += cnt0[i]
+		case cnt0[i] > 0:
+			c.order2 = append(c.order2, int32(i))
+		}
+	}
+	// By free devices of the first want, descending, then by switch ID.
+	sw := c.itSW
+	o := c.order2
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+	c.prefix2 = append(c.prefix2[:0], 0)
+	for i, it := range o {
+		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
+	}
+	extra, need := 0, need0-capF
+	for need > 0 && extra < len(o) {
+		need -= cnt0[o[extra]]
+		extra++
+	}
+	smin := forced + extra
+	c.smin = smin
+	// An optimistic rank of these groups: cut them when it cannot beat the
+	// best choice so far.
+	lb := c.groupRank()
+	lb.Unpaired = c.unpairedBound(false)
+	lb.Switches = smin
+	lb.NVLinks = c.gLinks
+	if c.nw == 1 && smin == 1 {
+		if forced == 1 {
+			lb.SwitchLeft = int(capF - need0)
+		} else {
+			best := int32(-1)
+			for _, i := range o {
+				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
+					best = n
+				}
+			}
+			lb.SwitchLeft = int(best - need0)
+		}
+	}
+	if c.have {
+		d := compareRanks(&lb, &c.bestRank)
+		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+			return
+		}
+	}
+	c.leaves++
+	// With one want, the fewest switches are the only sets to compare.
+	// With several, a larger set of switches for the first want may pair
+	// more or use fewer switches in all: go on while it could (a set never
+	// has more switches than first-want devices).
+	maxPairsLB := lb.Unpaired
+	for s := smin; ; s++ {
+		c.bsteps, c.bleaves = 0, 0
+		c.dfsSwitches(0, s-forced, capF, s)
+		if c.nw == 1 || int32(s+1) > need0 || s+1 > forced+len(o) ||
+			s+1 > c.bestRank.Switches && c.bestRank.Unpaired <= maxPairsLB {
+			break
+		}
+	}
+}
+
+// groupRank returns the node-level part of a rank for the current groups.
+func (c *Chooser) groupRank() Rank {
+	return Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), NodeLeft: int(c.nodeLeft)}
+}
+
+// unpairedBound returns a lower bound of the unpaired devices of a choice
+// inside the current groups (onlyB: with the first want inside the
+// switches of c.inB).
+func (c *Chooser) unpairedBound(onlyB bool) int {
+	u := 0
+	for k := 1; k < c.nw; k++ {
+		pairs := int32(0)
+		for i := range c.itSW {
+			if !onlyB || c.inB[i] {
+				pairs += min(c.icnt[0][i], c.icnt[k][i])
+			}
+		}
+		u += int(c.need[k] - min(c.need[k], c.need[0], pairs))
+	}
+	return u
+}
+
+// linksBound returns an upper bound of the NVLink links among the chosen
+// GPUs (exact on NVSwitch machines).
+func (c *Chooser) linksBound() int {
+	if c.cls[0] != 0 {
+		return 0
+	}
+	n := int(c.need[0])
+	return n * (n - 1) / 2 * int(c.x.maxLink)
+}
+
+// lowestFree0 returns the lowest free device of the first want in the
+// current groups.
+func (c *Chooser) lowestFree0() int32 {
+	low := int32(-1)
+	for _, g := range c.pick {
+		if l := c.glow[g]; l >= 0 && (low < 0 || l < low) {
+			low = l
+		}
+	}
+	return low
+}
+
+// dfsSwitches extends the set of switches in c.inB by left more items from
+// c.order2[from:]; s is the size of the complete set.
+func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
+	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
+		return
+	}
+	c.bsteps++
+	if left == 0 {
+		if capacity >= c.need[0] {
+			c.leafSwitches(s)
+		}
+		return
+	}
+	for i := from; i+left <= len(c.order2); i++ {
+		if capacity+c.prefix2[i+left]-c.prefix2[i] < c.need[0] {
+			return
+		}
+		it := c.order2[i]
+		c.inB[it] = true
+		c.dfsSwitches(i+1, left-1, capacity+c.icnt[0][it], s)
+		c.inB[it] = false
+		if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
+			return
+		}
+	}
+}
+
+// leafSwitches chooses the devices inside the switches of c.inB (s of
+// them) and keeps the choice when it beats the best.
+func (c *Chooser) leafSwitches(s int) {
+	// An optimistic rank: with one want every switch of the set is used
+	// (the set is one of the fewest), so its switches and what they leave
+	// are exact; with several, a choice may leave some of them out.
+	lb := c.groupRank()
+	lb.Switches = c.smin
+	lb.NVLinks = c.switchLinks()
+	lb.Unpaired = c.unpairedBound(true)
+	if c.nw == 1 {
+		lb.Switches = s
+		left := -c.need[0]
+		for i := range c.itSW {
+			if c.inB[i] {
+				left += c.icnt[0][i]
+			}
+		}
+		lb.SwitchLeft = int(left)
+	}
+	if c.have && compareRanks(&lb, &c.bestRank) > 0 {
+		return
+	}
+	c.bleaves++
+	clear(c.ip)
+	for k := 1; k < c.nw; k++ {
+		clear(c.ix[k])
+	}
+	c.selectFirst()
+	for k := 1; k < c.nw; k++ {
+		c.selectOther(k)
+	}
+	r := c.rankOf()
+	if c.have {
+		d := compareRanks(&r, &c.bestRank)
+		if d == 0 {
+			for k := range c.nw {
+				if d = slices.Compare(c.sel[k], c.best[k]); d != 0 {
+					break
+				}
+			}
+		}
+		if d >= 0 {
+			return
+		}
+	}
+	c.have, c.bestRank = true, r
+	for k := range c.nw {
+		c.best[k] = append(c.best[k][:0], c.sel[k]...)
+	}
+}
+
+// used reports whether the selection has devices under item i.
+func (c *Chooser) used(i int32) bool {
+	if c.ip[i] > 0 {
+		return true
+	}
+	for k := 1; k < c.nw; k++ {
+		if c.ix[k][i] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// rankOf returns the rank of the current selection (c.sel, with the items'
+// counts ip and ix).
+func (c *Chooser) rankOf() Rank {
+	r := c.groupRank()
+	left := int32(0)
+	for k := range c.nw {
+		left -= c.need[k]
+	}
+	for i := range c.itSW {
+		if !c.used(int32(i)) {
+			continue
+		}
+		r.Switches++
+		for k := range c.nw {
+			left += c.icnt[k][i]
+		}
+		for k := 1; k < c.nw; k++ {
+			r.Unpaired -= int(min(c.ip[i], c.ix[k][i]))
+		}
+	}
+	for k := 1; k < c.nw; k++ {
+		r.Unpaired += int(c.need[k])
+	}
+	r.SwitchLeft = int(left)
+	if c.cls[0] == 0 {
+		r.NVLinks = c.linksAmong(c.sel[0])
+	}
+	return r
+}
+
+// linksAmong returns the NVLink links among the GPUs of sel (each pair
+// once).
+func (c *Chooser) linksAmong(sel []int32) int {
+	x := c.x
+	if x.maxLink == 0 {
+		return 0
+	}
+	if x.uniform {
+		return len(sel) * (len(sel) - 1) / 2 * int(x.maxLink)
+	}
+	links := 0
+	if x.dense != nil {
+		n := len(x.classes[0].ids)
+		for a, u := range sel {
+			row := x.dense[int(u)*n : int(u)*n+n]
+			for _, v := range sel[a+1:] {
+				links += int(row[v])
+			}
+		}
+		return links
+	}
+	for _, u := range sel {
+		c.inS[u] = true
+	}
+	for _, u := range sel {
+		for k := x.linkStart[u]; k < x.linkStart[u+1]; k++ {
+			if v := x.linkTo[k]; v > u && c.inS[v] {
+				links += int(x.linkN[k])
+			}
+		}
+	}
+	for _, u := range sel {
+		c.inS[u] = false
+	}
+	return links
+}
+
+// itemOf returns the item of device d of want k (a device of the current
+// groups).
+func (c *Chooser) itemOf(k int, d int32) int32 {
+	return c.bItem[c.x.classes[c.cls[k]].bucket[d]]
+}
+
+// take records device d of want k in the selection.
+func (c *Chooser) take(k int, d int32) {
+	it := c.itemOf(k, d)
+	if k == 0 {
+		c.ip[it]++
+	} else {
+		c.ix[k][it]++
+	}
+	c.sel[k] = append(c.sel[k], d)
+}
+
+// gather appends the free devices of want k in the items selected by in
+// (every item when in is nil) to dst, ascending, and returns it.
+func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
+	dst = dst[:0]
+	free, cl := c.free[k], c.cls[k]
+	sorted := true
+	for i := range c.itSW {
+		if in != nil && !in[i] {
+			continue
+		}
+		for b := c.itFirst[i]; b >= 0; b = c.nextB[b] {
+			for _, e := range c.bucketMasks(b, cl) {
+				for w := free[e.w] & e.bits; w != 0; w &= w - 1 {
+					d := e.w<<6 | int32(bits.TrailingZeros64(w))
+					sorted = sorted && (len(dst) == 0 || dst[len(dst)-1] < d)
+					dst = append(dst, d)
+				}
+			}
+		}
+	}
+	if !sorted {
+		slices.Sort(dst)
+	}
+	return dst
+}
+
+// selectFirst chooses the first want's devices inside the switches of
+// c.inB into c.sel[0].
+func (c *Chooser) selectFirst() {
+	need := int(c.need[0])
+	c.cand = c.gather(0, c.inB, c.cand)
+	c.sel[0] = c.sel[0][:0]
+	must := c.must[0]
+	nmust := 0
+	if must != nil {
+		for _, d := range c.cand {
+			if must.Has(int(d)) {
+				c.take(0, d)
+				nmust++
+			}
+		}
+	}
+	if len(c.cand) == need || !c.links && c.nw == 1 {
+		for _, d := range c.cand {
+			if len(c.sel[0]) == need {
+				break
+			}
+			if nmust == 0 || !must.Has(int(d)) {
+				c.take(0, d)
+			}
+		}
+		if nmust > 0 {
+			slices.Sort(c.sel[0])
+		}
+		return
+	}
+	c.candItem = c.candItem[:0]
+	for _, d := range c.cand {
+		c.candItem = append(c.candItem, c.itemOf(0, d))
+	}
+	if combos(len(c.cand)-nmust, need-nmust) <= exactCombos {
+		c.exactFirst()
+	} else {
+		c.greedyFirst()
+	}
+	slices.Sort(c.sel[0])
+}
+
+// combos returns C(n, k), or exactCombos+1 when it is larger.
+func combos(n, k int) int {
+	if k < 0 || k > n {
+		return 0
+	}
+	k = min(k, n-k)
+	r := 1
+	for i := 1; i <= k; i++ {
+		r = r * (n - k + i) / i
+		if r > exactCombos {
+			return exactCombos + 1
+		}
+	}
+	return r
+}
+
+// pairGain returns the pairs that one more first-want device under item
+// it adds, given the potential pairs pot of every other want.
+func (c *Chooser) pairGain(it int32, pot *[MaxWants]int32) int32 {
+	g := int32(0)
+	for k := 1; k < c.nw; k++ {
+		if c.ip[it] < c.icnt[k][it] && pot[k] < c.need[k] {
+			g++
+		}
+	}
+	return g
+}
+
+// addPot records one more (sign 1) or one fewer (sign -1) first-want
+// device under item it in the potential pairs; c.ip[it] is the count
+// without that device (before the increment, after the decrement).
+func (c *Chooser) addPot(it int32, pot *[MaxWants]int32, sign int32) {
+	for k := 1; k < c.nw; k++ {
+		if c.ip[it] < c.icnt[k][it] {
+			pot[k] += sign
+		}
+	}
+}
+
+// potential returns the potential pairs of the current first-want
+// selection: for each other want, how many of its devices could be paired.
+func (c *Chooser) potential() (pot [MaxWants]int32) {
+	for i := range c.itSW {
+		for k := 1; k < c.nw; k++ {
+			pot[k] += min(c.ip[i], c.icnt[k][i])
+		}
+	}
+	return pot
+}
+
+// exactFirst enumerates every combination of the remaining first-want
+// devices in ascending order and keeps the first with the most pairs, then
+// links.
+func (c *Chooser) exactFirst() {
+	base := len(c.sel[0])
+	c.bestPairs, c.bestLinks = -1, -1
+	c.pot = c.potential()
+	c.enumFirst(0, c.linksAmong(c.sel[0]))
+	c.sel[0] = c.sel[0][:base]
+	for _, d := range c.combo[base:] {
+		c.take(0, d)
+	}
+}
+
+// enumFirst extends c.sel[0] by the candidates from c.cand[from:] in every
+// way, links being the links among c.sel[0].
+func (c *Chooser) enumFirst(from int, links int) {
+	need := int(c.need[0])
+	if len(c.sel[0]) == need {
+		pairs := int32(0)
+		for k := 1; k < c.nw; k++ {
+			pairs += min(c.pot[k], c.need[k])
+		}
+		if pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
+			c.bestPairs, c.bestLinks = pairs, links
+			c.combo = append(c.combo[:0], c.sel[0]...)
+		}
+		return
+	}
+	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
+		d := c.cand[i]
+		if c.must[0] != nil && c.must[0].Has(int(d)) {
+			continue
+		}
+		add := 0
+		if c.links {
+			for _, u := range c.sel[0] {
+				add += int(c.x.link(u, d))
+			}
+		}
+		it := c.candItem[i]
+		c.addPot(it, &c.pot, 1)
+		c.ip[it]++
+		c.sel[0] = append(c.sel[0], d)
+		c.enumFirst(i+1, links+add)
+		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
+		c.ip[it]--
+		c.addPot(it, &c.pot, -1)
+	}
+}
+
+// greedyFirst adds the remaining first-want devices one at a time: the
+// one adding the most pairs, then links, then with the most links to the
+// other candidates, then the lowest index; then single swaps while one
+// adds links without losing pairs.
+func (c *Chooser) greedyFirst() {
+	x := c.x
+	need := int(c.need[0])
+	for _, d := range c.sel[0] {
+		c.inS[d] = true
+	}
+	if c.links {
+		for _, v := range c.cand {
+			var g, dg int32
+			for _, u := range c.cand {
+				l := x.link(v, u)
+				dg += l
+				if c.inS[u] {
+					g += l
+				}
+			}
+			c.gain[v], c.deg[v] = g, dg
+		}
+	}
+	pot := c.potential()
+	for len(c.sel[0]) < need {
+		best := -1
+		var bp int32
+		for i, v := range c.cand {
+			if c.inS[v] {
+				continue
+			}
+			p := c.pairGain(c.candItem[i], &pot)
+			if best >= 0 {
+				d := cmp.Compare(p, bp)
+				if b := c.cand[best]; d == 0 && c.links {
+					d = cmp.Or(cmp.Compare(c.gain[v], c.gain[b]), cmp.Compare(c.deg[v], c.deg[b]))
+				}
+				if d <= 0 {
+					continue
+				}
+			}
+			best, bp = i, p
+		}
+		v := c.cand[best]
+		c.addPot(c.candItem[best], &pot, 1)
+		c.take(0, v)
+		c.inS[v] = true
+		if c.links {
+			c.addGain(v, 1)
+		}
+	}
+	if c.links {
+		// Single swaps while one adds links: in a paired request only
+		// under one switch, so the pairs stay.
+		sel := c.sel[0]
+		for range 2 * need {
+			bx, by, bd := -1, -1, int32(0)
+			for xi, u := range sel {
+				if c.must[0] != nil && c.must[0].Has(int(u)) {
+					continue
+				}
+				iu := c.itemOf(0, u)
+				for yi, v := range c.cand {
+					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu {
+						continue
+					}
+					if d := c.gain[v] - x.link(u, v) - c.gain[u]; d > bd {
+						bx, by, bd = xi, yi, d
+					}
+				}
+			}
+			if bx < 0 {
+				break
+			}
+			u, v := sel[bx], c.cand[by]
+			c.inS[u] = false
+			c.addGain(u, -1)
+			c.ip[c.itemOf(0, u)]--
+			c.ip[c.candItem[by]]++
+			c.inS[v] = true
+			c.addGain(v, 1)
+			sel[bx] = v
+		}
+	}
+	for _, d := range c.sel[0] {
+		c.inS[d] = false
+	}
+}
+
+// addGain adds sign times v's links to the gains of the candidates.
+func (c *Chooser) addGain(v int32, sign int32) {
+	x := c.x
+	if x.dense != nil {
+		n := len(x.classes[0].ids)
+		row := x.dense[int(v)*n : int(v)*n+n]
+		for _, u := range c.cand {
+			c.gain[u] += sign * row[u]
+		}
+		return
+	}
+	for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
+		// Only candidates' gains are read; the others are set before they
+		// are read in a later call.
+		c.gain[x.linkTo[k]] += sign * x.linkN[k]
+	}
+}
+
+// selectOther chooses want k's devices inside the current groups into
+// c.sel[k]: the must-include devices, then one under each switch of the
+// first want's devices per device there (lowest indices first), then
+// under switches already chosen, then under the fewest new switches, the
+// one with the fewest free devices when one suffices (best fit).
+func (c *Chooser) selectOther(k int) {
+	need := int(c.need[k])
+	c.tmp = c.gather(k, nil, c.tmp)
+	c.taken = grow(c.taken, len(c.tmp))
+	c.sel[k] = c.sel[k][:0]
+	take := func(i int) {
+		c.taken[i] = true
+		c.take(k, c.tmp[i])
+	}
+	for i, d := range c.tmp {
+		c.taken[i] = false
+		if c.must[k] != nil && c.must[k].Has(int(d)) {
+			take(i)
+		}
+	}
+	for i, d := range c.tmp {
+		if len(c.sel[k]) == need {
+			break
+		}
+		if it := c.itemOf(k, d); c.ix[k][it] < c.ip[it] && !c.taken[i] {
+			take(i)
+		}
+	}
+	for i, d := range c.tmp {
+		if len(c.sel[k]) == need {
+			break
+		}
+		if !c.taken[i] && c.used(c.itemOf(k, d)) {
+			take(i)
+		}
+	}
+	for len(c.sel[k]) < need {
+		// A new switch: the smallest that holds the rest, else the
+		// largest; on a tie the one with the lowest device (c.tmp is
+		// ascending, so items are met in that order).
+		r := int32(need - len(c.sel[k]))
+		clear(c.iseen)
+		best := int32(-1)
+		for i, d := range c.tmp {
+			it := c.itemOf(k, d)
+			if c.taken[i] || c.iseen[it] || c.used(it) {
+				continue
+			}
+			c.iseen[it] = true
+			if best < 0 {
+				best = it
+				continue
+			}
+			n, bn := c.icnt[k][it], c.icnt[k][best]
+			fits, bfits := n >= r, bn >= r
+			if fits && bfits && n < bn || fits && !bfits || !fits && !bfits && n > bn {
+				best = it
+			}
+		}
+		for i, d := range c.tmp {
+			if r == 0 {
+				break
+			}
+			if !c.taken[i] && c.itemOf(k, d) == best {
+				take(i)
+				r--
+			}
+		}
+	}
+	slices.Sort(c.sel[k])
+}

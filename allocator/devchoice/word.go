@@ -1,0 +1,545 @@
+package devchoice
+
+import "math/bits"
+
+// The word path: one want whose class has at most 64 devices (every real
+// server's GPUs), with every set of devices a single word. It makes the
+// same search as the general path, step for step (the same order of
+// groups and switches, bounds, budgets and tie-breaks), only on words, and
+// the tests check that both choose the same.
+
+// countWord is countAll for the word path: the groups' free devices,
+// must-include groups, lowest free devices and best-fitting buckets, and
+// c.pick, c.key, c.gcap and c.gitems for levelOne. It returns the
+// must-include devices on allowed groups and the free devices there.
+func (c *Chooser) countWord() (mustSeen, total int32) {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	free := c.free[0][0]
+	must := uint64(0)
+	if c.must[0] != nil {
+		must = c.must[0][0]
+	}
+	c.wFree, c.wMust = free, must
+	need := c.need[0]
+	ng := x.nodes + 1
+	c.pick, c.gitems = c.pick[:0], c.gitems[:0]
+	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
+	var allowed uint64
+	for _, g := range cl.groups {
+		if !c.allowedGroup(int(g)) {
+			continue
+		}
+		gm := cl.gm[g]
+		allowed |= gm
+		f := free & gm
+		if f == 0 {
+			continue
+		}
+		n := int32(popcount(f))
+		fit := int32(-1)
+		if lo, hi := cl.cbStart[g], cl.cbStart[g+1]; hi == lo+1 { // one bucket
+			if n >= need {
+				fit = n
+			}
+		} else {
+			for i := lo; i < hi; i++ {
+				if bn := int32(popcount(free & cl.bm[i])); bn >= need && (fit < 0 || bn < fit) {
+					fit = bn
+				}
+			}
+		}
+		low := int32(bits.TrailingZeros64(f))
+		c.gcnt[0][g], c.gfit[g], c.glow[g] = n, fit, low
+		if must&gm == 0 {
+			c.gitems = append(c.gitems, gItem{g: g, c0: n, low: low})
+			continue
+		}
+		for _, h := range c.pick {
+			c.key.dist += x.gdist[int(g)*ng+int(h)]
+		}
+		if g == int32(x.nodes) {
+			c.key.unk = 1
+		}
+		c.pick = append(c.pick, g)
+		c.gcap[0] += n
+	}
+	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
+}
+
+// levelOneWord is levelOne for the word path, step for step: the same
+// items, order, sizes, budgets and cuts.
+func (c *Chooser) levelOneWord() {
+	x := c.x
+	ng := x.nodes + 1
+	forced := len(c.pick)
+	items := c.gitems
+	for i := range items {
+		it := &items[i]
+		it.tie = 0
+		for _, h := range c.pick {
+			it.tie += x.gdist[int(it.g)*ng+int(h)]
+		}
+	}
+	sortGItems(items)
+	prefix := append(c.prefix[:0], 0)
+	for i := range items {
+		prefix = append(prefix, prefix[i]+items[i].c0)
+	}
+	c.prefix = prefix
+	need0 := c.need[0]
+	extra, need := 0, need0-c.gcap[0]
+	for need > 0 && extra < len(items) {
+		need -= items[extra].c0
+		extra++
+	}
+	c.steps, c.leaves = 0, 0
+	c.linksUB = c.linksBound()
+	for ; extra <= len(items); extra++ {
+		c.key.nodes = int32(forced + extra)
+		if extra == len(items) && !c.have {
+			// Every group: dfsGroups' one path, step for step.
+			c.steps += extra + 1
+			break
+		}
+		c.dfsGroupsWord(0, extra)
+		if c.have || c.steps >= stepBudget {
+			break
+		}
+	}
+	if !c.have { // every group (the whole loop when no smaller set holds it)
+		for _, it := range items {
+			for _, h := range c.pick {
+				c.key.dist += x.gdist[int(it.g)*ng+int(h)]
+			}
+			if it.g == int32(x.nodes) {
+				c.key.unk = 1
+			}
+			c.pick = append(c.pick, it.g)
+			c.gcap[0] += it.c0
+		}
+		c.key.nodes = int32(len(c.pick))
+		c.leafWord()
+	}
+}
+
+// dfsGroupsWord is dfsGroups for the word path.
+func (c *Chooser) dfsGroupsWord(from, left int) {
+	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+		return
+	}
+	c.steps++
+	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
+		return
+	}
+	if left == 0 {
+		if c.gcap[0] >= c.need[0] && (!c.have || c.boundBeatsWord()) {
+			c.leafWord()
+		}
+		return
+	}
+	x := c.x
+	ng := x.nodes + 1
+	items, prefix, need := c.gitems, c.prefix, c.need[0]
+	unknown := int32(x.nodes)
+	for i := from; i+left <= len(items); i++ {
+		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
+			return
+		}
+		it := &items[i]
+		key := c.key
+		if len(c.pick) > 0 {
+			row := x.gdist[int(it.g)*ng : int(it.g+1)*ng]
+			for _, h := range c.pick {
+				c.key.dist += row[h]
+			}
+		}
+		if it.g == unknown {
+			c.key.unk = 1
+		}
+		c.gcap[0] += it.c0
+		c.pick = append(c.pick, it.g)
+		if left > 1 {
+			c.dfsGroupsWord(i+1, left-1)
+		} else if c.steps < stepBudget && (!c.have || c.leaves < nodeSetBudget) {
+			// The child call for the last group, inline: its budget
+			// check, step, cut by distance, capacity and bound.
+			c.steps++
+			if !c.have || !(int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
+				if c.gcap[0] >= need && (!c.have || c.boundBeatsWord()) {
+					c.leafWord()
+				}
+			}
+		}
+		c.pick = c.pick[:len(c.pick)-1]
+		c.gcap[0] -= it.c0
+		c.key = key
+		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+			return
+		}
+	}
+}
+
+// boundBeatsWord is boundBeats (with groupBound) for the word path.
+func (c *Chooser) boundBeatsWord() bool {
+	need := c.need[0]
+	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1,
+		NVLinks: c.groupLinks(), NodeLeft: int(c.gcap[0] - need)}
+	if c.x.switchInGroup { // each group holds a switch of its own
+		lb.Switches = len(c.pick)
+	}
+	low := int32(-1)
+	if len(c.pick) == 1 {
+		g := c.pick[0]
+		if f := c.gfit[g]; f >= 0 {
+			lb.SwitchLeft = int(f - need)
+		} else {
+			lb.Switches = 2
+		}
+		low = c.glow[g]
+	} else {
+		low = c.lowestFree0()
+	}
+	d := compareRanks(&lb, &c.bestRank)
+	return d < 0 || d == 0 && low <= int32(bits.TrailingZeros64(c.bestWord))
+}
+
+// leafWord is leafGroups and searchSwitches for the word path.
+func (c *Chooser) leafWord() {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	free, must, need0 := c.wFree, c.wMust, c.need[0]
+	c.itSW, c.itMask, c.itDeg = c.itSW[:0], c.itMask[:0], c.itDeg[:0]
+	for _, g := range c.pick {
+		for i := cl.cbStart[g]; i < cl.cbStart[g+1]; i++ {
+			m := free & cl.bm[i]
+			if m == 0 {
+				continue
+			}
+			b := cl.cb[i].b
+			sw := x.buckets[b].sw
+			it := -1
+			if !x.switchInGroup {
+				for j, s := range c.itSW {
+					if s == sw {
+						it = j
+						break
+					}
+				}
+			}
+			if it < 0 {
+				it = len(c.itSW)
+				c.itSW = append(c.itSW, sw)
+				c.itMask = append(c.itMask, 0)
+				c.itDeg = append(c.itDeg, 0)
+			}
+			c.itMask[it] |= m
+			if c.cls[0] == 0 {
+				c.itDeg[it] += x.bucketTop(i, need0)
+			}
+			c.bItem[b] = int32(it)
+		}
+	}
+	n := len(c.itSW)
+	c.gLinks = c.groupLinks()
+	if c.gcap[0] == need0 {
+		// Every free device of the groups is taken: the one set of
+		// switches is all of them (levels 2 and 3 reach it in one step).
+		c.everyDevice()
+		return
+	}
+	c.icnt[0], c.imcnt[0] = grow(c.icnt[0], n), grow(c.imcnt[0], n)
+	c.inB = grow(c.inB, n)
+	c.order2 = c.order2[:0]
+	forced, capF := 0, int32(0)
+	cnt0 := c.icnt[0]
+	for i, m := range c.itMask {
+		cnt0[i] = int32(popcount(m))
+		f := m&must != 0
+		c.inB[i] = f
+		if f {
+			forced++
+			capF += cnt0[i]
+		} else {
+			c.order2 = append(c.order2, int32(i))
+		}
+	}
+	c.nodeLeft = c.gcap[0] - need0
+	// The rest is searchSwitches' for one want.
+	sw := c.itSW
+	o := c.order2
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+	c.prefix2 = append(c.prefix2[:0], 0)
+	for i, it := range o {
+		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
+	}
+	extra, need := 0, need0-capF
+	for need > 0 && extra < len(o) {
+		need -= cnt0[o[extra]]
+		extra++
+	}
+	smin := forced + extra
+	c.smin = smin
+	lb := c.groupRank()
+	lb.Switches = smin
+	lb.NVLinks = c.gLinks
+	if smin == 1 {
+		if forced == 1 {
+			lb.SwitchLeft = int(capF - need0)
+		} else {
+			best := int32(-1)
+			for _, i := range o {
+				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
+					best = n
+				}
+			}
+			lb.SwitchLeft = int(best - need0)
+		}
+	}
+	if c.have {
+		d := compareRanks(&lb, &c.bestRank)
+		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+			return
+		}
+	}
+	c.leaves++
+	c.bsteps, c.bleaves = 0, 0
+	if n == 1 { // the one switch: dfsSwitches' single leaf
+		c.inB[0] = true
+		c.leafSwitchesWord(1)
+		return
+	}
+	c.dfsWord(0, smin-forced, capF, smin)
+}
+
+// everyDevice is leafWord's search when the groups hold exactly the
+// count: the bounds and the one choice, every free device of the groups.
+func (c *Chooser) everyDevice() {
+	n := len(c.itSW)
+	sel := uint64(0)
+	for _, m := range c.itMask {
+		sel |= m
+	}
+	c.nodeLeft = 0
+	lb := c.groupRank()
+	lb.Switches = n
+	lb.NVLinks = c.gLinks
+	if c.have {
+		d := compareRanks(&lb, &c.bestRank)
+		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+			return
+		}
+	}
+	c.leaves++
+	r := lb
+	if c.cls[0] == 0 {
+		r.NVLinks = c.linksWord(sel)
+	} else {
+		r.NVLinks = 0
+	}
+	c.keepWord(&r, sel)
+}
+
+// keepWord keeps the choice sel of rank r when it beats the best.
+func (c *Chooser) keepWord(r *Rank, sel uint64) {
+	if c.have {
+		d := compareRanks(r, &c.bestRank)
+		if d == 0 {
+			d = lowerIDs(Set{sel}, Set{c.bestWord})
+		}
+		if d >= 0 {
+			return
+		}
+	}
+	c.have, c.bestRank, c.bestWord = true, *r, sel
+}
+
+// dfsWord is dfsSwitches for the word path.
+func (c *Chooser) dfsWord(from, left int, capacity int32, s int) {
+	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
+		return
+	}
+	c.bsteps++
+	if left == 0 {
+		if capacity >= c.need[0] {
+			c.leafSwitchesWord(s)
+		}
+		return
+	}
+	for i := from; i+left <= len(c.order2); i++ {
+		if capacity+c.prefix2[i+left]-c.prefix2[i] < c.need[0] {
+			return
+		}
+		it := c.order2[i]
+		c.inB[it] = true
+		c.dfsWord(i+1, left-1, capacity+c.icnt[0][it], s)
+		c.inB[it] = false
+		if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
+			return
+		}
+	}
+}
+
+// leafSwitchesWord is leafSwitches for the word path.
+func (c *Chooser) leafSwitchesWord(s int) {
+	need := c.need[0]
+	lb := c.groupRank()
+	lb.Switches = s
+	lb.NVLinks = c.switchLinks()
+	left := -need
+	cand := uint64(0)
+	for i, m := range c.itMask {
+		if c.inB[i] {
+			left += c.icnt[0][i]
+			cand |= m
+		}
+	}
+	lb.SwitchLeft = int(left)
+	if c.have && compareRanks(&lb, &c.bestRank) > 0 {
+		return
+	}
+	c.bleaves++
+	var sel uint64
+	switch rest := int(need) - popcount(c.wMust); {
+	case popcount(cand) == int(need):
+		sel = cand
+	case !c.links:
+		sel = c.wMust | lowestBits(cand&^c.wMust, rest)
+	default:
+		sel = c.linkedWord(cand)
+	}
+	r := c.groupRank()
+	r.SwitchLeft = int(-need)
+	for i, m := range c.itMask {
+		if m&sel != 0 {
+			r.Switches++
+			r.SwitchLeft += int(c.icnt[0][i])
+		}
+	}
+	if c.cls[0] == 0 {
+		r.NVLinks = c.linksWord(sel)
+	}
+	c.keepWord(&r, sel)
+}
+
+// lowestBits returns the k lowest bits of w.
+func lowestBits(w uint64, k int) uint64 {
+	var out uint64
+	for ; k > 0 && w != 0; k-- {
+		low := w & -w
+		out |= low
+		w &^= low
+	}
+	return out
+}
+
+// linkedWord chooses the GPUs among cand (with the must-include ones) by
+// NVLinks, as selectFirst does: exactly when the combinations are few,
+// greedily otherwise.
+func (c *Chooser) linkedWord(cand uint64) uint64 {
+	rest := int(c.need[0]) - popcount(c.wMust)
+	if free := cand &^ c.wMust; free>>63 == 0 && combos(popcount(free), rest) <= exactCombos {
+		return c.exactWord(free, rest)
+	}
+	c.cand = c.cand[:0]
+	for w := cand; w != 0; w &= w - 1 {
+		c.cand = append(c.cand, int32(bits.TrailingZeros64(w)))
+	}
+	c.ip = grow(c.ip, len(c.itSW))
+	clear(c.ip)
+	c.candItem = c.candItem[:0]
+	c.sel[0] = c.sel[0][:0]
+	for _, d := range c.cand {
+		c.candItem = append(c.candItem, c.itemOf(0, d))
+		if c.wMust&(1<<uint(d)) != 0 {
+			c.take(0, d)
+		}
+	}
+	nmust := len(c.sel[0])
+	if combos(len(c.cand)-nmust, int(c.need[0])-nmust) <= exactCombos {
+		c.exactFirst()
+	} else {
+		c.greedyFirst()
+	}
+	var sel uint64
+	for _, d := range c.sel[0] {
+		sel |= 1 << uint(d)
+	}
+	return sel
+}
+
+// linksWord is linksAmong for the GPUs of sel.
+func (c *Chooser) linksWord(sel uint64) int {
+	x := c.x
+	if x.maxLink == 0 {
+		return 0
+	}
+	if x.uniform {
+		n := popcount(sel)
+		return n * (n - 1) / 2 * int(x.maxLink)
+	}
+	links := 0
+	n := len(x.classes[0].ids)
+	for w := sel; w != 0; w &= w - 1 {
+		u := bits.TrailingZeros64(w)
+		row := x.dense[u*n : u*n+n]
+		for v := w & (w - 1); v != 0; v &= v - 1 {
+			links += int(row[bits.TrailingZeros64(v)])
+		}
+	}
+	return links
+}
+
+// exactWord is exactFirst for the word path: of the combinations of rest
+// devices of free (with the must-include ones), the one with the most
+// links, the lowest indices on a tie. The combinations are enumerated as
+// masks over the positions of free's devices (Gosper's hack), so ties are
+// broken by comparing the sets rather than by the order met. free has at
+// most 63 devices (so that the masks over their positions do not
+// overflow).
+func (c *Chooser) exactWord(free uint64, rest int) uint64 {
+	var pos [64]uint8
+	n := 0
+	for w := free; w != 0; w &= w - 1 {
+		pos[n] = uint8(bits.TrailingZeros64(w))
+		n++
+	}
+	must := c.wMust
+	if rest == 0 {
+		return must
+	}
+	if rest == 1 { // the device with the most links to the must-include ones
+		best, bestLinks := uint64(0), int32(-1)
+		nd := len(c.x.classes[0].ids)
+		for i := range n {
+			v := int(pos[i])
+			l := int32(0)
+			for w := must; w != 0; w &= w - 1 {
+				l += c.x.dense[bits.TrailingZeros64(w)*nd+v]
+			}
+			if l > bestLinks {
+				best, bestLinks = 1<<uint(v), l
+			}
+		}
+		return must | best
+	}
+	best, bestLinks := uint64(0), -1
+	for s := uint64(1)<<uint(rest) - 1; s < 1<<uint(n); {
+		sel := must
+		for w := s; w != 0; w &= w - 1 {
+			sel |= 1 << pos[bits.TrailingZeros64(w)]
+		}
+		if l := c.linksWord(sel); l > bestLinks || l == bestLinks && lowerIDs(Set{sel}, Set{best}) < 0 {
+			best, bestLinks = sel, l
+		}
+		// The next mask with rest bits (Gosper's hack).
+		low := s & -s
+		r := s + low
+		s = r | ((s^r)>>2)/low
+	}
+	return best
+}

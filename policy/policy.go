@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/bits"
+	"slices"
+	"strings"
 
 	"github.com/numaplace/numaplace/numa"
 )
@@ -208,8 +211,10 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 
 // ParseSpec parses the pod-level spec {"numaTopologyPolicy": ...,
 // "singleNUMANodeExclusive": ...}. Both fields are optional: an absent or
-// empty policy is None, an absent or empty exclusivity is Required. Other
-// fields are ignored. Errors are *[SpecError] naming the bad field and value.
+// empty policy is None, an absent or empty exclusivity is Required. Any other
+// field is an error naming it (and the field meant, when it differs only in
+// case), so that a misspelt field is never silently the default. Errors are
+// *[SpecError] naming the bad field and value.
 func ParseSpec(data []byte) (Spec, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -221,6 +226,18 @@ func ParseSpec(data []byte) (Spec, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF { // dec.More() misses a stray "}" or "]"
 		return Spec{}, &SpecError{Value: string(data), Reason: "malformed JSON: data after the object"}
+	}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if k == "numaTopologyPolicy" || k == "singleNUMANodeExclusive" {
+			continue
+		}
+		reason := "unknown field; the spec has numaTopologyPolicy and singleNUMANodeExclusive"
+		for _, known := range []string{"numaTopologyPolicy", "singleNUMANodeExclusive"} {
+			if strings.EqualFold(k, known) {
+				reason = "unknown field; did you mean " + known + "?"
+			}
+		}
+		return Spec{}, &SpecError{Field: k, Value: string(raw[k]), Reason: reason}
 	}
 	var s Spec
 	var err error

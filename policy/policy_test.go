@@ -205,10 +205,10 @@ func TestParseSpec(t *testing.T) {
 		{name: "nulls", in: `{"numaTopologyPolicy":null,"singleNUMANodeExclusive":null}`, want: spec{}},
 		{name: "null with spaces", in: `{"numaTopologyPolicy": null , "singleNUMANodeExclusive":"Preferred"}`,
 			want: spec{policy.None, policy.Preferred}},
-		{name: "extra fields ignored", in: `{"numaTopologyPolicy":"Restricted","other":[1,{"x":null}],"n":3}`,
-			want: spec{policy.Restricted, policy.Required}},
-		{name: "field names are exact", in: `{"NumaTopologyPolicy":"Bogus","numatopologypolicy":"Bogus"}`,
-			want: spec{}},
+		{name: "an unknown field", in: `{"numaTopologyPolicy":"Restricted","other":[1,{"x":null}],"n":3}`,
+			bad: true, field: "n", value: "3"},
+		{name: "field names are exact", in: `{"NumaTopologyPolicy":"Bogus"}`,
+			bad: true, field: "NumaTopologyPolicy", value: `"Bogus"`},
 		{name: "escaped string", in: `{"numaTopologyPolicy":"Restr\u0069cted"}`, want: spec{policy.Restricted, policy.Required}},
 		{name: "surrounding whitespace", in: " \n\t{\"numaTopologyPolicy\":\"None\"}\n ", want: spec{}},
 
@@ -506,4 +506,13 @@ func TestPropertyAllowedPool(t *testing.T) {
 			t.Fatalf("pool %s outside all %s", pool, all)
 		}
 	})
+}
+
+func TestParseSpecUnknownFieldSaysWhatWasMeant(t *testing.T) {
+	_, err := policy.ParseSpec([]byte(`{"numatopologypolicy":"SingleNUMANode"}`))
+	requireSpecError(t, err, "numatopologypolicy", `"SingleNUMANode"`)
+	require.Contains(t, err.Error(), "did you mean numaTopologyPolicy?")
+	_, err = policy.ParseSpec([]byte(`{"numaTopologyPolicy":"SingleNUMANode","exclusive":"Preferred"}`))
+	requireSpecError(t, err, "exclusive", `"Preferred"`)
+	require.Contains(t, err.Error(), "the spec has numaTopologyPolicy and singleNUMANodeExclusive")
 }

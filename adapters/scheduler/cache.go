@@ -711,3 +711,36 @@ func (c *Cache) releaseClassLocked(mc *machineClass) {
 		}
 	}
 }
+
+// NUMAFree is what no allocation holds on one NUMA node of a node.
+type NUMAFree struct {
+	// ID is the NUMA node's ID.
+	ID numa.NodeID
+	// CPUs are the allocatable CPUs no exclusive allocation holds (the
+	// shared pool's part on this node, whatever the pods without a NUMA
+	// spec request of it).
+	CPUs int
+	// GPUs are the healthy GPUs no allocation holds.
+	GPUs int
+	// MemoryMiB is the memory no allocation holds (0 when the machine
+	// does not say).
+	MemoryMiB int64
+}
+
+// Free returns, for every NUMA node of the named node's machine (in
+// ascending dense order), what no allocation holds there; false for an
+// unknown node. It is cheap: a few counters per NUMA node.
+func (c *Cache) Free(name string) ([]NUMAFree, bool) {
+	ni, err := c.node(name)
+	if err != nil {
+		return nil, false
+	}
+	ni.mu.RLock()
+	defer ni.mu.RUnlock()
+	out := make([]NUMAFree, ni.m.NumNodes())
+	for i := range out {
+		f := ni.state.NodeFree(i)
+		out[i] = NUMAFree{ID: ni.m.NodeID(i), CPUs: int(f["cpu"]), GPUs: int(f[allocator.GPUClass]), MemoryMiB: f["memory"]}
+	}
+	return out, true
+}

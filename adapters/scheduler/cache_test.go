@@ -295,3 +295,25 @@ func TestUpdateNodeNewMachine(t *testing.T) {
 	_, ok := c.Pod("default/p")
 	require.False(t, ok)
 }
+
+func TestFree(t *testing.T) {
+	h100 := preset(t, "dgx-h100")
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "a", Labels: optIn, Machine: h100})
+	_, ok := c.Free("x")
+	require.False(t, ok)
+	before, ok := c.Free("a")
+	require.True(t, ok)
+	require.Len(t, before, h100.NumNodes())
+	require.NoError(t, c.Reserve(numaPod("tg", 24, 4, "SingleNUMANode"), "a"))
+	st, _ := c.Pod("default/tg")
+	after, _ := c.Free("a")
+	for i, f := range after {
+		require.Equal(t, h100.NodeID(i), f.ID)
+		if st.Allocation.Span.Contains(i) {
+			require.Equal(t, before[i].CPUs-24, f.CPUs)
+			require.Equal(t, before[i].GPUs-4, f.GPUs)
+		} else {
+			require.Equal(t, before[i], f)
+		}
+	}
+}

@@ -11,41 +11,84 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/scheduler"
-	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/topology"
 )
 
-// events keeps the plugin's cache in step with the node and pod informers.
-// Its handlers run on the informers' goroutines; mu serialises them, so
-// that a node arriving and the pods bound to it are recorded in a
-// consistent order.
+// nodeNameIndex is the plugin's index of the pod informer: bound pods by
+// spec.nodeName.
+const nodeNameIndex = "numaplace.io/nodeName"
+
+func indexByNodeName(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{p.Spec.NodeName}, nil
+}
+
+// events keeps the plugin's cache a function of the API objects: the nodes
+// with their topology annotation and the pods bound to them, as the
+// informers' stores hold them. Every change is applied by syncing the node
+// it concerns from the stores (the newest state, whatever the order the
+// notifications come in): the plugin's own informer handlers do it, and so
+// does PreFilter for every node whose framework NodeInfo changed since the
+// plugin last looked, so that the cache is current in the very cycle that
+// kube-scheduler retries a pod in, whichever handler ran first. mu
+// serialises the syncs.
 type events struct {
-	pl *Plugin
+	pl    *Plugin
+	nodes corelisters.NodeLister
+	pods  cache.Indexer
 
 	mu sync.Mutex
-	// nodes are the nodes in the cache, with the annotation their machine
-	// was read from.
-	nodes map[string]*nodeRecord
-	// bound are the bound, unfinished pods by node name and pod key,
-	// whether or not their node is in the cache: a node that arrives (or
-	// gains its topology annotation) later gets them.
-	bound map[string]map[string]*v1.Pod
+	// recs are the nodes that carry a topology annotation, usable or not.
+	recs map[string]*nodeRecord
+	// gens are the generations of the framework's NodeInfos the plugin
+	// last synced the nodes for.
+	gens map[string]int64
 
+	// malformedMsg holds the refusal reason of each node whose topology
+	// annotation is malformed, for Filter (read without mu).
+	malformedMsg sync.Map
+
+	marks  *marker
 	regs   []registration
 	synced atomic.Bool
 }
 
-// nodeRecord is a node the cache holds.
+// malformed returns the refusal reason of a node whose topology annotation
+// is malformed, or "".
+func (e *events) malformed(node string) string {
+	if v, ok := e.malformedMsg.Load(node); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// nodeRecord is what the plugin knows of a node with a topology
+// annotation.
 type nodeRecord struct {
-	key, value string // the topology annotation read
-	machine    *topology.Machine
-	failed     string // the last annotation value that could not be read
+	key, value string            // the topology annotation read
+	machine    *topology.Machine // nil when the annotation is malformed
+	err        error             // why the annotation is unusable
+	labels     map[string]string // the labels the cache has
+	inCache    bool
+	// pods are the resource versions of the bound pods the cache was
+	// given, by key; unaccounted are those it could not record, with why.
+	pods        map[string]string
+	unaccounted map[string]string
+	// misfits and overcommit are what the node was last marked with.
+	misfits    map[string]scheduler.Misfit
+	overcommit []string
 }
 
 type registration struct {
@@ -53,25 +96,32 @@ type registration struct {
 	reg      cache.ResourceEventHandlerRegistration
 }
 
-// startEvents adds the plugin's handlers to the factory's node and pod
-// informers.
-func startEvents(pl *Plugin, f informers.SharedInformerFactory) (*events, error) {
-	e := &events{pl: pl, nodes: map[string]*nodeRecord{}, bound: map[string]map[string]*v1.Pod{}}
+// startEvents adds the plugin's index and handlers to the factory's node
+// and pod informers.
+func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFactory) (*events, error) {
+	podInf := f.Core().V1().Pods().Informer()
+	if _, ok := podInf.GetIndexer().GetIndexers()[nodeNameIndex]; !ok {
+		if err := podInf.AddIndexers(cache.Indexers{nodeNameIndex: indexByNodeName}); err != nil {
+			return nil, fmt.Errorf("adding the pod index by node name: %w", err)
+		}
+	}
 	nodeInf := f.Core().V1().Nodes().Informer()
+	e := &events{pl: pl, nodes: f.Core().V1().Nodes().Lister(), pods: podInf.GetIndexer(),
+		recs: map[string]*nodeRecord{}, gens: map[string]int64{}}
+	e.marks = newMarker(ctx, pl, e.nodes)
 	reg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { e.nodeChanged(obj) },
-		UpdateFunc: func(_, obj any) { e.nodeChanged(obj) },
-		DeleteFunc: e.nodeDeleted,
+		AddFunc:    func(obj any) { e.nodeEvent(obj) },
+		UpdateFunc: func(_, obj any) { e.nodeEvent(obj) },
+		DeleteFunc: e.nodeEvent,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("adding the node event handler: %w", err)
+		return nil, errors.Join(fmt.Errorf("adding the node event handler: %w", err), e.close())
 	}
 	e.regs = append(e.regs, registration{nodeInf, reg})
-	podInf := f.Core().V1().Pods().Informer()
 	reg, err = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { e.podChanged(obj) },
-		UpdateFunc: func(_, obj any) { e.podChanged(obj) },
-		DeleteFunc: e.podDeleted,
+		AddFunc:    func(obj any) { e.podEvent(obj) },
+		UpdateFunc: func(_, obj any) { e.podEvent(obj) },
+		DeleteFunc: e.podEvent,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("adding the pod event handler: %w", err), e.close())
@@ -80,13 +130,17 @@ func startEvents(pl *Plugin, f informers.SharedInformerFactory) (*events, error)
 	return e, nil
 }
 
-// close removes the handlers.
+// close removes the handlers and stops marking nodes.
 func (e *events) close() error {
 	var errs []error
 	for _, r := range e.regs {
 		if err := r.informer.RemoveEventHandler(r.reg); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	e.regs = nil
+	if e.marks != nil {
+		e.marks.stop()
 	}
 	return errors.Join(errs...)
 }
@@ -130,222 +184,272 @@ func (e *events) waitSynced(ctx context.Context, timeout time.Duration) error {
 
 func (e *events) logger() klog.Logger { return e.pl.logger }
 
-// nodeChanged adds or updates a node from its topology annotation and
-// labels, or removes it from the cache when it has lost the annotation.
-func (e *events) nodeChanged(obj any) {
+// nodeEvent syncs the node a notification is about.
+func (e *events) nodeEvent(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
 	n, ok := obj.(*v1.Node)
 	if !ok {
 		e.logger().Error(nil, "Node event with an unexpected object", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.pl.cache
-	rec := e.nodes[n.Name]
-	key, value, ok := topologySource(n)
-	if !ok {
-		if rec != nil {
-			e.removeNodeLocked(n.Name, "the node has no topology annotation any more")
-		}
-		return
-	}
-	var m *topology.Machine
-	fresh := false // m was read now from a changed annotation
-	switch {
-	case rec != nil && rec.key == key && rec.value == value:
-		m = rec.machine
-	case rec != nil && rec.failed == value:
-		m = rec.machine // already reported: keep the machine, take the labels
-	default:
-		var err error
-		if m, _, err = MachineFromNode(n); err != nil {
-			e.logger().Error(err, "Node topology unusable", "node", n.Name)
-			if rec == nil {
-				return
-			}
-			rec.failed = value
-			m = rec.machine
-		} else {
-			fresh = true
-		}
-	}
-	node := scheduler.Node{Name: n.Name, Labels: n.Labels, Machine: m}
-	if rec == nil {
-		if err := c.AddNode(node); err != nil {
-			e.logger().Error(err, "Adding node", "node", n.Name)
-			return
-		}
-		e.nodes[n.Name] = &nodeRecord{key: key, value: value, machine: m}
-		e.logger().V(2).Info("Node added", "node", n.Name, "source", key,
-			"numaNodes", m.NumNodes(), "cpus", m.CPUs().Size(), "gpus", m.NumGPUs())
-		e.addBoundLocked(n.Name)
-		return
-	}
-	if err := c.UpdateNode(node); err != nil {
-		// The new machine cannot hold the pods placed on the node (the
-		// error lists them): the node stays as it was.
-		e.logger().Error(err, "Updating node, keeping it as it was", "node", n.Name)
-		if fresh {
-			rec.failed = value
-		}
-		return
-	}
-	if fresh {
-		rec.key, rec.value, rec.machine, rec.failed = key, value, m, ""
-	}
+	e.syncNode(n.Name)
 }
 
-func (e *events) nodeDeleted(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, ok := obj.(*v1.Node)
-	if !ok {
-		e.logger().Error(nil, "Node deletion with an unexpected object", "type", fmt.Sprintf("%T", obj))
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.nodes[n.Name] != nil {
-		e.removeNodeLocked(n.Name, "the node was deleted")
-	}
-}
-
-func (e *events) removeNodeLocked(name, why string) {
-	if err := e.pl.cache.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
-		e.logger().Error(err, "Removing node", "node", name)
-	}
-	delete(e.nodes, name)
-	e.logger().V(2).Info("Node removed", "node", name, "reason", why)
-}
-
-// addBoundLocked adds the bound pods of a node that has just entered the
-// cache: those with a decision first (they claim exactly what it names),
-// then the others (whose allocation, if any, is a prediction), each group
-// by key.
-func (e *events) addBoundLocked(node string) {
-	pods := e.bound[node]
-	keys := slices.Sorted(maps.Keys(pods))
-	slices.SortStableFunc(keys, func(a, b string) int {
-		return boolRank(!hasDecision(pods[a])) - boolRank(!hasDecision(pods[b]))
-	})
-	for _, k := range keys {
-		e.addPodLocked(pods[k])
-	}
-}
-
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func hasDecision(p *v1.Pod) bool {
-	_, ok := p.Annotations[kube.AnnotationAllocation]
-	return ok
-}
-
-func asPod(obj any) (*v1.Pod, bool) {
+// podEvent syncs the node of a bound pod a notification is about.
+func (e *events) podEvent(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	p, ok := obj.(*v1.Pod)
-	return p, ok
-}
-
-// podChanged records a bound pod in the cache; a finished one is removed.
-// Pending pods are the scheduling cycles' business (Reserve, Unreserve).
-func (e *events) podChanged(obj any) {
-	p, ok := asPod(obj)
 	if !ok {
 		e.logger().Error(nil, "Pod event with an unexpected object", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	if p.Spec.NodeName == "" {
-		return
+	if p.Spec.NodeName != "" {
+		e.syncNode(p.Spec.NodeName)
 	}
+}
+
+// syncNode brings the cache's record of a node and its bound pods to what
+// the informers' stores hold now.
+func (e *events) syncNode(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if terminal(p) {
-		e.forgetLocked(p)
-		return
-	}
-	byKey := e.bound[p.Spec.NodeName]
-	if byKey == nil {
-		byKey = map[string]*v1.Pod{}
-		e.bound[p.Spec.NodeName] = byKey
-	}
-	byKey[podKey(p)] = p
-	if e.nodes[p.Spec.NodeName] != nil {
-		e.addPodLocked(p)
-	}
+	e.syncNodeLocked(name)
 }
 
-func (e *events) podDeleted(obj any) {
-	p, ok := asPod(obj)
-	if !ok {
-		e.logger().Error(nil, "Pod deletion with an unexpected object", "type", fmt.Sprintf("%T", obj))
-		return
-	}
+// catchUp syncs every node whose framework NodeInfo changed since the
+// plugin last synced it (PreFilter calls it with the cycle's snapshot): the
+// framework updates its snapshot from the same stores, so a node it sees
+// changed is synced before the plugin decides on it.
+func (e *events) catchUp(nodes []fwk.NodeInfo) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.forgetLocked(p)
-}
-
-// forgetLocked removes a deleted or finished pod, bound or only reserved.
-func (e *events) forgetLocked(p *v1.Pod) {
-	key := podKey(p)
-	if byKey := e.bound[p.Spec.NodeName]; byKey != nil {
-		delete(byKey, key)
-		if len(byKey) == 0 {
-			delete(e.bound, p.Spec.NodeName)
-		}
-	}
-	err := e.pl.cache.RemovePod(&kube.Pod{Namespace: p.Namespace, Name: p.Name})
-	if err != nil && !errors.Is(err, allocator.ErrUnknownID) {
-		e.logger().Error(err, "Removing pod", "pod", key)
-	}
-}
-
-// addPodLocked records a bound pod on a node the cache holds. When a
-// decision cannot be claimed, the pods of the node without a decision
-// (whose allocations are the allocator's predictions, possibly of the
-// very CPUs or GPUs the decision names) are taken out, the decision
-// claimed, and they are placed again after it.
-func (e *events) addPodLocked(p *v1.Pod) {
-	c := e.pl.cache
-	err := c.AddPod(PodFromV1(p))
-	if err == nil {
-		return
-	}
-	if !hasDecision(p) || errors.Is(err, kube.ErrInvalidPod) || errors.Is(err, kube.ErrInvalidDecision) {
-		e.logger().Error(err, "Bound pod not recorded: what it holds is not accounted", "pod", podKey(p), "node", p.Spec.NodeName)
-		return
-	}
-	var predicted []*v1.Pod
-	for _, k := range slices.Sorted(maps.Keys(e.bound[p.Spec.NodeName])) {
-		q := e.bound[p.Spec.NodeName][k]
-		if q == p || hasDecision(q) {
+	for _, ni := range nodes {
+		n := ni.Node()
+		if n == nil {
 			continue
 		}
-		if st, ok := c.Pod(k); ok && st.Allocation != nil {
-			if c.RemovePod(&kube.Pod{Namespace: q.Namespace, Name: q.Name}) == nil {
-				predicted = append(predicted, q)
+		if g := ni.GetGeneration(); e.gens[n.Name] != g {
+			e.syncNodeLocked(n.Name)
+			e.gens[n.Name] = g
+		}
+	}
+}
+
+func (e *events) syncNodeLocked(name string) {
+	n, err := e.nodes.Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.logger().Error(err, "Reading node from the informer", "node", name)
+		return
+	}
+	rec := e.recs[name]
+	key, value, ok := "", "", false
+	if n != nil {
+		key, value, ok = topologySource(n)
+	}
+	if !ok {
+		if rec != nil {
+			why := "the node was deleted"
+			if n != nil {
+				why = "the node has no topology annotation any more"
+			}
+			e.dropLocked(name, rec, why)
+			if n != nil {
+				e.marks.update(name, nil)
 			}
 		}
+		if n == nil {
+			delete(e.gens, name)
+			e.marks.forget(name)
+		}
+		return
 	}
-	if len(predicted) > 0 {
-		err = c.AddPod(PodFromV1(p))
+	if rec == nil {
+		rec = &nodeRecord{}
+		e.recs[name] = rec
 	}
-	if err != nil {
-		e.logger().Error(err, "Bound pod's decision conflicts with the node's state: what it holds is not accounted",
-			"pod", podKey(p), "node", p.Spec.NodeName)
+	c := e.pl.cache
+	if rec.key != key || rec.value != value || (rec.machine == nil && rec.err == nil) {
+		// A new annotation: read once, whatever follows.
+		rec.key, rec.value = key, value
+		m, err := machineFrom(n, key, value)
+		if err != nil {
+			rec.machine, rec.err = nil, err
+			e.malformedMsg.Store(name, fmt.Sprintf("%stopology annotation %s is malformed: %v", Prefix, key, err))
+			topologyUpdates.WithLabelValues(UpdateMalformed).Inc()
+			e.logger().Error(err, "Node topology annotation is malformed: the node takes no NUMA pods until it is fixed", "node", name)
+			e.pl.event(n, nil, v1.EventTypeWarning, EventTopologyMalformed, "ReadTopology",
+				"numaplace: topology annotation %s is malformed, the node takes no NUMA-aware pods until it is fixed: %v", key, err)
+			if rec.inCache {
+				if err := c.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
+					e.logger().Error(err, "Removing node", "node", name)
+				}
+				rec.inCache, rec.pods, rec.unaccounted = false, nil, nil
+			}
+			e.markLocked(n, rec)
+			return
+		}
+		rec.machine, rec.err = m, nil
+		e.malformedMsg.Delete(name)
+		node := scheduler.Node{Name: name, Labels: n.Labels, Machine: m}
+		if rec.inCache {
+			if err := c.UpdateNode(node); err != nil {
+				e.logger().Error(err, "Updating node", "node", name)
+				return
+			}
+			e.logger().V(2).Info("Node topology changed", "node", name, "source", key,
+				"numaNodes", m.NumNodes(), "cpus", m.CPUs().Size(), "gpus", m.NumGPUs())
+		} else {
+			if err := c.AddNode(node); err != nil {
+				e.logger().Error(err, "Adding node", "node", name)
+				return
+			}
+			rec.inCache, rec.pods, rec.unaccounted = true, map[string]string{}, map[string]string{}
+			e.logger().V(2).Info("Node added", "node", name, "source", key,
+				"numaNodes", m.NumNodes(), "cpus", m.CPUs().Size(), "gpus", m.NumGPUs())
+		}
+		rec.labels = n.Labels
+		e.syncPodsLocked(name, rec)
+		st, _ := c.Node(name)
+		if len(st.Misfits) > 0 || len(st.Overcommit) > 0 || len(rec.unaccounted) > 0 {
+			topologyUpdates.WithLabelValues(UpdateMisfit).Inc()
+		} else {
+			topologyUpdates.WithLabelValues(UpdateApplied).Inc()
+		}
+		e.markLocked(n, rec)
+		return
 	}
-	for _, q := range predicted {
-		if err := c.AddPod(PodFromV1(q)); err != nil {
-			e.logger().Error(err, "Bound pod without a decision no longer fits beside the decisions: what it holds is not accounted",
-				"pod", podKey(q), "node", q.Spec.NodeName)
+	if rec.machine == nil {
+		return // malformed, unchanged
+	}
+	if !maps.Equal(rec.labels, n.Labels) {
+		if err := c.UpdateNode(scheduler.Node{Name: name, Labels: n.Labels, Machine: rec.machine}); err != nil {
+			e.logger().Error(err, "Updating node labels", "node", name)
+			return
+		}
+		rec.labels = n.Labels
+	}
+	if e.syncPodsLocked(name, rec) {
+		e.markLocked(n, rec)
+	}
+}
+
+// dropLocked removes a node from the cache and the plugin's records.
+func (e *events) dropLocked(name string, rec *nodeRecord, why string) {
+	if rec.inCache {
+		if err := e.pl.cache.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
+			e.logger().Error(err, "Removing node", "node", name)
 		}
 	}
+	delete(e.recs, name)
+	e.malformedMsg.Delete(name)
+	e.logger().V(2).Info("Node removed", "node", name, "reason", why)
+}
+
+// syncPodsLocked gives the cache the node's bound pods that changed since
+// it last did (by resource version) and takes away those gone, in one
+// batch; it reports whether anything changed.
+func (e *events) syncPodsLocked(name string, rec *nodeRecord) bool {
+	objs, err := e.pods.ByIndex(nodeNameIndex, name)
+	if err != nil {
+		e.logger().Error(err, "Listing the node's pods from the informer", "node", name)
+		return false
+	}
+	now := make(map[string]*v1.Pod, len(objs))
+	for _, o := range objs {
+		p, ok := o.(*v1.Pod)
+		if !ok || p.Spec.NodeName != name || terminal(p) {
+			continue
+		}
+		now[podKey(p)] = p
+	}
+	var bound []*kube.Pod
+	var gone []*kube.Pod
+	var boundV1 []*v1.Pod
+	for _, k := range slices.Sorted(maps.Keys(now)) {
+		p := now[k]
+		if rv, ok := rec.pods[k]; ok && rv == p.ResourceVersion {
+			continue
+		}
+		bound = append(bound, PodFromV1(p))
+		boundV1 = append(boundV1, p)
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.pods)) {
+		if _, ok := now[k]; !ok {
+			ns, n := splitKey(k)
+			gone = append(gone, &kube.Pod{Namespace: ns, Name: n})
+			delete(rec.pods, k)
+			delete(rec.unaccounted, k)
+		}
+	}
+	if len(bound) == 0 && len(gone) == 0 {
+		return false
+	}
+	errs, err := e.pl.cache.SyncPods(name, bound, gone)
+	if err != nil {
+		e.logger().Error(err, "Recording the node's pods", "node", name)
+		return false
+	}
+	for i, p := range boundV1 {
+		k := podKey(p)
+		rec.pods[k] = p.ResourceVersion
+		if errs[i] == nil {
+			delete(rec.unaccounted, k)
+			continue
+		}
+		why := errs[i].Error()
+		if rec.unaccounted[k] != why {
+			podMisfits.WithLabelValues(MisfitUnaccounted).Inc()
+			e.logger().Error(errs[i], "Bound pod not recorded: what it holds is not accounted", "pod", k, "node", name)
+			if n, err := e.nodes.Get(name); err == nil {
+				e.pl.event(n, p, v1.EventTypeWarning, EventPodUnaccounted, "AccountPod",
+					"numaplace: pod %s cannot be read, what it holds is not accounted: %s", k, why)
+			}
+		}
+		rec.unaccounted[k] = why
+	}
+	return true
+}
+
+func splitKey(k string) (ns, name string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}
+
+// markLocked reports the node's misfits that are new (an Event each, the
+// counter) and has the node's condition say what it holds now.
+func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
+	var st scheduler.NodeStatus
+	if rec.inCache {
+		st, _ = e.pl.cache.Node(n.Name)
+	}
+	now := map[string]scheduler.Misfit{}
+	for _, m := range st.Misfits {
+		now[m.Pod] = m
+		if old, ok := rec.misfits[m.Pod]; ok && old == m {
+			continue
+		}
+		podMisfits.WithLabelValues(string(m.Kind)).Inc()
+		e.logger().Info("Pod misfits its node's machine", "pod", m.Pod, "node", n.Name, "kind", m.Kind, "reason", m.Reason)
+		var related *v1.Pod
+		if ns, name := splitKey(m.Pod); name != "" {
+			if o, ok, _ := e.pods.GetByKey(ns + "/" + name); ok {
+				related, _ = o.(*v1.Pod)
+			}
+		}
+		e.pl.event(n, related, v1.EventTypeWarning, EventPodMisfit, "AccountPod", "numaplace: pod %s: %s", m.Pod, m.Reason)
+	}
+	rec.misfits = now
+	if !slices.Equal(rec.overcommit, st.Overcommit) && len(st.Overcommit) > 0 {
+		e.pl.event(n, nil, v1.EventTypeWarning, EventOvercommitted, "AccountPod", "numaplace: %s", joinSemi(st.Overcommit))
+	}
+	rec.overcommit = st.Overcommit
+	e.marks.update(n.Name, markOf(rec))
 }

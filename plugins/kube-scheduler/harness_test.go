@@ -51,6 +51,7 @@ const waitTimeout = 30 * time.Second
 type cluster struct {
 	t      *testing.T
 	client kubernetes.Interface
+	fake   bool // client-go's fake clientset: no admission, no graceful deletion
 }
 
 // newFakeCluster returns a cluster over client-go's fake clientset.
@@ -81,7 +82,7 @@ func newFakeCluster(t *testing.T) *cluster {
 		pod.Spec.NodeName = b.Target.Name
 		return true, b, client.Tracker().Update(gvr, pod, b.Namespace)
 	})
-	return &cluster{t: t, client: client}
+	return &cluster{t: t, client: client, fake: true}
 }
 
 // running is a started scheduler.

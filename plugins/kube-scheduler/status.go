@@ -35,7 +35,7 @@ const (
 	MarkTopologyMalformed = "TopologyMalformed"
 	// MarkMisfit: bound pods misfit the node's current machine or cannot
 	// be read, or request more than the machine has.
-	MarkMisfit = "LiveAllocationsDoNotFit"
+	MarkMisfit = "PodsMisfit"
 	// MarkAllFit: the condition is over.
 	MarkAllFit = "AllFit"
 )

@@ -138,8 +138,21 @@ func decisionRequest(d *kube.Decision) kube.PodRequest {
 }
 
 // needsAlloc reports whether the record holds an allocation from the
-// allocator when it has no decision.
+// allocator when it has no decision (on a node of the kubelet's own policy,
+// whether the kubelet's managers give it something).
 func (r *boundRec) needsAlloc() bool { return r.pr != nil && r.pr.needsAlloc }
+
+// predicts reports whether a bound pod without a decision, read as pr, is
+// placed on ni as the node side would place it (the caller holds ni.mu).
+func predicts(ni *nodeInfo, pr *podReq) bool {
+	switch {
+	case pr == nil:
+		return false
+	case ni.kpol != "":
+		return needsKubelet(ni, pr)
+	}
+	return pr.needsAlloc
+}
 
 // decisionAllocation converts a decision into the allocation to claim on m,
 // leaving out (and describing in lost) what m does not have: GPUs matched
@@ -373,7 +386,7 @@ func (c *Cache) bindLocked(ni *nodeInfo, rec *boundRec) (rebuild bool) {
 			return true
 		}
 		pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
-	case rec.needsAlloc() || (ni.kpol != "" && rec.pr != nil && rec.pr.needsKubelet):
+	case predicts(ni, rec.pr):
 		// The only prediction on a node of exact claims: the same as the
 		// node rebuilt in key order.
 		c.placePredictionLocked(ni, pi)
@@ -437,7 +450,7 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 			}
 		case pi.dec != nil:
 			decided = append(decided, pi)
-		case pi.pr != nil && (pi.pr.needsAlloc || (ni.kpol != "" && pi.pr.needsKubelet)):
+		case predicts(ni, pi.pr):
 			predicted = append(predicted, pi)
 		}
 	}
@@ -458,6 +471,7 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 		if ok {
 			d := kube.NewDecision(oldM, &a)
 			if na, err := d.Allocation(ni.m, pi.key); err == nil {
+				keepEmptyMemory(oldM, ni.m, &a, &na)
 				if got, err := st.Claim(na); err == nil {
 					pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
 					continue

@@ -127,7 +127,7 @@ func TestAddPod(t *testing.T) {
 	require.Equal(t, scheduler.MisfitInvalid, st.Misfit, "a malformed decision")
 	require.Contains(t, st.MisfitReason, "accounted as a pod without one")
 	require.Len(t, st.Allocation.GPUs, 2, "placed as a pod without a decision")
-	require.NoError(t, c.AddPod(bound(odd, "a", dec(`{"cpuset":"2","gpus":[{"id":9},{"id":3}]}`))))
+	require.NoError(t, c.AddPod(bound(odd, "a", dec(`{"cpuset":"2","gpus":[{"id":3},{"id":9}]}`))))
 	st, _ = c.Pod("default/odd")
 	require.Equal(t, scheduler.MisfitLost, st.Misfit, "a GPU the machine lacks")
 	require.Equal(t, []int{3}, st.Allocation.GPUs)

@@ -56,6 +56,13 @@ type events struct {
 	// last synced the nodes for.
 	gens map[string]int64
 
+	// reserved are the pods Reserve placed, by node and key, until the
+	// plugin sees them bound there: one deleted before that (or bound
+	// elsewhere) has its reservation dropped, since no Unreserve comes
+	// after a successful binding. Guarded by resMu.
+	resMu    sync.Mutex
+	reserved map[string]map[string]bool
+
 	// malformedMsg holds the refusal reason of each node whose topology
 	// annotation is malformed, for Filter (read without mu).
 	malformedMsg sync.Map
@@ -107,7 +114,7 @@ func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFact
 	}
 	nodeInf := f.Core().V1().Nodes().Informer()
 	e := &events{pl: pl, nodes: f.Core().V1().Nodes().Lister(), pods: podInf.GetIndexer(),
-		recs: map[string]*nodeRecord{}, gens: map[string]int64{}}
+		recs: map[string]*nodeRecord{}, gens: map[string]int64{}, reserved: map[string]map[string]bool{}}
 	e.marks = newMarker(ctx, pl, e.nodes)
 	reg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { e.nodeEvent(obj) },
@@ -334,6 +341,57 @@ func (e *events) syncNodeLocked(name string) {
 	}
 	if e.syncPodsLocked(name, rec) {
 		e.markLocked(n, rec)
+	}
+	e.dropStaleReservationsLocked(name)
+}
+
+// noteReserved records a reservation the plugin's Reserve made.
+func (e *events) noteReserved(node, key string) {
+	e.resMu.Lock()
+	defer e.resMu.Unlock()
+	if e.reserved[node] == nil {
+		e.reserved[node] = map[string]bool{}
+	}
+	e.reserved[node][key] = true
+}
+
+// forgetReserved drops the record of a reservation (Unreserve).
+func (e *events) forgetReserved(node, key string) {
+	e.resMu.Lock()
+	defer e.resMu.Unlock()
+	delete(e.reserved[node], key)
+	if len(e.reserved[node]) == 0 {
+		delete(e.reserved, node)
+	}
+}
+
+// dropStaleReservationsLocked drops the reservations on the node of pods
+// that the pod store no longer has or has bound elsewhere (a pod bound and
+// deleted before the plugin saw it bound), and stops following those it
+// has bound here (the cache records them from the store).
+func (e *events) dropStaleReservationsLocked(node string) {
+	e.resMu.Lock()
+	keys := slices.Sorted(maps.Keys(e.reserved[node]))
+	e.resMu.Unlock()
+	for _, k := range keys {
+		o, exists, err := e.pods.GetByKey(k)
+		if err != nil {
+			continue
+		}
+		p, _ := o.(*v1.Pod)
+		switch {
+		case exists && p != nil && p.Spec.NodeName == "":
+			continue // still being scheduled
+		case exists && p != nil && p.Spec.NodeName == node && !terminal(p):
+			// Bound here: the cache has the pod's record from the store.
+		default:
+			ns, name := splitKey(k)
+			err := e.pl.cache.Unreserve(&kube.Pod{Namespace: ns, Name: name})
+			if err == nil {
+				e.logger().V(2).Info("Reservation of a pod gone before it was seen bound dropped", "pod", k, "node", node)
+			}
+		}
+		e.forgetReserved(node, k)
 	}
 }
 

@@ -50,7 +50,8 @@ func newWorld(t testing.TB, nodes, pods cache.Indexer) *world {
 	c, err := scheduler.New(scheduler.Config{})
 	require.NoError(t, err)
 	pl := &Plugin{cache: c, logger: ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))}
-	e := &events{pl: pl, nodes: corelisters.NewNodeLister(nodes), pods: pods, recs: map[string]*nodeRecord{}, gens: map[string]int64{}}
+	e := &events{pl: pl, nodes: corelisters.NewNodeLister(nodes), pods: pods, recs: map[string]*nodeRecord{}, gens: map[string]int64{},
+		reserved: map[string]map[string]bool{}}
 	e.marks = newMarker(context.Background(), pl, e.nodes)
 	t.Cleanup(e.marks.stop)
 	pl.ev = e
@@ -521,4 +522,31 @@ func TestEventsAccountingIsAFunctionOfTheObjects(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEventsReservationOfAPodDeletedBeforeItWasSeenBound: a pod the plugin
+// reserved is bound and deleted before the plugin sees it bound; no
+// Unreserve comes after a successful binding, so the sync drops the
+// reservation (it would hold the pod's GPUs forever).
+func TestEventsReservationOfAPodDeletedBeforeItWasSeenBound(t *testing.T) {
+	e := newTestEvents(t)
+	pl := e.pl
+	e.nodeChanged(testNode(t, "gpu-1", "dgx-h100", true))
+	p := numaPod("quick", "SingleNUMANode", 8, 4)
+	e.podChanged(p) // pending
+	state := preFilter(t, pl, p)
+	require.True(t, pl.Reserve(context.Background(), state, p, "gpu-1").IsSuccess())
+	e.syncNode("gpu-1")
+	_, ok := pl.cache.Pod("default/quick")
+	require.True(t, ok, "a pod being scheduled keeps its reservation")
+
+	// Bound and deleted: the store never showed it bound to the plugin.
+	_ = e.podStore.Delete(p)
+	gone := p.DeepCopy()
+	gone.Spec.NodeName = "gpu-1"
+	e.podEvent(gone)
+	_, ok = pl.cache.Pod("default/quick")
+	require.False(t, ok, "the reservation of a deleted pod is dropped")
+	st, _ := pl.cache.Node("gpu-1")
+	require.Equal(t, 8, st.FreeGPUs)
 }

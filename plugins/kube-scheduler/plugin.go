@@ -339,6 +339,9 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	err = pl.cache.Reserve(s.pod, nodeName)
 	switch {
 	case err == nil:
+		if pl.ev != nil {
+			pl.ev.noteReserved(nodeName, podKey(pod))
+		}
 		return nil
 	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
 		return nil
@@ -351,6 +354,9 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 // is left alone.
 func (pl *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
 	err := pl.cache.Unreserve(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
+	if pl.ev != nil {
+		pl.ev.forgetReserved(nodeName, podKey(pod))
+	}
 	switch {
 	case err == nil, errors.Is(err, allocator.ErrUnknownID), errors.Is(err, scheduler.ErrBound):
 	default:

@@ -55,4 +55,7 @@
 // A scheduler binary with the plugin built in is cmd/numaplace-scheduler:
 //
 //	command := app.NewSchedulerCommand(app.WithPlugin(numaplace.Name, numaplace.New))
+//
+// and cmd/numaplace-inspect prints a node's placement picture, as the plugin
+// accounts it, from a kubeconfig.
 package numaplace

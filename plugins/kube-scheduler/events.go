@@ -52,9 +52,11 @@ type events struct {
 	mu sync.Mutex
 	// recs are the nodes that carry a topology annotation, usable or not.
 	recs map[string]*nodeRecord
-	// gens are the generations of the framework's NodeInfos the plugin
-	// last synced the nodes for.
-	gens map[string]int64
+	// seenGen is the highest NodeInfo generation of the last snapshot
+	// PreFilter caught up with: the framework draws generations from one
+	// increasing counter, so a node changed (or added) since then has a
+	// higher one.
+	seenGen atomic.Int64
 
 	// reserved are the pods Reserve placed, by node and key, until the
 	// plugin sees them bound there: one deleted before that (or bound
@@ -114,7 +116,7 @@ func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFact
 	}
 	nodeInf := f.Core().V1().Nodes().Informer()
 	e := &events{pl: pl, nodes: f.Core().V1().Nodes().Lister(), pods: podInf.GetIndexer(),
-		recs: map[string]*nodeRecord{}, gens: map[string]int64{}, reserved: map[string]map[string]bool{}}
+		recs: map[string]*nodeRecord{}, reserved: map[string]map[string]bool{}}
 	e.marks = newMarker(ctx, pl, e.nodes)
 	reg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { e.nodeEvent(obj) },
@@ -228,22 +230,34 @@ func (e *events) syncNode(name string) {
 }
 
 // catchUp syncs every node whose framework NodeInfo changed since the
-// plugin last synced it (PreFilter calls it with the cycle's snapshot): the
-// framework updates its snapshot from the same stores, so a node it sees
-// changed is synced before the plugin decides on it.
+// last snapshot it was given (PreFilter calls it with the cycle's snapshot,
+// all the nodes): the framework updates its snapshot from the same stores,
+// so a node it sees changed is synced before the plugin decides on it. A
+// NodeInfo's generation comes from one increasing counter, so the changed
+// ones are those above the highest generation seen last time: an unchanged
+// node costs a comparison.
 func (e *events) catchUp(nodes []fwk.NodeInfo) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	seen := e.seenGen.Load()
+	top := seen
+	var changed []string
 	for _, ni := range nodes {
-		n := ni.Node()
-		if n == nil {
+		g := ni.GetGeneration()
+		if g <= seen {
 			continue
 		}
-		if g := ni.GetGeneration(); e.gens[n.Name] != g {
-			e.syncNodeLocked(n.Name)
-			e.gens[n.Name] = g
+		top = max(top, g)
+		if n := ni.Node(); n != nil {
+			changed = append(changed, n.Name)
 		}
 	}
+	if len(changed) > 0 {
+		e.mu.Lock()
+		for _, name := range changed {
+			e.syncNodeLocked(name)
+		}
+		e.mu.Unlock()
+	}
+	e.seenGen.CompareAndSwap(seen, top)
 }
 
 func (e *events) syncNodeLocked(name string) {
@@ -269,7 +283,6 @@ func (e *events) syncNodeLocked(name string) {
 			}
 		}
 		if n == nil {
-			delete(e.gens, name)
 			e.marks.forget(name)
 		}
 		return

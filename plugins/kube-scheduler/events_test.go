@@ -50,7 +50,7 @@ func newWorld(t testing.TB, nodes, pods cache.Indexer) *world {
 	c, err := scheduler.New(scheduler.Config{})
 	require.NoError(t, err)
 	pl := &Plugin{cache: c, logger: ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1)))}
-	e := &events{pl: pl, nodes: corelisters.NewNodeLister(nodes), pods: pods, recs: map[string]*nodeRecord{}, gens: map[string]int64{},
+	e := &events{pl: pl, nodes: corelisters.NewNodeLister(nodes), pods: pods, recs: map[string]*nodeRecord{},
 		reserved: map[string]map[string]bool{}}
 	e.marks = newMarker(context.Background(), pl, e.nodes)
 	t.Cleanup(e.marks.stop)

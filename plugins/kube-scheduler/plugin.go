@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -56,6 +57,10 @@ type podState struct {
 	req      kube.PodRequest
 	prepared *scheduler.PreparedPod // parsed once for Filter and Score
 	policy   string                 // the metrics' policy label
+	// whatIf is set once PreFilterExtensions changed a node in some clone
+	// of the cycle's state (shared by the clones): only then does Filter
+	// look for a dry-run's changes.
+	whatIf atomic.Bool
 }
 
 // Clone implements fwk.StateData.
@@ -262,7 +267,7 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
 	defer observeFilter(s.policy, time.Now())
-	if w := nodeWhatIfOf(state, node.Name); w != nil {
+	if w := nodeWhatIfOf(s, state, node.Name); w != nil {
 		err = pl.filterWhatIf(s, node.Name, w)
 	} else {
 		err = s.prepared.Filter(node.Name)

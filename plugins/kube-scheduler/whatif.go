@@ -53,9 +53,9 @@ func (w *whatIf) Clone() fwk.StateData {
 }
 
 // nodeWhatIfOf returns the node's dry-run changes, or nil when there are
-// none (a plain Filter).
-func nodeWhatIfOf(state fwk.CycleState, node string) *nodeWhatIf {
-	if state == nil {
+// none (a plain Filter, which costs an atomic load).
+func nodeWhatIfOf(s *podState, state fwk.CycleState, node string) *nodeWhatIf {
+	if state == nil || !s.whatIf.Load() {
 		return nil
 	}
 	d, err := state.Read(whatIfKey)
@@ -73,8 +73,12 @@ func nodeWhatIfOf(state fwk.CycleState, node string) *nodeWhatIf {
 	return n
 }
 
-// nodeWhatIfFor returns the node's changes, creating them.
-func nodeWhatIfFor(state fwk.CycleState, node string) *nodeWhatIf {
+// nodeWhatIfFor returns the node's changes, creating them, and tells the
+// pod's state that a dry-run is under way.
+func (pl *Plugin) nodeWhatIfFor(state fwk.CycleState, pod *v1.Pod, node string) *nodeWhatIf {
+	if s, err := pl.podState(state, pod); err == nil {
+		s.whatIf.Store(true)
+	}
 	var w *whatIf
 	if d, err := state.Read(whatIfKey); err == nil {
 		w, _ = d.(*whatIf)
@@ -93,13 +97,13 @@ func nodeWhatIfFor(state fwk.CycleState, node string) *nodeWhatIf {
 
 // AddPod implements fwk.PreFilterExtensions: in a dry-run, a pod put on the
 // node (a victim given back, or a pod nominated to the node).
-func (pl *Plugin) AddPod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) AddPod(_ context.Context, state fwk.CycleState, podToSchedule *v1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
 	p := podInfoToAdd.GetPod()
 	node := nodeName(p, nodeInfo)
 	if node == "" {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	n := nodeWhatIfFor(state, node)
+	n := pl.nodeWhatIfFor(state, podToSchedule, node)
 	key := podKey(p)
 	if n.removed[key] {
 		delete(n.removed, key)
@@ -119,13 +123,13 @@ func (pl *Plugin) AddPod(_ context.Context, state fwk.CycleState, _ *v1.Pod, pod
 
 // RemovePod implements fwk.PreFilterExtensions: in a dry-run, a pod taken
 // off the node (a victim tried).
-func (pl *Plugin) RemovePod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfoToRemove fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) RemovePod(_ context.Context, state fwk.CycleState, podToSchedule *v1.Pod, podInfoToRemove fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
 	p := podInfoToRemove.GetPod()
 	node := nodeName(p, nodeInfo)
 	if node == "" {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	n := nodeWhatIfFor(state, node)
+	n := pl.nodeWhatIfFor(state, podToSchedule, node)
 	key := podKey(p)
 	if _, ok := n.added[key]; ok {
 		delete(n.added, key)

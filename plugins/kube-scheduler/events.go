@@ -87,9 +87,12 @@ func (e *events) malformed(node string) string {
 // annotation.
 type nodeRecord struct {
 	key, value string            // the topology annotation read
+	read       bool              // key and value were read
 	machine    *topology.Machine // nil when the annotation is malformed
-	err        error             // why the annotation is unusable
-	labels     map[string]string // the labels the cache has
+	parseErr   error             // why the annotation cannot be read
+	nodeErr    error             // why the cache refuses the node (a bad label)
+	err        error             // why the node is unusable (either), for Filter and the mark
+	labels     map[string]string // the labels last applied
 	inCache    bool
 	// pods are the resource versions of the bound pods the cache was
 	// given, by key; unaccounted are those it could not record, with why.
@@ -292,46 +295,69 @@ func (e *events) syncNodeLocked(name string) {
 		e.recs[name] = rec
 	}
 	c := e.pl.cache
-	if rec.key != key || rec.value != value || (rec.machine == nil && rec.err == nil) {
-		// A new annotation: read once, whatever follows.
-		rec.key, rec.value = key, value
-		m, err := machineFrom(n, key, value)
-		if err != nil {
-			rec.machine, rec.err = nil, err
-			e.malformedMsg.Store(name, fmt.Sprintf("%stopology annotation %s is malformed: %v", Prefix, key, err))
+	// A new annotation is read once, whatever follows.
+	newAnnotation := !rec.read || rec.key != key || rec.value != value
+	if newAnnotation {
+		rec.key, rec.value, rec.read = key, value, true
+		rec.machine, rec.parseErr = machineFrom(n, key, value)
+		if rec.parseErr != nil {
+			rec.machine = nil
 			topologyUpdates.WithLabelValues(UpdateMalformed).Inc()
-			e.logger().Error(err, "Node topology annotation is malformed: the node takes no NUMA pods until it is fixed", "node", name)
+			e.logger().Error(rec.parseErr, "Node topology annotation is malformed: the node takes no NUMA pods until it is fixed", "node", name, "annotation", key)
 			e.pl.event(n, nil, v1.EventTypeWarning, EventTopologyMalformed, "ReadTopology",
-				"numaplace: topology annotation %s is malformed, the node takes no NUMA-aware pods until it is fixed: %v", key, err)
-			if rec.inCache {
-				if err := c.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
-					e.logger().Error(err, "Removing node", "node", name)
-				}
-				rec.inCache, rec.pods, rec.unaccounted = false, nil, nil
-			}
-			e.markLocked(n, rec)
-			return
+				"%stopology annotation %s is malformed, the node takes no NUMA-aware pods until it is fixed: %v", Prefix, key, rec.parseErr)
 		}
-		rec.machine, rec.err = m, nil
-		e.malformedMsg.Delete(name)
-		node := scheduler.Node{Name: name, Labels: n.Labels, Machine: m}
+	}
+	// The node as the cache should have it: added, or updated when its
+	// machine or labels changed (the labels are retried only when they
+	// change).
+	var nodeErr error
+	added := false
+	if rec.parseErr == nil && (newAnnotation || !maps.Equal(rec.labels, n.Labels) || (!rec.inCache && rec.nodeErr == nil)) {
+		node := scheduler.Node{Name: name, Labels: n.Labels, Machine: rec.machine}
 		if rec.inCache {
-			if err := c.UpdateNode(node); err != nil {
-				e.logger().Error(err, "Updating node", "node", name)
-				return
-			}
-			e.logger().V(2).Info("Node topology changed", "node", name, "source", key,
-				"numaNodes", m.NumNodes(), "cpus", m.CPUs().Size(), "gpus", m.NumGPUs())
-		} else {
-			if err := c.AddNode(node); err != nil {
-				e.logger().Error(err, "Adding node", "node", name)
-				return
-			}
-			rec.inCache, rec.pods, rec.unaccounted = true, map[string]string{}, map[string]string{}
-			e.logger().V(2).Info("Node added", "node", name, "source", key,
-				"numaNodes", m.NumNodes(), "cpus", m.CPUs().Size(), "gpus", m.NumGPUs())
+			nodeErr = c.UpdateNode(node)
+		} else if nodeErr = c.AddNode(node); nodeErr == nil {
+			rec.inCache, rec.pods, rec.unaccounted, added = true, map[string]string{}, map[string]string{}, true
 		}
 		rec.labels = n.Labels
+		if nodeErr != nil && !errors.Is(nodeErr, scheduler.ErrInvalidNode) {
+			e.logger().Error(nodeErr, "Recording node", "node", name)
+			return
+		}
+		if nodeErr != nil && (rec.nodeErr == nil || rec.nodeErr.Error() != nodeErr.Error()) {
+			topologyUpdates.WithLabelValues(UpdateMalformed).Inc()
+			e.logger().Error(nodeErr, "Node cannot be used: it takes no NUMA pods until it is fixed", "node", name)
+			e.pl.event(n, nil, v1.EventTypeWarning, EventNodeInvalid, "ReadNode",
+				"%sthe node takes no NUMA-aware pods until it is fixed: %v", Prefix, nodeErr)
+		}
+		rec.nodeErr = nodeErr
+	}
+	was := rec.err
+	switch {
+	case rec.parseErr != nil:
+		rec.err = fmt.Errorf("topology annotation %s is malformed: %w", key, rec.parseErr)
+	case rec.nodeErr != nil:
+		rec.err = rec.nodeErr
+	default:
+		rec.err = nil
+	}
+	if rec.err != nil {
+		if rec.inCache {
+			if err := c.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
+				e.logger().Error(err, "Removing node", "node", name)
+			}
+			rec.inCache, rec.pods, rec.unaccounted, rec.misfits, rec.overcommit = false, nil, nil, nil, nil
+		}
+		rec.labels = n.Labels
+		e.malformedMsg.Store(name, Prefix+rec.err.Error())
+		e.markLocked(n, rec)
+		return
+	}
+	e.malformedMsg.Delete(name)
+	if newAnnotation || added {
+		e.logger().V(2).Info("Node topology read", "node", name, "source", key, "numaNodes", rec.machine.NumNodes(),
+			"cpus", rec.machine.CPUs().Size(), "gpus", rec.machine.NumGPUs())
 		e.syncPodsLocked(name, rec)
 		st, _ := c.Node(name)
 		if len(st.Misfits) > 0 || len(st.Overcommit) > 0 || len(rec.unaccounted) > 0 {
@@ -340,19 +366,7 @@ func (e *events) syncNodeLocked(name string) {
 			topologyUpdates.WithLabelValues(UpdateApplied).Inc()
 		}
 		e.markLocked(n, rec)
-		return
-	}
-	if rec.machine == nil {
-		return // malformed, unchanged
-	}
-	if !maps.Equal(rec.labels, n.Labels) {
-		if err := c.UpdateNode(scheduler.Node{Name: name, Labels: n.Labels, Machine: rec.machine}); err != nil {
-			e.logger().Error(err, "Updating node labels", "node", name)
-			return
-		}
-		rec.labels = n.Labels
-	}
-	if e.syncPodsLocked(name, rec) {
+	} else if e.syncPodsLocked(name, rec) || was != nil {
 		e.markLocked(n, rec)
 	}
 	e.dropStaleReservationsLocked(name)

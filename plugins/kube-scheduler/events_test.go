@@ -416,6 +416,9 @@ func TestEventsAccountingIsAFunctionOfTheObjects(t *testing.T) {
 				if rapid.Bool().Draw(rt, "optIn") {
 					n.Labels[kube.DefaultOptInLabel] = kube.DefaultOptInValue
 				}
+				if v := rapid.SampledFrom([]string{"", "", "true", "false", "maybe"}).Draw(rt, "memory-alignment"); v != "" {
+					n.Labels[kube.LabelMemoryAlignment] = v
+				}
 				nodes[name] = n
 				w.store(w.nodeStore, n)
 				notify(name)
@@ -549,4 +552,35 @@ func TestEventsReservationOfAPodDeletedBeforeItWasSeenBound(t *testing.T) {
 	require.False(t, ok, "the reservation of a deleted pod is dropped")
 	st, _ := pl.cache.Node("gpu-1")
 	require.Equal(t, 8, st.FreeGPUs)
+}
+
+// TestEventsInvalidLabel: a node whose labels the cache refuses (a
+// memory-alignment label that is neither "true" nor "false") is reported
+// as such and takes no NUMA pods, once per label value; fixed, it comes
+// back with its pods.
+func TestEventsInvalidLabel(t *testing.T) {
+	e := newTestEvents(t)
+	c := e.pl.cache
+	n := testNode(t, "gpu-1", "dgx-h100", true)
+	e.nodeChanged(n)
+	e.podChanged(boundPod("job", "gpu-1", 2, ""))
+	bad := n.DeepCopy()
+	bad.Labels[kube.LabelMemoryAlignment] = "maybe"
+	before := counterValue(t, topologyUpdates.WithLabelValues(UpdateMalformed))
+	e.nodeChanged(bad)
+	e.nodeChanged(bad)
+	require.Equal(t, before+1, counterValue(t, topologyUpdates.WithLabelValues(UpdateMalformed)), "reported once")
+	_, ok := c.Node("gpu-1")
+	require.False(t, ok)
+	require.Contains(t, e.malformed("gpu-1"), "numaplace: invalid node gpu-1: label numaplace.io/memory-alignment=\"maybe\"")
+	mk, _ := e.marks.wanted("gpu-1")
+	require.NotNil(t, mk)
+	require.Equal(t, MarkNodeInvalid, mk.reason)
+
+	e.nodeChanged(n)
+	require.Len(t, heldGPUs(t, c, "default/job"), 2)
+	require.Empty(t, e.malformed("gpu-1"))
+	mk, ok = e.marks.wanted("gpu-1")
+	require.True(t, ok)
+	require.Nil(t, mk)
 }

@@ -66,7 +66,7 @@ const MisfitUnaccounted = "Unaccounted"
 const (
 	NodeOK        = "ok"        // every bound pod accounted exactly
 	NodeMisfit    = "misfit"    // marked: misfits, unaccounted pods or overcommit
-	NodeMalformed = "malformed" // the topology annotation cannot be read
+	NodeMalformed = "malformed" // the topology annotation (or a label the plugin reads) cannot be read
 )
 
 var (
@@ -94,7 +94,7 @@ var (
 		Namespace: "numaplace",
 		Name:      "topology_updates_total",
 		Help: "Topology annotations read (a node seen with a new value), by result: applied, misfit (in use, some bound pods " +
-			"misfit the new machine) or malformed (refused: the node takes no NUMA-aware pods).",
+			"misfit the new machine) or malformed (refused, as is a node whose labels cannot be read: it takes no NUMA-aware pods).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 	podMisfits = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -106,7 +106,8 @@ var (
 	}, []string{"kind"})
 
 	nodesDesc = metrics.NewDesc("numaplace_nodes",
-		"Nodes with a numaplace topology annotation, by state: ok, misfit (marked with the NUMAPlaceMisfit condition) or malformed.",
+		"Nodes with a numaplace topology annotation, by state: ok, misfit (marked with the NUMAPlaceMisfit condition) or malformed "+
+			"(the annotation, or a label the plugin reads, cannot be read: the node takes no NUMA-aware pods).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
 	misfitPodsDesc = metrics.NewDesc("numaplace_misfit_pods",
 		"Bound pods whose accounting is not exactly their decision now, by kind (Lost, Unplaced, Invalid, Unaccounted).",

@@ -33,6 +33,10 @@ const ConditionMisfit v1.NodeConditionType = "NUMAPlaceMisfit"
 const (
 	// MarkTopologyMalformed: the node's topology annotation cannot be read.
 	MarkTopologyMalformed = "TopologyMalformed"
+	// MarkNodeInvalid: the cache refuses the node as it is labelled (such
+	// as numaplace.io/memory-alignment with a value other than "true" or
+	// "false").
+	MarkNodeInvalid = "NodeInvalid"
 	// MarkMisfit: bound pods misfit the node's current machine or cannot
 	// be read, or request more than the machine has.
 	MarkMisfit = "PodsMisfit"
@@ -45,6 +49,9 @@ const (
 	// EventTopologyMalformed: a topology annotation cannot be read (once
 	// per value).
 	EventTopologyMalformed = "NUMAPlaceTopologyMalformed"
+	// EventNodeInvalid: the node's labels make it unusable (once per
+	// reason).
+	EventNodeInvalid = "NUMAPlaceNodeInvalid"
 	// EventPodMisfit: a bound pod's accounting is not exactly its decision
 	// (a scheduler.Misfit), once per pod and reason.
 	EventPodMisfit = "NUMAPlacePodMisfit"
@@ -67,9 +74,11 @@ type mark struct {
 
 // markOf is the mark of a node's record.
 func markOf(rec *nodeRecord) *mark {
-	if rec.err != nil {
-		return &mark{reason: MarkTopologyMalformed,
-			message: truncate(fmt.Sprintf("numaplace: topology annotation %s is malformed: %v", rec.key, rec.err))}
+	switch {
+	case rec.parseErr != nil:
+		return &mark{reason: MarkTopologyMalformed, message: truncate(Prefix + rec.err.Error())}
+	case rec.err != nil:
+		return &mark{reason: MarkNodeInvalid, message: truncate(Prefix + rec.err.Error())}
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(rec.misfits)) {

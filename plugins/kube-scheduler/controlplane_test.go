@@ -50,7 +50,8 @@ func TestControlPlaneMalformedNodesAreReportedAsMalformed(t *testing.T) {
 // returns a cluster over them.
 func newControlPlaneCluster(t *testing.T) *cluster {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(controlplane.Start(t))
+	cfg := controlplane.Start(t)
+	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	return &cluster{t: t, client: client}
+	return &cluster{t: t, client: client, config: cfg}
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -69,6 +70,11 @@ type events struct {
 	// annotation is malformed, for Filter (read without mu).
 	malformedMsg sync.Map
 
+	// nrt is where NodeResourceTopology objects are read from (nil: they
+	// are not), nrtInf the plugin's informer behind it.
+	nrt    nrtStore
+	nrtInf *nrtInformer
+
 	marks  *marker
 	regs   []registration
 	synced atomic.Bool
@@ -86,7 +92,8 @@ func (e *events) malformed(node string) string {
 // nodeRecord is what the plugin knows of a node with a topology
 // annotation.
 type nodeRecord struct {
-	key, value string            // the topology annotation read
+	key, value string            // the topology source read (an annotation's key, or nrtKey)
+	source     string            // its metric label (SourceTopology, SourceNRT, ...)
 	read       bool              // key and value were read
 	machine    *topology.Machine // nil when the annotation is malformed
 	parseErr   error             // why the annotation cannot be read
@@ -109,8 +116,9 @@ type registration struct {
 }
 
 // startEvents adds the plugin's index and handlers to the factory's node
-// and pod informers.
-func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFactory) (*events, error) {
+// and pod informers, and follows NodeResourceTopology objects through cfg
+// (nil: not).
+func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFactory, cfg *rest.Config) (*events, error) {
 	podInf := f.Core().V1().Pods().Informer()
 	if _, ok := podInf.GetIndexer().GetIndexers()[nodeNameIndex]; !ok {
 		if err := podInf.AddIndexers(cache.Indexers{nodeNameIndex: indexByNodeName}); err != nil {
@@ -139,6 +147,13 @@ func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFact
 		return nil, errors.Join(fmt.Errorf("adding the pod event handler: %w", err), e.close())
 	}
 	e.regs = append(e.regs, registration{podInf, reg})
+	nrtInf, err := startNRT(ctx, e, cfg)
+	if err != nil {
+		return nil, errors.Join(err, e.close())
+	}
+	if nrtInf != nil {
+		e.nrt, e.nrtInf = nrtInf, nrtInf
+	}
 	return e, nil
 }
 
@@ -167,6 +182,9 @@ func (e *events) hasSynced() bool {
 		if !r.reg.HasSynced() {
 			return false
 		}
+	}
+	if e.nrtInf != nil && !e.nrtInf.hasSynced() {
+		return false
 	}
 	e.synced.Store(true)
 	return true
@@ -270,10 +288,13 @@ func (e *events) syncNodeLocked(name string) {
 		return
 	}
 	rec := e.recs[name]
-	key, value, ok := "", "", false
+	var src source
+	var srcErr error
+	ok := false
 	if n != nil {
-		key, value, ok = topologySource(n)
+		src, srcErr, ok = e.sourceOf(n)
 	}
+	key, value := src.key, src.value
 	if !ok {
 		if rec != nil {
 			why := "the node was deleted"
@@ -298,14 +319,18 @@ func (e *events) syncNodeLocked(name string) {
 	// A new annotation is read once, whatever follows.
 	newAnnotation := !rec.read || rec.key != key || rec.value != value
 	if newAnnotation {
-		rec.key, rec.value, rec.read = key, value, true
-		rec.machine, rec.parseErr = machineFrom(n, key, value)
+		rec.key, rec.value, rec.read, rec.source = key, value, true, src.label()
+		if srcErr != nil {
+			rec.machine, rec.parseErr = nil, srcErr
+		} else {
+			rec.machine, rec.parseErr = src.read(n)
+		}
 		if rec.parseErr != nil {
 			rec.machine = nil
 			topologyUpdates.WithLabelValues(UpdateMalformed).Inc()
-			e.logger().Error(rec.parseErr, "Node topology annotation is malformed: the node takes no NUMA pods until it is fixed", "node", name, "annotation", key)
+			e.logger().Error(rec.parseErr, "Node topology is malformed: the node takes no NUMA pods until it is fixed", "node", name, "source", describeSource(key, name))
 			e.pl.event(n, nil, v1.EventTypeWarning, EventTopologyMalformed, "ReadTopology",
-				"%stopology annotation %s is malformed, the node takes no NUMA-aware pods until it is fixed: %v", Prefix, key, rec.parseErr)
+				"%s%s is malformed, the node takes no NUMA-aware pods until it is fixed: %v", Prefix, describeSource(key, name), rec.parseErr)
 		}
 	}
 	// The node as the cache should have it: added, or updated when its
@@ -336,7 +361,7 @@ func (e *events) syncNodeLocked(name string) {
 	was := rec.err
 	switch {
 	case rec.parseErr != nil:
-		rec.err = fmt.Errorf("topology annotation %s is malformed: %w", key, rec.parseErr)
+		rec.err = fmt.Errorf("%s is malformed: %w", describeSource(key, name), rec.parseErr)
 	case rec.nodeErr != nil:
 		rec.err = rec.nodeErr
 	default:
@@ -356,8 +381,8 @@ func (e *events) syncNodeLocked(name string) {
 	}
 	e.malformedMsg.Delete(name)
 	if newAnnotation || added {
-		e.logger().V(2).Info("Node topology read", "node", name, "source", key, "numaNodes", rec.machine.NumNodes(),
-			"cpus", rec.machine.CPUs().Size(), "gpus", rec.machine.NumGPUs())
+		e.logger().V(2).Info("Node topology read", "node", name, "source", rec.source, "from", describeSource(key, name),
+			"numaNodes", rec.machine.NumNodes(), "cpus", rec.machine.CPUs().Size(), "gpus", rec.machine.NumGPUs())
 		e.syncPodsLocked(name, rec)
 		st, _ := c.Node(name)
 		if len(st.Misfits) > 0 || len(st.Overcommit) > 0 || len(rec.unaccounted) > 0 {
@@ -420,6 +445,14 @@ func (e *events) dropStaleReservationsLocked(node string) {
 		}
 		e.forgetReserved(node, k)
 	}
+}
+
+// describeSource names a topology source in messages.
+func describeSource(key, node string) string {
+	if key == nrtKey {
+		return fmt.Sprintf("%s object %s", kube.NRTKind, node)
+	}
+	return "topology annotation " + key
 }
 
 // dropLocked removes a node from the cache and the plugin's records.

@@ -57,6 +57,9 @@ const (
 	UpdateMalformed = "malformed"
 )
 
+// allSources are the values of numaplace_nodes_by_source's label.
+var allSources = []string{SourceTopology, SourceNRTAnnot, SourceKoordinator, SourceNRT, SourceNRTZones}
+
 // MisfitUnaccounted is the "kind" of a bound pod that cannot be read at all
 // (its holdings are not accounted), besides scheduler.MisfitKind's.
 const MisfitUnaccounted = "Unaccounted"
@@ -109,6 +112,11 @@ var (
 		"Nodes with a numaplace topology annotation, by state: ok, misfit (marked with the NUMAPlaceMisfit condition) or malformed "+
 			"(the annotation, or a label the plugin reads, cannot be read: the node takes no NUMA-aware pods).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
+	sourcesDesc = metrics.NewDesc("numaplace_nodes_by_source",
+		"Nodes in use by the topology source their machine is read from: annotation (numaplace.io/topology), nrt-annotation, "+
+			"koordinator-annotation, noderesourcetopology (numaplace's own, exact), noderesourcetopology-zones (rebuilt from the zones, "+
+			"as NFD's topology-updater writes them); with an annotation and an object, the newer.",
+		[]string{"source"}, nil, metrics.ALPHA, "")
 	misfitPodsDesc = metrics.NewDesc("numaplace_misfit_pods",
 		"Bound pods whose accounting is not exactly their decision now, by kind (Lost, Unplaced, Invalid, Unaccounted).",
 		[]string{"kind"}, nil, metrics.ALPHA, "")
@@ -138,6 +146,7 @@ type stateCollector struct {
 // DescribeWithStability implements metrics.StableCollector.
 func (*stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- nodesDesc
+	ch <- sourcesDesc
 	ch <- misfitPodsDesc
 	ch <- freeCPUsDesc
 	ch <- freeGPUsDesc
@@ -156,6 +165,10 @@ func (*stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 func (pl *Plugin) collect(ch chan<- metrics.Metric) {
 	e := pl.ev
 	nodes := map[string]int{NodeOK: 0, NodeMisfit: 0, NodeMalformed: 0}
+	sources := map[string]int{}
+	for _, src := range allSources {
+		sources[src] = 0
+	}
 	kinds := map[string]int{}
 	for _, k := range misfitKinds {
 		kinds[k] = 0
@@ -174,6 +187,9 @@ func (pl *Plugin) collect(ch chan<- metrics.Metric) {
 		default:
 			nodes[NodeOK]++
 		}
+		if rec.inCache {
+			sources[rec.source]++
+		}
 		for _, m := range rec.misfits {
 			kinds[string(m.Kind)]++
 		}
@@ -182,6 +198,9 @@ func (pl *Plugin) collect(ch chan<- metrics.Metric) {
 	e.mu.Unlock()
 	for _, s := range []string{NodeOK, NodeMisfit, NodeMalformed} {
 		ch <- metrics.NewLazyConstMetric(nodesDesc, metrics.GaugeValue, float64(nodes[s]), s)
+	}
+	for _, src := range allSources {
+		ch <- metrics.NewLazyConstMetric(sourcesDesc, metrics.GaugeValue, float64(sources[src]), src)
 	}
 	for _, k := range misfitKinds {
 		ch <- metrics.NewLazyConstMetric(misfitPodsDesc, metrics.GaugeValue, float64(kinds[k]), k)
@@ -243,7 +262,8 @@ func unknownNodeFreeGPUs(st scheduler.NodeStatus) int {
 //   - numaplace_filter_duration_seconds{policy} (histogram)
 //   - numaplace_topology_updates_total{result}
 //   - numaplace_pod_misfits_total{kind}
-//   - numaplace_nodes{state} and numaplace_misfit_pods{kind} (gauges)
+//   - numaplace_nodes{state}, numaplace_nodes_by_source{source} and
+//     numaplace_misfit_pods{kind} (gauges)
 //   - numaplace_numa_free_cpus{node,numa_node} and
 //     numaplace_numa_free_gpus{node,numa_node} (gauges, one series per
 //     NUMA node of every node: bounded by the cluster's NUMA nodes)

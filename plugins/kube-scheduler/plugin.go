@@ -43,7 +43,7 @@ const Prefix = "numaplace: "
 const (
 	// ReasonTextNoTopology is the status reason of a node without a
 	// topology annotation refusing a pod with a NUMA spec.
-	ReasonTextNoTopology = Prefix + "node(s) without a numaplace topology annotation"
+	ReasonTextNoTopology = Prefix + "node(s) without a numaplace topology (annotation or NodeResourceTopology)"
 	// ReasonTextMoreVictims is the refusal, in a preemption dry-run, of a
 	// set of victims that leaves out one of the fewest pods whose eviction
 	// makes the pod fit (scheduler.PreparedPod.Victims): it steers
@@ -122,7 +122,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: registering metrics: %w", Name, err)
 	}
 	pl := &Plugin{handle: h, args: args, cache: cache, logger: klog.FromContext(ctx).WithName(Name)}
-	ev, err := startEvents(ctx, pl, h.SharedInformerFactory())
+	ev, err := startEvents(ctx, pl, h.SharedInformerFactory(), h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

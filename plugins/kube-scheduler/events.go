@@ -1,7 +1,9 @@
 package numaplace
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -319,11 +321,21 @@ func (e *events) syncNodeLocked(name string) {
 	// A new annotation is read once, whatever follows.
 	newAnnotation := !rec.read || rec.key != key || rec.value != value
 	if newAnnotation {
+		if rec.read && rec.source != src.label() {
+			e.logger().V(2).Info("Node topology source changed: the newer is used", "node", name, "from", rec.source, "to", src.label())
+		}
 		rec.key, rec.value, rec.read, rec.source = key, value, true, src.label()
+		old := rec.machine
 		if srcErr != nil {
 			rec.machine, rec.parseErr = nil, srcErr
 		} else {
 			rec.machine, rec.parseErr = src.read(n)
+		}
+		if old != nil && rec.machine != nil && sameMachine(old, rec.machine) {
+			// The same machine written again (an object's other attributes
+			// changed, say its pod fingerprint): nothing to rebuild.
+			rec.machine = old
+			newAnnotation = false
 		}
 		if rec.parseErr != nil {
 			rec.machine = nil
@@ -445,6 +457,16 @@ func (e *events) dropStaleReservationsLocked(node string) {
 		}
 		e.forgetReserved(node, k)
 	}
+}
+
+// sameMachine reports whether two machines are described alike.
+func sameMachine(a, b *topology.Machine) bool {
+	if a == b {
+		return true
+	}
+	x, err1 := json.Marshal(a.Spec())
+	y, err2 := json.Marshal(b.Spec())
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // describeSource names a topology source in messages.

@@ -90,6 +90,15 @@ func TestNRTSources(t *testing.T) {
 	st2, _ := e.pl.cache.Node("gpu-1")
 	require.Same(t, st.Machine, st2.Machine)
 
+	// Another attribute changes (a pod fingerprint): the same machine.
+	u = nrtObject(t, "gpu-1", h100, t0.Add(90*time.Second), false)
+	attrs := u.Object["attributes"].([]any)
+	u.Object["attributes"] = append(attrs, map[string]any{"name": "nodeTopologyPodsFingerprint", "value": "pfp0v001abc"})
+	require.NoError(t, objs.Update(u))
+	e.nrtChanged("gpu-1")
+	st2, _ = e.pl.cache.Node("gpu-1")
+	require.Same(t, st.Machine, st2.Machine)
+
 	// An NFD object: the machine rebuilt from the zones.
 	require.NoError(t, objs.Update(nrtObject(t, "gpu-1", a100, t0.Add(2*time.Minute), true)))
 	e.nrtChanged("gpu-1")

@@ -12,6 +12,7 @@ import (
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -148,6 +149,24 @@ func TestControlPlaneNodeResourceTopology(t *testing.T) {
 	got = c.waitBound("on-zones")
 	require.Equal(t, "nfd", got.Spec.NodeName)
 
+	// A node whose machine comes from its object gets the opt-in label
+	// later: the pod waiting for it binds.
+	unlabelled := bare("unlabelled", "dgx-h100")
+	delete(unlabelled.Labels, kube.DefaultOptInLabel)
+	c.create(unlabelled)
+	c.publishNRT(dyn, "unlabelled", h100, false)
+	waitMachine(t, r, "unlabelled", func(m *topology.Machine) bool { return m != nil })
+	c.create(pod("needs-label", "Restricted", 16, 8))
+	msg = c.waitUnschedulable("needs-label")
+	require.Contains(t, msg, "node(s) without the label ack.node.gpu.schedule=topology", msg)
+	start = time.Now()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{kube.DefaultOptInLabel: kube.DefaultOptInValue}}})
+	require.NoError(t, err)
+	_, err = c.client.CoreV1().Nodes().Patch(context.Background(), "unlabelled", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	got = c.waitBoundWithin("needs-label", start)
+	require.Equal(t, "unlabelled", got.Spec.NodeName)
+
 	// Both: the newer of the annotation and the object is used (the API
 	// server records times to the second).
 	c.create(node(t, "both", "dgx-a100", true, false))
@@ -155,7 +174,7 @@ func TestControlPlaneNodeResourceTopology(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	c.publishNRT(dyn, "both", h100, false)
 	waitMachine(t, r, "both", func(m *topology.Machine) bool { return m.NumCPUs() == h100.NumCPUs() })
-	waitGauge(t, "numaplace_nodes_by_source", map[string]string{"source": numaplace.SourceNRT}, 2)
+	waitGauge(t, "numaplace_nodes_by_source", map[string]string{"source": numaplace.SourceNRT}, 3)
 	time.Sleep(1100 * time.Millisecond)
 	js, err := json.Marshal(a100)
 	require.NoError(t, err)
@@ -163,5 +182,6 @@ func TestControlPlaneNodeResourceTopology(t *testing.T) {
 	c.setNodeAnnotation("both", numaplace.AnnotationTopology, string(js))
 	waitMachine(t, r, "both", func(m *topology.Machine) bool { return m.NumCPUs() == a100.NumCPUs() })
 	waitGauge(t, "numaplace_nodes_by_source", map[string]string{"source": numaplace.SourceTopology}, 1)
+	waitGauge(t, "numaplace_nodes_by_source", map[string]string{"source": numaplace.SourceNRT}, 2)
 	c.requireNoDoubleHandout()
 }

@@ -446,22 +446,29 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 }
 
 // isSchedulableAfterNodeChange: Queue for a node that arrives with a
-// topology annotation, or whose annotation or opt-in label changes.
+// topology (an annotation, or a NodeResourceTopology object), or whose
+// annotation, opt-in label or memory-alignment label changes.
 func (pl *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := schedutil.As[*v1.Node](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
 	_, newTopo, ok := topologySource(newNode)
-	if !ok {
+	if !ok && (pl.ev == nil || pl.ev.nrt == nil) {
 		return fwk.QueueSkip, nil
+	}
+	if !ok {
+		if _, found := pl.ev.nrt.get(newNode.Name); !found {
+			return fwk.QueueSkip, nil
+		}
 	}
 	if oldNode == nil {
 		return fwk.Queue, nil
 	}
 	_, oldTopo, _ := topologySource(oldNode)
 	label := pl.cache.Config().OptInLabel
-	if oldTopo != newTopo || oldNode.Labels[label] != newNode.Labels[label] {
+	if oldTopo != newTopo || oldNode.Labels[label] != newNode.Labels[label] ||
+		oldNode.Labels[kube.LabelMemoryAlignment] != newNode.Labels[kube.LabelMemoryAlignment] {
 		logger.V(5).Info("Node topology or opt-in label changed", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 		return fwk.Queue, nil
 	}

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/topology"
 )
 
 // numaPod asks for cpus CPUs and gpus aliyun.com/gpu under the policy (""
@@ -163,6 +166,21 @@ func TestQueueingHints(t *testing.T) {
 	other := labelled.DeepCopy()
 	other.Labels["unrelated"] = "x"
 	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterNodeChange(logger, p, labelled, other)))
+	unaligned := labelled.DeepCopy()
+	unaligned.Labels[kube.LabelMemoryAlignment] = "false"
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterNodeChange(logger, p, labelled, unaligned)))
+
+	// A node whose machine comes from a NodeResourceTopology object.
+	objs := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	e.nrt = storeNRT{objs}
+	bareOld := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nrt-node", Labels: map[string]string{}}}
+	bareNew := bareOld.DeepCopy()
+	bareNew.Labels[kube.DefaultOptInLabel] = kube.DefaultOptInValue
+	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterNodeChange(logger, p, bareOld, bareNew)), "no object yet")
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	require.NoError(t, objs.Add(nrtObject(t, "nrt-node", m, time.Now(), false)))
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterNodeChange(logger, p, bareOld, bareNew)))
 
 	bound := numaPod("bound", "SingleNUMANode", 8, 1)
 	bound.Spec.NodeName = "gpu-1"
@@ -187,7 +205,7 @@ func TestQueueingHints(t *testing.T) {
 	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterTargetPodUpdate(logger, p, p, fixed)))
 	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterTargetPodUpdate(logger, p, p, p.DeepCopy())))
 
-	_, err := pl.isSchedulableAfterNodeChange(logger, p, nil, p)
+	_, err = pl.isSchedulableAfterNodeChange(logger, p, nil, p)
 	require.Error(t, err)
 }
 

@@ -454,16 +454,65 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 			predicted = append(predicted, pi)
 		}
 	}
-	for _, pi := range decided {
-		a, lost := decisionAllocation(ni.m, pi.key, pi.dec)
-		got, held, more := claimAvailable(st, ni.m, a)
-		lost = append(lost, more...)
+	// The decisions: claimed in runs, each run restored at once (one copy
+	// of the state per run instead of per pod), a decision that cannot be
+	// claimed exactly ending a run and claimed as far as it goes.
+	allocs := make([]allocator.Allocation, len(decided))
+	lostBy := make([][]string, len(decided))
+	for i, pi := range decided {
+		allocs[i], lostBy[i] = decisionAllocation(ni.m, pi.key, pi.dec)
+	}
+	for i := 0; i < len(decided); {
+		j := i
+		for j < len(decided) && len(lostBy[j]) == 0 {
+			j++
+		}
+		if j > i {
+			err := st.Restore(allocator.Snapshot{Allocations: allocs[i:j]})
+			var re *allocator.RestoreError
+			if err != nil && errors.As(err, &re) {
+				k := slices.IndexFunc(decided[i:j], func(pi *podInfo) bool { return pi.key == re.ID })
+				if k < 0 {
+					k = 0
+				}
+				if k > 0 { // the run up to the refused one
+					if err := st.Restore(allocator.Snapshot{Allocations: allocs[i : i+k]}); err != nil {
+						k = 0
+					}
+				}
+				for _, pi := range decided[i : i+k] {
+					pi.alloc = true
+				}
+				i += k
+				j = i // the refused one is claimed as far as it goes below
+			} else if err == nil {
+				for _, pi := range decided[i:j] {
+					pi.alloc = true
+				}
+				i = j
+				continue
+			}
+		}
+		if i >= len(decided) {
+			break
+		}
+		pi := decided[i]
+		got, held, more := claimAvailable(st, ni.m, allocs[i])
+		lost := append(lostBy[i], more...)
 		if held {
 			pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
 		}
 		if len(lost) > 0 {
 			pi.misfit = MisfitLost
 			pi.reason = joinReason("its decision names "+strings.Join(lost, "; ")+"; it is accounted with the rest", pi.invalid)
+		}
+		i++
+	}
+	for _, pi := range decided {
+		if pi.alloc && pi.misfit != MisfitLost {
+			if a, ok := st.Get(pi.key); ok {
+				pi.cpus, pi.gpus = a.CPUs.Size(), len(a.GPUs)
+			}
 		}
 	}
 	for _, pi := range reserved {

@@ -480,7 +480,10 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 		err := fmt.Errorf("%w: %s", ErrUnknownNode, ni.name)
 		return errs, err
 	}
-	rebuild := false
+	// A batch of several pods is recorded by one rebuild (its decisions
+	// restored at once) rather than one claim, and one copy of the state,
+	// per pod.
+	rebuild := len(bound) > 1
 	for _, p := range gone {
 		if p == nil {
 			continue

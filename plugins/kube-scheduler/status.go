@@ -232,7 +232,7 @@ func (m *marker) write(ctx context.Context, name string) error {
 }
 
 // event records an Event on the node (with the pod, if any, as the related
-// object) through the framework's recorder.
+// object) through the framework's recorder, its note cut to 1 KiB.
 func (pl *Plugin) event(n *v1.Node, related *v1.Pod, eventtype, reason, action, note string, args ...any) {
 	if pl.handle == nil || n == nil {
 		return
@@ -245,7 +245,8 @@ func (pl *Plugin) event(n *v1.Node, related *v1.Pod, eventtype, reason, action, 
 	if related != nil {
 		rel = related
 	}
-	rec.Eventf(n, rel, eventtype, reason, action, note, args...)
+	// events.k8s.io/v1 refuses notes longer than 1 KiB.
+	rec.Eventf(n, rel, eventtype, reason, action, "%s", truncate(fmt.Sprintf(note, args...)))
 }
 
 // misfitKinds are the kinds of the numaplace_misfit_pods gauge.

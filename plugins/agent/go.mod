@@ -1,4 +1,4 @@
-module github.com/numaplace/numaplace/plugins/nri
+module github.com/numaplace/numaplace/plugins/agent
 
 go 1.26
 

@@ -36,7 +36,7 @@ import (
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/numaplace/numaplace/adapters/kubelet"
-	nri "github.com/numaplace/numaplace/plugins/nri"
+	nri "github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/topology"
 )
 

@@ -162,4 +162,3 @@ func (g *GPUs) stat(p string) (Node, error) {
 // major and minor split a Linux device number (glibc's encoding).
 func major(dev uint64) uint64 { return (dev>>8)&0xfff | (dev>>32)&^0xfff }
 func minor(dev uint64) uint64 { return dev&0xff | (dev>>12)&^0xff }
-

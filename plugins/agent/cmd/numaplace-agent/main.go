@@ -1,20 +1,32 @@
-// Command numaplace-nri is numaplace's node agent as a containerd NRI
-// plugin: it gives each container the CPUs, NUMA nodes and GPUs that the
-// scheduler's numaplace.io/allocation decision names for its pod, keeps the
-// node's allocations in a checkpoint, and refuses a pod whose decision
-// conflicts with what the node holds.
+// Command numaplace-agent is numaplace's node daemon, run on every
+// numaplace node (a DaemonSet). Over one node state (adapters/kubelet) and
+// one checkpoint it runs three roles, each of which a flag turns off:
+//
+//   - the NRI agent (--nri): a containerd NRI plugin that gives each
+//     container the CPUs, NUMA nodes and GPUs (NVIDIA_VISIBLE_DEVICES and
+//     device nodes) of its pod's numaplace.io/allocation decision, and
+//     refuses a pod whose decision conflicts with what the node holds;
+//   - the topology reporter (--reporter): the numaplace.io/topology Node
+//     annotation and the node's NodeResourceTopology object, updated after
+//     every admission, removal and health change (at most once per
+//     --report-interval, retried with backoff);
+//   - the device plugin (--device-plugin): the node's GPUs as
+//     --resource-name through the kubelet's device-plugin API.
 //
 // Usage:
 //
-//	numaplace-nri [--topology FILE | --preset NAME | --sysfs-root DIR]
-//	              [--checkpoint FILE] [--name NAME] [--index NN]
-//	              [--socket PATH] [--log-level LEVEL]
+//	numaplace-agent [--topology FILE | --preset NAME | --sysfs-root DIR]
+//	                [--checkpoint FILE] [--node-name NAME] [--kubeconfig FILE]
+//	                [--nri=BOOL] [--name NAME] [--index NN] [--socket PATH]
+//	                [--reporter=BOOL] [--report-interval D]
+//	                [--device-plugin=BOOL] [--kubelet-socket-dir DIR]
+//	                [--resource-name NAME] [--dev-root DIR] [--health-interval D]
+//	                [--log-level LEVEL]
 //
-// The machine comes from the interchange JSON (--topology), a built-in
-// preset (--preset), or the live machine's sysfs under --sysfs-root
-// (default "/"). The exit status is 2 for bad flags, 1 when the machine or
-// the checkpoint cannot be used or the connection to the runtime is lost,
-// and 0 after SIGINT or SIGTERM.
+// The exit status is 2 for bad flags, 1 when the machine, the checkpoint,
+// the Kubernetes client or a role cannot start (or the runtime's NRI
+// socket cannot be reached at start), and 0 after SIGINT or SIGTERM. A
+// runtime that goes away later is reconnected to.
 package main
 
 import (
@@ -31,18 +43,24 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
+
 	"github.com/numaplace/numaplace/adapters/kubelet"
-	nri "github.com/numaplace/numaplace/plugins/agent/nri"
+	"github.com/numaplace/numaplace/plugins/agent/cluster"
+	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
+	"github.com/numaplace/numaplace/plugins/agent/devices"
+	"github.com/numaplace/numaplace/plugins/agent/nri"
+	"github.com/numaplace/numaplace/plugins/agent/reporter"
 	"github.com/numaplace/numaplace/topology"
 )
 
 // Defaults of the flags.
 const (
-	defaultCheckpoint = "/var/lib/numaplace/nri-checkpoint.json"
+	defaultCheckpoint = "/var/lib/numaplace/checkpoint.json"
 	defaultName       = "numaplace"
 	defaultIndex      = "10"
 )
@@ -55,30 +73,59 @@ func main() {
 type config struct {
 	topology, preset, sysfsRoot string
 	checkpoint                  string
-	name, index, socket         string
-	logLevel                    slog.Level
+	nodeName, kubeconfig        string
+
+	nri                 bool
+	name, index, socket string
 	// nameSet and indexSet say whether --name and --index were given.
 	nameSet, indexSet bool
+
+	reporter       bool
+	reportInterval time.Duration
+
+	devicePlugin     bool
+	kubeletSocketDir string
+	resourceName     string
+	devRoot          string
+	gpuDeviceNodes   bool
+	healthInterval   time.Duration
+
+	logLevel slog.Level
 }
 
 // parseFlags reads the command line. It returns flag.ErrHelp for -h, and
 // an error naming the flag for anything else wrong.
-func parseFlags(args []string, stderr io.Writer) (config, error) {
+func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("numaplace-nri", flag.ContinueOnError)
+	fs := flag.NewFlagSet("numaplace-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.topology, "topology", "", "read the machine from this topology JSON `file` (numaplan topology --json)")
 	fs.StringVar(&c.preset, "preset", "", "use this built-in machine `name` ("+strings.Join(topology.PresetNames(), ", ")+")")
-	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "discover the live machine from sysfs under this `dir` (when neither --topology nor --preset is given)")
+	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "discover the live machine from sys/ and proc/ under this `dir` (when neither --topology nor --preset is given); GPU device minors are read under it too")
 	fs.StringVar(&c.checkpoint, "checkpoint", defaultCheckpoint, "the node's checkpoint `file` (\"\" keeps the state in memory only)")
+	fs.StringVar(&c.nodeName, "node-name", getenv("NODE_NAME"), "the Kubernetes node's `name` (default: the NODE_NAME environment variable)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "the kubeconfig `file` to reach the API server with (default: the pod's service account, in-cluster)")
+
+	fs.BoolVar(&c.nri, "nri", true, "run the NRI agent: apply the pods' decisions to their containers")
 	fs.StringVar(&c.name, "name", defaultName, "the NRI plugin `name` (NRI_PLUGIN_NAME wins when the runtime starts the plugin and the flag is not given)")
 	fs.StringVar(&c.index, "index", defaultIndex, "the NRI plugin `index`, two digits (NRI_PLUGIN_IDX wins when the runtime starts the plugin)")
 	fs.StringVar(&c.socket, "socket", api.DefaultSocketPath, "the NRI socket `path` to connect to")
+
+	fs.BoolVar(&c.reporter, "reporter", true, "run the topology reporter: the numaplace.io/topology annotation and the NodeResourceTopology object")
+	fs.DurationVar(&c.reportInterval, "report-interval", reporter.DefaultInterval, "the shortest `time` between two writes of the report (changes within it are coalesced)")
+
+	fs.BoolVar(&c.devicePlugin, "device-plugin", true, "run the device plugin: advertise the GPUs to the kubelet")
+	fs.StringVar(&c.kubeletSocketDir, "kubelet-socket-dir", deviceplugin.DefaultSocketDir, "the kubelet's device-plugin `dir` (kubelet.sock and the plugin's socket)")
+	fs.StringVar(&c.resourceName, "resource-name", deviceplugin.DefaultResourceName, "the extended resource `name` the GPUs are advertised as")
+	fs.StringVar(&c.devRoot, "dev-root", "/dev", "the host's /dev as the agent sees it (`dir`), where the GPUs' device nodes are looked up")
+	fs.BoolVar(&c.gpuDeviceNodes, "gpu-device-nodes", true, "give containers their decision's GPU device nodes through NRI (false: NVIDIA_VISIBLE_DEVICES only)")
+	fs.DurationVar(&c.healthInterval, "health-interval", deviceplugin.DefaultHealthInterval, "how often each GPU's device node is checked (`time`; 0 turns the checks off)")
+
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: numaplace-nri [flags]\n\n"+
-			"numaplace's node agent as a containerd NRI plugin: it sets each container's cpuset.cpus,\n"+
-			"cpuset.mems and NVIDIA_VISIBLE_DEVICES from its pod's numaplace.io/allocation decision.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: numaplace-agent [flags]\n\n"+
+			"numaplace's node daemon: the NRI agent that applies the pods' numaplace.io/allocation decisions,\n"+
+			"the topology reporter (node annotation and NodeResourceTopology) and the GPU device plugin.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -97,13 +144,30 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	})
 	switch {
 	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected argument %q (numaplace-nri takes flags only)", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q (numaplace-agent takes flags only)", fs.Arg(0))
+	case !c.nri && !c.reporter && !c.devicePlugin:
+		return c, errors.New("--nri, --reporter and --device-plugin are all false: nothing to run")
 	case c.topology != "" && c.preset != "":
 		return c, errors.New("--topology and --preset both name the machine; give one")
 	case c.preset != "" && !slices.Contains(topology.PresetNames(), c.preset):
 		return c, fmt.Errorf("--preset %q: unknown preset (known: %s)", c.preset, strings.Join(topology.PresetNames(), ", "))
 	case c.sysfsRoot == "":
 		return c, errors.New("--sysfs-root is empty (use / for the live machine)")
+	case c.reporter && c.nodeName == "":
+		return c, errors.New("the reporter needs the node's name: set --node-name or NODE_NAME (or turn it off with --reporter=false)")
+	case c.reportInterval <= 0:
+		return c, fmt.Errorf("--report-interval %s: must be positive", c.reportInterval)
+	case c.healthInterval < 0:
+		return c, fmt.Errorf("--health-interval %s: must not be negative", c.healthInterval)
+	case c.devicePlugin && c.kubeletSocketDir == "":
+		return c, errors.New("--kubelet-socket-dir is empty")
+	case c.devRoot == "":
+		return c, errors.New("--dev-root is empty (use /dev)")
+	}
+	if c.devicePlugin || c.reporter {
+		if err := checkResourceName(c.resourceName); err != nil {
+			return c, fmt.Errorf("--resource-name %q: %w", c.resourceName, err)
+		}
 	}
 	if err := api.CheckPluginName(c.name); err != nil {
 		return c, fmt.Errorf("--name: %w", err)
@@ -112,6 +176,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--index: %w", err)
 	}
 	return c, nil
+}
+
+// checkResourceName checks that name is an extended resource name, as the
+// kubelet requires of a device plugin: domain/name, outside kubernetes.io.
+func checkResourceName(name string) error {
+	domain, res, ok := strings.Cut(name, "/")
+	switch {
+	case !ok || domain == "" || res == "" || strings.Contains(res, "/"):
+		return errors.New("not an extended resource name of the form domain/name, such as aliyun.com/gpu")
+	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+		return errors.New("the kubernetes.io domain is reserved for Kubernetes' own resources")
+	}
+	return nil
 }
 
 // reportedError is a flag error the flag package has already printed.
@@ -163,7 +240,7 @@ func stubOptions(c config, getenv func(string) string, log *slog.Logger) ([]stub
 
 // run is the program; it returns the exit status.
 func run(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
-	c, err := parseFlags(args, stderr)
+	c, err := parseFlags(args, stderr, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -172,14 +249,16 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "numaplace-nri: %v\n", err)
+		fmt.Fprintf(stderr, "numaplace-agent: %v\n", err)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel}))
-	opts, err := stubOptions(c, getenv, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "numaplace-nri: %v\n", err)
-		return 2
+	var nriOpts []stub.Option
+	if c.nri {
+		if nriOpts, err = stubOptions(c, getenv, log); err != nil {
+			fmt.Fprintf(stderr, "numaplace-agent: %v\n", err)
+			return 2
+		}
 	}
 	fail := func(msg string, err error) int {
 		log.Error(msg, "error", err)
@@ -189,6 +268,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	m, err := loadMachine(c)
 	if err != nil {
 		return fail("cannot use the machine", err)
+	}
+	gpus, err := devices.New(m, c.devRoot, os.DirFS(c.sysfsRoot))
+	if err != nil {
+		return fail("cannot read the GPUs' device minors", err)
 	}
 	if c.checkpoint == "" {
 		log.Warn("no checkpoint: the state is kept in memory only and rebuilt from the running pods' decisions at every start")
@@ -200,37 +283,141 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		return fail("cannot open the node's checkpoint (move a refused file away only after draining the node)", err)
 	}
 	log.Info("node agent ready", "machine", m.Name(), "numaNodes", m.NumNodes(), "cpus", m.NumCPUs(),
-		"gpus", m.NumGPUs(), "checkpoint", c.checkpoint, "admitted", len(node.Admissions()), "sharedPool", node.SharedPool().String())
-
-	p, err := nri.New(node, nri.Options{Logger: log})
-	if err != nil {
-		return fail("cannot create the plugin", err)
-	}
-	defer p.Close()
+		"gpus", m.NumGPUs(), "checkpoint", c.checkpoint, "admitted", len(node.Admissions()),
+		"sharedPool", node.SharedPool().String(), "nri", c.nri, "reporter", c.reporter, "devicePlugin", c.devicePlugin)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var lost sync.Once
-	lostC := make(chan struct{})
-	opts = append(opts, stub.WithOnClose(func() { lost.Do(func() { close(lostC) }) }))
-	s, err := stub.New(p, opts...)
-	if err != nil {
-		return fail("cannot create the NRI stub", err)
+
+	// The Kubernetes client, for the reporter and the NRI role's events.
+	var events nri.EventSink
+	var rep *reporter.Reporter
+	notify := func() {}
+	if c.reporter {
+		cfg, err := cluster.Config(c.kubeconfig)
+		if err != nil {
+			return fail("cannot build the Kubernetes client (or turn the reporter off with --reporter=false)", err)
+		}
+		w, err := cluster.NewWriter(cfg)
+		if err != nil {
+			return fail("cannot build the Kubernetes client", err)
+		}
+		if rep, err = reporter.New(node, w, reporter.Options{NodeName: c.nodeName, ResourceName: c.resourceName,
+			Interval: c.reportInterval, Logger: log}); err != nil {
+			return fail("cannot create the reporter", err)
+		}
+		notify = rep.Notify
+		ev, err := cluster.NewEvents(cfg, c.nodeName)
+		if err != nil {
+			return fail("cannot build the Kubernetes event recorder", err)
+		}
+		defer ev.Shutdown()
+		events = ev
 	}
-	p.SetUpdater(s)
-	err = s.Run(ctx)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	start := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	if rep != nil {
+		start("reporter", rep.Run)
+	}
+	if c.devicePlugin {
+		health := c.healthInterval
+		if health == 0 {
+			health = -1
+		}
+		dp, err := deviceplugin.New(node, gpus, deviceplugin.Options{SocketDir: c.kubeletSocketDir, ResourceName: c.resourceName,
+			HealthInterval: health, OnChange: notify, Logger: log})
+		if err != nil {
+			return fail("cannot create the device plugin", err)
+		}
+		start("device plugin", dp.Run)
+	}
+	var plugin *nri.Plugin
+	if c.nri {
+		opts := nri.Options{Logger: log, Events: events, OnChange: notify}
+		if c.gpuDeviceNodes {
+			opts.GPUs = gpus
+		}
+		if plugin, err = nri.New(node, opts); err != nil {
+			return fail("cannot create the NRI plugin", err)
+		}
+		defer plugin.Close()
+		if err := runNRI(ctx, plugin, nriOpts, log); err != nil {
+			stop()
+			wg.Wait()
+			return fail("the NRI agent cannot start", err)
+		}
+	}
 	select {
 	case <-ctx.Done():
+		wg.Wait()
 		log.Info("stopped by a signal")
 		return 0
-	case <-lostC:
-		return fail("the connection to the runtime was lost", err)
-	default:
+	case err := <-errs:
+		stop()
+		wg.Wait()
+		return fail("a role stopped", err)
 	}
+}
+
+// runNRI connects the plugin to the runtime and keeps it connected: the
+// first connection must succeed (else the error is returned); a connection
+// lost later is made again, with backoff, in the background, until ctx is
+// done.
+func runNRI(ctx context.Context, p *nri.Plugin, opts []stub.Option, log *slog.Logger) error {
+	connect := func() (stub.Stub, <-chan struct{}, error) {
+		lost := make(chan struct{})
+		var once sync.Once
+		s, err := stub.New(p, append(slices.Clone(opts), stub.WithOnClose(func() { once.Do(func() { close(lost) }) }))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.SetUpdater(s)
+		if err := s.Start(ctx); err != nil {
+			return nil, nil, err
+		}
+		return s, lost, nil
+	}
+	s, lost, err := connect()
 	if err != nil {
-		return fail("the NRI plugin stopped", err)
+		return err
 	}
-	return 0
+	go func() {
+		backoff := time.Duration(0)
+		for {
+			select {
+			case <-ctx.Done():
+				s.Stop()
+				return
+			case <-lost:
+			}
+			log.Error("the connection to the runtime was lost; connecting again")
+			for {
+				backoff = min(max(2*backoff, time.Second), 30*time.Second)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				if s, lost, err = connect(); err == nil {
+					log.Info("connected to the runtime again")
+					backoff = 0
+					break
+				}
+				log.Error("cannot connect to the runtime", "retry", backoff, "error", err)
+			}
+		}
+	}()
+	return nil
 }
 
 // nriLogger sends the NRI stub's log to slog.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
 	nri "github.com/numaplace/numaplace/plugins/agent/nri"
 )
@@ -89,4 +90,34 @@ func TestCreateContainerGivesTheDecisionsGPUDeviceNodes(t *testing.T) {
 	require.ErrorIs(t, err, devices.ErrMissing)
 	require.ErrorContains(t, err, "GPU 0")
 	require.ErrorContains(t, err, filepath.Join(root, "nvidia0"))
+}
+
+func TestMemoryNodesLimitCpusetMems(t *testing.T) {
+	// The host has memory on node 0 only (node 1 is memoryless).
+	node, err := kubelet.Open(machine(t), "", kubelet.NodeOptions{})
+	require.NoError(t, err)
+	p, err := nri.New(node, nri.Options{Logger: slog.New(slog.DiscardHandler), MemoryNodes: []numa.NodeID{0}})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+
+	web := sharedPod("sb-web", "web")
+	adj, _, err := p.CreateContainer(ctx, web, ctr("w1", web, "", ""))
+	require.NoError(t, err)
+	cpus, mems := cpuset(adj)
+	require.Equal(t, "0-15", cpus)
+	require.Equal(t, "0", mems, "the shared pool's memory nodes are those with memory")
+
+	// A pod on the memoryless node: its CPUs are set, its mems left to the
+	// runtime.
+	x := numaPod("sb-x", "x", decision("8-9", []int{1}))
+	adj, _, err = p.CreateContainer(ctx, x, ctr("x1", x, "", ""))
+	require.NoError(t, err)
+	cpus, mems = cpuset(adj)
+	require.Equal(t, "8-9", cpus)
+	require.Empty(t, mems)
+
+	// Reconciling does not try to set it either.
+	up, err := p.Synchronize(ctx, []*api.PodSandbox{web, x}, []*api.Container{ctr("w1", web, "0-7,10-15", "0"), ctr("x1", x, "8-9", "0")})
+	require.NoError(t, err)
+	require.Empty(t, up)
 }

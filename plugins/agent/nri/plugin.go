@@ -33,6 +33,14 @@ type Options struct {
 	// may have given it). Nil leaves device nodes alone
 	// (NVIDIA_VISIBLE_DEVICES is set either way).
 	GPUs *devices.GPUs
+	// MemoryNodes, if not nil, are the IDs of the host's NUMA nodes that
+	// have memory (the kernel's has_memory list): a container's
+	// cpuset.mems is its NUMA nodes among these, and is left to the
+	// runtime when none of its nodes has memory (a memoryless node's CPUs
+	// take memory from the nearest node, and the kernel refuses a
+	// cpuset.mems naming a node without memory). Nil: every NUMA node of
+	// the machine has memory.
+	MemoryNodes []numa.NodeID
 	// OnChange, if set, is called after the node's state changed (a pod
 	// admitted or removed, the checkpoint reconciled), with the plugin's
 	// lock held: it must return at once (such as the reporter's Notify).
@@ -62,6 +70,7 @@ type Plugin struct {
 	events   EventSink
 	gpus     *devices.GPUs
 	onChange func()
+	memNodes map[numa.NodeID]bool // nil: every node
 
 	mu sync.Mutex
 	// sandboxes maps a pod sandbox ID to its pod's key.
@@ -111,7 +120,14 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 	if events == nil {
 		events = LogEvents{Logger: log}
 	}
-	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange,
+	var memNodes map[numa.NodeID]bool
+	if opts.MemoryNodes != nil {
+		memNodes = map[numa.NodeID]bool{}
+		for _, id := range opts.MemoryNodes {
+			memNodes[id] = true
+		}
+	}
+	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, memNodes: memNodes,
 		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
 		pool: node.SharedPool().String(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -272,14 +288,14 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			u.SetLinuxCPUSetCPUs(want)
 			ctr.cpus, changed = want, true
 		}
-		if want := adm.Mems(); !ctr.shared && !sameList(cpu.GetMems(), want) {
+		if want := p.mems(adm); !ctr.shared && want != "" && !sameList(cpu.GetMems(), want) {
 			u.SetLinuxCPUSetMems(want)
 			changed = true
 		}
 		if changed {
 			updates = append(updates, u)
 			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
-				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", adm.Mems())
+				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", p.mems(adm))
 		}
 		if !ctr.shared {
 			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want {
@@ -337,7 +353,9 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(adm.CPUs.String())
-	adj.SetLinuxCPUSetMems(adm.Mems())
+	if mems := p.mems(adm); mems != "" {
+		adj.SetLinuxCPUSetMems(mems)
+	}
 	shared := adm.Source == kubelet.SharedPool
 	if !shared {
 		for _, e := range adm.Env() {
@@ -355,8 +373,23 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		p.containers[c.id] = c
 	}
 	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
-		"source", adm.Source.String(), "cpus", c.cpus, "mems", adm.Mems(), "gpus", adm.VisibleDevices())
+		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.mems(adm), "gpus", adm.VisibleDevices())
 	return adj, p.sharedUpdatesLocked(c.id, true), nil
+}
+
+// mems returns the cpuset.mems of the admission's containers: its NUMA
+// nodes that have memory, "" when none has (the runtime's default stays).
+func (p *Plugin) mems(adm kubelet.Admission) string {
+	if p.memNodes == nil {
+		return adm.Mems()
+	}
+	var s numa.CPUSet // small integers, formatted as a Linux list
+	for _, id := range adm.NUMANodes {
+		if p.memNodes[id] {
+			s.Add(int(id))
+		}
+	}
+	return s.String()
 }
 
 // adjustDevicesLocked gives the container the device nodes of the

@@ -35,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -50,6 +51,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/plugins/agent/cluster"
 	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
@@ -343,7 +345,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	var plugin *nri.Plugin
 	if c.nri {
-		opts := nri.Options{Logger: log, Events: events, OnChange: notify}
+		memNodes, err := memoryNodes(c.sysfsRoot)
+		if err != nil {
+			return fail("cannot read the host's memory nodes", err)
+		}
+		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes}
 		if c.gpuDeviceNodes {
 			opts.GPUs = gpus
 		}
@@ -367,6 +373,32 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		wg.Wait()
 		return fail("a role stopped", err)
 	}
+}
+
+// hasMemory is where the kernel lists the NUMA nodes that have memory.
+const hasMemory = "sys/devices/system/node/has_memory"
+
+// memoryNodes returns the NUMA nodes of the host that have memory, read
+// from sys/devices/system/node/has_memory under root; nil (every node)
+// when the kernel has no such file.
+func memoryNodes(root string) ([]numa.NodeID, error) {
+	p := filepath.Join(root, hasMemory)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	set, err := numa.ParseCPUSet(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	ids := []numa.NodeID{}
+	for id := range set.All() {
+		ids = append(ids, numa.NodeID(id))
+	}
+	return ids, nil
 }
 
 // runNRI connects the plugin to the runtime and keeps it connected: the

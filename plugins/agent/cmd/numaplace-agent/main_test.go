@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/stretchr/testify/require"
 )
 
@@ -177,4 +178,20 @@ func TestRunFailsClearly(t *testing.T) {
 	stderr.Reset()
 	require.Equal(t, 1, run(ctx, []string{"--topology", file, "--checkpoint", "", "--kubeconfig", filepath.Join(dir, "none")}, &stderr, nodeEnv))
 	require.Contains(t, stderr.String(), "--kubeconfig "+filepath.Join(dir, "none"))
+}
+
+func TestMemoryNodes(t *testing.T) {
+	dir := t.TempDir()
+	ids, err := memoryNodes(dir)
+	require.NoError(t, err)
+	require.Nil(t, ids, "no has_memory: every node")
+	p := filepath.Join(dir, hasMemory)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte("0,2-3\n"), 0o600))
+	ids, err = memoryNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, []numa.NodeID{0, 2, 3}, ids)
+	require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o600))
+	_, err = memoryNodes(dir)
+	require.ErrorContains(t, err, p)
 }

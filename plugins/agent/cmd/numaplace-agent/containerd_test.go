@@ -339,7 +339,9 @@ func (e *e2eEnv) startAgent(t *testing.T, args ...string) *agentProc {
 	before, _ := os.ReadFile(e.log)
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &agentProc{cancel: cancel, done: make(chan int, 1), log: &lockedBuffer{}}
-	go func() { a.done <- run(ctx, append([]string{"--socket", e.nriSock, "--log-level", "debug"}, args...), a.log, noEnv) }()
+	go func() {
+		a.done <- run(ctx, append([]string{"--socket", e.nriSock, "--log-level", "debug"}, args...), a.log, noEnv)
+	}()
 	t.Cleanup(func() { a.stop(t) })
 	require.Eventually(t, func() bool {
 		data, _ := os.ReadFile(e.log)

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
@@ -78,41 +79,207 @@ func NewDecision(m *topology.Machine, a *allocator.Allocation) Decision {
 	return d
 }
 
-// String returns the annotation value (compact JSON).
+// String returns the annotation value (compact JSON). Missing lists and
+// maps are written empty ([] and {}), never null, so that the value always
+// reads back with ParseDecision.
 func (d Decision) String() string {
-	b, err := json.Marshal(d)
+	b, err := json.Marshal(d.withEmptyLists())
 	if err != nil {
 		return fmt.Sprintf(`{"error":%q}`, err.Error())
 	}
 	return string(b)
 }
 
-// ParseDecision reads an annotation value. It checks the form only (a
-// cpulist, policy names, non-negative IDs and amounts); Allocation checks
-// it against a machine. Errors wrap [ErrInvalidDecision].
+// decisionFields and decisionGPUFields are the JSON names of a decision
+// and of one of its GPUs, exactly (keys are case-sensitive).
+var (
+	decisionFields    = []string{"policy", "exclusive", "cpuset", "numaNodes", "gpus", "devices", "memoryMiB", "fullPCPUs"}
+	decisionGPUFields = []string{"id", "uuid"}
+)
+
+// ParseDecision reads an annotation value strictly: one JSON object with
+// only the fields of [Decision], spelt exactly (keys are case-sensitive),
+// no key twice in any object, no null values, nothing after the object; a
+// valid cpulist and policy names; NUMA node IDs ascending without
+// repetition, GPUs by ascending ID without repetition, devices (left out
+// when there are none) with a non-empty class other than "gpu" and
+// distinct non-empty IDs; memoryMiB
+// keyed by NUMA node IDs written canonically ("3", not "03" or "+3"), each
+// one of numaNodes, with amounts >= 0. Missing lists and maps read as
+// empty, so that String of the result is the canonical form and reads back
+// equal. It checks the form only; Allocation checks the decision against a
+// machine. Errors wrap [ErrInvalidDecision] and name the field.
 func ParseDecision(s string) (Decision, error) {
+	bad := func(format string, args ...any) (Decision, error) {
+		return Decision{}, fmt.Errorf("%w: %s", ErrInvalidDecision, fmt.Sprintf(format, args...))
+	}
+	if err := checkDecisionKeys([]byte(s)); err != nil {
+		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidDecision, err)
+	}
 	var d Decision
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidDecision, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Decision{}, fmt.Errorf("%w: data after the JSON object", ErrInvalidDecision)
+		return bad("data after the JSON object")
 	}
 	if _, err := numa.ParseCPUSet(d.CPUSet); err != nil {
 		return Decision{}, fmt.Errorf("%w: cpuset: %w", ErrInvalidDecision, err)
 	}
-	for _, g := range d.GPUs {
-		if g.ID < 0 {
-			return Decision{}, fmt.Errorf("%w: negative GPU ID %d", ErrInvalidDecision, g.ID)
+	for i, n := range d.NUMANodes {
+		switch {
+		case n < 0:
+			return bad("numaNodes: negative NUMA node ID %d", n)
+		case i > 0 && n <= d.NUMANodes[i-1]:
+			return bad("numaNodes %v: not ascending without repetition", d.NUMANodes)
 		}
 	}
-	for k, v := range d.MemoryMiB {
-		if _, err := strconv.Atoi(k); err != nil || v < 0 {
-			return Decision{}, fmt.Errorf("%w: memoryMiB entry %q: %d", ErrInvalidDecision, k, v)
+	for i, g := range d.GPUs {
+		switch {
+		case g.ID < 0:
+			return bad("gpus: negative GPU ID %d", g.ID)
+		case i > 0 && g.ID <= d.GPUs[i-1].ID:
+			return bad("gpus: GPU %d after GPU %d: not ascending without repetition", g.ID, d.GPUs[i-1].ID)
 		}
 	}
-	return d, nil
+	if d.Devices != nil && len(d.Devices) == 0 {
+		return bad("devices: an empty object (leave the field out when there are no devices)")
+	}
+	for _, class := range slices.Sorted(maps.Keys(d.Devices)) {
+		ids := d.Devices[class]
+		switch {
+		case class == "":
+			return bad("devices: an empty class name")
+		case class == allocator.GPUClass:
+			return bad(`devices: class "gpu": GPUs are listed under "gpus"`)
+		case len(ids) == 0:
+			return bad("devices: class %q lists no device", class)
+		}
+		seen := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			if id == "" || seen[id] {
+				return bad("devices: class %q: device ID %q empty or repeated", class, id)
+			}
+			seen[id] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.MemoryMiB)) {
+		v := d.MemoryMiB[k]
+		n, err := strconv.Atoi(k)
+		switch {
+		case err != nil || n < 0 || strconv.Itoa(n) != k:
+			return bad("memoryMiB: key %q is not a NUMA node ID (a non-negative integer written without sign or leading zeros)", k)
+		case v < 0:
+			return bad("memoryMiB: %d MiB on NUMA node %s is negative", v, k)
+		case !slices.Contains(d.NUMANodes, n):
+			return bad("memoryMiB: NUMA node %s is not one of numaNodes %v", k, d.NUMANodes)
+		}
+	}
+	return d.withEmptyLists(), nil
+}
+
+// withEmptyLists returns d with empty, non-nil numaNodes, gpus and
+// memoryMiB where they are missing.
+func (d Decision) withEmptyLists() Decision {
+	if d.NUMANodes == nil {
+		d.NUMANodes = []int{}
+	}
+	if d.GPUs == nil {
+		d.GPUs = []DecisionGPU{}
+	}
+	if d.MemoryMiB == nil {
+		d.MemoryMiB = map[string]int64{}
+	}
+	return d
+}
+
+// checkDecisionKeys checks what encoding/json lets through: the value is an
+// object whose keys (and those of each GPU) are exactly the known names,
+// no object repeats a key, and no value is null.
+func checkDecisionKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("want a JSON object, got %s", describeToken(tok))
+	}
+	return walkObject(dec, "", decisionFields)
+}
+
+// walkObject reads the rest of an object (after its "{") whose keys must be
+// among known (any key when known is nil), refusing repeated keys and null
+// values at any depth; path names the object in errors.
+func walkObject(dec *json.Decoder, path string, known []string) error {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		field := key
+		if path != "" {
+			field = path + "." + key
+		}
+		if known != nil && !slices.Contains(known, key) {
+			if i := slices.IndexFunc(known, func(k string) bool { return strings.EqualFold(k, key) }); i >= 0 {
+				return fmt.Errorf("unknown field %q (keys are case-sensitive: %q)", field, known[i])
+			}
+			return fmt.Errorf("unknown field %q", field)
+		}
+		if seen[key] {
+			return fmt.Errorf("field %q appears twice", field)
+		}
+		seen[key] = true
+		var sub []string
+		if path == "" && key == "gpus" {
+			sub = decisionGPUFields
+		}
+		if err := walkValue(dec, field, sub); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // "}"
+	return err
+}
+
+// walkValue reads one value; the objects of an array (and an object itself)
+// are checked with known.
+func walkValue(dec *json.Decoder, path string, known []string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case nil:
+		return fmt.Errorf("field %q is null", path)
+	case json.Delim('{'):
+		return walkObject(dec, path, known)
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := walkValue(dec, fmt.Sprintf("%s[%d]", path, i), known); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // "]"
+		return err
+	}
+	return nil
+}
+
+func describeToken(tok json.Token) string {
+	switch tok {
+	case nil:
+		return "null"
+	case json.Delim('['):
+		return "an array"
+	}
+	return fmt.Sprintf("%T", tok)
 }
 
 // Allocation converts the decision into the allocation to claim on machine

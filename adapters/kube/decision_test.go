@@ -2,9 +2,11 @@ package kube_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
@@ -21,8 +23,10 @@ func preset(t testing.TB, name string) *topology.Machine {
 }
 
 // requireSameAllocation compares what two allocations hold.
-func requireSameAllocation(t *testing.T, want, got allocator.Allocation) {
-	t.Helper()
+func requireSameAllocation(t require.TestingT, want, got allocator.Allocation) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	require.Equal(t, want.ID, got.ID)
 	require.Equal(t, want.Policy, got.Policy)
 	require.Equal(t, want.Exclusive, got.Exclusive)
@@ -136,7 +140,32 @@ func TestParseDecisionMalformed(t *testing.T) {
 		{"negative GPU", `{"cpuset":"","gpus":[{"id":-1}]}`, "negative GPU ID -1"},
 		{"memory key not a node", `{"cpuset":"","memoryMiB":{"zero":1}}`, `"zero"`},
 		{"negative memory", `{"cpuset":"","memoryMiB":{"0":-5}}`, "-5"},
-		{"an array", `[]`, "cannot unmarshal"},
+		{"an array", `[]`, "want a JSON object, got an array"},
+		{"null", `null`, "want a JSON object, got null"},
+		{"unknown field", `{"cpuset":"0","memoryMB":{"0":1}}`, `unknown field "memoryMB"`},
+		{"unknown field of a GPU", `{"cpuset":"0","numaNodes":[0],"gpus":[{"id":0,"minor":0}]}`, `unknown field "gpus[0].minor"`},
+		{"key in another case", `{"CPUSet":"0"}`, `unknown field "CPUSet" (keys are case-sensitive: "cpuset")`},
+		{"GPU key in another case", `{"cpuset":"0","gpus":[{"ID":0}]}`, `"gpus[0].ID" (keys are case-sensitive: "id")`},
+		{"duplicate key", `{"cpuset":"0","cpuset":"1"}`, `field "cpuset" appears twice`},
+		{"duplicate memory key", `{"cpuset":"0","numaNodes":[0],"memoryMiB":{"0":1,"0":2}}`, `"memoryMiB.0" appears twice`},
+		{"duplicate GPU key", `{"cpuset":"0","gpus":[{"id":0,"id":1}]}`, `"gpus[0].id" appears twice`},
+		{"null field", `{"cpuset":"0","gpus":null}`, `field "gpus" is null`},
+		{"null memory", `{"cpuset":"0","numaNodes":[0],"memoryMiB":{"0":null}}`, `"memoryMiB.0" is null`},
+		{"fractional memory", `{"cpuset":"0","numaNodes":[0],"memoryMiB":{"0":1.5}}`, "memoryMiB"},
+		{"memory key with a leading zero", `{"cpuset":"0","numaNodes":[0],"memoryMiB":{"00":1}}`, `key "00" is not a NUMA node ID`},
+		{"memory key with a sign", `{"cpuset":"0","numaNodes":[3],"memoryMiB":{"+3":1}}`, `key "+3"`},
+		{"memory key negative", `{"cpuset":"0","numaNodes":[0],"memoryMiB":{"-1":1}}`, `key "-1"`},
+		{"memory outside the span", `{"cpuset":"0","numaNodes":[0],"memoryMiB":{"1":1}}`, "NUMA node 1 is not one of numaNodes [0]"},
+		{"nodes not ascending", `{"cpuset":"0","numaNodes":[1,0]}`, "not ascending"},
+		{"nodes repeated", `{"cpuset":"0","numaNodes":[0,0]}`, "not ascending"},
+		{"negative node", `{"cpuset":"0","numaNodes":[-1]}`, "negative NUMA node ID -1"},
+		{"GPUs repeated", `{"cpuset":"0","gpus":[{"id":0},{"id":0}]}`, "GPU 0 after GPU 0"},
+		{"GPUs not ascending", `{"cpuset":"0","gpus":[{"id":2},{"id":1}]}`, "GPU 1 after GPU 2"},
+		{"GPU class among devices", `{"cpuset":"0","devices":{"gpu":["0"]}}`, `class "gpu"`},
+		{"empty device class", `{"cpuset":"0","devices":{"":["x"]}}`, "empty class"},
+		{"empty devices", `{"cpuset":"0","devices":{}}`, "devices: an empty object"},
+		{"class without devices", `{"cpuset":"0","devices":{"rdma":[]}}`, `class "rdma" lists no device`},
+		{"device repeated", `{"cpuset":"0","devices":{"rdma":["a","a"]}}`, `device ID "a"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,7 +183,7 @@ func TestDecisionAllocationRefusals(t *testing.T) {
 	}{
 		{"unknown GPU", `{"cpuset":"0","gpus":[{"id":8}]}`, "GPU 8 does not exist"},
 		{"unknown NUMA node", `{"cpuset":"0","numaNodes":[2]}`, "NUMA node 2 does not exist"},
-		{"unknown memory node", `{"cpuset":"0","memoryMiB":{"7":10}}`, "NUMA node 7 does not exist"},
+		{"unknown memory node", `{"cpuset":"0","numaNodes":[7],"memoryMiB":{"7":10}}`, "NUMA node 7 does not exist"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,4 +270,59 @@ func TestKoordinatorAnnotations(t *testing.T) {
 	require.ErrorIs(t, err, kube.ErrInvalidDecision)
 	_, err = kube.Decision{CPUSet: "0", NUMANodes: []int{9}}.KoordinatorAnnotations(m)
 	require.ErrorIs(t, err, kube.ErrInvalidDecision)
+}
+
+// Every decision the scheduler writes, on machines with sparse NUMA node
+// IDs, CPU-less nodes and memory in every policy, reads back equal (the
+// value is canonical: writing it again gives the same text), names memory
+// by NUMA node ID on nodes of its span, and converts back to exactly the
+// allocation it describes.
+func TestDecisionRoundTripProperty(t *testing.T) {
+	sparse, err := topology.NewBuilder("sparse").
+		AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 7), MemoryMiB: 4096}).
+		AddNode(topology.Node{ID: 5, Socket: 0, CPUs: numa.CPURange(8, 15), MemoryMiB: 4096}).
+		AddNode(topology.Node{ID: 33, Socket: 1, CPUs: numa.CPURange(16, 23), MemoryMiB: 4096}).
+		AddNode(topology.Node{ID: 72, Socket: 1, MemoryMiB: 8192}). // CPU-less (HBM)
+		AddGPU(topology.GPU{ID: 0, NUMANode: 0, UUID: "GPU-a"}).
+		AddGPU(topology.GPU{ID: 3, NUMANode: 33, UUID: "GPU-b"}).
+		AddDevice(topology.Device{ID: "mlx5_0", Class: "rdma", NUMANode: 5}).
+		Build()
+	require.NoError(t, err)
+	machines := []*topology.Machine{sparse, preset(t, "dgx-a100"), preset(t, "xeon-max-snc4")}
+	rapid.Check(t, func(t *rapid.T) {
+		m := rapid.SampledFrom(machines).Draw(t, "machine")
+		s := allocator.New(m, allocator.Options{})
+		for i := range rapid.IntRange(1, 8).Draw(t, "n") {
+			r := allocator.Request{ID: "p" + string(rune('a'+i)), CPUs: rapid.IntRange(0, 12).Draw(t, "cpus"),
+				GPUs: rapid.IntRange(0, 2).Draw(t, "gpus"), MemoryMiB: rapid.Int64Range(0, 12000).Draw(t, "mib"),
+				Policy: policy.Policy(rapid.IntRange(0, 3).Draw(t, "pol"))}
+			if rapid.Bool().Draw(t, "rdma") {
+				r.Devices = map[string]int{"rdma": 1}
+			}
+			a, err := s.Allocate(&r)
+			if err != nil {
+				continue
+			}
+			d := kube.NewDecision(m, &a)
+			text := d.String()
+			got, err := kube.ParseDecision(text)
+			require.NoError(t, err, text)
+			require.Equal(t, d, got)
+			require.Equal(t, text, got.String(), "canonical")
+			var mem int64
+			for k, v := range got.MemoryMiB {
+				id, err := strconv.Atoi(k)
+				require.NoError(t, err)
+				require.Contains(t, got.NUMANodes, id)
+				mem += v
+			}
+			require.Equal(t, a.MemoryMiB(), mem)
+			b, err := got.Allocation(m, a.ID)
+			require.NoError(t, err)
+			requireSameAllocation(t, a, b)
+			c, err := allocator.New(m, allocator.Options{}).Claim(b)
+			require.NoError(t, err)
+			require.Equal(t, a.Span, c.Span)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/numaplace/numaplace/adapters/kube"
@@ -100,6 +101,8 @@ func FuzzParseDecision(f *testing.F) {
 		`{"cpuset":"0,0-1","memoryMiB":{"-1":1}}`,
 		`{"cpuset":"65535"}`,
 		`null`, `{}`, `[]`, `"x"`, ``, `{"cpuset":"0"}}`,
+		`{"cpuset":"0","cpuset":"1"}`, `{"CPUSET":"0"}`, `{"cpuset":"0","numaNodes":[3],"memoryMiB":{"03":1}}`,
+		`{"cpuset":"0","devices":{}}`, `{"cpuset":"0","gpus":null}`, `{"cpuset":"0","fullPCPUs":true,"exclusive":"Preferred"}`,
 	} {
 		f.Add(s)
 	}
@@ -119,8 +122,8 @@ func FuzzParseDecision(f *testing.F) {
 		if err != nil {
 			t.Fatalf("String of an accepted decision %q is refused: %v", d.String(), err)
 		}
-		if again.String() != d.String() {
-			t.Fatalf("round trip changed %q into %q", d.String(), again.String())
+		if again.String() != d.String() || !reflect.DeepEqual(d, again) {
+			t.Fatalf("round trip changed %q (%#v) into %q (%#v)", d.String(), d, again.String(), again)
 		}
 		_, _ = d.KoordinatorAnnotations(m)
 		a, err := d.Allocation(m, "x")

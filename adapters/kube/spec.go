@@ -7,6 +7,7 @@ import (
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
+	"github.com/numaplace/numaplace/topology"
 )
 
 // Annotation keys, labels and resource names.
@@ -124,11 +125,64 @@ type PodRequest struct {
 	Guaranteed bool
 }
 
-// Request returns the allocator request of a NUMA pod, with the given ID.
-// Memory is left out: numaplace places the pod's memory with its CPUs
-// (cpuset.mems) but does not reserve it per NUMA node unless asked to.
+// Request returns the allocator request of a NUMA pod, with the given ID:
+// its CPUs, GPUs and memory request (MiB, reserved per NUMA node jointly
+// with the CPUs and GPUs, so that cpuset.mems can follow it) under its
+// spec. A node that does not align memory (see [MemoryAligned]) uses
+// [PodRequest.RequestWithoutMemory] instead.
 func (r PodRequest) Request(id string) allocator.Request {
-	return allocator.Request{ID: id, CPUs: r.CPUs, GPUs: r.GPUs, Policy: r.Spec.Policy, Exclusive: r.Spec.Exclusive}
+	return allocator.Request{ID: id, CPUs: r.CPUs, GPUs: r.GPUs, MemoryMiB: r.MemoryMiB,
+		Policy: r.Spec.Policy, Exclusive: r.Spec.Exclusive}
+}
+
+// RequestWithoutMemory is [PodRequest.Request] with the memory left out:
+// the request of a NUMA pod on a node that does not align memory, where the
+// pod's memory is counted against the node's total only and cpuset.mems is
+// the span of its CPUs and GPUs.
+func (r PodRequest) RequestWithoutMemory(id string) allocator.Request {
+	a := r.Request(id)
+	a.MemoryMiB = 0
+	return a
+}
+
+// LabelMemoryAlignment is the node label that turns the alignment of NUMA
+// pods' memory on ("true") or off ("false") on one node, whatever the
+// scheduler's (or the node agent's) configured default says.
+const LabelMemoryAlignment = "numaplace.io/memory-alignment"
+
+// MemoryAligned says whether a node aligns the memory of NUMA pods: the
+// value of its [LabelMemoryAlignment] label when it has one ("true" or
+// "false"; any other value is an error naming the label and the values
+// meant), otherwise def (the configured default, normally true). It does
+// not look at the machine: a machine that describes no memory cannot
+// align memory whatever this says (see [MachineAlignsMemory]).
+func MemoryAligned(labels map[string]string, def bool) (bool, error) {
+	v, ok := labels[LabelMemoryAlignment]
+	if !ok {
+		return def, nil
+	}
+	switch v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("label %s=%q: want \"true\" (align NUMA pods' memory with their CPUs and GPUs) or \"false\" (do not)",
+		LabelMemoryAlignment, v)
+}
+
+// MachineAlignsMemory reports whether memory can be aligned on machine m:
+// whether it describes its memory (some NUMA node has memoryMiB > 0). A
+// machine whose every node has 0 MiB (a topology source that does not
+// report memory) cannot: NUMA pods are placed there by their CPUs and GPUs
+// alone, as with alignment turned off.
+func MachineAlignsMemory(m *topology.Machine) bool {
+	for _, n := range m.Nodes() {
+		if n.MemoryMiB > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resources is the effective request of a pod, per resource, in

@@ -150,3 +150,19 @@ func TestApplyAdmission(t *testing.T) {
 	require.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=" + adm.VisibleDevices()}, env)
 	require.Len(t, adm.GPUs, 2)
 }
+
+// cpuset.mems follows the decision's memory: a span of two NUMA nodes whose
+// memory is all reserved on one gets that one only.
+func TestApplyMemoryNodes(t *testing.T) {
+	m := smallMachine(t)
+	n, _ := openTemp(t, m)
+	d := kube.Decision{CPUSet: "0,4", NUMANodes: []int{0, 2}, MemoryMiB: map[string]int64{"0": 0, "2": 512}}
+	adm, err := n.Admit(withDecision(withMem(numaPod("a", 2, 0, "Restricted"), "512Mi"), d))
+	require.NoError(t, err)
+	root := t.TempDir()
+	fakeCgroup(t, filepath.Join(root, "pod"))
+	_, err = Apply(root, "pod", &adm)
+	require.NoError(t, err)
+	require.Equal(t, "2\n", readFile(t, filepath.Join(root, "pod", "cpuset.mems")))
+	require.Equal(t, "0,4\n", readFile(t, filepath.Join(root, "pod", "cpuset.cpus")))
+}

@@ -318,13 +318,81 @@ func (n *Node) recheckpointLocked(first error) error {
 	return first
 }
 
+// tempPrefix returns the prefix of the names of the temporary files that
+// writeFileAtomic creates for the file at path, in the same directory:
+// "." + the file's name + ".tmp-", followed by os.CreateTemp's random
+// decimal digits.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// isTempOf reports whether name is the name of one of writeFileAtomic's
+// temporary files for a file whose name has the given prefix (tempPrefix):
+// the prefix followed by decimal digits only, so that the temporary files of
+// another file in the same directory (".cp.json.bak.tmp-1" beside
+// "cp.json") never match.
+func isTempOf(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// removeFile removes a leftover temporary file; tests replace it to make a
+// removal fail.
+var removeFile = os.Remove
+
+// removeLeftovers removes the temporary files that interrupted writes of the
+// checkpoint at path left in its directory (a crash between creating the
+// temporary file and renaming it over path): the regular files whose names
+// match isTempOf, nothing else. It returns the paths it removed, ascending.
+// A directory that does not exist has nothing to remove; one that cannot be
+// read, or a leftover that cannot be removed, is an error naming it (every
+// leftover is tried; the error lists each failure).
+func removeLeftovers(path string) ([]string, error) {
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read directory %s to remove the temporary files of interrupted writes: %w", dir, err)
+	}
+	prefix := tempPrefix(path)
+	var removed []string
+	var errs []error
+	for _, e := range entries { // ReadDir sorts by name
+		if !e.Type().IsRegular() || !isTempOf(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := removeFile(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove the temporary file of an interrupted write: %w", err))
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
+
 // writeFileAtomic replaces the file at path with data so that a crash
 // leaves either the old or the new content: it writes a temporary file in
-// the same directory, fsyncs it, renames it over path and fsyncs the
-// directory. On error the temporary file is removed and path is untouched.
-func writeFileAtomic(path string, data []byte) (err error) {
+// the same directory (named tempPrefix(path) and random digits, which Open
+// removes when a crash left one behind), fsyncs it, renames it over path
+// and fsyncs the directory. On error the temporary file is removed and path
+// is untouched.
+func writeFileAtomic(path string, data []byte) error { return writeAtomic(path, data, nil) }
+
+// writeAtomic is writeFileAtomic; when midWrite is not nil it writes the
+// first half of data, calls midWrite with the temporary file's path, and
+// then writes the rest (the crash tests stop a process there).
+func writeAtomic(path string, data []byte, midWrite func(tmp string)) (err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
 	if err != nil {
 		return err
 	}
@@ -334,7 +402,17 @@ func writeFileAtomic(path string, data []byte) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	rest := data
+	if midWrite != nil {
+		half := len(data) / 2
+		if _, err = f.Write(data[:half]); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("write %s: %w", tmp, err)
+		}
+		midWrite(tmp)
+		rest = data[half:]
+	}
+	if _, err = f.Write(rest); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}

@@ -55,7 +55,10 @@ func writtenCheckpoint(t *testing.T) []byte {
 	require.NoError(t, err)
 	d := kube.Decision{CPUSet: "0", NUMANodes: []int{0}, GPUs: []kube.DecisionGPU{{ID: 0}},
 		Devices: map[string][]string{"rdma": {"mlx5_0"}}, MemoryMiB: map[string]int64{"0": 256}}
-	_, err = n.Admit(withDecision(numaPod("b", 1, 1, "SingleNUMANode"), d))
+	b := numaPod("b", 1, 1, "SingleNUMANode")
+	b.Containers[0].Requests[kube.ResourceMemory] = "256Mi"
+	b.Containers[0].Limits[kube.ResourceMemory] = "256Mi"
+	_, err = n.Admit(withDecision(b, d))
 	require.NoError(t, err)
 	_, err = n.Admit(sharedPod("web"))
 	require.NoError(t, err)

@@ -6,17 +6,21 @@
 //
 // The node agent is a [Node], opened on one machine with a checkpoint file.
 // [Node.Admit] admits a pod: with the scheduler's numaplace.io/allocation
-// decision it claims exactly those CPUs, GPUs and devices, and refuses with
-// a *[TopologyAffinityError] (the kubelet's wording, unwrapping to
-// [ErrTopologyAffinity]) that names every conflict, such as which CPUs are
-// held by which pod; without a decision it places the pod by its own policy;
-// a pod without a NUMA spec runs on the shared pool. [Node.Remove] releases.
-// Every change is written to the checkpoint before it returns (a temporary
-// file, fsync, rename, fsync of the directory; versioned and checksummed,
-// see [CheckpointVersion]), and [Open] restores it at start, refusing a
-// corrupt or inconsistent file with a *[CheckpointError] rather than
-// dropping it. [Apply] writes an admission into a container's cgroup v2
-// cpuset.cpus and cpuset.mems and returns its NVIDIA_VISIBLE_DEVICES entry.
+// decision it claims exactly those CPUs, GPUs, devices and memory per NUMA
+// node, and refuses with a *[TopologyAffinityError] (the kubelet's wording,
+// unwrapping to [ErrTopologyAffinity]) that names every conflict, such as
+// which CPUs are held by which pod; without a decision it places the pod by
+// its own policy; a pod without a NUMA spec runs on the shared pool.
+// [Node.Remove] releases. Every change is written to the checkpoint before
+// it returns (a temporary file, fsync, rename, fsync of the directory;
+// versioned and checksummed, see [CheckpointVersion]), and [Open] restores
+// it at start, refusing a corrupt or inconsistent file with a
+// *[CheckpointError] rather than dropping it, after removing the temporary
+// files that writes interrupted by a crash left beside it. [Apply] writes
+// an admission into a container's cgroup v2 cpuset.cpus and cpuset.mems
+// (the NUMA nodes of the pod's reserved memory, or its span when it
+// reserves none: Admission.MemoryNodes) and returns its
+// NVIDIA_VISIBLE_DEVICES entry.
 // [DevicePlugin.GetPreferredAllocation] answers the device plugin API's
 // question (which GPUs of those available) preferring one NUMA node, then
 // one PCIe switch, then NVLink links, in microseconds. [Node.Report]

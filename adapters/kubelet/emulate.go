@@ -20,9 +20,18 @@ import (
 // others. A hint without affinity means every node. This is an emulation
 // of the managers' choices (their own algorithms differ in detail, for
 // example the CPU manager's preference for whole sockets), good for
-// predicting where a pod lands, not a copy of them. The allocation's
-// policy is None: the kubelet does not hold to a span. An error says what
-// the state cannot give.
+// predicting where a pod lands, not a copy of them. With r.MemoryMiB > 0
+// (a Guaranteed pod on a node whose kubelet runs the static memory manager)
+// it takes the memory as that manager does: on the hint's NUMA nodes (with
+// a hint without affinity, the best of the memory hints), extended to the
+// best memory hint containing them when their free memory does not cover
+// the request, refused when a node of a multi-node hint is already used
+// alone or in another group; filled in ascending node ID, each node giving
+// what it has free; and it lists every node of the hint in the
+// allocation's memory, 0 MiB where none was taken, because the manager
+// groups them all (a node grouped with others is then not offered alone).
+// The allocation's policy is None: the kubelet does not hold to a span. An
+// error says what the state cannot give.
 func KubeletAllocation(m *topology.Machine, st *allocator.State, id string, r *allocator.Request, hint TopologyHint) (allocator.Allocation, error) {
 	if m == nil || st == nil || r == nil {
 		return allocator.Allocation{}, fmt.Errorf("%w: KubeletAllocation needs a machine, a state and a request", ErrHintConfig)
@@ -94,5 +103,90 @@ func KubeletAllocation(m *topology.Machine, st *allocator.State, id string, r *a
 	if want > 0 {
 		return allocator.Allocation{}, fmt.Errorf("%w: %d CPUs wanted, %d free", allocator.ErrInsufficient, r.CPUs, r.CPUs-want)
 	}
-	return allocator.Allocation{ID: id, Policy: policy.None, CPUs: cpus, GPUs: gpus}, nil
+	a := allocator.Allocation{ID: id, Policy: policy.None, CPUs: cpus, GPUs: gpus}
+	if r.MemoryMiB > 0 {
+		mem, err := kubeletMemory(m, memoryNodes(m, &snap), r.MemoryMiB, hint)
+		if err != nil {
+			return allocator.Allocation{}, err
+		}
+		a.Memory = mem
+	}
+	return a, nil
+}
+
+// kubeletMemory is the static memory manager's allocation of requestMiB
+// with the merged hint, on a machine whose memory state is nodes (ascending
+// ID, as memoryNodes gives it): see KubeletAllocation.
+func kubeletMemory(m *topology.Machine, nodes []MemoryNode, requestMiB int64, hint TopologyHint) ([]allocator.NodeMemory, error) {
+	hints := MemoryHints(nodes, requestMiB)
+	best := func(keep func(IDMask) bool) (IDMask, bool) {
+		var b TopologyHint
+		found := false
+		for _, h := range hints {
+			if !keep(h.NUMANodeAffinity) {
+				continue
+			}
+			if !found || (h.Preferred && !b.Preferred) ||
+				(h.Preferred == b.Preferred && h.NUMANodeAffinity.IsNarrowerThan(b.NUMANodeAffinity)) {
+				b, found = h, true
+			}
+		}
+		return b.NUMANodeAffinity, found
+	}
+	byID := make(map[numa.NodeID]int, len(nodes))
+	for i, n := range nodes {
+		byID[n.Node] = i
+	}
+	free := func(mask IDMask) int64 {
+		var f int64
+		for _, id := range mask.IDs() {
+			if i, ok := byID[id]; ok {
+				f += nodes[i].FreeMiB
+			}
+		}
+		return f
+	}
+	mask := hint.NUMANodeAffinity
+	if hint.Any || mask.IsEmpty() {
+		b, ok := best(func(IDMask) bool { return true })
+		if !ok {
+			return nil, fmt.Errorf("%w: no set of NUMA nodes has %d MiB of memory free for the memory manager", allocator.ErrInsufficient, requestMiB)
+		}
+		mask = b
+	}
+	if free(mask) < requestMiB {
+		b, ok := best(func(h IDMask) bool { return h&mask == mask })
+		if !ok {
+			return nil, fmt.Errorf("%w: NUMA nodes %s have less than %d MiB of memory free and no memory hint extends them",
+				allocator.ErrInsufficient, mask, requestMiB)
+		}
+		mask = b
+	}
+	ids := mask.IDs()
+	for _, id := range ids {
+		if _, ok := byID[id]; !ok {
+			return nil, fmt.Errorf("%w: hint names NUMA node %d, which the machine does not have", ErrHintConfig, id)
+		}
+	}
+	if len(ids) > 1 {
+		for _, id := range ids {
+			n := nodes[byID[id]]
+			group := n.Group
+			if group == 0 {
+				group = 1 << uint(id)
+			}
+			if n.Assignments > 0 && (group.Count() == 1 || group != mask) {
+				return nil, fmt.Errorf("%w: NUMA node %d holds memory of another group of nodes than %s (the memory manager's rule)",
+					allocator.ErrInsufficient, id, mask)
+			}
+		}
+	}
+	left := requestMiB
+	out := make([]allocator.NodeMemory, 0, len(ids))
+	for _, id := range ids {
+		take := min(max(nodes[byID[id]].FreeMiB, 0), left)
+		left -= take
+		out = append(out, memoryOn(m, id, take))
+	}
+	return out, nil
 }

@@ -500,9 +500,6 @@ func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opt
 	}
 	held := m.ReservedCPUs()
 	heldDev := map[string]map[string]bool{}
-	usedMem := make([]int64, n)
-	groups := make([]IDMask, n)
-	assignments := make([]int, n)
 	for i := range snap.Allocations {
 		a := &snap.Allocations[i]
 		held.UnionWith(a.CPUs)
@@ -520,15 +517,6 @@ func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opt
 				mark(class, id)
 			}
 		}
-		var group IDMask
-		for _, nm := range a.Memory {
-			usedMem[nm.Node] += nm.MiB
-			group |= 1 << uint(ids[nm.Node])
-		}
-		for _, nm := range a.Memory {
-			assignments[nm.Node]++
-			groups[nm.Node] = group
-		}
 	}
 	unhealthy := map[string]map[string]bool{}
 	for class, list := range snap.Unhealthy {
@@ -539,15 +527,13 @@ func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opt
 	}
 	free := func(class, id string) bool { return !heldDev[class][id] && !unhealthy[class][id] }
 
-	v := &view{m: m, devs: map[string][]NodeAmount{}, devUnplaced: map[string]int{}}
+	v := &view{m: m, devs: map[string][]NodeAmount{}, devUnplaced: map[string]int{}, mem: memoryNodes(m, &snap)}
 	for i, id := range ids {
 		cpus := m.NodeCPUs(i)
 		avail := cpus.DifferenceCount(held)
 		v.cpus = append(v.cpus, NodeAmount{Node: id, Total: cpus.Size(), Available: avail})
 		v.freeCPUs += avail
 		v.gpus = append(v.gpus, NodeAmount{Node: id})
-		v.mem = append(v.mem, MemoryNode{Node: id, AllocatableMiB: m.Node(i).MemoryMiB,
-			FreeMiB: m.Node(i).MemoryMiB - usedMem[i], Group: groups[i], Assignments: assignments[i]})
 	}
 	for c := 0; c < m.NumCores(); c++ {
 		if cpus := m.CoreCPUs(c); !cpus.Intersects(held) {
@@ -590,6 +576,37 @@ func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opt
 		}
 	}
 	return v, nil
+}
+
+// memoryNodes is the memory manager's state of machine m holding the
+// snapshot's allocations, in ascending node ID: each node's memory, what is
+// free of it, and, for the nodes an allocation's memory uses (its Memory
+// entries, 0 MiB ones included: the memory manager records every node of
+// its hint), the allocation's nodes as the group and one more assignment.
+func memoryNodes(m *topology.Machine, snap *allocator.Snapshot) []MemoryNode {
+	ids := m.NodeIDs()
+	out := make([]MemoryNode, len(ids))
+	for i, id := range ids {
+		mib := m.Node(i).MemoryMiB
+		out[i] = MemoryNode{Node: id, AllocatableMiB: mib, FreeMiB: mib}
+	}
+	for i := range snap.Allocations {
+		a := &snap.Allocations[i]
+		var group IDMask
+		for _, nm := range a.Memory {
+			if j, ok := memoryIndex(m, nm); ok {
+				out[j].FreeMiB -= nm.MiB
+				group |= 1 << uint(ids[j])
+			}
+		}
+		for _, nm := range a.Memory {
+			if j, ok := memoryIndex(m, nm); ok {
+				out[j].Assignments++
+				out[j].Group = group
+			}
+		}
+	}
+	return out
 }
 
 func (v *view) providers(r *allocator.Request, opts PredictOptions) []map[string][]TopologyHint {

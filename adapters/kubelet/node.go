@@ -152,9 +152,16 @@ type Admission struct {
 	// shared pool when the admission was read (it changes as exclusive pods
 	// come and go; read it again with [Node.Get]).
 	CPUs numa.CPUSet
-	// NUMANodes are the NUMA node IDs for cpuset.mems, ascending: the span,
-	// or every node of the machine for a shared-pool pod.
+	// NUMANodes are the span's NUMA node IDs, ascending (the nodes of the
+	// pod's CPUs, GPUs, devices and memory), or every node of the machine
+	// for a shared-pool pod.
 	NUMANodes []numa.NodeID
+	// MemoryNodes are the NUMA node IDs for cpuset.mems, ascending: the
+	// nodes of the pod's reserved memory (the decision's memoryMiB), so
+	// that the pod's memory stays where it is reserved; when it reserves
+	// none (no memory request, alignment off, or a machine that describes
+	// no memory), the span; every node for a shared-pool pod.
+	MemoryNodes []numa.NodeID
 	// GPUs are the GPUs with their UUIDs when the machine knows them,
 	// ascending ID.
 	GPUs []kube.DecisionGPU
@@ -165,11 +172,16 @@ type Admission struct {
 	Allocation allocator.Allocation
 }
 
-// Mems returns the cpuset.mems value: the NUMA node IDs in Linux list form,
-// such as "0-1" or "3".
+// Mems returns the cpuset.mems value: MemoryNodes (NUMANodes when it is
+// empty, as in an Admission built by hand) in Linux list form, such as
+// "0-1" or "3".
 func (a *Admission) Mems() string {
+	ids := a.MemoryNodes
+	if len(ids) == 0 {
+		ids = a.NUMANodes
+	}
 	var s numa.CPUSet // a set of small integers, formatted as a Linux list
-	for _, id := range a.NUMANodes {
+	for _, id := range ids {
 		if id >= 0 {
 			s.Add(int(id))
 		}
@@ -183,6 +195,13 @@ type NodeOptions struct {
 	Pods kube.Config
 	// Allocator tunes the placement of pods the node decides itself.
 	Allocator allocator.Options
+	// DisableMemoryAlignment leaves the memory request out of the
+	// placement of the NUMA pods the node decides itself (pods without a
+	// decision): set it as the node's kube.LabelMemoryAlignment label and
+	// the scheduler's default say (kube.MemoryAligned), so that the node
+	// decides as the scheduler would. A decision is claimed as written,
+	// with the memory it reserves, whatever this says.
+	DisableMemoryAlignment bool
 }
 
 type podRecord struct {
@@ -205,8 +224,11 @@ type Node struct {
 	unhealthy map[string]map[string]bool // class -> device ID -> unhealthy
 	devs      map[string]map[string]topology.Device
 	dp        *DevicePlugin
+	alignMem  bool // local placements reserve memory per NUMA node
 	// write persists a checkpoint; tests replace it to inject failures.
 	write func(path string, data []byte) error
+	// leftovers are the temporary files Open removed.
+	leftovers []string
 }
 
 // Open returns the node agent of machine m with its state restored from
@@ -216,15 +238,21 @@ type Node struct {
 // a checksum mismatch, an unknown format version, another machine's, or
 // allocations that overlap or name CPUs or devices this machine does not
 // have) stops the start with a *[CheckpointError] naming the file and the
-// problem; the file is left exactly as it is. An empty path keeps the state
-// in memory only.
+// problem; the file is left exactly as it is. Before reading the file, Open
+// removes the temporary files that writes interrupted by a crash left beside
+// it (only this checkpoint's: the regular files named "." + its name +
+// ".tmp-" and digits; see [Node.RemovedLeftovers]); a leftover that cannot
+// be removed stops the start with a *[CheckpointError] naming it. One Node
+// at a time may use a checkpoint file. An empty path keeps the state in
+// memory only.
 func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	if m == nil {
 		return nil, errors.New("kubelet.Open: nil machine")
 	}
 	n := &Node{m: m, s: allocator.New(m, opts.Allocator), path: path, opts: opts,
 		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{},
-		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic}
+		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic,
+		alignMem: !opts.DisableMemoryAlignment && kube.MachineAlignsMemory(m)}
 	for _, d := range m.Devices() {
 		if n.devs[d.Class] == nil {
 			n.devs[d.Class] = map[string]topology.Device{}
@@ -233,6 +261,11 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	}
 	if path == "" {
 		return n, nil
+	}
+	removed, err := removeLeftovers(path)
+	n.leftovers = removed
+	if err != nil {
+		return nil, &CheckpointError{Path: path, Problem: "the temporary files of interrupted writes cannot be removed", Err: err}
 	}
 	found, err := n.restore()
 	if err != nil {
@@ -245,6 +278,11 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	}
 	return n, nil
 }
+
+// RemovedLeftovers returns the paths of the temporary files, left by
+// checkpoint writes that a crash interrupted, that Open removed (ascending;
+// nil when there were none), for the agent to log.
+func (n *Node) RemovedLeftovers() []string { return slices.Clone(n.leftovers) }
 
 // Machine returns the node's machine.
 func (n *Node) Machine() *topology.Machine { return n.m }
@@ -261,9 +299,14 @@ func (n *Node) CheckpointPath() string { return n.path }
 //     CPUs or devices are held by which pod, unhealthy, reserved, or not on
 //     this node. When the pod has a NUMA spec too, the decision's CPU and
 //     GPU counts must match its request.
-//   - Without a decision, a pod with a NUMA spec is placed by its policy;
-//     a refusal is a *[TopologyAffinityError] carrying the placement
-//     engine's reason (and unwrapping to its *allocator.PlacementError).
+//     A decision that reserves memory must reserve exactly the pod's memory
+//     request.
+//   - Without a decision, a pod with a NUMA spec is placed by its policy,
+//     its memory request per NUMA node with its CPUs and GPUs (unless
+//     NodeOptions.DisableMemoryAlignment, or the machine describes no
+//     memory); a refusal is a *[TopologyAffinityError] carrying the
+//     placement engine's reason (and unwrapping to its
+//     *allocator.PlacementError).
 //   - A pod without a NUMA spec runs on the shared pool: the CPUs no
 //     exclusive allocation holds (reserved CPUs included) and every NUMA
 //     node. It is refused only when the shared pool is empty.
@@ -312,7 +355,7 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 		}
 	case req.NUMA:
 		rec.source = Local
-		r := req.Request(key)
+		r := n.localRequest(req, key)
 		if _, err := n.s.Allocate(&r); err != nil {
 			var pe *allocator.PlacementError
 			if errors.As(err, &pe) {
@@ -377,26 +420,36 @@ func (n *Node) readmitLocked(pod *kube.Pod, key string, rec podRecord, req kube.
 			return Admission{}, fmt.Errorf("pod %s: %w", key, err)
 		}
 		if !sameHolding(&old, &a) {
-			return differ("it holds %s, the decision names %s", describe(&old), describe(&a))
+			return differ("it holds %s, the decision names %s", describe(n.m, &old), describe(n.m, &a))
 		}
 		return n.admissionLocked(key, rec), nil
 	}
-	r := req.Request(key)
-	if old.CPUs.Size() != r.CPUs || len(old.GPUs) != r.GPUs || old.Policy != r.Policy || old.Exclusive != r.Exclusive {
-		return differ("it holds %d CPUs and %d GPUs under %s/%s, the pod now asks for %d CPUs and %d GPUs under %s/%s",
-			old.CPUs.Size(), len(old.GPUs), old.Policy, old.Exclusive, r.CPUs, r.GPUs, r.Policy, r.Exclusive)
+	r := n.localRequest(req, key)
+	if old.CPUs.Size() != r.CPUs || len(old.GPUs) != r.GPUs || old.MemoryMiB() != r.MemoryMiB ||
+		old.Policy != r.Policy || old.Exclusive != r.Exclusive {
+		return differ("it holds %d CPUs, %d GPUs and %d MiB of memory under %s/%s, the pod now asks for %d CPUs, %d GPUs and %d MiB under %s/%s",
+			old.CPUs.Size(), len(old.GPUs), old.MemoryMiB(), old.Policy, old.Exclusive, r.CPUs, r.GPUs, r.MemoryMiB, r.Policy, r.Exclusive)
 	}
 	return n.admissionLocked(key, rec), nil
 }
 
-// describe names what an allocation holds, for messages.
-func describe(a *allocator.Allocation) string {
+// localRequest is the allocator request of a NUMA pod the node places
+// itself: with its memory when the node aligns memory.
+func (n *Node) localRequest(req kube.PodRequest, key string) allocator.Request {
+	if n.alignMem {
+		return req.Request(key)
+	}
+	return req.RequestWithoutMemory(key)
+}
+
+// describe names what an allocation on machine m holds, for messages.
+func describe(m *topology.Machine, a *allocator.Allocation) string {
 	s := fmt.Sprintf("%s CPUs %q GPUs %v", a.Policy, a.CPUs.String(), a.GPUs)
 	for _, c := range slices.Sorted(maps.Keys(a.Devices)) {
 		s += fmt.Sprintf(" %s %v", c, a.Devices[c])
 	}
 	for _, x := range a.Memory {
-		s += fmt.Sprintf(" %d MiB on node %d", x.MiB, x.Node)
+		s += fmt.Sprintf(" %d MiB of memory on NUMA node %d", x.MiB, memoryNodeID(m, x))
 	}
 	return s
 }
@@ -438,6 +491,10 @@ func (n *Node) claimLocked(key string, req kube.PodRequest, dec *kube.Decision) 
 	if req.NUMA && (a.CPUs.Size() != req.CPUs || len(a.GPUs) != req.GPUs) {
 		return fmt.Errorf("pod %s: %w: it gives %d CPUs and %d GPUs, the pod requests %d CPUs and %d GPUs",
 			key, kube.ErrInvalidDecision, a.CPUs.Size(), len(a.GPUs), req.CPUs, req.GPUs)
+	}
+	if mem := a.MemoryMiB(); mem != 0 && mem != req.MemoryMiB {
+		return fmt.Errorf("pod %s: %w: it reserves %d MiB of memory, the pod requests %d MiB",
+			key, kube.ErrInvalidDecision, mem, req.MemoryMiB)
 	}
 	got, err := n.s.Claim(a)
 	if err != nil {
@@ -540,6 +597,29 @@ func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
 	for _, id := range slices.Compact(nodes) {
 		if _, ok := n.m.NodeIndex(numa.NodeID(id)); !ok {
 			add("numaNode", "NUMA node "+strconv.Itoa(id), "does not exist on this node", "")
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(dec.MemoryMiB), compareIDs) {
+		want := dec.MemoryMiB[k]
+		id, _ := strconv.Atoi(k)
+		i, ok := n.m.NodeIndex(numa.NodeID(id))
+		if !ok || want == 0 {
+			continue
+		}
+		if free := n.s.NodeFree(i)["memory"]; want > free {
+			var holders []string
+			for j := range live {
+				for _, x := range live[j].Memory {
+					if j, ok := memoryIndex(n.m, x); ok && j == i && x.MiB > 0 {
+						holders = append(holders, fmt.Sprintf("%s (%d MiB)", live[j].ID, x.MiB))
+					}
+				}
+			}
+			problem := fmt.Sprintf("is more than the %d MiB free there of %d MiB", free, n.m.Node(i).MemoryMiB)
+			if len(holders) > 0 {
+				problem += "; held by pods " + strings.Join(holders, ", ")
+			}
+			add("memory", fmt.Sprintf("%d MiB of memory on NUMA node %d", want, id), problem, "")
 		}
 	}
 	return out
@@ -712,6 +792,7 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 	if rec.source == SharedPool {
 		adm.CPUs = n.sharedPoolLocked()
 		adm.NUMANodes = n.m.NodeIDs()
+		adm.MemoryNodes = adm.NUMANodes
 		return adm
 	}
 	a, _ := n.s.Get(key)
@@ -720,6 +801,14 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 	adm.Policy = a.Policy
 	adm.CPUs = a.CPUs
 	adm.NUMANodes = a.NUMANodes()
+	for _, x := range a.Memory {
+		if x.MiB > 0 {
+			adm.MemoryNodes = append(adm.MemoryNodes, memoryNodeID(n.m, x))
+		}
+	}
+	if len(adm.MemoryNodes) == 0 {
+		adm.MemoryNodes = adm.NUMANodes
+	}
 	for _, g := range a.GPUs {
 		gpu, _ := n.m.GPU(g)
 		adm.GPUs = append(adm.GPUs, kube.DecisionGPU{ID: g, UUID: gpu.UUID})

@@ -37,11 +37,14 @@ var (
 )
 
 // Node is a node as the cache takes it: its name, labels (for the opt-in
-// label) and machine.
+// label and kube.LabelMemoryAlignment) and machine.
 type Node struct {
 	// Name is the node's name, unique in the cache.
 	Name string
-	// Labels are the node's labels; only the opt-in label is read.
+	// Labels are the node's labels; the opt-in label and
+	// kube.LabelMemoryAlignment ("true" or "false": whether NUMA pods'
+	// memory is aligned on this node, overriding
+	// Config.DisableMemoryAlignment) are read.
 	Labels map[string]string
 	// Machine is the node's machine (from MachineFromNRT, discovery or a
 	// preset).
@@ -57,7 +60,10 @@ type Node struct {
 	// what the kubelet's managers would take (kubelet.KubeletAllocation).
 	// Pods with a NUMA spec are not placed on such nodes.
 	KubeletPolicy kubelet.TopologyPolicy
-	// KubeletOptions are the kubelet's options on such a node.
+	// KubeletOptions are the kubelet's options on such a node. With
+	// StaticMemoryManager, the memory of a Guaranteed pod joins the
+	// prediction and is accounted per NUMA node as the kubelet's memory
+	// manager would pin it (when the machine describes memory).
 	KubeletOptions kubelet.PredictOptions
 }
 
@@ -91,6 +97,7 @@ type nodeInfo struct {
 	kopts      kubelet.PredictOptions
 	m          *topology.Machine
 	optedIn    bool
+	alignMem   bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
 	class      *machineClass
 	state      *allocator.State
 	allocCPUs  int   // allocatable CPUs (reserved ones excluded)
@@ -144,12 +151,28 @@ func (c *Cache) optedIn(labels map[string]string) bool {
 	return kube.OptedIn(labels, c.cfg.OptInLabel, c.cfg.OptInValue)
 }
 
+// alignsMemory says whether a node with these labels and this machine
+// aligns NUMA pods' memory: the label kube.LabelMemoryAlignment or else the
+// configured default says so, and the machine describes memory
+// (kube.MachineAlignsMemory). An invalid label value is an error wrapping
+// [ErrInvalidNode].
+func (c *Cache) alignsMemory(n Node) (bool, error) {
+	on, err := kube.MemoryAligned(n.Labels, !c.cfg.DisableMemoryAlignment)
+	if err != nil {
+		return false, fmt.Errorf("%w %s: %w", ErrInvalidNode, n.Name, err)
+	}
+	return on && kube.MachineAlignsMemory(n.Machine), nil
+}
+
 func checkNode(n Node) error {
 	switch {
 	case n.Name == "":
 		return fmt.Errorf("%w: empty name", ErrInvalidNode)
 	case n.Machine == nil:
 		return fmt.Errorf("%w %s: no machine", ErrInvalidNode, n.Name)
+	}
+	if _, err := kube.MemoryAligned(n.Labels, true); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrInvalidNode, n.Name, err)
 	}
 	switch n.KubeletPolicy {
 	case "", kubelet.PolicyNone, kubelet.PolicyBestEffort, kubelet.PolicyRestricted, kubelet.PolicySingleNUMANode:
@@ -182,9 +205,14 @@ func (c *Cache) setMachine(n *nodeInfo, m *topology.Machine, class *machineClass
 
 // AddNode adds a node with nothing placed on it. A name already in the
 // cache is refused ([ErrNodeExists]); so is a node without a name or a
-// machine ([ErrInvalidNode]).
+// machine, or with a kube.LabelMemoryAlignment label that is neither "true"
+// nor "false" ([ErrInvalidNode]).
 func (c *Cache) AddNode(n Node) error {
 	if err := checkNode(n); err != nil {
+		return err
+	}
+	alignMem, err := c.alignsMemory(n)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -196,7 +224,8 @@ func (c *Cache) AddNode(n Node) error {
 	if err != nil {
 		return err
 	}
-	ni := &nodeInfo{name: n.Name, labels: maps.Clone(n.Labels), optedIn: c.optedIn(n.Labels), pods: map[string]*podInfo{}}
+	ni := &nodeInfo{name: n.Name, labels: maps.Clone(n.Labels), optedIn: c.optedIn(n.Labels), alignMem: alignMem,
+		pods: map[string]*podInfo{}}
 	ni.kpol, ni.kopts = kubeletPolicy(n)
 	c.setMachine(ni, n.Machine, class, allocator.New(n.Machine, c.cfg.Allocator))
 	c.nodes[n.Name] = ni
@@ -231,10 +260,16 @@ func (e *NodeUpdateError) Error() string {
 // pool or memory no longer covers the requests of the pods without a NUMA
 // spec), nothing changes and the error is a *[NodeUpdateError] listing the
 // affected pods. Removing the opt-in label keeps the NUMA pods already
-// placed; it only stops new ones. An unknown node is refused
-// ([ErrUnknownNode]).
+// placed; it only stops new ones. Turning memory alignment on or off
+// (kube.LabelMemoryAlignment) keeps what the placed pods hold, memory
+// included, and applies to the pods placed from then on. An unknown node is
+// refused ([ErrUnknownNode]), an invalid one as by AddNode.
 func (c *Cache) UpdateNode(n Node) error {
 	if err := checkNode(n); err != nil {
+		return err
+	}
+	alignMem, err := c.alignsMemory(n)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -248,7 +283,7 @@ func (c *Cache) UpdateNode(n Node) error {
 	ni.mu.Lock()
 	defer ni.mu.Unlock()
 	if n.Machine == ni.m {
-		ni.labels, ni.optedIn = maps.Clone(n.Labels), c.optedIn(n.Labels)
+		ni.labels, ni.optedIn, ni.alignMem = maps.Clone(n.Labels), c.optedIn(n.Labels), alignMem
 		ni.kpol, ni.kopts = kubeletPolicy(n)
 		return nil
 	}
@@ -279,6 +314,7 @@ func (c *Cache) UpdateNode(n Node) error {
 			d := kube.NewDecision(ni.m, &a)
 			na, err := d.Allocation(n.Machine, key)
 			if err == nil {
+				keepEmptyMemory(ni.m, n.Machine, &a, &na)
 				na, err = tmp.state.Claim(na)
 			}
 			if err != nil {
@@ -324,10 +360,31 @@ func (c *Cache) UpdateNode(n Node) error {
 	for _, mv := range moves {
 		mv.pi.cpus, mv.pi.gpus = mv.cpus, mv.gpus
 	}
-	ni.labels, ni.optedIn = maps.Clone(n.Labels), c.optedIn(n.Labels)
+	ni.labels, ni.optedIn, ni.alignMem = maps.Clone(n.Labels), c.optedIn(n.Labels), alignMem
 	ni.kpol, ni.kopts = kubeletPolicy(n)
 	c.releaseClassLocked(old)
 	return nil
+}
+
+// keepEmptyMemory adds to na, the allocation a moved from machine from to
+// machine to by its decision, the 0 MiB memory entries of a, which a
+// decision leaves out: on a node running the kubelet's own Topology Manager
+// they record the nodes of the memory manager's group
+// (kubelet.KubeletAllocation).
+func keepEmptyMemory(from, to *topology.Machine, a, na *allocator.Allocation) {
+	added := false
+	for _, x := range a.Memory {
+		if x.MiB != 0 || x.Node < 0 || x.Node >= from.NumNodes() {
+			continue
+		}
+		if i, ok := to.NodeIndex(from.NodeID(x.Node)); ok {
+			na.Memory = append(na.Memory, allocator.NodeMemory{Node: i})
+			added = true
+		}
+	}
+	if added {
+		slices.SortFunc(na.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+	}
 }
 
 // RemoveNode removes a node and forgets the pods placed on it. An unknown
@@ -459,7 +516,7 @@ func (c *Cache) AddPod(p *kube.Pod) error {
 			return fmt.Errorf("pod %s on node %s: %w", pr.key, ni.name, err)
 		}
 		pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
-	case pr.needsAlloc || (ni.kpol != "" && pr.needsKubelet):
+	case ni.kpol == "" && pr.needsAlloc, ni.kpol != "" && needsKubelet(ni, pr):
 		if err := c.placeLocked(ni, pr, pi, true); err != nil {
 			return fmt.Errorf("pod %s on node %s has no %s annotation and the node cannot place it: %w",
 				pr.key, ni.name, kube.AnnotationAllocation, err)
@@ -570,6 +627,11 @@ type NodeStatus struct {
 	Machine *topology.Machine
 	// OptedIn is true when the node takes pods with a NUMA spec.
 	OptedIn bool
+	// MemoryAligned is true when the memory requests of pods with a NUMA
+	// spec are reserved per NUMA node on the node: alignment is on (the
+	// label kube.LabelMemoryAlignment or Config.DisableMemoryAlignment) and
+	// the machine describes its memory.
+	MemoryAligned bool
 	// AllocatableCPUs is the machine's CPUs without the reserved ones.
 	AllocatableCPUs int
 	// SharedCPUs are the allocatable CPUs no allocation holds: the shared
@@ -596,7 +658,7 @@ func (c *Cache) Node(name string) (NodeStatus, bool) {
 	}
 	ni.mu.RLock()
 	defer ni.mu.RUnlock()
-	st := NodeStatus{Name: ni.name, Labels: maps.Clone(ni.labels), Machine: ni.m, OptedIn: ni.optedIn,
+	st := NodeStatus{Name: ni.name, Labels: maps.Clone(ni.labels), Machine: ni.m, OptedIn: ni.optedIn, MemoryAligned: ni.alignMem,
 		AllocatableCPUs: ni.allocCPUs, SharedCPUs: ni.state.FreeCPUs(), SharedRequestMilli: ni.plainMilli,
 		FreeGPUs: ni.gpuCap - ni.gpusHeld, MemoryRequestMiB: ni.memUsed,
 		Pods: slices.Sorted(maps.Keys(ni.pods))}

@@ -43,6 +43,14 @@ type Config struct {
 	// Parallelism is the number of workers that filter and score nodes in
 	// ScheduleOne (0: GOMAXPROCS).
 	Parallelism int
+	// DisableMemoryAlignment turns off, on every node whose label
+	// kube.LabelMemoryAlignment (numaplace.io/memory-alignment) does not
+	// say "true", the alignment of NUMA pods' memory: by default a NUMA
+	// pod's memory request is reserved per NUMA node jointly with its CPUs
+	// and GPUs (its decision carries the amounts and cpuset.mems follows
+	// them); with alignment off it is counted against the node's total
+	// only. The label, "true" or "false", overrides this per node.
+	DisableMemoryAlignment bool
 	// KoordinatorAnnotations makes PreBind also return Koordinator's
 	// scheduling.koordinator.sh/resource-status and
 	// scheduling.koordinator.sh/device-allocated, so that Koordinator's node

@@ -10,9 +10,13 @@
 // Insufficient cpu.").
 //
 // Pods are kube.Pod values read by kube.ParsePod. A pod with a NUMA spec
-// gets exclusive CPUs and whole GPUs placed by the allocator under its
-// policy, and only on nodes with the opt-in label (default
-// ack.node.gpu.schedule=topology). A pod without one is accounted against
+// gets exclusive CPUs, whole GPUs and its memory request per NUMA node
+// placed by the allocator under its policy, and only on nodes with the
+// opt-in label (default ack.node.gpu.schedule=topology). Memory alignment
+// is on by default; the node label numaplace.io/memory-alignment ("true" or
+// "false", kube.LabelMemoryAlignment) or Config.DisableMemoryAlignment
+// turns it off, and a machine that describes no memory cannot align it
+// (docs/design.md, "Memory alignment"). A pod without one is accounted against
 // the node's shared pool (the allocatable CPUs that no exclusive
 // allocation holds) by its CPU request, and gets its aliyun.com/gpu GPUs,
 // if any, from the allocator under policy None. An exclusive placement may

@@ -79,13 +79,45 @@ type podReq struct {
 	// needsAlloc is true when the pod holds an allocation: a NUMA pod, or
 	// a pod without a NUMA spec that asks for GPUs (placed under None).
 	needsAlloc bool
-	areq       allocator.Request // ID "" (Fit and Score)
-	sh         shape
+	// areq is the allocator request (ID "", for Fit and Score) on a node
+	// that aligns memory: a NUMA pod's memory request is in it. areqNoMem
+	// is the one on a node that does not (the memory left out); sh and
+	// shNoMem are their shapes. They are the same for a pod without a
+	// memory request or without a NUMA spec.
+	areq, areqNoMem allocator.Request
+	sh, shNoMem     shape
 	// kreq is what the kubelet's managers give the pod on a node running
 	// the kubelet's Topology Manager: exclusive CPUs for a Guaranteed pod
 	// with whole CPUs, and its GPUs; needsKubelet when it asks for either.
-	kreq         allocator.Request
-	needsKubelet bool
+	// kreqMem adds the memory request of a Guaranteed pod, which the
+	// kubelet's static memory manager pins (on a node that runs it);
+	// needsKubeletMem when it asks for any of the three.
+	kreq, kreqMem                 allocator.Request
+	needsKubelet, needsKubeletMem bool
+}
+
+// request returns the allocator request and its shape on node n (the
+// caller holds n.mu): with the memory request where n aligns memory.
+func (pr *podReq) request(n *nodeInfo) (*allocator.Request, shape) {
+	if n.alignMem {
+		return &pr.areq, pr.sh
+	}
+	return &pr.areqNoMem, pr.shNoMem
+}
+
+// kubeletRequest returns what the kubelet's managers give the pod on node n
+// (a node running the kubelet's Topology Manager; the caller holds n.mu)
+// and whether it asks for anything they manage: its memory too when n runs
+// the static memory manager and its machine describes memory.
+func (pr *podReq) kubeletRequest(n *nodeInfo) (*allocator.Request, bool) {
+	if n.kopts.StaticMemoryManager && n.memCap > 0 {
+		return &pr.kreqMem, pr.needsKubeletMem
+	}
+	return &pr.kreq, pr.needsKubelet
+}
+
+func shapeOf(a *allocator.Request) shape {
+	return shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
 }
 
 func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
@@ -96,20 +128,25 @@ func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
 	pr := &podReq{key: p.Key(), PodRequest: r}
 	switch {
 	case r.NUMA:
-		pr.areq = r.Request("")
+		pr.areq, pr.areqNoMem = r.Request(""), r.RequestWithoutMemory("")
 		pr.needsAlloc = true
 	case r.GPUs > 0:
 		pr.areq = allocator.Request{GPUs: r.GPUs, Policy: policy.None}
+		pr.areqNoMem = pr.areq
 		pr.needsAlloc = true
 	}
-	a := &pr.areq
-	pr.sh = shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
+	pr.sh, pr.shNoMem = shapeOf(&pr.areq), shapeOf(&pr.areqNoMem)
 	if !r.NUMA {
 		if r.Guaranteed && r.MilliCPU%1000 == 0 {
 			pr.kreq.CPUs = int(r.MilliCPU / 1000)
 		}
 		pr.kreq.GPUs = r.GPUs + r.NvidiaGPUs
 		pr.needsKubelet = pr.kreq.CPUs > 0 || pr.kreq.GPUs > 0
+		pr.kreqMem = pr.kreq
+		if r.Guaranteed {
+			pr.kreqMem.MemoryMiB = r.MemoryMiB
+		}
+		pr.needsKubeletMem = pr.needsKubelet || pr.kreqMem.MemoryMiB > 0
 	}
 	return pr, nil
 }
@@ -145,7 +182,7 @@ type verdict struct {
 	short uint8 // short totals, with every why
 	score int32 // when fits and scored
 	have  int64 // the numbers of a shared-pool refusal
-	need  int64
+	need  int64 // (for kubeletRefused: the memory the kubelet would pin)
 	cpu   int64 // thousandths of a CPU left in the shared pool (shortCPU)
 	mem   int64 // MiB of memory left unrequested (shortMemory)
 	err   error
@@ -156,25 +193,29 @@ func ceilThousandths(milli int64) int64 { return (milli + 999) / 1000 }
 // classMemo remembers, for one pod and one worker, the never-fit verdicts
 // of the last few machine classes met: comparing a pointer is cheaper than
 // the class's map lookup, and a cluster has few kinds of machines.
+// Nodes of one class may differ in whether they align memory, so the
+// entries are by class and alignment.
 type classMemo struct {
 	n    int
 	next int
 	mc   [4]*machineClass
+	mem  [4]bool
 	err  [4]error
 }
 
-func (m *classMemo) never(mc *machineClass, pr *podReq) error {
+func (m *classMemo) never(n *nodeInfo, pr *podReq) error {
+	r, sh := pr.request(n)
 	if m == nil {
-		return mc.never(pr.sh, &pr.areq)
+		return n.class.never(sh, r)
 	}
 	for i := 0; i < m.n; i++ {
-		if m.mc[i] == mc {
+		if m.mc[i] == n.class && m.mem[i] == n.alignMem {
 			return m.err[i]
 		}
 	}
-	err := mc.never(pr.sh, &pr.areq)
+	err := n.class.never(sh, r)
 	i := m.next
-	m.mc[i], m.err[i] = mc, err
+	m.mc[i], m.mem[i], m.err[i] = n.class, n.alignMem, err
 	m.next = (i + 1) % len(m.mc)
 	m.n = max(m.n, i+1)
 	return err
@@ -205,7 +246,7 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 		v.mem = max(n.memCap-n.memUsed, 0)
 	}
 	if pr.needsAlloc {
-		if err := memo.never(n.class, pr); err != nil {
+		if err := memo.never(n, pr); err != nil {
 			v.why, v.never, v.err = allocRefused, true, err
 			return v
 		}
@@ -213,7 +254,7 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 	// Counts the allocator would refuse anyway, checked without it: a node
 	// short of GPUs or of CPUs in total is refused in a few nanoseconds
 	// (most nodes of a saturated cluster).
-	if pr.needsAlloc && pr.areq.GPUs > n.gpuCap-n.gpusHeld {
+	if pr.needsAlloc && pr.areq.GPUs > n.gpuCap-n.gpusHeld { // areqNoMem's GPUs are the same
 		v.short |= shortGPU
 	}
 	if pr.NUMA && int64(pr.CPUs) > free {
@@ -245,11 +286,12 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 		return verdict{why: kubeletNUMA}
 	}
 	var v verdict
+	kreq, needs := pr.kubeletRequest(n)
 	free := int64(n.allocCPUs - n.exclCPUs)
-	if pr.kreq.CPUs > 0 {
+	if kreq.CPUs > 0 {
 		// Exclusive CPUs leave the shared pool its pods' requests (and
 		// the kubelet keeps at least one CPU shared).
-		if left := free - int64(pr.kreq.CPUs); left < 0 {
+		if left := free - int64(kreq.CPUs); left < 0 {
 			v.short |= shortExcl
 		} else if need := max(ceilThousandths(n.plainMilli), int64(c.cfg.MinSharedCPUs)); left < need {
 			return verdict{why: sharedPlain, have: left, need: n.plainMilli}
@@ -262,20 +304,27 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 		v.short |= shortMemory
 		v.mem = max(n.memCap-n.memUsed, 0)
 	}
-	if pr.kreq.GPUs > n.gpuCap-n.gpusHeld {
+	if kreq.GPUs > n.gpuCap-n.gpusHeld {
 		v.short |= shortGPU
 	}
 	if v.short != 0 {
 		v.why = short
 		return v
 	}
-	if pr.needsKubelet {
-		_, admit, err := kubelet.Predict(n.kpol, n.kopts, n.m, n.state, &pr.kreq)
+	if needs {
+		hint, admit, err := kubelet.Predict(n.kpol, n.kopts, n.m, n.state, kreq)
 		if err != nil {
 			return verdict{why: allocRefused, err: err}
 		}
 		if !admit {
-			return verdict{why: kubeletRefused}
+			return verdict{why: kubeletRefused, need: kreq.MemoryMiB}
+		}
+		if kreq.MemoryMiB > 0 {
+			// The memory manager may still fail to extend the merged
+			// hint to nodes with enough free memory: Reserve would.
+			if _, err := kubelet.KubeletAllocation(n.m, n.state, "", kreq, hint); err != nil {
+				return verdict{why: kubeletRefused, need: kreq.MemoryMiB}
+			}
 		}
 	}
 	return v
@@ -296,14 +345,15 @@ func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) 
 		return verdict{}
 	}
 	if pr.needsAlloc {
+		r, _ := pr.request(n)
 		if scored && pr.NUMA {
-			s, err := n.state.Score(&pr.areq)
+			s, err := n.state.Score(r)
 			if err != nil {
 				return verdict{why: allocRefused, err: err}
 			}
 			return verdict{score: int32(s)}
 		}
-		if err := n.state.Fit(&pr.areq); err != nil {
+		if err := n.state.Fit(r); err != nil {
 			return verdict{why: allocRefused, err: err}
 		}
 	}
@@ -387,8 +437,12 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 	case kubeletRefused:
 		e.Err = ErrKubeletRefusal
 		e.Reasons = []string{"node(s) whose kubelet Topology Manager would refuse the pod (TopologyAffinityError)"}
-		e.Detail = fmt.Sprintf("the kubelet's Topology Manager policy would refuse the pod with TopologyAffinityError (%d exclusive CPUs, %d GPUs)",
-			pr.kreq.CPUs, pr.kreq.GPUs)
+		mem := ""
+		if v.need > 0 {
+			mem = fmt.Sprintf(", %d MiB of memory for the static memory manager", v.need)
+		}
+		e.Detail = fmt.Sprintf("the kubelet's Topology Manager policy would refuse the pod with TopologyAffinityError (%d exclusive CPUs, %d GPUs%s)",
+			pr.kreq.CPUs, pr.kreq.GPUs, mem)
 	case allocRefused:
 		e.Err = v.err
 		var pe *allocator.PlacementError
@@ -514,10 +568,13 @@ func placementReasons(pe *allocator.PlacementError, r *allocator.Request) []stri
 // the reason is its PlacementError's), and its exclusive CPUs must leave
 // the shared pool at least what the node's pods without a NUMA spec request
 // and at least Config.MinSharedCPUs. For a pod without one: its CPU request
-// must fit in the shared pool, its GPUs on the node. Memory requests are
-// checked against the node's total memory when the machine gives it. An
-// invalid pod returns its *kube.PodError, an unknown node an error wrapping
-// [ErrUnknownNode]. Where the pod is already placed does not matter.
+// must fit in the shared pool, its GPUs on the node. A NUMA pod's memory
+// request is part of the allocator's request on a node that aligns memory
+// (NodeStatus.MemoryAligned; docs/design.md, "Memory alignment"), and every
+// pod's memory request is checked against the node's total memory when the
+// machine gives it. An invalid pod returns its *kube.PodError, an unknown
+// node an error wrapping [ErrUnknownNode]. Where the pod is already placed
+// does not matter.
 func (c *Cache) Filter(p *kube.Pod, node string) error {
 	pp, err := c.Prepare(p)
 	if err != nil {

@@ -125,8 +125,9 @@ func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Pre
 	if len(cands) == 0 {
 		return Preemption{}, 0, false
 	}
+	areq, _ := pr.request(ni)
 	if v := c.checksLocked(ni, pr, nil); v.why == fits {
-		if !pr.needsAlloc || ni.state.Fit(&pr.areq) == nil {
+		if !pr.needsAlloc || ni.state.Fit(areq) == nil {
 			return Preemption{}, 0, false // no preemption needed
 		}
 	} else if v.why == notOptedIn || v.never || v.why == nodeGone {
@@ -172,10 +173,10 @@ func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Pre
 			return true
 		}
 		// Quick necessary totals before the exact allocator check.
-		if int(ni.gpuCap-ni.gpusHeld+gpus) < pr.areq.GPUs {
+		if int(ni.gpuCap-ni.gpusHeld+gpus) < areq.GPUs {
 			return false
 		}
-		return ni.state.FitWithout(&pr.areq, ids) == nil
+		return ni.state.FitWithout(areq, ids) == nil
 	}
 	tried := 0
 	for k := 1; k <= len(cands); k++ {

@@ -88,17 +88,25 @@ func TestPreemptIsExact(t *testing.T) {
 			return c
 		}
 		c := fresh()
+		// Memory (1 TiB per NUMA node) binds as often as CPUs and GPUs.
+		mems := []string{"", "", "256Gi", "512Gi", "768Gi"}
 		n := rapid.IntRange(1, 7).Draw(t, "pods")
 		for i := 0; i < n; i++ {
 			p := withPriority(numaPod(fmt.Sprintf("p%d", i),
 				rapid.IntRange(1, 60).Draw(t, "cpus"), rapid.IntRange(0, 4).Draw(t, "gpus"),
 				rapid.SampledFrom(pols).Draw(t, "pol")), int32(rapid.IntRange(0, 9).Draw(t, "prio")))
+			if q := rapid.SampledFrom(mems).Draw(t, "mem"); q != "" {
+				p = withMemory(p, q, q)
+			}
 			if c.Reserve(p, "n") == nil {
 				pods = append(pods, p)
 			}
 		}
 		in := withPriority(numaPod("in", rapid.IntRange(1, 100).Draw(t, "incpus"), rapid.IntRange(0, 8).Draw(t, "ingpus"),
 			rapid.SampledFrom(pols).Draw(t, "inpol")), int32(rapid.IntRange(1, 10).Draw(t, "inprio")))
+		if q := rapid.SampledFrom(mems).Draw(t, "inmem"); q != "" {
+			in = withMemory(in, q, q)
+		}
 		pe, err := c.PreemptOn(in, "n")
 		// Brute force: the smallest set of lower-priority pods whose removal
 		// makes Filter pass.

@@ -10,7 +10,8 @@ import (
 )
 
 // Reserve places the pod on the named node: a pod with a NUMA spec (or with
-// GPUs) gets its allocation from the node's allocator, and every pod is
+// GPUs) gets its allocation from the node's allocator (a NUMA pod's memory
+// per NUMA node where the node aligns memory), and every pod is
 // accounted against the node's totals and shared pool. The checks are
 // Filter's, made again under the node's write lock, so a reservation never
 // breaks a rule whatever runs concurrently; a refusal is Filter's
@@ -69,17 +70,18 @@ func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
 // runs already.
 func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted bool) error {
 	if ni.kpol != "" {
-		if !pr.needsKubelet {
+		kreq, needs := pr.kubeletRequest(ni)
+		if !needs {
 			return nil
 		}
-		hint, admit, err := kubelet.Predict(ni.kpol, ni.kopts, ni.m, ni.state, &pr.kreq)
+		hint, admit, err := kubelet.Predict(ni.kpol, ni.kopts, ni.m, ni.state, kreq)
 		if err != nil {
 			return err
 		}
 		if !admit && !predicted {
 			return fmt.Errorf("%w: node %s", ErrKubeletRefusal, ni.name)
 		}
-		a, err := kubelet.KubeletAllocation(ni.m, ni.state, pr.key, &pr.kreq, hint)
+		a, err := kubelet.KubeletAllocation(ni.m, ni.state, pr.key, kreq, hint)
 		if err != nil {
 			return err
 		}
@@ -93,7 +95,8 @@ func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted boo
 	if !pr.needsAlloc {
 		return nil
 	}
-	r := pr.areq
+	areq, _ := pr.request(ni)
+	r := *areq
 	r.ID = pr.key
 	a, err := ni.state.Allocate(&r)
 	if err != nil {
@@ -127,7 +130,7 @@ func (c *Cache) Unreserve(p *kube.Pod) error {
 
 // PreBind returns the annotations to write on a placed pod before binding
 // it: kube.AnnotationAllocation (numaplace.io/allocation) with the decision
-// (cpuset, GPUs, NUMA nodes), and with Config.KoordinatorAnnotations also
+// (cpuset, GPUs, NUMA nodes, memory per NUMA node ID), and with Config.KoordinatorAnnotations also
 // Koordinator's resource-status and device-allocated. A pod without a NUMA
 // spec and without GPUs holds no allocation: the map is empty. A pod the
 // cache has not placed returns an error wrapping allocator.ErrUnknownID.
@@ -166,4 +169,12 @@ func (c *Cache) annotations(pi *podInfo) (map[string]string, error) {
 		maps.Copy(out, koord)
 	}
 	return out, nil
+}
+
+// needsKubelet reports whether the pod gets anything from the kubelet's
+// managers on ni, a node running the kubelet's Topology Manager (the caller
+// holds ni.mu).
+func needsKubelet(ni *nodeInfo, pr *podReq) bool {
+	_, needs := pr.kubeletRequest(ni)
+	return needs
 }

@@ -11,10 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
 	nri "github.com/numaplace/numaplace/plugins/agent/nri"
+	"github.com/numaplace/numaplace/policy"
 )
 
 // devRoot makes a device directory holding stand-in character devices
@@ -120,4 +122,22 @@ func TestMemoryNodesLimitCpusetMems(t *testing.T) {
 	up, err := p.Synchronize(ctx, []*api.PodSandbox{web, x}, []*api.Container{ctr("w1", web, "0-7,10-15", "0"), ctr("x1", x, "8-9", "0")})
 	require.NoError(t, err)
 	require.Empty(t, up)
+}
+
+func TestDecisionWithMemory(t *testing.T) {
+	// The scheduler reserved 4 GiB on node 1: NRI passes no requests, so
+	// the decision's memory is taken as the pod's, and cpuset.mems follows
+	// the reserved memory.
+	e := newPlugin(t, "")
+	d := kube.Decision{Policy: policy.SingleNUMANode, Exclusive: policy.Required, CPUSet: "8-9", NUMANodes: []int{1},
+		GPUs: []kube.DecisionGPU{}, MemoryMiB: map[string]int64{"1": 4096}}
+	sb := numaPod("sb-m", "m", d.String())
+	adj, _, err := e.p.CreateContainer(ctx, sb, ctr("m1", sb, "", ""))
+	require.NoError(t, err)
+	cpus, mems := cpuset(adj)
+	require.Equal(t, "8-9", cpus)
+	require.Equal(t, "1", mems)
+	adm, ok := e.p.Node().Get("default/m")
+	require.True(t, ok)
+	require.Equal(t, int64(4096), adm.Allocation.MemoryMiB())
 }

@@ -377,14 +377,19 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	return adj, p.sharedUpdatesLocked(c.id, true), nil
 }
 
-// mems returns the cpuset.mems of the admission's containers: its NUMA
-// nodes that have memory, "" when none has (the runtime's default stays).
+// mems returns the cpuset.mems of the admission's containers: its memory
+// nodes (kubelet.Admission.Mems) that have memory on the host, "" when
+// none has (the runtime's default stays).
 func (p *Plugin) mems(adm kubelet.Admission) string {
 	if p.memNodes == nil {
 		return adm.Mems()
 	}
+	ids := adm.MemoryNodes
+	if len(ids) == 0 {
+		ids = adm.NUMANodes
+	}
 	var s numa.CPUSet // small integers, formatted as a Linux list
-	for _, id := range adm.NUMANodes {
+	for _, id := range ids {
 		if p.memNodes[id] {
 			s.Add(int(id))
 		}

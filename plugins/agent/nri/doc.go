@@ -27,7 +27,7 @@
 //     [Updater] (the stub's unsolicited UpdateContainers), so that shared
 //     pods never run on exclusive CPUs.
 //
-// The common calls (see cmd/numaplace-nri for the whole program):
+// The common calls (see cmd/numaplace-agent for the whole program):
 //
 //	node, err := kubelet.Open(machine, "/var/lib/numaplace/nri-checkpoint.json", kubelet.NodeOptions{})
 //	p, err := nri.New(node, nri.Options{})

@@ -369,7 +369,7 @@ func ParseCPUSet(s string) (CPUSet, error) {
 	var c CPUSet
 	err := parseList(s, MaxCPUID, func(lo, hi int) { c.AddRange(lo, hi) })
 	if err != nil {
-		return CPUSet{}, fmt.Errorf("%w %q: %w", ErrInvalidCPUSet, s, err)
+		return CPUSet{}, fmt.Errorf("%w %s: %w", ErrInvalidCPUSet, quoteShort(s), err)
 	}
 	return c, nil
 }
@@ -402,11 +402,11 @@ func ParseCPUMask(s string) (CPUSet, error) {
 	for gi, g := range groups {
 		g = strings.TrimSpace(g)
 		if g == "" || len(g) > 8 {
-			return CPUSet{}, fmt.Errorf("%w: hex CPU mask %q: word %q is not 1-8 hex digits", ErrInvalidCPUSet, s, g)
+			return CPUSet{}, fmt.Errorf("%w: hex CPU mask %s: word %s is not 1-8 hex digits", ErrInvalidCPUSet, quoteShort(s), quoteShort(g))
 		}
 		v, err := strconv.ParseUint(g, 16, 32)
 		if err != nil {
-			return CPUSet{}, fmt.Errorf("%w: hex CPU mask %q: word %q is not hexadecimal", ErrInvalidCPUSet, s, g)
+			return CPUSet{}, fmt.Errorf("%w: hex CPU mask %s: word %s is not hexadecimal", ErrInvalidCPUSet, quoteShort(s), quoteShort(g))
 		}
 		base := (len(groups) - 1 - gi) * 32
 		for w := v; w != 0; w &= w - 1 {

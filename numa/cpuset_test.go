@@ -513,3 +513,19 @@ func TestCPUSetStringRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// Errors quote at most a short, escaped prefix of a bad value.
+func TestParseErrorsQuoteShort(t *testing.T) {
+	bad := "0-3,\x01" + strings.Repeat("9", 100_000)
+	for _, err := range []error{
+		func() error { _, err := numa.ParseCPUSet(bad); return err }(),
+		func() error { _, err := numa.ParseCPUMask("ff," + strings.Repeat("z", 100_000)); return err }(),
+		func() error { _, err := numa.ParseMask(bad); return err }(),
+	} {
+		require.Error(t, err)
+		require.Less(t, len(err.Error()), 400, err.Error())
+		require.Contains(t, err.Error(), "bytes)")
+	}
+	_, err := numa.ParseCPUSet("0-3,\x01")
+	require.ErrorContains(t, err, `"0-3,\x01"`)
+}

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxNodes is the largest number of NUMA nodes a [Mask] can describe.
@@ -241,7 +242,7 @@ func ParseMask(s string) (Mask, error) {
 		m |= FirstN(hi+1) &^ FirstN(lo)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%w %q: %w", ErrInvalidMask, s, err)
+		return 0, fmt.Errorf("%w %s: %w", ErrInvalidMask, quoteShort(s), err)
 	}
 	return m, nil
 }
@@ -261,15 +262,15 @@ func parseList(s string, max int, add func(lo, hi int)) error {
 		loS, hiS, isRange := strings.Cut(item, "-")
 		lo, err := parseIndex(loS, max)
 		if err != nil {
-			return fmt.Errorf("item %q: %w", item, err)
+			return fmt.Errorf("item %s: %w", quoteShort(item), err)
 		}
 		hi := lo
 		if isRange {
 			if hi, err = parseIndex(hiS, max); err != nil {
-				return fmt.Errorf("item %q: %w", item, err)
+				return fmt.Errorf("item %s: %w", quoteShort(item), err)
 			}
 			if hi < lo {
-				return fmt.Errorf("item %q: range end below its start", item)
+				return fmt.Errorf("item %s: range end below its start", quoteShort(item))
 			}
 		}
 		add(lo, hi)
@@ -280,11 +281,11 @@ func parseList(s string, max int, add func(lo, hi int)) error {
 func parseIndex(s string, max int) (int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s[0] == '+' || s[0] == '-' {
-		return 0, fmt.Errorf("%q is not a non-negative integer", s)
+		return 0, fmt.Errorf("%s is not a non-negative integer", quoteShort(s))
 	}
 	v, err := strconv.ParseUint(s, 10, 31)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a non-negative integer", s)
+		return 0, fmt.Errorf("%s is not a non-negative integer", quoteShort(s))
 	}
 	if max >= 0 && int(v) > max {
 		return 0, fmt.Errorf("%d is above the limit %d", v, max)
@@ -293,3 +294,20 @@ func parseIndex(s string, max int) (int, error) {
 }
 
 func trailing(w uint64) int { return bits.TrailingZeros64(w) }
+
+// quoteShort quotes an outside value for an error message: escaped as
+// strconv.Quote does, and cut to its first 64 bytes (at a character
+// boundary) followed by its length when longer, so that a huge or binary
+// value gives a short readable error. (internal/quote does the same for the
+// rest of the module; numa, the leaf package, imports nothing of it.)
+func quoteShort(s string) string {
+	const maxBytes = 64
+	if len(s) <= maxBytes {
+		return strconv.Quote(s)
+	}
+	cut := maxBytes
+	for cut > maxBytes-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}

@@ -3,8 +3,11 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"unicode/utf8"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -102,6 +105,12 @@ func (b *Builder) SetReservedCPUs(cpus numa.CPUSet) *Builder {
 
 func nodeItem(i int, n Node) string { return fmt.Sprintf("numaNodes[%d] (id %d)", i, n.ID) }
 
+func gpuItem(i int, g GPU) string { return fmt.Sprintf("gpus[%d] (id %d)", i, g.ID) }
+
+func linkItem(i int, l NVLink) string { return fmt.Sprintf("nvlinks[%d] (%d-%d)", i, l.A, l.B) }
+
+func devItem(i int, d Device) string { return fmt.Sprintf("devices[%d] (id %s)", i, quote.Short(d.ID)) }
+
 // Build validates the description and returns the machine. Errors are
 // *[ValidationError] (unwrapping to [ErrInvalid]) naming the offending item,
 // or *[TooManyNodesError] for more than 64 NUMA nodes. Checks: at least one
@@ -113,13 +122,25 @@ func nodeItem(i int, n Node) string { return fmt.Sprintf("numaNodes[%d] (id %d)"
 // other than "gpu", unique per class; device and GPU nodes known or -1;
 // NVLinks between two distinct GPU IDs (not necessarily listed) with a
 // positive count, each pair once; NUMA sets a partition of the nodes; CPU
-// numbers at most numa.MaxCPUID.
+// numbers at most numa.MaxCPUID; the sum of the nodes' memory within an
+// int64; the name and every GPU and device string valid UTF-8.
+//
+// Before anything is allocated, the sizes are checked against the caps
+// [MaxCPUs], [MaxDevices] and [MaxNVLinks] (a *[LimitError]). Build takes
+// O(n log n) time in the CPUs, devices and NVLinks (plus a bitset's words
+// per core and L3 group), and memory linear in the devices and NVLinks.
 func (b *Builder) Build() (*Machine, error) {
 	if len(b.nodes) == 0 {
 		return nil, invalid("numaNodes", "the machine has no NUMA node")
 	}
 	if len(b.nodes) > numa.MaxNodes {
 		return nil, &TooManyNodesError{Nodes: len(b.nodes)}
+	}
+	if err := b.checkLimits(); err != nil {
+		return nil, err
+	}
+	if err := b.checkText(); err != nil {
+		return nil, err
 	}
 	m := &Machine{name: b.name}
 
@@ -141,6 +162,14 @@ func (b *Builder) Build() (*Machine, error) {
 		if n.CPUs.Max() > numa.MaxCPUID {
 			return nil, invalid(nodeItem(i, n), "CPU %d is above the limit %d", n.CPUs.Max(), numa.MaxCPUID)
 		}
+	}
+	var total int64
+	for i, n := range b.nodes {
+		if n.MemoryMiB > math.MaxInt64-total {
+			return nil, invalid(nodeItem(i, n), "memoryMiB %d makes the machine's memory overflow: "+
+				"the nodes' memory must add up to at most %d MiB", n.MemoryMiB, int64(math.MaxInt64))
+		}
+		total += n.MemoryMiB
 	}
 	for i := range b.nodes {
 		for j := 0; j < i; j++ {
@@ -190,7 +219,7 @@ func (b *Builder) Build() (*Machine, error) {
 		return nil, err
 	}
 	if !b.reserved.IsSubsetOf(m.allCPUs) {
-		return nil, invalid("reservedCPUs", "CPUs %s are not in any NUMA node", b.reserved.Difference(m.allCPUs))
+		return nil, invalid("reservedCPUs", "CPUs %s are not in any NUMA node", shortSet(b.reserved.Difference(m.allCPUs)))
 	}
 	m.reserved = b.reserved.Clone()
 	if err := m.buildGPUs(b.gpus, b.nvlinks); err != nil {
@@ -205,37 +234,122 @@ func (b *Builder) Build() (*Machine, error) {
 	return m, nil
 }
 
-func (m *Machine) buildCores(cores []numa.CPUSet) error {
-	covered := numa.CPUSet{}
-	for i, c := range cores {
-		item := fmt.Sprintf("cores[%d] (%s)", i, c)
-		if c.IsEmpty() {
-			return invalid(item, "the core has no CPU")
+// checkLimits refuses a description larger than the caps, before anything
+// is allocated for it.
+func (b *Builder) checkLimits() error {
+	cpus := 0
+	for _, n := range b.nodes {
+		cpus += n.CPUs.Size()
+	}
+	for _, c := range []struct {
+		what         string
+		count, limit int
+	}{
+		{"CPUs", cpus, MaxCPUs},
+		{"cores", len(b.cores), MaxCPUs},
+		{"L3 groups", len(b.l3), MaxCPUs},
+		{"devices (GPUs and other devices)", len(b.gpus) + len(b.devices), MaxDevices},
+		{"NVLinks", len(b.nvlinks), MaxNVLinks},
+	} {
+		if c.count > c.limit {
+			return &LimitError{What: c.what, Count: c.count, Limit: c.limit}
 		}
-		if !c.IsSubsetOf(m.allCPUs) {
-			return invalid(item, "CPUs %s are not in any NUMA node", c.Difference(m.allCPUs))
-		}
-		if c.Intersects(covered) {
-			return invalid(item, "CPUs %s are in another core too", c.Intersection(covered))
-		}
-		node, _ := m.CPUNode(c.Min())
-		for cpu := range c.All() {
-			if n, _ := m.CPUNode(cpu); n != node {
-				return invalid(item, "the core spans NUMA nodes %d and %d", m.nodes[node].ID, m.nodes[n].ID)
+	}
+	return nil
+}
+
+// checkText refuses names and IDs that are not valid UTF-8: the JSON format
+// could not carry them (encoding/json would write U+FFFD), so a machine
+// built by hand and one read from JSON would differ.
+func (b *Builder) checkText() error {
+	bad := func(s string) bool { return !utf8.ValidString(s) }
+	if bad(b.name) {
+		return invalid("name", "%s is not valid UTF-8", quote.Short(b.name))
+	}
+	for i, g := range b.gpus {
+		for _, f := range []struct{ field, v string }{{"busID", g.BusID}, {"pcieSwitch", g.PCIeSwitch}, {"uuid", g.UUID}} {
+			if bad(f.v) {
+				return invalid(gpuItem(i, g), "%s %s is not valid UTF-8", f.field, quote.Short(f.v))
 			}
 		}
-		covered.UnionWith(c)
-		m.cores = append(m.cores, Core{CPUs: c.Clone(), Node: node})
 	}
-	for cpu := range m.allCPUs.All() {
-		if !covered.Contains(cpu) {
-			node, _ := m.CPUNode(cpu)
-			m.cores = append(m.cores, Core{CPUs: numa.NewCPUSet(cpu), Node: node})
+	for i, d := range b.devices {
+		for _, f := range []struct{ field, v string }{{"id", d.ID}, {"class", d.Class}, {"busID", d.BusID}, {"pcieSwitch", d.PCIeSwitch}} {
+			if bad(f.v) {
+				return invalid(devItem(i, d), "%s %s is not valid UTF-8", f.field, quote.Short(f.v))
+			}
 		}
 	}
-	slices.SortFunc(m.cores, func(x, y Core) int { return cmp.Compare(x.CPUs.Min(), y.CPUs.Min()) })
+	return nil
+}
+
+// cpuGroups checks groups of CPUs that must be disjoint and made of the
+// machine's CPUs (cores, L3 groups) in time linear in their CPUs, with
+// owner as scratch (one entry per CPU number, -1 when free; it is left
+// holding the group index of each CPU). kind names an item ("cores"), one
+// a group ("core"). It returns each group's lowest CPU.
+func (m *Machine) cpuGroups(kind, one string, groups []numa.CPUSet, owner []int32) ([]int, error) {
+	mins := make([]int, len(groups))
+	for i, g := range groups {
+		item := func() string { return fmt.Sprintf("%s[%d] (%s)", kind, i, shortSet(g)) }
+		mins[i] = g.Min()
+		if mins[i] < 0 {
+			return nil, invalid(item(), "the %s has no CPU", one)
+		}
+		for cpu := range g.All() {
+			if cpu >= len(owner) || m.cpuNode[cpu] < 0 {
+				return nil, invalid(item(), "CPUs %s are not in any NUMA node", shortSet(g.Difference(m.allCPUs)))
+			}
+			if owner[cpu] >= 0 && int(owner[cpu]) != i {
+				var other numa.CPUSet
+				for c := range g.All() {
+					if c < len(owner) && owner[c] >= 0 && int(owner[c]) != i {
+						other.Add(c)
+					}
+				}
+				return nil, invalid(item(), "CPUs %s are in another %s too", shortSet(other), one)
+			}
+			owner[cpu] = int32(i)
+		}
+	}
+	return mins, nil
+}
+
+func (m *Machine) buildCores(cores []numa.CPUSet) error {
+	mins, err := m.cpuGroups("cores", "core", cores, m.cpuCore)
+	if err != nil {
+		return err
+	}
+	for i, c := range cores {
+		node := int(m.cpuNode[mins[i]])
+		for cpu := range c.All() {
+			if n := int(m.cpuNode[cpu]); n != node {
+				return invalid(fmt.Sprintf("cores[%d] (%s)", i, shortSet(c)), "the core spans NUMA nodes %d and %d",
+					m.nodes[node].ID, m.nodes[n].ID)
+			}
+		}
+	}
+	type entry struct{ min, core int } // core: index into cores, or -1 for a CPU of its own
+	order := make([]entry, 0, len(cores))
+	for i := range cores {
+		order = append(order, entry{mins[i], i})
+	}
+	for cpu := range m.allCPUs.All() {
+		if m.cpuCore[cpu] < 0 {
+			order = append(order, entry{cpu, -1})
+		}
+	}
+	slices.SortFunc(order, func(x, y entry) int { return cmp.Compare(x.min, y.min) })
+	m.cores = make([]Core, len(order))
 	m.threads = 1
-	for i, c := range m.cores {
+	for i, e := range order {
+		c := Core{Node: int(m.cpuNode[e.min])}
+		if e.core < 0 {
+			c.CPUs = numa.NewCPUSet(e.min)
+		} else {
+			c.CPUs = cores[e.core].Clone()
+		}
+		m.cores[i] = c
 		m.threads = max(m.threads, c.CPUs.Size())
 		for cpu := range c.CPUs.All() {
 			m.cpuCore[cpu] = int32(i)
@@ -245,23 +359,54 @@ func (m *Machine) buildCores(cores []numa.CPUSet) error {
 }
 
 func (m *Machine) buildL3(groups []numa.CPUSet) error {
-	covered := numa.CPUSet{}
-	for i, g := range groups {
-		item := fmt.Sprintf("l3Groups[%d] (%s)", i, g)
-		if g.IsEmpty() {
-			return invalid(item, "the group has no CPU")
-		}
-		if !g.IsSubsetOf(m.allCPUs) {
-			return invalid(item, "CPUs %s are not in any NUMA node", g.Difference(m.allCPUs))
-		}
-		if g.Intersects(covered) {
-			return invalid(item, "CPUs %s are in another group too", g.Intersection(covered))
-		}
-		covered.UnionWith(g)
-		m.l3 = append(m.l3, g.Clone())
+	if len(groups) == 0 {
+		return nil
 	}
-	slices.SortFunc(m.l3, func(x, y numa.CPUSet) int { return cmp.Compare(x.Min(), y.Min()) })
+	owner := make([]int32, len(m.cpuNode))
+	for i := range owner {
+		owner[i] = -1
+	}
+	mins, err := m.cpuGroups("l3Groups", "group", groups, owner)
+	if err != nil {
+		return err
+	}
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(mins[x], mins[y]) })
+	m.l3 = make([]numa.CPUSet, len(groups))
+	for i, g := range order {
+		m.l3[i] = groups[g].Clone()
+	}
 	return nil
+}
+
+// firstDuplicate returns the lowest index i such that key(i) equals key(j)
+// for some j < i, with that lowest j, or -1, -1 when the keys are distinct.
+// It sorts n indices: O(n log n).
+func firstDuplicate(n int, compare func(i, j int) int) (int, int) {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, compare)
+	dup, first := -1, -1
+	for k := 1; k < n; k++ {
+		if compare(order[k-1], order[k]) != 0 {
+			continue
+		}
+		// order[k] repeats a key: the lowest index with it is the start of
+		// its run, which sorting kept in input order.
+		start := k - 1
+		for start > 0 && compare(order[start-1], order[k]) == 0 {
+			start--
+		}
+		if dup < 0 || order[k] < dup {
+			dup, first = order[k], order[start]
+		}
+	}
+	return dup, first
 }
 
 func (m *Machine) checkNode(item string, id numa.NodeID) error {
@@ -274,42 +419,74 @@ func (m *Machine) checkNode(item string, id numa.NodeID) error {
 	return nil
 }
 
+// firstError returns the error of the lowest index among a per-item
+// check's first failure (at index bad, or -1) and a duplicate (at index
+// dup, or -1).
+func firstError(bad int, badErr error, dup int, dupErr func() error) error {
+	switch {
+	case bad < 0 && dup < 0:
+		return nil
+	case dup < 0 || bad >= 0 && bad < dup:
+		return badErr
+	default:
+		return dupErr()
+	}
+}
+
 func (m *Machine) buildGPUs(gpus []GPU, links []NVLink) error {
+	bad, badErr := -1, error(nil)
 	for i, g := range gpus {
-		item := fmt.Sprintf("gpus[%d] (id %d)", i, g.ID)
 		if g.ID < 0 {
-			return invalid(item, "GPU ID must not be negative")
+			bad, badErr = i, invalid(gpuItem(i, g), "GPU ID must not be negative")
+			break
 		}
-		for j := 0; j < i; j++ {
-			if gpus[j].ID == g.ID {
-				return invalid(item, "GPU ID %d is also used by gpus[%d]", g.ID, j)
-			}
+		if _, ok := m.NodeIndex(g.NUMANode); !ok && g.NUMANode != UnknownNode {
+			bad, badErr = i, m.checkNode(gpuItem(i, g), g.NUMANode)
+			break
 		}
-		if err := m.checkNode(item, g.NUMANode); err != nil {
-			return err
-		}
+	}
+	dup, first := firstDuplicate(len(gpus), func(i, j int) int { return cmp.Compare(gpus[i].ID, gpus[j].ID) })
+	if err := firstError(bad, badErr, dup, func() error {
+		return invalid(gpuItem(dup, gpus[dup]), "GPU ID %d is also used by gpus[%d]",
+			gpus[dup].ID, first)
+	}); err != nil {
+		return err
 	}
 	m.gpus = slices.Clone(gpus)
 	slices.SortFunc(m.gpus, func(x, y GPU) int { return cmp.Compare(x.ID, y.ID) })
+
+	bad, badErr = -1, nil
+	norm := make([]NVLink, len(links)) // A < B
 	for i, l := range links {
-		item := fmt.Sprintf("nvlinks[%d] (%d-%d)", i, l.A, l.B)
-		if l.A < 0 || l.B < 0 {
-			return invalid(item, "GPU IDs must not be negative")
+		switch {
+		case l.A < 0 || l.B < 0:
+			badErr = invalid(linkItem(i, l), "GPU IDs must not be negative")
+		case l.A == l.B:
+			badErr = invalid(linkItem(i, l), "a GPU cannot link to itself")
+		case l.Links <= 0:
+			badErr = invalid(linkItem(i, l), "link count %d must be positive", l.Links)
 		}
-		if l.A == l.B {
-			return invalid(item, "a GPU cannot link to itself")
-		}
-		if l.Links <= 0 {
-			return invalid(item, "link count %d must be positive", l.Links)
+		if badErr != nil {
+			bad = i
+			break
 		}
 		if l.A > l.B {
 			l.A, l.B = l.B, l.A
 		}
-		if m.NVLinkCount(l.A, l.B) != 0 {
-			return invalid(item, "the pair is listed twice")
-		}
-		m.nvlinks = append(m.nvlinks, l)
+		norm[i] = l
 	}
+	if bad >= 0 {
+		norm = norm[:bad] // duplicates count only before the first bad link
+	}
+	dup, _ = firstDuplicate(len(norm), func(i, j int) int {
+		return cmp.Or(cmp.Compare(norm[i].A, norm[j].A), cmp.Compare(norm[i].B, norm[j].B))
+	})
+	if err := firstError(bad, badErr, dup, func() error {
+		return invalid(linkItem(dup, links[dup]), "the pair is listed twice")
+	}); err != nil {
+		return err
+	}
+	m.nvlinks = norm
 	slices.SortFunc(m.nvlinks, func(x, y NVLink) int {
 		return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B))
 	})
@@ -317,24 +494,35 @@ func (m *Machine) buildGPUs(gpus []GPU, links []NVLink) error {
 }
 
 func (m *Machine) buildDevices(devs []Device) error {
+	bad, badErr := -1, error(nil)
 	for i, d := range devs {
-		item := fmt.Sprintf("devices[%d] (id %q)", i, d.ID)
 		switch {
 		case d.ID == "":
-			return invalid(item, "the device has no id")
+			badErr = invalid(devItem(i, d), "the device has no id")
 		case d.Class == "":
-			return invalid(item, "the device has no class")
+			badErr = invalid(devItem(i, d), "the device has no class")
 		case d.Class == "gpu":
-			return invalid(item, `class "gpu" is reserved: list GPUs under "gpus"`)
-		}
-		for j := 0; j < i; j++ {
-			if devs[j].ID == d.ID && devs[j].Class == d.Class {
-				return invalid(item, "device %s/%s is also listed as devices[%d]", d.Class, d.ID, j)
+			badErr = invalid(devItem(i, d), `class "gpu" is reserved: list GPUs under "gpus"`)
+		default:
+			if _, ok := m.NodeIndex(d.NUMANode); !ok && d.NUMANode != UnknownNode {
+				badErr = m.checkNode(devItem(i, d), d.NUMANode)
 			}
 		}
-		if err := m.checkNode(item, d.NUMANode); err != nil {
-			return err
+		if badErr != nil {
+			bad = i
+			break
 		}
+	}
+	compare := func(i, j int) int {
+		return cmp.Or(cmp.Compare(devs[i].Class, devs[j].Class), cmp.Compare(devs[i].ID, devs[j].ID))
+	}
+	dup, first := firstDuplicate(len(devs), compare)
+	if err := firstError(bad, badErr, dup, func() error {
+		d := devs[dup]
+		return invalid(devItem(dup, d), "device %s/%s is also listed as devices[%d]",
+			quote.Bare(d.Class), quote.Bare(d.ID), first)
+	}); err != nil {
+		return err
 	}
 	m.devices = slices.Clone(devs)
 	slices.SortFunc(m.devices, func(x, y Device) int {

@@ -3,6 +3,9 @@ package topology
 import (
 	"errors"
 	"fmt"
+
+	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/numa"
 )
 
 // Sentinel errors; the typed errors below unwrap to them so that both
@@ -13,6 +16,9 @@ var (
 	// ErrTooManyNodes is the category of a machine with more NUMA nodes than
 	// a numa.Mask can hold.
 	ErrTooManyNodes = errors.New("too many NUMA nodes")
+	// ErrTooLarge is the category of a machine larger than the caps
+	// [MaxCPUs], [MaxDevices] or [MaxNVLinks].
+	ErrTooLarge = errors.New("machine too large")
 	// ErrDiscovery is the category of every failure to read a machine from
 	// Linux sysfs.
 	ErrDiscovery = errors.New("topology discovery failed")
@@ -65,3 +71,44 @@ func (e *TooManyNodesError) Error() string {
 
 // Unwrap returns [ErrTooManyNodes].
 func (e *TooManyNodesError) Unwrap() error { return ErrTooManyNodes }
+
+// The caps on the size of a machine, checked by [Builder.Build] before it
+// allocates anything for the machine (a *[LimitError]). They are far above
+// real servers (Linux itself runs at most 8,192 CPUs) and keep a hostile
+// description from taking the memory or the time of a process.
+const (
+	// MaxCPUs is the most logical CPUs a machine may have (CPU numbers are
+	// at most numa.MaxCPUID); cores and L3 groups, which are disjoint sets
+	// of CPUs, are capped at the same number.
+	MaxCPUs = 1 << 14
+	// MaxDevices is the most devices a machine may have: GPUs and other
+	// devices together.
+	MaxDevices = 1 << 17
+	// MaxNVLinks is the most NVLink connections (pairs of GPUs) a machine
+	// may list.
+	MaxNVLinks = 1 << 20
+)
+
+// LimitError is returned when a machine is larger than one of the caps
+// ([MaxCPUs], [MaxDevices], [MaxNVLinks]). It unwraps to [ErrTooLarge].
+type LimitError struct {
+	// What names what there is too much of, such as "NVLinks".
+	What string
+	// Count is how many the description has.
+	Count int
+	// Limit is the cap.
+	Limit int
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s: the machine has %d %s, at most %d are supported", ErrTooLarge, e.Count, e.What, e.Limit)
+}
+
+// Unwrap returns [ErrTooLarge].
+func (e *LimitError) Unwrap() error { return ErrTooLarge }
+
+// shortSet writes a CPU set for an error message in the cpulist format, cut
+// as [quote.Bare] cuts outside values (a set read from outside may be a
+// long list of single CPUs).
+func shortSet(s numa.CPUSet) string { return quote.Bare(s.String()) }

@@ -62,7 +62,7 @@ func ExampleParseJSON() {
 	fmt.Println(m.NodeIDs(), m.NUMASets(), d)
 	fmt.Println(m.NumCores(), m.ThreadsPerCore(), m.NVLinkCount(1, 0))
 
-	_, err = topology.ParseJSON([]byte(`{"numaNodes": [{"id": 0, "cpus": "0-3"}], "gpus": [{"numaNode": 1}]}`))
+	_, err = topology.ParseJSON([]byte(`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "gpus": [{"numaNode": 1}]}`))
 	fmt.Println(err)
 	// Output:
 	// [0 2 5] [0 1-2] 13
@@ -73,8 +73,8 @@ func ExampleParseJSON() {
 func ExampleMachine_WriteJSON() {
 	m, err := topology.ParseJSON([]byte(`{"name": "tiny", "numaNodes": [
 		{"id": 0, "socket": 0, "cpus": "0-1"},
-		{"id": 1, "cpus": "", "memoryMiB": 1024}
-	], "gpus": [{}]}`))
+		{"id": 1, "socket": -1, "cpus": "", "memoryMiB": 1024}
+	], "gpus": [{"numaNode": -1}]}`))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -94,6 +94,7 @@ func ExampleMachine_WriteJSON() {
 	//     },
 	//     {
 	//       "id": 1,
+	//       "socket": -1,
 	//       "cpus": "",
 	//       "memoryMiB": 1024
 	//     }

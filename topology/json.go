@@ -1,19 +1,20 @@
 package topology
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 )
 
 // Spec is the topology interchange format of numaplace (what `numaplan
 // topology --json` prints and `--topology FILE` reads), field for field.
-// Required: numaNodes, each with id and cpus (cpus may be "" for a CPU-less
-// node). Every other field is optional; unknown fields are ignored.
+// Required: numaNodes, each with id, socket (-1 when unknown) and cpus (""
+// for a CPU-less node); numaNode on every GPU and device (-1 when unknown).
+// Every other field is optional. [ParseJSON] refuses unknown fields (see
+// there); [ParseJSONWith] can ignore them.
 type Spec struct {
 	// Name is the machine's name (JSON "name"); it may be empty.
 	Name string `json:"name,omitempty"`
@@ -52,15 +53,16 @@ type Spec struct {
 	NVLinks [][]int `json:"nvlinks,omitempty"`
 }
 
-// NodeSpec is one NUMA node of a [Spec]. ID and CPUs are pointers so that a
-// missing field is told apart from 0 and "".
+// NodeSpec is one NUMA node of a [Spec]. ID, Socket and CPUs are pointers
+// so that a missing field is told apart from 0 and "".
 type NodeSpec struct {
 	// ID is the operating system's node number (JSON "id", required,
 	// non-negative, unique; IDs may be sparse).
 	ID *int `json:"id"`
-	// Socket is the physical package the node belongs to (JSON "socket");
-	// nil or -1 means unknown.
-	Socket *int `json:"socket,omitempty"`
+	// Socket is the physical package the node belongs to (JSON "socket",
+	// required, as the Builder has no missing value either); -1
+	// ([UnknownSocket]) means unknown.
+	Socket *int `json:"socket"`
 	// CPUs is the Linux cpulist of the node's logical CPUs, such as "0-31"
 	// (JSON "cpus", required; "" for a CPU-less node).
 	CPUs *string `json:"cpus"`
@@ -70,14 +72,14 @@ type NodeSpec struct {
 }
 
 // GPUSpec is one GPU of a [Spec]. A missing id is the GPU's position in the
-// list; a missing numaNode is -1 (unknown).
+// list; numaNode is required (-1 when unknown).
 type GPUSpec struct {
 	// ID is the GPU's index on the machine, as in nvidia-smi (JSON "id",
 	// non-negative, unique); nil means the GPU's position in Spec.GPUs.
 	ID *int `json:"id,omitempty"`
-	// NUMANode is the ID of the GPU's NUMA node (JSON "numaNode"); nil or -1
-	// means unknown.
-	NUMANode *int `json:"numaNode,omitempty"`
+	// NUMANode is the ID of the GPU's NUMA node (JSON "numaNode",
+	// required); -1 ([UnknownNode]) means unknown.
+	NUMANode *int `json:"numaNode"`
 	// BusID is the PCI address, such as "0000:1b:00.0" (JSON "busID",
 	// optional).
 	BusID string `json:"busID,omitempty"`
@@ -90,8 +92,8 @@ type GPUSpec struct {
 	UUID string `json:"uuid,omitempty"`
 }
 
-// DevSpec is one non-GPU device of a [Spec]: id and class are required; a
-// missing numaNode is -1 (unknown).
+// DevSpec is one non-GPU device of a [Spec]: id, class and numaNode (-1
+// when unknown) are required.
 type DevSpec struct {
 	// ID identifies the device within its class, such as "mlx5_0" (JSON
 	// "id", required, unique per class).
@@ -99,9 +101,9 @@ type DevSpec struct {
 	// Class is the device class, such as "rdma" (JSON "class", required;
 	// "gpu" is refused: GPUs go in Spec.GPUs).
 	Class string `json:"class"`
-	// NUMANode is the ID of the device's NUMA node (JSON "numaNode"); nil or
-	// -1 means unknown.
-	NUMANode *int `json:"numaNode,omitempty"`
+	// NUMANode is the ID of the device's NUMA node (JSON "numaNode",
+	// required); -1 ([UnknownNode]) means unknown.
+	NUMANode *int `json:"numaNode"`
 	// BusID is the PCI address (JSON "busID", optional).
 	BusID string `json:"busID,omitempty"`
 	// PCIeSwitch names the PCIe switch the device sits under (JSON
@@ -111,16 +113,43 @@ type DevSpec struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// ParseJSON reads a machine from the interchange JSON. Errors name the
-// offending item and unwrap to [ErrInvalid] (or [ErrTooManyNodes]).
-func ParseJSON(data []byte) (*Machine, error) {
+// JSONOptions tune [ParseJSONWith].
+type JSONOptions struct {
+	// IgnoreUnknownFields accepts and ignores fields this version does not
+	// know, as a file written by a newer version may have. A field that
+	// differs from a known one only in case is still refused.
+	IgnoreUnknownFields bool
+}
+
+// specAliases are names people write for fields of the format; an unknown
+// field so named gets the real name suggested.
+var specAliases = map[string]string{
+	"nodes": "numaNodes", "numa_nodes": "numaNodes",
+	"package": "socket", "physicalPackageID": "socket", "physical_package_id": "socket",
+	"cpulist": "cpus", "cpuset": "cpus",
+	"memory": "memoryMiB", "memMiB": "memoryMiB", "memoryMb": "memoryMiB", "memoryBytes": "memoryMiB",
+	"node": "numaNode", "numa_node": "numaNode", "numa": "numaNode",
+	"reserved": "reservedCPUs", "reservedCpuset": "reservedCPUs", "sets": "numaSets",
+	"siblings": "cores", "l3": "l3Groups", "pciAddress": "busID", "pciBusID": "busID",
+	"switch": "pcieSwitch", "pciSwitch": "pcieSwitch", "type": "class", "kind": "class",
+	"links": "nvlinks", "nvlink": "nvlinks", "slit": "distances",
+}
+
+// ParseJSON reads a machine from the interchange JSON, strictly: exactly one
+// object; field names are case-sensitive; an unknown field is an error that
+// names it and suggests the known field it may mean; a duplicate field, a
+// string that is not valid UTF-8 and a missing required field are errors.
+// Errors name the offending item and unwrap to [ErrInvalid] (or
+// [ErrTooManyNodes], [ErrTooLarge]).
+func ParseJSON(data []byte) (*Machine, error) { return ParseJSONWith(data, JSONOptions{}) }
+
+// ParseJSONWith is [ParseJSON] with options, such as ignoring unknown
+// fields.
+func ParseJSONWith(data []byte, opts JSONOptions) (*Machine, error) {
 	var s Spec
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&s); err != nil {
+	err := strictjson.Decode(data, &s, strictjson.Options{AllowUnknownFields: opts.IgnoreUnknownFields, Aliases: specAliases})
+	if err != nil {
 		return nil, &ValidationError{Item: "topology JSON", Reason: "cannot decode", Cause: err}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalid("topology JSON", "unexpected data after the topology object")
 	}
 	return s.Build()
 }
@@ -154,11 +183,10 @@ func (s *Spec) Build() (*Machine, error) {
 		if err != nil {
 			return nil, &ValidationError{Item: item, Reason: "bad cpus", Cause: err}
 		}
-		socket := UnknownSocket
-		if n.Socket != nil {
-			socket = *n.Socket
+		if n.Socket == nil {
+			return nil, invalid(item, `"socket" is required (-1 when unknown)`)
 		}
-		b.AddNode(Node{ID: numa.NodeID(*n.ID), Socket: socket, CPUs: cpus, MemoryMiB: n.MemoryMiB})
+		b.AddNode(Node{ID: numa.NodeID(*n.ID), Socket: *n.Socket, CPUs: cpus, MemoryMiB: n.MemoryMiB})
 	}
 	if s.Distances != nil {
 		b.SetDistances(s.Distances)
@@ -192,20 +220,22 @@ func (s *Spec) Build() (*Machine, error) {
 	}
 	b.SetReservedCPUs(reserved)
 	for i, g := range s.GPUs {
-		gpu := GPU{ID: i, NUMANode: UnknownNode, BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID}
+		gpu := GPU{ID: i, BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID}
 		if g.ID != nil {
 			gpu.ID = *g.ID
 		}
-		if g.NUMANode != nil {
-			gpu.NUMANode = numa.NodeID(*g.NUMANode)
+		if g.NUMANode == nil {
+			return nil, invalid(gpuItem(i, gpu), `"numaNode" is required (-1 when unknown)`)
 		}
+		gpu.NUMANode = numa.NodeID(*g.NUMANode)
 		b.AddGPU(gpu)
 	}
-	for _, d := range s.Devices {
-		dev := Device{ID: d.ID, Class: d.Class, NUMANode: UnknownNode, BusID: d.BusID, PCIeSwitch: d.PCIeSwitch}
-		if d.NUMANode != nil {
-			dev.NUMANode = numa.NodeID(*d.NUMANode)
+	for i, d := range s.Devices {
+		dev := Device{ID: d.ID, Class: d.Class, BusID: d.BusID, PCIeSwitch: d.PCIeSwitch}
+		if d.NUMANode == nil {
+			return nil, invalid(devItem(i, dev), `"numaNode" is required (-1 when unknown)`)
 		}
+		dev.NUMANode = numa.NodeID(*d.NUMANode)
 		b.AddDevice(dev)
 	}
 	for i, l := range s.NVLinks {
@@ -223,11 +253,8 @@ func (s *Spec) Build() (*Machine, error) {
 func (m *Machine) Spec() Spec {
 	s := Spec{Name: m.name, Distances: m.distances.Rows()}
 	for _, n := range m.nodes {
-		ns := NodeSpec{ID: ptr(int(n.ID)), CPUs: ptr(n.CPUs.String()), MemoryMiB: n.MemoryMiB}
-		if n.Socket != UnknownSocket {
-			ns.Socket = ptr(n.Socket)
-		}
-		s.NUMANodes = append(s.NUMANodes, ns)
+		s.NUMANodes = append(s.NUMANodes, NodeSpec{ID: ptr(int(n.ID)), Socket: ptr(n.Socket),
+			CPUs: ptr(n.CPUs.String()), MemoryMiB: n.MemoryMiB})
 	}
 	for _, set := range m.sets {
 		ids := []int{}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -108,10 +109,10 @@ func TestParseJSONDesignExample(t *testing.T) {
 
 func TestParseJSONDefaults(t *testing.T) {
 	m, err := topology.ParseJSON([]byte(`{"numaNodes": [
-		{"id": 3, "cpus": "0-1"},
-		{"id": 1, "cpus": "2-3\n"}
-	], "gpus": [{}, {"numaNode": 3}, {"id": 7}],
-	"devices": [{"id": "nvme0", "class": "nvme"}]}`))
+		{"id": 3, "socket": -1, "cpus": "0-1"},
+		{"id": 1, "socket": -1, "cpus": "2-3\n"}
+	], "gpus": [{"numaNode": -1}, {"numaNode": 3}, {"id": 7, "numaNode": -1}],
+	"devices": [{"id": "nvme0", "class": "nvme", "numaNode": -1}]}`))
 	require.NoError(t, err)
 	require.Equal(t, "", m.Name())
 	require.Equal(t, []numa.NodeID{1, 3}, m.NodeIDs())
@@ -134,19 +135,90 @@ func TestParseJSONDefaults(t *testing.T) {
 	require.Nil(t, s.Cores)
 	require.Equal(t, [][]int{{10, 20}, {20, 10}}, s.Distances)
 	require.Equal(t, [][]int{{1, 3}}, s.NUMASets)
-	require.Nil(t, s.NUMANodes[0].Socket)
+	require.Equal(t, topology.UnknownSocket, *s.NUMANodes[0].Socket, "an unknown socket is written as -1")
 }
 
-func TestParseJSONUnknownFieldsAccepted(t *testing.T) {
-	m, err := topology.ParseJSON([]byte(`{
+// A file with fields this version does not know is refused by default,
+// naming the field and suggesting the known one it may mean; the lenient
+// mode ignores such fields (a file written by a newer version), but not one
+// that differs from a known field only in case.
+func TestParseJSONUnknownFields(t *testing.T) {
+	newer := `{
 		"apiVersion": "v9", "comment": {"nested": [1, 2, {"x": null}]},
-		"numaNodes": [{"id": 0, "cpus": "0-3", "vendor": "acme", "hugepages": {"2048kB": 4}}],
+		"numaNodes": [{"id": 0, "socket": 0, "cpus": "0-3", "vendor": "acme", "hugepages": {"2048kB": 4}}],
 		"gpus": [{"id": 0, "numaNode": 0, "model": "H100", "memoryMiB": 81559}],
-		"devices": [{"id": "mlx5_0", "class": "rdma", "ports": 2}]
-	}`))
+		"devices": [{"id": "mlx5_0", "class": "rdma", "numaNode": 0, "ports": 2}]
+	}`
+	_, err := topology.ParseJSON([]byte(newer))
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	require.ErrorIs(t, err, strictjson.ErrUnknownField)
+	require.ErrorContains(t, err, `unknown field "apiVersion"`)
+	m, err := topology.ParseJSONWith([]byte(newer), topology.JSONOptions{IgnoreUnknownFields: true})
 	require.NoError(t, err)
 	require.Equal(t, 4, m.NumCPUs())
 	require.Equal(t, 1, m.NumGPUs())
+
+	node := func(fields string) string {
+		return `{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0-3"` + fields + `}], "gpus": [{"id": 0, "numaNode": 0}]}`
+	}
+	for _, c := range []struct{ in, msg string }{
+		{node(`, "memoryMB": 4`), `unknown field "memoryMB" in numaNodes[0]; did you mean "memoryMiB"?`},
+		{node(`, "sockets": 4`), `unknown field "sockets" in numaNodes[0]; did you mean "socket"?`},
+		{node(`, "Socket": 4`), `unknown field "Socket" in numaNodes[0]; did you mean "socket"?`},
+		{node(`, "package": 4`), `unknown field "package" in numaNodes[0]; did you mean "socket"?`},
+		{strings.Replace(node(""), `"gpus"`, `"gpu"`, 1), `unknown field "gpu"; did you mean "gpus"?`},
+		{strings.Replace(node(""), `"gpus"`, `"GPUs"`, 1), `unknown field "GPUs"; did you mean "gpus"?`},
+		{strings.Replace(node(""), `"numaNode": 0`, `"numanode": 0`, 1), `unknown field "numanode" in gpus[0]; did you mean "numaNode"?`},
+		{strings.Replace(node(""), `"numaNode": 0`, `"node": 0`, 1), `unknown field "node" in gpus[0]; did you mean "numaNode"?`},
+	} {
+		_, err := topology.ParseJSON([]byte(c.in))
+		require.ErrorIs(t, err, strictjson.ErrUnknownField, c.in)
+		require.ErrorContains(t, err, c.msg, c.in)
+	}
+	_, err = topology.ParseJSONWith([]byte(node(`, "Socket": 4`)), topology.JSONOptions{IgnoreUnknownFields: true})
+	require.ErrorContains(t, err, `unknown field "Socket" in numaNodes[0]; did you mean "socket"?`)
+}
+
+// Duplicate fields and strings that are not valid UTF-8 are refused.
+func TestParseJSONDuplicatesAndUTF8(t *testing.T) {
+	for in, msg := range map[string]string{
+		`{"numaNodes": [{"id": 0, "socket": 0, "id": 1, "cpus": "0"}]}`:                                                       `duplicate field "id" in numaNodes[0]`,
+		`{"name": "a", "numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "name": "b"}`:                                      `duplicate field "name"`,
+		"{\"name\": \"a\xffb\", \"numaNodes\": [{\"id\": 0, \"socket\": 0, \"cpus\": \"0\"}]}":                                "a string at name is not valid UTF-8",
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "devices": [{"id": "\udc00", "class": "rdma", "numaNode": 0}]}`: "a string at devices[0].id is not valid UTF-8",
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "gpus": [{"numaNode": 0, "uuid": "GPU-\ud800"}]}`:               "a string at gpus[0].uuid is not valid UTF-8",
+	} {
+		_, err := topology.ParseJSON([]byte(in))
+		require.ErrorIs(t, err, topology.ErrInvalid, in)
+		require.ErrorContains(t, err, msg, in)
+	}
+}
+
+// The format has no missing socket or NUMA node, as the Builder has none:
+// an unknown one is written -1 (topology.UnknownSocket, topology.UnknownNode)
+// in both, never taken as 0.
+func TestParseJSONSocketAndNUMANodeRequired(t *testing.T) {
+	for in, msg := range map[string]string{
+		`{"numaNodes": [{"id": 0, "cpus": "0"}]}`:                                                              `numaNodes[0] (id 0): "socket" is required (-1 when unknown)`,
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "gpus": [{"id": 3}]}`:                            `gpus[0] (id 3): "numaNode" is required (-1 when unknown)`,
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "devices": [{"id": "mlx5_0", "class": "rdma"}]}`: `devices[0] (id "mlx5_0"): "numaNode" is required (-1 when unknown)`,
+		`{"numaNodes": [{"id": 0, "socket": null, "cpus": "0"}]}`:                                              `"socket" is required`,
+	} {
+		_, err := topology.ParseJSON([]byte(in))
+		require.ErrorIs(t, err, topology.ErrInvalid, in)
+		require.ErrorContains(t, err, msg, in)
+	}
+	viaJSON := mustParse(t, `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-1"}, {"id": 1, "socket": 0, "cpus": "2-3"}],
+		"gpus": [{"id": 0, "numaNode": -1}, {"id": 1, "numaNode": 0}], "devices": [{"id": "d", "class": "rdma", "numaNode": -1}]}`)
+	viaBuilder := mustBuild(t, topology.NewBuilder("").
+		AddNode(topology.Node{ID: 0, Socket: topology.UnknownSocket, CPUs: numa.CPURange(0, 1)}).
+		AddNode(topology.Node{ID: 1, Socket: 0, CPUs: numa.CPURange(2, 3)}).
+		AddGPU(topology.GPU{ID: 0, NUMANode: topology.UnknownNode}).
+		AddGPU(topology.GPU{ID: 1, NUMANode: 0}).
+		AddDevice(topology.Device{ID: "d", Class: "rdma", NUMANode: topology.UnknownNode}))
+	require.Equal(t, viaBuilder.Spec(), viaJSON.Spec())
+	require.Equal(t, topology.UnknownSocket, viaJSON.Node(0).Socket)
+	require.Equal(t, topology.UnknownNode, viaJSON.GPUs()[0].NUMANode)
 }
 
 func TestParseJSONErrors(t *testing.T) {
@@ -161,40 +233,40 @@ func TestParseJSONErrors(t *testing.T) {
 		{"not an object", `[1, 2]`, "topology JSON", "cannot decode", false},
 		{"wrong type", `{"numaNodes": [{"id": "0", "cpus": "0"}]}`, "topology JSON", "cannot decode", false},
 		{"empty input", ``, "topology JSON", "cannot decode", false},
-		{"trailing garbage", `{"numaNodes": [{"id": 0, "cpus": "0"}]} x`, "topology JSON", "unexpected data after", false},
-		{"second object", `{"numaNodes": [{"id": 0, "cpus": "0"}]} {}`, "topology JSON", "unexpected data after", false},
+		{"trailing garbage", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}]} x`, "topology JSON", "data after the JSON value", false},
+		{"second object", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}]} {}`, "topology JSON", "data after the JSON value", false},
 		{"null", `null`, "numaNodes", "required", false},
 		{"missing numaNodes", `{"name": "x"}`, "numaNodes", "required", false},
 		{"empty numaNodes", `{"numaNodes": []}`, "numaNodes", "no NUMA node", false},
-		{"missing id", `{"numaNodes": [{"id": 0, "cpus": "0"}, {"cpus": "1"}]}`, "numaNodes[1]", `"id" is required`, false},
-		{"missing cpus", `{"numaNodes": [{"id": 4}]}`, "numaNodes[0] (id 4)", `"cpus" is required`, false},
-		{"bad cpulist", `{"numaNodes": [{"id": 4, "cpus": "0-3,x"}]}`, "numaNodes[0] (id 4)", `"x"`, false},
-		{"reversed range", `{"numaNodes": [{"id": 4, "cpus": "3-1"}]}`, "numaNodes[0] (id 4)", `"3-1"`, false},
-		{"negative id", `{"numaNodes": [{"id": -2, "cpus": ""}]}`, "numaNodes[0] (id -2)", "negative", false},
-		{"CPU twice", `{"numaNodes": [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "3-5"}]}`, "cpu 3", "two NUMA nodes", false},
-		{"bad distances", `{"numaNodes": [{"id": 0, "cpus": "0"}, {"id": 1, "cpus": "1"}], "distances": [[10, 20]]}`,
+		{"missing id", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}, {"socket": -1, "cpus": "1"}]}`, "numaNodes[1]", `"id" is required`, false},
+		{"missing cpus", `{"numaNodes": [{"id": 4, "socket": -1}]}`, "numaNodes[0] (id 4)", `"cpus" is required`, false},
+		{"bad cpulist", `{"numaNodes": [{"id": 4, "socket": -1, "cpus": "0-3,x"}]}`, "numaNodes[0] (id 4)", `"x"`, false},
+		{"reversed range", `{"numaNodes": [{"id": 4, "socket": -1, "cpus": "3-1"}]}`, "numaNodes[0] (id 4)", `"3-1"`, false},
+		{"negative id", `{"numaNodes": [{"id": -2, "socket": -1, "cpus": ""}]}`, "numaNodes[0] (id -2)", "negative", false},
+		{"CPU twice", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}, {"id": 1, "socket": -1, "cpus": "3-5"}]}`, "cpu 3", "two NUMA nodes", false},
+		{"bad distances", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}, {"id": 1, "socket": -1, "cpus": "1"}], "distances": [[10, 20]]}`,
 			"distances", "1 rows for 2 nodes", false},
-		{"bad core", `{"numaNodes": [{"id": 0, "cpus": "0-3"}], "cores": ["0,1", "2,,3"]}`, "cores[1]", "empty item", false},
-		{"core of unknown CPU", `{"numaNodes": [{"id": 0, "cpus": "0-3"}], "cores": ["3-4"]}`, "cores[0] (3-4)", "CPUs 4", false},
-		{"bad l3", `{"numaNodes": [{"id": 0, "cpus": "0-3"}], "l3Groups": ["a"]}`, "l3Groups[0]", `"a"`, false},
-		{"bad reservedCPUs", `{"numaNodes": [{"id": 0, "cpus": "0-3"}], "reservedCPUs": "0-"}`, "reservedCPUs", `"0-"`, false},
-		{"unknown reservedCPUs", `{"numaNodes": [{"id": 0, "cpus": "0-3"}], "reservedCPUs": "4"}`, "reservedCPUs", "CPUs 4", false},
-		{"unknown GPU node", `{"numaNodes": [{"id": 0, "cpus": "0"}], "gpus": [{"id": 0, "numaNode": 0}, {"id": 3, "numaNode": 1}]}`,
+		{"bad core", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "cores": ["0,1", "2,,3"]}`, "cores[1]", "empty item", false},
+		{"core of unknown CPU", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "cores": ["3-4"]}`, "cores[0] (3-4)", "CPUs 4", false},
+		{"bad l3", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "l3Groups": ["a"]}`, "l3Groups[0]", `"a"`, false},
+		{"bad reservedCPUs", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "reservedCPUs": "0-"}`, "reservedCPUs", `"0-"`, false},
+		{"unknown reservedCPUs", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "reservedCPUs": "4"}`, "reservedCPUs", "CPUs 4", false},
+		{"unknown GPU node", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "gpus": [{"id": 0, "numaNode": 0}, {"id": 3, "numaNode": 1}]}`,
 			"gpus[1] (id 3)", "NUMA node 1 does not exist", false},
-		{"duplicate GPU by position", `{"numaNodes": [{"id": 0, "cpus": "0"}], "gpus": [{"id": 1}, {}]}`,
+		{"duplicate GPU by position", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "gpus": [{"id": 1, "numaNode": -1}, {"numaNode": -1}]}`,
 			"gpus[1] (id 1)", "also used by gpus[0]", false},
-		{"unknown device node", `{"numaNodes": [{"id": 0, "cpus": "0"}], "devices": [{"id": "d", "class": "rdma", "numaNode": 9}]}`,
+		{"unknown device node", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "devices": [{"id": "d", "class": "rdma", "numaNode": 9}]}`,
 			`devices[0] (id "d")`, "NUMA node 9", false},
-		{"device without class", `{"numaNodes": [{"id": 0, "cpus": "0"}], "devices": [{"id": "d"}]}`,
+		{"device without class", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "devices": [{"id": "d", "numaNode": -1}]}`,
 			`devices[0] (id "d")`, "no class", false},
-		{"nvlink arity", `{"numaNodes": [{"id": 0, "cpus": "0"}], "gpus": [{}, {}], "nvlinks": [[0, 1]]}`,
+		{"nvlink arity", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "gpus": [{"numaNode": -1}, {"numaNode": -1}], "nvlinks": [[0, 1]]}`,
 			"nvlinks[0]", "got 2 numbers", false},
-		{"nvlink negative GPU", `{"numaNodes": [{"id": 0, "cpus": "0"}], "gpus": [{}], "nvlinks": [[0, -1, 2]]}`,
+		{"nvlink negative GPU", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "gpus": [{"numaNode": -1}], "nvlinks": [[0, -1, 2]]}`,
 			"nvlinks[0] (0--1)", "must not be negative", false},
-		{"unknown node in a set", `{"numaNodes": [{"id": 0, "cpus": "0"}], "numaSets": [[0, 1]]}`,
+		{"unknown node in a set", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "numaSets": [[0, 1]]}`,
 			"numaSets[0]", "NUMA node 1 does not exist", false},
-		{"empty set", `{"numaNodes": [{"id": 0, "cpus": "0"}], "numaSets": [[0], []]}`, "numaSets[1]", "empty", false},
-		{"node in no set", `{"numaNodes": [{"id": 0, "cpus": "0"}, {"id": 1, "cpus": "1"}], "numaSets": [[1]]}`,
+		{"empty set", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "numaSets": [[0], []]}`, "numaSets[1]", "empty", false},
+		{"node in no set", `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}, {"id": 1, "socket": -1, "cpus": "1"}], "numaSets": [[1]]}`,
 			"numaSets", "NUMA node 0 is in no set", false},
 		{"too many nodes", tooManyNodesJSON(), "", "65 NUMA nodes", true},
 	}
@@ -225,14 +297,14 @@ func tooManyNodesJSON() string {
 		if i > 0 {
 			sb.WriteString(",")
 		}
-		fmt.Fprintf(&sb, `{"id": %d, "cpus": "%d"}`, i, i)
+		fmt.Fprintf(&sb, `{"id": %d, "socket": -1, "cpus": "%d"}`, i, i)
 	}
 	sb.WriteString("]}")
 	return sb.String()
 }
 
 func TestParseJSONCauseIsKept(t *testing.T) {
-	_, err := topology.ParseJSON([]byte(`{"numaNodes": [{"id": 0, "cpus": "a"}]}`))
+	_, err := topology.ParseJSON([]byte(`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "a"}]}`))
 	require.ErrorIs(t, err, numa.ErrInvalidCPUSet)
 	_, err = topology.ParseJSON([]byte(`{"numaNodes": [`))
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
@@ -285,7 +357,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	}{
 		{"design example", mustParse(t, designExampleTwoGPUs)},
 		{"builder sample", mustBuild(t, sampleBuilder().AddL3(numa.CPURange(0, 3)).AddL3(numa.NewCPUSet(8)))},
-		{"defaults", mustParse(t, `{"numaNodes": [{"id": 9, "cpus": ""}, {"id": 4, "cpus": "0-1"}]}`)},
+		{"defaults", mustParse(t, `{"numaNodes": [{"id": 9, "socket": -1, "cpus": ""}, {"id": 4, "socket": -1, "cpus": "0-1"}]}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.m.Spec()
@@ -333,11 +405,9 @@ func genSpec(t *rapid.T) topology.Spec {
 	}
 	sockets := rapid.Bool().Draw(t, "sockets")
 	for i, id := range ids {
-		ns := topology.NodeSpec{ID: ptrTo(id), CPUs: ptrTo(nodeCPUs[i].String())}
+		ns := topology.NodeSpec{ID: ptrTo(id), Socket: ptrTo(topology.UnknownSocket), CPUs: ptrTo(nodeCPUs[i].String())}
 		if sockets {
-			if sk := rapid.IntRange(-1, 2).Draw(t, "socket"); sk >= 0 {
-				ns.Socket = ptrTo(sk)
-			}
+			ns.Socket = ptrTo(rapid.IntRange(-1, 2).Draw(t, "socket"))
 		}
 		ns.MemoryMiB = rapid.SampledFrom([]int64{0, 1024, 65536, 1 << 40}).Draw(t, "memory")
 		s.NUMANodes = append(s.NUMANodes, ns)
@@ -510,22 +580,31 @@ func FuzzParseJSON(f *testing.F) {
 	for _, s := range []string{
 		designExample,
 		designExampleTwoGPUs,
-		`{"numaNodes": [{"id": 0, "cpus": "0-3"}]}`,
-		`{"numaNodes": [{"id": 3, "cpus": "0-1"}, {"id": 1, "cpus": "2-3"}], "gpus": [{}, {"numaNode": 3}]}`,
-		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0-1"}, {"id": 7, "cpus": ""}], "distances": [[10, 40], [40, 10]]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0-3"}], "cores": ["0,2", "1,3"], "l3Groups": ["0-3"], "reservedCPUs": "0"}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}], "devices": [{"id": "d", "class": "rdma", "numaNode": -1}], "extra": [1]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}], "gpus": [{}, {}], "nvlinks": [[1, 0, 4]]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}]}`,
+		`{"numaNodes": [{"id": 3, "socket": -1, "cpus": "0-1"}, {"id": 1, "socket": -1, "cpus": "2-3"}], "gpus": [{"numaNode": -1}, {"numaNode": 3}]}`,
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0-1"}, {"id": 7, "socket": -1, "cpus": ""}], "distances": [[10, 40], [40, 10]]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0-3"}], "cores": ["0,2", "1,3"], "l3Groups": ["0-3"], "reservedCPUs": "0"}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "devices": [{"id": "d", "class": "rdma", "numaNode": -1}], "extra": [1]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "gpus": [{"numaNode": -1}, {"numaNode": -1}], "nvlinks": [[1, 0, 4]]}`,
 		// bad
 		``, `{`, `null`, `[]`, `{"numaNodes": []}`, `{"numaNodes": [{"cpus": "0"}]}`,
-		`{"numaNodes": [{"id": 0}]}`, `{"numaNodes": [{"id": 0, "cpus": "x"}]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}]} trailing`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}], "gpus": [{"numaNode": 4}]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}], "nvlinks": [[0]]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}, {"id": 0, "cpus": "1"}]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}], "distances": [[0]]}`,
-		`{"numaNodes": [{"id": 0, "cpus": "0"}], "numaSets": [[]]}`,
+		`{"numaNodes": [{"id": 0}]}`, `{"numaNodes": [{"id": 0, "socket": -1, "cpus": "x"}]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}]} trailing`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "gpus": [{"numaNode": 4}]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "nvlinks": [[0]]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}, {"id": 0, "socket": -1, "cpus": "1"}]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "distances": [[0]]}`,
+		`{"numaNodes": [{"id": 0, "socket": -1, "cpus": "0"}], "numaSets": [[]]}`,
 		tooManyNodesJSON(),
+		// strictness: unknown, miscased and repeated fields, invalid UTF-8,
+		// missing socket and numaNode
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0", "memoryMB": 1}]}`,
+		`{"NumaNodes": [{"id": 0, "socket": 0, "cpus": "0"}]}`,
+		`{"numaNodes": [{"id": 0, "id": 1, "socket": 0, "cpus": "0"}]}`,
+		"{\"name\": \"\xff\", \"numaNodes\": [{\"id\": 0, \"socket\": 0, \"cpus\": \"0\"}]}",
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "gpus": [{"numaNode": 0, "uuid": "\ud800"}]}`,
+		`{"numaNodes": [{"id": 0, "cpus": "0"}]}`,
+		`{"numaNodes": [{"id": 0, "socket": 0, "cpus": "0"}], "gpus": [{"id": 0}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -535,8 +614,9 @@ func FuzzParseJSON(f *testing.F) {
 			if m != nil {
 				t.Fatalf("ParseJSON failed (%v) but returned a machine", err)
 			}
-			if !errors.Is(err, topology.ErrInvalid) && !errors.Is(err, topology.ErrTooManyNodes) {
-				t.Fatalf("error %v unwraps to neither ErrInvalid nor ErrTooManyNodes", err)
+			if !errors.Is(err, topology.ErrInvalid) && !errors.Is(err, topology.ErrTooManyNodes) &&
+				!errors.Is(err, topology.ErrTooLarge) {
+				t.Fatalf("error %v unwraps to none of ErrInvalid, ErrTooManyNodes, ErrTooLarge", err)
 			}
 			return
 		}

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -19,7 +20,10 @@ const UnknownSocket = -1
 type Node struct {
 	// ID is the operating system's node number (may be sparse).
 	ID numa.NodeID
-	// Socket is the physical package the node belongs to, or [UnknownSocket].
+	// Socket is the physical package the node belongs to, or
+	// [UnknownSocket]. There is no missing value: the zero value is socket
+	// 0, so set UnknownSocket when it is not known (the JSON format requires
+	// "socket" for the same reason).
 	Socket int
 	// CPUs are the node's logical CPUs; empty for a CPU-less (HBM, CXL) node.
 	CPUs numa.CPUSet
@@ -39,7 +43,10 @@ type Core struct {
 type GPU struct {
 	// ID is the GPU's index on the machine (as in nvidia-smi), unique.
 	ID int
-	// NUMANode is the ID of the GPU's NUMA node, or [UnknownNode].
+	// NUMANode is the ID of the GPU's NUMA node, or [UnknownNode]. There is
+	// no missing value: the zero value is node 0, so set UnknownNode when it
+	// is not known (the JSON format requires "numaNode" for the same
+	// reason).
 	NUMANode numa.NodeID
 	// BusID is the PCI address, such as "0000:1b:00.0" (optional).
 	BusID string
@@ -56,7 +63,8 @@ type Device struct {
 	ID string
 	// Class is the device class, such as "rdma"; never "gpu".
 	Class string
-	// NUMANode is the ID of the device's NUMA node, or [UnknownNode].
+	// NUMANode is the ID of the device's NUMA node, or [UnknownNode]; the
+	// zero value is node 0, as for [GPU.NUMANode].
 	NUMANode numa.NodeID
 	// BusID is the PCI address (optional).
 	BusID string
@@ -281,15 +289,16 @@ func (m *Machine) Devices() []Device { return slices.Clone(m.devices) }
 func (m *Machine) NVLinks() []NVLink { return slices.Clone(m.nvlinks) }
 
 // NVLinkCount returns the number of NVLink links between GPUs a and b (0 when
-// none is described).
+// none is described). It takes O(log n) time in the NVLinks.
 func (m *Machine) NVLinkCount(a, b int) int {
 	if a > b {
 		a, b = b, a
 	}
-	for _, l := range m.nvlinks {
-		if l.A == a && l.B == b {
-			return l.Links
-		}
+	i, ok := slices.BinarySearchFunc(m.nvlinks, NVLink{A: a, B: b}, func(l, t NVLink) int {
+		return cmp.Or(cmp.Compare(l.A, t.A), cmp.Compare(l.B, t.B))
+	})
+	if !ok {
+		return 0
 	}
-	return 0
+	return m.nvlinks[i].Links
 }

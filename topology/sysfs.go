@@ -1,16 +1,20 @@
 package topology
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -32,36 +36,64 @@ const (
 
 // DiscoverFS reads the machine from a Linux system tree: fsys is rooted
 // where "/" would be, so it holds sys/devices/system/... (and optionally
-// proc/). The machine is built with a [Builder]; its name is empty.
+// proc/); an fsys rooted at a sys directory itself (holding
+// devices/system) is read as if it were mounted at sys/, without proc/.
+// The machine is built with a [Builder]; its name is empty. The rules
+// follow hwloc's Linux backend (topology-linux.c), the reference reader of
+// these trees, on every point below that names it; its own test trees are
+// compared with its output in this package's tests.
+//
+// How files are read:
+//
+//   - Only regular files, of at most [MaxSysfsFileBytes], and directories of
+//     at most [MaxSysfsDirEntries] entries are read; anything else (a FIFO,
+//     a link to /dev/zero, a huge file) is an error naming the path.
+//   - A value ends at its first NUL byte and blanks around it are ignored,
+//     as hwloc reads files into C strings: copies of /sys made with tar pad
+//     each value with NULs.
+//   - An empty value (an empty file, or NULs or blanks only, as some kernels
+//     and copies leave them) of a one-value attribute (an online flag, a
+//     package, a NUMA node, a cache level, a PCI ID, a distance row) counts
+//     as a missing file, as in hwloc, whose reads fail on an empty file. An
+//     empty CPU list or mask is the empty set. An empty cpu/online or
+//     node/online reads as "0" (CPU 0, node 0), as hwloc's cpulist parser
+//     hwloc__read_path_as_cpulist reads it.
+//   - Errors quote a bad value escaped and cut to 64 bytes.
 //
 // What is read, and the rules applied:
 //
 //   - Online CPUs: sys/devices/system/cpu/online or, when that file is
 //     missing, the cpuN directories, a cpuN/online file holding "0" marking
-//     CPU N offline. Neither present is an error. Offline CPUs are left out
-//     of everything.
+//     CPU N offline. Neither present is an error. As in hwloc, a CPU is
+//     only there with its cpuN directory and, unless no CPU has one, its
+//     cpuN/topology directory. Offline CPUs are left out of everything.
 //   - NUMA nodes: the IDs in sys/devices/system/node/online or, when that
-//     file is missing, the nodeN directories. A node's CPUs are nodeN/cpulist
-//     (else the hex nodeN/cpumap; with neither, or no directory, the node
-//     has no CPUs) intersected with the online CPUs; a CPU that two nodes
-//     list belongs to the lower ID. Online CPUs that no online node lists are left out:
-//     the machine holds every CPU in exactly one node, and such CPUs (whose
+//     file is missing, the nodeN directories. A node's CPUs are its hex
+//     nodeN/cpumap (as hwloc reads them; else nodeN/cpulist) intersected
+//     with the online CPUs. As in hwloc, a listed node without either file
+//     (or without a directory) is left out, and so is a node whose CPUs a
+//     lower node already has (hwloc's "overlapping NUMA node cpusets"),
+//     with its memory. Online CPUs that no node holds are left out: the
+//     machine holds every CPU in exactly one node, and such CPUs (whose
 //     node is offline) cannot be placed with a NUMA guarantee. With no node
-//     at all (no node directory, as on kernels without NUMA) the machine has
-//     one node 0 holding every online CPU, with the MemTotal of proc/meminfo
-//     (0 when that file is missing).
+//     at all (no node directory, as on kernels without NUMA, or no listed
+//     node readable) the machine has one node 0 holding every online CPU,
+//     with the MemTotal of proc/meminfo (0 when that file is missing).
 //   - Memory: the MemTotal line of nodeN/meminfo, in kB, rounded down to MiB.
 //     A missing meminfo gives 0 MiB (the node then offers no memory to
 //     requests); a meminfo without a readable MemTotal is an error.
 //   - Distances: nodeN/distance, whose entries are positional in ascending
-//     order of the online node IDs; they are stored by ID. As hwloc does, a
-//     row longer than the number of online nodes is read up to that number
-//     (kernels list offline nodes' columns in some trees), and when any node
-//     has no distance file, a row too short, a non-numeric entry, an entry
-//     outside 1-255 or a local distance above another entry of its row, the
-//     whole table takes the defaults (10 local, 20 remote) instead of
-//     refusing the machine. A one-node machine does not read its distance
-//     file (its table is the single local distance 10).
+//     order of the listed node IDs (left-out nodes included); they are
+//     stored by ID. As hwloc does (hwloc_parse_nodes_distances), a row
+//     longer than the number of listed nodes is read up to that number
+//     (kernels list offline nodes' columns in some trees), and when any
+//     listed node has no distance file (or an empty one), a row too short or
+//     a non-numeric entry, the whole table takes the defaults (10 local, 20
+//     remote), where hwloc reports no distances. So does a table with an
+//     entry outside 1-255 or a local distance above another entry of its
+//     row, which hwloc would keep and a machine cannot. A machine of one
+//     listed node does not read its distance file (its table is the single
+//     local distance 10).
 //   - More than 64 NUMA nodes: a *[TooManyNodesError], before any per-node
 //     file is read.
 //   - Sockets: a node's socket is the topology/physical_package_id of its
@@ -127,7 +159,7 @@ const (
 // (such as *[TooManyNodesError] or *[ValidationError]) are wrapped as well,
 // so errors.As finds them.
 func DiscoverFS(fsys fs.FS) (*Machine, error) {
-	d := &discovery{fsys: fsys}
+	d := &discovery{fsys: rootAtSys(fsys)}
 	if err := d.readOnlineCPUs(); err != nil {
 		return nil, err
 	}
@@ -152,9 +184,102 @@ func DiscoverFS(fsys fs.FS) (*Machine, error) {
 	return d.build()
 }
 
-// Discover reads the machine from the Linux system tree rooted at root ("/"
-// for this machine). See [DiscoverFS] for the rules.
-func Discover(root string) (*Machine, error) { return DiscoverFS(os.DirFS(root)) }
+// Discover reads the machine from the Linux system tree under root: either
+// the directory holding sys/ (and optionally proc/), such as "/" for this
+// machine, or a sys directory itself (such as "/sys", or a copy of one),
+// whose proc/ is then its sibling directory "proc" when there is one. See
+// [DiscoverFS] for the rules.
+func Discover(root string) (*Machine, error) {
+	if isDir(filepath.Join(root, "sys")) || !isDir(filepath.Join(root, "devices", "system")) {
+		return DiscoverFS(os.DirFS(root))
+	}
+	f := sysOnlyFS{sys: os.DirFS(root)}
+	if proc := filepath.Join(filepath.Dir(filepath.Clean(root)), "proc"); isDir(proc) {
+		f.proc = os.DirFS(proc)
+	}
+	return DiscoverFS(f)
+}
+
+func isDir(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && info.IsDir()
+}
+
+// sysOnlyFS presents a file system rooted at a sys directory (and
+// optionally one rooted at a proc directory) as one rooted at "/": "sys/x"
+// is x of sys, "proc/x" is x of proc.
+type sysOnlyFS struct{ sys, proc fs.FS }
+
+// split returns the file system and the name inside it that name denotes.
+func (f sysOnlyFS) split(op, name string) (fs.FS, string, error) {
+	if !fs.ValidPath(name) {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	for _, top := range []struct {
+		dir  string
+		fsys fs.FS
+	}{{"sys", f.sys}, {"proc", f.proc}} {
+		if top.fsys == nil {
+			continue
+		}
+		if name == top.dir {
+			return top.fsys, ".", nil
+		}
+		if rest, ok := strings.CutPrefix(name, top.dir+"/"); ok {
+			return top.fsys, rest, nil
+		}
+	}
+	return nil, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+}
+
+// Open implements fs.FS.
+func (f sysOnlyFS) Open(name string) (fs.File, error) {
+	fsys, rest, err := f.split("open", name)
+	if err != nil {
+		return nil, err
+	}
+	return fsys.Open(rest)
+}
+
+// Stat implements fs.StatFS.
+func (f sysOnlyFS) Stat(name string) (fs.FileInfo, error) {
+	fsys, rest, err := f.split("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return fs.Stat(fsys, rest)
+}
+
+// ReadLink implements fs.ReadLinkFS.
+func (f sysOnlyFS) ReadLink(name string) (string, error) {
+	fsys, rest, err := f.split("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	return fs.ReadLink(fsys, rest)
+}
+
+// Lstat implements fs.ReadLinkFS.
+func (f sysOnlyFS) Lstat(name string) (fs.FileInfo, error) {
+	fsys, rest, err := f.split("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	return fs.Lstat(fsys, rest)
+}
+
+// rootAtSys returns fsys as DiscoverFS reads it: fsys itself when it holds
+// sys/, or a view that puts it under sys/ when it is a sys directory itself
+// (it holds devices/system).
+func rootAtSys(fsys fs.FS) fs.FS {
+	if info, err := fs.Stat(fsys, "sys"); err == nil && info.IsDir() {
+		return fsys
+	}
+	if info, err := fs.Stat(fsys, "devices/system"); err == nil && info.IsDir() {
+		return sysOnlyFS{sys: fsys}
+	}
+	return fsys
+}
 
 // discovery holds what DiscoverFS has read so far.
 type discovery struct {
@@ -192,57 +317,196 @@ func malformed(p, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrDiscovery, p, fmt.Sprintf(format, args...))
 }
 
-// read returns the content of file p, and false (without error) when it does
-// not exist.
+// Bounds on what discovery reads, so that a hostile or broken tree (a FIFO,
+// a link to /dev/zero, a huge file or directory) gives an error instead of
+// a hang or an out-of-memory.
+const (
+	// MaxSysfsFileBytes is the largest file discovery reads. Sysfs
+	// attributes hold at most a page (a hex mask of 65,536 CPUs is 18 KiB);
+	// a larger file is an error naming it.
+	MaxSysfsFileBytes = 1 << 20
+	// MaxSysfsDirEntries is the most entries discovery reads from one
+	// directory; a larger directory is an error naming it.
+	MaxSysfsDirEntries = 1 << 20
+)
+
+// read returns the content of file p up to its first NUL byte, and false
+// (without error) when it does not exist. As hwloc does (it reads sysfs
+// files into C strings: hwloc_read_path_by_length and hwloc__read_fd in
+// hwloc's topology-linux.c), the value ends at the first NUL, so the NUL
+// padding that tar gives copies of /sys (which report a size of 4096 bytes
+// whatever they hold) is ignored. Only regular files are read, and at most
+// MaxSysfsFileBytes of them: anything else (a directory, a FIFO, a device
+// such as a link to /dev/zero) is an error naming p.
 func (d *discovery) read(p string) (string, bool, error) {
-	b, err := fs.ReadFile(d.fsys, p)
+	info, err := fs.Stat(d.fsys, p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", false, nil
 		}
 		return "", false, discoveryError(p, err)
 	}
+	if !info.Mode().IsRegular() {
+		return "", false, malformed(p, "not a regular file (%s)", fileKind(info.Mode()))
+	}
+	f, err := d.fsys.Open(p)
+	if err != nil {
+		return "", false, discoveryError(p, err)
+	}
+	defer f.Close()
+	// The file may have been replaced since the Stat: check what was opened.
+	if info, err := f.Stat(); err != nil {
+		return "", false, discoveryError(p, err)
+	} else if !info.Mode().IsRegular() {
+		return "", false, malformed(p, "not a regular file (%s)", fileKind(info.Mode()))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxSysfsFileBytes+1))
+	if err != nil {
+		return "", false, discoveryError(p, err)
+	}
+	if len(b) > MaxSysfsFileBytes {
+		return "", false, malformed(p, "larger than %d bytes", MaxSysfsFileBytes)
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
 	return string(b), true, nil
 }
 
-// readDir lists directory p; a missing directory is empty and reported as
-// false.
+// fileKind names the type of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	default:
+		return "mode " + m.String()
+	}
+}
+
+// readAttr returns the value of the one-value attribute file p with the
+// surrounding blanks removed. An empty value (an empty file, or one of
+// NULs or blanks only) is reported as a missing file, as hwloc does:
+// hwloc_read_path_by_length fails on an empty read, so hwloc_read_path_as_int
+// and hwloc_read_path_as_uint treat the attribute as absent (some kernels
+// and copies of /sys leave attribute files empty).
+func (d *discovery) readAttr(p string) (string, bool, error) {
+	s, ok, err := d.read(p)
+	s = strings.TrimSpace(s)
+	return s, ok && s != "", err
+}
+
+// readDir lists directory p (at most MaxSysfsDirEntries entries, in name
+// order); a missing directory is empty and reported as false, anything
+// other than a directory is an error.
 func (d *discovery) readDir(p string) ([]fs.DirEntry, bool, error) {
-	entries, err := fs.ReadDir(d.fsys, p)
+	info, err := fs.Stat(d.fsys, p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
 		return nil, false, discoveryError(p, err)
 	}
+	if !info.IsDir() {
+		return nil, false, malformed(p, "not a directory (%s)", fileKind(info.Mode()))
+	}
+	f, err := d.fsys.Open(p)
+	if err != nil {
+		return nil, false, discoveryError(p, err)
+	}
+	defer f.Close()
+	dir, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return nil, false, malformed(p, "cannot be listed")
+	}
+	var entries []fs.DirEntry
+	for {
+		chunk, err := dir.ReadDir(1024)
+		entries = append(entries, chunk...)
+		if len(entries) > MaxSysfsDirEntries {
+			return nil, false, malformed(p, "more than %d entries", MaxSysfsDirEntries)
+		}
+		if errors.Is(err, io.EOF) || err == nil && len(chunk) == 0 {
+			break
+		}
+		if err != nil {
+			return nil, false, discoveryError(p, err)
+		}
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, true, nil
 }
 
-// readCPUs reads a CPU set from the cpulist file list, else from the hex
-// mask file mask (either may be ""). It returns the path it read, or "" when
-// neither file exists.
-func (d *discovery) readCPUs(list, mask string) (numa.CPUSet, string, error) {
-	for _, f := range []struct {
-		p     string
-		parse func(string) (numa.CPUSet, error)
-	}{{list, numa.ParseCPUSet}, {mask, numa.ParseCPUMask}} {
-		if f.p == "" {
-			continue
-		}
-		s, ok, err := d.read(f.p)
+// cpuFile is a file holding a CPU set: a Linux cpulist, or a hex mask.
+type cpuFile struct {
+	path string
+	mask bool
+}
+
+// readCPUs reads a CPU set from the first of files that exists. An empty
+// value (as of a node without CPUs, or a file left empty) is the empty set,
+// as hwloc's mask parser hwloc__read_path_as_cpumask reads it. It returns
+// the path it read, or "" when no file exists.
+func (d *discovery) readCPUs(files ...cpuFile) (numa.CPUSet, string, error) {
+	for _, f := range files {
+		s, ok, err := d.read(f.path)
 		if err != nil {
-			return numa.CPUSet{}, f.p, err
+			return numa.CPUSet{}, f.path, err
 		}
 		if !ok {
 			continue
 		}
-		set, err := f.parse(strings.TrimSpace(s))
-		if err != nil {
-			return numa.CPUSet{}, f.p, discoveryError(f.p, err)
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return numa.CPUSet{}, f.path, nil
 		}
-		return set, f.p, nil
+		parse := numa.ParseCPUSet
+		if f.mask {
+			parse = numa.ParseCPUMask
+		}
+		set, err := parse(s)
+		if err != nil {
+			return numa.CPUSet{}, f.path, discoveryError(f.path, err)
+		}
+		return set, f.path, nil
 	}
 	return numa.CPUSet{}, "", nil
+}
+
+// listAndMask returns the cpuFiles of a cpulist file and, as fallback, its
+// hex mask twin.
+func listAndMask(list, mask string) []cpuFile {
+	return []cpuFile{{path: list}, {path: mask, mask: true}}
+}
+
+// readOnlineList reads an online file (sys/devices/system/cpu/online or
+// node/online), a cpulist, as hwloc's hwloc__read_path_as_cpulist does: an
+// empty value reads as "0" (the parser starts from a full set and clears
+// around the ranges it finds; strtoul of an empty string is 0, so only 0
+// stays), that is CPU 0 or node 0 alone.
+func (d *discovery) readOnlineList(p string) (numa.CPUSet, bool, error) {
+	s, ok, err := d.read(p)
+	if err != nil || !ok {
+		return numa.CPUSet{}, false, err
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return numa.NewCPUSet(0), true, nil
+	}
+	set, err := numa.ParseCPUSet(s)
+	if err != nil {
+		return numa.CPUSet{}, false, discoveryError(p, err)
+	}
+	return set, true, nil
 }
 
 // numberedEntries returns the N of the entries named prefix+N (N decimal),
@@ -273,42 +537,69 @@ func (d *discovery) readOnlineCPUs() error {
 		d.cpuDirs.Add(n)
 	}
 	p := sysCPUDir + "/online"
-	s, ok, err := d.read(p)
+	online, ok, err := d.readOnlineList(p)
 	if err != nil {
 		return err
 	}
 	if ok {
-		if d.online, err = numa.ParseCPUSet(strings.TrimSpace(s)); err != nil {
-			return discoveryError(p, err)
+		d.online = online.Clone()
+		if !d.cpuDirs.IsEmpty() {
+			// As hwloc, which lists the cpuN directories and keeps the
+			// online ones: a CPU without a directory is not there.
+			d.online.IntersectWith(d.cpuDirs)
 		}
 		if d.online.IsEmpty() {
-			return malformed(p, "no CPU is online")
+			return malformed(p, "no CPU is online (the file lists %s, the cpuN directories %s)",
+				shortSet(online), shortSet(d.cpuDirs))
 		}
-		return nil
+		return d.dropCPUsWithoutTopology()
 	}
 	if d.cpuDirs.IsEmpty() {
 		return malformed(sysCPUDir, "neither the online file nor any cpuN directory exists")
 	}
 	for cpu := range d.cpuDirs.All() {
 		p := fmt.Sprintf("%s/cpu%d/online", sysCPUDir, cpu)
-		s, ok, err := d.read(p)
+		s, ok, err := d.readAttr(p)
 		if err != nil {
 			return err
 		}
-		switch strings.TrimSpace(s) {
-		case "1":
-		case "0":
+		switch {
+		case !ok:
+			// No online file, or an empty one (hwloc reads nothing from
+			// it): the CPU cannot be taken offline (often cpu0).
+		case s == "1":
+		case s == "0":
 			continue
 		default:
-			if ok {
-				return malformed(p, "want 0 or 1, found %q", strings.TrimSpace(s))
-			}
-			// No online file: the CPU cannot be taken offline (often cpu0).
+			return malformed(p, "want 0 or 1, found %s", quote.Short(s))
 		}
 		d.online.Add(cpu)
 	}
 	if d.online.IsEmpty() {
 		return malformed(sysCPUDir, "every cpuN directory is marked offline")
+	}
+	return d.dropCPUsWithoutTopology()
+}
+
+// dropCPUsWithoutTopology leaves out the online CPUs whose cpuN/topology
+// directory is missing, as hwloc's look_sysfscpu does ("no accessible
+// topology"), unless no CPU has one (trees of kernels without the
+// directory keep every online CPU).
+func (d *discovery) dropCPUsWithoutTopology() error {
+	if d.cpuDirs.IsEmpty() {
+		return nil
+	}
+	var without numa.CPUSet
+	for cpu := range d.online.All() {
+		p := fmt.Sprintf("%s/cpu%d/topology", sysCPUDir, cpu)
+		if _, err := fs.Stat(d.fsys, p); errors.Is(err, fs.ErrNotExist) {
+			without.Add(cpu)
+		} else if err != nil {
+			return discoveryError(p, err)
+		}
+	}
+	if !without.Equal(d.online) {
+		d.online.RemoveAll(without)
 	}
 	return nil
 }
@@ -319,16 +610,11 @@ func (d *discovery) readNodes() error {
 		return err
 	}
 	var ids []int
-	p := sysNodeDir + "/online"
-	s, ok, err := d.read(p)
+	set, ok, err := d.readOnlineList(sysNodeDir + "/online") // node lists use the cpulist format
 	if err != nil {
 		return err
 	}
 	if ok {
-		set, err := numa.ParseCPUSet(strings.TrimSpace(s)) // node lists use the cpulist format
-		if err != nil {
-			return discoveryError(p, err)
-		}
 		ids = set.List()
 	} else {
 		ids = numberedEntries(entries, "node")
@@ -339,23 +625,23 @@ func (d *discovery) readNodes() error {
 	if len(ids) > numa.MaxNodes {
 		return discoveryError(sysNodeDir, &TooManyNodesError{Nodes: len(ids)})
 	}
-	for _, id := range ids {
+	var kept []int      // indexes into ids of the nodes read
+	var raw numa.CPUSet // union of the kept nodes' CPU masks, offline CPUs included
+	for k, id := range ids {
 		dir := fmt.Sprintf("%s/node%d", sysNodeDir, id)
-		cpus, file, err := d.readCPUs(dir+"/cpulist", dir+"/cpumap")
+		cpus, file, err := d.readCPUs(cpuFile{path: dir + "/cpumap", mask: true}, cpuFile{path: dir + "/cpulist"})
 		if err != nil {
 			return err
 		}
-		if file == "" {
-			// An online node without a CPU list (or without a directory):
-			// a node without CPUs, as hwloc reads it.
-			file = dir
+		if file == "" || cpus.Intersects(raw) {
+			// As hwloc's look_sysfsnode: a node whose CPU mask cannot be
+			// read (no directory, no cpumap) is not created, and a node
+			// whose CPUs an earlier (lower ID) node already has is
+			// ignored ("buggy BIOS with overlapping NUMA node cpusets").
+			continue
 		}
+		raw.UnionWith(cpus)
 		cpus.IntersectWith(d.online)
-		for _, o := range d.nodes {
-			// A CPU two nodes list belongs to the first (lower ID), so that
-			// a contradictory tree still gives a machine.
-			cpus.RemoveAll(o.CPUs)
-		}
 		mem, err := d.readMemTotal(dir + "/meminfo")
 		if err != nil {
 			return err
@@ -363,9 +649,14 @@ func (d *discovery) readNodes() error {
 		d.nodes = append(d.nodes, Node{ID: numa.NodeID(id), Socket: UnknownSocket, CPUs: cpus, MemoryMiB: mem})
 		d.nodeFile = append(d.nodeFile, file)
 		d.machine.UnionWith(cpus)
+		kept = append(kept, k)
+	}
+	if len(d.nodes) == 0 {
+		// hwloc then makes one NUMA node of the whole machine.
+		return d.singleNode()
 	}
 	if len(ids) > 1 {
-		return d.readDistances(ids)
+		return d.readDistances(ids, kept)
 	}
 	return nil
 }
@@ -408,11 +699,11 @@ func parseMemTotal(s string) (int64, error) {
 		}
 		f := strings.Fields(rest)
 		if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != "kB") {
-			return 0, fmt.Errorf("MemTotal line %q: want a number of kB", strings.TrimSpace(line))
+			return 0, fmt.Errorf("MemTotal line %s: want a number of kB", quote.Short(strings.TrimSpace(line)))
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil || kb < 0 {
-			return 0, fmt.Errorf("MemTotal line %q: %q is not a size in kB", strings.TrimSpace(line), f[0])
+			return 0, fmt.Errorf("MemTotal line %s: %s is not a size in kB", quote.Short(strings.TrimSpace(line)), quote.Short(f[0]))
 		}
 		return kb / 1024, nil
 	}
@@ -430,18 +721,22 @@ func parseDistanceRow(s string) ([]int, error) {
 	for i, w := range f {
 		v, err := strconv.Atoi(w)
 		if err != nil || v < 1 || v > 255 {
-			return nil, fmt.Errorf("entry %d is %q, want a number in 1-255", i, w)
+			return nil, fmt.Errorf("entry %d is %s, want a number in 1-255", i, quote.Short(w))
 		}
 		row[i] = v
 	}
 	return row, nil
 }
 
-func (d *discovery) readDistances(ids []int) error {
+// readDistances reads the distance rows of the listed nodes ids (positional
+// in that order) and keeps the rows and columns of the nodes read (kept,
+// indexes into ids); any missing, empty or unusable row gives the defaults
+// (see DiscoverFS), as hwloc_parse_nodes_distances gives no distances.
+func (d *discovery) readDistances(ids, kept []int) error {
 	rows := make([][]int, len(ids))
 	for i, id := range ids {
 		p := fmt.Sprintf("%s/node%d/distance", sysNodeDir, id)
-		s, ok, err := d.read(p)
+		s, ok, err := d.readAttr(p)
 		if err != nil {
 			return err // an unreadable file, not a malformed one
 		}
@@ -454,14 +749,18 @@ func (d *discovery) readDistances(ids []int) error {
 		}
 		rows[i] = row[:len(ids)]
 	}
-	nodeIDs := make([]numa.NodeID, len(ids))
-	for i, id := range ids {
-		nodeIDs[i] = numa.NodeID(id)
+	table := make([][]int, len(kept))
+	nodeIDs := make([]numa.NodeID, len(kept))
+	for a, i := range kept {
+		nodeIDs[a] = numa.NodeID(ids[i])
+		for _, j := range kept {
+			table[a] = append(table[a], rows[i][j])
+		}
 	}
-	if _, err := numa.NewDistances(nodeIDs, rows); err != nil {
+	if _, err := numa.NewDistances(nodeIDs, table); err != nil {
 		return nil // documented fallback: default distances
 	}
-	d.distances = rows
+	d.distances = table
 	return nil
 }
 
@@ -470,7 +769,7 @@ func (d *discovery) readDistances(ids []int) error {
 func parseInt(s string) (int, error) {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a decimal integer", strings.TrimSpace(s))
+		return 0, fmt.Errorf("%s is not a decimal integer", quote.Short(strings.TrimSpace(s)))
 	}
 	return v, nil
 }
@@ -481,11 +780,11 @@ func parseHexID(s string) (uint32, error) {
 	t := strings.TrimSpace(s)
 	h := strings.TrimPrefix(strings.TrimPrefix(t, "0x"), "0X")
 	if h == "" || h[0] == '+' || h[0] == '-' {
-		return 0, fmt.Errorf("%q is not a hexadecimal identifier", t)
+		return 0, fmt.Errorf("%s is not a hexadecimal identifier", quote.Short(t))
 	}
 	v, err := strconv.ParseUint(h, 16, 32)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a hexadecimal identifier", t)
+		return 0, fmt.Errorf("%s is not a hexadecimal identifier", quote.Short(t))
 	}
 	return uint32(v), nil
 }
@@ -499,7 +798,7 @@ func (d *discovery) readCPUTopology() error {
 		}
 		dir := fmt.Sprintf("%s/cpu%d/topology", sysCPUDir, cpu)
 		p := dir + "/physical_package_id"
-		s, ok, err := d.read(p)
+		s, ok, err := d.readAttr(p)
 		if err != nil {
 			return err
 		}
@@ -515,7 +814,7 @@ func (d *discovery) readCPUTopology() error {
 		if assigned.Contains(cpu) {
 			continue
 		}
-		sib, file, err := d.readCPUs(dir+"/thread_siblings_list", dir+"/thread_siblings")
+		sib, file, err := d.readCPUs(listAndMask(dir+"/thread_siblings_list", dir+"/thread_siblings")...)
 		if err != nil {
 			return err
 		}
@@ -570,7 +869,7 @@ func (d *discovery) readL3() error {
 		for _, k := range numberedEntries(entries, "index") {
 			dir := fmt.Sprintf("%s/index%d", cacheDir, k)
 			p := dir + "/level"
-			s, ok, err := d.read(p)
+			s, ok, err := d.readAttr(p)
 			if err != nil {
 				return err
 			}
@@ -584,12 +883,12 @@ func (d *discovery) readL3() error {
 			if level != 3 {
 				continue
 			}
-			if t, _, err := d.read(dir + "/type"); err != nil {
+			if t, _, err := d.readAttr(dir + "/type"); err != nil {
 				return err
-			} else if strings.TrimSpace(t) == "Instruction" {
+			} else if t == "Instruction" {
 				continue
 			}
-			group, _, err := d.readCPUs(dir+"/shared_cpu_list", dir+"/shared_cpu_map")
+			group, _, err := d.readCPUs(listAndMask(dir+"/shared_cpu_list", dir+"/shared_cpu_map")...)
 			if err != nil {
 				return err
 			}
@@ -897,7 +1196,7 @@ func (d *discovery) nodeIndex(id numa.NodeID) int {
 }
 
 func (d *discovery) readHex(p string) (uint32, bool, error) {
-	s, ok, err := d.read(p)
+	s, ok, err := d.readAttr(p)
 	if err != nil || !ok {
 		return 0, false, err
 	}
@@ -912,7 +1211,7 @@ func (d *discovery) readHex(p string) (uint32, bool, error) {
 // DiscoverFS).
 func (d *discovery) deviceNode(dir string) (numa.NodeID, error) {
 	p := dir + "/numa_node"
-	s, ok, err := d.read(p)
+	s, ok, err := d.readAttr(p)
 	if err != nil {
 		return 0, err
 	}
@@ -925,7 +1224,7 @@ func (d *discovery) deviceNode(dir string) (numa.NodeID, error) {
 			return numa.NodeID(v), nil
 		}
 	}
-	local, file, err := d.readCPUs(dir+"/local_cpulist", dir+"/local_cpus")
+	local, file, err := d.readCPUs(listAndMask(dir+"/local_cpulist", dir+"/local_cpus")...)
 	if err != nil {
 		return 0, err
 	}

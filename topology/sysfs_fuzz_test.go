@@ -136,6 +136,12 @@ func FuzzDiscoverFS(f *testing.F) {
 	f.Add("", "", "", "", "", "", "", "", "", "", "", "", "", "", uint16(0))
 	f.Add("0-15", "0,1,33", "0-7", "8-15", "10 21 31", "21 10 31", "", "0,8", "0",
 		"0-7", "0x038000", "33", "0-15", "", uint16(1<<10))
+	// Copies of /sys: NUL padding, empty and blank files.
+	f.Add("0-15\n\x00\x00\x00", "0-1\n\x00", "0-3,8-11\x00", "\x00\x00", "10 21\n\x00", "\x00", "Node 0 MemTotal: 1024 kB\n\x00\x00",
+		"\x00", "\x00\x00\x00\x00", "", "0x030200\x00", "", "\x00", "Node: 255\x00", uint16(0))
+	f.Add("", "", " ", "\t", "", "", "", "", "", "", "", "", "", "", uint16(1<<3))
+	f.Add("\x00garbage", "\x000-1", "0-3\x00,99999999", "4-7", "10\x0021", "21 10", "MemTotal:\x00", "0,8", "-1\x00",
+		"0-3,8-11", "0x03\x000200", "\x00-1", "0-3", "Node:\x00 255", uint16(0))
 	f.Fuzz(func(t *testing.T, cpuOnline, nodeOnline, cpus0, cpus1, dist0, dist1, mem0, sib0, pkg0, l30,
 		class, numaNode, local, numaStatus string, drop uint16) {
 		m := maps.Clone(tree)

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -392,7 +389,7 @@ func TestDiscoverFS(t *testing.T) {
 				}, pkgs: []string{"1", "0", "", "", "", "", "", "5"}}.fs(t)
 				setTree(t, m, "sys/devices/system/cpu/cpu2/topology/physical_package_id = -1",
 					"sys/devices/system/cpu/cpu3/topology/physical_package_id = -1")
-				removeTree(m, "sys/devices/system/cpu/cpu4/topology")
+				removeTree(m, "sys/devices/system/cpu/cpu4/topology/physical_package_id")
 				return m
 			},
 			want: summary{
@@ -676,16 +673,7 @@ func TestDiscoverDir(t *testing.T) {
 	}
 	mem := f.fs(t)
 	root := t.TempDir()
-	for _, name := range slices.Sorted(maps.Keys(mem)) {
-		file := mem[name]
-		p := filepath.Join(root, filepath.FromSlash(name))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		if file.Mode&fs.ModeSymlink != 0 {
-			require.NoError(t, os.Symlink(string(file.Data), p))
-		} else {
-			require.NoError(t, os.WriteFile(p, file.Data, 0o644))
-		}
-	}
+	writeTree(t, mem, root)
 	want, err := DiscoverFS(mem)
 	require.NoError(t, err)
 	got, err := Discover(root)
@@ -739,9 +727,9 @@ func TestDiscoverFSErrors(t *testing.T) {
 		{"no cpu/online and no cpuN", func(t *testing.T, m fstest.MapFS) {
 			removeTree(m, "sys/devices/system/cpu")
 		}, []string{"sys/devices/system/cpu", "neither the online file nor any cpuN directory"}},
-		{"empty cpu/online", func(t *testing.T, m fstest.MapFS) {
-			setTree(t, m, "sys/devices/system/cpu/online =")
-		}, []string{"sys/devices/system/cpu/online", "no CPU"}},
+		{"cpu/online names no cpuN directory", func(t *testing.T, m fstest.MapFS) {
+			setTree(t, m, "sys/devices/system/cpu/online = 100-101")
+		}, []string{"sys/devices/system/cpu/online", "no CPU is online (the file lists 100-101, the cpuN directories 0-15)"}},
 		{"garbage cpu/online", func(t *testing.T, m fstest.MapFS) {
 			setTree(t, m, "sys/devices/system/cpu/online = 0-")
 		}, []string{"sys/devices/system/cpu/online"}},
@@ -978,17 +966,37 @@ func TestDiscoverFSDistanceFallbacks(t *testing.T) {
 	require.Equal(t, [][]int{{10, 21}, {21, 10}}, got.Distances().Rows())
 }
 
-// TestDiscoverFSContradictoryNodes: an online node without a CPU list is a
-// node without CPUs, and a CPU two nodes list belongs to the first, so
-// that such trees still give a machine (hwloc reads them too).
+// TestDiscoverFSContradictoryNodes: as hwloc's look_sysfsnode, an online
+// node without a CPU mask (no directory, no cpumap or cpulist) is not
+// created, and a node whose CPUs a lower node already has is ignored, with
+// its CPUs and memory; the machine keeps the rest.
 func TestDiscoverFSContradictoryNodes(t *testing.T) {
 	m := twoNodes().fs(t)
 	setTree(t, m, "sys/devices/system/node/online = 0-2",
 		"sys/devices/system/node/node1/cpulist = 3-7,12-15")
 	got, err := DiscoverFS(m)
 	require.NoError(t, err)
-	require.Equal(t, 3, got.NumNodes())
+	require.Equal(t, []numa.NodeID{0}, got.NodeIDs(), "node 1 overlaps node 0, node 2 has no CPU mask")
 	require.Equal(t, "0-3,8-11", got.NodeCPUs(0).String())
-	require.Equal(t, "4-7,12-15", got.NodeCPUs(1).String(), "CPU 3 stays with node 0")
-	require.True(t, got.NodeCPUs(2).IsEmpty(), "node 2 has no CPU list: a node without CPUs")
+	require.Equal(t, "0-3,8-11", got.CPUs().String())
+
+	// Every listed node without a mask: the machine is one node of every
+	// online CPU, as hwloc then makes one.
+	m = twoNodes().fs(t)
+	removeTree(m, "sys/devices/system/node/node0/cpulist", "sys/devices/system/node/node1/cpulist")
+	got, err = DiscoverFS(m)
+	require.NoError(t, err)
+	require.Equal(t, []numa.NodeID{0}, got.NodeIDs())
+	require.Equal(t, "0-15", got.CPUs().String())
+
+	// The distances of the nodes kept are their own columns of the rows.
+	m = fakeMachine{nodes: []fakeNode{
+		{id: 0, cpus: "0", dist: "10 21 31", mem: "1024"},
+		{id: 1, cpus: "0-1", dist: "21 10 41", mem: "1024"},
+		{id: 2, cpus: "2", dist: "31 41 10", mem: "1024"},
+	}}.fs(t)
+	got, err = DiscoverFS(m)
+	require.NoError(t, err)
+	require.Equal(t, []numa.NodeID{0, 2}, got.NodeIDs())
+	require.Equal(t, [][]int{{10, 31}, {31, 10}}, got.Distances().Rows())
 }

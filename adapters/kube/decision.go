@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -124,6 +125,11 @@ func ParseDecision(s string) (Decision, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return bad("data after the JSON object")
+	}
+	// The shared strict reader adds what the checks above leave: strings
+	// (a GPU's UUID, a device ID) must be valid UTF-8.
+	if err := strictjson.Decode([]byte(s), new(Decision), strictjson.Options{}); err != nil {
+		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidDecision, err)
 	}
 	if _, err := numa.ParseCPUSet(d.CPUSet); err != nil {
 		return Decision{}, fmt.Errorf("%w: cpuset: %w", ErrInvalidDecision, err)

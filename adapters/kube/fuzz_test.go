@@ -7,6 +7,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -21,6 +22,10 @@ func FuzzParsePod(f *testing.F) {
 	f.Add("", "", "", "", "250m", "", "")
 	f.Add("", `{}`, "required", "{}", "1e3", "1k", "0.5")
 	f.Add(`{`, `null`, "required", "", "-1", "x", "1e999999")
+	f.Add(`{"numaTopologyPolicy":"Restricted","numaTopologyPolicy":"Restricted"}`, "", "required", "", "4", "4000m", "2")
+	f.Add(`{"NumaTopologyPolicy":"Restricted"}`, `{"numaTopologyPolicy":"Restricted","x":1}`, "required", "", "+4", "4", "2.0")
+	f.Add("{\"numaTopologyPolicy\":\"Restricted\xff\"}", "", "required", "", "4e0", "0.004k", "2000m")
+	f.Add(`{"numaTopologyPolicy":null}`, `{}`, "required", "", "1Ki", "1024", "1e1")
 	f.Fuzz(func(t *testing.T, alibaba, koord, cpusetScheduler, legacyGPU, cpuReq, cpuLim, gpus string) {
 		ann := map[string]string{}
 		for k, v := range map[string]string{kube.AnnotationSpecAlibaba: alibaba, kube.AnnotationSpecKoordinator: koord,
@@ -49,6 +54,14 @@ func FuzzParsePod(f *testing.F) {
 					t.Fatalf("error %v (%T) is not a *PodError wrapping ErrInvalidPod", err, err)
 				}
 				continue
+			}
+			for _, k := range []string{kube.AnnotationSpecAlibaba, kube.AnnotationSpecKoordinator} {
+				// The strict read accepts only what policy.ParseSpec reads, and reads it the same.
+				if v, ok := ann[k]; ok {
+					if s, err := policy.ParseSpec([]byte(v)); err != nil || s != r.Spec {
+						t.Fatalf("accepted %s %q as %v; policy.ParseSpec reads %v, %v", k, v, r.Spec, s, err)
+					}
+				}
 			}
 			if r.NUMA && r.CPUs == 0 && r.GPUs == 0 {
 				t.Fatalf("accepted a NUMA pod asking for nothing: %+v", r)

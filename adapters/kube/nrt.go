@@ -1,16 +1,15 @@
 package kube
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -184,14 +183,16 @@ type NodeResourceTopology struct {
 
 // ParseNRT reads a NodeResourceTopology object from JSON. Errors wrap
 // [ErrInvalidNRT].
+//
+// The object comes from the Kubernetes API (or NFD), whose objects have
+// more fields than these (metadata, newer API versions): unknown fields are
+// ignored, but keys that differ from a known one only in case, repeated
+// keys and strings that are not valid UTF-8 are refused (internal/strictjson
+// in its lenient mode).
 func ParseNRT(data []byte) (*NodeResourceTopology, error) {
 	var r NodeResourceTopology
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&r); err != nil {
+	if err := strictjson.Decode(data, &r, strictjson.Options{AllowUnknownFields: true}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidNRT, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: data after the JSON object", ErrInvalidNRT)
 	}
 	return &r, nil
 }
@@ -662,12 +663,11 @@ type KoordCPUTopology struct {
 // reserved. Errors wrap [ErrInvalidNRT].
 func MachineFromKoordinatorCPUTopology(annotation string, gpus []topology.GPU) (*topology.Machine, error) {
 	var t KoordCPUTopology
-	dec := json.NewDecoder(strings.NewReader(annotation))
-	if err := dec.Decode(&t); err != nil {
+	// Koordinator's CPUInfo has more fields than these (and may gain
+	// others): unknown fields are ignored; miscased and repeated keys and
+	// invalid UTF-8 are refused.
+	if err := strictjson.Decode([]byte(annotation), &t, strictjson.Options{AllowUnknownFields: true}); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidNRT, AnnotationKoordCPUTopology, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %s: data after the JSON object", ErrInvalidNRT, AnnotationKoordCPUTopology)
 	}
 	if len(t.Detail) == 0 {
 		return nil, fmt.Errorf("%w: %s: no CPU in detail", ErrInvalidNRT, AnnotationKoordCPUTopology)

@@ -19,6 +19,9 @@ var (
 
 // parseQuantity parses a Kubernetes quantity ("24", "500m", "1.5", "4Gi",
 // "1e3") into an exact rational number. Negative quantities are refused.
+// It is the exact path: ParseMilli, ParseWhole, ParseMiB and sameQuantity
+// first try readFast, which reads the common forms without allocating and
+// leaves every other string (and every error) to this one.
 func parseQuantity(s string) (*big.Rat, error) {
 	orig := s
 	s = strings.TrimSpace(s)
@@ -106,31 +109,11 @@ func validNumber(s string, exponent bool) bool {
 	return true
 }
 
-// plainInt reads s as a plain decimal integer of at most 15 digits, the
-// common case of a quantity ("24", "4"), without the rational arithmetic.
-func plainInt(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 15 {
-		return 0, false
-	}
-	var v int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	return v, true
-}
-
 // ParseMilli parses a quantity into thousandths ("500m" is 500, "2" is
 // 2000), rounding up as Kubernetes does for CPU.
 func ParseMilli(s string) (int64, error) {
-	if v, ok := plainInt(s); ok && v <= maxQuantity/1000 {
-		return v * 1000, nil
-	}
-	if m, ok := strings.CutSuffix(s, "m"); ok {
-		if v, ok := plainInt(m); ok {
+	if q, ok := readFast(s); ok {
+		if v, _, ok := q.ceil(3, 0); ok {
 			return v, nil
 		}
 	}
@@ -153,8 +136,10 @@ func parseMilli(s string) (int64, error) {
 // ParseWhole parses a quantity that must be a whole number ("4", not "1.5"
 // nor "500m").
 func ParseWhole(s string) (int64, error) {
-	if v, ok := plainInt(s); ok {
-		return v, nil
+	if q, ok := readFast(s); ok {
+		if v, exact, ok := q.ceil(0, 0); ok && exact {
+			return v, nil
+		}
 	}
 	return parseWhole(s)
 }
@@ -173,14 +158,9 @@ func parseWhole(s string) (int64, error) {
 // ParseMiB parses a memory quantity in bytes ("4Gi", "512Mi", "1e9") into
 // MiB, rounding up.
 func ParseMiB(s string) (int64, error) {
-	for _, suf := range [...]struct {
-		s   string
-		mib int64
-	}{{"Gi", 1024}, {"Mi", 1}, {"Ti", 1 << 20}} {
-		if n, ok := strings.CutSuffix(s, suf.s); ok {
-			if v, ok := plainInt(n); ok && v <= maxQuantity/suf.mib {
-				return v * suf.mib, nil
-			}
+	if q, ok := readFast(s); ok {
+		if v, _, ok := q.ceil(0, -20); ok {
+			return v, nil
 		}
 	}
 	return parseMiB(s)

@@ -3,7 +3,6 @@ package kube
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
@@ -196,7 +195,11 @@ type resources struct {
 
 // ParsePod reads and validates a pod as docs/design.md says:
 //   - the spec from either annotation key (both present with different
-//     contents is an error naming both; an empty policy is None);
+//     contents is an error naming both; an empty policy is None), read as
+//     strict JSON (docs/design.md): one object with only the fields
+//     numaTopologyPolicy and singleNUMANodeExclusive, spelt exactly (an
+//     unknown key is named with the field it may mean), each at most once,
+//     each a string or null (as if absent), valid UTF-8, nothing after it;
 //   - a NUMA spec needs cpuset-scheduler: required (absent or another value
 //     is an error that says so; "true", the legacy standalone CPU
 //     topology-aware scheduling, cannot be combined with it), and cannot be
@@ -237,7 +240,7 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 			}
 		}
 	}
-	res, err := effective(p, has)
+	res, qos, err := effective(p, has)
 	if err != nil {
 		return PodRequest{}, err
 	}
@@ -252,7 +255,7 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 	if !has {
 		req.NvidiaGPUs = int(res.nvidia)
 	}
-	req.Guaranteed = guaranteed(p)
+	req.Guaranteed = qos
 	req.MemoryMiB = res.memoryMiB
 	if has {
 		req.CPUs = int(res.milliCPU / 1000)
@@ -270,27 +273,29 @@ func specKey(p *Pod) string {
 	return AnnotationSpecKoordinator
 }
 
-// parseSpec reads the spec from either key.
+// parseSpec reads the spec from either key (see parseSpecAnnotation).
 func parseSpec(p *Pod) (policy.Spec, bool, error) {
-	var specs []policy.Spec
-	var keys []string
-	for _, k := range []string{AnnotationSpecAlibaba, AnnotationSpecKoordinator} {
+	var specs [2]policy.Spec
+	var keys [2]string
+	n := 0
+	for _, k := range [...]string{AnnotationSpecAlibaba, AnnotationSpecKoordinator} {
 		v, ok := p.Annotations[k]
 		if !ok {
 			continue
 		}
-		s, err := policy.ParseSpec([]byte(v))
+		s, err := parseSpecAnnotation(v)
 		if err != nil {
 			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: k, Reason: "malformed NUMA topology spec", Cause: err}
 		}
-		specs, keys = append(specs, s), append(keys, k)
+		specs[n], keys[n] = s, k
+		n++
 	}
-	switch len(specs) {
+	switch n {
 	case 0:
 		return policy.Spec{}, false, nil
 	case 2:
 		if specs[0] != specs[1] {
-			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: strings.Join(keys, ", "),
+			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: keys[0] + ", " + keys[1],
 				Reason: fmt.Sprintf("the two NUMA topology spec annotations differ (%s: %s, %s: %s); keep one or make them equal",
 					keys[0], specs[0], keys[1], specs[1])}
 		}
@@ -298,52 +303,29 @@ func parseSpec(p *Pod) (policy.Spec, bool, error) {
 	return specs[0], true, nil
 }
 
-// guaranteed reports whether the pod is of Kubernetes' Guaranteed QoS
-// class: every container, init containers included, has CPU and memory
-// limits, and its CPU and memory requests, when given, equal them.
-func guaranteed(p *Pod) bool {
-	ok := func(c *Container) bool {
-		for _, res := range []string{ResourceCPU, ResourceMemory} {
-			lim, hasLim := c.Limits[res]
-			if !hasLim {
-				return false
-			}
-			if req, hasReq := c.Requests[res]; hasReq && !sameQuantity(req, lim) {
-				return false
-			}
-		}
-		return true
-	}
-	if len(p.Containers) == 0 {
-		return false
-	}
-	for i := range p.Containers {
-		if !ok(&p.Containers[i]) {
-			return false
-		}
-	}
-	for i := range p.InitContainers {
-		if !ok(&p.InitContainers[i].Container) {
-			return false
-		}
-	}
-	return true
-}
-
-// effective computes the pod's effective request, checking each container.
-func effective(p *Pod, numa bool) (resources, error) {
+// effective computes the pod's effective request, checking each container,
+// and whether the pod is of Kubernetes' Guaranteed QoS class: it has app
+// containers, and every container, init containers included, has CPU and
+// memory limits, and its CPU and memory requests, when given, equal them.
+func effective(p *Pod, numa bool) (resources, bool, error) {
 	var app, sidecars, initMax resources
-	for _, c := range p.Containers {
-		r, err := containerResources(p, &c, numa)
+	guaranteed := len(p.Containers) > 0
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		q := readQuantities(c)
+		r, err := containerResources(p, c, &q, numa)
 		if err != nil {
-			return resources{}, err
+			return resources{}, false, err
 		}
 		app = app.plus(r)
+		guaranteed = guaranteed && q.guaranteed()
 	}
-	for _, ic := range p.InitContainers {
-		r, err := containerResources(p, &ic.Container, numa)
+	for i := range p.InitContainers {
+		ic := &p.InitContainers[i]
+		q := readQuantities(&ic.Container)
+		r, err := containerResources(p, &ic.Container, &q, numa)
 		if err != nil {
-			return resources{}, err
+			return resources{}, false, err
 		}
 		if ic.RestartPolicyAlways {
 			sidecars = sidecars.plus(r)
@@ -351,8 +333,9 @@ func effective(p *Pod, numa bool) (resources, error) {
 		} else {
 			initMax = initMax.max(sidecars.plus(r))
 		}
+		guaranteed = guaranteed && q.guaranteed()
 	}
-	return initMax.max(app.plus(sidecars)), nil
+	return initMax.max(app.plus(sidecars)), guaranteed, nil
 }
 
 func (a resources) plus(b resources) resources {
@@ -363,19 +346,72 @@ func (a resources) max(b resources) resources {
 	return resources{max(a.milliCPU, b.milliCPU), max(a.gpus, b.gpus), max(a.nvidia, b.nvidia), max(a.memoryMiB, b.memoryMiB)}
 }
 
-// containerResources reads one container's requests (a limit stands for a
-// missing request, as in Kubernetes).
-func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
-	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
-	get := func(res string) (string, bool) {
-		if v, ok := c.Requests[res]; ok {
-			return v, true
+// The resources ParsePod reads, as indexes of containerQuantities.
+const (
+	resCPU = iota
+	resMemory
+	resAliyunGPU
+	resNvidiaGPU
+	numResources
+)
+
+var resourceNames = [numResources]string{ResourceCPU, ResourceMemory, ResourceAliyunGPU, ResourceNvidiaGPU}
+
+// containerQuantities is a container's requests and limits of the
+// resources ParsePod reads, each looked up once.
+type containerQuantities struct {
+	req, lim       [numResources]string
+	hasReq, hasLim [numResources]bool
+}
+
+// readQuantities looks up c's requests and limits; once it has found as
+// many resources in a map as the map holds, it looks no further in it.
+func readQuantities(c *Container) containerQuantities {
+	var q containerQuantities
+	read := func(m map[string]string, vals *[numResources]string, has *[numResources]bool) {
+		found := 0
+		for i, name := range resourceNames {
+			if found == len(m) {
+				return
+			}
+			if vals[i], has[i] = m[name]; has[i] {
+				found++
+			}
 		}
-		v, ok := c.Limits[res]
-		return v, ok
 	}
+	read(c.Requests, &q.req, &q.hasReq)
+	read(c.Limits, &q.lim, &q.hasLim)
+	return q
+}
+
+// get returns the request of resource i, or its limit when there is no
+// request (as in Kubernetes).
+func (q *containerQuantities) get(i int) (string, bool) {
+	if q.hasReq[i] {
+		return q.req[i], true
+	}
+	return q.lim[i], q.hasLim[i]
+}
+
+// guaranteed reports whether the container meets the Guaranteed QoS class:
+// CPU and memory limits, and the requests, when given, equal to them. It is
+// called once containerResources has read q without error, so a request
+// is a valid quantity: one written as its limit is the same amount.
+func (q *containerQuantities) guaranteed() bool {
+	for _, i := range [...]int{resCPU, resMemory} {
+		if !q.hasLim[i] || q.hasReq[i] && q.req[i] != q.lim[i] && !sameQuantity(q.req[i], q.lim[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerResources reads one container's requests q (a limit stands for
+// a missing request, as in Kubernetes).
+func containerResources(p *Pod, c *Container, q *containerQuantities, numa bool) (resources, error) {
+	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
 	var r resources
-	if v, ok := get(ResourceCPU); ok {
+	if v, ok := q.get(resCPU); ok {
 		m, err := ParseMilli(v)
 		if err != nil {
 			return r, &PodError{Pod: p.Key(), Field: field("cpu request"), Reason: "not a quantity", Cause: err}
@@ -383,15 +419,15 @@ func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
 		r.milliCPU = m
 	}
 	if numa {
-		req, hasReq := c.Requests[ResourceCPU]
-		lim, hasLim := c.Limits[ResourceCPU]
+		req, hasReq := q.req[resCPU], q.hasReq[resCPU]
+		lim, hasLim := q.lim[resCPU], q.hasLim[resCPU]
 		switch {
 		case !hasReq && !hasLim:
 			// A container without CPUs (a GPU-only helper) asks for none.
 		case !hasLim:
 			return r, &PodError{Pod: p.Key(), Field: field("cpu limit"),
 				Reason: fmt.Sprintf("a pod with a NUMA topology spec needs a CPU limit equal to the request %s", req)}
-		case hasReq && !sameQuantity(req, lim):
+		case hasReq && req != lim && !sameQuantity(req, lim): // req is a valid quantity: read above
 			return r, &PodError{Pod: p.Key(), Field: field("cpu"),
 				Reason: fmt.Sprintf("request %s differs from limit %s; a pod with a NUMA topology spec needs them equal", req, lim)}
 		}
@@ -400,19 +436,25 @@ func containerResources(p *Pod, c *Container, numa bool) (resources, error) {
 				Reason: fmt.Sprintf("%s is not a whole number of cores; a pod with a NUMA topology spec gets whole CPUs", cmpOr(req, lim))}
 		}
 	}
-	for _, g := range []struct {
-		name string
-		dst  *int64
-	}{{ResourceAliyunGPU, &r.gpus}, {ResourceNvidiaGPU, &r.nvidia}} {
-		if v, ok := get(g.name); ok {
-			n, err := ParseWhole(v)
-			if err != nil {
-				return r, &PodError{Pod: p.Key(), Field: field(g.name), Reason: "GPUs are whole devices", Cause: err}
-			}
-			*g.dst = n
+	gpus := func(i int) (int64, error) {
+		v, ok := q.get(i)
+		if !ok {
+			return 0, nil
 		}
+		n, err := ParseWhole(v)
+		if err != nil {
+			return 0, &PodError{Pod: p.Key(), Field: field(resourceNames[i]), Reason: "GPUs are whole devices", Cause: err}
+		}
+		return n, nil
 	}
-	if v, ok := get(ResourceMemory); ok {
+	var err error
+	if r.gpus, err = gpus(resAliyunGPU); err != nil {
+		return r, err
+	}
+	if r.nvidia, err = gpus(resNvidiaGPU); err != nil {
+		return r, err
+	}
+	if v, ok := q.get(resMemory); ok {
 		n, err := ParseMiB(v)
 		if err != nil {
 			return r, &PodError{Pod: p.Key(), Field: field("memory request"), Reason: "not a quantity", Cause: err}
@@ -427,13 +469,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// sameQuantity reports whether two quantity strings are the same amount.
-func sameQuantity(a, b string) bool {
-	x, errA := parseQuantity(a)
-	y, errB := parseQuantity(b)
-	return errA == nil && errB == nil && x.Cmp(y) == 0
 }
 
 // OptedIn reports whether a node with these labels takes NUMA-aware pods:

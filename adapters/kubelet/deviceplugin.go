@@ -28,6 +28,12 @@ const (
 	dpStepBudget      = 1024
 )
 
+// denseLinkGPUs is the most GPUs for which a DevicePlugin also keeps an
+// n×n table of NVLink counts (16 KiB at most), for the fastest look-ups on
+// real servers; larger machines use the adjacency lists alone, so memory
+// stays linear in GPUs and NVLinks.
+const denseLinkGPUs = 64
+
 // DevicePlugin answers the kubelet device plugin API's
 // GetPreferredAllocation for the GPUs of one machine. It is immutable and
 // safe for concurrent use.
@@ -39,11 +45,17 @@ type DevicePlugin struct {
 	group   []int // GPU index -> dense NUMA node index, or unknownGroup
 	sw      []int // GPU index -> switch index
 	swNames []string
-	links   []int32 // n*n NVLink links
-	hasLink bool
-	ngroups int
-	gdist   []int // ngroups*ngroups
-	pool    sync.Pool
+	// The NVLinks as adjacency lists (compressed rows): the neighbours of
+	// GPU index i are linkTo[linkStart[i]:linkStart[i+1]], ascending, with
+	// their link counts in linkN. Memory is linear in GPUs and NVLinks.
+	linkStart []int32
+	linkTo    []int32
+	linkN     []int32
+	dense     []int32 // n*n links, only when n <= denseLinkGPUs
+	hasLink   bool
+	ngroups   int
+	gdist     []int // ngroups*ngroups
+	pool      sync.Pool
 }
 
 // NewDevicePlugin returns the device plugin helper of machine m.
@@ -78,15 +90,7 @@ func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 		}
 		p.sw[i] = s
 	}
-	p.links = make([]int32, n*n)
-	for _, l := range m.NVLinks() {
-		a, okA := p.byID[l.A]
-		b, okB := p.byID[l.B]
-		if okA && okB && a != b && l.Links > 0 {
-			p.links[a*n+b], p.links[b*n+a] = int32(l.Links), int32(l.Links)
-			p.hasLink = true
-		}
-	}
+	p.buildLinks(m.NVLinks())
 	// Distances between groups; the unknown group is far from every node
 	// (1000, above any SLIT value) and at 0 from itself.
 	dist := m.Distances()
@@ -104,6 +108,52 @@ func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 	}
 	p.pool.New = func() any { return p.newScratch() }
 	return p
+}
+
+// buildLinks fills the adjacency lists of the NVLinks between GPUs of the
+// machine (links naming a GPU the machine does not list are left out), and
+// on machines of at most denseLinkGPUs GPUs the dense table as well.
+func (p *DevicePlugin) buildLinks(links []topology.NVLink) {
+	n := len(p.gpus)
+	type edge struct{ from, to, n int32 }
+	edges := make([]edge, 0, 2*len(links))
+	for _, l := range links {
+		a, okA := p.byID[l.A]
+		b, okB := p.byID[l.B]
+		if okA && okB && a != b && l.Links > 0 {
+			edges = append(edges, edge{int32(a), int32(b), int32(l.Links)}, edge{int32(b), int32(a), int32(l.Links)})
+		}
+	}
+	p.hasLink = len(edges) > 0
+	slices.SortFunc(edges, func(x, y edge) int { return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.to, y.to)) })
+	p.linkStart = make([]int32, n+1)
+	p.linkTo = make([]int32, len(edges))
+	p.linkN = make([]int32, len(edges))
+	for k, e := range edges {
+		p.linkStart[e.from+1]++
+		p.linkTo[k], p.linkN[k] = e.to, e.n
+	}
+	for i := range n {
+		p.linkStart[i+1] += p.linkStart[i]
+	}
+	if n <= denseLinkGPUs {
+		p.dense = make([]int32, n*n)
+		for _, e := range edges {
+			p.dense[int(e.from)*n+int(e.to)] = e.n
+		}
+	}
+}
+
+// link returns the NVLink links between GPU indices x and y (0 when none).
+func (p *DevicePlugin) link(x, y int) int32 {
+	if p.dense != nil {
+		return p.dense[x*len(p.gpus)+y]
+	}
+	lo, hi := int(p.linkStart[x]), int(p.linkStart[x+1])
+	if k, ok := slices.BinarySearch(p.linkTo[lo:hi], int32(y)); ok {
+		return p.linkN[lo+k]
+	}
+	return 0
 }
 
 // lookup returns the index of the GPU named by s: its index on the machine
@@ -217,6 +267,7 @@ func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Prefer
 // dpScratch is the working memory of one call, reused through a pool.
 type dpScratch struct {
 	isAvail, isMust, inS []bool
+	inCand               []bool   // GPU index -> in the candidates of deviceLevel (cleared after)
 	str                  []string // GPU index -> the caller's spelling
 	avail, must          []int
 	gcount               []int
@@ -238,7 +289,7 @@ type dpItem struct{ g, count, tie int }
 
 func (p *DevicePlugin) newScratch() *dpScratch {
 	n, ns := len(p.gpus), len(p.swNames)
-	return &dpScratch{isAvail: make([]bool, n), isMust: make([]bool, n), inS: make([]bool, n),
+	return &dpScratch{isAvail: make([]bool, n), isMust: make([]bool, n), inS: make([]bool, n), inCand: make([]bool, n),
 		str: make([]string, n), gcount: make([]int, p.ngroups), gforced: make([]bool, p.ngroups),
 		gsel: make([]bool, p.ngroups), swcount: make([]int, ns), swforced: make([]bool, ns),
 		swsel: make([]bool, ns), swtmp: make([]int, ns), gain: make([]int32, n), deg: make([]int32, n)}
@@ -511,7 +562,6 @@ func (r *dpRun) switchLevel() {
 // result if it beats the best so far.
 func (r *dpRun) deviceLevel(k dpKey) {
 	p, sc := r.p, r.sc
-	n := len(p.gpus)
 	cand := sc.pick2[:0]
 	for _, i := range sc.pool {
 		if sc.swsel[p.sw[i]] {
@@ -537,23 +587,55 @@ func (r *dpRun) deviceLevel(k dpKey) {
 			}
 		}
 	default:
-		for _, v := range cand {
-			var g, d int32
-			row := p.links[v*n : v*n+n]
-			for _, u := range cand {
-				d += row[u]
-				if sc.inS[u] {
-					g += row[u]
+		// The gains (links to the chosen GPUs) and degrees (links to the
+		// candidates) of the candidates, from the dense table on small
+		// machines and from the adjacency lists otherwise.
+		var addGain func(v int, sign int32)
+		if n := len(p.gpus); p.dense != nil {
+			for _, v := range cand {
+				var g, d int32
+				row := p.dense[v*n : v*n+n]
+				for _, u := range cand {
+					d += row[u]
+					if sc.inS[u] {
+						g += row[u]
+					}
+				}
+				sc.gain[v], sc.deg[v] = g, d
+			}
+			addGain = func(v int, sign int32) {
+				row := p.dense[v*n : v*n+n]
+				for _, u := range cand {
+					sc.gain[u] += sign * row[u]
 				}
 			}
-			sc.gain[v], sc.deg[v] = g, d
+		} else {
+			for _, v := range cand {
+				sc.inCand[v] = true
+			}
+			for _, v := range cand {
+				var g, d int32
+				for k := p.linkStart[v]; k < p.linkStart[v+1]; k++ {
+					if u := p.linkTo[k]; sc.inCand[u] {
+						d += p.linkN[k]
+						if sc.inS[u] {
+							g += p.linkN[k]
+						}
+					}
+				}
+				sc.gain[v], sc.deg[v] = g, d
+			}
+			addGain = func(v int, sign int32) {
+				for k := p.linkStart[v]; k < p.linkStart[v+1]; k++ {
+					if u := p.linkTo[k]; sc.inCand[u] {
+						sc.gain[u] += sign * p.linkN[k]
+					}
+				}
+			}
 		}
 		add := func(v int) {
 			sc.inS[v] = true
-			row := p.links[v*n : v*n+n]
-			for _, u := range cand {
-				sc.gain[u] += row[u]
-			}
+			addGain(v, 1)
 		}
 		for len(sel) < r.size {
 			best := -1
@@ -579,7 +661,7 @@ func (r *dpRun) deviceLevel(k dpKey) {
 					if sc.inS[y] {
 						continue
 					}
-					if d := sc.gain[y] - p.links[x*n+y] - sc.gain[x]; d > bd {
+					if d := sc.gain[y] - p.link(x, y) - sc.gain[x]; d > bd {
 						bx, by, bd = xi, y, d
 					}
 				}
@@ -589,21 +671,37 @@ func (r *dpRun) deviceLevel(k dpKey) {
 			}
 			x := sel[bx]
 			sc.inS[x] = false
-			row := p.links[x*n : x*n+n]
-			for _, u := range cand {
-				sc.gain[u] -= row[u]
-			}
+			addGain(x, -1)
 			add(by)
 			sel[bx] = by
+		}
+		for _, v := range cand {
+			sc.inCand[v] = false
 		}
 	}
 	sc.sel = sel
 	slices.Sort(sel)
-	if p.hasLink {
+	if n := len(p.gpus); p.hasLink && p.dense != nil {
 		for a, x := range sel {
+			row := p.dense[x*n : x*n+n]
 			for _, y := range sel[a+1:] {
-				links += int(p.links[x*n+y])
+				links += int(row[y])
 			}
+		}
+	} else if p.hasLink {
+		// The links among the chosen GPUs, each pair once.
+		for _, x := range sel {
+			sc.inCand[x] = true
+		}
+		for _, x := range sel {
+			for k := p.linkStart[x]; k < p.linkStart[x+1]; k++ {
+				if u := p.linkTo[k]; int(u) > x && sc.inCand[u] {
+					links += int(p.linkN[k])
+				}
+			}
+		}
+		for _, x := range sel {
+			sc.inCand[x] = false
 		}
 	}
 	k.links = links

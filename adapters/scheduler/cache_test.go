@@ -249,7 +249,7 @@ func TestUpdateNodeNewMachine(t *testing.T) {
 		b := topology.NewBuilder("two")
 		for i, id := range ids {
 			cpus := fmt.Sprintf("%d-%d", i*4, i*4+3)
-			js := fmt.Sprintf(`{"numaNodes":[{"id":%d,"cpus":%q}]}`, id, cpus)
+			js := fmt.Sprintf(`{"numaNodes":[{"id":%d,"socket":-1,"cpus":%q}]}`, id, cpus)
 			m, err := topology.ParseJSON([]byte(js))
 			require.NoError(t, err)
 			b.AddNode(m.Node(0))

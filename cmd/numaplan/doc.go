@@ -18,10 +18,12 @@
 //		sets, distances), or with --json print it in the topology
 //		interchange JSON, which --topology reads back. The machine is a
 //		preset (--preset), a JSON file (--topology, "-" for standard
-//		input), the Linux system tree under DIR (--root reads DIR/sys as
+//		input, read strictly: unknown, miscased or repeated fields are
+//		errors), the Linux system tree under DIR (--root reads DIR/sys as
 //		if it were a live system, handy for a copy of another machine's
-//		/sys) or, with no source flag, this machine (the tree under /).
-//		At most one source may be given.
+//		/sys; DIR may also be the sys directory itself) or, with no source
+//		flag, this machine (the tree under /). At most one source may be
+//		given.
 //
 //	place [--preset NAME | --topology FILE | --root DIR] [--show]
 //		Read operations as JSON Lines on standard input and answer each
@@ -34,9 +36,13 @@
 //		{"op":"release","id":"a"} with {"id":"a","ok":true};
 //		{"op":"health","gpu":3,"healthy":false} (or "class" and "device"
 //		for other device classes) with {"ok":true,"affected":[...]}, the
-//		live allocations that hold the device. A refused request or an
-//		invalid line gets {"id":...,"ok":false,"error":"..."} (no id when
-//		the line had none) and processing goes on.
+//		live allocations that hold the device. Lines are strict JSON: an
+//		unknown field (or one the op does not read), a miscased or
+//		repeated field or a string that is not valid UTF-8 makes the line
+//		invalid, and the error suggests the field meant ("gpu" for
+//		"gpus"). A refused request or an invalid line gets
+//		{"id":...,"ok":false,"error":"..."} (no id when the line had none
+//		or it cannot be read) and processing goes on.
 //		{"op":"resize","id":"a","cpus":8} grows or shrinks a live
 //		allocation's CPUs in place under its policy's span rule and is
 //		answered like an allocation, or refused leaving it unchanged. The

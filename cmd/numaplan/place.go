@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -33,7 +35,9 @@ output, in order:
   {"op":"health","gpu":3,"healthy":false}  -> {"ok":true,"affected":["a"]}
 
 Only op and id are required besides the amounts; policy defaults to None and exclusive to
-Required; "devices":{"rdma":1} asks for devices of other classes. numaNodes is the span
+Required; "devices":{"rdma":1} asks for devices of other classes. Field names are
+case-sensitive; an unknown field, one the op does not read, a repeated field or a string
+that is not valid UTF-8 makes the line invalid (the error suggests the field meant). numaNodes is the span
 (NUMA node IDs). A refused or invalid line gets {"id":...,"ok":false,"error":"..."} and
 processing goes on; nothing already allocated is lost. The exit status is 0 once
 standard input has been read to its end. --show prints the machine with the
@@ -186,15 +190,55 @@ func marshal(a answer) []byte {
 	return b
 }
 
-// handle answers one line.
+// opFields are the fields each op reads; a line with another field is
+// refused, naming it.
+var opFields = map[string][]string{
+	"allocate": {"op", "id", "cpus", "gpus", "memoryMiB", "devices", "policy", "exclusive", "fullPCPUs"},
+	"release":  {"op", "id"},
+	"resize":   {"op", "id", "cpus"},
+	"health":   {"op", "id", "gpu", "class", "device", "healthy"},
+}
+
+// opAliases are names people write for the fields of a line (the pod
+// annotation's, Kubernetes resource names, ...): an unknown field so named
+// gets the real one suggested.
+var opAliases = map[string]string{
+	"numaTopologyPolicy": "policy", "singleNUMANodeExclusive": "exclusive", "exclusivity": "exclusive",
+	"aliyun.com/gpu": "gpus", "nvidia.com/gpu": "gpus", "cpu": "cpus", "memory": "memoryMiB",
+	"fullPCPUsOnly": "fullPCPUs", "full-pcpus-only": "fullPCPUs", "operation": "op", "action": "op",
+	"name": "id", "key": "id", "pod": "id",
+}
+
+// handle answers one line. Lines are read strictly (see docs/design.md,
+// "Strict JSON"): field names are case-sensitive, an unknown field (or one
+// its op does not read) is refused with a suggestion, and a duplicate field
+// or a string that is not valid UTF-8 is refused.
 func (p *placer) handle(line []byte) []byte {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return marshal(answer{Error: "bad JSON: empty line"})
+	}
 	var o op
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&o); err != nil {
+	if err := strictjson.Decode(line, &o, strictjson.Options{Aliases: opAliases}); err != nil {
 		return marshal(answer{ID: idOf(line), Error: "bad JSON: " + jsonReason(err)})
 	}
-	if dec.More() {
-		return marshal(answer{ID: o.ID, Error: "bad JSON: more than one value on the line"})
+	fields, ok := opFields[o.Op]
+	if !ok {
+		if o.Op == "" {
+			return marshal(answer{ID: o.ID, Error: `missing "op"`})
+		}
+		return marshal(answer{ID: o.ID, Error: fmt.Sprintf("unknown op %s (want allocate, release, resize or health)", quote.Short(o.Op))})
+	}
+	var keys map[string]json.RawMessage
+	_ = json.Unmarshal(line, &keys) // cannot fail: the line decoded strictly
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if slices.Contains(fields, k) {
+			continue
+		}
+		msg := fmt.Sprintf("field %s is not read by op %q", quote.Short(k), o.Op)
+		if sugg := strictjson.Suggest(k, fields, opAliases); len(sugg) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", sugg[0])
+		}
+		return marshal(answer{ID: o.ID, Error: msg})
 	}
 	switch o.Op {
 	case "allocate":
@@ -203,21 +247,19 @@ func (p *placer) handle(line []byte) []byte {
 		return marshal(p.release(&o))
 	case "health":
 		return marshal(p.health(&o))
-	case "resize":
+	default:
 		return marshal(p.resize(&o))
-	case "":
-		return marshal(answer{ID: o.ID, Error: `missing "op"`})
 	}
-	return marshal(answer{ID: o.ID, Error: fmt.Sprintf("unknown op %q (want allocate, release, resize or health)", o.Op)})
 }
 
 // idOf recovers the id of a line that did not decode as a whole, so that
-// the error answer can name it when the id itself is readable.
+// the error answer can name it when the id itself is readable (a string,
+// valid UTF-8, given once).
 func idOf(line []byte) *string {
 	var probe struct {
 		ID *string `json:"id"`
 	}
-	if json.Unmarshal(line, &probe) == nil {
+	if strictjson.Decode(line, &probe, strictjson.Options{AllowUnknownFields: true}) == nil {
 		return probe.ID
 	}
 	return nil
@@ -227,9 +269,6 @@ func jsonReason(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type, te.Value)
-	}
-	if errors.Is(err, io.EOF) {
-		return "empty line"
 	}
 	return err.Error()
 }
@@ -243,11 +282,11 @@ func (p *placer) allocate(o *op) answer {
 	}
 	pol, err := policy.ParsePolicy(o.Policy)
 	if err != nil {
-		return answer{ID: o.ID, Error: fmt.Sprintf("unknown policy %q (want SingleNUMANode, Restricted, BestEffort or None)", o.Policy)}
+		return answer{ID: o.ID, Error: fmt.Sprintf("unknown policy %s (want SingleNUMANode, Restricted, BestEffort or None)", quote.Short(o.Policy))}
 	}
 	excl, err := policy.ParseExclusivity(o.Exclusive)
 	if err != nil {
-		return answer{ID: o.ID, Error: fmt.Sprintf("unknown exclusive %q (want Required or Preferred)", o.Exclusive)}
+		return answer{ID: o.ID, Error: fmt.Sprintf("unknown exclusive %s (want Required or Preferred)", quote.Short(o.Exclusive))}
 	}
 	cpus := 0
 	if o.CPUs != nil {

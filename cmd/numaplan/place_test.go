@@ -151,6 +151,10 @@ func FuzzPlace(f *testing.F) {
 	f.Add([]byte(`{"op":"allocate","id":"b","cpus":1,"devices":{"rdma":1},"memoryMiB":5,"fullPCPUs":true}`))
 	f.Add([]byte(`{"op":"health","gpu":1,"healthy":false}` + "\n" + `{"op":"resize","id":"a","cpus":2}`))
 	f.Add([]byte("\n\n{\"op\":\n[]\n{\"op\":\"allocate\",\"id\":\"\",\"cpus\":1e9}"))
+	// Strictness: unknown, misplaced, miscased and duplicate fields, invalid UTF-8.
+	f.Add([]byte(`{"op":"allocate","id":"a","cpus":1,"gpu":1}` + "\n" + `{"op":"allocate","id":"a","memoryMB":1}`))
+	f.Add([]byte(`{"OP":"allocate","id":"a","cpus":1}` + "\n" + `{"op":"allocate","id":"a","cpus":1,"cpus":2}`))
+	f.Add([]byte("{\"op\":\"allocate\",\"id\":\"\xff\",\"cpus\":1}\n{\"op\":\"release\",\"id\":\"\\ud800\"}"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out, errOut bytes.Buffer
 		status := run([]string{"place", "--preset", "dgx-a100"}, bytes.NewReader(in), &out, &errOut)
@@ -202,4 +206,52 @@ func TestPlaceResize(t *testing.T) {
 	assert.Contains(t, got[4]["error"], "unknown allocation ID")
 	assert.Contains(t, got[5]["error"], `missing "cpus"`)
 	assert.Equal(t, true, got[6]["ok"], "the refused resize left the allocation live")
+}
+
+// Lines are read strictly: an unknown field (or one its op does not read)
+// is refused, naming it and suggesting the field one edit away or named by
+// an alias; field names are case-sensitive; a duplicate field and a string
+// that is not valid UTF-8 are refused. Nothing allocated before is lost.
+func TestPlaceStrictLines(t *testing.T) {
+	cases := []struct {
+		line, want string
+		id         any // the id echoed, nil for none
+	}{
+		{`{"op":"allocate","id":"s","cpus":1,"gpu":1}`, `field "gpu" is not read by op "allocate"; did you mean "gpus"?`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"memoryMB":5}`, `unknown field "memoryMB"; did you mean "memoryMiB"?`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"numaTopologyPolicy":"SingleNUMANode"}`, `unknown field "numaTopologyPolicy"; did you mean "policy"?`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"singleNUMANodeExclusive":"Preferred"}`, `unknown field "singleNUMANodeExclusive"; did you mean "exclusive"?`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"aliyun.com/gpu":1}`, `unknown field "aliyun.com/gpu"; did you mean "gpus"?`, "s"},
+		{`{"op":"allocate","id":"s","CPUs":1}`, `unknown field "CPUs"; did you mean "cpus"?`, "s"},
+		{`{"OP":"allocate","id":"s","cpus":1}`, `unknown field "OP"; did you mean "op"?`, "s"},
+		{`{"op":"allocate","ID":"s","cpus":1}`, `unknown field "ID"; did you mean "id"?`, nil},
+		{`{"op":"allocate","id":"s","cpus":1,"colour":"red"}`, `unknown field "colour"`, "s"},
+		{`{"op":"release","id":"s","cpus":1}`, `field "cpus" is not read by op "release"`, "s"},
+		{`{"op":"resize","id":"a","cpus":2,"gpus":1}`, `field "gpus" is not read by op "resize"`, "a"},
+		{`{"op":"health","gpus":1,"healthy":false}`, `field "gpus" is not read by op "health"; did you mean "gpu"?`, nil},
+		{`{"op":"allocate","id":"s","cpus":1,"cpus":2}`, `duplicate field "cpus"`, nil},
+		{`{"op":"allocate","id":"s","id":"t","cpus":1}`, `duplicate field "id"`, nil},
+		{"{\"op\":\"allocate\",\"id\":\"s\xff\",\"cpus\":1}", `a string at id is not valid UTF-8`, nil},
+		{`{"op":"allocate","id":"s\udc00","cpus":1}`, `a string at id is not valid UTF-8`, nil},
+		{"{\"op\":\"allocate\",\"id\":\"s\",\"cpus\":1,\"devices\":{\"rd\xffma\":1}}", `is not valid UTF-8`, nil},
+		{`{"op":"allocate","id":"s","cpus":1,"policy":"` + strings.Repeat("x", 500) + `"}`,
+			`unknown policy "` + strings.Repeat("x", 64) + `"... (500 bytes)`, "s"},
+	}
+	lines := []string{`{"op":"allocate","id":"a","cpus":4,"gpus":1,"policy":"SingleNUMANode"}`}
+	for _, c := range cases {
+		lines = append(lines, c.line)
+	}
+	lines = append(lines, `{"op":"release","id":"a"}`)
+	r := runWith(t, strings.Join(lines, "\n")+"\n", "place", "--preset", "dgx-h100")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, len(cases)+2)
+	require.Equal(t, true, got[0]["ok"])
+	for i, c := range cases {
+		a := got[i+1]
+		assert.Equal(t, false, a["ok"], c.line)
+		assert.Contains(t, a["error"], c.want, c.line)
+		assert.Equal(t, c.id, a["id"], c.line)
+	}
+	assert.Equal(t, map[string]any{"id": "a", "ok": true}, got[len(got)-1], "the allocation made before survived")
 }

@@ -17,7 +17,8 @@ var topologyCommand = &command{
 	summary:  "show a machine as a picture, or convert it to the topology JSON",
 	details: `The machine is a built-in preset (--preset, see 'numaplan presets'), a topology JSON
 file (--topology, "-" for standard input), the Linux system tree under a directory
-(--root DIR reads DIR/sys as if it were a live system) or, with none of these, this
+(--root DIR reads DIR/sys as if it were a live system; DIR may also be a sys directory
+itself, such as /sys or a copy of one) or, with none of these, this
 machine (the tree under /). The picture is printed by default; --json prints the
 interchange JSON instead, which --topology reads back.`,
 	setup: func(fs *flag.FlagSet) func(*env) error {
@@ -51,7 +52,7 @@ type machineSource struct {
 func (s *machineSource) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.preset, "preset", "", "use the built-in machine `NAME` (see 'numaplan presets')")
 	fs.StringVar(&s.file, "topology", "", "read the machine from the topology JSON `FILE` (\"-\" for standard input)")
-	fs.StringVar(&s.root, "root", "", "discover the machine from the Linux system tree under `DIR` (DIR/sys)")
+	fs.StringVar(&s.root, "root", "", "discover the machine from the Linux system tree under `DIR` (DIR/sys, or DIR itself when it is a sys directory)")
 }
 
 // load returns the chosen machine. A bad choice (two sources, an unknown

@@ -72,7 +72,7 @@ func TestTopologyFile(t *testing.T) {
 
 	// A hand-written file with the minimum the format requires.
 	minimal := filepath.Join(dir, "minimal.json")
-	require.NoError(t, os.WriteFile(minimal, []byte(`{"numaNodes":[{"id":0,"cpus":"0-3"},{"id":2,"cpus":""}]}`), 0o600))
+	require.NoError(t, os.WriteFile(minimal, []byte(`{"numaNodes":[{"id":0,"socket": -1, "cpus":"0-3"},{"id":2,"socket": -1, "cpus":""}]}`), 0o600))
 	r = runArgs(t, "topology", "--topology", minimal)
 	require.Equal(t, exitOK, r.status, r.stderr)
 	assert.Contains(t, r.stdout, "  node 2: 0 MiB, no CPUs (memory only)\n")
@@ -82,7 +82,7 @@ func TestTopologyUnreadable(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.json")
 	bad := filepath.Join(dir, "bad.json")
-	require.NoError(t, os.WriteFile(bad, []byte(`{"numaNodes":[{"id":0,"cpus":"0-3"},{"id":0,"cpus":"4"}]}`), 0o600))
+	require.NoError(t, os.WriteFile(bad, []byte(`{"numaNodes":[{"id":0,"socket": -1, "cpus":"0-3"},{"id":0,"socket": -1, "cpus":"4"}]}`), 0o600))
 	notJSON := filepath.Join(dir, "notjson.json")
 	require.NoError(t, os.WriteFile(notJSON, []byte("numa nodes: 2\n"), 0o600))
 	plainFile := filepath.Join(dir, "plain")
@@ -179,6 +179,20 @@ func TestTopologyRoot(t *testing.T) {
 	require.NoError(t, m.Picture(&buf, nil))
 	assert.Equal(t, buf.String(), r.stdout)
 	assert.Contains(t, r.stdout, "  node 0: ")
+
+	// The sys directory itself is accepted too, with or without a final
+	// slash, and gives the same machine.
+	for _, dir := range []string{filepath.Join(root, "sys"), filepath.Join(root, "sys") + "/"} {
+		r = runArgs(t, "topology", "--root", dir)
+		require.Equal(t, exitOK, r.status, r.stderr)
+		assert.Equal(t, buf.String(), r.stdout, dir)
+	}
+	// A directory that holds neither is refused with a message naming it.
+	empty := t.TempDir()
+	r = runArgs(t, "topology", "--root", empty)
+	assert.Equal(t, exitFailure, r.status)
+	assert.Contains(t, r.stderr, empty)
+	assert.Contains(t, r.stderr, "neither the online file nor any cpuN directory exists")
 }
 
 func TestTopologyThisMachine(t *testing.T) {

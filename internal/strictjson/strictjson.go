@@ -1,0 +1,460 @@
+package strictjson
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/numaplace/numaplace/internal/quote"
+)
+
+// The categories of [Error]; errors.Is matches them.
+var (
+	// ErrUnknownField is an object key that names no field of the target.
+	ErrUnknownField = errors.New("unknown field")
+	// ErrDuplicateField is an object key that appears twice in one object.
+	ErrDuplicateField = errors.New("duplicate field")
+	// ErrInvalidUTF8 is a string (a key or a value) that is not valid UTF-8.
+	ErrInvalidUTF8 = errors.New("not valid UTF-8")
+	// ErrSyntax is input that is not one JSON value: malformed, empty, too
+	// deeply nested, or followed by more data.
+	ErrSyntax = errors.New("malformed JSON")
+)
+
+// MaxDepth is the deepest nesting of arrays and objects Decode accepts.
+const MaxDepth = 1000
+
+// Options tune [Decode].
+type Options struct {
+	// AllowUnknownFields ignores object keys that name no field of the
+	// target (the lenient mode, for input written by a newer version). A
+	// key that equals a known field but for case is still an error.
+	AllowUnknownFields bool
+	// Aliases maps names people write for a field (such as
+	// "numaTopologyPolicy", the annotation's name) to the field's JSON
+	// name (such as "policy"), so that the error suggests it. An alias is
+	// never accepted as the field.
+	Aliases map[string]string
+}
+
+// Error is a strict-decoding failure. It unwraps to its category
+// ([ErrUnknownField], [ErrDuplicateField], [ErrInvalidUTF8], [ErrSyntax])
+// or to the encoding/json error behind it.
+type Error struct {
+	// Path is where the problem is, such as "numaNodes[2]" or
+	// "gpus[0].numaNode"; "" for the top-level value.
+	Path string
+	// Field is the object key concerned ("" when none).
+	Field string
+	// Suggestions are the known fields the unknown Field may have meant.
+	Suggestions []string
+	// Err is the category or the underlying error.
+	Err error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	var sb strings.Builder
+	switch {
+	case errors.Is(e.Err, ErrUnknownField), errors.Is(e.Err, ErrDuplicateField):
+		sb.WriteString(e.Err.Error() + " " + quote.Short(e.Field))
+		if e.Path != "" {
+			sb.WriteString(" in " + e.Path)
+		}
+		if len(e.Suggestions) > 0 {
+			q := make([]string, len(e.Suggestions))
+			for i, s := range e.Suggestions {
+				q[i] = strconv.Quote(s)
+			}
+			sb.WriteString("; did you mean " + strings.Join(q, " or ") + "?")
+		}
+	case errors.Is(e.Err, ErrInvalidUTF8):
+		what := "a string"
+		if e.Field != "" {
+			what = "the field name " + quote.Short(e.Field)
+		}
+		if e.Path != "" {
+			what += " at " + e.Path
+		}
+		sb.WriteString(what + " is " + e.Err.Error())
+	default:
+		if e.Path != "" {
+			sb.WriteString(e.Path + ": ")
+		}
+		sb.WriteString(e.Err.Error())
+	}
+	return sb.String()
+}
+
+// Unwrap returns the category or the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Decode parses data, which must hold exactly one JSON value, into v (a
+// non-nil pointer), with the checks of the package: keys case-sensitive,
+// unknown keys refused (unless opts.AllowUnknownFields), duplicate keys and
+// invalid UTF-8 refused. Errors are *[Error], or the *json.UnmarshalTypeError
+// and similar errors of encoding/json (wrapped in an *Error naming the
+// path).
+func Decode(data []byte, v any, opts Options) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return &Error{Err: fmt.Errorf("strictjson.Decode needs a non-nil pointer, got %T", v)}
+	}
+	w := walker{data: data, opts: opts, dec: json.NewDecoder(bytes.NewReader(data))}
+	w.dec.UseNumber()
+	if err := w.value(rv.Type().Elem(), "", 0); err != nil {
+		return err
+	}
+	if _, err := w.dec.Token(); !errors.Is(err, io.EOF) {
+		return &Error{Err: fmt.Errorf("%w: data after the JSON value", ErrSyntax)}
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return &Error{Err: err} // such as a *json.UnmarshalTypeError, which names the field
+	}
+	return nil
+}
+
+// walker checks the token stream of one document against a type.
+type walker struct {
+	data []byte
+	opts Options
+	dec  *json.Decoder
+}
+
+// token reads the next token and returns it with its raw bytes (possibly
+// preceded by separators and blanks).
+func (w *walker) token() (json.Token, []byte, error) {
+	start := w.dec.InputOffset()
+	tok, err := w.dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, nil, &Error{Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+	}
+	return tok, w.data[start:w.dec.InputOffset()], nil
+}
+
+// value checks one value against type t (nil: any value).
+func (w *walker) value(t reflect.Type, path string, depth int) error {
+	tok, raw, err := w.token()
+	if err != nil {
+		return err
+	}
+	switch tok := tok.(type) {
+	case json.Delim:
+		if depth >= MaxDepth {
+			return &Error{Path: path, Err: fmt.Errorf("%w: nested deeper than %d levels", ErrSyntax, MaxDepth)}
+		}
+		if tok == '{' {
+			return w.object(t, path, depth+1)
+		}
+		return w.array(t, path, depth+1)
+	case string:
+		if !validString(raw) {
+			return &Error{Path: path, Err: ErrInvalidUTF8}
+		}
+	}
+	return nil
+}
+
+func (w *walker) object(t reflect.Type, path string, depth int) error {
+	t = target(t)
+	var fields *structFields
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = fieldsOf(t)
+		case reflect.Map:
+			elem = t.Elem()
+		}
+	}
+	seen := map[string]bool{}
+	for w.dec.More() {
+		tok, raw, err := w.token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		if !validString(raw) {
+			return &Error{Path: path, Field: key, Err: ErrInvalidUTF8}
+		}
+		if seen[key] {
+			return &Error{Path: path, Field: key, Err: ErrDuplicateField}
+		}
+		seen[key] = true
+		child := elem
+		if fields != nil {
+			ft, ok := fields.byName[key]
+			if !ok {
+				sugg := fields.suggest(key, w.opts.Aliases)
+				if !w.opts.AllowUnknownFields || fields.foldEqual(key) {
+					return &Error{Path: path, Field: key, Suggestions: sugg, Err: ErrUnknownField}
+				}
+			}
+			child = ft
+		}
+		if err := w.value(child, join(path, key), depth); err != nil {
+			return err
+		}
+	}
+	_, _, err := w.token() // '}'
+	return err
+}
+
+func (w *walker) array(t reflect.Type, path string, depth int) error {
+	t = target(t)
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = t.Elem()
+	}
+	for i := 0; w.dec.More(); i++ {
+		if err := w.value(elem, path+"["+strconv.Itoa(i)+"]", depth); err != nil {
+			return err
+		}
+	}
+	_, _, err := w.token() // ']'
+	return err
+}
+
+// join names the field key of the object at path.
+func join(path, key string) string {
+	k := key
+	if !isPlainName(key) {
+		k = "[" + quote.Short(key) + "]"
+		return path + k
+	}
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+func isPlainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || c == '-' || c == '/' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// target returns the type whose keys and items are checked for t: t
+// without pointers, or nil when t accepts anything (nil, an interface, a
+// type with its own UnmarshalJSON or UnmarshalText).
+func target(t reflect.Type) reflect.Type {
+	for t != nil {
+		if t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
+			t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+			return nil
+		}
+		switch t.Kind() {
+		case reflect.Pointer:
+			t = t.Elem()
+		case reflect.Interface:
+			return nil
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// structFields are the JSON names of a struct's fields and their types.
+type structFields struct {
+	byName map[string]reflect.Type
+	names  []string // sorted
+}
+
+var fieldCache sync.Map // reflect.Type -> *structFields
+
+func fieldsOf(t reflect.Type) *structFields {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	f := &structFields{byName: map[string]reflect.Type{}}
+	collect(t, f, 0)
+	for n := range f.byName {
+		f.names = append(f.names, n)
+	}
+	slices.Sort(f.names)
+	fieldCache.Store(t, f)
+	return f
+}
+
+// collect adds the fields of struct t, as encoding/json names them
+// (embedded structs without a tag flattened, "-" skipped).
+func collect(t reflect.Type, f *structFields, depth int) {
+	if depth > 8 {
+		return
+	}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if sf.Anonymous && name == "" {
+			et := sf.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				collect(et, f, depth+1)
+				continue
+			}
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if _, dup := f.byName[name]; !dup {
+			f.byName[name] = sf.Type
+		}
+	}
+}
+
+// foldEqual reports whether key equals a known field but for case.
+func (f *structFields) foldEqual(key string) bool {
+	for _, n := range f.names {
+		if strings.EqualFold(n, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest returns the known fields key may have meant (see [Suggest]).
+func (f *structFields) suggest(key string, aliases map[string]string) []string {
+	return Suggest(key, f.names, aliases)
+}
+
+// Suggest returns the names among known that key may have meant, sorted:
+// the one equal to it but for case when there is one; otherwise those one
+// edit away (Damerau–Levenshtein distance 1, ignoring case) and the one
+// aliases maps it to (ignoring case), when that is among known.
+func Suggest(key string, known []string, aliases map[string]string) []string {
+	for _, n := range known {
+		if strings.EqualFold(n, key) {
+			return []string{n}
+		}
+	}
+	var out []string
+	lk := strings.ToLower(key)
+	for _, n := range known {
+		if osaDistance(lk, strings.ToLower(n), 1) <= 1 {
+			out = append(out, n)
+		}
+	}
+	for a, n := range aliases {
+		if strings.EqualFold(a, key) && slices.Contains(known, n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// osaDistance returns the optimal string alignment distance (Damerau–
+// Levenshtein with adjacent transpositions) between a and b, or limit+1
+// when it is above limit.
+func osaDistance(a, b string, limit int) int {
+	ra, rb := []rune(a), []rune(b)
+	if d := len(ra) - len(rb); d > limit || -d > limit {
+		return limit + 1
+	}
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	if prev[len(rb)] > limit {
+		return limit + 1
+	}
+	return prev[len(rb)]
+}
+
+// validString reports whether the raw JSON string token in raw (after any
+// separators) is valid UTF-8 with every \u surrogate escape paired.
+func validString(raw []byte) bool {
+	i := bytes.IndexByte(raw, '"')
+	if i < 0 {
+		return true
+	}
+	s := raw[i:]
+	if !utf8.Valid(s) {
+		return false
+	}
+	for k := 0; k < len(s); k++ {
+		if s[k] != '\\' {
+			continue
+		}
+		k++
+		if k >= len(s) || s[k] != 'u' {
+			continue
+		}
+		r, ok := hex4(s[k+1:])
+		if !ok {
+			continue // a syntax error, reported by encoding/json
+		}
+		k += 4
+		switch {
+		case 0xDC00 <= r && r <= 0xDFFF:
+			return false // a low surrogate alone
+		case 0xD800 <= r && r <= 0xDBFF:
+			if k+6 >= len(s) || s[k+1] != '\\' || s[k+2] != 'u' {
+				return false
+			}
+			lo, ok := hex4(s[k+3:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			k += 6
+		}
+	}
+	return true
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(v), err == nil
+}

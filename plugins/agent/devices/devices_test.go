@@ -14,7 +14,7 @@ import (
 )
 
 func TestGPUs(t *testing.T) {
-	m, err := topology.ParseJSON([]byte(`{"numaNodes":[{"id":0,"cpus":"0-1"}],
+	m, err := topology.ParseJSON([]byte(`{"numaNodes":[{"id":0,"socket":0,"cpus":"0-1"}],
 		"gpus":[{"id":0,"numaNode":0,"busID":"0000:1b:00.0"},{"id":1,"numaNode":0,"busID":"0000:2b:00.0"},{"id":2,"numaNode":0}]}`))
 	require.NoError(t, err)
 	// The driver numbers GPU 0 as minor 5; GPU 1 has no driver file; GPU 2

@@ -33,7 +33,7 @@ func halfFull(b *testing.B, preset string) *allocator.State {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	for i := 0; i < m.NumGPUs()/2; i++ {
 		r := allocator.Request{ID: fmt.Sprintf("fill-%d", i), CPUs: m.NumCPUs() / m.NumGPUs() / 2, GPUs: 1,
 			Policy: policy.SingleNUMANode}

@@ -25,9 +25,14 @@ import (
 //     instead of which ones. Branches are cut by per-kind top-k bounds and
 //     the uniform Lagrangian bound over the classes still open.
 //
-// The worst case of step 3 remains exponential in the number of classes
-// (every node distinct in every kind, with demands that no weighting
-// separates); see BenchmarkWorstNUMA64 for the hardest shapes we built.
+// The worst case of step 3 is exponential in the number of classes (every
+// node distinct in every kind, with demands that no weighting separates),
+// so it is bounded: one decision (a Fit, an Allocate, a Score, the widths of
+// a Resize) takes at most searchSteps steps of the search over classes in
+// all, each O(k·n) for k kinds and n nodes. A search cut by the bound is
+// undecided, and the decision refuses the request with [ErrSearchLimit]
+// rather than guess a width. The hardest shapes we built (see
+// BenchmarkWorstNUMA64) stay far below the bound.
 
 // smallPool is the largest pool searched by the plain subset search.
 const smallPool = 16
@@ -35,6 +40,9 @@ const smallPool = 16
 // shortSearch is the step budget of the first search over classes, before
 // the Lagrangian bounds are computed.
 const shortSearch = 512
+
+// searchSteps bounds the steps of the search over classes in one decision.
+const searchSteps = 1 << 15
 
 // shareScale is the fixed-point scale of a node's share of a demand.
 const shareScale = 1 << 20
@@ -102,8 +110,23 @@ type classSearch struct {
 	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
 	vals       [numa.MaxNodes]int64
 	found      numa.Mask
-	budget     int  // steps dfs may still take; 0 means no limit
+	budget     int  // steps dfs may still take
 	cut        bool // dfs ran out of budget
+	// used counts the steps of the decision so far (at most searchSteps);
+	// undecided counts the searches of the decision the bound cut. The
+	// decision resets both (see [State.decide]).
+	used, undecided int
+}
+
+// run runs one search over classes for width w with at most limit steps
+// (and what the decision has left) and returns whether it found a cover
+// and whether it was cut.
+func (cs *classSearch) run(w, limit int) (found, cut bool) {
+	b := min(limit, searchSteps-cs.used)
+	cs.found, cs.budget, cs.cut = 0, b, false
+	ok := cs.dfs(0, w, [maxKinds]int64{}, 0)
+	cs.used += b - cs.budget
+	return ok, cs.cut
 }
 
 // prepareLarge loads pool into cs and sorts the orders every width reuses.
@@ -154,26 +177,31 @@ func (c *cover) existsLarge(w int, cs *classSearch) (numa.Mask, bool) {
 		cs.classified = true
 	}
 	if !cs.lagrange {
-		cs.found, cs.budget, cs.cut = 0, shortSearch, false
-		ok := cs.dfs(0, w, [maxKinds]int64{}, 0)
-		cs.budget = 0
+		ok, cut := cs.run(w, shortSearch)
 		if ok {
 			return cs.found, true
 		}
-		if !cs.cut {
+		if !cut {
 			return 0, false // the whole search ran: no cover of width w
 		}
-		cs.cut = false
+		if cs.used >= searchSteps {
+			cs.undecided++
+			return 0, false
+		}
 		cs.prepareLagrange()
 		cs.lagrange = true
 	}
-	// 3. Lagrangian bounds, then the whole search over classes.
+	// 3. Lagrangian bounds, then the whole search over classes, within what
+	// the decision has left of its bound.
 	if !cs.lagrangeFeasible(w) {
 		return 0, false
 	}
-	cs.found = 0
-	if cs.dfs(0, w, [maxKinds]int64{}, 0) {
+	ok, cut := cs.run(w, searchSteps)
+	if ok {
 		return cs.found, true
+	}
+	if cut {
+		cs.undecided++
 	}
 	return 0, false
 }
@@ -203,6 +231,9 @@ func (c *cover) minWidthLarge(pool numa.Mask, cs *classSearch) (int, numa.Mask) 
 	for w := lb; w <= cs.n; w++ {
 		if m, ok := c.existsLarge(w, cs); ok {
 			return w, m
+		}
+		if cs.undecided > 0 {
+			return -1, 0 // unknown: the decision refuses with ErrSearchLimit
 		}
 		if cs.lagrange {
 			lag := cs.lagrangeLowerBound()
@@ -508,14 +539,13 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 // dfs chooses how many nodes class cl and the later ones give.
 func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bool {
 	c := cs.c
-	if cs.budget > 0 {
-		if cs.budget--; cs.budget == 0 {
-			cs.cut = true
-		}
+	if cs.budget <= 0 {
+		cs.cut = true
 	}
 	if cs.cut {
 		return false
 	}
+	cs.budget--
 	if rem == 0 {
 		for r := 0; r < c.k; r++ {
 			if sums[r] < c.need[r] {

@@ -55,7 +55,7 @@ func ccHeld(m *topology.Machine, snap allocator.Snapshot) (held numa.CPUSet, gpu
 			}
 			gpus[g] = a.ID
 		}
-		spans = append(spans, a.Span)
+		spans = append(spans, a.DenseSpan)
 	}
 	return held, gpus, spans, nil
 }
@@ -123,7 +123,7 @@ func ccRequest(rng *rand.Rand, id string) allocator.Request {
 // consistent and that releasing everything gives the empty state back.
 func TestConcurrentUse(t *testing.T) {
 	m := ccMachine(t)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	emptyText := tbText(s)
 
 	const writers, readers = 3, 4

@@ -38,8 +38,8 @@ var (
 	_ BulkReader = (*CPUs)(nil)
 )
 
-// NewCPUs returns the CPU resource of m with every allocatable CPU free.
-func NewCPUs(m *topology.Machine) *CPUs {
+// newCPUs returns the CPU resource of m with every allocatable CPU free.
+func newCPUs(m *topology.Machine) *CPUs {
 	n := m.NumNodes()
 	c := &CPUs{
 		m: m, tpc: m.ThreadsPerCore(),
@@ -138,15 +138,25 @@ func (c *CPUs) CapacityInto(r *Request, dst []int64) {
 // Unplaced returns 0: every CPU has a NUMA node.
 func (c *CPUs) Unplaced(*Request) int64 { return 0 }
 
-// Describe writes "24 CPUs" or "4 whole cores (8 CPUs)".
+// Describe writes "1 CPU", "1,024 CPUs" or, for a FullPCPUs request, "4
+// whole cores (8 CPUs)".
 func (c *CPUs) Describe(r *Request, units int64) string {
-	if r.FullPCPUs {
-		return fmt.Sprintf("%d whole cores (%d CPUs)", units, units*int64(c.tpc))
+	if r != nil && r.FullPCPUs {
+		core := " whole cores ("
+		if units == 1 {
+			core = " whole core ("
+		}
+		return groupDigits(units) + core + cpuCount(units*int64(c.tpc)) + ")"
 	}
-	if units == 1 {
+	return cpuCount(units)
+}
+
+// cpuCount writes "1 CPU" or "24 CPUs".
+func cpuCount(n int64) string {
+	if n == 1 {
 		return "1 CPU"
 	}
-	return fmt.Sprintf("%d CPUs", units)
+	return groupDigits(n) + " CPUs"
 }
 
 // FreeCPUs returns a copy of the free allocatable CPUs.
@@ -285,11 +295,15 @@ func (c *CPUs) Claim(a *Allocation) error {
 	return nil
 }
 
-// Nodes returns the nodes of a's CPUs.
+// Nodes returns the nodes of a's CPUs, by word operations on each node's
+// CPUs.
 func (c *CPUs) Nodes(a *Allocation) numa.Mask {
 	var m numa.Mask
-	for cpu := range a.CPUs.All() {
-		if i, ok := c.m.CPUNode(cpu); ok {
+	if a.CPUs.IsEmpty() {
+		return m
+	}
+	for i := range c.nodeCap {
+		if a.CPUs.Intersects(c.m.NodeCPUs(i)) {
 			m = m.With(i)
 		}
 	}

@@ -2,7 +2,9 @@ package allocator
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/numaplace/numaplace/numa"
@@ -12,7 +14,18 @@ import (
 // decide applies the policy to r. With choose it also picks the best span
 // among the admissible ones and leaves the amounts per kind and node in
 // sc.best. It never changes the state. The caller holds a lock.
+//
+// Bound: the admission takes O(k·n) to read the amounts, the exact subset
+// search on pools of at most 16 nodes (at most 2^16 branches per width),
+// and on larger pools at most searchSteps steps of the search over classes
+// in all (see classes.go); when that bound cuts a search the request is
+// refused with [ErrSearchLimit], so that the answer is exact or refused.
+// Choosing the span adds at most Options.SearchBudget candidates per pool
+// (each O(k·n) plus the resources' penalties) and as many swaps of the
+// local search; a choice the bound cuts falls back to the cover the
+// admission found, never to a refusal, so that Fit and Allocate agree.
 func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
+	sc.d.cs.used, sc.d.cs.undecided = 0, 0
 	if err := r.validate(s.m.ThreadsPerCore()); err != nil {
 		return plan{}, err
 	}
@@ -40,31 +53,28 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	// first by them (nobody else can use them).
 	var short []Shortage
 	for k := 0; k < c.k; k++ {
-		res := s.res[sc.kinds[k]]
 		raw := sc.raw[k][:s.n]
 		s.readFreeFor(sc, sc.kinds[k], r, raw)
-		var free int64
-		for _, v := range raw {
-			free += v
-		}
-		sc.un[k] = 0
+		need := c.need[k]
+		var free, un int64
 		if r.Policy == policy.None {
-			un := s.unplacedFor(sc, sc.kinds[k], r)
-			sc.un[k] = min(un, c.need[k])
-			free += un
+			un = s.unplacedFor(sc, sc.kinds[k], r)
 		}
-		if free < c.need[k] {
-			short = append(short, Shortage{Resource: res.Kind(), Need: c.need[k], Have: free})
-		}
-		c.need[k] -= sc.un[k] // what known nodes must give
+		sc.un[k] = min(un, need)
+		known := need - sc.un[k] // what known nodes must give
+		c.need[k] = known
+		val := &c.val
 		for i, v := range raw {
-			c.set(i, k, v)
+			free += v
+			val[i][k] = min(v, known) // c.set, in the same pass
+		}
+		if free+un < need {
+			short = append(short, Shortage{Resource: s.res[sc.kinds[k]].Kind(), Need: need, Have: free + un})
 		}
 	}
 	c.gen++
 	if short != nil {
-		return plan{}, s.refuse(r, plan{}, ErrInsufficient, short, nil,
-			"not enough free on the whole machine: "+s.describeShort(r, short, "free"))
+		return plan{}, s.insufficient(r, sc, short)
 	}
 	if choose {
 		for k := 0; k < c.k; k++ {
@@ -113,6 +123,9 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 		if found.IsSubsetOf(restrict) {
 			sc.seed = found
 		}
+		if sc.cut() {
+			return plan{}, s.searchLimit(r, p)
+		}
 		if !choose {
 			return p, nil
 		}
@@ -126,12 +139,21 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	restrict := allowed
 	if !s.anyCover(sc, pools, allowed, p.width) {
 		if !s.anyCover(sc, pools, all, p.width) {
+			if sc.cut() {
+				return plan{}, s.searchLimit(r, p)
+			}
 			return plan{}, s.noFit(r, sc, p, pools)
+		}
+		if sc.cut() {
+			return plan{}, s.searchLimit(r, p)
 		}
 		if hard {
 			return plan{}, s.blocked(r, sc, p, pools, all&^allowed)
 		}
 		restrict = all
+	}
+	if sc.cut() {
+		return plan{}, s.searchLimit(r, p)
 	}
 	if !choose {
 		return p, nil
@@ -140,16 +162,105 @@ func (s *State) decide(r *Request, sc *scratch, choose bool) (plan, error) {
 	return p, nil
 }
 
-// checkClasses refuses a request for a device class the machine lacks.
+// searchLimitText says what a refusal with ErrSearchLimit means.
+var searchLimitText = fmt.Sprintf("the search for a set of NUMA nodes of the width its policy demands reached its bound "+
+	"(%d steps) before it could tell whether one has the free resources; refused rather than placed on a width that might be wrong", searchSteps)
+
+// searchLimit builds the refusal of a decision whose search the bound cut.
+func (s *State) searchLimit(r *Request, p plan) error {
+	return s.refuse(r, p, ErrSearchLimit, nil, nil, searchLimitText)
+}
+
+// cut reports whether the bound cut a search of the current decision.
+func (sc *scratch) cut() bool { return sc.d.cs.undecided > 0 }
+
+// checkClasses refuses a request for a device class the machine lacks:
+// it can never fit.
 func (s *State) checkClasses(r *Request) error {
-	for class, n := range r.Devices {
-		if _, ok := s.classes[class]; !ok && n > 0 {
-			return s.refuse(r, plan{}, ErrInsufficient,
+	for _, class := range slices.Sorted(maps.Keys(r.Devices)) {
+		if _, ok := s.classes[class]; !ok && r.Devices[class] > 0 {
+			err := s.refuse(r, plan{}, ErrInsufficient,
 				[]Shortage{{Resource: class, Need: int64(r.Devices[class])}},
-				nil, fmt.Sprintf("the machine has no %s devices", class))
+				nil, fmt.Sprintf("the machine has no %s devices, so it can never hold %s (%s%s)",
+					class, deviceCount(class, int64(r.Devices[class])), s.didYouMean(class), s.classList()))
+			err.(*PlacementError).Never = true
+			return err
 		}
 	}
 	return nil
+}
+
+// deviceCount writes n devices of a class the machine may not have, such
+// as "2 rdma devices".
+func deviceCount(class string, n int64) string {
+	if n == 1 {
+		return "1 " + class + " device"
+	}
+	return groupDigits(n) + " " + class + " devices"
+}
+
+// insufficient builds the refusal when the machine's free resources do not
+// cover the request: Never when its allocatable capacity does not either.
+func (s *State) insufficient(r *Request, sc *scratch, short []Shortage) error {
+	never := false
+	parts := make([]string, len(short))
+	for i, x := range short {
+		res := s.res[sc.kinds[s.kindIndex(sc, x.Resource)]]
+		total, known := s.capacityTotal(res, r)
+		switch {
+		case known && total < x.Need:
+			never = true
+			parts[i] = fmt.Sprintf("%s wanted, %s in all", res.Describe(r, x.Need), res.Describe(r, total))
+		case known:
+			parts[i] = fmt.Sprintf("%s wanted, %s free (%s in all)", res.Describe(r, x.Need), res.Describe(r, x.Have), res.Describe(r, total))
+		default:
+			parts[i] = fmt.Sprintf("%s wanted, %s free", res.Describe(r, x.Need), res.Describe(r, x.Have))
+		}
+	}
+	reason := "not enough free on the whole machine now: "
+	if never {
+		reason = "the machine can never hold it (its allocatable capacity falls short; unhealthy devices and reserved CPUs do not count): "
+	}
+	reason += strings.Join(parts, "; ")
+	if !never && r.Policy == policy.SingleNUMANode {
+		// The machine may hold it in all, but no node alone ever can.
+		var why string
+		if why, never = s.neverOnOneNode(r, sc); never {
+			reason += "; and " + why
+		}
+	}
+	err := s.refuse(r, plan{}, ErrInsufficient, short, nil, reason)
+	err.(*PlacementError).Never = never
+	return err
+}
+
+// kindIndex returns the position among the demanded kinds of sc of the
+// resource of the given kind.
+func (s *State) kindIndex(sc *scratch, kind string) int {
+	for k := 0; k < sc.c.k; k++ {
+		if s.res[sc.kinds[k]].Kind() == kind {
+			return k
+		}
+	}
+	return 0
+}
+
+// capacityTotal returns res's allocatable units for r on the whole machine
+// (devices of unknown NUMA node included for None requests), and whether it
+// is known (a resource of the caller's own with free units of unknown node
+// does not say its capacity there).
+func (s *State) capacityTotal(res Resource, r *Request) (int64, bool) {
+	var t int64
+	for i := 0; i < s.n; i++ {
+		t += res.Capacity(r, i)
+	}
+	if r.Policy != policy.None {
+		return t, true
+	}
+	if d, ok := res.(*Devices); ok {
+		return t + int64(d.unCap), true
+	}
+	return t, res.Unplaced(r) == 0
 }
 
 // loadFree loads the cover with the free amounts recorded in sc.raw.
@@ -535,15 +646,56 @@ func (s *State) noFit(r *Request, sc *scratch, p plan, pools []numa.Mask) error 
 			short = append(short, Shortage{Resource: s.res[sc.kinds[k]].Kind(), Need: c.need[k], Have: best})
 		}
 	}
+	if r.Policy == policy.SingleNUMANode {
+		if reason, never := s.neverOnOneNode(r, sc); never {
+			err := s.refuse(r, p, ErrNoNUMAFit, short, nil, reason)
+			err.(*PlacementError).Never = true
+			return err
+		}
+	}
 	where := s.whereText(p)
 	var reason string
 	if len(short) > 0 {
-		reason = fmt.Sprintf("%s has %s free", where, s.describeNeed(r, sc, short))
+		reason = fmt.Sprintf("%s has %s free now", where, s.describeNeed(r, sc, short))
 		reason = "no " + strings.TrimPrefix(reason, "a ") + s.mostText(r, short)
 	} else {
-		reason = fmt.Sprintf("no %s has %s free together", strings.TrimPrefix(where, "a "), s.describeAll(r, sc))
+		reason = fmt.Sprintf("no %s has %s free together now", strings.TrimPrefix(where, "a "), s.describeAll(r, sc))
 	}
 	return s.refuse(r, p, ErrNoNUMAFit, short, nil, reason)
+}
+
+// neverOnOneNode reports whether no NUMA node's allocatable capacity holds
+// r's demands on known nodes (a SingleNUMANode request can then never fit)
+// and says so with the most one node has of each kind it lacks.
+func (s *State) neverOnOneNode(r *Request, sc *scratch) (string, bool) {
+	c := &sc.c
+	var most [maxKinds]int64
+	for k := 0; k < c.k; k++ {
+		capa := sc.amt[k][:s.n] // scratch: nothing is chosen on this path
+		s.readCapacity(sc.kinds[k], r, capa)
+		most[k] = slices.Max(capa)
+	}
+	for i := 0; i < s.n; i++ {
+		ok := true
+		for k := 0; k < c.k && ok; k++ {
+			ok = sc.amt[k][i] >= c.need[k]
+		}
+		if ok {
+			return "", false
+		}
+	}
+	var lack []string
+	for k := 0; k < c.k; k++ {
+		if most[k] < c.need[k] {
+			res := s.res[sc.kinds[k]]
+			lack = append(lack, fmt.Sprintf("at most %s", res.Describe(r, most[k])))
+		}
+	}
+	reason := fmt.Sprintf("no NUMA node of this machine can ever hold %s", s.describeAll(r, sc))
+	if len(lack) > 0 {
+		return reason + " (one node has " + joinAnd(lack) + ")", true
+	}
+	return reason + " together", true
 }
 
 // blocked builds the refusal when only the exclusivity rule stands in the way.
@@ -578,15 +730,16 @@ func (s *State) whereText(p plan) string {
 }
 
 func (s *State) mostText(r *Request, short []Shortage) string {
-	parts := make([]string, len(short))
-	for i, x := range short {
-		parts[i] = fmt.Sprintf("%d", x.Have)
+	parts := make([]string, 0, len(short))
+	for _, x := range short {
+		for _, res := range s.res {
+			if res.Kind() == x.Resource {
+				parts = append(parts, res.Describe(r, x.Have))
+				break
+			}
+		}
 	}
-	kinds := make([]string, len(short))
-	for i, x := range short {
-		kinds[i] = x.Resource
-	}
-	return fmt.Sprintf(" (at most %s %s free there)", strings.Join(parts, "/"), strings.Join(kinds, "/"))
+	return fmt.Sprintf(" (at most %s free there)", joinAnd(parts))
 }
 
 func joinIDs(ids []numa.NodeID) string {
@@ -621,31 +774,6 @@ func (s *State) describeAll(r *Request, sc *scratch) string {
 	return joinAnd(parts)
 }
 
-func (s *State) describeShort(r *Request, short []Shortage, adj string) string {
-	parts := make([]string, 0, len(short))
-	for _, x := range short {
-		for _, res := range s.res {
-			if res.Kind() == x.Resource {
-				parts = append(parts, fmt.Sprintf("%s wanted, %d %s", res.Describe(r, x.Need), x.Have, adj))
-				break
-			}
-		}
-		if !s.hasKind(x.Resource) {
-			parts = append(parts, fmt.Sprintf("%d %s wanted, none on the machine", x.Need, x.Resource))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (s *State) hasKind(kind string) bool {
-	for _, res := range s.res {
-		if res.Kind() == kind {
-			return true
-		}
-	}
-	return false
-}
-
 func joinAnd(parts []string) string {
 	switch len(parts) {
 	case 0:
@@ -656,7 +784,8 @@ func joinAnd(parts []string) string {
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
-// topSum returns the sum of the w largest values of v over pool.
+// topSum returns the sum of the w largest values of v over pool, in
+// O(n log n) for n nodes.
 func topSum(v *[numa.MaxNodes]int64, pool numa.Mask, w int) int64 {
 	var vals [numa.MaxNodes]int64
 	n := 0
@@ -665,16 +794,9 @@ func topSum(v *[numa.MaxNodes]int64, pool numa.Mask, w int) int64 {
 		n++
 	}
 	s := vals[:n]
-	// Partial selection sort of the w largest.
+	slices.Sort(s)
 	var t int64
-	for j := 0; j < w && j < n; j++ {
-		mx := j
-		for q := j + 1; q < n; q++ {
-			if s[q] > s[mx] {
-				mx = q
-			}
-		}
-		s[j], s[mx] = s[mx], s[j]
+	for j := n - 1; j >= 0 && j >= n-w; j-- {
 		t += s[j]
 	}
 	return t

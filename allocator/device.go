@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -14,7 +15,7 @@ import (
 const GPUClass = "gpu"
 
 // Devices is the [Resource] for the whole devices of one class: GPUs
-// ([NewGPUs]) or any other PCI class such as RDMA NICs ([NewDevices]), so
+// or any other PCI class such as RDMA NICs, so
 // that GPU+NIC requests align on the same NUMA nodes. Devices whose NUMA node
 // is unknown are unplaced: only None requests receive them. Unhealthy
 // devices are never handed out and are not capacity.
@@ -38,8 +39,15 @@ type Devices struct {
 	nodeFree []int32
 	unCap    int32
 	unFree   int32
-	links    [][]int32 // NVLink links between devices (GPUs only; nil when none)
+	// The NVLink links between devices (GPUs only), as adjacency lists:
+	// device i links to linkPeer[linkOff[i]:linkOff[i+1]] (ascending
+	// device index) with linkN of them each. Memory is linear in devices
+	// plus links; linkOff is nil when the machine describes no NVLinks.
+	linkOff  []int32
+	linkPeer []int32
+	linkN    []int32
 	scratch  []int32
+	pick     pickScratch
 }
 
 var (
@@ -48,42 +56,63 @@ var (
 	_ BulkReader = (*Devices)(nil)
 )
 
-// NewGPUs returns the GPU resource of m, every GPU healthy and free.
-func NewGPUs(m *topology.Machine) *Devices {
+// newGPUs returns the GPU resource of m, every GPU healthy and free.
+func newGPUs(m *topology.Machine) *Devices {
 	gpus := m.GPUs()
-	d := newDevices(m, GPUClass, len(gpus))
+	d := allocDevices(m, GPUClass, len(gpus))
 	switches := map[string]int32{}
 	for i, g := range gpus {
 		d.gpuIDs = append(d.gpuIDs, g.ID)
 		d.ids = append(d.ids, strconv.Itoa(g.ID))
 		d.add(m, i, g.NUMANode, g.PCIeSwitch, switches)
 	}
-	if links := m.NVLinks(); len(links) > 0 {
-		d.links = make([][]int32, len(gpus))
-		for i := range d.links {
-			d.links[i] = make([]int32, len(gpus))
-		}
-		for _, l := range links {
-			a, okA := d.gpuIndex(l.A)
-			b, okB := d.gpuIndex(l.B)
-			if okA && okB { // links may name GPUs the machine does not list
-				d.links[a][b], d.links[b][a] = int32(l.Links), int32(l.Links)
-			}
-		}
-	}
+	d.buildLinks(m.NVLinks())
 	return d.finish()
 }
 
-// NewDevices returns the resource of m's devices of the given class (not
+// buildLinks builds the adjacency lists of the NVLinks between known GPUs
+// (links may name GPUs the machine does not list; those are left out) in
+// O(n + l log l) time and O(n + l) memory for n GPUs and l links.
+func (d *Devices) buildLinks(links []topology.NVLink) {
+	type half struct{ a, b, n int32 }
+	var halves []half
+	for _, l := range links {
+		a, okA := d.gpuIndex(l.A)
+		b, okB := d.gpuIndex(l.B)
+		if okA && okB && a != b && l.Links > 0 {
+			halves = append(halves, half{a, b, int32(l.Links)}, half{b, a, int32(l.Links)})
+		}
+	}
+	if len(halves) == 0 {
+		return
+	}
+	slices.SortFunc(halves, func(x, y half) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b)) })
+	d.linkOff = make([]int32, len(d.gpuIDs)+1)
+	d.linkPeer = make([]int32, 0, len(halves))
+	d.linkN = make([]int32, 0, len(halves))
+	for j, h := range halves {
+		if j > 0 && halves[j-1].a == h.a && halves[j-1].b == h.b {
+			continue // a pair listed twice keeps its first count
+		}
+		d.linkPeer = append(d.linkPeer, h.b)
+		d.linkN = append(d.linkN, h.n)
+		d.linkOff[h.a+1]++
+	}
+	for i := 1; i < len(d.linkOff); i++ {
+		d.linkOff[i] += d.linkOff[i-1]
+	}
+}
+
+// newDeviceClass returns the resource of m's devices of the given class (not
 // "gpu"), every device healthy and free.
-func NewDevices(m *topology.Machine, class string) *Devices {
+func newDeviceClass(m *topology.Machine, class string) *Devices {
 	var devs []topology.Device
 	for _, x := range m.Devices() {
 		if x.Class == class {
 			devs = append(devs, x)
 		}
 	}
-	d := newDevices(m, class, len(devs))
+	d := allocDevices(m, class, len(devs))
 	switches := map[string]int32{}
 	for i, x := range devs {
 		d.ids = append(d.ids, x.ID)
@@ -92,7 +121,7 @@ func NewDevices(m *topology.Machine, class string) *Devices {
 	return d.finish()
 }
 
-func newDevices(m *topology.Machine, class string, n int) *Devices {
+func allocDevices(m *topology.Machine, class string, n int) *Devices {
 	return &Devices{
 		class: class, node: make([]int16, n), sw: make([]int32, n),
 		healthy: make([]bool, n), held: make([]bool, n),
@@ -163,18 +192,15 @@ func (d *Devices) CapacityInto(_ *Request, dst []int64) {
 // Unplaced returns the free healthy devices of unknown NUMA node.
 func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }
 
-// Describe writes "4 GPUs" or "2 rdma devices".
+// Describe writes "1 GPU", "4 GPUs" or "2 rdma devices".
 func (d *Devices) Describe(_ *Request, units int64) string {
 	if d.class == GPUClass {
 		if units == 1 {
 			return "1 GPU"
 		}
-		return fmt.Sprintf("%d GPUs", units)
+		return groupDigits(units) + " GPUs"
 	}
-	if units == 1 {
-		return fmt.Sprintf("1 %s device", d.class)
-	}
-	return fmt.Sprintf("%d %s devices", units, d.class)
+	return deviceCount(d.class, units)
 }
 
 func (d *Devices) isFree(i int32) bool { return d.healthy[i] && !d.held[i] }
@@ -223,11 +249,51 @@ func (d *Devices) setHealthy(i int32, healthy bool) bool {
 	return true
 }
 
-// index returns the position of the device with external ID id.
+// CanonicalDeviceID returns the canonical form of the ID of a device of the
+// given class, the form a State records and reports (in Snapshot.Unhealthy,
+// in errors): GPU IDs are non-negative integers written in decimal without
+// sign or leading zeros, so "+3", "03" and "0000000003" all mean GPU 3 and
+// become "3"; any other spelling of a GPU ID (empty, spaces, a minus sign,
+// hexadecimal, non-ASCII digits, beyond the range of int) is an error
+// wrapping [ErrUnknownDevice] that says so. The IDs of other classes are
+// names ("mlx5_0"): they are canonical as they are, compared exactly
+// (case-sensitive), and only the empty name is an error.
+func CanonicalDeviceID(class, id string) (string, error) {
+	if class != GPUClass {
+		if id == "" {
+			return "", fmt.Errorf("%w: empty %s device ID", ErrUnknownDevice, class)
+		}
+		return id, nil
+	}
+	g, ok := parseGPUID(id)
+	if !ok {
+		return "", fmt.Errorf("%w: GPU ID %q is not a decimal integer (GPU IDs are non-negative integers such as 3)", ErrUnknownDevice, id)
+	}
+	return strconv.Itoa(g), nil
+}
+
+// parseGPUID reads a GPU ID: ASCII decimal digits, optionally after one
+// '+', within the range of int.
+func parseGPUID(id string) (int, bool) {
+	digits := strings.TrimPrefix(id, "+")
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	g, err := strconv.Atoi(digits)
+	return g, err == nil
+}
+
+// index returns the position of the device with the given ID (in any form
+// CanonicalDeviceID accepts).
 func (d *Devices) index(id string) (int32, bool) {
 	if d.class == GPUClass {
-		g, err := strconv.Atoi(id)
-		if err != nil {
+		g, ok := parseGPUID(id)
+		if !ok {
 			return 0, false
 		}
 		i, ok := slices.BinarySearch(d.gpuIDs, g)
@@ -378,53 +444,114 @@ func (d *Devices) pickNode(node, k int, dst []int32) []int32 {
 // IDs, or, when the machine describes NVLinks, greedily the devices with the
 // most links among themselves (the best-linked device first, then the one
 // with the most links to those already chosen; the lowest ID on a tie). A
-// request for one device takes the least-linked one.
+// request for one device takes the least-linked one. It costs O(k·g + the
+// group's links) for g free devices in the group, and its working memory is
+// linear in g.
 func (d *Devices) pickGroup(node int, key int32, k int, dst []int32) []int32 {
-	var cand [64]int32
-	nc := 0
-	for _, i := range d.byNode[node] {
-		if nc < len(cand) && d.groupKey(i) == key && d.isFree(i) {
-			cand[nc] = i
-			nc++
-		}
-	}
-	if d.links == nil || k >= nc {
-		for _, i := range cand[:min(k, nc)] {
-			d.setHeld(i, true)
-			dst = append(dst, i)
+	if d.linkOff == nil {
+		for _, i := range d.byNode[node] {
+			if k == 0 {
+				break
+			}
+			if d.groupKey(i) == key && d.isFree(i) {
+				d.setHeld(i, true)
+				dst = append(dst, i)
+				k--
+			}
 		}
 		return dst
 	}
-	var chosen [64]bool
+	cand := d.pick.cand[:0]
+	for _, i := range d.byNode[node] {
+		if d.groupKey(i) == key && d.isFree(i) {
+			cand = append(cand, i)
+		}
+	}
+	d.pick.cand = cand
+	if k >= len(cand) {
+		for _, i := range cand {
+			d.setHeld(i, true)
+		}
+		return append(dst, cand...)
+	}
+	// all[c]: links from candidate c to the other candidates; score[c]:
+	// links to the candidates chosen so far. Both come from merging c's
+	// adjacency list with the candidates (both ascending), so no table over
+	// pairs of devices is ever built.
+	nc := len(cand)
+	all := growInts(&d.pick.all, nc)
+	score := growInts(&d.pick.score, nc)
+	chosen := growBools(&d.pick.chosen, nc)
+	for c := range cand {
+		d.eachLinkIn(cand[c], cand, func(_ int, l int32) { all[c] += int(l) })
+		if k == 1 {
+			all[c] = -all[c] // a lone device: the least linked, keeping links for wider requests
+		}
+	}
 	for n := 0; n < k; n++ {
-		best, bestScore, bestAll := -1, -1, -1
-		for c := 0; c < nc; c++ {
+		best := -1
+		for c := range cand {
 			if chosen[c] {
 				continue
 			}
-			score, all := 0, 0
-			for o := 0; o < nc; o++ {
-				if o == c {
-					continue
-				}
-				l := int(d.links[cand[c]][cand[o]])
-				all += l
-				if chosen[o] {
-					score += l
-				}
-			}
-			if k == 1 {
-				all = -all // a lone device: the least linked, keeping links for wider requests
-			}
-			if score > bestScore || (score == bestScore && all > bestAll) {
-				best, bestScore, bestAll = c, score, all
+			if best < 0 || score[c] > score[best] || (score[c] == score[best] && all[c] > all[best]) {
+				best = c
 			}
 		}
 		chosen[best] = true
+		d.eachLinkIn(cand[best], cand, func(o int, l int32) { score[o] += int(l) })
 		d.setHeld(cand[best], true)
 		dst = append(dst, cand[best])
 	}
 	return dst
+}
+
+// pickScratch is the working memory of pickGroup, reused between calls
+// (under the state's write lock).
+type pickScratch struct {
+	cand   []int32
+	all    []int
+	score  []int
+	chosen []bool
+}
+
+// growInts returns (*buf)[:n] zeroed, growing the buffer when needed.
+func growInts(buf *[]int, n int) []int {
+	if cap(*buf) < n {
+		*buf = make([]int, n)
+	}
+	*buf = (*buf)[:n]
+	clear(*buf)
+	return *buf
+}
+
+// growBools returns (*buf)[:n] zeroed, growing the buffer when needed.
+func growBools(buf *[]bool, n int) []bool {
+	if cap(*buf) < n {
+		*buf = make([]bool, n)
+	}
+	*buf = (*buf)[:n]
+	clear(*buf)
+	return *buf
+}
+
+// eachLinkIn calls f(j, links) for every candidate cand[j] that device i
+// has NVLinks to; cand must be ascending.
+func (d *Devices) eachLinkIn(i int32, cand []int32, f func(j int, links int32)) {
+	peers := d.linkPeer[d.linkOff[i]:d.linkOff[i+1]]
+	ns := d.linkN[d.linkOff[i]:d.linkOff[i+1]]
+	for p, j := 0, 0; p < len(peers) && j < len(cand); {
+		switch {
+		case peers[p] < cand[j]:
+			p++
+		case peers[p] > cand[j]:
+			j++
+		default:
+			f(j, ns[p])
+			p++
+			j++
+		}
+	}
 }
 
 func (d *Devices) held2(a *Allocation) []string {
@@ -510,7 +637,7 @@ func (d *Devices) Clone() Resource {
 	c.held = slices.Clone(d.held)
 	c.nodeCap = slices.Clone(d.nodeCap)
 	c.nodeFree = slices.Clone(d.nodeFree)
-	c.scratch = nil
+	c.scratch, c.pick = nil, pickScratch{}
 	return &c
 }
 
@@ -519,4 +646,18 @@ func (d *Devices) holds(a *Allocation, i int32) bool {
 	found := false
 	_ = d.forEach(a, func(j int32) { found = found || j == i })
 	return found
+}
+
+// nearID returns ` (did you mean "mlx5_0"?)` when the class has a device
+// whose ID differs from id only in case, else "".
+func (d *Devices) nearID(id string) string {
+	if d.class == GPUClass {
+		return ""
+	}
+	for _, x := range d.ids {
+		if strings.EqualFold(x, id) {
+			return fmt.Sprintf(" (did you mean %q?)", x)
+		}
+	}
+	return ""
 }

@@ -12,8 +12,8 @@
 // request fits in one), BestEffort exactly width_free nodes, None anywhere.
 //
 // The engine composes [Resource] implementations: [CPUs] (SMT-aware),
-// [Devices] of a class (GPUs, RDMA NICs, any PCI class) and [Memory]; a new
-// kind needs no change to the engine. It searches the NUMA node sets
+// [Devices] of a class (GPUs, RDMA NICs, any PCI class) and [Memory];
+// Options.Resources adds kinds of the caller's own. It searches the NUMA node sets
 // jointly for all demanded kinds, narrowest first, with bounds and pruning
 // (see the cover type's comment for the complexity), instead of
 // multiplying per-resource hints.
@@ -34,18 +34,36 @@
 // [State.Clone] are preemption dry-runs; [State.Claim] admits an allocation
 // decided elsewhere (the node side of a scheduler's decision).
 // On machines where more candidate spans exist than Options.SearchBudget,
-// the preference is a heuristic over the first candidates in node order;
-// admissibility is always exact.
+// the preference is a heuristic over the first candidates in node order.
+// Admissibility is exact or refused: the subset search is exhaustive on up
+// to 16 NUMA nodes, and beyond that a decision takes at most a fixed number
+// of steps of its search over node classes and refuses with
+// [ErrSearchLimit] when that bound cuts it. No method holds the state's lock
+// for unbounded work; each method's doc comment states its bound.
+//
+// Everything that enters or leaves a State names NUMA nodes, CPUs and
+// devices by ID: [Allocation] (memory per NUMA node ID, [NodeMemory]),
+// [Snapshot], [State.Claim], [State.Restore], [State.ReplaceMachine]. A
+// NUMA node a machine lacks is refused with a *[NodeError], never replaced
+// by another. Dense masks (Allocation.DenseSpan, NodeTypes) mean something
+// only on the state's own machine. GPU IDs given as text are canonical
+// decimal ([CanonicalDeviceID]); class names are case-sensitive.
+//
+// Refusals are typed (see errors.go): a *[PlacementError] says which rule
+// refused, with every amount in its unit, and whether the request can never
+// fit this machine ([ErrNeverFits]) or does not fit now. A nil machine,
+// state or request is an error, never a panic.
 //
 // Every method of State is safe for concurrent use.
 //
 // The common calls:
 //
 //	m, _ := topology.Preset("dgx-h100")
-//	s := allocator.New(m, allocator.Options{})
+//	s, err := allocator.New(m, allocator.Options{})
+//	if err != nil { return err }
 //	a, err := s.Allocate(&allocator.Request{ID: "pod-1", CPUs: 24, GPUs: 4,
 //		Policy: policy.SingleNUMANode})
 //	var pe *allocator.PlacementError
-//	if errors.As(err, &pe) { fmt.Println(pe.Reason) }
+//	if errors.As(err, &pe) { fmt.Println(pe.Reason, pe.Never) }
 //	_ = s.Release("pod-1")
 package allocator

@@ -46,7 +46,7 @@ func sentinel(err error) error {
 func TestFitWithoutAgreesWithReleasing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
 		live := s.Live()
 		var victims []string
@@ -72,7 +72,7 @@ func TestFitWithoutAgreesWithReleasing(t *testing.T) {
 func TestFitWithoutUnknownVictim(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	err = s.FitWithout(&allocator.Request{CPUs: 1}, []string{"nope"})
 	require.ErrorIs(t, err, allocator.ErrUnknownID)
 }
@@ -82,7 +82,7 @@ func TestFitWithoutUnknownVictim(t *testing.T) {
 func TestFitWithoutExclusivityIsNotMonotone(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 2, GPUs: 8, Policy: policy.Restricted})
 	require.NoError(t, err)
 	_, err = s.Allocate(&allocator.Request{ID: "narrow", CPUs: 2, Policy: policy.SingleNUMANode,
@@ -109,7 +109,7 @@ func TestReplaceMachine(t *testing.T) {
 		return m
 	}
 	m := build([2]string{"0-7", "8-15"}, 4)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 4, GPUs: 1, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	b, err := s.Allocate(&allocator.Request{ID: "b", CPUs: 2, GPUs: 1, MemoryMiB: 100, Policy: policy.SingleNUMANode})
@@ -151,7 +151,7 @@ func TestReplaceMachine(t *testing.T) {
 func TestResize(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 8, GPUs: 4, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	old := a.CPUs.Clone()
@@ -198,7 +198,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 
 	// Its own GPU fails: the GPU stays with it, unhealthy, and does not
 	// change width_cap (a Restricted 1-GPU pod stays on one node).
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	g, err := s.Allocate(&allocator.Request{ID: "g", CPUs: 4, GPUs: 1, Policy: policy.Restricted})
 	require.NoError(t, err)
 	gpu := strconv.Itoa(g.GPUs[0])
@@ -216,13 +216,13 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 
 	// A None pod spreads over its node and makes it shared: a
 	// SingleNUMANode pod there still grows and shrinks on it.
-	s = allocator.New(m, allocator.Options{})
+	s = allocator.MustNew(m, allocator.Options{})
 	one, err := s.Allocate(&allocator.Request{ID: "one", CPUs: 4, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	_, err = s.Allocate(&allocator.Request{ID: "wide", CPUs: 200, Policy: policy.None})
 	require.NoError(t, err)
 	_, shared := s.NodeTypes()
-	require.True(t, shared.Contains(int(one.Span.Lowest())), "the None pod made the node shared")
+	require.True(t, shared.Contains(int(one.DenseSpan.Lowest())), "the None pod made the node shared")
 	_, err = s.Resize("one", 8)
 	require.NoError(t, err)
 	_, err = s.Resize("one", 2)
@@ -232,12 +232,12 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 
 	// Growing from one node to two binds every node of the new span: a node
 	// another pod holds alone cannot join a wider span.
-	s = allocator.New(m, allocator.Options{})
+	s = allocator.MustNew(m, allocator.Options{})
 	r, err := s.Allocate(&allocator.Request{ID: "r", CPUs: 4, Policy: policy.Restricted})
 	require.NoError(t, err)
 	x, err := s.Allocate(&allocator.Request{ID: "x", CPUs: 2, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
-	require.Equal(t, r.Span, x.Span, "best fit packs x next to r")
+	require.Equal(t, r.DenseSpan, x.DenseSpan, "best fit packs x next to r")
 	before := fmt.Sprint(s.Snapshot())
 	_, err = s.Resize("r", 150) // width_cap 2: node of r would be shared
 	require.ErrorIs(t, err, allocator.ErrExclusivity)
@@ -257,7 +257,7 @@ func TestResizeJudgesWhatChanges(t *testing.T) {
 func TestResizeAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
 		live := s.Live()
 		if len(live) == 0 {
@@ -287,15 +287,7 @@ func TestResizeAgainstModel(t *testing.T) {
 		md, err := allocatortest.NewModel(m, others)
 		require.NoError(t, err)
 		// Devices the allocation holds count as its own even when unhealthy.
-		own := map[string]bool{}
-		for _, g := range a.GPUs {
-			own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
-		}
-		for class, ids := range a.Devices {
-			for _, id := range ids {
-				own[class+"/"+id] = true
-			}
-		}
+		own := ownDevices(a)
 		snap := s.Snapshot()
 		for class, ids := range snap.Unhealthy {
 			for _, id := range ids {
@@ -319,17 +311,17 @@ func TestResizeAgainstModel(t *testing.T) {
 			v := md.Decide(&free)
 			single, shared := md.NodeTypes()
 			allowed := policy.AllowedPool(v.Width, m.AllNodes(), single, shared)
-			if (v.Width > 1) == (a.Span.Count() > 1) {
-				allowed |= a.Span
+			if (v.Width > 1) == (a.DenseSpan.Count() > 1) {
+				allowed |= a.DenseSpan
 			}
 			must := r.Policy != policy.BestEffort
-			for _, sp := range v.Spans {
+			for _, sp := range v.DenseSpans {
 				must = must || sp.IsSubsetOf(allowed)
 			}
 			if must {
-				require.True(t, got.Span.IsSubsetOf(allowed),
+				require.True(t, got.DenseSpan.IsSubsetOf(allowed),
 					"resize of %s to %d CPUs: span %v uses nodes the rule forbids (allowed %v, single %v, shared %v)",
-					a.String(), cpus, got.Span, allowed, single, shared)
+					a.String(), cpus, got.DenseSpan, allowed, single, shared)
 			}
 		}
 		if cpus >= a.CPUs.Size() {
@@ -347,11 +339,11 @@ func TestKeepGPULocalCPUs(t *testing.T) {
 	m, err := topology.Preset("dgx-a100") // GPUs on nodes 1, 3, 5, 7
 	require.NoError(t, err)
 	r := allocator.Request{ID: "cpu-only", CPUs: 8, Policy: policy.SingleNUMANode}
-	a, err := allocator.New(m, allocator.Options{}).Allocate(&r)
+	a, err := allocator.MustNew(m, allocator.Options{}).Allocate(&r)
 	require.NoError(t, err)
 	require.Equal(t, []numa.NodeID{0}, a.NUMANodes(), "node 0 has no GPUs")
 
-	s := allocator.New(m, allocator.Options{SpendGPULocalCPUs: true})
+	s := allocator.MustNew(m, allocator.Options{SpendGPULocalCPUs: true})
 	g, err := s.Allocate(&allocator.Request{ID: "g", CPUs: 2, GPUs: 1, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	a, err = s.Allocate(&r)
@@ -365,7 +357,7 @@ func snapText(s *allocator.State) string {
 	snap := s.Snapshot()
 	out := ""
 	for _, a := range snap.Allocations {
-		out += fmt.Sprintf("%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs, a.Span, a.Memory)
+		out += fmt.Sprintf("%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs, a.DenseSpan, a.Memory)
 	}
 	return out + fmt.Sprint(snap.Unhealthy)
 }
@@ -376,7 +368,7 @@ func snapText(s *allocator.State) string {
 func TestReplaceMachineProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		playOps(s, allocatortest.Stream(m).Draw(t, "ops"))
 		before := snapText(s)
 
@@ -459,4 +451,190 @@ func TestReplaceMachineProperty(t *testing.T) {
 		require.ElementsMatch(t, holders, tc.Affected())
 		require.Equal(t, before, snapText(s), "a refused replacement changes nothing")
 	})
+}
+
+// TestOwnResourcesSameAnswers: a state with a resource of the caller's own
+// that cannot tell what is free without given allocations (no Returner)
+// answers Resize and FitWithout from a copy of itself; the answers are
+// those of the state without it.
+func TestOwnResourcesSameAnswers(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		plain := allocator.MustNew(m, allocator.Options{})
+		own := allocator.MustNew(m, allocator.Options{Resources: []allocator.Resource{kindOnly("extra")}})
+		for _, op := range allocatortest.StreamWithHealth(m).Draw(t, "ops") {
+			require.Equal(t, apply(plain, op), apply(own, op))
+		}
+		live := plain.Live()
+		if len(live) == 0 {
+			return
+		}
+		a := live[rapid.IntRange(0, len(live)-1).Draw(t, "which")]
+		cpus := rapid.IntRange(0, m.NumCPUs()).Draw(t, "cpus")
+		r := allocatortest.Request(m).Draw(t, "request")
+		require.Equal(t, fmt.Sprint(plain.FitWithout(&r, []string{a.ID})), fmt.Sprint(own.FitWithout(&r, []string{a.ID})))
+		require.Equal(t, describe(plain.Resize(a.ID, cpus)), describe(own.Resize(a.ID, cpus)))
+		require.Equal(t, snapText(plain), snapText(own))
+	})
+}
+
+// TestResizeRefusalsAreExact: a resize is refused exactly when no span
+// satisfies the rule, judged by enumerating every NUMA mask of the small
+// machine: a superset (grow) or subset (shrink) of its span of the width
+// the reference model gives a fresh request of the new size (its own
+// resources free), inside one NUMA set when Restricted's width_cap is,
+// allowed by the exclusivity rule where it binds, whose free CPUs (grow)
+// or own CPUs (shrink) suffice, with at least one unit on every node it
+// adds (grow) or keeps besides its GPUs, devices and memory (shrink).
+func TestResizeRefusalsAreExact(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		s := allocator.MustNew(m, allocator.Options{})
+		for _, op := range allocatortest.StreamWithHealth(m).Draw(t, "ops") {
+			apply(s, op)
+		}
+		live := s.Live()
+		if len(live) == 0 {
+			return
+		}
+		a := live[rapid.IntRange(0, len(live)-1).Draw(t, "which")].Clone()
+		cpus := rapid.IntRange(0, m.NumCPUs()+1).Draw(t, "cpus")
+		r := a.Request()
+		r.CPUs = cpus
+		if cpus == a.CPUs.Size() || cpus < 0 || (r.FullPCPUs && cpus%m.ThreadsPerCore() != 0) ||
+			(cpus == 0 && r.GPUs == 0 && r.MemoryMiB == 0 && len(r.Devices) == 0) {
+			return
+		}
+		// The model without a (its own devices healthy), and with it.
+		var others []allocator.Allocation
+		for _, x := range live {
+			if x.ID != a.ID {
+				others = append(others, x)
+			}
+		}
+		without, err := allocatortest.NewModel(m, others)
+		require.NoError(t, err)
+		with, err := allocatortest.NewModel(m, live)
+		require.NoError(t, err)
+		own := ownDevices(a)
+		for class, ids := range s.Snapshot().Unhealthy {
+			for _, id := range ids {
+				with, err = with.WithHealth(class, id, false)
+				require.NoError(t, err)
+				if !own[class+"/"+id] {
+					without, err = without.WithHealth(class, id, false)
+					require.NoError(t, err)
+				}
+			}
+		}
+		free := r
+		free.Exclusive = policy.Preferred
+		v := without.Decide(&free)
+
+		tpc := m.ThreadsPerCore()
+		unit := 1
+		if r.FullPCPUs {
+			unit = tpc
+		}
+		var ownU, freeU [numa.MaxNodes]int64
+		for i := range m.NumNodes() {
+			freeU[i] = with.Free(i, r.FullPCPUs)["cpu"]
+			ownU[i] = int64(a.CPUs.IntersectionCount(m.NodeCPUs(i)) / unit)
+		}
+		hold := a.DenseSpan
+		fixed := allocatortest.SpanOf(m, allocator.Allocation{GPUs: a.GPUs, Devices: a.Devices, Memory: a.Memory})
+		grow := cpus > a.CPUs.Size()
+		want := int64(cpus / unit)
+		if grow {
+			want = int64((cpus - a.CPUs.Size()) / unit)
+		}
+		single, shared := without.NodeTypes()
+		width := v.Width
+		if r.Policy == policy.None {
+			width = -1
+		}
+		allowedFor := func(w int) numa.Mask {
+			al := policy.AllowedPool(w, m.AllNodes(), single, shared)
+			if (w > 1) == (hold.Count() > 1) {
+				al |= hold
+			}
+			return al
+		}
+		allowed := m.AllNodes()
+		if policy.Binds(r.Policy, r.Exclusive) {
+			al := allowedFor(width)
+			must := r.Policy != policy.BestEffort
+			for _, sp := range v.DenseSpans {
+				must = must || sp.IsSubsetOf(al)
+			}
+			if must {
+				allowed = al
+			}
+		}
+		possible := v.Valid && (v.Admissible || r.Policy == policy.None || r.Policy == policy.BestEffort)
+		exists := false
+		for mask := range m.AllNodes().Submasks() {
+			if !possible || exists {
+				break
+			}
+			if width >= 0 && mask.Count() != width || !mask.IsSubsetOf(allowed) {
+				continue
+			}
+			if r.Policy == policy.Restricted && v.InSet && m.SetsCrossed(mask) > 1 {
+				continue
+			}
+			var got int64
+			ok := true
+			if grow {
+				if !hold.IsSubsetOf(mask) || int64((mask&^hold).Count()) > want {
+					continue
+				}
+				for i := range mask.All() {
+					got += freeU[i]
+					ok = ok && (hold.Contains(i) || freeU[i] >= 1)
+				}
+			} else {
+				if !mask.IsSubsetOf(hold) || !fixed.IsSubsetOf(mask) || int64((mask&^fixed).Count()) > want {
+					continue
+				}
+				for i := range mask.All() {
+					got += ownU[i]
+					ok = ok && (fixed.Contains(i) || ownU[i] >= 1)
+				}
+			}
+			exists = ok && got >= want
+		}
+		if width < 0 && possible {
+			// None: any span; growing needs the free CPUs, shrinking
+			// always works.
+			var total int64
+			for i := range m.NumNodes() {
+				total += freeU[i]
+			}
+			exists = !grow || total >= want
+		}
+		before := snapText(s)
+		got, err := s.Resize(a.ID, cpus)
+		if exists {
+			require.NoError(t, err, "resize of %s to %d CPUs: a span exists (width %d, model: %s)", a.String(), cpus, width, v.Reason)
+			require.Equal(t, cpus, got.CPUs.Size())
+			return
+		}
+		require.Error(t, err, "resize of %s to %d CPUs: no span exists (width %d, model: %s), yet it gave %s", a.String(), cpus, width, v.Reason, got.String())
+		require.Equal(t, before, snapText(s), "a refused resize changes nothing")
+	})
+}
+
+// ownDevices returns the devices a holds, as "class/id".
+func ownDevices(a allocator.Allocation) map[string]bool {
+	own := map[string]bool{}
+	for _, g := range a.GPUs {
+		own[allocator.GPUClass+"/"+strconv.Itoa(g)] = true
+	}
+	for class, ids := range a.Devices {
+		for _, id := range ids {
+			own[class+"/"+id] = true
+		}
+	}
+	return own
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -13,7 +14,11 @@ import (
 // H100, and its release.
 func ExampleState_Allocate() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s, err := allocator.New(m, allocator.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	a, err := s.Allocate(&allocator.Request{ID: "pod-1", CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode})
 	if err != nil {
@@ -42,7 +47,7 @@ func ExampleState_Allocate() {
 // Fit answers what Allocate would, without changing anything.
 func ExampleState_Fit() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 
 	fmt.Println(s.Fit(&allocator.Request{CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode}))
 	// Five GPUs exist, but not on one NUMA node.
@@ -63,7 +68,7 @@ func ExampleState_Fit() {
 // refused under the default exclusivity and admitted with Preferred.
 func ExamplePlacementError() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, _ = s.Allocate(&allocator.Request{ID: "small", CPUs: 2, Policy: policy.SingleNUMANode})
 
 	r := allocator.Request{ID: "big", GPUs: 8, Policy: policy.Restricted}
@@ -87,13 +92,13 @@ func ExamplePlacementError() {
 // restart; Restore rebuilds the same state.
 func ExampleState_Restore() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, _ = s.Allocate(&allocator.Request{ID: "a", CPUs: 8, GPUs: 2, Policy: policy.SingleNUMANode})
 	_, _ = s.Allocate(&allocator.Request{ID: "b", CPUs: 16, GPUs: 8 - 2, Policy: policy.BestEffort})
 	_, _ = s.SetDeviceHealth("rdma", "mlx5_0", false)
 	snap := s.Snapshot()
 
-	restarted := allocator.New(m, allocator.Options{})
+	restarted := allocator.MustNew(m, allocator.Options{})
 	if err := restarted.Restore(snap); err != nil {
 		fmt.Println(err)
 		return
@@ -121,8 +126,8 @@ func ExampleState_Restore() {
 // and by default (MostAllocated) a fuller machine scores higher.
 func ExampleState_Score() {
 	m, _ := topology.Preset("dgx-h100")
-	empty := allocator.New(m, allocator.Options{})
-	busy := allocator.New(m, allocator.Options{})
+	empty := allocator.MustNew(m, allocator.Options{})
+	busy := allocator.MustNew(m, allocator.Options{})
 	_, _ = busy.Allocate(&allocator.Request{ID: "x", CPUs: 56, GPUs: 2, Policy: policy.SingleNUMANode})
 
 	r := allocator.Request{CPUs: 24, GPUs: 2, Policy: policy.SingleNUMANode}
@@ -132,7 +137,7 @@ func ExampleState_Score() {
 
 	// Four GPUs fit on one node of the empty machine, but need two nodes on
 	// this one (two GPUs free on each): BestEffort admits it, unaligned.
-	split := allocator.New(m, allocator.Options{})
+	split := allocator.MustNew(m, allocator.Options{})
 	_, _ = split.Claim(allocator.Allocation{ID: "y", GPUs: []int{0, 1}, Policy: policy.SingleNUMANode})
 	_, _ = split.Claim(allocator.Allocation{ID: "z", GPUs: []int{4, 5}, Policy: policy.SingleNUMANode})
 	be := allocator.Request{GPUs: 4, Policy: policy.BestEffort}
@@ -142,4 +147,57 @@ func ExampleState_Score() {
 	// Output:
 	// empty: 58 busy: 71
 	// empty: 75 split: 49 <nil>
+}
+
+// New refuses a nil machine instead of panicking later.
+func ExampleNew() {
+	_, err := allocator.New(nil, allocator.Options{})
+	fmt.Println(errors.Is(err, allocator.ErrNoMachine), err)
+	// Output:
+	// true no machine: allocator.New needs a *topology.Machine, got nil
+}
+
+// A refusal says whether the request can never fit this machine or does
+// not fit now, with every amount in its unit.
+func ExamplePlacementError_never() {
+	m, _ := topology.Preset("dgx-h100") // 2 NUMA nodes of 4 GPUs
+	s := allocator.MustNew(m, allocator.Options{})
+	err := s.Fit(&allocator.Request{ID: "big", GPUs: 5, Policy: policy.SingleNUMANode})
+	var pe *allocator.PlacementError
+	errors.As(err, &pe)
+	fmt.Println(pe.Never, errors.Is(err, allocator.ErrNeverFits), pe.Reason)
+
+	_, _ = s.Allocate(&allocator.Request{ID: "a", GPUs: 3, CPUs: 8, Policy: policy.SingleNUMANode})
+	_, _ = s.Allocate(&allocator.Request{ID: "b", GPUs: 3, CPUs: 8, Policy: policy.SingleNUMANode})
+	err = s.Fit(&allocator.Request{ID: "two", GPUs: 2, Policy: policy.SingleNUMANode})
+	errors.As(err, &pe)
+	fmt.Println(pe.Never, pe.Reason)
+	// Output:
+	// true true no NUMA node of this machine can ever hold 5 GPUs (one node has at most 4 GPUs)
+	// false no NUMA node has 2 GPUs free now (at most 1 GPU free there)
+}
+
+// A snapshot names everything by ID: restored on a machine whose NUMA node
+// 1 is gone, an allocation with memory there is refused, naming the node,
+// instead of moving its memory to another node.
+func ExampleNodeError() {
+	two := topology.NewBuilder("two")
+	two.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 3), MemoryMiB: 4096})
+	two.AddNode(topology.Node{ID: 1, Socket: 0, CPUs: numa.CPURange(4, 7), MemoryMiB: 4096})
+	m, _ := two.Build()
+	s := allocator.MustNew(m, allocator.Options{})
+	a, _ := s.Allocate(&allocator.Request{ID: "a", CPUs: 2, MemoryMiB: 5000, Policy: policy.BestEffort})
+	fmt.Println(a.String())
+
+	one := topology.NewBuilder("one")
+	one.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 7), MemoryMiB: 8192})
+	m1, _ := one.Build()
+	err := allocator.MustNew(m1, allocator.Options{}).Restore(s.Snapshot())
+	var ne *allocator.NodeError
+	fmt.Println(errors.As(err, &ne), ne.Node)
+	fmt.Println(err)
+	// Output:
+	// "a" cpus 0-1 gpus [] nodes [0 1] memory 4096 MiB on node 0, 904 MiB on node 1
+	// true 1
+	// allocation "a": unknown NUMA node: NUMA node 1 does not exist on this machine (its NUMA nodes: 0), but the allocation has 904 MiB of memory on it
 }

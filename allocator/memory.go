@@ -9,8 +9,11 @@ import (
 )
 
 // Memory is the memory [Resource]: MiB per NUMA node, CPU-less (HBM, CXL)
-// nodes included. Its units are MiB.
+// nodes included. Its units are MiB. Allocations record it by NUMA node ID
+// ([NodeMemory]); a claim naming a node the machine does not have is
+// refused with a *[NodeError].
 type Memory struct {
+	m        *topology.Machine
 	capacity []int64
 	free     []int64
 }
@@ -20,9 +23,9 @@ var (
 	_ BulkReader = (*Memory)(nil)
 )
 
-// NewMemory returns the memory resource of m with every MiB free.
-func NewMemory(m *topology.Machine) *Memory {
-	mem := &Memory{capacity: make([]int64, m.NumNodes())}
+// newMemory returns the memory resource of m with every MiB free.
+func newMemory(m *topology.Machine) *Memory {
+	mem := &Memory{m: m, capacity: make([]int64, m.NumNodes())}
 	for i := range mem.capacity {
 		mem.capacity[i] = m.Node(i).MemoryMiB
 	}
@@ -51,9 +54,9 @@ func (m *Memory) CapacityInto(_ *Request, dst []int64) { copy(dst, m.capacity) }
 // Unplaced returns 0.
 func (m *Memory) Unplaced(*Request) int64 { return 0 }
 
-// Describe writes "4096 MiB of memory".
+// Describe writes "96,608 MiB of memory".
 func (m *Memory) Describe(_ *Request, units int64) string {
-	return fmt.Sprintf("%d MiB of memory", units)
+	return groupDigits(units) + " MiB of memory"
 }
 
 // Take takes the amounts.
@@ -71,7 +74,7 @@ func (m *Memory) Take(_ *Request, amounts []int64, _ int64, a *Allocation) {
 	for node, k := range amounts {
 		if k > 0 {
 			m.free[node] -= k
-			a.Memory = append(a.Memory, NodeMemory{Node: node, MiB: k})
+			a.Memory = append(a.Memory, NodeMemory{Node: m.m.NodeID(node), MiB: k})
 		}
 	}
 }
@@ -79,39 +82,49 @@ func (m *Memory) Take(_ *Request, amounts []int64, _ int64, a *Allocation) {
 // Give returns a's memory.
 func (m *Memory) Give(a *Allocation) {
 	for _, x := range a.Memory {
-		m.free[x.Node] += x.MiB
+		if i, ok := m.m.NodeIndex(x.Node); ok {
+			m.free[i] += x.MiB
+		}
 	}
 }
 
-// Claim takes exactly a's memory.
+// Claim takes exactly a's memory. A NUMA node ID the machine does not have
+// is refused with a *[NodeError]; more than a node has free, a negative
+// amount or a node listed twice, with an error wrapping [ErrConflict].
 func (m *Memory) Claim(a *Allocation) error {
-	need := make(map[int]int64, len(a.Memory))
+	var need [numa.MaxNodes]int64
+	var seen numa.Mask
 	for _, x := range a.Memory {
-		if x.Node < 0 || x.Node >= len(m.free) {
-			return fmt.Errorf("%w: memory on NUMA node index %d, which does not exist", ErrConflict, x.Node)
+		i, ok := m.m.NodeIndex(x.Node)
+		if !ok {
+			return &NodeError{Node: x.Node, What: m.Describe(nil, x.MiB), IDs: m.m.NodeIDs()}
 		}
+		if seen.Contains(i) {
+			return fmt.Errorf("%w: memory on NUMA node %d is listed twice", ErrConflict, x.Node)
+		}
+		seen = seen.With(i)
 		if x.MiB < 0 {
-			return fmt.Errorf("%w: negative memory %d MiB on NUMA node index %d", ErrConflict, x.MiB, x.Node)
+			return fmt.Errorf("%w: negative memory (%d MiB) on NUMA node %d", ErrConflict, x.MiB, x.Node)
 		}
-		need[x.Node] += x.MiB
-	}
-	for node, k := range need {
-		if k > m.free[node] {
-			return fmt.Errorf("%w: %d MiB of memory on NUMA node index %d, only %d MiB free", ErrConflict, k, node, m.free[node])
+		if x.MiB > m.free[i]-need[i] {
+			return fmt.Errorf("%w: %s on NUMA node %d, only %s free there", ErrConflict,
+				m.Describe(nil, need[i]+x.MiB), x.Node, m.Describe(nil, m.free[i]))
 		}
+		need[i] += x.MiB
 	}
-	for node, k := range need {
-		m.free[node] -= k
+	for i, k := range need[:len(m.free)] {
+		m.free[i] -= k
 	}
 	return nil
 }
 
-// Nodes returns the nodes of a's memory.
+// Nodes returns the nodes of a's memory (dense); IDs the machine does not
+// have are left out.
 func (m *Memory) Nodes(a *Allocation) numa.Mask {
 	var mask numa.Mask
 	for _, x := range a.Memory {
-		if x.MiB > 0 && x.Node >= 0 && x.Node < numa.MaxNodes {
-			mask = mask.With(x.Node)
+		if i, ok := m.m.NodeIndex(x.Node); ok && x.MiB > 0 {
+			mask = mask.With(i)
 		}
 	}
 	return mask
@@ -119,5 +132,5 @@ func (m *Memory) Nodes(a *Allocation) numa.Mask {
 
 // Clone returns an independent copy.
 func (m *Memory) Clone() Resource {
-	return &Memory{capacity: m.capacity, free: slices.Clone(m.free)}
+	return &Memory{m: m.m, capacity: m.capacity, free: slices.Clone(m.free)}
 }

@@ -50,7 +50,7 @@ func describe(a allocator.Allocation, err error) string {
 		return "error: " + err.Error()
 	}
 	c := a.Clone()
-	return fmt.Sprintf("%s span %s devices %v memory %v", c.String(), c.Span, c.Devices, c.Memory)
+	return fmt.Sprintf("%s span %s devices %v memory %v", c.String(), c.DenseSpan, c.Devices, c.Memory)
 }
 
 // sameState reports how s differs from the model md: live allocations,
@@ -124,7 +124,7 @@ func apply(s *allocator.State, op allocatortest.Op) string {
 // play runs ops on a fresh state and returns its answers, one per
 // operation.
 func play(m *topology.Machine, opts allocator.Options, ops []allocatortest.Op) []string {
-	s := allocator.New(m, opts)
+	s := allocator.MustNew(m, opts)
 	out := make([]string, len(ops))
 	for i, op := range ops {
 		out[i] = apply(s, op)
@@ -193,7 +193,7 @@ func TestEngineAgainstModelOnPresets(t *testing.T) {
 // checkStream plays ops on a fresh State of m and checks every step (see
 // TestEngineAgainstModel).
 func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []allocatortest.Op) {
-	s := allocator.New(m, opts)
+	s := allocator.MustNew(m, opts)
 	md, err := allocatortest.NewModel(m, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -252,9 +252,9 @@ func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []
 			// request that may take devices of unknown NUMA node: whether
 			// they lower its width_cap is left open by docs/design.md.
 			wc := md.Decide(&r).WidthCap
-			if aligned := a.Span.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
+			if aligned := a.DenseSpan.Count() <= wc; !mayTakeUnplaced(m, &r) && aligned != (score >= 50) {
 				t.Fatalf("%s: Score %d, but the span %v has %d node(s) and width_cap is %d",
-					step, score, a.NUMANodes(), a.Span.Count(), wc)
+					step, score, a.NUMANodes(), a.DenseSpan.Count(), wc)
 			}
 			next, err := md.With(a)
 			if err != nil {
@@ -311,7 +311,7 @@ func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []
 			t.Fatalf("after %s: %v", step, err)
 		}
 		snap := s.Snapshot()
-		fresh := allocator.New(m, opts)
+		fresh := allocator.MustNew(m, opts)
 		if err := fresh.Restore(snap); err != nil {
 			t.Fatalf("after %s: Restore of the snapshot into a fresh State: %v", step, err)
 		}
@@ -345,7 +345,7 @@ func TestRefusalsAreTyped(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := allocatortest.Machine().Draw(t, "machine")
 		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		for _, op := range ops {
 			apply(s, op)
 		}

@@ -39,8 +39,16 @@ func (e *TopologyChangeError) Error() string {
 	return fmt.Sprintf("%s: %d allocation(s) affected: %s", ErrTopologyChange, len(e.Conflicts), strings.Join(parts, "; "))
 }
 
-// Unwrap returns [ErrTopologyChange].
-func (e *TopologyChangeError) Unwrap() error { return ErrTopologyChange }
+// Unwrap returns [ErrTopologyChange] and the conflicts' causes, so that
+// errors.As finds, for example, a *[NodeError] for a NUMA node the new
+// machine does not have.
+func (e *TopologyChangeError) Unwrap() []error {
+	errs := []error{ErrTopologyChange}
+	for _, c := range e.Conflicts {
+		errs = append(errs, c.Err)
+	}
+	return errs
+}
 
 // Affected returns the IDs of the conflicting allocations.
 func (e *TopologyChangeError) Affected() []string {
@@ -60,14 +68,29 @@ func (e *TopologyChangeError) Affected() []string {
 // has. Otherwise nothing changes and the error is a *[TopologyChangeError]
 // listing every affected allocation; the caller can release or evict those
 // and try again. States with Options.Resources cannot be moved (the extra
-// resources were built for the old machine).
+// resources were built for the old machine). Allocations keep their
+// memory on the same NUMA node IDs: memory on a node ID m does not have is
+// a conflict (a *[NodeError]), never moved to another node. A nil m is an
+// error wrapping [ErrNoMachine].
+//
+// Bound: building the new state (linear in m) and claiming every live
+// allocation on it (linear in what they hold), under the write lock.
 func (s *State) ReplaceMachine(m *topology.Machine) error {
+	if s == nil {
+		return errNilState
+	}
+	if m == nil {
+		return fmt.Errorf("%w: ReplaceMachine needs a *topology.Machine, got nil", ErrNoMachine)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.opts.Resources) > 0 {
 		return fmt.Errorf("%w: the state has resources of the caller's own (Options.Resources), which cannot follow a new machine", ErrTopologyChange)
 	}
-	next := New(m, s.opts)
+	next, err := New(m, s.opts)
+	if err != nil {
+		return err
+	}
 	for _, d := range s.devices() {
 		for i, h := range d.healthy {
 			if !h {

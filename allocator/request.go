@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -53,11 +54,11 @@ func (r *Request) String() string {
 func (r *Request) validate(tpc int) error {
 	switch {
 	case r.CPUs < 0:
-		return invalidRequest(r, "cpus", "%d is negative", r.CPUs)
+		return invalidRequest(r, "cpus", "cannot be negative (%d CPUs)", r.CPUs)
 	case r.GPUs < 0:
-		return invalidRequest(r, "gpus", "%d is negative", r.GPUs)
+		return invalidRequest(r, "gpus", "cannot be negative (%d GPUs)", r.GPUs)
 	case r.MemoryMiB < 0:
-		return invalidRequest(r, "memoryMiB", "%d is negative", r.MemoryMiB)
+		return invalidRequest(r, "memoryMiB", "cannot be negative (%d MiB)", r.MemoryMiB)
 	case !r.Policy.Valid():
 		return invalidRequest(r, "policy", "%d is not a policy", r.Policy)
 	case !r.Exclusive.Valid():
@@ -66,11 +67,11 @@ func (r *Request) validate(tpc int) error {
 	any := r.CPUs > 0 || r.GPUs > 0 || r.MemoryMiB > 0
 	if len(r.Devices) > 0 { // ranging over a nil map is not free
 		for c, n := range r.Devices {
-			if c == GPUClass {
-				return invalidRequest(r, "devices[gpu]", "GPUs are asked for with the GPUs field")
+			if strings.EqualFold(c, GPUClass) {
+				return invalidRequest(r, "devices["+c+"]", "GPUs are asked for with the GPUs field")
 			}
 			if n < 0 {
-				return invalidRequest(r, "devices["+c+"]", "%d is negative", n)
+				return invalidRequest(r, "devices["+c+"]", "cannot be negative (%d %s devices)", n, c)
 			}
 			any = any || n > 0
 		}
@@ -79,15 +80,18 @@ func (r *Request) validate(tpc int) error {
 		return invalidRequest(r, "", "every amount is zero")
 	}
 	if r.FullPCPUs && r.CPUs%tpc != 0 {
-		return invalidRequest(r, "cpus", "fullPCPUs needs a multiple of the machine's %d threads per core, got %d", tpc, r.CPUs)
+		return invalidRequest(r, "cpus", "fullPCPUs needs a multiple of the machine's %d threads per core, got %s", tpc, cpuCount(int64(r.CPUs)))
 	}
 	return nil
 }
 
 // NodeMemory is an amount of memory on one NUMA node.
 type NodeMemory struct {
-	Node int   // dense index
-	MiB  int64 // amount
+	// Node is the NUMA node's ID (as in the machine's topology, never a
+	// dense index).
+	Node numa.NodeID
+	// MiB is the amount.
+	MiB int64
 }
 
 // Allocation is what a request received. The CPU set and slices share
@@ -102,28 +106,34 @@ type Allocation struct {
 	Exclusive policy.Exclusivity
 	// FullPCPUs is the request's.
 	FullPCPUs bool
-	// Span is the set of NUMA nodes (dense indices) that host any of the
-	// allocation's CPUs, GPUs, devices or memory.
-	Span numa.Mask
+	// DenseSpan is the set of NUMA nodes that host any of the allocation's
+	// CPUs, GPUs, devices or memory, as a mask of dense indices of the
+	// machine of the state that made it: it means nothing on another
+	// machine. [Allocation.NUMANodes] gives the same nodes by ID. Claim,
+	// Restore and ReplaceMachine ignore it and recompute it from what the
+	// allocation holds.
+	DenseSpan numa.Mask
 	// CPUs are the exclusive CPUs.
 	CPUs numa.CPUSet
 	// GPUs are the GPU IDs, ascending.
 	GPUs []int
 	// Devices are the IDs of the devices of other classes, by class.
 	Devices map[string][]string
-	// Memory is the memory by NUMA node, ascending node, nodes with none
-	// left out.
+	// Memory is the memory by NUMA node ID, ascending ID. Allocate leaves
+	// out the nodes it takes none from; a claimed allocation keeps the
+	// 0 MiB entries it names (they count in no span).
 	Memory []NodeMemory
 
 	machine *topology.Machine
 }
 
-// NUMANodes returns the IDs of the span's nodes, ascending.
+// NUMANodes returns the IDs of the span's nodes, ascending (nil for an
+// allocation that no state made or claimed).
 func (a *Allocation) NUMANodes() []numa.NodeID {
 	if a.machine == nil {
 		return nil
 	}
-	return a.machine.IDsOf(a.Span)
+	return a.machine.IDsOf(a.DenseSpan)
 }
 
 // MemoryMiB returns the total memory of the allocation.
@@ -164,8 +174,11 @@ func (a *Allocation) Request() Request {
 	return r
 }
 
-// String describes the allocation, such as `"a" cpus 0-3 gpus [0] nodes [0]`.
-func (a *Allocation) String() string {
+// String describes the allocation by IDs, such as `"a" cpus 0-3 gpus [0]
+// nodes [0]`, followed by the devices of other classes and the memory per
+// NUMA node ID (`memory 1024 MiB on node 2`). The nodes are those of its
+// span; an allocation that no state made or claimed has none.
+func (a Allocation) String() string {
 	s := fmt.Sprintf("%q cpus %s gpus %v nodes %v", a.ID, a.CPUs, a.GPUs, a.NUMANodes())
 	if len(a.Devices) > 0 {
 		keys := make([]string, 0, len(a.Devices))
@@ -178,7 +191,11 @@ func (a *Allocation) String() string {
 		}
 	}
 	if len(a.Memory) > 0 {
-		s += fmt.Sprintf(" memory %d MiB", a.MemoryMiB())
+		parts := make([]string, len(a.Memory))
+		for i, x := range a.Memory {
+			parts[i] = fmt.Sprintf("%d MiB on node %d", x.MiB, x.Node)
+		}
+		s += " memory " + strings.Join(parts, ", ")
 	}
 	return s
 }

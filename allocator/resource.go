@@ -34,7 +34,9 @@ type Resource interface {
 	// the unplaced pool, by the resource's preferences, and records them in
 	// a. The engine guarantees that the amounts are free.
 	Take(r *Request, amounts []int64, unplaced int64, a *Allocation)
-	// Give returns what a holds of this resource.
+	// Give returns what a holds of this resource. After a successful Claim
+	// of a, Give(a) must restore exactly the state before it: a claim whose
+	// later resource refuses undoes the earlier ones so.
 	Give(a *Allocation)
 	// Claim takes exactly what a holds of this resource, or returns an error
 	// wrapping [ErrConflict] naming what is unknown or not free; on error

@@ -16,7 +16,13 @@ import (
 // it; for BestEffort, one NUMA node whenever the request fits in one, and
 // the narrowest the hardware allows otherwise, so that a 3-GPU pod on a
 // 2-GPU-per-node machine still prefers a machine where 2 nodes suffice).
+//
+// Bound: Fit's decision and, for BestEffort and None, the computation of
+// width_cap (within the same search bound), under the read lock.
 func (s *State) Score(r *Request) (int, error) {
+	if err := s.check(r); err != nil {
+		return 0, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r.ID != "" {
@@ -36,10 +42,12 @@ func (s *State) Score(r *Request) (int, error) {
 	// hardware permits (for BestEffort that is one NUMA node whenever the
 	// request fits in one). BestEffort and None spans are exactly
 	// width_free nodes wide.
+	// When the search bound cuts the computation of width_cap, the
+	// placement counts as not aligned.
 	aligned := true // SingleNUMANode and Restricted: admission demands it
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		widthCap, _ := s.widthCapLocked(r, sc)
-		aligned = p.widthFree <= max(widthCap, 1)
+		aligned = p.widthFree <= max(widthCap, 1) && !sc.cut()
 	}
 
 	// Utilisation after the placement, averaged over the demanded kinds.

@@ -59,7 +59,11 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 		want := -1
 		for w := 1; w <= n; w++ {
 			ok := c.smallExists(pool, w, &ref)
+			s.cs.used, s.cs.undecided = 0, 0 // one decision per width
 			m, got := c.exists(pool, w, &s)
+			if s.cs.undecided > 0 {
+				t.Fatalf("width %d: the search bound (%d steps) cut the search of %d nodes", w, searchSteps, n)
+			}
 			if got != ok {
 				t.Fatalf("width %d: large search says %v, subset search %v", w, got, ok)
 			}
@@ -71,6 +75,7 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 			}
 		}
 		c.gen++
+		s.cs.used, s.cs.undecided = 0, 0
 		if got := c.minWidth(pool, &s); got != want {
 			t.Fatalf("minWidth %d, want %d", got, want)
 		}

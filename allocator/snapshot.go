@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,8 +19,15 @@ type Snapshot struct {
 	Unhealthy map[string][]string
 }
 
-// Snapshot returns a copy of the live allocations and device health.
+// Snapshot returns a copy of the live allocations and device health, in
+// time linear in what they hold plus the devices (an empty snapshot for a
+// nil state). Everything in it names CPUs, devices and NUMA nodes by ID,
+// except each allocation's DenseSpan, which only this state's machine
+// gives a meaning to (Restore recomputes it).
 func (s *State) Snapshot() Snapshot {
+	if s == nil {
+		return Snapshot{}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	live := s.liveLocked()
@@ -73,8 +81,17 @@ func (e *RestoreError) Unwrap() error { return e.Err }
 // unknown or reserved CPUs, unknown devices, CPUs or devices held twice, or
 // more memory than a node has; the error is a *[RestoreError] naming it.
 // Restore works on a state that already has live allocations too (it adds
-// to them), but is meant for a fresh one.
+// to them), but is meant for a fresh one. Everything is matched by ID: a
+// snapshot restored on another machine keeps each allocation's CPUs,
+// devices and memory per NUMA node ID exactly, or is refused (memory on a
+// node ID the machine does not have: a *[NodeError]), never moved.
+//
+// Bound: a copy of the state (O(state)) and claims linear in what the
+// snapshot holds, under the write lock.
 func (s *State) Restore(snap Snapshot) error {
+	if s == nil {
+		return errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Work on a copy so that a refusal changes nothing.
@@ -96,21 +113,28 @@ func (s *State) Restore(snap Snapshot) error {
 }
 
 // Claim adds a as a live allocation holding exactly what it names (the
-// kubelet side admitting a pod by the scheduler's decision). Its span is
-// recomputed. On error (*[RestoreError] wrapping [ErrConflict] or
-// [ErrDuplicateID]) nothing changes.
+// kubelet side admitting a pod by the scheduler's decision): CPUs by CPU
+// ID, GPUs by GPU ID, devices by class and ID, memory by NUMA node ID. Its
+// span is recomputed from those on this state's machine (a.DenseSpan is
+// ignored). On error (*[RestoreError] wrapping [ErrConflict],
+// [ErrDuplicateID] or a *[NodeError] for a NUMA node the machine does not
+// have) nothing changes. It costs O(what a holds), whatever else is live.
 func (s *State) Claim(a Allocation) (Allocation, error) {
+	if s == nil {
+		return Allocation{}, errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tmp := s.cloneLocked()
-	if err := tmp.claim(a.Clone()); err != nil {
+	if err := s.claim(a.Clone()); err != nil {
 		return Allocation{}, &RestoreError{ID: a.ID, Err: err}
 	}
-	s.adopt(tmp)
 	idx := s.ids[a.ID]
 	return s.recs[idx], nil
 }
 
+// claim makes a live, holding exactly what it names, or returns why not
+// and changes nothing: the resources claimed before the one that refuses
+// give back what they took.
 func (s *State) claim(a Allocation) error {
 	if a.ID == "" {
 		return errors.New("empty allocation ID")
@@ -123,24 +147,37 @@ func (s *State) claim(a Allocation) error {
 	}
 	a.machine = s.m
 	slices.Sort(a.GPUs)
+	a.Memory = normalMemory(a.Memory)
 	for c := range a.Devices {
 		if _, ok := s.classes[c]; !ok {
-			return fmt.Errorf("%w: the machine has no %s devices", ErrConflict, c)
+			return fmt.Errorf("%w: the machine has no %s devices (%s)", ErrConflict, c, s.classList())
 		}
 		slices.Sort(a.Devices[c])
 	}
 	var span numa.Mask
-	for _, res := range s.res {
+	for j, res := range s.res {
 		if err := res.Claim(&a); err != nil {
+			for _, done := range s.res[:j] {
+				done.Give(&a)
+			}
 			return err
 		}
 		span |= res.Nodes(&a)
 	}
-	a.Span = span
+	a.DenseSpan = span
 	idx := s.slot()
 	s.recs[idx] = a
 	s.commit(idx)
 	return nil
+}
+
+// normalMemory sorts mem by node ID (a node listed twice is refused by
+// Memory.Claim). Entries of 0 MiB stay: a claim may name them
+// (adapters/kubelet records the kubelet memory manager's group so); they
+// count in no span.
+func normalMemory(mem []NodeMemory) []NodeMemory {
+	slices.SortStableFunc(mem, func(x, y NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
+	return mem
 }
 
 // cloneLocked returns an independent copy of the state (the caller holds a
@@ -176,7 +213,11 @@ func (s *State) cloneLocked() *State {
 // Clone returns an independent copy of the state: a cheap way to try
 // placements (a preemption dry-run) without touching the original. The
 // allocations of the copy share their read-only storage with the original.
+// It takes time linear in the state (nil for a nil state).
 func (s *State) Clone() *State {
+	if s == nil {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.cloneLocked()
@@ -185,16 +226,24 @@ func (s *State) Clone() *State {
 // adopt moves the contents of t into s (the caller holds s's write lock).
 func (s *State) adopt(t *State) {
 	s.res, s.pen, s.bulk, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.bulk, t.cpu, t.gpu, t.mem, t.classes
+	s.returns = t.returns
 	s.ids, s.recs, s.freeRecs, s.single, s.multi = t.ids, t.recs, t.freeRecs, t.single, t.multi
 	s.singleMask, s.sharedMask = t.singleMask, t.sharedMask
 }
 
-// SetDeviceHealth marks the device of the given class ("gpu" for GPUs, IDs
-// as decimal strings) healthy or unhealthy; an unknown class or ID returns
-// an error wrapping [ErrUnknownDevice] and changes nothing. An unhealthy device is never
+// SetDeviceHealth marks the device of the given class ("gpu" for GPUs)
+// healthy or unhealthy. The ID may be in any form [CanonicalDeviceID]
+// accepts ("03" is GPU 3) and is recorded in canonical form; class names
+// are case-sensitive. An unknown class (the error lists the machine's
+// classes), a malformed or unknown ID returns an error wrapping
+// [ErrUnknownDevice] and changes nothing. An unhealthy device is never
 // handed out and is not capacity; live allocations that hold it keep it and
-// are returned (their IDs, ascending) so the caller can act on them.
+// are returned (their IDs, ascending) so the caller can act on them. It
+// takes O(log devices) plus O(what the live allocations hold) to find them.
 func (s *State) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
+	if s == nil {
+		return nil, errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.setHealth(class, id, healthy)
@@ -206,11 +255,15 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 		d = s.classes[class]
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w: the machine has no %s devices", ErrUnknownDevice, class)
+		return nil, fmt.Errorf("%w: the machine has no %s devices (%s%s)", ErrUnknownDevice, class, s.didYouMean(class), s.classList())
 	}
-	i, ok := d.index(id)
+	canon, err := CanonicalDeviceID(class, id)
+	if err != nil {
+		return nil, err
+	}
+	i, ok := d.index(canon)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s does not exist on this machine", ErrUnknownDevice, d.noun(), id)
+		return nil, fmt.Errorf("%w: %s %s does not exist on this machine%s", ErrUnknownDevice, d.noun(), canon, d.nearID(canon))
 	}
 	d.setHealthy(i, healthy)
 	var affected []string

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -40,7 +41,7 @@ type Options struct {
 	Scoring Scoring
 	// SearchBudget bounds how many candidate spans of the demanded width are
 	// compared when choosing among admissible ones on large machines (0:
-	// 512). Admissibility never depends on it.
+	// 512; negative is an error). Admissibility never depends on it.
 	SearchBudget int
 	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
 	// for GPU pods: by default, among admissible spans, a request without
@@ -57,9 +58,11 @@ type Options struct {
 // class, free memory, the live allocations by ID with their spans, and the
 // NUMA node types.
 //
-// All methods are safe for concurrent use: Fit, Score, Get, Live,
-// Snapshot and the other readers take a read lock and run in parallel;
-// Allocate, Release, Restore and SetDeviceHealth take the write lock.
+// All methods are safe for concurrent use: Fit, Score, FitWithout, Get,
+// Live, Snapshot, Clone and the other readers take a read lock and run in
+// parallel; Allocate, Release, Resize, Claim, Restore, ReplaceMachine and
+// SetDeviceHealth take the write lock. No method holds a lock for
+// unbounded work: each one's doc comment states its bound.
 type State struct {
 	mu       sync.RWMutex
 	m        *topology.Machine
@@ -68,6 +71,7 @@ type State struct {
 	res      []Resource
 	pen      []Penalizer
 	bulk     []BulkReader
+	returns  bool // every resource is a Returner
 	cpu      *CPUs
 	gpu      *Devices
 	mem      *Memory
@@ -86,18 +90,29 @@ type State struct {
 	maxSet                 int // nodes in the largest NUMA set
 }
 
-// New returns the state of machine m with everything free.
-func New(m *topology.Machine, opts Options) *State {
+// New returns the state of machine m with everything free. A nil m is
+// refused with an error wrapping [ErrNoMachine]; invalid options (a
+// negative SearchBudget, a nil resource, a resource without a kind or of a
+// kind the state already has) with an error wrapping [ErrInvalidOptions].
+// It takes time and memory linear in the machine's NUMA nodes, CPUs,
+// devices and NVLinks (plus a sort of the devices and links).
+func New(m *topology.Machine, opts Options) (*State, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: allocator.New needs a *topology.Machine, got nil", ErrNoMachine)
+	}
+	if opts.SearchBudget < 0 {
+		return nil, fmt.Errorf("%w: SearchBudget %d is negative (0 means the default, 512)", ErrInvalidOptions, opts.SearchBudget)
+	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
 		allPool: [1]numa.Mask{m.AllNodes()}}
-	if s.opts.SearchBudget <= 0 {
+	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
 	}
 	for _, set := range s.setMasks {
 		s.maxSet = max(s.maxSet, set.Count())
 	}
-	s.gpu = NewGPUs(m)
+	s.gpu = newGPUs(m)
 	s.res = append(s.res, s.gpu)
 	var classes []string
 	for _, d := range m.Devices() {
@@ -107,22 +122,50 @@ func New(m *topology.Machine, opts Options) *State {
 	}
 	sort.Strings(classes)
 	for _, c := range classes {
-		d := NewDevices(m, c)
+		d := newDeviceClass(m, c)
 		s.classes[c] = d
 		s.res = append(s.res, d)
 	}
-	s.cpu = NewCPUs(m)
-	s.mem = NewMemory(m)
+	s.cpu = newCPUs(m)
+	s.mem = newMemory(m)
 	s.res = append(s.res, s.cpu, s.mem)
-	s.res = append(s.res, opts.Resources...)
+	for i, r := range opts.Resources {
+		if r == nil {
+			return nil, fmt.Errorf("%w: Resources[%d] is nil", ErrInvalidOptions, i)
+		}
+		kind := r.Kind()
+		if kind == "" {
+			return nil, fmt.Errorf("%w: Resources[%d] has no kind", ErrInvalidOptions, i)
+		}
+		for _, have := range s.res {
+			if have.Kind() == kind {
+				return nil, fmt.Errorf("%w: Resources[%d] is of kind %q, which the state already has", ErrInvalidOptions, i, kind)
+			}
+		}
+		s.res = append(s.res, r)
+	}
 	s.initPen()
+	return s, nil
+}
+
+// MustNew is New for machines and options known to be valid (presets,
+// tests, examples): it panics when New returns an error.
+func MustNew(m *topology.Machine, opts Options) *State {
+	s, err := New(m, opts)
+	if err != nil {
+		panic(err)
+	}
 	return s
 }
 
 func (s *State) initPen() {
 	s.pen = make([]Penalizer, len(s.res))
 	s.bulk = make([]BulkReader, len(s.res))
+	s.returns = true
 	for j, r := range s.res {
+		if _, ok := r.(Returner); !ok {
+			s.returns = false
+		}
 		if p, ok := r.(Penalizer); ok {
 			s.pen[j] = p
 		}
@@ -154,8 +197,13 @@ func (s *State) readCapacity(j int, r *Request, dst []int64) {
 	}
 }
 
-// Machine returns the machine.
-func (s *State) Machine() *topology.Machine { return s.m }
+// Machine returns the machine (nil for a nil state).
+func (s *State) Machine() *topology.Machine {
+	if s == nil {
+		return nil
+	}
+	return s.m
+}
 
 // scratch holds the per-decision working memory, reused between calls.
 type scratch struct {
@@ -169,8 +217,9 @@ type scratch struct {
 	ch    chooser
 	seed  numa.Mask // the last cover anyCover found
 	// without, when set, makes decide see the state as if these live
-	// allocations were released (FitWithout).
+	// allocations were released (FitWithout, Resize).
 	without []*Allocation
+	victims []*Allocation // storage for without
 }
 
 // plan is a decision: the span and, when chosen, the amounts in sc.best.
@@ -184,8 +233,15 @@ type plan struct {
 
 // Fit reports whether Allocate would accept r now, without changing
 // anything; the error is the one Allocate would return. It allocates
-// nothing on success.
+// nothing on success. A nil r or a nil state is an error.
+//
+// Bound: one decision (see the engine's doc: O(k·n) reads, the exhaustive
+// subset search on at most 16 NUMA nodes, at most searchSteps steps of the
+// class search beyond), under the read lock.
 func (s *State) Fit(r *Request) error {
+	if err := s.check(r); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r.ID != "" {
@@ -209,6 +265,7 @@ func (s *State) getScratch() *scratch { return scratches.Get().(*scratch) }
 
 func (s *State) putScratch(sc *scratch) {
 	sc.without, sc.ch.s, sc.ch.r, sc.ch.sc, sc.d.ch, sc.d.cs.c, sc.d.c = nil, nil, nil, nil, nil, nil, nil
+	clear(sc.victims)
 	scratches.Put(sc)
 }
 
@@ -216,8 +273,16 @@ func (s *State) putScratch(sc *scratch) {
 // not (a *PlacementError for topology and amount refusals, wrapping
 // [ErrInvalidRequest], [ErrDuplicateID] otherwise). On error nothing
 // changes. The allocation shares storage with the state: treat it as
-// read-only.
+// read-only. A nil r or a nil state is an error.
+//
+// Bound: Fit's decision plus the choice among admissible spans, at most
+// Options.SearchBudget candidates and as many local-search swaps, each
+// O(k·n) plus the resources' penalties (O(devices on the span's nodes)),
+// and taking the units, under the write lock.
 func (s *State) Allocate(r *Request) (Allocation, error) {
+	if err := s.check(r); err != nil {
+		return Allocation{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.ID == "" {
@@ -237,7 +302,7 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	idx := s.slot()
 	a := &s.recs[idx]
 	*a = Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
-		Span: p.span, machine: s.m}
+		DenseSpan: p.span, machine: s.m}
 	for k := 0; k < sc.c.k; k++ {
 		s.res[sc.kinds[k]].Take(r, sc.best[k][:s.n], sc.un[k], a)
 	}
@@ -260,7 +325,7 @@ func (s *State) slot() int32 {
 func (s *State) commit(idx int32) {
 	a := &s.recs[idx]
 	s.ids[a.ID] = idx
-	s.count(a.Span, 1)
+	s.count(a.DenseSpan, 1)
 }
 
 func (s *State) count(span numa.Mask, delta int32) {
@@ -276,8 +341,11 @@ func (s *State) count(span numa.Mask, delta int32) {
 
 // Release returns everything the allocation with the given ID holds. An ID
 // that is not live returns [ErrUnknownID] and changes nothing, so a retried
-// release is harmless.
+// release is harmless. It takes time linear in what the allocation holds.
 func (s *State) Release(id string) error {
+	if s == nil {
+		return errNilState
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ids[id]; !ok {
@@ -287,8 +355,11 @@ func (s *State) Release(id string) error {
 	return nil
 }
 
-// Get returns the live allocation with the given ID (read-only).
+// Get returns the live allocation with the given ID (read-only), in O(1).
 func (s *State) Get(id string) (Allocation, bool) {
+	if s == nil {
+		return Allocation{}, false
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	idx, ok := s.ids[id]
@@ -298,8 +369,12 @@ func (s *State) Get(id string) (Allocation, bool) {
 	return s.recs[idx], true
 }
 
-// Live returns the live allocations ordered by ID (read-only).
+// Live returns the live allocations ordered by ID (read-only), in
+// O(l log l) for l live allocations.
 func (s *State) Live() []Allocation {
+	if s == nil {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.liveLocked()
@@ -314,8 +389,12 @@ func (s *State) liveLocked() []Allocation {
 	return out
 }
 
-// NodeTypes returns the single and shared NUMA nodes (dense masks).
+// NodeTypes returns the single and shared NUMA nodes (masks of dense
+// indices of the state's machine), in O(1).
 func (s *State) NodeTypes() (single, shared numa.Mask) {
+	if s == nil {
+		return 0, 0
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.singleMask, s.sharedMask
@@ -333,16 +412,22 @@ func (s *State) types() (single, shared numa.Mask) {
 	return single, shared
 }
 
-// FreeCPUs returns the free allocatable CPUs.
+// FreeCPUs returns the free allocatable CPUs, in O(CPUs).
 func (s *State) FreeCPUs() numa.CPUSet {
+	if s == nil {
+		return numa.CPUSet{}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.cpu.FreeCPUs()
 }
 
 // Kinds returns the kinds of the composed resources in the engine's order
-// (such as "gpu", "rdma", "cpu", "memory").
+// (such as "gpu", "rdma", "cpu", "memory"), in O(kinds).
 func (s *State) Kinds() []string {
+	if s == nil {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	kinds := make([]string, len(s.res))
@@ -353,8 +438,12 @@ func (s *State) Kinds() []string {
 }
 
 // NodeFree returns, for the node at dense index i, the free amount of each
-// resource kind in plain units (CPUs, devices, MiB), by kind.
+// resource kind in plain units (CPUs, devices, MiB), by kind; nil when i
+// is not a node's index (or the state is nil).
 func (s *State) NodeFree(i int) map[string]int64 {
+	if s == nil || i < 0 || i >= s.n {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var plain Request
@@ -363,4 +452,40 @@ func (s *State) NodeFree(i int) map[string]int64 {
 		out[res.Kind()] = res.Free(&plain, i)
 	}
 	return out
+}
+
+// classList names the machine's device classes, for messages: "its device
+// classes: gpu, rdma; names are case-sensitive".
+func (s *State) classList() string {
+	return "its device classes: " + strings.Join(s.classNames(), ", ") + "; names are case-sensitive"
+}
+
+// classNames returns "gpu" and the machine's other device classes, sorted.
+func (s *State) classNames() []string {
+	return append([]string{GPUClass}, slices.Sorted(maps.Keys(s.classes))...)
+}
+
+// didYouMean returns `did you mean "rdma"? ` when the machine has a class
+// that differs from class only in case, else "".
+func (s *State) didYouMean(class string) string {
+	for _, c := range s.classNames() {
+		if c != class && strings.EqualFold(c, class) {
+			return fmt.Sprintf("did you mean %q? ", c)
+		}
+	}
+	return ""
+}
+
+// errNilState is what the methods of a nil *State return.
+var errNilState = fmt.Errorf("%w: the *allocator.State is nil", ErrNoMachine)
+
+// check refuses a nil state or a nil request.
+func (s *State) check(r *Request) error {
+	if s == nil {
+		return errNilState
+	}
+	if r == nil {
+		return &RequestError{Reason: "the request is nil"}
+	}
+	return nil
 }

@@ -30,7 +30,7 @@ func tbPreset(t testing.TB, name string) *topology.Machine {
 
 func tbState(t testing.TB, name string) *allocator.State {
 	t.Helper()
-	return allocator.New(tbPreset(t, name), allocator.Options{})
+	return allocator.MustNew(tbPreset(t, name), allocator.Options{})
 }
 
 // tbNodeSpec describes one node of a machine built by tbMachine.
@@ -80,7 +80,7 @@ func tbText(s *allocator.State) string {
 	snap := s.Snapshot()
 	for _, a := range snap.Allocations {
 		fmt.Fprintf(&sb, "%s %v/%v full=%v span=%s mem=%v\n", a.String(), a.Policy, a.Exclusive, a.FullPCPUs,
-			a.Span, a.Memory)
+			a.DenseSpan, a.Memory)
 	}
 	for _, c := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
 		fmt.Fprintf(&sb, "unhealthy %s %v\n", c, snap.Unhealthy[c])
@@ -267,7 +267,7 @@ func TestTableSingleNUMANode(t *testing.T) {
 
 	t.Run("may not use a shared node", func(t *testing.T) {
 		m := tbMachine(t, 1, []tbNodeSpec{{socket: 0, cores: 4, gpus: 2}, {socket: 0, cores: 4, gpus: 2}}, nil)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		a := tbMust(t, s, allocator.Request{ID: "wide", GPUs: 3, Policy: policy.Restricted})
 		require.Equal(t, tbIDs(0, 1), a.NUMANodes())
 		// One GPU and plenty of CPUs are free on each node, but both are shared.
@@ -283,7 +283,7 @@ func TestTableSingleNUMANode(t *testing.T) {
 
 	t.Run("avoids a shared node when an idle one exists", func(t *testing.T) {
 		m := tbMachine(t, 1, []tbNodeSpec{{0, 4, 2, 0}, {0, 4, 2, 0}, {0, 4, 2, 0}}, nil)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		tbMust(t, s, allocator.Request{ID: "wide", GPUs: 3, Policy: policy.Restricted}) // nodes 0,1
 		a := tbMust(t, s, allocator.Request{ID: "one", GPUs: 1, Policy: policy.SingleNUMANode})
 		require.Equal(t, tbIDs(2), a.NUMANodes(), "best fit would pick a shared node, the rule forbids it")
@@ -353,14 +353,14 @@ func TestTableRestricted(t *testing.T) {
 
 	t.Run("inside one set although a cheaper cross-set span exists", func(t *testing.T) {
 		m := tbSetsMachine(t)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		a := tbMust(t, s, allocator.Request{ID: "a", GPUs: 2, Policy: policy.Restricted})
 		require.Equal(t, tbIDs(0, 1), a.NUMANodes(), "{1,2} is nearer but crosses sets")
 		b := tbMust(t, s, allocator.Request{ID: "b", GPUs: 2, CPUs: 2, Policy: policy.Restricted})
 		require.Equal(t, tbIDs(2, 3), b.NUMANodes())
 
 		// Hold the GPUs of nodes 0 and 3: only {1,2} has 2 free GPUs.
-		s = allocator.New(m, allocator.Options{})
+		s = allocator.MustNew(m, allocator.Options{})
 		for _, g := range []int{0, 3} {
 			_, err := s.Claim(allocator.Allocation{ID: fmt.Sprint("g", g), GPUs: []int{g}, Policy: policy.SingleNUMANode})
 			require.NoError(t, err)
@@ -377,7 +377,7 @@ func TestTableRestricted(t *testing.T) {
 
 	t.Run("may cross sets when width_cap was found across sets", func(t *testing.T) {
 		m := tbSetsMachine(t)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		a := tbMust(t, s, allocator.Request{ID: "a", GPUs: 3, Policy: policy.Restricted})
 		require.Len(t, a.NUMANodes(), 3)
 		mask, err := m.MaskOf(a.NUMANodes()...)
@@ -417,7 +417,7 @@ func TestTableRestricted(t *testing.T) {
 
 	t.Run("exclusivity is hard", func(t *testing.T) {
 		m := tbMachine(t, 1, []tbNodeSpec{{0, 4, 2, 0}, {0, 4, 2, 0}}, nil)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		tbMust(t, s, allocator.Request{ID: "one", CPUs: 1, Policy: policy.SingleNUMANode})
 		pe := tbRefused(t, s, allocator.Request{ID: "r", GPUs: 3, Policy: policy.Restricted}, allocator.ErrExclusivity)
 		require.Equal(t, tbIDs(0), pe.Blocked)
@@ -441,7 +441,7 @@ func TestTableRestricted(t *testing.T) {
 
 	t.Run("None allocations count for the node types", func(t *testing.T) {
 		m := tbMachine(t, 1, []tbNodeSpec{{0, 4, 2, 0}, {0, 4, 2, 0}}, nil)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		n := tbMust(t, s, allocator.Request{ID: "n", CPUs: 1, Policy: policy.None})
 		require.Equal(t, tbIDs(0), n.NUMANodes())
 		pe := tbRefused(t, s, allocator.Request{ID: "r", GPUs: 3, Policy: policy.Restricted}, allocator.ErrExclusivity)
@@ -521,7 +521,7 @@ func TestTableBestEffort(t *testing.T) {
 
 	t.Run("a one-node span avoids shared nodes when it can", func(t *testing.T) {
 		m := tbMachine(t, 1, []tbNodeSpec{{0, 4, 2, 0}, {0, 4, 2, 0}, {0, 4, 2, 0}}, nil)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		w := tbMust(t, s, allocator.Request{ID: "wide", GPUs: 3, Policy: policy.Restricted})
 		require.Equal(t, tbIDs(0, 1), w.NUMANodes())
 		// Node 1 (shared) has 1 free GPU, node 2 (idle) 2: best fit would
@@ -557,7 +557,7 @@ func TestTableNone(t *testing.T) {
 		})
 		for _, p := range []policy.Policy{policy.SingleNUMANode, policy.Restricted, policy.BestEffort} {
 			t.Run(p.String(), func(t *testing.T) {
-				s := allocator.New(m, allocator.Options{})
+				s := allocator.MustNew(m, allocator.Options{})
 				pe := tbRefused(t, s, allocator.Request{ID: "r", GPUs: 3, Policy: p}, allocator.ErrInsufficient)
 				require.Equal(t, []allocator.Shortage{{Resource: "gpu", Need: 3, Have: 2}}, pe.Short)
 				var got []int
@@ -572,7 +572,7 @@ func TestTableNone(t *testing.T) {
 			})
 		}
 		t.Run("None", func(t *testing.T) {
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			// None takes the unplaced GPU first (nobody else can use it); it
 			// counts in no span.
 			a := tbMust(t, s, allocator.Request{ID: "n", GPUs: 1, Policy: policy.None})
@@ -590,7 +590,7 @@ func TestTableNone(t *testing.T) {
 			require.Equal(t, numa.Mask(0), shared)
 		})
 		t.Run("Score", func(t *testing.T) {
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			sc, err := s.Score(&allocator.Request{GPUs: 3, Policy: policy.None})
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, sc, 0)
@@ -607,7 +607,7 @@ func TestTableMemory(t *testing.T) {
 			a := tbMust(t, s, allocator.Request{ID: fmt.Sprint("m", i), CPUs: 1, MemoryMiB: 600 * gib,
 				Policy: policy.SingleNUMANode})
 			require.Equal(t, tbIDs(want), a.NUMANodes())
-			require.Equal(t, []allocator.NodeMemory{{Node: want, MiB: 600 * gib}}, a.Memory)
+			require.Equal(t, []allocator.NodeMemory{{Node: numa.NodeID(want), MiB: 600 * gib}}, a.Memory)
 			require.Equal(t, int64(600*gib), a.MemoryMiB())
 		}
 		// 848 GiB free in all, 424 per node.
@@ -647,7 +647,7 @@ func TestTableMemory(t *testing.T) {
 		require.True(t, tbInOneSet(m, r.NUMANodes()))
 		require.Equal(t, int64(40*gib), r.MemoryMiB())
 		for _, x := range r.Memory {
-			require.LessOrEqual(t, x.MiB, m.Node(x.Node).MemoryMiB)
+			require.LessOrEqual(t, x.MiB, tbNodeMem(m, x.Node))
 		}
 		// Memory only, 48 GiB: no node has it, two do (DDR+DDR or DDR+HBM).
 		all := tbMust(t, s, allocator.Request{ID: "mem", MemoryMiB: 48 * gib, Policy: policy.BestEffort})
@@ -668,7 +668,7 @@ func TestTableFullPCPUs(t *testing.T) {
 		}
 		// On a machine without SMT any count will do.
 		m := tbMachine(t, 1, []tbNodeSpec{{0, 3, 0, 0}}, nil)
-		s = allocator.New(m, allocator.Options{})
+		s = allocator.MustNew(m, allocator.Options{})
 		tbMust(t, s, allocator.Request{ID: "f", CPUs: 3, FullPCPUs: true})
 	})
 
@@ -690,7 +690,7 @@ func TestTableFullPCPUs(t *testing.T) {
 		// Two nodes of 4 SMT2 cores; one thread of every core of node 0 is
 		// held: node 0 has 4 free CPUs but no whole free core.
 		m := tbMachine(t, 2, []tbNodeSpec{{0, 4, 0, 0}, {0, 4, 0, 0}}, nil)
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		_, err := s.Claim(allocator.Allocation{ID: "threads", CPUs: numa.MustParseCPUSet("0,2,4,6"), Policy: policy.None})
 		require.NoError(t, err)
 		require.Equal(t, "1,3,5,7-15", s.FreeCPUs().String())
@@ -709,7 +709,7 @@ func TestTableFullPCPUs(t *testing.T) {
 
 		// A one-node machine: 4 free CPUs, no whole core.
 		m1 := tbMachine(t, 2, []tbNodeSpec{{0, 4, 0, 0}}, nil)
-		s1 := allocator.New(m1, allocator.Options{})
+		s1 := allocator.MustNew(m1, allocator.Options{})
 		_, err = s1.Claim(allocator.Allocation{ID: "threads", CPUs: numa.MustParseCPUSet("0,2,4,6")})
 		require.NoError(t, err)
 		for _, p := range policy.Policies {
@@ -722,7 +722,7 @@ func TestTableFullPCPUs(t *testing.T) {
 		m := tbMachine(t, 2, []tbNodeSpec{{0, 2, 0, 0}}, func(b *topology.Builder) {
 			b.SetReservedCPUs(numa.NewCPUSet(0))
 		})
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		a := tbMust(t, s, allocator.Request{ID: "f", CPUs: 2, FullPCPUs: true})
 		require.Equal(t, "2-3", a.CPUs.String())
 		tbRefused(t, s, allocator.Request{ID: "g", CPUs: 2, FullPCPUs: true}, allocator.ErrInsufficient)
@@ -737,7 +737,7 @@ func TestTableReservedCPUs(t *testing.T) {
 	m := tbMachine(t, 2, []tbNodeSpec{{0, 2, 1, 0}, {0, 2, 0, 0}}, func(b *topology.Builder) {
 		b.SetReservedCPUs(numa.MustParseCPUSet("0-1"))
 	})
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	require.Equal(t, "2-7", s.FreeCPUs().String())
 	require.Equal(t, int64(2), s.NodeFree(0)["cpu"])
 	// Node 0 has 2 allocatable CPUs: 3 CPUs with its GPU do not fit there.
@@ -955,7 +955,7 @@ func TestTableSnapshotRestore(t *testing.T) {
 			x, _ := s.Get(id)
 			y, ok := r.Get(id)
 			require.True(t, ok)
-			require.Equal(t, x.Span, y.Span)
+			require.Equal(t, x.DenseSpan, y.DenseSpan)
 			require.Equal(t, x.NUMANodes(), y.NUMANodes())
 		}
 		// Both answer the next requests alike.
@@ -1016,7 +1016,7 @@ func TestTableSnapshotRestore(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				s := allocator.New(m, allocator.Options{})
+				s := allocator.MustNew(m, allocator.Options{})
 				live := tbMust(t, s, allocator.Request{ID: "live", CPUs: 1, Policy: policy.SingleNUMANode})
 				require.Equal(t, "4", live.CPUs.String())
 				before := tbText(s)
@@ -1030,7 +1030,7 @@ func TestTableSnapshotRestore(t *testing.T) {
 			})
 		}
 		t.Run("unknown unhealthy device", func(t *testing.T) {
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			before := tbText(s)
 			err := s.Restore(allocator.Snapshot{Allocations: []allocator.Allocation{ok},
 				Unhealthy: map[string][]string{"gpu": {"9"}}})
@@ -1079,7 +1079,7 @@ func TestTablePreferences(t *testing.T) {
 	t.Run("GPUs under one PCIe switch (dgx-a100)", func(t *testing.T) {
 		m := tbPreset(t, "dgx-a100")
 		for _, p := range []policy.Policy{policy.SingleNUMANode, policy.Restricted, policy.BestEffort, policy.None} {
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			tbMust(t, s, allocator.Request{ID: "one", GPUs: 1, Policy: policy.None})
 			a := tbMust(t, s, allocator.Request{ID: "pair", GPUs: 2, Policy: p})
 			g0, _ := m.GPU(a.GPUs[0])
@@ -1095,7 +1095,7 @@ func TestTablePreferences(t *testing.T) {
 				b.AddGPU(topology.GPU{ID: g, NUMANode: 0, PCIeSwitch: []string{"swA", "swB"}[g/2]})
 			}
 		})
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		a := tbMust(t, s, allocator.Request{ID: "a", GPUs: 1})
 		require.Equal(t, []int{0}, a.GPUs)
 		b := tbMust(t, s, allocator.Request{ID: "b", GPUs: 2})
@@ -1110,7 +1110,7 @@ func TestTablePreferences(t *testing.T) {
 			b.AddGPU(topology.GPU{ID: 1, NUMANode: 0, PCIeSwitch: "swA"})
 			b.AddGPU(topology.GPU{ID: 2, NUMANode: 0, PCIeSwitch: "swB"})
 		})
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		a := tbMust(t, s, allocator.Request{ID: "a", GPUs: 1})
 		require.Equal(t, []int{2}, a.GPUs, "the smallest switch group that suffices")
 	})
@@ -1137,7 +1137,7 @@ func TestTablePreferences(t *testing.T) {
 	})
 
 	t.Run("spread", func(t *testing.T) {
-		s := allocator.New(tbPreset(t, "dgx-h100"), allocator.Options{Packing: allocator.Spread})
+		s := allocator.MustNew(tbPreset(t, "dgx-h100"), allocator.Options{Packing: allocator.Spread})
 		a := tbMust(t, s, allocator.Request{ID: "a", GPUs: 2, Policy: policy.SingleNUMANode})
 		require.Equal(t, tbIDs(0), a.NUMANodes())
 		b := tbMust(t, s, allocator.Request{ID: "b", GPUs: 2, Policy: policy.SingleNUMANode})
@@ -1158,7 +1158,7 @@ func TestTablePreferences(t *testing.T) {
 		require.Equal(t, tbIDs(1, 3), b.NUMANodes())
 		// Sets crossed before distance: on tbSetsMachine {1,2} is the
 		// nearest pair but crosses sets.
-		s = allocator.New(tbSetsMachine(t), allocator.Options{})
+		s = allocator.MustNew(tbSetsMachine(t), allocator.Options{})
 		c := tbMust(t, s, allocator.Request{ID: "c", GPUs: 2, Policy: policy.BestEffort})
 		require.Equal(t, tbIDs(0, 1), c.NUMANodes(), "one set before distance")
 		// Distance before the lowest IDs: three nodes in one set, {1,2}
@@ -1166,7 +1166,7 @@ func TestTablePreferences(t *testing.T) {
 		m := tbMachine(t, 1, []tbNodeSpec{{0, 2, 1, 0}, {0, 2, 1, 0}, {0, 2, 1, 0}}, func(b *topology.Builder) {
 			b.SetDistances([][]int{{10, 30, 30}, {30, 10, 15}, {30, 15, 10}})
 		})
-		s = allocator.New(m, allocator.Options{})
+		s = allocator.MustNew(m, allocator.Options{})
 		d := tbMust(t, s, allocator.Request{ID: "d", GPUs: 2, Policy: policy.BestEffort})
 		require.Equal(t, tbIDs(1, 2), d.NUMANodes())
 	})
@@ -1224,7 +1224,7 @@ func TestTableScore(t *testing.T) {
 	}
 	t.Run("0-100", func(t *testing.T) {
 		for _, opts := range []allocator.Options{{}, {Scoring: allocator.LeastAllocated}} {
-			s := allocator.New(tbPreset(t, "dgx-h100"), opts)
+			s := allocator.MustNew(tbPreset(t, "dgx-h100"), opts)
 			for _, r := range reqs {
 				sc, err := s.Score(&r)
 				require.NoError(t, err, "%s", &r)
@@ -1243,8 +1243,8 @@ func TestTableScore(t *testing.T) {
 		for _, scoring := range []allocator.Scoring{allocator.MostAllocated, allocator.LeastAllocated} {
 			// empty: 4 GPUs fit on one node. busy: fuller, 2 GPUs free per
 			// node, so 4 GPUs need 2 nodes although width_cap is 1.
-			empty := allocator.New(tbPreset(t, "dgx-h100"), allocator.Options{Scoring: scoring})
-			busy := allocator.New(tbPreset(t, "dgx-h100"), allocator.Options{Scoring: scoring})
+			empty := allocator.MustNew(tbPreset(t, "dgx-h100"), allocator.Options{Scoring: scoring})
+			busy := allocator.MustNew(tbPreset(t, "dgx-h100"), allocator.Options{Scoring: scoring})
 			_, err := busy.Claim(allocator.Allocation{ID: "h0", GPUs: []int{0, 1}, CPUs: numa.CPURange(0, 49)})
 			require.NoError(t, err)
 			_, err = busy.Claim(allocator.Allocation{ID: "h1", GPUs: []int{4, 5}})
@@ -1270,7 +1270,7 @@ func TestTableScore(t *testing.T) {
 	t.Run("MostAllocated vs LeastAllocated", func(t *testing.T) {
 		r := allocator.Request{CPUs: 8, GPUs: 2, Policy: policy.SingleNUMANode}
 		score := func(scoring allocator.Scoring, busy bool) int {
-			s := allocator.New(tbPreset(t, "dgx-h100"), allocator.Options{Scoring: scoring})
+			s := allocator.MustNew(tbPreset(t, "dgx-h100"), allocator.Options{Scoring: scoring})
 			if busy {
 				tbMust(t, s, allocator.Request{ID: "x", CPUs: 50, GPUs: 3, Policy: policy.SingleNUMANode})
 			}
@@ -1369,7 +1369,7 @@ func TestNVLinkPreference(t *testing.T) {
 		b.AddNVLink(2, 3, 12)
 		b.AddNVLink(1, 3, 4)
 	})
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	one, err := s.Allocate(&allocator.Request{ID: "one", GPUs: 1})
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, one.GPUs, "a lone GPU takes the least-linked one")
@@ -1383,7 +1383,16 @@ func TestNVLinkPreference(t *testing.T) {
 
 	// Without NVLinks, the lowest IDs.
 	plain := tbMachine(t, 1, []tbNodeSpec{{0, 4, 4, 0}}, nil)
-	a, err = allocator.New(plain, allocator.Options{}).Allocate(&allocator.Request{ID: "a", GPUs: 2})
+	a, err = allocator.MustNew(plain, allocator.Options{}).Allocate(&allocator.Request{ID: "a", GPUs: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 1}, a.GPUs)
+}
+
+// tbNodeMem returns the memory of the node with the given ID.
+func tbNodeMem(m *topology.Machine, id numa.NodeID) int64 {
+	i, ok := m.NodeIndex(id)
+	if !ok {
+		return -1
+	}
+	return m.Node(i).MemoryMiB
 }

@@ -13,7 +13,15 @@ import (
 // multi-node allocation can turn a shared node single, which a multi-node
 // request may then not use). A victim ID that is not live returns
 // [ErrUnknownID]; r's own ID may be among the victims (a re-placement).
+// A nil r or a nil state is an error.
+//
+// Bound: Fit's decision, plus O(what the victims hold) to read the amounts
+// without them, under the read lock (with resources of the caller's own
+// that cannot say so, a copy of the state: O(state)).
 func (s *State) FitWithout(r *Request, victims []string) error {
+	if err := s.check(r); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	recs := make([]*Allocation, 0, len(victims))
@@ -33,16 +41,14 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
-	for _, res := range s.res {
-		if _, ok := res.(Returner); !ok {
-			// A resource of the caller's own without the ability: work on
-			// a copy of the state.
-			c := s.cloneLocked()
-			for _, a := range recs {
-				c.releaseLocked(a.ID)
-			}
-			return c.decideFit(r)
+	if !s.returns {
+		// A resource of the caller's own without the ability: work on a
+		// copy of the state.
+		c := s.cloneLocked()
+		for _, a := range recs {
+			c.releaseLocked(a.ID)
 		}
+		return c.decideFit(r)
 	}
 	sc := s.getScratch()
 	sc.without = recs
@@ -82,10 +88,10 @@ func (s *State) typesWithout(victims []*Allocation) (single, shared numa.Mask) {
 	sg, mu := s.single, s.multi
 	for _, a := range victims {
 		cnt := &sg
-		if a.Span.Count() > 1 {
+		if a.DenseSpan.Count() > 1 {
 			cnt = &mu
 		}
-		for i := range a.Span.All() {
+		for i := range a.DenseSpan.All() {
 			cnt[i]--
 		}
 	}
@@ -111,7 +117,7 @@ func (s *State) releaseLocked(id string) {
 	for _, res := range s.res {
 		res.Give(a)
 	}
-	s.count(a.Span, -1)
+	s.count(a.DenseSpan, -1)
 	delete(s.ids, id)
 	s.recs[idx] = Allocation{}
 	s.freeRecs = append(s.freeRecs, idx)
@@ -122,10 +128,8 @@ func (c *CPUs) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	c.FreeInto(r, dst)
 	if !r.FullPCPUs {
 		for _, a := range victims {
-			for cpu := range a.CPUs.All() {
-				if k := c.coreOf(cpu); k >= 0 {
-					dst[c.coreNode[k]]++
-				}
+			for i := range c.Nodes(a).All() {
+				dst[i] += int64(a.CPUs.IntersectionCount(c.m.NodeCPUs(i)))
 			}
 		}
 		return
@@ -180,7 +184,9 @@ func (m *Memory) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	m.FreeInto(r, dst)
 	for _, a := range victims {
 		for _, x := range a.Memory {
-			dst[x.Node] += x.MiB
+			if i, ok := m.m.NodeIndex(x.Node); ok {
+				dst[i] += x.MiB
+			}
 		}
 	}
 }

@@ -19,7 +19,7 @@ func fragmented(tb testing.TB, seed uint64) *allocator.State {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for i := 0; i < m.NumNodes(); i++ {
 		// Take 0-2 GPUs and 0-15 CPUs on node i with SingleNUMANode pods

@@ -83,7 +83,7 @@ func hintCases(t *testing.T) []hintCase {
 	// Every preset the kubelet starts on (at most 8 NUMA nodes).
 	for _, name := range []string{"dgx-a100", "dgx-h100", "xeon-2s-snc2-8gpu", "epyc-2s-nps4", "small-1s"} {
 		m := mustPreset(t, name)
-		busy := allocator.New(m, allocator.Options{})
+		busy := allocator.MustNew(m, allocator.Options{})
 		placed := 0
 		for i, r := range []allocator.Request{
 			{CPUs: 8, GPUs: 1, MemoryMiB: 32 << 10, Policy: policy.SingleNUMANode},

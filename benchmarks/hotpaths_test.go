@@ -74,7 +74,7 @@ func halfFullState(b *testing.B, preset string) (*topology.Machine, *allocator.S
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	for i := 0; i < m.NumGPUs()/2; i++ {
 		r := allocator.Request{ID: fmt.Sprintf("fill-%d", i), CPUs: 8, GPUs: 1, Policy: policy.SingleNUMANode}
 		if _, err := s.Allocate(&r); err != nil {

@@ -185,10 +185,10 @@ func newKubeletNode(tb testing.TB, m *topology.Machine, st *allocator.State) *ku
 	for _, a := range snap.Allocations {
 		var cells []int
 		for _, nm := range a.Memory {
-			cells = append(cells, int(m.NodeID(nm.Node)))
+			cells = append(cells, int(nm.Node))
 		}
 		for _, nm := range a.Memory {
-			ns := ms[int(m.NodeID(nm.Node))]
+			ns := ms[int(nm.Node)]
 			t := ns.MemoryMap[v1.ResourceMemory]
 			t.Free -= uint64(nm.MiB) << 20
 			t.Reserved += uint64(nm.MiB) << 20

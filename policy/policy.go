@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"math/bits"
-	"slices"
-	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -161,7 +159,7 @@ func (e *SpecError) Error() string {
 	if e.Field == "" {
 		return fmt.Sprintf("%s: %s", ErrInvalidSpec, e.Reason)
 	}
-	return fmt.Sprintf("%s: %s %q: %s", ErrInvalidSpec, e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("%s: %s %s: %s", ErrInvalidSpec, e.Field, quote.Short(e.Value), e.Reason)
 }
 
 // Unwrap returns [ErrInvalidSpec].
@@ -210,67 +208,67 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 }
 
 // ParseSpec parses the pod-level spec {"numaTopologyPolicy": ...,
-// "singleNUMANodeExclusive": ...}. Both fields are optional: an absent or
-// empty policy is None, an absent or empty exclusivity is Required. Any other
-// field is an error naming it (and the field meant, when it differs only in
-// case), so that a misspelt field is never silently the default. Errors are
-// *[SpecError] naming the bad field and value.
+// "singleNUMANodeExclusive": ...} strictly, as every JSON from outside is
+// read (docs/design.md, "Strict JSON"): one JSON object whose only fields
+// are those two, spelt exactly (keys are case-sensitive), each at most once,
+// each a string or null (as if absent), valid UTF-8, nothing after the
+// object. An absent or empty policy is None, an absent or empty exclusivity
+// is Required. An unknown field is named, with the field meant when it is
+// one edit away, differs only in case, or is the decision's name for it
+// ("policy", "exclusive"). Errors are *[SpecError] naming the bad field and
+// value.
 func ParseSpec(data []byte) (Spec, error) {
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil {
-		return Spec{}, &SpecError{Value: string(data), Reason: "malformed JSON: " + err.Error()}
-	}
-	if raw == nil {
+	var raw specJSON
+	err := strictjson.Decode(data, &raw, strictjson.Options{Aliases: specAliases})
+	switch {
+	case errors.Is(err, strictjson.ErrSyntax):
+		return Spec{}, &SpecError{Value: string(data), Reason: err.Error()}
+	case !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{")): // a JSON value, but not an object
 		return Spec{}, &SpecError{Value: string(data), Reason: "want a JSON object"}
-	}
-	if _, err := dec.Token(); err != io.EOF { // dec.More() misses a stray "}" or "]"
-		return Spec{}, &SpecError{Value: string(data), Reason: "malformed JSON: data after the object"}
-	}
-	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		if k == "numaTopologyPolicy" || k == "singleNUMANodeExclusive" {
-			continue
-		}
-		reason := "unknown field; the spec has numaTopologyPolicy and singleNUMANodeExclusive"
-		for _, known := range []string{"numaTopologyPolicy", "singleNUMANodeExclusive"} {
-			if strings.EqualFold(k, known) {
-				reason = "unknown field; did you mean " + known + "?"
-			}
-		}
-		return Spec{}, &SpecError{Field: k, Value: string(raw[k]), Reason: reason}
+	case err != nil:
+		return Spec{}, &SpecError{Value: string(data), Reason: err.Error()}
 	}
 	var s Spec
-	var err error
-	if v, ok := raw["numaTopologyPolicy"]; ok {
-		str, e := stringField("numaTopologyPolicy", v)
-		if e != nil {
-			return Spec{}, e
-		}
-		if s.Policy, err = ParsePolicy(str); err != nil {
-			return Spec{}, err
-		}
+	if s.Policy, err = specField(FieldPolicy, raw.Policy, ParsePolicy); err != nil {
+		return Spec{}, err
 	}
-	if v, ok := raw["singleNUMANodeExclusive"]; ok {
-		str, e := stringField("singleNUMANodeExclusive", v)
-		if e != nil {
-			return Spec{}, e
-		}
-		if s.Exclusive, err = ParseExclusivity(str); err != nil {
-			return Spec{}, err
-		}
+	if s.Exclusive, err = specField(FieldExclusive, raw.Exclusive, ParseExclusivity); err != nil {
+		return Spec{}, err
 	}
 	return s, nil
 }
 
-func stringField(field string, v json.RawMessage) (string, error) {
-	var s string
-	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		return "", nil
+// Field names of the pod-level spec, exactly (keys are case-sensitive).
+const (
+	// FieldPolicy is the spec's policy field.
+	FieldPolicy = "numaTopologyPolicy"
+	// FieldExclusive is the spec's exclusivity field.
+	FieldExclusive = "singleNUMANodeExclusive"
+)
+
+// specJSON is the spec as internal/strictjson checks it: its only fields,
+// each kept raw (a string, null, or a value of another type, refused).
+type specJSON struct {
+	Policy    json.RawMessage `json:"numaTopologyPolicy"`
+	Exclusive json.RawMessage `json:"singleNUMANodeExclusive"`
+}
+
+// specAliases are names people write for the spec's fields (those of the
+// numaplace.io/allocation decision), suggested in errors.
+var specAliases = map[string]string{"policy": FieldPolicy, "exclusive": FieldExclusive}
+
+// specField reads one field of the spec: absent or null is the zero value,
+// a string is parsed, anything else is refused.
+func specField[T any](name string, raw json.RawMessage, parse func(string) (T, error)) (T, error) {
+	var zero T
+	if len(raw) == 0 || string(raw) == "null" {
+		return zero, nil
 	}
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", &SpecError{Field: field, Value: string(v), Reason: "want a string"}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return zero, &SpecError{Field: name, Value: string(raw), Reason: "want a string"}
 	}
-	return s, nil
+	return parse(v)
 }
 
 // NodeType is the exclusivity type of a NUMA node.

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func NewDecision(m *topology.Machine, a *allocator.Allocation) Decision {
 		d.MemoryMiB[strconv.Itoa(int(id))] = 0
 	}
 	for _, x := range a.Memory {
-		d.MemoryMiB[strconv.Itoa(int(m.NodeID(x.Node)))] = x.MiB
+		d.MemoryMiB[strconv.Itoa(int(x.Node))] = x.MiB
 	}
 	for _, g := range a.GPUs {
 		gpu, _ := m.GPU(g)
@@ -312,15 +313,14 @@ func (d Decision) Allocation(m *topology.Machine, id string) (allocator.Allocati
 	for _, k := range slices.Sorted(maps.Keys(d.MemoryMiB)) {
 		v := d.MemoryMiB[k]
 		n, _ := strconv.Atoi(k)
-		i, ok := m.NodeIndex(numa.NodeID(n))
-		if !ok {
+		if _, ok := m.NodeIndex(numa.NodeID(n)); !ok {
 			return allocator.Allocation{}, fmt.Errorf("%w: NUMA node %d does not exist on this node", ErrInvalidDecision, n)
 		}
 		if v > 0 {
-			a.Memory = append(a.Memory, allocator.NodeMemory{Node: i, MiB: v})
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: numa.NodeID(n), MiB: v})
 		}
 	}
-	slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+	slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
 	for _, n := range d.NUMANodes {
 		if _, ok := m.NodeIndex(numa.NodeID(n)); !ok {
 			return allocator.Allocation{}, fmt.Errorf("%w: NUMA node %d does not exist on this node", ErrInvalidDecision, n)

@@ -53,7 +53,7 @@ func TestDecisionRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.preset+"/"+tt.req.String(), func(t *testing.T) {
 			m := preset(t, tt.preset)
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			tt.req.ID = "ns/p"
 			a, err := s.Allocate(&tt.req)
 			require.NoError(t, err)
@@ -67,10 +67,10 @@ func TestDecisionRoundTrip(t *testing.T) {
 			requireSameAllocation(t, a, b)
 
 			// The node side claims exactly the same on a fresh state.
-			node := allocator.New(m, allocator.Options{})
+			node := allocator.MustNew(m, allocator.Options{})
 			c, err := node.Claim(b)
 			require.NoError(t, err)
-			require.Equal(t, a.Span, c.Span)
+			require.Equal(t, a.DenseSpan, c.DenseSpan)
 			require.True(t, node.FreeCPUs().Equal(s.FreeCPUs()))
 
 			// The span is the decision's NUMA nodes; memory names each of them.
@@ -86,7 +86,7 @@ func TestDecisionRoundTrip(t *testing.T) {
 
 func TestDecisionFormat(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "ns/p", CPUs: 24, GPUs: 4, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	d := kube.NewDecision(m, &a)
@@ -102,7 +102,7 @@ func TestDecisionUUIDs(t *testing.T) {
 		AddGPU(topology.GPU{ID: 1, NUMANode: 3, UUID: "GPU-bbb"})
 	m, err := b.Build()
 	require.NoError(t, err)
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "x", CPUs: 2, GPUs: 1, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	d := kube.NewDecision(m, &a)
@@ -201,13 +201,13 @@ func TestDecisionAllocationRefusals(t *testing.T) {
 	require.NoError(t, err)
 	a, err := d.Allocation(m, "x")
 	require.NoError(t, err)
-	_, err = allocator.New(m, allocator.Options{}).Claim(a)
+	_, err = allocator.MustNew(m, allocator.Options{}).Claim(a)
 	require.ErrorIs(t, err, allocator.ErrConflict)
 }
 
 func TestKoordinatorAnnotations(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, err := s.Allocate(&allocator.Request{ID: "ns/p", CPUs: 16, GPUs: 6, MemoryMiB: 2048,
 		Policy: policy.Restricted})
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestKoordinatorAnnotations(t *testing.T) {
 	}
 
 	// Without GPUs only the resource status is written.
-	a2, err := allocator.New(m, allocator.Options{}).Allocate(&allocator.Request{ID: "ns/q", CPUs: 4,
+	a2, err := allocator.MustNew(m, allocator.Options{}).Allocate(&allocator.Request{ID: "ns/q", CPUs: 4,
 		Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	d2 := kube.NewDecision(m, &a2)
@@ -291,7 +291,7 @@ func TestDecisionRoundTripProperty(t *testing.T) {
 	machines := []*topology.Machine{sparse, preset(t, "dgx-a100"), preset(t, "xeon-max-snc4")}
 	rapid.Check(t, func(t *rapid.T) {
 		m := rapid.SampledFrom(machines).Draw(t, "machine")
-		s := allocator.New(m, allocator.Options{})
+		s := allocator.MustNew(m, allocator.Options{})
 		for i := range rapid.IntRange(1, 8).Draw(t, "n") {
 			r := allocator.Request{ID: "p" + string(rune('a'+i)), CPUs: rapid.IntRange(0, 12).Draw(t, "cpus"),
 				GPUs: rapid.IntRange(0, 2).Draw(t, "gpus"), MemoryMiB: rapid.Int64Range(0, 12000).Draw(t, "mib"),
@@ -320,9 +320,9 @@ func TestDecisionRoundTripProperty(t *testing.T) {
 			b, err := got.Allocation(m, a.ID)
 			require.NoError(t, err)
 			requireSameAllocation(t, a, b)
-			c, err := allocator.New(m, allocator.Options{}).Claim(b)
+			c, err := allocator.MustNew(m, allocator.Options{}).Claim(b)
 			require.NoError(t, err)
-			require.Equal(t, a.Span, c.Span)
+			require.Equal(t, a.DenseSpan, c.DenseSpan)
 		}
 	})
 }

@@ -34,7 +34,7 @@ func ExampleParsePod() {
 // turns back into the allocation to claim.
 func ExampleNewDecision() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	a, _ := s.Allocate(&allocator.Request{ID: "default/tg", CPUs: 24, GPUs: 4})
 	d := kube.NewDecision(m, &a)
 	fmt.Println(d)
@@ -51,7 +51,7 @@ func ExampleNewDecision() {
 // side builds the same machine from it.
 func ExampleMachineFromNRT() {
 	m, _ := topology.Preset("dgx-h100")
-	s := allocator.New(m, allocator.Options{})
+	s := allocator.MustNew(m, allocator.Options{})
 	_, _ = s.Allocate(&allocator.Request{ID: "a", CPUs: 24, GPUs: 4})
 	report, _ := kube.NRTFromState(m, s)
 	report.Metadata.Name = "gpu-1"
@@ -68,4 +68,15 @@ func ExampleMachineFromNRT() {
 	// node-0: cpu 88/112 available, GPUs 0/4, cpus 0-55,112-167
 	// node-1: cpu 112/112 available, GPUs 4/4, cpus 56-111,168-223
 	// dgx-h100 2 224 8 2
+}
+
+// The fingerprint of the pods a NodeResourceTopology report accounts for,
+// as its readers compute it from the pods bound to the node.
+func ExamplePodFingerprint() {
+	var f kube.PodFingerprint
+	f.Add("production", "nginx-rt684")
+	f.Add("production", "jaeger-dpgjk")
+	f.Add("production", "envoy-g9m22")
+	fmt.Println(f.Sign())
+	// Output: pfp0v001607b76a0e9d3aeb4
 }

@@ -146,7 +146,7 @@ func FuzzParseDecision(f *testing.F) {
 			}
 			return
 		}
-		s2 := allocator.New(m, allocator.Options{})
+		s2 := allocator.MustNew(m, allocator.Options{})
 		if c, err := s2.Claim(a); err == nil {
 			if err := s2.Release(c.ID); err != nil {
 				t.Fatalf("release of a claimed allocation: %v", err)

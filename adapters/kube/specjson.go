@@ -1,30 +1,14 @@
 package kube
 
 import (
-	"encoding/json"
-	"errors"
-	"strings"
-
-	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/policy"
 )
 
 // Field names of the NUMA topology spec, exactly (keys are case-sensitive).
 const (
-	specFieldPolicy    = "numaTopologyPolicy"
-	specFieldExclusive = "singleNUMANodeExclusive"
+	specFieldPolicy    = policy.FieldPolicy
+	specFieldExclusive = policy.FieldExclusive
 )
-
-// specJSON is the spec as internal/strictjson checks it: its only fields,
-// each kept raw (a string, null, or a value of another type, refused).
-type specJSON struct {
-	Policy    json.RawMessage `json:"numaTopologyPolicy"`
-	Exclusive json.RawMessage `json:"singleNUMANodeExclusive"`
-}
-
-// specAliases are names people write for the spec's fields (those of the
-// numaplace.io/allocation decision), suggested in errors.
-var specAliases = map[string]string{"policy": specFieldPolicy, "exclusive": specFieldExclusive}
 
 // parseSpecAnnotation reads the value of a NUMA topology spec annotation
 // ([AnnotationSpecAlibaba] or [AnnotationSpecKoordinator]) strictly, as
@@ -44,44 +28,11 @@ func parseSpecAnnotation(s string) (policy.Spec, error) {
 	return parseSpecStrict(s)
 }
 
-// parseSpecStrict is parseSpecAnnotation by internal/strictjson (which
-// names unknown fields with the one meant, repeated fields, invalid UTF-8
-// and malformed JSON) and the field rules of policy.ParseSpec (null is
-// absent, a value of another type than string is named, as are unknown
-// policies and exclusivities).
-func parseSpecStrict(s string) (policy.Spec, error) {
-	var raw specJSON
-	err := strictjson.Decode([]byte(s), &raw, strictjson.Options{Aliases: specAliases})
-	switch {
-	case errors.Is(err, strictjson.ErrSyntax):
-		return policy.Spec{}, &policy.SpecError{Value: s, Reason: err.Error()}
-	case !strings.HasPrefix(strings.TrimLeft(s, " \t\r\n"), "{"): // a JSON value, but not an object
-		return policy.Spec{}, &policy.SpecError{Value: s, Reason: "want a JSON object"}
-	case err != nil:
-		return policy.Spec{}, &policy.SpecError{Value: s, Reason: err.Error()}
-	}
-	var spec policy.Spec
-	for _, f := range [...]struct {
-		name  string
-		raw   json.RawMessage
-		parse func(string) error
-	}{
-		{specFieldPolicy, raw.Policy, func(v string) (err error) { spec.Policy, err = policy.ParsePolicy(v); return err }},
-		{specFieldExclusive, raw.Exclusive, func(v string) (err error) { spec.Exclusive, err = policy.ParseExclusivity(v); return err }},
-	} {
-		if len(f.raw) == 0 || string(f.raw) == "null" {
-			continue // absent
-		}
-		var v string
-		if err := json.Unmarshal(f.raw, &v); err != nil {
-			return policy.Spec{}, &policy.SpecError{Field: f.name, Value: string(f.raw), Reason: "want a string"}
-		}
-		if err := f.parse(v); err != nil {
-			return policy.Spec{}, err
-		}
-	}
-	return spec, nil
-}
+// parseSpecStrict is parseSpecAnnotation by [policy.ParseSpec], the strict
+// reader (which names unknown fields with the one meant, repeated fields,
+// invalid UTF-8, malformed JSON, values of another type than string, and
+// unknown policies and exclusivities).
+func parseSpecStrict(s string) (policy.Spec, error) { return policy.ParseSpec([]byte(s)) }
 
 // scanSpec reads a spec written plainly, without allocating: blanks, "{",
 // the two fields or either or none, each once, each key and value a string

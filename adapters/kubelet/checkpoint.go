@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -154,7 +155,7 @@ func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, snap alloc
 				if ca.MemoryMiB == nil {
 					ca.MemoryMiB = map[string]int64{}
 				}
-				ca.MemoryMiB[strconv.Itoa(int(m.NodeID(x.Node)))] = x.MiB
+				ca.MemoryMiB[strconv.Itoa(int(x.Node))] = x.MiB
 			}
 			p.Allocation = ca
 			delete(allocs, key)
@@ -243,13 +244,12 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 			CPUs: ca.CPUs, GPUs: ca.GPUs, Devices: ca.Devices}
 		for _, k := range slices.Sorted(maps.Keys(ca.MemoryMiB)) {
 			id, err := strconv.Atoi(k)
-			idx, ok := m.NodeIndex(numa.NodeID(id))
-			if err != nil || !ok {
+			if _, ok := m.NodeIndex(numa.NodeID(id)); err != nil || !ok {
 				return nil, fmt.Sprintf("%s: memory on NUMA node %q, which this machine does not have", item, k), nil
 			}
-			a.Memory = append(a.Memory, allocator.NodeMemory{Node: idx, MiB: ca.MemoryMiB[k]})
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: numa.NodeID(id), MiB: ca.MemoryMiB[k]})
 		}
-		slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+		slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
 		out.snap.Allocations = append(out.snap.Allocations, a)
 		out.spans[p.Pod] = ca.NUMANodes
 	}

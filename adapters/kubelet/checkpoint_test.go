@@ -237,7 +237,7 @@ func TestCheckpointRestoreProperty(t *testing.T) {
 		// and the others cover them): skip them to keep the runs quick.
 		n.write = func(p string, data []byte) error { return os.WriteFile(p, data, 0o600) }
 		// A scheduler-side state to write decisions from.
-		sched := allocator.New(m, allocator.Options{})
+		sched := allocator.MustNew(m, allocator.Options{})
 		pods := map[string]*kube.Pod{}
 		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
 		for i := range steps {
@@ -376,7 +376,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 				}
 				continue
 			}
-			s := allocator.New(m, allocator.Options{})
+			s := allocator.MustNew(m, allocator.Options{})
 			if err := s.Restore(d.snap); err != nil {
 				if len(s.Live()) != 0 {
 					t.Fatal("a refused restore left allocations")
@@ -392,7 +392,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			if problem != "" {
 				t.Fatalf("re-decode: %s: %v", problem, err)
 			}
-			s2 := allocator.New(m, allocator.Options{})
+			s2 := allocator.MustNew(m, allocator.Options{})
 			if err := s2.Restore(d2.snap); err != nil {
 				t.Fatalf("re-restore: %v", err)
 			}

@@ -11,7 +11,7 @@ import (
 
 func TestKubeletAllocation(t *testing.T) {
 	m := hintPreset(t, "dgx-a100")
-	st := allocator.New(m, allocator.Options{})
+	st := allocator.MustNew(m, allocator.Options{})
 	r := &allocator.Request{CPUs: 24, GPUs: 4}
 	hint, admit, err := Predict(PolicyBestEffort, PredictOptions{}, m, st, r)
 	require.NoError(t, err)

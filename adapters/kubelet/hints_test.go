@@ -277,7 +277,7 @@ func TestPredictDGX(t *testing.T) {
 	require.Equal(t, Hint(MustIDMask(1), true), h)
 
 	// Once node 1's GPUs are held, node 3.
-	st := allocator.New(a100, allocator.Options{})
+	st := allocator.MustNew(a100, allocator.Options{})
 	_, err := st.Allocate(&allocator.Request{ID: "a", CPUs: 2, GPUs: 2, Policy: policy.SingleNUMANode})
 	require.NoError(t, err)
 	h, ok = predict(PolicySingleNUMANode, PredictOptions{}, st, two)
@@ -332,7 +332,7 @@ func TestPredictErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrHintConfig)
 	_, _, err = Predict(PolicyBestEffort, PredictOptions{}, a100, nil, &allocator.Request{CPUs: -1})
 	require.ErrorIs(t, err, allocator.ErrInvalidRequest)
-	_, _, err = Predict(PolicyBestEffort, PredictOptions{}, a100, allocator.New(hintPreset(t, "dgx-h100"), allocator.Options{}), &allocator.Request{CPUs: 1})
+	_, _, err = Predict(PolicyBestEffort, PredictOptions{}, a100, allocator.MustNew(hintPreset(t, "dgx-h100"), allocator.Options{}), &allocator.Request{CPUs: 1})
 	require.ErrorIs(t, err, ErrHintConfig)
 	_, _, err = Predict(PolicyBestEffort, PredictOptions{}, nil, nil, &allocator.Request{CPUs: 1})
 	require.ErrorIs(t, err, ErrHintConfig)
@@ -388,7 +388,7 @@ func TestPredictMatchesCrossProduct(t *testing.T) {
 	m := hintTestMachine(t)
 	dist := func(a, b int) int { d, _ := m.Distances().Distance(numa.NodeID(a), numa.NodeID(b)); return d }
 	rapid.Check(t, func(t *rapid.T) {
-		st := allocator.New(m, allocator.Options{})
+		st := allocator.MustNew(m, allocator.Options{})
 		for i := rapid.IntRange(0, 4).Draw(t, "live"); i > 0; i-- {
 			_, _ = st.Allocate(&allocator.Request{
 				ID:        fmt.Sprint("a", i),

@@ -7,25 +7,24 @@ import (
 )
 
 // The one place of this package that knows how an allocator.NodeMemory
-// names its NUMA node (a dense index of the machine).
+// names its NUMA node (by ID).
 
 // memoryIndex returns the dense index on m of x's NUMA node, and whether m
 // has it.
 func memoryIndex(m *topology.Machine, x allocator.NodeMemory) (int, bool) {
-	return x.Node, x.Node >= 0 && x.Node < m.NumNodes()
+	return m.NodeIndex(x.Node)
 }
 
 // memoryNodeID returns the ID of x's NUMA node on m (-1 when m has none).
 func memoryNodeID(m *topology.Machine, x allocator.NodeMemory) numa.NodeID {
-	if i, ok := memoryIndex(m, x); ok {
-		return m.NodeID(i)
+	if _, ok := memoryIndex(m, x); ok {
+		return x.Node
 	}
 	return -1
 }
 
 // memoryOn returns the memory entry of mib MiB on the NUMA node with ID id
 // of m, which the caller knows m has.
-func memoryOn(m *topology.Machine, id numa.NodeID, mib int64) allocator.NodeMemory {
-	i, _ := m.NodeIndex(id)
-	return allocator.NodeMemory{Node: i, MiB: mib}
+func memoryOn(_ *topology.Machine, id numa.NodeID, mib int64) allocator.NodeMemory {
+	return allocator.NodeMemory{Node: id, MiB: mib}
 }

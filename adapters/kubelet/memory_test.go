@@ -135,7 +135,7 @@ func TestAdmitDecisionMemory(t *testing.T) {
 // refuses it.
 func TestKubeletAllocationMemory(t *testing.T) {
 	m := smallMachine(t) // nodes 0 and 2: 4 CPUs (CPU 7 reserved), 1024 MiB each
-	st := allocator.New(m, allocator.Options{})
+	st := allocator.MustNew(m, allocator.Options{})
 	static := PredictOptions{StaticMemoryManager: true}
 	r := &allocator.Request{CPUs: 6, MemoryMiB: 512}
 	hint, admit, err := Predict(PolicyBestEffort, static, m, st, r)
@@ -166,7 +166,7 @@ func TestKubeletAllocationMemory(t *testing.T) {
 
 	// A hint whose nodes lack free memory is extended to the best memory
 	// hint holding them; none is an error.
-	st2 := allocator.New(m, allocator.Options{})
+	st2 := allocator.MustNew(m, allocator.Options{})
 	a, err = KubeletAllocation(m, st2, "big", &allocator.Request{CPUs: 1, MemoryMiB: 1500}, Hint(MustIDMask(2), true))
 	require.NoError(t, err)
 	require.Equal(t, []allocator.NodeMemory{memoryOn(m, 0, 1024), memoryOn(m, 2, 476)}, a.Memory)

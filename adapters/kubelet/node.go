@@ -249,7 +249,11 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	if m == nil {
 		return nil, errors.New("kubelet.Open: nil machine")
 	}
-	n := &Node{m: m, s: allocator.New(m, opts.Allocator), path: path, opts: opts,
+	s, err := allocator.New(m, opts.Allocator)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet.Open: %w", err)
+	}
+	n := &Node{m: m, s: s, path: path, opts: opts,
 		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{},
 		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic,
 		alignMem: !opts.DisableMemoryAlignment && kube.MachineAlignsMemory(m)}
@@ -684,7 +688,10 @@ func (n *Node) Remove(pod *kube.Pod) error {
 
 // SetDeviceHealth marks a device healthy or unhealthy: class "gpu" with the
 // GPU's index as a decimal string or its UUID, or another class with the
-// device's ID. An unhealthy device is never handed out to new pods; the
+// device's ID. A GPU index is recorded in its canonical decimal form
+// (allocator.CanonicalDeviceID: "+3", "03" and "0000000003" are GPU 3, and
+// "3" clears what any of them set); other spellings and class names that
+// differ in case are refused. An unhealthy device is never handed out to new pods; the
 // pods holding it keep it and are returned (their keys, ascending) so the
 // caller can act on them. An unknown class or device returns an error
 // wrapping allocator.ErrUnknownDevice and changes nothing. A change is
@@ -695,6 +702,10 @@ func (n *Node) SetDeviceHealth(class, id string, healthy bool) (affected []strin
 		if i, ok := n.dp.lookup(id); ok {
 			id = strconv.Itoa(n.dp.gpus[i].ID)
 		}
+	}
+	id, err = allocator.CanonicalDeviceID(class, id)
+	if err != nil {
+		return nil, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -822,8 +833,15 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 // kube.NRTFromState: per NUMA node, the CPUs, GPUs and memory as they are
 // now (capacity, allocatable, available), the distances, and the whole
 // machine as an attribute so that the scheduler's model is the node's own.
-// The shared pool's pods are not counted in it: the scheduler accounts
-// them itself.
+// The shared pool's pods are not counted in the amounts: the scheduler
+// accounts them itself. The report carries the fingerprint of the pods it
+// accounts for (every admitted pod, those of the shared pool included:
+// the pods whose sandbox runs), as the attribute
+// kube.NRTAttributePodFingerprint with method
+// kube.PodFingerprintMethodExcludeTerminal and as the annotation
+// kube.AnnotationPodFingerprint, so that a reader can tell whether the
+// report has seen the pods it knows bound to the node. The amounts and the
+// fingerprint are read under one lock: they describe the same moment.
 func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
@@ -832,6 +850,15 @@ func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
 		return nil, err
 	}
 	r.Metadata.Name = name
+	var fp kube.PodFingerprint
+	for key := range n.pods {
+		ns, pod, _ := strings.Cut(key, "/")
+		fp.Add(ns, pod)
+	}
+	sign := fp.Sign()
+	r.SetAttribute(kube.NRTAttributePodFingerprint, sign)
+	r.SetAttribute(kube.NRTAttributePodFingerprintMethod, kube.PodFingerprintMethodExcludeTerminal)
+	r.Metadata.Annotations = map[string]string{kube.AnnotationPodFingerprint: sign}
 	return r, nil
 }
 

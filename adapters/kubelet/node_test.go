@@ -84,7 +84,7 @@ func decisionFor(t testing.TB, m *topology.Machine, pod *kube.Pod) kube.Decision
 	req, err := kube.ParsePod(pod, kube.Config{})
 	require.NoError(t, err)
 	r := req.Request(pod.Key())
-	a, err := allocator.New(m, allocator.Options{}).Allocate(&r)
+	a, err := allocator.MustNew(m, allocator.Options{}).Allocate(&r)
 	require.NoError(t, err)
 	return kube.NewDecision(m, &a)
 }
@@ -100,7 +100,7 @@ func describeAlloc(a *allocator.Allocation) string {
 	if a.ID == "" {
 		return "none"
 	}
-	return fmt.Sprintf("%s %s/%s full=%t span=%s memory=%v", a, a.Policy, a.Exclusive, a.FullPCPUs, a.Span, a.Memory)
+	return fmt.Sprintf("%s %s/%s full=%t span=%s memory=%v", a, a.Policy, a.Exclusive, a.FullPCPUs, a.DenseSpan, a.Memory)
 }
 
 func summary(adms []Admission) []string {
@@ -671,4 +671,86 @@ func TestReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m.NumCPUs(), back.NumCPUs())
 	require.Equal(t, m.GPUs(), back.GPUs())
+}
+
+// TestDeviceIDsAreCanonical: a GPU marked unhealthy under another spelling
+// of its index ("+1", "01", "0000000001") and cleared with "1" ends
+// healthy in the node, its state, the checkpoint and after a restart;
+// spellings that are not decimal integers and class names that differ in
+// case are refused, changing nothing.
+func TestDeviceIDsAreCanonical(t *testing.T) {
+	m := smallMachine(t)
+	for _, form := range []string{"+1", "01", "0000000001"} {
+		t.Run(form, func(t *testing.T) {
+			n, path := openTemp(t, m)
+			_, err := n.SetDeviceHealth("gpu", form, false)
+			require.NoError(t, err)
+			require.Equal(t, map[string][]string{"gpu": {"1"}}, n.Unhealthy(), "recorded as GPU 1")
+			re, err := Open(m, path, NodeOptions{})
+			require.NoError(t, err)
+			require.Equal(t, map[string][]string{"gpu": {"1"}}, re.Unhealthy(), "the checkpoint says GPU 1")
+
+			_, err = n.SetDeviceHealth("gpu", "1", true)
+			require.NoError(t, err)
+			require.Empty(t, n.Unhealthy())
+			require.Empty(t, n.s.Snapshot().Unhealthy, "healthy in the state")
+			re, err = Open(m, path, NodeOptions{})
+			require.NoError(t, err)
+			require.Empty(t, re.Unhealthy(), "healthy after a restart")
+			require.Empty(t, re.s.Snapshot().Unhealthy)
+			// Both GPUs of node 0 can be handed out again.
+			_, err = re.Admit(withDecision(numaPod("a", 1, 2, "SingleNUMANode"),
+				kube.Decision{CPUSet: "0", NUMANodes: []int{0}, GPUs: []kube.DecisionGPU{{ID: 0}, {ID: 1}}, MemoryMiB: map[string]int64{}}))
+			require.NoError(t, err)
+		})
+	}
+	n, path := openTemp(t, m)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, bad := range []string{"", " 1", "1 ", "0x1", "-1", "1.0", "1e0", "٣", "++1", "99999999999999999999"} {
+		_, err := n.SetDeviceHealth("gpu", bad, false)
+		require.ErrorIs(t, err, allocator.ErrUnknownDevice, "%q", bad)
+	}
+	_, err = n.SetDeviceHealth("GPU", "1", false)
+	require.ErrorIs(t, err, allocator.ErrUnknownDevice)
+	require.ErrorContains(t, err, `did you mean "gpu"?`)
+	require.ErrorContains(t, err, "its device classes: gpu, rdma")
+	_, err = n.SetDeviceHealth("RDMA", "mlx5_1", false)
+	require.ErrorContains(t, err, `did you mean "rdma"?`)
+	require.Empty(t, n.Unhealthy(), "nothing changed")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after), "the checkpoint is untouched")
+}
+
+// The report's fingerprint is that of the admitted pods, shared-pool pods
+// included, and follows admissions and removals.
+func TestReportFingerprint(t *testing.T) {
+	m := preset(t, "dgx-a100")
+	n, _ := openTemp(t, m)
+	sign := func() string {
+		t.Helper()
+		r, err := n.Report("node-1")
+		require.NoError(t, err)
+		v, ok := r.Attribute(kube.NRTAttributePodFingerprint)
+		require.True(t, ok)
+		method, _ := r.Attribute(kube.NRTAttributePodFingerprintMethod)
+		require.Equal(t, kube.PodFingerprintMethodExcludeTerminal, method)
+		require.Equal(t, v, r.Metadata.Annotations[kube.AnnotationPodFingerprint])
+		return v
+	}
+	var empty kube.PodFingerprint
+	require.Equal(t, empty.Sign(), sign())
+	_, err := n.Admit(numaPod("a", 16, 2, "SingleNUMANode"))
+	require.NoError(t, err)
+	_, err = n.Admit(sharedPod("web"))
+	require.NoError(t, err)
+	var want kube.PodFingerprint
+	want.Add("default", "web")
+	want.Add("default", "a")
+	require.Equal(t, want.Sign(), sign())
+	require.NoError(t, n.Remove(sharedPod("web")))
+	var after kube.PodFingerprint
+	after.Add("default", "a")
+	require.Equal(t, after.Sign(), sign())
 }

@@ -199,10 +199,10 @@ func decisionAllocation(m *topology.Machine, id string, d *kube.Decision) (a all
 		case !ok && v > 0:
 			lost = append(lost, fmt.Sprintf("%d MiB of memory on NUMA node %d, which the machine does not have", v, n))
 		case ok && v > 0:
-			a.Memory = append(a.Memory, allocator.NodeMemory{Node: i, MiB: v})
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: m.NodeID(i), MiB: v})
 		}
 	}
-	slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+	slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return int(x.Node) - int(y.Node) })
 	if len(d.Devices) > 0 {
 		have := map[string]map[string]bool{}
 		for _, dev := range m.Devices() {
@@ -293,9 +293,12 @@ func claimAvailable(st *allocator.State, m *topology.Machine, a allocator.Alloca
 	}
 	b.Memory = b.Memory[:0]
 	for _, x := range a.Memory {
-		left := st.NodeFree(x.Node)["memory"]
+		var left int64
+		if i, ok := m.NodeIndex(x.Node); ok {
+			left = st.NodeFree(i)["memory"]
+		}
 		if x.MiB > left {
-			lost = append(lost, fmt.Sprintf("%d MiB of memory on NUMA node %d, %d MiB free", x.MiB, m.NodeID(x.Node), left))
+			lost = append(lost, fmt.Sprintf("%d MiB of memory on NUMA node %d, %d MiB free", x.MiB, x.Node, left))
 			if left <= 0 {
 				continue
 			}
@@ -429,8 +432,13 @@ func joinReason(parts ...string) string {
 // key (placed by the allocator as the node side would). oldM and old are the
 // machine and state the reservations were made on. The caller holds podsMu
 // and the node's write lock; the work is linear in the node's pods.
-func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocator.State) {
-	st := allocator.New(ni.m, c.cfg.Allocator)
+func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocator.State) error {
+	st, err := allocator.New(ni.m, c.cfg.Allocator)
+	if err != nil {
+		// The node's machine made a state when it was set: this does not
+		// happen, and leaves the node as it was if it does.
+		return fmt.Errorf("%w %s: %w", ErrInvalidNode, ni.name, err)
+	}
 	ni.state = st
 	ni.exclCPUs, ni.gpusHeld, ni.plainMilli, ni.memUsed, ni.inexact = 0, 0, 0, 0, 0
 	keys := slices.Sorted(maps.Keys(ni.pods))
@@ -541,6 +549,7 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 			ni.inexact++
 		}
 	}
+	return nil
 }
 
 // misfitsLocked returns the node's misfits by pod key (the caller holds

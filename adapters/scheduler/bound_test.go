@@ -144,7 +144,7 @@ func requireSameAccounting(t require.TestingT, want, got *scheduler.Cache, node 
 		require.Equal(t, a.CPUs.String(), b.CPUs.String(), a.ID)
 		require.Equal(t, a.GPUs, b.GPUs, a.ID)
 		require.Equal(t, a.Memory, b.Memory, a.ID)
-		require.Equal(t, a.Span, b.Span, a.ID)
+		require.Equal(t, a.DenseSpan, b.DenseSpan, a.ID)
 	}
 }
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -242,7 +243,11 @@ func (c *Cache) AddNode(n Node) error {
 	ni := &nodeInfo{name: n.Name, labels: maps.Clone(n.Labels), optedIn: c.optedIn(n.Labels), alignMem: alignMem,
 		pods: map[string]*podInfo{}}
 	ni.kpol, ni.kopts = kubeletPolicy(n)
-	c.setMachine(ni, n.Machine, class, allocator.New(n.Machine, c.cfg.Allocator))
+	st, err := allocator.New(n.Machine, c.cfg.Allocator)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidNode, n.Name, err)
+	}
+	c.setMachine(ni, n.Machine, class, st)
 	c.nodes[n.Name] = ni
 	c.dirty = true
 	return nil
@@ -287,19 +292,28 @@ func (c *Cache) UpdateNode(n Node) error {
 		ni.labels, ni.optedIn, ni.alignMem = maps.Clone(n.Labels), c.optedIn(n.Labels), alignMem
 		ni.kopts = kopts
 		if realign && ni.inexact > 0 {
-			c.rebuildLocked(ni, ni.m, ni.state) // the predictions follow the alignment
+			return c.rebuildLocked(ni, ni.m, ni.state) // the predictions follow the alignment
 		}
 		return nil
+	}
+	if _, err := allocator.New(n.Machine, c.cfg.Allocator); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidNode, n.Name, err)
 	}
 	class, err := c.classLocked(n.Machine)
 	if err != nil {
 		return err
 	}
 	oldM, oldState, oldClass := ni.m, ni.state, ni.class
+	oldLabels, oldOptedIn, oldAlign, oldKpol, oldKopts := ni.labels, ni.optedIn, ni.alignMem, ni.kpol, ni.kopts
 	c.setMachine(ni, n.Machine, class, ni.state)
 	ni.labels, ni.optedIn, ni.alignMem = maps.Clone(n.Labels), c.optedIn(n.Labels), alignMem
 	ni.kpol, ni.kopts = kpol, kopts
-	c.rebuildLocked(ni, oldM, oldState)
+	if err := c.rebuildLocked(ni, oldM, oldState); err != nil {
+		c.setMachine(ni, oldM, oldClass, oldState)
+		ni.labels, ni.optedIn, ni.alignMem, ni.kpol, ni.kopts = oldLabels, oldOptedIn, oldAlign, oldKpol, oldKopts
+		c.releaseClassLocked(class)
+		return err
+	}
 	c.releaseClassLocked(oldClass)
 	return nil
 }
@@ -312,16 +326,17 @@ func (c *Cache) UpdateNode(n Node) error {
 func keepEmptyMemory(from, to *topology.Machine, a, na *allocator.Allocation) {
 	added := false
 	for _, x := range a.Memory {
-		if x.MiB != 0 || x.Node < 0 || x.Node >= from.NumNodes() {
+		if x.MiB != 0 {
 			continue
 		}
-		if i, ok := to.NodeIndex(from.NodeID(x.Node)); ok {
-			na.Memory = append(na.Memory, allocator.NodeMemory{Node: i})
+		_, onFrom := from.NodeIndex(x.Node)
+		if _, ok := to.NodeIndex(x.Node); ok && onFrom { // by NUMA node ID on both machines
+			na.Memory = append(na.Memory, allocator.NodeMemory{Node: x.Node})
 			added = true
 		}
 	}
 	if added {
-		slices.SortFunc(na.Memory, func(x, y allocator.NodeMemory) int { return x.Node - y.Node })
+		slices.SortFunc(na.Memory, func(x, y allocator.NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
 	}
 }
 
@@ -538,7 +553,9 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 		rebuild = c.bindLocked(ni, rec)
 	}
 	if rebuild {
-		c.rebuildLocked(ni, ni.m, ni.state)
+		if err := c.rebuildLocked(ni, ni.m, ni.state); err != nil {
+			return errs, err
+		}
 	}
 	return errs, nil
 }
@@ -571,7 +588,9 @@ func (c *Cache) dropLocked(pi *podInfo) {
 	ni.mu.Lock()
 	defer ni.mu.Unlock()
 	if c.forgetLocked(ni, pi) {
-		c.rebuildLocked(ni, ni.m, ni.state)
+		// An error leaves the node's state as it was without pi, which
+		// forgetLocked released: still sound.
+		_ = c.rebuildLocked(ni, ni.m, ni.state)
 	}
 }
 
@@ -723,7 +742,9 @@ func (mc *machineClass) never(sh shape, r *allocator.Request) error {
 			return err
 		}
 	}
-	mc.once.Do(func() { mc.empty = allocator.New(mc.m, mc.opts) })
+	// AddNode built a state of this machine and options already, so New
+	// succeeds; were it to fail, the nil state's Fit returns the error.
+	mc.once.Do(func() { mc.empty, _ = allocator.New(mc.m, mc.opts) })
 	err := mc.empty.Fit(r)
 	mc.mu.Lock()
 	defer mc.mu.Unlock()

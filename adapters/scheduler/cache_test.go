@@ -29,7 +29,7 @@ func requireSameNode(t *testing.T, want, got scheduler.NodeStatus) {
 		require.Equal(t, a.ID, b.ID)
 		require.Equal(t, a.CPUs.String(), b.CPUs.String(), a.ID)
 		require.Equal(t, a.GPUs, b.GPUs, a.ID)
-		require.Equal(t, a.Span, b.Span, a.ID)
+		require.Equal(t, a.DenseSpan, b.DenseSpan, a.ID)
 		require.Equal(t, a.Policy, b.Policy, a.ID)
 		require.Equal(t, a.Exclusive, b.Exclusive, a.ID)
 	}
@@ -309,7 +309,7 @@ func TestFree(t *testing.T) {
 	after, _ := c.Free("a")
 	for i, f := range after {
 		require.Equal(t, h100.NodeID(i), f.ID)
-		if st.Allocation.Span.Contains(i) {
+		if st.Allocation.DenseSpan.Contains(i) {
 			require.Equal(t, before[i].CPUs-24, f.CPUs)
 			require.Equal(t, before[i].GPUs-4, f.GPUs)
 		} else {

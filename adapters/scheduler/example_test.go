@@ -79,7 +79,7 @@ func ExampleCache_PreBind() {
 	// {"cpuset":"0-11,112-123","numaNodeResources":[{"node":0,"resources":{"cpu":"24"}}]}
 	// unreserve: <nil>
 	// again: true
-	// pod default/five does not fit on node gpu-1: no NUMA node has 5 GPUs free (at most 4 gpu free there), even with nothing allocated
+	// pod default/five does not fit on node gpu-1: no NUMA node of this machine can ever hold 5 GPUs and 24 CPUs (one node has at most 4 GPUs), even with nothing allocated
 }
 
 // A restarted scheduler rebuilds the node's state from the bound pods'

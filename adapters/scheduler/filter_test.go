@@ -68,7 +68,7 @@ func TestFilterRules(t *testing.T) {
 			reason: "node(s) without the label numa=yes", never: true},
 		{name: "more GPUs than a NUMA node has", labels: optIn, pod: numaPod("a", 24, 5, "SingleNUMANode"),
 			category: allocator.ErrNoNUMAFit, reason: "no NUMA node can hold 5 GPUs on this machine",
-			detail: []string{"no NUMA node has 5 GPUs free", "even with nothing allocated"}, never: true},
+			detail: []string{"no NUMA node of this machine can ever hold 5 GPUs and 24 CPUs (one node has at most 4 GPUs)", "even with nothing allocated"}, never: true},
 		{name: "no NUMA node with 4 free GPUs now", labels: optIn,
 			before: []setup{
 				claimed(numaPod("x", 2, 2, "SingleNUMANode"), `{"policy":"SingleNUMANode","cpuset":"0-1","gpus":[{"id":0},{"id":1}]}`),

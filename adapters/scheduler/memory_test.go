@@ -73,7 +73,7 @@ func labels(kv ...string) map[string]string {
 func TestMemoryBeyondAnyNUMANodeIsRefused(t *testing.T) {
 	m := preset(t, "dgx-h100") // 1 TiB per NUMA node, 2 TiB in all
 	big := withMemory(numaPod("big", 24, 4, "SingleNUMANode"), "1536Gi", "1536Gi")
-	require.Error(t, allocator.New(m, allocator.Options{}).Fit(&allocator.Request{CPUs: 24, GPUs: 4,
+	require.Error(t, allocator.MustNew(m, allocator.Options{}).Fit(&allocator.Request{CPUs: 24, GPUs: 4,
 		MemoryMiB: 1536 << 10, Policy: 1}), "the allocator alone refuses it")
 
 	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "h", Labels: optIn, Machine: m})
@@ -471,7 +471,9 @@ func TestMemoryCacheProperty(t *testing.T) {
 			used := make([]int64, m.NumNodes())
 			for _, a := range st.Allocations {
 				for _, x := range a.Memory {
-					used[x.Node] += x.MiB
+					i, ok := m.NodeIndex(x.Node)
+					require.True(t, ok, "memory on NUMA node %d, which the machine has", x.Node)
+					used[i] += x.MiB
 				}
 			}
 			for i, u := range used {
@@ -504,10 +506,10 @@ func TestMemoryKubeletGroupSurvivesUpdateNode(t *testing.T) {
 	wide := withMemory(guaranteedPod("wide", 12, 0), "1Gi", "1Gi")
 	require.NoError(t, c.Reserve(wide, "k"))
 	ps, _ := c.Pod(wide.Key())
-	require.Equal(t, []allocator.NodeMemory{{Node: 0, MiB: 1024}, {Node: 1}}, ps.Allocation.Memory,
+	require.Equal(t, []allocator.NodeMemory{{Node: 0, MiB: 1024}, {Node: 3}}, ps.Allocation.Memory,
 		"1 GiB on NUMA node 0, node 3 in the group")
 	node.Machine = sparseMemMachine(t, 16<<10)
 	require.NoError(t, c.UpdateNode(node))
 	ps, _ = c.Pod(wide.Key())
-	require.Equal(t, []allocator.NodeMemory{{Node: 0, MiB: 1024}, {Node: 1}}, ps.Allocation.Memory)
+	require.Equal(t, []allocator.NodeMemory{{Node: 0, MiB: 1024}, {Node: 3}}, ps.Allocation.Memory)
 }

@@ -17,7 +17,7 @@
 //
 //	rapid.Check(t, func(t *rapid.T) {
 //		m := allocatortest.Machine().Draw(t, "machine")
-//		s := allocator.New(m, allocator.Options{})
+//		s := allocator.MustNew(m, allocator.Options{})
 //		md, _ := allocatortest.NewModel(m, nil)
 //		for _, op := range allocatortest.Stream(m).Draw(t, "ops") {
 //			if op.Kind != allocatortest.OpAllocate {

@@ -240,20 +240,21 @@ func (md *Model) hold(a allocator.Allocation) error {
 		md.devHolder[k] = a.ID
 	}
 	for _, nm := range a.Memory {
-		if nm.Node < 0 || nm.Node >= md.n {
-			return fmt.Errorf("memory on node index %d, which does not exist", nm.Node)
+		i, ok := md.m.NodeIndex(nm.Node)
+		if !ok {
+			return fmt.Errorf("memory on NUMA node %d, which does not exist", nm.Node)
 		}
 		if nm.MiB < 0 {
-			return fmt.Errorf("negative memory %d MiB on node %d", nm.MiB, md.m.NodeID(nm.Node))
+			return fmt.Errorf("negative memory %d MiB on node %d", nm.MiB, nm.Node)
 		}
-		md.memUsed[nm.Node] += nm.MiB
-		if have := md.m.Node(nm.Node).MemoryMiB; md.memUsed[nm.Node] > have {
-			return fmt.Errorf("node %d has %d MiB, %d MiB are held", md.m.NodeID(nm.Node), have, md.memUsed[nm.Node])
+		md.memUsed[i] += nm.MiB
+		if have := md.m.Node(i).MemoryMiB; md.memUsed[i] > have {
+			return fmt.Errorf("node %d has %d MiB, %d MiB are held", nm.Node, have, md.memUsed[i])
 		}
 	}
 	span := SpanOf(md.m, a)
-	if a.Span != span {
-		return fmt.Errorf("Span %s is not the nodes hosting what it holds, %s", md.ids(a.Span), md.ids(span))
+	if a.DenseSpan != span {
+		return fmt.Errorf("DenseSpan %s is not the nodes hosting what it holds, %s", md.ids(a.DenseSpan), md.ids(span))
 	}
 	md.spans[a.ID] = span
 	return nil
@@ -301,8 +302,8 @@ func SpanOf(m *topology.Machine, a allocator.Allocation) numa.Mask {
 		}
 	}
 	for _, nm := range a.Memory {
-		if nm.MiB > 0 && nm.Node >= 0 && nm.Node < m.NumNodes() {
-			span = span.With(nm.Node)
+		if i, ok := m.NodeIndex(nm.Node); ok && nm.MiB > 0 {
+			span = span.With(i)
 		}
 	}
 	return span
@@ -612,9 +613,10 @@ type Verdict struct {
 	// Width is the span width the policy demands: 1 for SingleNUMANode,
 	// WidthCap for Restricted, WidthFree for BestEffort, 0 for None.
 	Width int
-	// Spans are the spans legal for an admissible request, ascending; nil
-	// for None, which may be placed anywhere (AnySpan).
-	Spans []numa.Mask
+	// DenseSpans are the spans legal for an admissible request, as masks of
+	// dense node indices, ascending; nil for None, which may be placed
+	// anywhere (AnySpan).
+	DenseSpans []numa.Mask
 	// AnySpan is true for a valid None request: any span is legal and
 	// Spans is not consulted.
 	AnySpan bool
@@ -768,7 +770,7 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 		v.Reason = fmt.Sprintf("%s: %s; no span of %d node(s)%s has enough free", r.Policy, where, v.Width, within)
 	case len(ok) == 0 && r.Policy == policy.BestEffort:
 		// The soft rule: broken rather than the span widened.
-		v.Admissible, v.Spans = true, fit
+		v.Admissible, v.DenseSpans = true, fit
 		v.Reason = fmt.Sprintf("%s: %s; no span of width %d is allowed by the exclusivity rule, so any of %s (rule broken)",
 			r.Policy, where, v.Width, md.spanList(fit))
 	case len(ok) == 0:
@@ -776,7 +778,7 @@ func (md *Model) Decide(r *allocator.Request) Verdict {
 		v.Reason = fmt.Sprintf("%s: %s; spans %s have enough free but the exclusivity rule forbids each (%s)",
 			r.Policy, where, md.spanList(fit), md.typesText())
 	default:
-		v.Admissible, v.Spans = true, ok
+		v.Admissible, v.DenseSpans = true, ok
 		v.Reason = fmt.Sprintf("%s: %s; legal spans %s", r.Policy, where, md.spanList(ok))
 		if len(blocked) > 0 {
 			v.Reason += fmt.Sprintf(" (forbidden by the exclusivity rule: %s)", md.spanList(blocked))
@@ -894,7 +896,7 @@ func (md *Model) CheckFit(r *allocator.Request, err error) error {
 //     not free before (memory no more than the node's free memory); whole
 //     cores of ThreadsPerCore threads under fullPCPUs; devices of unknown
 //     NUMA node only for None; Span exactly the nodes hosting what it
-//     holds; and that span one the policy allows ([Verdict.Spans]).
+//     holds; and that span one the policy allows ([Verdict.DenseSpans]).
 //
 // The error lists every difference found.
 func (md *Model) Check(r *allocator.Request, a allocator.Allocation, err error) error {
@@ -938,8 +940,8 @@ func (md *Model) checkVerdict(r *allocator.Request, err error, a *allocator.Allo
 	if err != nil {
 		if v.Admissible {
 			ex := ""
-			if len(v.Spans) > 0 {
-				ex = fmt.Sprintf(" (for example span %s)", md.ids(v.Spans[0]))
+			if len(v.DenseSpans) > 0 {
+				ex = fmt.Sprintf(" (for example span %s)", md.ids(v.DenseSpans[0]))
 			}
 			return fmt.Errorf("request %s refused though admissible (completeness): engine said %q; model: %s%s; state: %s",
 				r, err, v.Reason, ex, md.freeText(r))
@@ -1073,21 +1075,24 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 
 	// Memory.
 	var total int64
-	memNodes := map[int]bool{}
-	for _, nm := range a.Memory {
+	memNodes := map[numa.NodeID]bool{}
+	for j, nm := range a.Memory {
 		total += nm.MiB
+		i, ok := md.m.NodeIndex(nm.Node)
 		switch {
-		case nm.Node < 0 || nm.Node >= md.n:
-			add("memory on node index %d, which does not exist", nm.Node)
+		case !ok:
+			add("memory on NUMA node %d, which does not exist", nm.Node)
 			continue
 		case nm.MiB <= 0:
-			add("memory entry of %d MiB on node %d (nodes with none are left out)", nm.MiB, md.m.NodeID(nm.Node))
+			add("memory entry of %d MiB on node %d (nodes with none are left out)", nm.MiB, nm.Node)
 		case memNodes[nm.Node]:
-			add("memory on node %d listed twice", md.m.NodeID(nm.Node))
+			add("memory on node %d listed twice", nm.Node)
+		case j > 0 && a.Memory[j-1].Node > nm.Node:
+			add("memory on node %d listed after node %d (ascending node IDs)", nm.Node, a.Memory[j-1].Node)
 		}
 		memNodes[nm.Node] = true
-		if free := md.memUnits(nm.Node, true); nm.MiB > free {
-			add("%d MiB on node %d, which had only %d MiB free", nm.MiB, md.m.NodeID(nm.Node), free)
+		if free := md.memUnits(i, true); nm.MiB > free {
+			add("%d MiB on node %d, which had only %d MiB free", nm.MiB, nm.Node, free)
 		}
 	}
 	if total != r.MemoryMiB {
@@ -1096,16 +1101,16 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 
 	// Span.
 	span := SpanOf(md.m, a)
-	if a.Span != span {
-		add("Span %s is not the nodes hosting its CPUs, GPUs, devices and memory, %s", md.ids(a.Span), md.ids(span))
+	if a.DenseSpan != span {
+		add("DenseSpan %s is not the nodes hosting its CPUs, GPUs, devices and memory, %s", md.ids(a.DenseSpan), md.ids(span))
 	}
-	if !v.AnySpan && !slices.Contains(v.Spans, span) {
+	if !v.AnySpan && !slices.Contains(v.DenseSpans, span) {
 		add("span %s is not legal: %s", md.ids(span), md.whyIllegal(r, span, v))
 	}
 	return p
 }
 
-// whyIllegal explains why span is not among v.Spans.
+// whyIllegal explains why span is not among v.DenseSpans.
 func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) string {
 	var why []string
 	if width(span) != v.Width {
@@ -1118,7 +1123,7 @@ func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) str
 	if binds(r) && !md.allowed(span) {
 		if r.Policy == policy.BestEffort {
 			why = append(why, fmt.Sprintf("it breaks the exclusivity rule (%s) though %s of the same width is allowed",
-				md.typesText(), md.ids(v.Spans[0])))
+				md.typesText(), md.ids(v.DenseSpans[0])))
 		} else {
 			why = append(why, fmt.Sprintf("the exclusivity rule forbids it (%s)", md.typesText()))
 		}
@@ -1126,11 +1131,11 @@ func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) str
 	if len(why) == 0 {
 		why = append(why, "it does not have enough free resources for the request")
 	}
-	return strings.Join(why, "; ") + "; legal spans: " + md.spanList(v.Spans)
+	return strings.Join(why, "; ") + "; legal spans: " + md.spanList(v.DenseSpans)
 }
 
 // Place is the model's own allocation for r, a slow reference allocator:
-// on the first legal span ([Verdict.Spans]; for None the nodes in ascending
+// on the first legal span ([Verdict.DenseSpans]; for None the nodes in ascending
 // order, then devices of unknown NUMA node) each kind is taken greedily
 // node by node, the lowest free CPUs (whole cores under fullPCPUs) and
 // device IDs first. It returns an error wrapping the verdict's first
@@ -1150,7 +1155,7 @@ func (md *Model) Place(r *allocator.Request) (allocator.Allocation, error) {
 	}
 	nodes := md.m.AllNodes()
 	if !v.AnySpan {
-		nodes = v.Spans[0]
+		nodes = v.DenseSpans[0]
 	}
 	a := allocator.Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs}
 	for _, k := range md.kinds(r) {
@@ -1167,7 +1172,7 @@ func (md *Model) Place(r *allocator.Request) (allocator.Allocation, error) {
 			md.take(r, &a, k.name, -1, rem)
 		}
 	}
-	a.Span = SpanOf(md.m, a)
+	a.DenseSpan = SpanOf(md.m, a)
 	return a, nil
 }
 
@@ -1178,7 +1183,7 @@ func (md *Model) take(r *allocator.Request, a *allocator.Allocation, name string
 	}
 	switch {
 	case name == "memory":
-		a.Memory = append(a.Memory, allocator.NodeMemory{Node: i, MiB: n})
+		a.Memory = append(a.Memory, allocator.NodeMemory{Node: md.m.NodeID(i), MiB: n})
 		slices.SortFunc(a.Memory, func(x, y allocator.NodeMemory) int { return cmp.Compare(x.Node, y.Node) })
 	case strings.HasPrefix(name, "cpu"):
 		if !r.FullPCPUs {
@@ -1243,8 +1248,8 @@ func CompareAllocations(want, got allocator.Allocation) error {
 	if want.FullPCPUs != got.FullPCPUs {
 		add("fullPCPUs", want.FullPCPUs, got.FullPCPUs)
 	}
-	if want.Span != got.Span {
-		add("span (dense)", "{"+want.Span.String()+"}", "{"+got.Span.String()+"}")
+	if want.DenseSpan != got.DenseSpan {
+		add("span (dense)", "{"+want.DenseSpan.String()+"}", "{"+got.DenseSpan.String()+"}")
 	}
 	if !want.CPUs.Equal(got.CPUs) {
 		add("CPUs", want.CPUs, got.CPUs)

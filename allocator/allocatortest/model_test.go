@@ -37,7 +37,7 @@ func model(t *testing.T, m *topology.Machine, live ...allocator.Allocation) *all
 func TestDGXH100WorkedExample(t *testing.T) {
 	m := preset(t, "dgx-h100")
 	small := allocator.Allocation{ID: "small", Policy: policy.SingleNUMANode, CPUs: numa.NewCPUSet(0, 1),
-		Span: numa.MaskOf(0)}
+		DenseSpan: numa.MaskOf(0)}
 	md := model(t, m, small)
 	single, shared := md.NodeTypes()
 	assert.Equal(t, numa.MaskOf(0), single)
@@ -56,7 +56,7 @@ func TestDGXH100WorkedExample(t *testing.T) {
 	big.Exclusive = policy.Preferred
 	v = md.Decide(big)
 	assert.True(t, v.Admissible, v.Reason)
-	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1)}, v.Spans)
+	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1)}, v.DenseSpans)
 }
 
 func TestDGXH100EightGPURestrictedOnEmpty(t *testing.T) {
@@ -67,7 +67,7 @@ func TestDGXH100EightGPURestrictedOnEmpty(t *testing.T) {
 	require.True(t, v.Admissible, v.Reason)
 	assert.Equal(t, 2, v.WidthCap)
 	assert.Equal(t, 2, v.Width)
-	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1)}, v.Spans)
+	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1)}, v.DenseSpans)
 
 	// The model's own placement passes its checker.
 	a, err := md.Place(r)
@@ -85,7 +85,7 @@ func TestDGXH100EightGPURestrictedOnEmpty(t *testing.T) {
 		require.True(t, v.Admissible, v.Reason)
 		a, err := md.Place(r)
 		require.NoError(t, err)
-		assert.Equal(t, numa.MaskOf(i), a.Span)
+		assert.Equal(t, numa.MaskOf(i), a.DenseSpan)
 		md, err = md.With(a)
 		require.NoError(t, err)
 	}
@@ -124,12 +124,12 @@ func TestWidthCapInsideOneSet(t *testing.T) {
 	assert.Equal(t, 3, v.WidthCap)
 	assert.True(t, v.InSet)
 	assert.Equal(t, 2, v.WidthFree)
-	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1, 2)}, v.Spans)
+	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1, 2)}, v.DenseSpans)
 
 	// A two-node answer across the sets is too wide a crossing: the checker
 	// names it.
 	bad := allocator.Allocation{ID: "x", Policy: policy.Restricted, GPUs: []int{2, 3, 4, 5, 6},
-		Span: numa.MaskOf(2, 3)}
+		DenseSpan: numa.MaskOf(2, 3)}
 	err := md.Check(r, bad, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "span {20,30} is not legal")
@@ -140,13 +140,13 @@ func TestWidthCapInsideOneSet(t *testing.T) {
 	v = md.Decide(r)
 	require.True(t, v.Admissible)
 	assert.Equal(t, 2, v.Width)
-	assert.Equal(t, []numa.Mask{numa.MaskOf(2, 3), numa.MaskOf(2, 4)}, v.Spans)
+	assert.Equal(t, []numa.Mask{numa.MaskOf(2, 3), numa.MaskOf(2, 4)}, v.DenseSpans)
 	bad.Policy = policy.BestEffort
 	assert.NoError(t, md.Check(r, bad, nil))
 
 	// Once node 1's GPU is taken, no three nodes of the first set have five
 	// GPUs free: Restricted is refused although the machine has them.
-	held := allocator.Allocation{ID: "h", Policy: policy.None, GPUs: []int{1}, Span: numa.MaskOf(1)}
+	held := allocator.Allocation{ID: "h", Policy: policy.None, GPUs: []int{1}, DenseSpan: numa.MaskOf(1)}
 	md = model(t, setsMachine(t), held)
 	r.Policy = policy.Restricted
 	v = md.Decide(r)
@@ -167,7 +167,7 @@ func TestFullPCPUsCountsWholeCores(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, m.ThreadsPerCore())
 
-	held := allocator.Allocation{ID: "h", CPUs: numa.NewCPUSet(2), Span: numa.MaskOf(0)}
+	held := allocator.Allocation{ID: "h", CPUs: numa.NewCPUSet(2), DenseSpan: numa.MaskOf(0)}
 	md := model(t, m, held)
 	assert.Equal(t, int64(2), md.Capacity(0, true)["cpu"], "cores {2,3} {4,5}")
 	assert.Equal(t, int64(1), md.Free(0, true)["cpu"], "core {4,5}")
@@ -185,7 +185,7 @@ func TestFullPCPUsCountsWholeCores(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "4-5", a.CPUs.String())
 	split := allocator.Allocation{ID: "f", Policy: policy.SingleNUMANode, FullPCPUs: true,
-		CPUs: numa.NewCPUSet(3, 4), Span: numa.MaskOf(0)}
+		CPUs: numa.NewCPUSet(3, 4), DenseSpan: numa.MaskOf(0)}
 	err = md.Check(r, split, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not handed out whole")
@@ -213,7 +213,7 @@ func TestUnknownNodeGPUsOnlyForNone(t *testing.T) {
 	a, err := md.Place(r)
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1}, a.GPUs)
-	assert.Equal(t, numa.MaskOf(0), a.Span, "a GPU of unknown node counts in no span")
+	assert.Equal(t, numa.MaskOf(0), a.DenseSpan, "a GPU of unknown node counts in no span")
 
 	for _, p := range []policy.Policy{policy.SingleNUMANode, policy.Restricted, policy.BestEffort} {
 		r := &allocator.Request{ID: "g", GPUs: 2, Policy: p}
@@ -236,8 +236,8 @@ func TestBestEffortSoftRule(t *testing.T) {
 	m, err := b.Build()
 	require.NoError(t, err)
 	live := []allocator.Allocation{
-		{ID: "a", CPUs: numa.NewCPUSet(0), Span: numa.MaskOf(0), Policy: policy.SingleNUMANode},
-		{ID: "b", CPUs: numa.NewCPUSet(4), Span: numa.MaskOf(1), Policy: policy.SingleNUMANode},
+		{ID: "a", CPUs: numa.NewCPUSet(0), DenseSpan: numa.MaskOf(0), Policy: policy.SingleNUMANode},
+		{ID: "b", CPUs: numa.NewCPUSet(4), DenseSpan: numa.MaskOf(1), Policy: policy.SingleNUMANode},
 	}
 	md := model(t, m, live...)
 
@@ -246,13 +246,13 @@ func TestBestEffortSoftRule(t *testing.T) {
 	r := &allocator.Request{ID: "x", CPUs: 6, Policy: policy.BestEffort}
 	v := md.Decide(r)
 	require.True(t, v.Admissible, v.Reason)
-	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1)}, v.Spans)
+	assert.Equal(t, []numa.Mask{numa.MaskOf(0, 1)}, v.DenseSpans)
 	r.Policy = policy.Restricted
 	v = md.Decide(r)
 	assert.Equal(t, []error{allocator.ErrExclusivity}, v.Refusals, v.Reason)
 
 	// Now node 1 is shared: a 2-CPU BestEffort pod must take node 0.
-	live[1] = allocator.Allocation{ID: "b", CPUs: numa.NewCPUSet(1, 4), Span: numa.MaskOf(0, 1)}
+	live[1] = allocator.Allocation{ID: "b", CPUs: numa.NewCPUSet(1, 4), DenseSpan: numa.MaskOf(0, 1)}
 	md = model(t, m, live...)
 	r = &allocator.Request{ID: "y", CPUs: 2, Policy: policy.BestEffort}
 	v = md.Decide(r)
@@ -261,7 +261,7 @@ func TestBestEffortSoftRule(t *testing.T) {
 	assert.Equal(t, numa.Mask(0), single)
 	assert.Equal(t, numa.MaskOf(0, 1), shared)
 	// Both nodes are shared, so neither one-node span is allowed: either.
-	assert.Equal(t, []numa.Mask{numa.MaskOf(0), numa.MaskOf(1)}, v.Spans)
+	assert.Equal(t, []numa.Mask{numa.MaskOf(0), numa.MaskOf(1)}, v.DenseSpans)
 }
 
 func TestCheckFindsWhatIsWrong(t *testing.T) {
@@ -272,12 +272,12 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 	b.SetReservedCPUs(numa.NewCPUSet(3))
 	m, err := b.Build()
 	require.NoError(t, err)
-	held := allocator.Allocation{ID: "h", CPUs: numa.NewCPUSet(0), Memory: []allocator.NodeMemory{{Node: 0, MiB: 600}},
-		Span: numa.MaskOf(0), Policy: policy.None}
+	held := allocator.Allocation{ID: "h", CPUs: numa.NewCPUSet(0), Memory: []allocator.NodeMemory{{Node: 3, MiB: 600}},
+		DenseSpan: numa.MaskOf(0), Policy: policy.None}
 	md := model(t, m, held)
 	r := &allocator.Request{ID: "x", CPUs: 2, MemoryMiB: 500, Policy: policy.SingleNUMANode}
 	good := allocator.Allocation{ID: "x", Policy: policy.SingleNUMANode, CPUs: numa.NewCPUSet(4, 5),
-		Memory: []allocator.NodeMemory{{Node: 1, MiB: 500}}, Span: numa.MaskOf(1)}
+		Memory: []allocator.NodeMemory{{Node: 7, MiB: 500}}, DenseSpan: numa.MaskOf(1)}
 	require.NoError(t, md.Check(r, good, nil))
 
 	tests := []struct {
@@ -287,13 +287,13 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 		want []string
 	}{
 		{"completeness", allocator.Allocation{}, errors.New("no"), []string{"refused though admissible (completeness)"}},
-		{"wrong span field", func() allocator.Allocation { a := good.Clone(); a.Span = numa.MaskOf(0, 1); return a }(), nil,
+		{"wrong span field", func() allocator.Allocation { a := good.Clone(); a.DenseSpan = numa.MaskOf(0, 1); return a }(), nil,
 			[]string{"Span {3,7} is not the nodes hosting", "{7}"}},
 		{"held and reserved", allocator.Allocation{ID: "x", Policy: policy.SingleNUMANode, CPUs: numa.NewCPUSet(0, 3),
-			Memory: []allocator.NodeMemory{{Node: 0, MiB: 500}}, Span: numa.MaskOf(0)}, nil,
+			Memory: []allocator.NodeMemory{{Node: 3, MiB: 500}}, DenseSpan: numa.MaskOf(0)}, nil,
 			[]string{`CPU 0 was not free: "h" holds it`, "CPU 3 is reserved", "500 MiB on node 3, which had only 400 MiB free"}},
 		{"amounts", allocator.Allocation{ID: "x", Policy: policy.SingleNUMANode, CPUs: numa.NewCPUSet(4, 5, 6),
-			GPUs: []int{0}, Span: numa.MaskOf(0, 1)}, nil,
+			GPUs: []int{0}, DenseSpan: numa.MaskOf(0, 1)}, nil,
 			[]string{"3 CPUs (4-6), want exactly 2", "1 GPUs [0], want exactly 0", "0 MiB of memory, want exactly 500",
 				"span {3,7} is not legal", "SingleNUMANode demands exactly 1"}},
 		{"fields", func() allocator.Allocation { a := good.Clone(); a.ID = "y"; a.Policy = policy.None; return a }(), nil,
@@ -335,8 +335,8 @@ func TestCheckFindsWhatIsWrong(t *testing.T) {
 
 func TestNewModelRefusesImpossibleStates(t *testing.T) {
 	m := preset(t, "small-1s")
-	a := allocator.Allocation{ID: "a", CPUs: numa.NewCPUSet(0), Span: numa.MaskOf(0)}
-	b := allocator.Allocation{ID: "b", CPUs: numa.NewCPUSet(0, 1), Span: numa.MaskOf(0)}
+	a := allocator.Allocation{ID: "a", CPUs: numa.NewCPUSet(0), DenseSpan: numa.MaskOf(0)}
+	b := allocator.Allocation{ID: "b", CPUs: numa.NewCPUSet(0, 1), DenseSpan: numa.MaskOf(0)}
 	_, err := allocatortest.NewModel(m, []allocator.Allocation{a, b})
 	require.ErrorContains(t, err, `CPU 0 is held by "a" too`)
 	_, err = allocatortest.NewModel(m, []allocator.Allocation{{ID: "c", GPUs: []int{0}}})
@@ -417,7 +417,7 @@ func TestModelPlacesWhatItAdmits(t *testing.T) {
 func ExampleModel_Decide() {
 	m, _ := topology.Preset("dgx-h100")
 	small := allocator.Allocation{ID: "small", Policy: policy.SingleNUMANode,
-		CPUs: numa.NewCPUSet(0, 1), Span: numa.MaskOf(0)}
+		CPUs: numa.NewCPUSet(0, 1), DenseSpan: numa.MaskOf(0)}
 	md, err := allocatortest.NewModel(m, []allocator.Allocation{small})
 	if err != nil {
 		panic(err)
@@ -429,7 +429,7 @@ func ExampleModel_Decide() {
 
 	big.Exclusive = policy.Preferred
 	v = md.Decide(big)
-	fmt.Println(v.Admissible, v.Spans) // dense masks: nodes 0 and 1
+	fmt.Println(v.Admissible, v.DenseSpans) // dense masks: nodes 0 and 1
 	// Output:
 	// false 2 [singleNUMANodeExclusive rule forbids every placement]
 	// Restricted: width_cap 2 (across NUMA sets), width_free 2; spans {0,1} have enough free but the exclusivity rule forbids each (single nodes {0}, shared nodes {})
@@ -442,7 +442,7 @@ func ExampleModel_Check() {
 	md, _ := allocatortest.NewModel(m, nil)
 	r := &allocator.Request{ID: "a", CPUs: 2, Policy: policy.SingleNUMANode}
 	bad := allocator.Allocation{ID: "a", Policy: policy.SingleNUMANode, CPUs: numa.NewCPUSet(0, 1, 2),
-		Span: numa.MaskOf(0)}
+		DenseSpan: numa.MaskOf(0)}
 	fmt.Println(md.Check(r, bad, nil) != nil)
 	good, _ := md.Place(r)
 	fmt.Println(good.CPUs, md.Check(r, good, nil))

@@ -107,7 +107,11 @@ the rule gives way rather than the pod being refused.
 
 // playDemo runs the steps on m, numbering their titles.
 func playDemo(w io.Writer, m *topology.Machine, steps []demoStep) error {
-	d := &demo{out: w, m: m, state: allocator.New(m, allocator.Options{})}
+	st, err := allocator.New(m, allocator.Options{})
+	if err != nil {
+		return err
+	}
+	d := &demo{out: w, m: m, state: st}
 	if _, err := fmt.Fprintf(w, "numaplan demo on %s (%s)\n", m.Name(), summary(m)); err != nil {
 		return err
 	}

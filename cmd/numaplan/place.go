@@ -54,7 +54,10 @@ allocations marked on standard error at the end.`,
 			if err != nil {
 				return err
 			}
-			p := newPlacer(m)
+			p, err := newPlacer(m)
+			if err != nil {
+				return err
+			}
 			if err := p.serve(e.stdin, e.stdout); err != nil {
 				return err
 			}
@@ -78,8 +81,12 @@ type placer struct {
 	state *allocator.State
 }
 
-func newPlacer(m *topology.Machine) *placer {
-	return &placer{m: m, state: allocator.New(m, allocator.Options{})}
+func newPlacer(m *topology.Machine) (*placer, error) {
+	st, err := allocator.New(m, allocator.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &placer{m: m, state: st}, nil
 }
 
 // serve answers every line of r on w. It fails only when reading or writing
@@ -316,7 +323,7 @@ func (p *placer) granted(id *string, a *allocator.Allocation) answer {
 	if len(a.Memory) > 0 {
 		ans.MemoryMiB = map[string]int64{}
 		for _, x := range a.Memory {
-			ans.MemoryMiB[strconv.Itoa(int(p.m.NodeID(x.Node)))] = x.MiB
+			ans.MemoryMiB[strconv.Itoa(int(x.Node))] = x.MiB
 		}
 	}
 	return ans
@@ -401,7 +408,7 @@ func stateMarks(s *allocator.State) *topology.Marks {
 		for _, g := range a.GPUs {
 			mk.GPUs[g] = ch
 		}
-		nodes := make([]string, 0, a.Span.Count())
+		nodes := make([]string, 0, a.DenseSpan.Count())
 		for _, id := range a.NUMANodes() {
 			nodes = append(nodes, id.String())
 		}

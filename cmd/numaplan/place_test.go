@@ -57,7 +57,7 @@ func TestPlaceProtocol(t *testing.T) {
 	assert.Equal(t, false, got[1]["ok"])
 	assert.Contains(t, got[1]["error"], "already live")
 	assert.Equal(t, false, got[2]["ok"], "7 GPUs free")
-	assert.Contains(t, got[2]["error"], "8 GPUs wanted, 7 free")
+	assert.Contains(t, got[2]["error"], "8 GPUs wanted, 7 GPUs free")
 	assert.Equal(t, map[string]any{"id": "a", "ok": true}, got[3])
 	assert.Equal(t, false, got[4]["ok"])
 	assert.Contains(t, got[4]["error"], "unknown allocation ID")
@@ -66,7 +66,7 @@ func TestPlaceProtocol(t *testing.T) {
 	assert.Len(t, got[5]["gpus"], 8)
 	assert.Equal(t, "0-3,56-59,112-115,168-171", got[5]["cpus"])
 	for i, want := range map[int]string{
-		6: "bad JSON", 7: "cpus -1 is negative", 8: "every amount is zero",
+		6: "bad JSON", 7: "cpus: cannot be negative (-1 CPUs)", 8: "every amount is zero",
 		9: `unknown policy "Sideways"`, 10: `unknown exclusive "Maybe"`, 11: `unknown op "fly"`,
 		12: `missing "op"`, 13: `missing "id"`, 14: "empty line",
 	} {
@@ -202,7 +202,8 @@ func TestPlaceResize(t *testing.T) {
 		"numaNodes": []any{0.0}}, got[1], "grown in place")
 	assert.Equal(t, "0,112", got[2]["cpus"], "shrunk in place")
 	assert.Equal(t, false, got[3]["ok"])
-	assert.Contains(t, got[3]["error"], "no NUMA node", "SingleNUMANode cannot grow past its node")
+	assert.Contains(t, got[3]["error"], "keeps it on its NUMA node 0, which has 110 CPUs free besides the 2 CPUs it holds: 38 CPUs short",
+		"SingleNUMANode cannot grow past its node, and the refusal says so about its own node")
 	assert.Contains(t, got[4]["error"], "unknown allocation ID")
 	assert.Contains(t, got[5]["error"], `missing "cpus"`)
 	assert.Equal(t, true, got[6]["ok"], "the refused resize left the allocation live")

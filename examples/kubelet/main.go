@@ -77,7 +77,10 @@ func run(w io.Writer, dir string) error {
 	// annotation, as adapters/scheduler does at PreBind.
 	fmt.Fprintln(w, "\n== admit by the scheduler's decision")
 	train := pod("train", "16", "2", policy.SingleNUMANode)
-	sched := allocator.New(m, allocator.Options{})
+	sched, err := allocator.New(m, allocator.Options{})
+	if err != nil {
+		return err
+	}
 	req, err := kube.ParsePod(train, kube.Config{})
 	if err != nil {
 		return err

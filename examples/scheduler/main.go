@@ -123,7 +123,10 @@ func freePerNUMANode(st scheduler.NodeStatus) string {
 // what its resource managers hold (the pod's own allocation, key, is left
 // out).
 func kubeletAlone(st scheduler.NodeStatus, key string, r allocator.Request) (string, error) {
-	s := allocator.New(st.Machine, allocator.Options{})
+	s, err := allocator.New(st.Machine, allocator.Options{})
+	if err != nil {
+		return "", err
+	}
 	for _, a := range st.Allocations {
 		if a.ID == key {
 			continue

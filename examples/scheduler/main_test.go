@@ -23,7 +23,7 @@ func TestRun(t *testing.T) {
 		"  textgen-numa-0 -> gpu-3, GPUs [4 5 6 7] on NUMA node(s) [1]",
 		`    numaplace.io/allocation: {"policy":"SingleNUMANode","exclusive":"Required","cpuset":"56-67,168-179","numaNodes":[1],"gpus":[{"id":4},{"id":5},{"id":6},{"id":7}],"memoryMiB":{"1":0}}`,
 		"    kubelet alone (single-numa-node) on gpu-3: admitted on NUMA node 1 (merged hint {1 preferred})",
-		"    refused gpu-1: no NUMA node has 4 GPUs free (at most 2 gpu free there)",
+		"    refused gpu-1: no NUMA node has 4 GPUs free now (at most 2 GPUs free there)",
 		"  textgen-numa-1 -> gpu-4, GPUs [0 1 2 3] on NUMA node(s) [0]",
 		"  textgen-numa-2 -> gpu-4, GPUs [4 5 6 7] on NUMA node(s) [1]",
 		"  => 0 of 3 pods would be refused by a kubelet running single-numa-node",

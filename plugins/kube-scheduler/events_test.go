@@ -337,7 +337,7 @@ func requireSameCache(t require.TestingT, want, got *scheduler.Cache, node strin
 		require.Equal(t, a.ID, b.ID, node)
 		require.Equal(t, a.CPUs.String(), b.CPUs.String(), a.ID)
 		require.Equal(t, a.GPUs, b.GPUs, a.ID)
-		require.Equal(t, a.Span, b.Span, a.ID)
+		require.Equal(t, a.DenseSpan, b.DenseSpan, a.ID)
 	}
 }
 

@@ -26,7 +26,8 @@ import (
 // request more than it has) or its topology annotation is malformed, with
 // the pods and reasons in the message; False once that is over. The plugin
 // writes it with a strategic merge patch of nodes/status (the scheduler's
-// service account needs "patch" on nodes/status, see deploy/rbac.yaml).
+// service account needs "patch" on nodes/status, as the repository's
+// deploy/scheduler.yaml grants).
 const ConditionMisfit v1.NodeConditionType = "NUMAPlaceMisfit"
 
 // Reasons of the [ConditionMisfit] condition.

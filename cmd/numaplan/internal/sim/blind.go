@@ -34,7 +34,7 @@ func newBlindSetup(pol kubelet.TopologyPolicy, cl *cluster, e *engine, pct int) 
 		want: numFeasibleToFind(n, pct),
 		opts: kubelet.PredictOptions{GPUResource: kube.ResourceAliyunGPU}}
 	for i, mi := range cl.infos {
-		b.states[i] = allocator.New(mi.m, allocator.Options{})
+		b.states[i] = allocator.MustNew(mi.m, allocator.Options{}) // the cluster's machines are built and valid
 	}
 	return b
 }

@@ -284,8 +284,8 @@ func describe(m *topology.Machine, a *allocator.Allocation) string {
 	if mib := a.MemoryMiB(); mib > 0 {
 		parts = append(parts, fmt.Sprintf("%d MiB", mib))
 	}
-	ids := make([]string, 0, a.Span.Count())
-	for _, id := range m.IDsOf(a.Span) {
+	ids := make([]string, 0, a.DenseSpan.Count())
+	for _, id := range m.IDsOf(a.DenseSpan) {
 		ids = append(ids, fmt.Sprint(id))
 	}
 	if len(ids) > 0 {

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -165,13 +166,17 @@ func (c *CPUs) FreeCPUs() numa.CPUSet { return c.free.Clone() }
 // Allocatable returns a copy of the allocatable CPUs (reserved ones excluded).
 func (c *CPUs) Allocatable() numa.CPUSet { return c.alloc.Clone() }
 
-// Penalty counts the CPUs that cannot come as whole free cores.
-func (c *CPUs) Penalty(r *Request, amounts []int64) int64 {
+// Penalty counts the CPUs of the split that cannot come as whole free
+// cores: on each node of span, those beyond its whole free cores' threads
+// and the remainder below a whole core. O(span).
+func (c *CPUs) Penalty(r *Request, span numa.Mask, amounts []int64) int64 {
 	if r.FullPCPUs || c.tpc == 1 {
 		return 0
 	}
 	var p int64
-	for i, k := range amounts {
+	for w := uint64(span); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
+		k := amounts[i]
 		if k == 0 {
 			continue
 		}

@@ -3,6 +3,7 @@ package allocator
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -308,11 +309,13 @@ func (d *Devices) gpuIndex(id int) (int32, bool) {
 	return int32(i), ok
 }
 
-// Penalty counts the PCIe switches the split would use beyond one per node.
-func (d *Devices) Penalty(_ *Request, amounts []int64) int64 {
+// Penalty counts the PCIe switch groups the split uses beyond one per node
+// of span (the largest groups of a node first). O(devices on span's nodes).
+func (d *Devices) Penalty(_ *Request, span numa.Mask, amounts []int64) int64 {
 	var p int64
-	for node, k := range amounts {
-		if k > 0 {
+	for w := uint64(span); w != 0; w &= w - 1 {
+		node := bits.TrailingZeros64(w)
+		if k := amounts[node]; k > 0 {
 			p += int64(d.switchesNeeded(node, int(k)) - 1)
 		}
 	}

@@ -51,15 +51,17 @@ type Resource interface {
 }
 
 // Penalizer is an optional ability of a [Resource]: how far a split of
-// amounts over the nodes is from the resource's own preference (GPUs under
-// one PCIe switch, whole cores). Lower is better; the engine compares
-// candidate spans by it after NUMA sets crossed and distance.
+// amounts over the nodes of a span is from the resource's own preference
+// (GPUs under one PCIe switch, whole cores). Lower is better; the engine
+// ranks candidate spans by it after the exclusivity rule, the NUMA sets
+// crossed and the distance (see the order in rank.go).
 type Penalizer interface {
-	// Penalty returns how far taking amounts[i] units on each node i (one
-	// entry per node of the machine, 0 for nodes outside the span) for r is
-	// from the resource's preference: 0 when it matches, more the worse.
-	// It must not mutate.
-	Penalty(r *Request, amounts []int64) int64
+	// Penalty returns how far taking amounts[i] units on each node i of
+	// span for r is from the resource's preference: 0 when it matches,
+	// more the worse. amounts has one entry per node of the machine; the
+	// entries of nodes outside span are not to be read. It must not
+	// mutate.
+	Penalty(r *Request, span numa.Mask, amounts []int64) int64
 }
 
 // BulkReader is an optional ability of a [Resource] that the engine uses on

@@ -8,16 +8,31 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// smallExists is the plain subset search, forced whatever the pool size:
-// the reference the large-pool search is checked against.
-func (c *cover) smallExists(pool numa.Mask, w int, s *dfs) bool {
-	s.c, s.w, s.n, s.ch, s.stop = c, w, 0, nil, false
-	for i := range pool.All() {
-		s.ord[s.n] = int8(i)
-		s.n++
+// smallExists is the plain subset search, forced whatever the pool size
+// (at most 22 nodes here): the reference the large-pool search is checked
+// against.
+func (p *problem) smallExists(pool numa.Mask, w int) bool {
+	var rec func(rest numa.Mask, left int, sums [maxKinds]int64) bool
+	rec = func(rest numa.Mask, left int, sums [maxKinds]int64) bool {
+		if left == 0 {
+			for r := 0; r < p.k; r++ {
+				if sums[r] < p.need[r] {
+					return false
+				}
+			}
+			return true
+		}
+		if rest.Count() < left {
+			return false
+		}
+		i := rest.Lowest()
+		with := sums
+		for r := 0; r < p.k; r++ {
+			with[r] += p.val[i][r]
+		}
+		return rec(rest.Without(i), left-1, with) || rec(rest.Without(i), left, sums)
 	}
-	s.prepare()
-	return s.first(0, 0, 0, [maxKinds]int64{})
+	return rec(pool, w, [maxKinds]int64{})
 }
 
 // TestLargeSearchAgreesWithSubsetSearch checks the class search, the greedy
@@ -26,7 +41,7 @@ func (c *cover) smallExists(pool numa.Mask, w int, s *dfs) bool {
 // feasible, and every cover found is a cover of exactly that width.
 func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var c cover
+		var c problem
 		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, 22).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 2, 3, 8, 40, 1000}).Draw(t, "maxVal")
@@ -50,18 +65,17 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 		for r := 0; r < c.k; r++ {
 			c.need[r] = rapid.Int64Range(1, total[r]+2).Draw(t, "need")
 			for i := 0; i < n; i++ {
-				c.set(i, r, c.val[i][r])
+				c.val[i][r] = min(c.val[i][r], c.need[r])
 			}
 		}
-		c.gen++
 		pool := numa.FirstN(n)
-		var s, ref dfs
+		var sr searcher
 		want := -1
 		for w := 1; w <= n; w++ {
-			ok := c.smallExists(pool, w, &ref)
-			s.cs.used, s.cs.undecided = 0, 0 // one decision per width
-			m, got := c.exists(pool, w, &s)
-			if s.cs.undecided > 0 {
+			ok := c.smallExists(pool, w)
+			sr.begin(nil, nil, nil) // one decision per width
+			m, got := sr.exists(&c, pool, w)
+			if sr.cut() {
 				t.Fatalf("width %d: the search bound (%d steps) cut the search of %d nodes", w, searchSteps, n)
 			}
 			if got != ok {
@@ -74,9 +88,8 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 				want = w
 			}
 		}
-		c.gen++
-		s.cs.used, s.cs.undecided = 0, 0
-		if got := c.minWidth(pool, &s); got != want {
+		sr.begin(nil, nil, nil)
+		if got, _ := sr.minWidth(&c, pool); got != want {
 			t.Fatalf("minWidth %d, want %d", got, want)
 		}
 	})

@@ -87,7 +87,9 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int // nodes in the largest NUMA set
+	maxSet                 int                   // nodes in the largest NUMA set
+	setBit                 [numa.MaxNodes]uint64 // by node: 1 << its NUMA set's index
+	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
 }
 
 // New returns the state of machine m with everything free. A nil m is
@@ -109,9 +111,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
 	}
-	for _, set := range s.setMasks {
-		s.maxSet = max(s.maxSet, set.Count())
-	}
+	s.initSets()
 	s.gpu = newGPUs(m)
 	s.res = append(s.res, s.gpu)
 	var classes []string
@@ -158,7 +158,24 @@ func MustNew(m *topology.Machine, opts Options) *State {
 	return s
 }
 
+// initSets derives the NUMA set tables from the machine.
+func (s *State) initSets() {
+	s.maxSet = 0
+	for _, set := range s.setMasks {
+		s.maxSet = max(s.maxSet, set.Count())
+	}
+	for i := 0; i < s.n; i++ {
+		s.setBit[i] = 1 << uint(s.m.SetOf(i))
+	}
+}
+
 func (s *State) initPen() {
+	s.keep = -1
+	for j, r := range s.res {
+		if r.Kind() == GPUClass && !s.opts.SpendGPULocalCPUs {
+			s.keep = j
+		}
+	}
 	s.pen = make([]Penalizer, len(s.res))
 	s.bulk = make([]BulkReader, len(s.res))
 	s.returns = true
@@ -205,32 +222,6 @@ func (s *State) Machine() *topology.Machine {
 	return s.m
 }
 
-// scratch holds the per-decision working memory, reused between calls.
-type scratch struct {
-	c     cover
-	kinds [maxKinds]int // resource index of each demanded kind
-	un    [maxKinds]int64
-	raw   [maxKinds][numa.MaxNodes]int64 // unclipped free amounts
-	amt   [maxKinds][numa.MaxNodes]int64
-	best  [maxKinds][numa.MaxNodes]int64
-	d     dfs
-	ch    chooser
-	seed  numa.Mask // the last cover anyCover found
-	// without, when set, makes decide see the state as if these live
-	// allocations were released (FitWithout, Resize).
-	without []*Allocation
-	victims []*Allocation // storage for without
-}
-
-// plan is a decision: the span and, when chosen, the amounts in sc.best.
-type plan struct {
-	span      numa.Mask
-	width     int
-	widthCap  int
-	widthFree int
-	inSet     bool
-}
-
 // Fit reports whether Allocate would accept r now, without changing
 // anything; the error is the one Allocate would return. It allocates
 // nothing on success. A nil r or a nil state is an error.
@@ -249,24 +240,10 @@ func (s *State) Fit(r *Request) error {
 			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
-	sc := s.getScratch()
-	_, err := s.decide(r, sc, false)
-	s.putScratch(sc)
+	sr := s.searcher(r, nil)
+	err := sr.decide(false)
+	sr.done()
 	return err
-}
-
-// scratches holds the working memory of decisions (about 80 KB each),
-// shared by every State so that a cluster of thousands of machine states
-// stays small.
-var scratches = sync.Pool{New: func() any { return new(scratch) }}
-
-// getScratch returns a scratch for one decision.
-func (s *State) getScratch() *scratch { return scratches.Get().(*scratch) }
-
-func (s *State) putScratch(sc *scratch) {
-	sc.without, sc.ch.s, sc.ch.r, sc.ch.sc, sc.d.ch, sc.d.cs.c, sc.d.c = nil, nil, nil, nil, nil, nil, nil
-	clear(sc.victims)
-	scratches.Put(sc)
 }
 
 // Allocate places r and returns what it received, or an error that says why
@@ -291,10 +268,9 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if _, ok := s.ids[r.ID]; ok {
 		return Allocation{}, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 	}
-	sc := s.getScratch()
-	defer s.putScratch(sc)
-	p, err := s.decide(r, sc, true)
-	if err != nil {
+	sr := s.searcher(r, nil)
+	defer sr.done()
+	if err := sr.decide(true); err != nil {
 		return Allocation{}, err
 	}
 	// Build the allocation in its record slot: a local passed to the
@@ -302,9 +278,9 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	idx := s.slot()
 	a := &s.recs[idx]
 	*a = Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
-		DenseSpan: p.span, machine: s.m}
-	for k := 0; k < sc.c.k; k++ {
-		s.res[sc.kinds[k]].Take(r, sc.best[k][:s.n], sc.un[k], a)
+		DenseSpan: sr.plan.span, machine: s.m}
+	for j := 0; j < sr.k; j++ {
+		s.res[sr.kinds[j]].Take(r, sr.take[j][:s.n], sr.unplaced[j], a)
 	}
 	s.commit(idx)
 	return *a, nil

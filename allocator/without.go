@@ -50,37 +50,17 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 		}
 		return c.decideFit(r)
 	}
-	sc := s.getScratch()
-	sc.without = recs
-	_, err := s.decide(r, sc, false)
-	sc.without = nil
-	s.putScratch(sc)
+	sr := s.searcher(r, recs)
+	err := sr.decide(false)
+	sr.done()
 	return err
 }
 
 // decideFit is Fit's decision on a state no one else sees.
 func (s *State) decideFit(r *Request) error {
-	sc := s.getScratch()
-	defer s.putScratch(sc)
-	_, err := s.decide(r, sc, false)
-	return err
-}
-
-// readFreeFor fills dst with resource j's free amounts, as if sc.without
-// were released when set.
-func (s *State) readFreeFor(sc *scratch, j int, r *Request, dst []int64) {
-	if sc.without != nil {
-		s.res[j].(Returner).FreeWithout(r, sc.without, dst)
-		return
-	}
-	s.readFree(j, r, dst)
-}
-
-func (s *State) unplacedFor(sc *scratch, j int, r *Request) int64 {
-	if sc.without != nil {
-		return s.res[j].(Returner).UnplacedWithout(r, sc.without)
-	}
-	return s.res[j].Unplaced(r)
+	sr := s.searcher(r, nil)
+	defer sr.done()
+	return sr.decide(false)
 }
 
 // typesWithout returns the node types as if victims were released.

@@ -1,0 +1,280 @@
+package allocator
+
+import (
+	"math/bits"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// maxKinds is the most resource kinds one request may ask for at once.
+const maxKinds = 16
+
+// smallPool is the largest pool the exact subset search takes; larger
+// pools go to the class search (classes.go).
+const smallPool = 16
+
+// problem is one covering question of a decision: for each NUMA node i and
+// demanded kind r an amount val[i][r] (the node's free units, or its
+// capacity), clipped at the demand need[r]. A set M of nodes covers when
+// Σ_{i∈M} val[i][r] >= need[r] for every r. A decision loads each problem
+// once (see [searcher]) and never changes it afterwards, so the strategies
+// may keep what they derive from it for the rest of the decision.
+type problem struct {
+	k    int
+	need [maxKinds]int64
+	val  [numa.MaxNodes][maxKinds]int64
+}
+
+// sums returns Σ_{i∈m} val[i][r] for each kind.
+func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
+	for w := uint64(m); w != 0; w &= w - 1 {
+		v := &p.val[bits.TrailingZeros64(w)]
+		for r := 0; r < p.k; r++ {
+			s[r] += v[r]
+		}
+	}
+	return s
+}
+
+// coversNode reports whether node i alone covers every demand.
+func (p *problem) coversNode(i int) bool {
+	v := &p.val[i]
+	for r := 0; r < p.k; r++ {
+		if v[r] < p.need[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// covers reports whether m covers every demand.
+func (p *problem) covers(m numa.Mask) bool {
+	s := p.sums(m)
+	for r := 0; r < p.k; r++ {
+		if s[r] < p.need[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// oneNode is the strategy for width 1: the lowest node of pool that covers
+// alone. O(k·n) for k kinds and n nodes; exact.
+func (p *problem) oneNode(pool numa.Mask) (numa.Mask, bool) {
+	for w := uint64(pool); w != 0; w &= w - 1 {
+		if i := bits.TrailingZeros64(w); p.coversNode(i) {
+			return numa.Mask(1) << uint(i), true
+		}
+	}
+	return 0, false
+}
+
+// lowerBound returns the fewest nodes of pool that could cover the demands
+// judged kind by kind (for each kind, the fewest of its largest amounts
+// that reach the demand), or -1 when even the whole pool falls short. It
+// takes O(k·n log n).
+func (p *problem) lowerBound(pool numa.Mask) int {
+	var vals [numa.MaxNodes]int64
+	lb := 0
+	for r := 0; r < p.k; r++ {
+		n := 0
+		var total int64
+		for w := uint64(pool); w != 0; w &= w - 1 {
+			v := p.val[bits.TrailingZeros64(w)][r]
+			vals[n] = v
+			total += v
+			n++
+		}
+		if total < p.need[r] {
+			return -1
+		}
+		if p.need[r] == 0 {
+			continue
+		}
+		s := vals[:n]
+		insertionSortDesc(s)
+		var acc int64
+		t := 0
+		for _, v := range s {
+			if acc >= p.need[r] {
+				break
+			}
+			acc += v
+			t++
+		}
+		lb = max(lb, t)
+	}
+	return lb
+}
+
+// insertionSortDesc sorts s descending: for the short lists of small pools.
+func insertionSortDesc(s []int64) {
+	for a := 1; a < len(s); a++ {
+		for b := a; b > 0 && s[b] > s[b-1]; b-- {
+			s[b], s[b-1] = s[b-1], s[b]
+		}
+	}
+}
+
+// visitor receives the covers an enumeration finds; visit returns false to
+// stop it.
+type visitor interface {
+	visit(m numa.Mask) bool
+}
+
+// subsetSearch is the exact strategy for pools of at most smallPool nodes:
+// a depth-first search over the subsets of exactly w nodes, in a fixed
+// order of the nodes, that cuts a branch as soon as, for some kind, the
+// amounts chosen plus the most the remaining nodes could add (their sum, or
+// the slots left times their largest amount) fall short of the demand.
+// Its worst case is the C(n, w) subsets of the width (C(16, 8) = 12,870);
+// it is exact: exists finds a cover whenever one exists, each visits every
+// cover.
+type subsetSearch struct {
+	p      *problem
+	n, w   int
+	ord    [smallPool]int8
+	sufSum [smallPool + 1][maxKinds]int64
+	sufMax [smallPool + 1][maxKinds]int64
+	found  numa.Mask
+	visit  visitor // each's callback
+	stop   bool
+}
+
+// load sets the search up for problem p over the nodes of ord[:n].
+func (s *subsetSearch) load(p *problem, w int) {
+	s.p, s.w, s.stop, s.found = p, w, false, 0
+	k := p.k
+	s.sufSum[s.n] = [maxKinds]int64{}
+	s.sufMax[s.n] = [maxKinds]int64{}
+	for q := s.n - 1; q >= 0; q-- {
+		v := &p.val[s.ord[q]]
+		for r := 0; r < k; r++ {
+			s.sufSum[q][r] = s.sufSum[q+1][r] + v[r]
+			s.sufMax[q][r] = max(s.sufMax[q+1][r], v[r])
+		}
+	}
+}
+
+// promising reports whether the branch at position q with chosen nodes and
+// partial sums can still reach every demand.
+func (s *subsetSearch) promising(q, chosen int, sums *[maxKinds]int64) bool {
+	rem := int64(s.w - chosen)
+	if s.n-q < int(rem) {
+		return false
+	}
+	for r := 0; r < s.p.k; r++ {
+		add := min(s.sufSum[q][r], rem*s.sufMax[q][r])
+		if sums[r]+add < s.p.need[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// exists returns some subset of pool (at most smallPool nodes) of exactly
+// w >= 2 nodes that covers the demands, trying first the nodes that cover
+// most of the demands (so the first branch usually succeeds).
+func (s *subsetSearch) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
+	var score [smallPool]uint64
+	s.n = 0
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		i := bits.TrailingZeros64(wd)
+		var sc uint64
+		for r := 0; r < p.k; r++ {
+			if p.need[r] > 0 {
+				sc += uint64(share(p.val[i][r], p.need[r]))
+			}
+		}
+		// Insertion by score, descending; the lower index first on a tie
+		// (the nodes come in ascending order).
+		j := s.n
+		for ; j > 0 && score[j-1] < sc; j-- {
+			score[j], s.ord[j] = score[j-1], s.ord[j-1]
+		}
+		score[j], s.ord[j] = sc, int8(i)
+		s.n++
+	}
+	s.load(p, w)
+	if s.first(0, 0, 0, [maxKinds]int64{}) {
+		return s.found, true
+	}
+	return 0, false
+}
+
+func (s *subsetSearch) first(q, chosen int, mask numa.Mask, sums [maxKinds]int64) bool {
+	if chosen == s.w {
+		for r := 0; r < s.p.k; r++ {
+			if sums[r] < s.p.need[r] {
+				return false
+			}
+		}
+		s.found = mask
+		return true
+	}
+	if !s.promising(q, chosen, &sums) {
+		return false
+	}
+	i := int(s.ord[q])
+	with := sums
+	for r := 0; r < s.p.k; r++ {
+		with[r] += s.p.val[i][r]
+	}
+	if s.first(q+1, chosen+1, mask|1<<uint(i), with) {
+		return true
+	}
+	return s.first(q+1, chosen, mask, sums)
+}
+
+// each calls visit with every subset of pool (at most smallPool nodes) of
+// exactly w nodes that covers the demands, in lexicographic order of their
+// node indices, until visit returns false.
+func (s *subsetSearch) each(p *problem, pool numa.Mask, w int, visit visitor) {
+	if w <= 0 || w > pool.Count() {
+		return
+	}
+	if w == 1 {
+		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+			if i := bits.TrailingZeros64(wd); p.coversNode(i) && !visit.visit(numa.Mask(1)<<uint(i)) {
+				return
+			}
+		}
+		return
+	}
+	s.n = 0
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		s.ord[s.n] = int8(bits.TrailingZeros64(wd))
+		s.n++
+	}
+	s.load(p, w)
+	s.visit = visit
+	s.all(0, 0, 0, [maxKinds]int64{})
+	s.visit = nil
+}
+
+func (s *subsetSearch) all(q, chosen int, mask numa.Mask, sums [maxKinds]int64) {
+	if s.stop {
+		return
+	}
+	if chosen == s.w {
+		for r := 0; r < s.p.k; r++ {
+			if sums[r] < s.p.need[r] {
+				return
+			}
+		}
+		if !s.visit.visit(mask) {
+			s.stop = true
+		}
+		return
+	}
+	if !s.promising(q, chosen, &sums) {
+		return
+	}
+	i := int(s.ord[q])
+	with := sums
+	for r := 0; r < s.p.k; r++ {
+		with[r] += s.p.val[i][r]
+	}
+	s.all(q+1, chosen+1, mask|1<<uint(i), with)
+	s.all(q+1, chosen, mask, sums)
+}

@@ -24,7 +24,7 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 	sr.forbidden = s.m.AllNodes() &^ policy.AllowedPool(w, s.m.AllNodes(), sr.single, sr.shared)
 	sr.strands = s.keep >= 0 && !sr.demands(s.keep)
 	if sr.strands {
-		s.readFree(s.keep, sr.r, sr.keepFree[:s.n])
+		copy(sr.keepFree[:s.n], s.freeOf(s.keep, sr.r, sr.keepFree[:s.n]))
 	}
 	sr.have = false
 	if len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
@@ -96,6 +96,7 @@ func (sr *searcher) visit(m numa.Mask) bool {
 // O(k·w + w²) plus the resources' penalties. A swap made costs O(n) more.
 func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	s, p := sr.s, &sr.freeP
+	p.clip()
 	budget := s.opts.SearchBudget / 2
 	var inSet [numa.MaxNodes]int32 // nodes of m per NUMA set
 	for wd := uint64(m); wd != 0; wd &= wd - 1 {

@@ -117,6 +117,7 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 // prepare loads pool into cs for problem p and sorts the orders every
 // width reuses.
 func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
+	p.clip()
 	cs.p, cs.pool, cs.n = p, pool, 0
 	cs.classified, cs.lagrange = false, false
 	cs.uniform = true

@@ -13,19 +13,71 @@ const maxKinds = 16
 // pools go to the class search (classes.go).
 const smallPool = 16
 
-// problem is one covering question of a decision: for each NUMA node i and
-// demanded kind r an amount val[i][r] (the node's free units, or its
-// capacity), clipped at the demand need[r]. A set M of nodes covers when
-// Σ_{i∈M} val[i][r] >= need[r] for every r. A decision loads each problem
-// once (see [searcher]) and never changes it afterwards, so the strategies
-// may keep what they derive from it for the rest of the decision.
+// problem is one covering question of a decision: for each demanded kind r
+// and NUMA node i an amount (the node's free units, or its capacity) and
+// the demand need[r] the known nodes must give. A set M of nodes covers
+// when Σ_{i∈M} min(amount[r][i], need[r]) >= need[r] for every r. A
+// decision loads each problem once (see [searcher]) and never changes it
+// afterwards, so the strategies may keep what they derive from it for the
+// rest of the decision.
+//
+// The amounts are kept as read, kind by kind, with the set of nodes that
+// cover alone (ones), which answers every question of width 1; the
+// node-major copy clipped at the demands (val), which the wider searches
+// read, is made on first use (clip).
 type problem struct {
-	k    int
-	need [maxKinds]int64
-	val  [numa.MaxNodes][maxKinds]int64
+	k       int
+	n       int // the machine's nodes
+	need    [maxKinds]int64
+	amount  [maxKinds][]int64 // by kind: one entry per node (a resource's view, or store)
+	ones    numa.Mask         // the nodes whose amounts cover alone
+	clipped bool              // val holds the amounts clipped at the demands
+	val     [numa.MaxNodes][maxKinds]int64
+	store   [maxKinds][numa.MaxNodes]int64 // amounts the problem holds itself
 }
 
-// sums returns Σ_{i∈m} val[i][r] for each kind.
+// load finishes loading the amounts of the problem's k kinds on n nodes:
+// it computes ones and marks val as not made yet.
+func (p *problem) load(n int) {
+	p.n, p.clipped = n, false
+	ones := numa.FirstN(n)
+	for r := 0; r < p.k; r++ {
+		need := p.need[r]
+		for i, v := range p.amount[r] {
+			if v < need {
+				ones &^= 1 << uint(i)
+			}
+		}
+	}
+	p.ones = ones
+}
+
+// clip makes val, the amounts clipped at the demands, node by node.
+func (p *problem) clip() {
+	if p.clipped {
+		return
+	}
+	for r := 0; r < p.k; r++ {
+		need := p.need[r]
+		for i, v := range p.amount[r] {
+			p.val[i][r] = min(v, need)
+		}
+	}
+	p.clipped = true
+}
+
+// nothing reports whether the known nodes need give nothing (a None
+// request served from devices of unknown NUMA node alone).
+func (p *problem) nothing() bool {
+	for r := 0; r < p.k; r++ {
+		if p.need[r] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sums returns Σ_{i∈m} val[i][r] for each kind (val must be made).
 func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
 	for w := uint64(m); w != 0; w &= w - 1 {
 		v := &p.val[bits.TrailingZeros64(w)]
@@ -36,18 +88,7 @@ func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
 	return s
 }
 
-// coversNode reports whether node i alone covers every demand.
-func (p *problem) coversNode(i int) bool {
-	v := &p.val[i]
-	for r := 0; r < p.k; r++ {
-		if v[r] < p.need[r] {
-			return false
-		}
-	}
-	return true
-}
-
-// covers reports whether m covers every demand.
+// covers reports whether m covers every demand (val must be made).
 func (p *problem) covers(m numa.Mask) bool {
 	s := p.sums(m)
 	for r := 0; r < p.k; r++ {
@@ -59,14 +100,11 @@ func (p *problem) covers(m numa.Mask) bool {
 }
 
 // oneNode is the strategy for width 1: the lowest node of pool that covers
-// alone. O(k·n) for k kinds and n nodes; exact.
+// alone, in O(1) (the nodes that do were found when the problem was
+// loaded); exact.
 func (p *problem) oneNode(pool numa.Mask) (numa.Mask, bool) {
-	for w := uint64(pool); w != 0; w &= w - 1 {
-		if i := bits.TrailingZeros64(w); p.coversNode(i) {
-			return numa.Mask(1) << uint(i), true
-		}
-	}
-	return 0, false
+	m := pool & p.ones
+	return m & -m, m != 0
 }
 
 // lowerBound returns the fewest nodes of pool that could cover the demands
@@ -74,6 +112,7 @@ func (p *problem) oneNode(pool numa.Mask) (numa.Mask, bool) {
 // that reach the demand), or -1 when even the whole pool falls short. It
 // takes O(k·n log n).
 func (p *problem) lowerBound(pool numa.Mask) int {
+	p.clip()
 	var vals [numa.MaxNodes]int64
 	lb := 0
 	for r := 0; r < p.k; r++ {
@@ -176,6 +215,7 @@ func (s *subsetSearch) promising(q, chosen int, sums *[maxKinds]int64) bool {
 // w >= 2 nodes that covers the demands, trying first the nodes that cover
 // most of the demands (so the first branch usually succeeds).
 func (s *subsetSearch) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
+	p.clip()
 	var score [smallPool]uint64
 	s.n = 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
@@ -234,13 +274,14 @@ func (s *subsetSearch) each(p *problem, pool numa.Mask, w int, visit visitor) {
 		return
 	}
 	if w == 1 {
-		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-			if i := bits.TrailingZeros64(wd); p.coversNode(i) && !visit.visit(numa.Mask(1)<<uint(i)) {
+		for wd := uint64(pool & p.ones); wd != 0; wd &= wd - 1 {
+			if !visit.visit(numa.Mask(1) << uint(bits.TrailingZeros64(wd))) {
 				return
 			}
 		}
 		return
 	}
+	p.clip()
 	s.n = 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		s.ord[s.n] = int8(bits.TrailingZeros64(wd))

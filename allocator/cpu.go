@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -20,17 +21,27 @@ type CPUs struct {
 	tpc       int
 	alloc     numa.CPUSet // allocatable: every CPU minus the reserved ones
 	free      numa.CPUSet
-	nodeCap   []int32
-	nodeFree  []int32
-	wholeCap  []int32 // per node: cores with tpc allocatable threads
-	wholeFree []int32 // per node: such cores with every thread free
-	coreAlloc []int8  // allocatable threads per core
-	coreFree  []int8  // free allocatable threads per core
-	nodeCores [][]int32
+	nodeCap   []int64
+	nodeFree  []int64
+	wholeCap  []int64   // per node: cores with tpc allocatable threads
+	wholeFree []int64   // per node: such cores with every thread free
+	coreAlloc []int8    // allocatable threads per core
+	coreFree  []int8    // free allocatable threads per core
+	nodeCores [][]int32 // by node: its cores, ascending
+	coreSlot  []int32   // by core: its position in its node's nodeCores
+	// wholeBits[node] has bit s set when core nodeCores[node][s] can be
+	// handed out whole and every thread of it is free.
+	wholeBits [][]uint64
 	cpuCore   []int32 // by CPU: its core (-1: none)
 	coreNode  []int32 // by core: its node
-	picked    numa.CPUSet
-	list      []int
+	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
+	// ascending.
+	threads   []int32
+	threadOff []int32
+	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
+	// from the start of a Take (or of a grown Resize) to its end.
+	pickBits []uint64
+	list     []int
 }
 
 var (
@@ -44,8 +55,8 @@ func newCPUs(m *topology.Machine) *CPUs {
 	n := m.NumNodes()
 	c := &CPUs{
 		m: m, tpc: m.ThreadsPerCore(),
-		nodeCap: make([]int32, n), nodeFree: make([]int32, n),
-		wholeCap: make([]int32, n), wholeFree: make([]int32, n),
+		nodeCap: make([]int64, n), nodeFree: make([]int64, n),
+		wholeCap: make([]int64, n), wholeFree: make([]int64, n),
 		coreAlloc: make([]int8, m.NumCores()), coreFree: make([]int8, m.NumCores()),
 		nodeCores: make([][]int32, n),
 	}
@@ -57,7 +68,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		cpus := m.CoreCPUs(k)
 		a := cpus.IntersectionCount(c.alloc)
 		c.coreAlloc[k], c.coreFree[k] = int8(a), int8(a)
-		c.nodeCap[node] += int32(a)
+		c.nodeCap[node] += int64(a)
 		if c.full(k) {
 			c.wholeCap[node]++
 		}
@@ -65,6 +76,17 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	copy(c.nodeFree, c.nodeCap)
 	copy(c.wholeFree, c.wholeCap)
+	c.coreSlot = make([]int32, m.NumCores())
+	c.wholeBits = make([][]uint64, n)
+	for node, cores := range c.nodeCores {
+		c.wholeBits[node] = make([]uint64, (len(cores)+63)/64)
+		for slot, k := range cores {
+			c.coreSlot[k] = int32(slot)
+			if c.full(int(k)) {
+				c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+			}
+		}
+	}
 	c.cpuCore = make([]int32, m.CPUs().Max()+1)
 	for cpu := range c.cpuCore {
 		k, ok := m.CPUCore(cpu)
@@ -74,12 +96,17 @@ func newCPUs(m *topology.Machine) *CPUs {
 		c.cpuCore[cpu] = int32(k)
 	}
 	c.coreNode = make([]int32, m.NumCores())
+	c.threadOff = make([]int32, m.NumCores()+1)
 	for k := range c.coreNode {
 		c.coreNode[k] = int32(m.CoreNode(k))
+		for cpu := range m.CoreCPUs(k).All() {
+			if c.alloc.Contains(cpu) {
+				c.threads = append(c.threads, int32(cpu))
+			}
+		}
+		c.threadOff[k+1] = int32(len(c.threads))
 	}
-	// Size the pick set for the whole machine so picking never grows it.
-	c.picked.Add(max(m.CPUs().Max(), 0))
-	c.picked.Clear()
+	c.pickBits = make([]uint64, max(m.CPUs().Max(), 0)/64+1)
 	return c
 }
 
@@ -114,26 +141,20 @@ func (c *CPUs) Free(r *Request, node int) int64 {
 	return int64(c.nodeFree[node])
 }
 
-// FreeInto writes Free of every node into dst.
-func (c *CPUs) FreeInto(r *Request, dst []int64) {
-	src := c.nodeFree
+// FreeView returns Free of every node (a view of the counters).
+func (c *CPUs) FreeView(r *Request) []int64 {
 	if r.FullPCPUs {
-		src = c.wholeFree
+		return c.wholeFree
 	}
-	for i, v := range src {
-		dst[i] = int64(v)
-	}
+	return c.nodeFree
 }
 
-// CapacityInto writes Capacity of every node into dst.
-func (c *CPUs) CapacityInto(r *Request, dst []int64) {
-	src := c.nodeCap
+// CapacityView returns Capacity of every node (a view of the counters).
+func (c *CPUs) CapacityView(r *Request) []int64 {
 	if r.FullPCPUs {
-		src = c.wholeCap
+		return c.wholeCap
 	}
-	for i, v := range src {
-		dst[i] = int64(v)
-	}
+	return c.nodeCap
 }
 
 // Unplaced returns 0: every CPU has a NUMA node.
@@ -180,7 +201,7 @@ func (c *CPUs) Penalty(r *Request, span numa.Mask, amounts []int64) int64 {
 		if k == 0 {
 			continue
 		}
-		whole := min(k/int64(c.tpc), int64(c.wholeFree[i]))
+		whole := min(k/int64(c.tpc), c.wholeFree[i])
 		p += k - whole*int64(c.tpc)
 	}
 	return p
@@ -191,18 +212,26 @@ func (c *CPUs) Penalty(r *Request, span numa.Mask, amounts []int64) int64 {
 func (c *CPUs) count(cpu int, delta int8) {
 	k := c.cpuCore[cpu]
 	node := c.coreNode[k]
-	wasWhole := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k))
-	c.coreFree[k] += delta
-	c.nodeFree[node] += int32(delta)
-	if isWhole := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k)); isWhole != wasWhole {
-		c.wholeFree[node] += int32(delta)
+	f, a := c.coreFree[k], c.coreAlloc[k]
+	whole := int(a) == c.tpc // the core can be whole at all
+	wasWhole := whole && f == a
+	f += delta
+	c.coreFree[k] = f
+	c.nodeFree[node] += int64(delta)
+	if isWhole := whole && f == a; isWhole != wasWhole {
+		c.wholeFree[node] += int64(delta)
+		slot := c.coreSlot[k]
+		c.wholeBits[node][slot>>6] ^= 1 << (uint(slot) & 63)
 	}
 }
+
+// threadsOf returns the allocatable threads of core k, ascending.
+func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.threadOff[k+1]] }
 
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
-	c.picked.Clear()
+	clear(c.pickBits)
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -213,22 +242,43 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 		}
 		c.pick(node, want, r.FullPCPUs)
 	}
-	c.free.RemoveAll(c.picked)
-	a.CPUs = c.picked.Clone()
+	a.CPUs = c.picked()
+	c.free.RemoveAll(a.CPUs)
 }
 
-// pick takes want free CPUs of node into c.picked.
+// picked returns the CPUs picked since pickBits was cleared, as a new set
+// (one allocation, of the words up to the highest CPU picked).
+func (c *CPUs) picked() numa.CPUSet {
+	n := len(c.pickBits)
+	for n > 0 && c.pickBits[n-1] == 0 {
+		n--
+	}
+	if n == 0 {
+		return numa.CPUSet{}
+	}
+	w := make([]uint64, n)
+	copy(w, c.pickBits)
+	return numa.CPUSetFromWords(w)
+}
+
+// isPicked reports whether cpu is in pickBits.
+func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)&63)) != 0 }
+
+// pick takes want free CPUs of node into pickBits and the counters (the
+// caller removes them from the free set).
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
-	// Pass 1: whole free cores, a word operation each.
-	for _, k := range cores {
-		if want < c.tpc {
-			break
-		}
-		if c.full(int(k)) && c.coreFree[k] == c.coreAlloc[k] {
-			c.picked.UnionWith(c.m.CoreCPUs(int(k)))
+	// Pass 1: whole free cores, the lowest first, found by their bits.
+	whole := c.wholeBits[node]
+	for wi := 0; wi < len(whole) && want >= c.tpc; wi++ {
+		for want >= c.tpc && whole[wi] != 0 {
+			k := cores[wi<<6|bits.TrailingZeros64(whole[wi])]
+			whole[wi] &= whole[wi] - 1
+			for _, cpu := range c.threadsOf(k) {
+				c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
+			}
 			c.coreFree[k] = 0
-			c.nodeFree[node] -= int32(c.tpc)
+			c.nodeFree[node] -= int64(c.tpc)
 			c.wholeFree[node]--
 			want -= c.tpc
 		}
@@ -252,13 +302,13 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 				continue
 			}
 			n := min(f, want)
-			for cpu := range c.m.CoreCPUs(int(k)).All() {
+			for _, t := range c.threadsOf(k) {
 				if n == 0 {
 					break
 				}
-				if c.free.Contains(cpu) && !c.picked.Contains(cpu) {
+				if cpu := int(t); c.free.Contains(cpu) && !c.isPicked(cpu) {
 					c.count(cpu, -1)
-					c.picked.Add(cpu)
+					c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
 					n--
 					want--
 				}
@@ -269,9 +319,18 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 
 // Give returns a's CPUs.
 func (c *CPUs) Give(a *Allocation) {
-	c.list = a.CPUs.AppendTo(c.list[:0])
-	for _, cpu := range c.list {
-		c.count(cpu, 1)
+	tpc := int8(c.tpc)
+	for cpu := range a.CPUs.All() { // count(cpu, +1), inlined
+		k := c.cpuCore[cpu]
+		f := c.coreFree[k] + 1
+		c.coreFree[k] = f
+		node := c.coreNode[k]
+		c.nodeFree[node]++
+		if f == tpc && c.coreAlloc[k] == tpc {
+			c.wholeFree[node]++
+			slot := c.coreSlot[k]
+			c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+		}
 	}
 	c.free.UnionWith(a.CPUs)
 }
@@ -319,12 +378,14 @@ func (c *CPUs) Nodes(a *Allocation) numa.Mask {
 func (c *CPUs) Clone() Resource {
 	d := *c
 	d.free = c.free.Clone()
-	d.nodeFree = append([]int32(nil), c.nodeFree...)
-	d.wholeFree = append([]int32(nil), c.wholeFree...)
+	d.nodeFree = append([]int64(nil), c.nodeFree...)
+	d.wholeFree = append([]int64(nil), c.wholeFree...)
+	d.wholeBits = make([][]uint64, len(c.wholeBits))
+	for i, b := range c.wholeBits {
+		d.wholeBits[i] = slices.Clone(b)
+	}
 	d.coreFree = append([]int8(nil), c.coreFree...)
-	d.picked, d.list = c.picked.Clone(), nil
-	d.picked.Add(max(c.m.CPUs().Max(), 0))
-	d.picked.Clear()
+	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
 	return &d
 }
 

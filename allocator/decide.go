@@ -108,7 +108,7 @@ func (sr *searcher) noFit(pools []numa.Mask) error {
 	for k := 0; k < sr.k; k++ {
 		var best int64
 		for _, pool := range pools {
-			best = max(best, topSum(&sr.free[k], pool, p.width))
+			best = max(best, topSum(sr.freeP.amount[k], pool, p.width))
 		}
 		if need := sr.freeP.need[k]; best < need {
 			short = append(short, Shortage{Resource: s.res[sr.kinds[k]].Kind(), Need: need, Have: best})

@@ -64,17 +64,28 @@ type rank struct {
 
 // compareRanks compares two ranks of spans of one decision (k demanded
 // kinds): negative when a is preferred, positive when b is, 0 only for the
-// same span.
+// same span. It is cmp.Or over the criteria in the order of the fields,
+// written out so that it stops at the first criterion that differs.
 func compareRanks(a, b *rank, k int) int {
-	return cmp.Or(
-		compareBools(a.ruleBroken, b.ruleBroken),
-		cmp.Compare(a.sets, b.sets),
-		cmp.Compare(a.distance, b.distance),
-		slices.Compare(a.penalty[:k], b.penalty[:k]),
-		cmp.Compare(a.stranded, b.stranded),
-		slices.Compare(a.left[:k], b.left[:k]),
-		compareSpans(a.span, b.span),
-	)
+	if c := compareBools(a.ruleBroken, b.ruleBroken); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.sets, b.sets); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.distance, b.distance); c != 0 {
+		return c
+	}
+	if c := slices.Compare(a.penalty[:k], b.penalty[:k]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.stranded, b.stranded); c != 0 {
+		return c
+	}
+	if c := slices.Compare(a.left[:k], b.left[:k]); c != 0 {
+		return c
+	}
+	return compareSpans(a.span, b.span)
 }
 
 // compareBools orders false before true.
@@ -112,7 +123,10 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 		sets |= s.setBit[bits.TrailingZeros64(w)]
 	}
 	rk.sets = bits.OnesCount64(sets)
-	rk.distance, _ = s.dist.Sum(m)
+	rk.distance = 0
+	if m&(m-1) != 0 {
+		rk.distance, _ = s.dist.Sum(m)
+	}
 	rk.stranded = 0
 	for j := 0; j < sr.k; j++ {
 		rk.penalty[j] = 0
@@ -121,7 +135,7 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 		}
 		left := -sr.freeP.need[j]
 		for w := uint64(m); w != 0; w &= w - 1 {
-			left += sr.free[j][bits.TrailingZeros64(w)]
+			left += sr.freeP.amount[j][bits.TrailingZeros64(w)]
 		}
 		if s.opts.Packing == Spread {
 			left = -left
@@ -175,7 +189,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 		return
 	}
 	// Anchor: most free first, lowest index on a tie (insertion sort: n is small).
-	raw := &sr.free[anchor]
+	raw := sr.freeP.amount[anchor]
 	for a := 1; a < n; a++ {
 		for b := a; b > 0 && raw[order[b]] > raw[order[b-1]]; b-- {
 			order[b], order[b-1] = order[b-1], order[b]
@@ -190,7 +204,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	weights := &dst[anchor]
 	for j := 0; j < sr.k; j++ {
 		if j != anchor && need[j] > 0 {
-			proportional(need[j], weights, &sr.free[j], order[:n], &dst[j])
+			proportional(need[j], weights, sr.freeP.amount[j], order[:n], &dst[j])
 		}
 	}
 }
@@ -200,7 +214,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 // the floor of its share, the rounding remainder goes to the largest
 // fractional parts (the earlier node in order on a tie), then amounts above
 // a node's free amount go to the nodes with room, in order.
-func proportional(need int64, weights, free *[numa.MaxNodes]int64, order []int8, out *[numa.MaxNodes]int64) {
+func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order []int8, out *[numa.MaxNodes]int64) {
 	var total int64
 	for _, i := range order {
 		total += weights[i]

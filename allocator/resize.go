@@ -116,7 +116,7 @@ func (rz *resizer) plan() (numa.Mask, error) {
 			rz.own[i] = int64(a.CPUs.IntersectionCount(s.m.NodeCPUs(i)))
 		}
 	}
-	s.cpu.FreeInto(r, rz.free[:s.n])
+	copy(rz.free[:s.n], s.cpu.FreeView(r))
 	if rz.grow {
 		rz.want = int64((r.CPUs - a.CPUs.Size()) / rz.unit)
 	} else {
@@ -550,7 +550,7 @@ func (s *State) growCPUs(a *Allocation, r *Request, span numa.Mask, extra int) {
 	var want [numa.MaxNodes]int64
 	var free [numa.MaxNodes]int64
 	var gpus [numa.MaxNodes]int64
-	s.cpu.FreeInto(r, free[:s.n])
+	copy(free[:s.n], s.cpu.FreeView(r))
 	for _, g := range a.GPUs {
 		if gpu, ok := s.m.GPU(g); ok {
 			if i, ok := s.m.NodeIndex(gpu.NUMANode); ok {
@@ -581,15 +581,16 @@ func (s *State) growCPUs(a *Allocation, r *Request, span numa.Mask, extra int) {
 		weights = avail
 	}
 	var add [numa.MaxNodes]int64
-	proportional(left, &weights, &avail, order, &add)
-	s.cpu.picked.Clear()
+	proportional(left, &weights, avail[:], order, &add)
+	clear(s.cpu.pickBits)
 	for _, i := range order {
 		if k := want[i] + add[i]; k > 0 {
 			s.cpu.pick(int(i), int(k)*unit, r.FullPCPUs)
 		}
 	}
-	s.cpu.free.RemoveAll(s.cpu.picked)
-	a.CPUs = a.CPUs.Union(s.cpu.picked)
+	picked := s.cpu.picked()
+	s.cpu.free.RemoveAll(picked)
+	a.CPUs = a.CPUs.Union(picked)
 }
 
 // shrinkCPUs gives back drop of a's CPUs: every CPU outside span first;

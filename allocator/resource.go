@@ -65,15 +65,17 @@ type Penalizer interface {
 }
 
 // BulkReader is an optional ability of a [Resource] that the engine uses on
-// its hot path instead of calling Free and Capacity once per node: it fills
-// dst[i] with the value for node i, for every node of the machine.
+// its hot path instead of calling Free and Capacity once per node: the
+// values of every node at once, as a view of the resource's own counters.
+// The engine reads a view only while it holds the state's lock, never
+// writes it, and drops it before the lock is released.
 type BulkReader interface {
-	// FreeInto sets dst[i] to Free(r, i) for every node i; dst has one entry
-	// per node of the machine.
-	FreeInto(r *Request, dst []int64)
-	// CapacityInto sets dst[i] to Capacity(r, i) for every node i; dst has
-	// one entry per node of the machine.
-	CapacityInto(r *Request, dst []int64)
+	// FreeView returns Free(r, i) for every node i: one entry per node of
+	// the machine.
+	FreeView(r *Request) []int64
+	// CapacityView returns Capacity(r, i) for every node i: one entry per
+	// node of the machine.
+	CapacityView(r *Request) []int64
 }
 
 // Returner is an optional ability of a [Resource] that makes

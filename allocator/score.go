@@ -53,6 +53,7 @@ func (s *State) Score(r *Request) (int, error) {
 	var util float64
 	kinds := 0
 	sr.capacity()
+	sr.sums()
 	for j := 0; j < sr.k; j++ {
 		if capacity := sr.capSum[j]; capacity > 0 {
 			// Devices of unknown NUMA node are left out: the demand may

@@ -46,6 +46,9 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 		n := rapid.IntRange(smallPool+1, 22).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 2, 3, 8, 40, 1000}).Draw(t, "maxVal")
 		// Trade-off shapes: some nodes rich in one kind and poor in others.
+		for r := 0; r < c.k; r++ {
+			c.amount[r] = c.store[r][:n]
+		}
 		for i := 0; i < n; i++ {
 			rich := rapid.IntRange(0, c.k-1).Draw(t, "rich")
 			for r := 0; r < c.k; r++ {
@@ -53,21 +56,20 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 				if r != rich && rapid.Bool().Draw(t, "poor") {
 					v /= 4
 				}
-				c.val[i][r] = v
+				c.amount[r][i] = v
 			}
 		}
 		var total [maxKinds]int64
 		for i := 0; i < n; i++ {
 			for r := 0; r < c.k; r++ {
-				total[r] += c.val[i][r]
+				total[r] += c.amount[r][i]
 			}
 		}
 		for r := 0; r < c.k; r++ {
 			c.need[r] = rapid.Int64Range(1, total[r]+2).Draw(t, "need")
-			for i := 0; i < n; i++ {
-				c.val[i][r] = min(c.val[i][r], c.need[r])
-			}
 		}
+		c.load(n)
+		c.clip()
 		pool := numa.FirstN(n)
 		var sr searcher
 		want := -1

@@ -40,16 +40,17 @@ type searcher struct {
 
 	// The demanded kinds (in the engine's kind order) and their amounts.
 	k        int
-	kinds    [maxKinds]int                  // resource index of each demanded kind
-	demand   [maxKinds]int64                // the request's units of each kind
-	unplaced [maxKinds]int64                // units taken from those of unknown NUMA node (None)
-	free     [maxKinds][numa.MaxNodes]int64 // free units per kind and node
-	freeSum  [maxKinds]int64                // free units per kind on known nodes
-	freeP    problem                        // the free units, clipped at what known nodes must give
-	capP     problem                        // the capacities, likewise (when capLoaded)
-	capMax   [maxKinds]int64                // the largest capacity of one node, per kind
-	capSum   [maxKinds]int64                // the capacity per kind on known nodes
-	capOK    bool                           // capP, capMax and capSum are loaded
+	kinds    [maxKinds]int   // resource index of each demanded kind
+	demand   [maxKinds]int64 // the request's units of each kind
+	unplaced [maxKinds]int64 // units taken from those of unknown NUMA node (None)
+	unFree   [maxKinds]int64 // free units of unknown NUMA node (None)
+	freeSum  [maxKinds]int64 // free units per kind on known nodes (when sumsOK)
+	sumsOK   bool
+	freeP    problem         // the free units per kind and node
+	capP     problem         // the capacities (when capOK)
+	capMax   [maxKinds]int64 // the largest capacity of one node, per kind
+	capSum   [maxKinds]int64 // the capacity per kind on known nodes
+	capOK    bool            // capP, capMax and capSum are loaded
 
 	single, shared numa.Mask // the node types (without the victims)
 	bound          stepBound
@@ -106,9 +107,11 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 }
 
 // done returns the searcher to the pool, dropping its references.
+// The views of resources' counters in the problems stay until the next
+// decision overwrites them (or the pool drops the searcher at a garbage
+// collection); no decision reads those of another.
 func (sr *searcher) done() {
 	sr.s, sr.r, sr.without = nil, nil, nil
-	sr.large.p, sr.large.b, sr.sub.p = nil, nil, nil
 	searchers.Put(sr)
 }
 
@@ -117,83 +120,119 @@ func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
 
 // loadDemands finds the demanded kinds (at most maxKinds).
 func (sr *searcher) loadDemands() error {
-	sr.k = 0
+	r, k := sr.r, 0
 	for j, res := range sr.s.res {
-		d := res.Demand(sr.r)
+		d := res.Demand(r)
 		if d == 0 {
 			continue
 		}
-		if sr.k == maxKinds {
-			return invalidRequest(sr.r, "", "asks for more than %d resource kinds", maxKinds)
+		if k == maxKinds {
+			return invalidRequest(r, "", "asks for more than %d resource kinds", maxKinds)
 		}
-		sr.kinds[sr.k], sr.demand[sr.k] = j, d
-		sr.k++
+		sr.kinds[k], sr.demand[k] = j, d
+		k++
 	}
-	sr.freeP.k, sr.capP.k = sr.k, sr.k
+	sr.k, sr.freeP.k, sr.capP.k = k, k, k
 	return nil
 }
 
 // loadFree reads the free units of the demanded kinds (as if the victims
-// were released) into sr.free and the free problem, and returns the kinds
-// whose free units fall short of the demand on the whole machine. Devices
-// of unknown NUMA node count only for None requests, and are taken first by
-// them (nobody else can use them): the known nodes must give the rest.
+// were released) into the free problem, and returns the kinds whose free
+// units fall short of the demand on the whole machine. Devices of unknown
+// NUMA node count only for None requests, and are taken first by them
+// (nobody else can use them): the known nodes must give the rest. The
+// common case, some node covering alone, costs O(n) for the first kind and
+// O(nodes left) for the others: no kind can then be short.
 func (sr *searcher) loadFree() []Shortage {
-	s, r := sr.s, sr.r
-	var short []Shortage
+	s, r, p := sr.s, sr.r, &sr.freeP
+	ones := numa.FirstN(s.n)
 	for j := 0; j < sr.k; j++ {
 		res := sr.kinds[j]
-		raw := sr.free[j][:s.n]
+		var raw []int64
 		var un int64
 		if sr.without != nil {
+			raw = p.store[j][:s.n]
 			ret := s.res[res].(Returner)
 			ret.FreeWithout(r, sr.without, raw)
 			if r.Policy == policy.None {
 				un = ret.UnplacedWithout(r, sr.without)
 			}
 		} else {
-			s.readFree(res, r, raw)
+			raw = s.freeOf(res, r, p.store[j][:s.n])
 			if r.Policy == policy.None {
 				un = s.res[res].Unplaced(r)
 			}
 		}
+		p.amount[j] = raw
 		need := sr.demand[j]
+		sr.unFree[j] = un
 		sr.unplaced[j] = min(un, need)
 		known := need - sr.unplaced[j]
-		sr.freeP.need[j], sr.capP.need[j] = known, known
-		var free int64
-		for i, v := range raw {
-			free += v
-			sr.freeP.val[i][j] = min(v, known)
+		p.need[j], sr.capP.need[j] = known, known
+		if j == 0 {
+			for i, v := range raw {
+				if v < known {
+					ones &^= 1 << uint(i)
+				}
+			}
+			continue
 		}
-		sr.freeSum[j] = free
-		if free+un < need {
-			short = append(short, Shortage{Resource: s.res[res].Kind(), Need: need, Have: free + un})
+		for w := uint64(ones); w != 0; w &= w - 1 {
+			if i := bits.TrailingZeros64(w); raw[i] < known {
+				ones &^= 1 << uint(i)
+			}
+		}
+	}
+	p.n, p.ones, p.clipped = s.n, ones, false
+	sr.sumsOK = false
+	if ones != 0 {
+		return nil
+	}
+	var short []Shortage
+	sr.sums()
+	for j := 0; j < sr.k; j++ {
+		if have := sr.freeSum[j] + sr.unFree[j]; have < sr.demand[j] {
+			short = append(short, Shortage{Resource: s.res[sr.kinds[j]].Kind(), Need: sr.demand[j], Have: have})
 		}
 	}
 	return short
 }
 
+// sums computes freeSum, the free units of each kind on known nodes.
+func (sr *searcher) sums() {
+	if sr.sumsOK {
+		return
+	}
+	for j := 0; j < sr.k; j++ {
+		var t int64
+		for _, v := range sr.freeP.amount[j] {
+			t += v
+		}
+		sr.freeSum[j] = t
+	}
+	sr.sumsOK = true
+}
+
 // capacity returns the capacity problem, loading it on first use.
 func (sr *searcher) capacity() *problem {
+	p := &sr.capP
 	if sr.capOK {
-		return &sr.capP
+		return p
 	}
 	s := sr.s
-	var capa [numa.MaxNodes]int64
 	for j := 0; j < sr.k; j++ {
-		s.readCapacity(sr.kinds[j], sr.r, capa[:s.n])
-		need := sr.capP.need[j]
+		capa := s.capacityOf(sr.kinds[j], sr.r, p.store[j][:s.n])
+		p.amount[j] = capa
 		var sum, most int64
-		for i, v := range capa[:s.n] {
+		for _, v := range capa {
 			sum += v
 			most = max(most, v)
-			sr.capP.val[i][j] = min(v, need)
 		}
 		sr.capSum[j], sr.capMax[j] = sum, most
 	}
+	p.load(s.n)
 	sr.capOK = true
-	return &sr.capP
+	return p
 }
 
 // exists returns some w nodes of pool that cover p's demands. It is the one
@@ -250,6 +289,15 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 // anyCover reports whether some pool, restricted to allowed, has a cover
 // of width w of the free problem, and keeps the cover found in sr.found.
 func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
+	if w == 1 { // the common case: the nodes that cover alone are known
+		for _, p := range pools {
+			if m := p & allowed & sr.freeP.ones; m != 0 {
+				sr.found = m & -m
+				return true
+			}
+		}
+		return false
+	}
 	for _, p := range pools {
 		if m, ok := sr.exists(&sr.freeP, p&allowed, w); ok {
 			sr.found = m
@@ -325,7 +373,7 @@ func (sr *searcher) decide(choose bool) error {
 	if short := sr.loadFree(); short != nil {
 		return sr.insufficient(short)
 	}
-	if sr.freeP.covers(0) {
+	if sr.freeP.nothing() {
 		if choose {
 			sr.clearTake()
 		}
@@ -418,7 +466,7 @@ func (sr *searcher) demandedIndex(kind string) int {
 
 // topSum returns the sum of the w largest values of v over pool, in
 // O(n log n) for n nodes.
-func topSum(v *[numa.MaxNodes]int64, pool numa.Mask, w int) int64 {
+func topSum(v []int64, pool numa.Mask, w int) int64 {
 	var vals [numa.MaxNodes]int64
 	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -192,26 +193,29 @@ func (s *State) initPen() {
 	}
 }
 
-// readFree fills dst with resource j's free amount on every node.
-func (s *State) readFree(j int, r *Request, dst []int64) {
+// freeOf returns resource j's free units on every node: a view of the
+// resource's counters (read-only, under the lock), or buf (one entry per
+// node) filled node by node.
+func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 	if b := s.bulk[j]; b != nil {
-		b.FreeInto(r, dst)
-		return
+		return b.FreeView(r)
 	}
-	for i := range dst {
-		dst[i] = s.res[j].Free(r, i)
+	for i := range buf {
+		buf[i] = s.res[j].Free(r, i)
 	}
+	return buf
 }
 
-// readCapacity fills dst with resource j's capacity on every node.
-func (s *State) readCapacity(j int, r *Request, dst []int64) {
+// capacityOf returns resource j's capacity on every node, as freeOf does
+// its free units.
+func (s *State) capacityOf(j int, r *Request, buf []int64) []int64 {
 	if b := s.bulk[j]; b != nil {
-		b.CapacityInto(r, dst)
-		return
+		return b.CapacityView(r)
 	}
-	for i := range dst {
-		dst[i] = s.res[j].Capacity(r, i)
+	for i := range buf {
+		buf[i] = s.res[j].Capacity(r, i)
 	}
+	return buf
 }
 
 // Machine returns the machine (nil for a nil state).
@@ -234,15 +238,16 @@ func (s *State) Fit(r *Request) error {
 		return err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if r.ID != "" {
 		if _, ok := s.ids[r.ID]; ok {
+			s.mu.RUnlock()
 			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
 	sr := s.searcher(r, nil)
 	err := sr.decide(false)
 	sr.done()
+	s.mu.RUnlock()
 	return err
 }
 
@@ -309,10 +314,19 @@ func (s *State) count(span numa.Mask, delta int32) {
 	if span.Count() > 1 {
 		cnt = &s.multi
 	}
-	for i := range span.All() {
+	for w := uint64(span); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
 		cnt[i] += delta
+		bit := numa.Mask(1) << uint(i)
+		s.singleMask &^= bit
+		s.sharedMask &^= bit
+		switch {
+		case s.multi[i] > 0:
+			s.sharedMask |= bit
+		case s.single[i] > 0:
+			s.singleMask |= bit
+		}
 	}
-	s.singleMask, s.sharedMask = s.types()
 }
 
 // Release returns everything the allocation with the given ID holds. An ID
@@ -324,10 +338,11 @@ func (s *State) Release(id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.ids[id]; !ok {
+	idx, ok := s.ids[id]
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}
-	s.releaseLocked(id)
+	s.releaseAt(idx)
 	return nil
 }
 
@@ -374,18 +389,6 @@ func (s *State) NodeTypes() (single, shared numa.Mask) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.singleMask, s.sharedMask
-}
-
-func (s *State) types() (single, shared numa.Mask) {
-	for i := 0; i < s.n; i++ {
-		switch {
-		case s.multi[i] > 0:
-			shared = shared.With(i)
-		case s.single[i] > 0:
-			single = single.With(i)
-		}
-	}
-	return single, shared
 }
 
 // FreeCPUs returns the free allocatable CPUs, in O(CPUs).

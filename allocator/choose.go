@@ -26,7 +26,7 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 	if sr.strands {
 		copy(sr.keepFree[:s.n], s.freeOf(s.keep, sr.r, sr.keepFree[:s.n]))
 	}
-	sr.have = false
+	sr.have, sr.amtSpan = false, 0
 	if len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
 		sr.enumerate(s.setMasks, restrict)
 	}
@@ -35,6 +35,15 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 	}
 	span := sr.best.span
 	sr.clearTake()
+	if sr.amtSpan == span { // the last span ranked: its split is in amt
+		for j := 0; j < sr.k; j++ {
+			for w := uint64(span); w != 0; w &= w - 1 {
+				i := bits.TrailingZeros64(w)
+				sr.take[j][i] = sr.amt[j][i]
+			}
+		}
+		return span
+	}
 	sr.split(span, &sr.take)
 	return span
 }
@@ -67,10 +76,15 @@ func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
 		if !ok {
 			continue
 		}
+		sr.curOK = false
 		if 2*w <= p.Count() { // else the cover holds most of the pool anyway
 			m = sr.improve(p, m)
 		}
 		sr.left = 2 // always rank the cover
+		if sr.curOK {
+			sr.keep(&sr.cur)
+			continue
+		}
 		sr.visit(m)
 	}
 }
@@ -79,53 +93,65 @@ func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
 // returns false when the pool's budget of candidates is spent.
 func (sr *searcher) visit(m numa.Mask) bool {
 	sr.rankOf(m, &sr.cand)
-	if !sr.have || compareRanks(&sr.cand, &sr.best, sr.k) < 0 {
-		sr.best, sr.have = sr.cand, true
-	}
+	sr.keep(&sr.cand)
 	sr.left--
 	return sr.left > 0
+}
+
+// keep makes rk the best so far when it is.
+func (sr *searcher) keep(rk *rank) {
+	if !sr.have || compareRanks(rk, &sr.best, sr.k) < 0 {
+		sr.best, sr.have = *rk, true
+	}
 }
 
 // improve is the local search of large pools: it swaps one node of the
 // cover m for one of the pool outside it while the swap keeps a cover and
 // lowers the span's rank ([rank]; every span of the pool agrees on the
-// first criterion, see choose), taking the first improvement, and tries at
-// most Options.SearchBudget/2 swaps. The NUMA sets crossed and the distance
-// of a swap are kept up to date incrementally, so a swap that changes
-// either is judged in O(k); one that ties on both is ranked in full, in
-// O(k·w + w²) plus the resources' penalties. A swap made costs O(n) more.
+// first criterion, see choose). It takes the first swap that lowers the
+// NUMA sets crossed or, at the same sets, the distance (both kept up to
+// date incrementally, so such a swap is judged in O(k)); when none does,
+// it ranks in full (O(k·w log w) plus the resources' penalties) the swaps
+// that tie on both, at most max(1, Options.SearchBudget/256) of them, and
+// takes the first that ranks lower; then it starts over. It tries at most
+// Options.SearchBudget/2 swaps in all; a swap made costs O(n) more. When
+// the returned cover's full rank is known it is left in sr.cur (sr.curOK).
 func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	s, p := sr.s, &sr.freeP
 	p.clip()
 	budget := s.opts.SearchBudget / 2
+	ties := max(1, budget/128)
 	var inSet [numa.MaxNodes]int32 // nodes of m per NUMA set
 	for wd := uint64(m); wd != 0; wd &= wd - 1 {
-		inSet[s.m.SetOf(bits.TrailingZeros64(wd))]++
+		inSet[s.setOf[bits.TrailingZeros64(wd)]]++
 	}
 	sums := p.sums(m)
 	// toM[x] is the total distance from node x to the nodes of m, kept up
 	// to date across swaps.
 	var toM [numa.MaxNodes]int64
-	for wx := uint64(pool); wx != 0; wx &= wx - 1 {
-		x := bits.TrailingZeros64(wx)
-		for wo := uint64(m); wo != 0; wo &= wo - 1 {
-			toM[x] += int64(s.dist.At(x, bits.TrailingZeros64(wo)))
+	for wo := uint64(m); wo != 0; wo &= wo - 1 {
+		for x, d := range s.distRow(bits.TrailingZeros64(wo)) {
+			toM[x] += int64(d)
 		}
 	}
 	cur := &sr.cur // the full rank of m, when known
 	known := false
-	for improved := true; improved && budget > 0; {
-		improved = false
-		for wi := uint64(m); wi != 0 && !improved; wi &= wi - 1 {
+	tieRound := false // the current sweep ranks the swaps that tie
+	for budget > 0 {
+		swapped := false
+		for wi := uint64(m); wi != 0 && !swapped; wi &= wi - 1 {
 			i := bits.TrailingZeros64(wi)
-			di := toM[i] - int64(s.dist.At(i, i)) // distances from i to the rest of m
-			si := s.m.SetOf(i)
+			rowI := s.distRow(i)
+			di := toM[i] - int64(rowI[i]) // distances from i to the rest of m
+			si := s.setOf[i]
+			vi := &p.val[i]
 			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
 				j := bits.TrailingZeros64(wj)
 				if budget--; budget < 0 {
+					sr.curOK = known
 					return m
 				}
-				sj := s.m.SetOf(j)
+				sj := s.setOf[j]
 				dSets := 0 // sets crossed after the swap, relative to now
 				if si != sj {
 					if inSet[si] == 1 {
@@ -135,29 +161,32 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 						dSets++
 					}
 				}
-				if dSets > 0 {
-					continue
-				}
-				dDist := toM[j] - int64(s.dist.At(j, i)) - di
-				if dSets == 0 && dDist > 0 {
+				dDist := toM[j] - int64(rowI[j]) - di
+				tie := dSets == 0 && dDist == 0
+				if dSets > 0 || (dSets == 0 && dDist > 0) || tie != tieRound {
 					continue
 				}
 				ok := true
+				vj := &p.val[j]
 				for r := 0; r < p.k && ok; r++ {
-					ok = sums[r]-p.val[i][r]+p.val[j][r] >= p.need[r]
+					ok = sums[r]-vi[r]+vj[r] >= p.need[r]
 				}
 				if !ok {
 					continue
 				}
 				next := m&^(1<<uint(i)) | 1<<uint(j)
-				if dSets == 0 && dDist == 0 {
-					// A tie on the sets and the distance: rank both in full.
+				if tie {
 					if !known {
 						sr.rankOf(m, cur)
 						known = true
 					}
-					sr.rankOf(next, &sr.cand)
-					if compareRanks(&sr.cand, cur, sr.k) >= 0 {
+					sr.cand = *cur // the same rule, sets and distance
+					sr.rankTail(next, &sr.cand)
+					if ties--; compareRanks(&sr.cand, cur, sr.k) >= 0 {
+						if ties == 0 {
+							sr.curOK = known
+							return m
+						}
 						continue
 					}
 					*cur = sr.cand
@@ -165,19 +194,28 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					known = false
 				}
 				for r := 0; r < p.k; r++ {
-					sums[r] += p.val[j][r] - p.val[i][r]
+					sums[r] += vj[r] - vi[r]
 				}
 				m = next
-				for wx := uint64(pool); wx != 0; wx &= wx - 1 {
-					x := bits.TrailingZeros64(wx)
-					toM[x] += int64(s.dist.At(x, j)) - int64(s.dist.At(x, i))
+				for x, d := range s.distRow(j) {
+					toM[x] += int64(d) - int64(rowI[x])
 				}
 				inSet[si]--
 				inSet[sj]++
-				improved = true
+				swapped = true
 				break
 			}
 		}
+		switch {
+		case swapped:
+			tieRound = false
+		case tieRound || ties == 0:
+			sr.curOK = known
+			return m // a local optimum
+		default:
+			tieRound = true
+		}
 	}
+	sr.curOK = known
 	return m
 }

@@ -29,6 +29,7 @@ type problem struct {
 	k       int
 	n       int // the machine's nodes
 	need    [maxKinds]int64
+	recip   [maxKinds]uint64  // recip(need[r]), made with val
 	amount  [maxKinds][]int64 // by kind: one entry per node (a resource's view, or store)
 	ones    numa.Mask         // the nodes whose amounts cover alone
 	clipped bool              // val holds the amounts clipped at the demands
@@ -59,6 +60,7 @@ func (p *problem) clip() {
 	}
 	for r := 0; r < p.k; r++ {
 		need := p.need[r]
+		p.recip[r] = recip(need)
 		for i, v := range p.amount[r] {
 			p.val[i][r] = min(v, need)
 		}
@@ -223,7 +225,7 @@ func (s *subsetSearch) exists(p *problem, pool numa.Mask, w int) (numa.Mask, boo
 		var sc uint64
 		for r := 0; r < p.k; r++ {
 			if p.need[r] > 0 {
-				sc += uint64(share(p.val[i][r], p.need[r]))
+				sc += uint64(shareBy(p.val[i][r], p.need[r], p.recip[r]))
 			}
 		}
 		// Insertion by score, descending; the lower index first on a tie

@@ -27,6 +27,8 @@ type CPUs struct {
 	wholeFree []int64   // per node: such cores with every thread free
 	coreAlloc []int8    // allocatable threads per core
 	coreFree  []int8    // free allocatable threads per core
+	freeBits  []uint64  // by core: bit t set when its thread threadsOf(k)[t] is free
+	cpuThread []uint8   // by allocatable CPU: its position in its core's threads
 	nodeCores [][]int32 // by node: its cores, ascending
 	coreSlot  []int32   // by core: its position in its node's nodeCores
 	// wholeBits[node] has bit s set when core nodeCores[node][s] can be
@@ -97,10 +99,15 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	c.coreNode = make([]int32, m.NumCores())
 	c.threadOff = make([]int32, m.NumCores()+1)
+	c.freeBits = make([]uint64, m.NumCores())
+	c.cpuThread = make([]uint8, len(c.cpuCore))
 	for k := range c.coreNode {
 		c.coreNode[k] = int32(m.CoreNode(k))
 		for cpu := range m.CoreCPUs(k).All() {
 			if c.alloc.Contains(cpu) {
+				t := len(c.threads) - int(c.threadOff[k])
+				c.cpuThread[cpu] = uint8(t)
+				c.freeBits[k] |= 1 << uint(t)
 				c.threads = append(c.threads, int32(cpu))
 			}
 		}
@@ -217,6 +224,7 @@ func (c *CPUs) count(cpu int, delta int8) {
 	wasWhole := whole && f == a
 	f += delta
 	c.coreFree[k] = f
+	c.freeBits[k] ^= 1 << (c.cpuThread[cpu] & 63)
 	c.nodeFree[node] += int64(delta)
 	if isWhole := whole && f == a; isWhole != wasWhole {
 		c.wholeFree[node] += int64(delta)
@@ -269,20 +277,25 @@ func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
 	// Pass 1: whole free cores, the lowest first, found by their bits.
-	whole := c.wholeBits[node]
-	for wi := 0; wi < len(whole) && want >= c.tpc; wi++ {
-		for want >= c.tpc && whole[wi] != 0 {
-			k := cores[wi<<6|bits.TrailingZeros64(whole[wi])]
-			whole[wi] &= whole[wi] - 1
-			for _, cpu := range c.threadsOf(k) {
-				c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
+	whole, tpc := c.wholeBits[node], c.tpc
+	threads, off, pick := c.threads, c.threadOff, c.pickBits
+	taken := 0
+	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
+		w := whole[wi]
+		for want >= tpc && w != 0 {
+			k := cores[wi<<6|bits.TrailingZeros64(w)]
+			w &= w - 1
+			for _, cpu := range threads[off[k]:off[k+1]] {
+				pick[cpu>>6] |= 1 << (uint(cpu) & 63)
 			}
-			c.coreFree[k] = 0
-			c.nodeFree[node] -= int64(c.tpc)
-			c.wholeFree[node]--
-			want -= c.tpc
+			c.coreFree[k], c.freeBits[k] = 0, 0
+			taken++
+			want -= tpc
 		}
+		whole[wi] = w
 	}
+	c.nodeFree[node] -= int64(taken * tpc)
+	c.wholeFree[node] -= int64(taken)
 	if wholeOnly {
 		return
 	}
@@ -293,25 +306,29 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			if want == 0 {
 				break
 			}
-			f := int(c.coreFree[k])
-			if f == 0 {
+			fb := c.freeBits[k]
+			if fb == 0 {
 				continue
 			}
-			untouched := f == int(c.coreAlloc[k]) && c.full(int(k))
+			untouched := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k))
 			if (pass == 0) == untouched {
 				continue
 			}
-			n := min(f, want)
-			for _, t := range c.threadsOf(k) {
-				if n == 0 {
-					break
-				}
-				if cpu := int(t); c.free.Contains(cpu) && !c.isPicked(cpu) {
-					c.count(cpu, -1)
-					c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
-					n--
-					want--
-				}
+			ts := c.threadsOf(k)
+			n := 0
+			for ; fb != 0 && want > 0; fb &= fb - 1 { // the lowest free threads
+				cpu := ts[bits.TrailingZeros64(fb)]
+				c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
+				n++
+				want--
+			}
+			c.freeBits[k] = fb
+			c.coreFree[k] -= int8(n)
+			c.nodeFree[node] -= int64(n)
+			if untouched { // a whole free core split
+				c.wholeFree[node]--
+				slot := c.coreSlot[k]
+				c.wholeBits[node][slot>>6] &^= 1 << (uint(slot) & 63)
 			}
 		}
 	}
@@ -319,14 +336,19 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 
 // Give returns a's CPUs.
 func (c *CPUs) Give(a *Allocation) {
+	c.list = a.CPUs.AppendTo(c.list[:0])
 	tpc := int8(c.tpc)
-	for cpu := range a.CPUs.All() { // count(cpu, +1), inlined
-		k := c.cpuCore[cpu]
-		f := c.coreFree[k] + 1
-		c.coreFree[k] = f
-		node := c.coreNode[k]
-		c.nodeFree[node]++
-		if f == tpc && c.coreAlloc[k] == tpc {
+	// count(cpu, +1), inlined, with the tables in locals.
+	cpuCore, coreFree, coreAlloc, freeBits := c.cpuCore, c.coreFree, c.coreAlloc, c.freeBits
+	cpuThread, coreNode, nodeFree := c.cpuThread, c.coreNode, c.nodeFree
+	for _, cpu := range c.list {
+		k := cpuCore[cpu]
+		f := coreFree[k] + 1
+		coreFree[k] = f
+		freeBits[k] |= 1 << (cpuThread[cpu] & 63)
+		node := coreNode[k]
+		nodeFree[node]++
+		if f == tpc && coreAlloc[k] == tpc {
 			c.wholeFree[node]++
 			slot := c.coreSlot[k]
 			c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
@@ -385,6 +407,7 @@ func (c *CPUs) Clone() Resource {
 		d.wholeBits[i] = slices.Clone(b)
 	}
 	d.coreFree = append([]int8(nil), c.coreFree...)
+	d.freeBits = slices.Clone(c.freeBits)
 	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
 	return &d
 }

@@ -115,7 +115,6 @@ func compareSpans(a, b numa.Mask) int {
 // resources' penalties.
 func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 	s := sr.s
-	sr.split(m, &sr.amt)
 	rk.span = m
 	rk.ruleBroken = m&sr.forbidden != 0
 	var sets uint64
@@ -124,9 +123,23 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 	}
 	rk.sets = bits.OnesCount64(sets)
 	rk.distance = 0
-	if m&(m-1) != 0 {
-		rk.distance, _ = s.dist.Sum(m)
+	for w := uint64(m); w != 0; w &= w - 1 {
+		row := s.distRow(bits.TrailingZeros64(w))
+		for v := w & (w - 1); v != 0; v &= v - 1 {
+			rk.distance += int(row[bits.TrailingZeros64(v)])
+		}
 	}
+	sr.rankTail(m, rk)
+}
+
+// rankTail fills the criteria of rk after the distance for span m (rk's
+// first criteria are left as they are), leaving m's split in sr.amt:
+// O(k·|m| log |m|) plus the resources' penalties.
+func (sr *searcher) rankTail(m numa.Mask, rk *rank) {
+	s := sr.s
+	rk.span = m
+	sr.split(m, &sr.amt)
+	sr.amtSpan = m
 	rk.stranded = 0
 	for j := 0; j < sr.k; j++ {
 		rk.penalty[j] = 0
@@ -168,7 +181,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 		}
 		return
 	}
-	var order [numa.MaxNodes]int8
+	order := &sr.scr.order
 	n := 0
 	for w := uint64(m); w != 0; w &= w - 1 {
 		i := bits.TrailingZeros64(w)
@@ -188,12 +201,20 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	if anchor < 0 {
 		return
 	}
-	// Anchor: most free first, lowest index on a tie (insertion sort: n is small).
+	// Anchor: most free first, lowest index on a tie.
 	raw := sr.freeP.amount[anchor]
-	for a := 1; a < n; a++ {
-		for b := a; b > 0 && raw[order[b]] > raw[order[b-1]]; b-- {
-			order[b], order[b-1] = order[b-1], order[b]
+	if n <= 12 {
+		for a := 1; a < n; a++ {
+			for b := a; b > 0 && raw[order[b]] > raw[order[b-1]]; b-- {
+				order[b], order[b-1] = order[b-1], order[b]
+			}
 		}
+	} else {
+		key := &sr.scr.key
+		for _, i := range order[:n] {
+			key[i] = raw[i]
+		}
+		sortDesc(order[:n], key, &sr.scr.keys)
 	}
 	rem := need[anchor]
 	for _, i := range order[:n] {
@@ -204,7 +225,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	weights := &dst[anchor]
 	for j := 0; j < sr.k; j++ {
 		if j != anchor && need[j] > 0 {
-			proportional(need[j], weights, sr.freeP.amount[j], order[:n], &dst[j])
+			proportional(need[j], weights, sr.freeP.amount[j], order[:n], &dst[j], &sr.scr)
 		}
 	}
 }
@@ -214,20 +235,34 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 // the floor of its share, the rounding remainder goes to the largest
 // fractional parts (the earlier node in order on a tie), then amounts above
 // a node's free amount go to the nodes with room, in order.
-func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order []int8, out *[numa.MaxNodes]int64) {
+func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order []int8, out *[numa.MaxNodes]int64, scr *splitScratch) {
 	var total int64
 	for _, i := range order {
 		total += weights[i]
 	}
 	rem := need
 	if total > 0 {
-		var frac [numa.MaxNodes]int64
+		frac := &scr.key
 		for _, i := range order {
 			out[i], frac[i] = mulDivMod(need, weights[i], total)
 			rem -= out[i]
 		}
+		if rem > 0 && total < 1<<56 {
+			// The largest fractional parts, the earlier position on a tie:
+			// keys packed as (total - frac, position), sorted ascending.
+			keys := &scr.keys
+			for p, i := range order {
+				keys[p] = uint64(total-frac[i])<<7 | uint64(p)
+			}
+			ks := keys[:len(order)]
+			slices.Sort(ks)
+			for _, key := range ks[:rem] {
+				out[order[key&127]]++
+			}
+			rem = 0
+		}
 		var given numa.Mask
-		for ; rem > 0; rem-- {
+		for ; rem > 0; rem-- { // the same, without packing
 			best, bestFrac := -1, int64(-1)
 			for _, i := range order {
 				if f := frac[i]; !given.Contains(int(i)) && f > bestFrac {
@@ -252,6 +287,13 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 		out[i] += t
 		rem -= t
 	}
+}
+
+// splitScratch is the working memory of split and proportional.
+type splitScratch struct {
+	order [numa.MaxNodes]int8
+	key   [numa.MaxNodes]int64
+	keys  [numa.MaxNodes]uint64
 }
 
 // mulDivMod returns a*b/c and a*b mod c for non-negative a, b and positive

@@ -581,7 +581,8 @@ func (s *State) growCPUs(a *Allocation, r *Request, span numa.Mask, extra int) {
 		weights = avail
 	}
 	var add [numa.MaxNodes]int64
-	proportional(left, &weights, avail[:], order, &add)
+	var scr splitScratch
+	proportional(left, &weights, avail[:], order, &add, &scr)
 	clear(s.cpu.pickBits)
 	for _, i := range order {
 		if k := want[i] + add[i]; k > 0 {

@@ -96,3 +96,28 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 		}
 	})
 }
+
+// TestShareBy: the reciprocal share is share exactly, at the edges of the
+// amounts (0, 1, the demand) and of the demands (1, powers of two, just
+// below the bound of recip, beyond it), and on random pairs.
+func TestShareBy(t *testing.T) {
+	needs := []int64{1, 2, 3, 7, 1 << 20, 1<<20 + 1, 1<<32 - 1, 1 << 32, 1<<43 - 1, 1 << 43, 1 << 62}
+	for _, need := range needs {
+		r := recip(need)
+		for _, v := range []int64{0, 1, 2, need / 3, need / 2, need - 1, need} {
+			if v < 0 || v > need {
+				continue
+			}
+			if got, want := shareBy(v, need, r), share(v, need); got != want {
+				t.Fatalf("shareBy(%d, %d) = %d, share = %d", v, need, got, want)
+			}
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		need := rapid.Int64Range(1, 1<<44).Draw(t, "need")
+		v := rapid.Int64Range(0, need).Draw(t, "v")
+		if got, want := shareBy(v, need, recip(need)), share(v, need); got != want {
+			t.Fatalf("shareBy(%d, %d) = %d, share = %d", v, need, got, want)
+		}
+	})
+}

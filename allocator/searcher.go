@@ -72,6 +72,9 @@ type searcher struct {
 	best      rank
 	cand      rank
 	cur       rank
+	curOK     bool      // cur is the rank of the cover improve returned
+	amtSpan   numa.Mask // the span whose split amt holds (0: none)
+	scr       splitScratch
 	amt       [maxKinds][numa.MaxNodes]int64 // the split of the span being ranked
 	take      [maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere
 }

@@ -90,11 +90,20 @@ type State struct {
 	dist                   numa.Distances
 	maxSet                 int                   // nodes in the largest NUMA set
 	setBit                 [numa.MaxNodes]uint64 // by node: 1 << its NUMA set's index
+	setOf                  [numa.MaxNodes]uint8  // by node: its NUMA set's index
+	distTab                []int32               // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
 	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
 }
 
+// MaxThreadsPerCore is the most threads (SMT siblings) one core of a
+// machine may have for [New]: the CPU resource keeps a core's free threads
+// in one 64-bit word.
+const MaxThreadsPerCore = 64
+
 // New returns the state of machine m with everything free. A nil m is
-// refused with an error wrapping [ErrNoMachine]; invalid options (a
+// refused with an error wrapping [ErrNoMachine], a machine with a core of
+// more than [MaxThreadsPerCore] threads with one wrapping
+// [ErrTooManyThreads]; invalid options (a
 // negative SearchBudget, a nil resource, a resource without a kind or of a
 // kind the state already has) with an error wrapping [ErrInvalidOptions].
 // It takes time and memory linear in the machine's NUMA nodes, CPUs,
@@ -105,6 +114,10 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	}
 	if opts.SearchBudget < 0 {
 		return nil, fmt.Errorf("%w: SearchBudget %d is negative (0 means the default, 512)", ErrInvalidOptions, opts.SearchBudget)
+	}
+	if tpc := m.ThreadsPerCore(); tpc > MaxThreadsPerCore {
+		return nil, fmt.Errorf("%w: machine %q has a core of %d threads; the allocator takes at most %d threads per core (SMT8 is the most hardware has)",
+			ErrTooManyThreads, m.Name(), tpc, MaxThreadsPerCore)
 	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
@@ -165,10 +178,20 @@ func (s *State) initSets() {
 	for _, set := range s.setMasks {
 		s.maxSet = max(s.maxSet, set.Count())
 	}
+	s.distTab = make([]int32, s.n*s.n)
 	for i := 0; i < s.n; i++ {
 		s.setBit[i] = 1 << uint(s.m.SetOf(i))
+		s.setOf[i] = uint8(s.m.SetOf(i))
+		for j := 0; j < s.n; j++ {
+			// The entry of the lower index's row, as numa.Distances.Sum
+			// reads a pair: the table is symmetric even when the SLIT is not.
+			s.distTab[i*s.n+j] = int32(s.dist.At(min(i, j), max(i, j)))
+		}
 	}
 }
+
+// distRow returns the distances from node i to every node.
+func (s *State) distRow(i int) []int32 { return s.distTab[i*s.n : (i+1)*s.n] }
 
 func (s *State) initPen() {
 	s.keep = -1

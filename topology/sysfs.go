@@ -133,7 +133,9 @@ const (
 //     does; then, on a one-node machine, that node; else [UnknownNode].
 //   - A GPU's BusID is its PCI address; GPU IDs are 0, 1, 2, ... in
 //     ascending bus-ID order (domain, bus, device, function), nvidia-smi's
-//     default PCI order.
+//     default PCI order. Its UUID is the "GPU UUID" of
+//     proc/driver/nvidia/gpus/BUS/information where the NVIDIA driver
+//     writes one (see [ReadNVIDIAGPUInfo]), else empty.
 //   - A GPU's PCIeSwitch comes from its sysfs device path: the target of its
 //     sys/bus/pci/devices symlink when fsys implements [fs.ReadLinkFS] (an
 //     absolute target is taken inside fsys, and the device's files are read
@@ -174,6 +176,9 @@ func DiscoverFS(fsys fs.FS) (*Machine, error) {
 		return nil, err
 	}
 	if err := d.readGPUMemoryNodes(); err != nil {
+		return nil, err
+	}
+	if err := d.readNVIDIAUUIDs(); err != nil {
 		return nil, err
 	}
 	return d.build()

@@ -69,3 +69,14 @@ func ExampleMachineFromNRT() {
 	// node-1: cpu 112/112 available, GPUs 4/4, cpus 56-111,168-223
 	// dgx-h100 2 224 8 2
 }
+
+// The fingerprint of the pods a NodeResourceTopology report accounts for,
+// as its readers compute it from the pods bound to the node.
+func ExamplePodFingerprint() {
+	var f kube.PodFingerprint
+	f.Add("production", "nginx-rt684")
+	f.Add("production", "jaeger-dpgjk")
+	f.Add("production", "envoy-g9m22")
+	fmt.Println(f.Sign())
+	// Output: pfp0v001607b76a0e9d3aeb4
+}

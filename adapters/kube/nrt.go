@@ -24,6 +24,11 @@ const (
 	// "node-<id>".
 	NRTZoneTypeNode = "Node"
 
+	// AnnotationTopology is the node annotation in which the node side
+	// publishes its machine in numaplace's topology interchange JSON, and
+	// from which the scheduler side reads it.
+	AnnotationTopology = "numaplace.io/topology"
+
 	// NRTAttributeTopology is a report-level attribute holding the whole
 	// machine in numaplace's topology interchange JSON (compact). When
 	// present, [MachineFromNRT] builds the machine from it, so the
@@ -127,12 +132,29 @@ type NRTZone struct {
 }
 
 // NRTObjectMeta is the part of a Kubernetes object's metadata a report
-// needs.
+// needs, with the JSON names of metav1.ObjectMeta.
 type NRTObjectMeta struct {
 	// Name is the node's name.
 	Name string `json:"name,omitempty"`
+	// Labels are the object's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations are the object's annotations.
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// OwnerReferences name the objects the report belongs to: the node
+	// side makes its Node the owner, so that the report goes when the Node
+	// is deleted.
+	OwnerReferences []NRTOwnerReference `json:"ownerReferences,omitempty"`
+}
+
+// NRTOwnerReference is an owner of a report, with the JSON names of
+// metav1.OwnerReference.
+type NRTOwnerReference struct {
+	// APIVersion and Kind are the owner's, such as "v1" and "Node".
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name and UID identify the owner.
+	Name string `json:"name"`
+	UID  string `json:"uid"`
 }
 
 // NodeResourceTopology mirrors the NodeResourceTopology custom resource
@@ -186,6 +208,18 @@ func attr(attrs []NRTAttribute, name string) (string, bool) {
 
 // Attribute returns the report-level attribute with the given name.
 func (r *NodeResourceTopology) Attribute(name string) (string, bool) { return attr(r.Attributes, name) }
+
+// SetAttribute sets the report-level attribute name to value, replacing
+// the first attribute of that name or adding one at the end.
+func (r *NodeResourceTopology) SetAttribute(name, value string) {
+	for i := range r.Attributes {
+		if r.Attributes[i].Name == name {
+			r.Attributes[i].Value = value
+			return
+		}
+	}
+	r.Attributes = append(r.Attributes, NRTAttribute{Name: name, Value: value})
+}
 
 // Attribute returns the zone attribute with the given name.
 func (z *NRTZone) Attribute(name string) (string, bool) { return attr(z.Attributes, name) }

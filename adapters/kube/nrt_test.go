@@ -382,3 +382,23 @@ func FuzzMachineFromNRT(f *testing.F) {
 		}
 	})
 }
+
+func TestNRTSetAttribute(t *testing.T) {
+	r := &kube.NodeResourceTopology{Attributes: []kube.NRTAttribute{{Name: "a", Value: "1"}}}
+	r.SetAttribute("a", "2")
+	r.SetAttribute("b", "3")
+	require.Equal(t, []kube.NRTAttribute{{Name: "a", Value: "2"}, {Name: "b", Value: "3"}}, r.Attributes)
+	v, ok := r.Attribute("b")
+	require.True(t, ok)
+	require.Equal(t, "3", v)
+}
+
+func TestNRTMetadataWireNames(t *testing.T) {
+	r := kube.NodeResourceTopology{APIVersion: kube.NRTAPIVersion, Kind: kube.NRTKind, Metadata: kube.NRTObjectMeta{
+		Name: "n1", Labels: map[string]string{"l": "v"},
+		OwnerReferences: []kube.NRTOwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1", UID: "u1"}}}}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","zones":null,
+		"metadata":{"name":"n1","labels":{"l":"v"},"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"n1","uid":"u1"}]}}`, string(b))
+}

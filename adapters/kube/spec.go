@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
@@ -82,7 +83,7 @@ type PodError struct {
 // Error implements error.
 func (e *PodError) Error() string {
 	s := fmt.Sprintf("%s %s: %s: %s", ErrInvalidPod, e.Pod, e.Field, e.Reason)
-	if e.Cause != nil {
+	if e.Cause != nil && !strings.Contains(e.Reason, e.Cause.Error()) {
 		s += ": " + e.Cause.Error()
 	}
 	return s
@@ -204,6 +205,8 @@ type resources struct {
 //     is an error that says so; "true", the legacy standalone CPU
 //     topology-aware scheduling, cannot be combined with it), and cannot be
 //     combined with the legacy GPU topology-aware annotations;
+//   - cpuset-scheduler "required" or "true" without a NUMA spec is an error
+//     that says a spec is needed (never silently the shared pool);
 //   - with a NUMA spec, every container's CPU request is a whole number of
 //     cores equal to its limit;
 //   - GPUs are whole aliyun.com/gpu; nvidia.com/gpu with a NUMA spec is an
@@ -225,6 +228,16 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 		return PodRequest{}, err
 	}
 	req := PodRequest{NUMA: has, Spec: spec}
+	switch v := p.Annotations[AnnotationCPUSetScheduler]; {
+	case !has && v == "required":
+		return fail(AnnotationCPUSetScheduler, `"required" asks for exclusive CPUs placed by a NUMA topology spec, but the pod has none: `+
+			`add %s (such as {"numaTopologyPolicy":"None"} for exclusive CPUs without NUMA alignment) or remove %s`,
+			AnnotationSpecAlibaba, AnnotationCPUSetScheduler)
+	case !has && v == "true":
+		return fail(AnnotationCPUSetScheduler, `"true" is the legacy standalone CPU topology-aware scheduling, which numaplace does not implement: `+
+			`for exclusive CPUs add %s with %s: "required", or remove %s`,
+			AnnotationSpecAlibaba, AnnotationCPUSetScheduler, AnnotationCPUSetScheduler)
+	}
 	if has {
 		switch v, ok := p.Annotations[AnnotationCPUSetScheduler]; {
 		case !ok:
@@ -285,7 +298,7 @@ func parseSpec(p *Pod) (policy.Spec, bool, error) {
 		}
 		s, err := parseSpecAnnotation(v)
 		if err != nil {
-			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: k, Reason: "malformed NUMA topology spec", Cause: err}
+			return policy.Spec{}, false, &PodError{Pod: p.Key(), Field: k, Reason: err.Error(), Cause: err}
 		}
 		specs[n], keys[n] = s, k
 		n++

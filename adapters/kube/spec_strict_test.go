@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,7 +33,8 @@ func TestParsePodSpecStrict(t *testing.T) {
 				delete(p.Annotations, kube.AnnotationSpecAlibaba)
 				p.Annotations[key] = c.spec
 				err := parseErr(p)
-				requirePodError(t, err, key, append([]string{"malformed NUMA topology spec"}, c.want...)...)
+				requirePodError(t, err, key, append([]string{"invalid NUMA topology spec"}, c.want...)...)
+				require.Equal(t, 1, strings.Count(err.Error(), "NUMA topology spec"), "said once: %v", err)
 				require.ErrorIs(t, err, policy.ErrInvalidSpec)
 			})
 		}

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,7 +107,8 @@ func TestParsePodSpecKeys(t *testing.T) {
 	t.Run("malformed spec", func(t *testing.T) {
 		p := numaPod(`{"numaTopologyPolicy":"single"}`, guaranteed("c", "cpu", "4"))
 		err := parseErr(p)
-		requirePodError(t, err, kube.AnnotationSpecAlibaba, "malformed NUMA topology spec", `"single"`)
+		requirePodError(t, err, kube.AnnotationSpecAlibaba, "invalid NUMA topology spec", `"single"`)
+		require.Equal(t, 1, strings.Count(err.Error(), "NUMA topology spec"), "said once: %v", err)
 		require.ErrorIs(t, err, policy.ErrInvalidSpec)
 	})
 	t.Run("malformed second key", func(t *testing.T) {
@@ -134,9 +136,20 @@ func TestParsePodCPUSetScheduler(t *testing.T) {
 			requirePodError(t, parseErr(p), kube.AnnotationCPUSetScheduler, "not supported", `"required"`)
 		})
 	}
-	t.Run("without a NUMA spec it is ignored", func(t *testing.T) {
+	t.Run("required without a NUMA spec", func(t *testing.T) {
+		p := plainPod(guaranteed("c", "cpu", "2"))
+		p.Annotations = map[string]string{kube.AnnotationCPUSetScheduler: "required"}
+		requirePodError(t, parseErr(p), kube.AnnotationCPUSetScheduler, "NUMA topology spec", "has none",
+			kube.AnnotationSpecAlibaba, `{"numaTopologyPolicy":"None"}`)
+	})
+	t.Run("legacy true without a NUMA spec", func(t *testing.T) {
 		p := plainPod(guaranteed("c", "cpu", "1500m"))
 		p.Annotations = map[string]string{kube.AnnotationCPUSetScheduler: "true"}
+		requirePodError(t, parseErr(p), kube.AnnotationCPUSetScheduler, "legacy", "does not implement", `"required"`)
+	})
+	t.Run("false without a NUMA spec", func(t *testing.T) {
+		p := plainPod(guaranteed("c", "cpu", "1500m"))
+		p.Annotations = map[string]string{kube.AnnotationCPUSetScheduler: "false"}
 		r, err := kube.ParsePod(p, kube.Config{})
 		require.NoError(t, err)
 		require.False(t, r.NUMA)

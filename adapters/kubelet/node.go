@@ -833,8 +833,15 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 // kube.NRTFromState: per NUMA node, the CPUs, GPUs and memory as they are
 // now (capacity, allocatable, available), the distances, and the whole
 // machine as an attribute so that the scheduler's model is the node's own.
-// The shared pool's pods are not counted in it: the scheduler accounts
-// them itself.
+// The shared pool's pods are not counted in the amounts: the scheduler
+// accounts them itself. The report carries the fingerprint of the pods it
+// accounts for (every admitted pod, those of the shared pool included:
+// the pods whose sandbox runs), as the attribute
+// kube.NRTAttributePodFingerprint with method
+// kube.PodFingerprintMethodExcludeTerminal and as the annotation
+// kube.AnnotationPodFingerprint, so that a reader can tell whether the
+// report has seen the pods it knows bound to the node. The amounts and the
+// fingerprint are read under one lock: they describe the same moment.
 func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
@@ -843,6 +850,15 @@ func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
 		return nil, err
 	}
 	r.Metadata.Name = name
+	var fp kube.PodFingerprint
+	for key := range n.pods {
+		ns, pod, _ := strings.Cut(key, "/")
+		fp.Add(ns, pod)
+	}
+	sign := fp.Sign()
+	r.SetAttribute(kube.NRTAttributePodFingerprint, sign)
+	r.SetAttribute(kube.NRTAttributePodFingerprintMethod, kube.PodFingerprintMethodExcludeTerminal)
+	r.Metadata.Annotations = map[string]string{kube.AnnotationPodFingerprint: sign}
 	return r, nil
 }
 

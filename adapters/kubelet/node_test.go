@@ -722,3 +722,35 @@ func TestDeviceIDsAreCanonical(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(before), string(after), "the checkpoint is untouched")
 }
+
+// The report's fingerprint is that of the admitted pods, shared-pool pods
+// included, and follows admissions and removals.
+func TestReportFingerprint(t *testing.T) {
+	m := preset(t, "dgx-a100")
+	n, _ := openTemp(t, m)
+	sign := func() string {
+		t.Helper()
+		r, err := n.Report("node-1")
+		require.NoError(t, err)
+		v, ok := r.Attribute(kube.NRTAttributePodFingerprint)
+		require.True(t, ok)
+		method, _ := r.Attribute(kube.NRTAttributePodFingerprintMethod)
+		require.Equal(t, kube.PodFingerprintMethodExcludeTerminal, method)
+		require.Equal(t, v, r.Metadata.Annotations[kube.AnnotationPodFingerprint])
+		return v
+	}
+	var empty kube.PodFingerprint
+	require.Equal(t, empty.Sign(), sign())
+	_, err := n.Admit(numaPod("a", 16, 2, "SingleNUMANode"))
+	require.NoError(t, err)
+	_, err = n.Admit(sharedPod("web"))
+	require.NoError(t, err)
+	var want kube.PodFingerprint
+	want.Add("default", "web")
+	want.Add("default", "a")
+	require.Equal(t, want.Sign(), sign())
+	require.NoError(t, n.Remove(sharedPod("web")))
+	var after kube.PodFingerprint
+	after.Add("default", "a")
+	require.Equal(t, after.Sign(), sign())
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/scheduler"
 )
 
@@ -65,6 +66,70 @@ func BenchmarkScheduleOne(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(res.Feasible), "feasible-nodes")
+		})
+	}
+}
+
+// boundPods are the pods of a full dgx-h100 as a restarted scheduler reads
+// them: 100 pods of 2 CPUs (one GPU for 8 of them), with their decisions
+// written by ScheduleOne, and, when predicted > 0, that many of them
+// without a decision (bound by another scheduler: predicted after the
+// decisions).
+func boundPods(b *testing.B, predicted int) []*kube.Pod {
+	b.Helper()
+	c := newCache(b, scheduler.Config{MinSharedCPUs: -1}, scheduler.Node{Name: "n", Labels: optIn, Machine: preset(b, "dgx-h100")})
+	var out []*kube.Pod
+	for i := range 100 {
+		gpus := 0
+		if i < 8 {
+			gpus = 1
+		}
+		p := numaPod(fmt.Sprintf("p%03d", i), 2, gpus, "SingleNUMANode")
+		res, err := c.ScheduleOne(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ann := res.Annotations
+		if i >= 100-predicted {
+			ann = nil
+		}
+		out = append(out, bound(p, "n", ann))
+	}
+	return out
+}
+
+// BenchmarkSyncPods is a restarted scheduler reading a full node's 100
+// bound pods at once (Cache.SyncPods: claimed one by one when every pod has
+// its decision, one canonical rebuild when some have none), and the cost of
+// one pod event on a node whose accounting depends on the order (a
+// prediction on it: the node is rebuilt).
+func BenchmarkSyncPods(b *testing.B) {
+	m := preset(b, "dgx-h100")
+	for _, predicted := range []int{0, 20} {
+		pods := boundPods(b, predicted)
+		b.Run(fmt.Sprintf("restart/predicted%d", predicted), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c := newCache(b, scheduler.Config{MinSharedCPUs: -1}, scheduler.Node{Name: "n", Labels: optIn, Machine: m})
+				if _, err := c.SyncPods("n", pods, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("event/predicted%d", predicted), func(b *testing.B) {
+			c := newCache(b, scheduler.Config{MinSharedCPUs: -1}, scheduler.Node{Name: "n", Labels: optIn, Machine: m})
+			if _, err := c.SyncPods("n", pods[1:], nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.AddPod(pods[0]); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.RemovePod(pods[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -109,6 +109,7 @@ type nodeInfo struct {
 	plainMilli int64 // CPU requests of the pods without a NUMA spec
 	memUsed    int64 // memory requests of every pod
 	pods       map[string]*podInfo
+	inexact    int // pods whose accounting depends on the order (podInfo.inexact)
 	removed    bool
 }
 
@@ -122,6 +123,20 @@ type podInfo struct {
 	cpus  int  // what the allocation holds
 	gpus  int
 	prio  int32 // the pod's priority (preemption)
+	// Of a bound pod: how it was read (pr is nil for a pod read from its
+	// decision only), its decision and the annotation it came from, and
+	// why it could not be read as it is ("" when it could).
+	pr      *podReq
+	dec     *kube.Decision
+	decRaw  string
+	invalid string
+	// predicted: bound without a decision, placed (or not) by the
+	// allocator as the node side would.
+	predicted bool
+	// misfit and reason: why the accounting is not exactly the decision
+	// ("" when it is).
+	misfit MisfitKind
+	reason string
 }
 
 // account adds (sign 1) or removes (sign -1) what pi holds to n's totals.
@@ -238,37 +253,21 @@ func (c *Cache) AddNode(n Node) error {
 	return nil
 }
 
-// NodeUpdateError says why UpdateNode kept the old node: the pods the new
-// machine cannot hold, each with the reason.
-type NodeUpdateError struct {
-	// Node is the node's name.
-	Node string
-	// Pods are the keys of the affected pods, ascending.
-	Pods []string
-	// Reasons are the reasons, by pod key.
-	Reasons map[string]string
-}
-
-// Error implements error.
-func (e *NodeUpdateError) Error() string {
-	parts := make([]string, len(e.Pods))
-	for i, p := range e.Pods {
-		parts[i] = p + ": " + e.Reasons[p]
-	}
-	return fmt.Sprintf("node %s: the new machine cannot hold %d placed pod(s), the old node is kept: %s",
-		e.Node, len(e.Pods), strings.Join(parts, "; "))
-}
-
-// UpdateNode replaces a node's labels and machine, keeping the pods placed
-// on it (reserved or bound) with exactly what they hold. If the new machine
-// cannot hold them (their CPUs or GPUs do not exist there, or the shared
-// pool or memory no longer covers the requests of the pods without a NUMA
-// spec), nothing changes and the error is a *[NodeUpdateError] listing the
-// affected pods. Removing the opt-in label keeps the NUMA pods already
-// placed; it only stops new ones. Turning memory alignment on or off
-// (kube.LabelMemoryAlignment) keeps what the placed pods hold, memory
-// included, and applies to the pods placed from then on. An unknown node is
-// refused ([ErrUnknownNode]), an invalid one as by AddNode.
+// UpdateNode replaces a node's labels and machine. The new machine takes
+// effect at once: new placements see only what it has. The pods placed on
+// the node stay accounted: every bound pod's decision is claimed again on
+// the new machine (what the machine no longer has, or now reserves, is left
+// out and the pod becomes a misfit, see [NodeStatus].Misfits, until it is
+// gone), the pods without a decision are placed again, and the reservations
+// of scheduling cycles keep exactly what they hold or are dropped (their
+// PreBind then fails and the pod is tried again). Pods whose requests the
+// new machine's totals do not cover stay accounted too
+// ([NodeStatus].Overcommit). Removing the opt-in label keeps the NUMA pods
+// already placed; it only stops new ones. Turning memory alignment on or
+// off (kube.LabelMemoryAlignment) keeps what the decided pods hold, memory
+// included, and applies to the pods placed from then on (and to the
+// predictions of pods without a decision). An unknown node is refused
+// ([ErrUnknownNode]), an invalid one as by AddNode.
 func (c *Cache) UpdateNode(n Node) error {
 	if err := checkNode(n); err != nil {
 		return err
@@ -287,91 +286,35 @@ func (c *Cache) UpdateNode(n Node) error {
 	defer c.podsMu.Unlock()
 	ni.mu.Lock()
 	defer ni.mu.Unlock()
-	if n.Machine == ni.m {
+	kpol, kopts := kubeletPolicy(n)
+	if n.Machine == ni.m && kpol == ni.kpol {
+		realign := ni.alignMem != alignMem
 		ni.labels, ni.optedIn, ni.alignMem = maps.Clone(n.Labels), c.optedIn(n.Labels), alignMem
-		ni.kpol, ni.kopts = kubeletPolicy(n)
+		ni.kopts = kopts
+		if realign && ni.inexact > 0 {
+			return c.rebuildLocked(ni, ni.m, ni.state) // the predictions follow the alignment
+		}
 		return nil
+	}
+	if _, err := allocator.New(n.Machine, c.cfg.Allocator); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidNode, n.Name, err)
 	}
 	class, err := c.classLocked(n.Machine)
 	if err != nil {
 		return err
 	}
-	// Build the new node beside the old one.
-	tmp := &nodeInfo{name: ni.name}
-	st, err := allocator.New(n.Machine, c.cfg.Allocator)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrInvalidNode, n.Name, err)
-	}
-	c.setMachine(tmp, n.Machine, class, st)
-	upd := &NodeUpdateError{Node: n.Name, Reasons: map[string]string{}}
-	type moved struct {
-		pi         *podInfo
-		cpus, gpus int
-	}
-	var moves []moved
-	keys := slices.Sorted(maps.Keys(ni.pods))
-	for _, key := range keys {
-		pi := ni.pods[key]
-		mv := moved{pi: pi}
-		if pi.alloc {
-			a, ok := ni.state.Get(key)
-			if !ok {
-				upd.Pods = append(upd.Pods, key)
-				upd.Reasons[key] = "its allocation is missing from the node's state"
-				continue
-			}
-			d := kube.NewDecision(ni.m, &a)
-			na, err := d.Allocation(n.Machine, key)
-			if err == nil {
-				keepEmptyMemory(ni.m, n.Machine, &a, &na)
-				na, err = tmp.state.Claim(na)
-			}
-			if err != nil {
-				upd.Pods = append(upd.Pods, key)
-				upd.Reasons[key] = err.Error()
-				continue
-			}
-			mv.cpus, mv.gpus = na.CPUs.Size(), len(na.GPUs)
-		}
-		moves = append(moves, mv)
-		tmp.exclCPUs += mv.cpus
-		tmp.gpusHeld += mv.gpus
-	}
-	// The pods without a NUMA spec, in key order, while the shared pool and
-	// memory last.
-	for _, mv := range moves {
-		r := mv.pi.req
-		if !r.NUMA && mv.cpus == 0 {
-			if tmp.plainMilli+r.MilliCPU > int64(tmp.allocCPUs-tmp.exclCPUs)*1000 {
-				upd.Pods = append(upd.Pods, mv.pi.key)
-				upd.Reasons[mv.pi.key] = fmt.Sprintf("the shared pool of %d CPUs cannot hold its %s CPUs besides the other pods' %s",
-					tmp.allocCPUs-tmp.exclCPUs, milliString(r.MilliCPU), milliString(tmp.plainMilli))
-				continue
-			}
-			tmp.plainMilli += r.MilliCPU
-		}
-		if tmp.memCap > 0 && r.MemoryMiB > 0 && tmp.memUsed+r.MemoryMiB > tmp.memCap {
-			upd.Pods = append(upd.Pods, mv.pi.key)
-			upd.Reasons[mv.pi.key] = fmt.Sprintf("%d MiB of memory left, it requests %d MiB", tmp.memCap-tmp.memUsed, r.MemoryMiB)
-			continue
-		}
-		tmp.memUsed += r.MemoryMiB
-	}
-	if len(upd.Pods) > 0 {
-		slices.Sort(upd.Pods)
-		upd.Pods = slices.Compact(upd.Pods)
-		c.releaseClassLocked(class)
-		return upd
-	}
-	old := ni.class
-	c.setMachine(ni, n.Machine, class, tmp.state)
-	ni.exclCPUs, ni.gpusHeld, ni.plainMilli, ni.memUsed = tmp.exclCPUs, tmp.gpusHeld, tmp.plainMilli, tmp.memUsed
-	for _, mv := range moves {
-		mv.pi.cpus, mv.pi.gpus = mv.cpus, mv.gpus
-	}
+	oldM, oldState, oldClass := ni.m, ni.state, ni.class
+	oldLabels, oldOptedIn, oldAlign, oldKpol, oldKopts := ni.labels, ni.optedIn, ni.alignMem, ni.kpol, ni.kopts
+	c.setMachine(ni, n.Machine, class, ni.state)
 	ni.labels, ni.optedIn, ni.alignMem = maps.Clone(n.Labels), c.optedIn(n.Labels), alignMem
-	ni.kpol, ni.kopts = kubeletPolicy(n)
-	c.releaseClassLocked(old)
+	ni.kpol, ni.kopts = kpol, kopts
+	if err := c.rebuildLocked(ni, oldM, oldState); err != nil {
+		c.setMachine(ni, oldM, oldClass, oldState)
+		ni.labels, ni.optedIn, ni.alignMem, ni.kpol, ni.kopts = oldLabels, oldOptedIn, oldAlign, oldKpol, oldKopts
+		c.releaseClassLocked(class)
+		return err
+	}
+	c.releaseClassLocked(oldClass)
 	return nil
 }
 
@@ -461,22 +404,32 @@ func (c *Cache) Nodes() []string {
 }
 
 // AddPod records a bound pod (pod.NodeName set), as an informer reports
-// it, so that a restarted scheduler rebuilds the exact state:
+// it. The accounting of a node is a function of its machine and its bound
+// pods, whatever order they arrive in (and however often), so that a
+// restarted scheduler rebuilds the exact state:
 //   - with a numaplace.io/allocation annotation, the node claims exactly
-//     the CPUs and GPUs it names (kube.ParseDecision, Decision.Allocation,
-//     allocator.State.Claim);
+//     the CPUs, GPUs, devices and memory it names (kube.ParseDecision,
+//     allocator.State.Claim). What the node's machine does not have, or
+//     reserves, or what another bound pod's decision earlier in key order
+//     names, is left out: the pod is accounted with the rest and is a
+//     misfit of the node ([NodeStatus].Misfits) until it is gone;
 //   - a pod with a NUMA spec (or GPUs) but no decision was placed by
 //     someone else: the node's allocator places it by its policy, as the
-//     node side would decide locally (a prediction, not a record);
+//     node side would decide locally (a prediction, not a record), after
+//     the decisions and in key order; when there is no room it is accounted
+//     without its CPUs and GPUs (a misfit);
 //   - a pod without a NUMA spec is accounted against the node's shared
-//     pool by its CPU request.
+//     pool by its CPU request;
+//   - a pod kube.ParsePod refuses is accounted by its decision if it has a
+//     readable one, else as the same pod without its NUMA spec (a misfit
+//     either way).
 //
 // No shared-pool or opt-in rule is applied: the pod runs already. A pod the
 // cache has reserved on the same node becomes bound (if its decision is the
 // one reserved; a different decision replaces the reservation); one placed
-// on another node moves. On error (unknown node, invalid pod, a decision
-// naming CPUs or GPUs that are held or do not exist) the pod is not
-// recorded, and a previous record of it is dropped.
+// on another node moves. The errors are for a pod not recorded: an unknown
+// node, a pod that is not bound, or one that cannot be read at all (then a
+// previous record of it is dropped).
 func (c *Cache) AddPod(p *kube.Pod) error {
 	if p == nil {
 		return fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
@@ -484,73 +437,142 @@ func (c *Cache) AddPod(p *kube.Pod) error {
 	if p.NodeName == "" {
 		return fmt.Errorf("%w: %s", ErrNotBound, p.Key())
 	}
-	pr, err := c.parse(p)
+	errs, err := c.syncPods(p.NodeName, []*kube.Pod{p}, nil)
 	if err != nil {
 		return err
 	}
-	ni, err := c.node(p.NodeName)
-	if err != nil {
-		return fmt.Errorf("pod %s: %w", pr.key, err)
-	}
-	var d *kube.Decision
-	if ann, ok := p.Annotations[kube.AnnotationAllocation]; ok {
-		dec, err := kube.ParseDecision(ann)
-		if err != nil {
-			return fmt.Errorf("pod %s: %w", pr.key, err)
+	return errs[0]
+}
+
+// SyncPods records a batch of changes of one node's bound pods: every pod
+// of bound is recorded as [Cache.AddPod] would (they must all be bound to
+// the named node), every pod of gone is forgotten as [Cache.RemovePod]
+// would (unknown ones are skipped), and the node's state is recomputed at
+// most once, which makes the first listing of a node's pods (a restart)
+// linear in them. It returns one error per pod of bound (nil for those
+// recorded), and an error wrapping [ErrUnknownNode] (nothing changed) when
+// the node is not in the cache.
+func (c *Cache) SyncPods(node string, bound, gone []*kube.Pod) ([]error, error) {
+	return c.syncPods(node, bound, gone)
+}
+
+func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) {
+	errs := make([]error, len(bound))
+	recs := make([]*boundRec, len(bound))
+	for i, p := range bound {
+		rec, err := c.readBound(p)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case rec.node != node:
+			errs[i] = fmt.Errorf("pod %s is bound to node %s, not %s", rec.key, rec.node, node)
+		default:
+			recs[i] = rec
 		}
-		d = &dec
+	}
+	ni, err := c.node(node)
+	if err != nil {
+		if len(bound) == 1 && errs[0] == nil {
+			err = fmt.Errorf("pod %s: %w", recs[0].key, err)
+		}
+		return errs, err
 	}
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
-	if old := c.pods[pr.key]; old != nil {
-		if old.node == ni && c.sameDecision(old, d) {
-			old.bound = true
-			return nil
+	// Records elsewhere first (a pod recreated under the same name on
+	// another node), each with its own node's lock.
+	for i, p := range bound {
+		if p == nil {
+			continue
 		}
-		c.dropLocked(old)
+		if old := c.pods[p.Key()]; old != nil && old.node != ni && (recs[i] != nil || !errors.Is(errs[i], ErrNotBound)) {
+			c.dropLocked(old)
+		}
 	}
 	ni.mu.Lock()
 	defer ni.mu.Unlock()
 	if ni.removed {
-		return fmt.Errorf("pod %s: %w: %s", pr.key, ErrUnknownNode, ni.name)
+		err := fmt.Errorf("%w: %s", ErrUnknownNode, ni.name)
+		return errs, err
 	}
-	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest, bound: true, prio: p.Priority}
-	switch {
-	case d != nil:
-		a, err := d.Allocation(ni.m, pr.key)
-		if err != nil {
-			return fmt.Errorf("pod %s on node %s: %w", pr.key, ni.name, err)
+	// A batch of several pods is recorded by one rebuild (its decisions
+	// restored at once) rather than one claim, and one copy of the state,
+	// per pod.
+	rebuild := len(bound) > 1
+	for _, p := range gone {
+		if p == nil {
+			continue
 		}
-		got, err := ni.state.Claim(a)
-		if err != nil {
-			return fmt.Errorf("pod %s on node %s: %w", pr.key, ni.name, err)
-		}
-		pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
-	case ni.kpol == "" && pr.needsAlloc, ni.kpol != "" && needsKubelet(ni, pr):
-		if err := c.placeLocked(ni, pr, pi, true); err != nil {
-			return fmt.Errorf("pod %s on node %s has no %s annotation and the node cannot place it: %w",
-				pr.key, ni.name, kube.AnnotationAllocation, err)
+		if pi := c.pods[p.Key()]; pi != nil && pi.node == ni {
+			rebuild = c.forgetLocked(ni, pi) || rebuild
 		}
 	}
-	ni.account(pi, 1)
-	ni.pods[pr.key] = pi
-	c.pods[pr.key] = pi
-	return nil
+	for i, rec := range recs {
+		if rec == nil {
+			if bound[i] != nil && !errors.Is(errs[i], ErrNotBound) {
+				if pi := c.pods[bound[i].Key()]; pi != nil && pi.node == ni {
+					rebuild = c.forgetLocked(ni, pi) || rebuild
+				}
+			}
+			continue
+		}
+		if old := c.pods[rec.key]; old != nil {
+			if old.sameRecord(rec) {
+				continue // an update that changes nothing the cache reads
+			}
+			if !old.bound && old.alloc && rec.dec != nil && c.reservedAsDecided(old, rec.dec) {
+				// The reservation's binding: it becomes the record.
+				old.bound, old.pr, old.dec, old.decRaw, old.invalid, old.prio = true, rec.pr, rec.dec, rec.decRaw, rec.invalid, rec.prio
+				ni.account(old, -1)
+				old.req = rec.req
+				ni.account(old, 1)
+				if rec.invalid != "" {
+					old.misfit, old.reason = MisfitInvalid, rec.invalid
+				}
+				rebuild = rebuild || ni.inexact > 0
+				continue
+			}
+			if !old.bound && !old.alloc && !rec.needsAlloc() && rec.dec == nil {
+				// A reservation without an allocation, bound.
+				ni.account(old, -1)
+				old.bound, old.pr, old.req, old.invalid, old.prio = true, rec.pr, rec.req, rec.invalid, rec.prio
+				if rec.invalid != "" {
+					old.misfit, old.reason = MisfitInvalid, rec.invalid
+				}
+				ni.account(old, 1)
+				continue
+			}
+			rebuild = c.forgetLocked(ni, old) || rebuild
+		}
+		if rebuild {
+			pi := &podInfo{key: rec.key, node: ni, req: rec.req, bound: true, prio: rec.prio, pr: rec.pr,
+				dec: rec.dec, decRaw: rec.decRaw, invalid: rec.invalid}
+			c.insertLocked(ni, pi)
+			continue
+		}
+		rebuild = c.bindLocked(ni, rec)
+	}
+	if rebuild {
+		if err := c.rebuildLocked(ni, ni.m, ni.state); err != nil {
+			return errs, err
+		}
+	}
+	return errs, nil
 }
 
-// sameDecision reports whether the reserved pod pi holds what d names (no
-// decision: nothing to compare, the reservation stands). The caller holds
-// podsMu.
-func (c *Cache) sameDecision(pi *podInfo, d *kube.Decision) bool {
-	if d == nil {
-		return true
-	}
-	ni := pi.node
-	ni.mu.RLock()
-	defer ni.mu.RUnlock()
-	if !pi.alloc {
+// sameRecord reports whether rec is what pi already records for a bound
+// pod (then an informer update changes nothing).
+func (pi *podInfo) sameRecord(rec *boundRec) bool {
+	if !pi.bound || pi.decRaw != rec.decRaw || pi.invalid != rec.invalid || pi.prio != rec.prio || pi.req != rec.req {
 		return false
 	}
+	return (pi.pr == nil) == (rec.pr == nil)
+}
+
+// reservedAsDecided reports whether the reserved pod pi holds what d names.
+// The caller holds the node's lock.
+func (c *Cache) reservedAsDecided(pi *podInfo, d *kube.Decision) bool {
+	ni := pi.node
 	a, ok := ni.state.Get(pi.key)
 	if !ok {
 		return false
@@ -559,18 +581,17 @@ func (c *Cache) sameDecision(pi *podInfo, d *kube.Decision) bool {
 	return mine.String() == d.String()
 }
 
-// dropLocked removes pi from its node and from the cache (the caller holds
-// podsMu).
+// dropLocked removes pi from its node and from the cache, rebuilding the
+// node when its accounting depended on pi (the caller holds podsMu).
 func (c *Cache) dropLocked(pi *podInfo) {
 	ni := pi.node
 	ni.mu.Lock()
 	defer ni.mu.Unlock()
-	if pi.alloc {
-		_ = ni.state.Release(pi.key) // cannot fail: the cache keeps them in step
+	if c.forgetLocked(ni, pi) {
+		// An error leaves the node's state as it was without pi, which
+		// forgetLocked released: still sound.
+		_ = c.rebuildLocked(ni, ni.m, ni.state)
 	}
-	ni.account(pi, -1)
-	delete(ni.pods, pi.key)
-	delete(c.pods, pi.key)
 }
 
 // RemovePod forgets a pod (deleted, or bound elsewhere by someone else) and
@@ -604,6 +625,10 @@ type PodStatus struct {
 	// Allocation is what the pod holds on the node (CPUs and GPUs; a copy),
 	// when it holds an allocation (pods with a NUMA spec or with GPUs).
 	Allocation *allocator.Allocation
+	// Misfit and MisfitReason say why the accounting of a bound pod is not
+	// exactly its decision ("" when it is; see [Misfit]).
+	Misfit       MisfitKind
+	MisfitReason string
 }
 
 // Pod returns what the cache knows of the pod with the given key
@@ -615,14 +640,14 @@ func (c *Cache) Pod(key string) (PodStatus, bool) {
 	if !ok {
 		return PodStatus{}, false
 	}
-	st := PodStatus{Key: key, Node: pi.node.name, Bound: pi.bound, NUMA: pi.req.NUMA}
+	pi.node.mu.RLock()
+	defer pi.node.mu.RUnlock()
+	st := PodStatus{Key: key, Node: pi.node.name, Bound: pi.bound, NUMA: pi.req.NUMA, Misfit: pi.misfit, MisfitReason: pi.reason}
 	if pi.alloc {
-		pi.node.mu.RLock()
 		if a, ok := pi.node.state.Get(key); ok {
 			a = a.Clone()
 			st.Allocation = &a
 		}
-		pi.node.mu.RUnlock()
 	}
 	return st, true
 }
@@ -658,6 +683,15 @@ type NodeStatus struct {
 	Pods []string
 	// Allocations are the live allocations ordered by ID (copies).
 	Allocations []allocator.Allocation
+	// Misfits are the pods whose accounting is not exactly their decision,
+	// by pod key: after a machine change, decisions naming what the machine
+	// lacks, pods that cannot be read, pods without a decision the node has
+	// no room to predict. The node is marked until they are gone.
+	Misfits []Misfit
+	// Overcommit describes the totals the node's pods request beyond what
+	// the machine has (the shared pool, memory), after a machine change or
+	// pods bound by someone else; empty when none.
+	Overcommit []string
 }
 
 // Node returns the state of the named node.
@@ -671,7 +705,7 @@ func (c *Cache) Node(name string) (NodeStatus, bool) {
 	st := NodeStatus{Name: ni.name, Labels: maps.Clone(ni.labels), Machine: ni.m, OptedIn: ni.optedIn, MemoryAligned: ni.alignMem,
 		AllocatableCPUs: ni.allocCPUs, SharedCPUs: ni.state.FreeCPUs(), SharedRequestMilli: ni.plainMilli,
 		FreeGPUs: ni.gpuCap - ni.gpusHeld, MemoryRequestMiB: ni.memUsed,
-		Pods: slices.Sorted(maps.Keys(ni.pods))}
+		Pods: slices.Sorted(maps.Keys(ni.pods)), Misfits: ni.misfitsLocked(), Overcommit: ni.overcommitLocked()}
 	for _, a := range ni.state.Live() {
 		st.Allocations = append(st.Allocations, a.Clone())
 	}
@@ -766,4 +800,37 @@ func (c *Cache) releaseClassLocked(mc *machineClass) {
 			delete(c.byPtr, m)
 		}
 	}
+}
+
+// NUMAFree is what no allocation holds on one NUMA node of a node.
+type NUMAFree struct {
+	// ID is the NUMA node's ID.
+	ID numa.NodeID
+	// CPUs are the allocatable CPUs no exclusive allocation holds (the
+	// shared pool's part on this node, whatever the pods without a NUMA
+	// spec request of it).
+	CPUs int
+	// GPUs are the healthy GPUs no allocation holds.
+	GPUs int
+	// MemoryMiB is the memory no allocation holds (0 when the machine
+	// does not say).
+	MemoryMiB int64
+}
+
+// Free returns, for every NUMA node of the named node's machine (in
+// ascending dense order), what no allocation holds there; false for an
+// unknown node. It is cheap: a few counters per NUMA node.
+func (c *Cache) Free(name string) ([]NUMAFree, bool) {
+	ni, err := c.node(name)
+	if err != nil {
+		return nil, false
+	}
+	ni.mu.RLock()
+	defer ni.mu.RUnlock()
+	out := make([]NUMAFree, ni.m.NumNodes())
+	for i := range out {
+		f := ni.state.NodeFree(i)
+		out[i] = NUMAFree{ID: ni.m.NodeID(i), CPUs: int(f["cpu"]), GPUs: int(f[allocator.GPUClass]), MemoryMiB: f["memory"]}
+	}
+	return out, true
 }

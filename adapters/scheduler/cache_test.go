@@ -118,18 +118,41 @@ func TestAddPod(t *testing.T) {
 	require.ErrorIs(t, c.AddPod(pod), scheduler.ErrNotBound)
 	require.ErrorIs(t, c.AddPod(nil), kube.ErrInvalidPod)
 	require.ErrorIs(t, c.AddPod(bound(pod, "nope", nil)), scheduler.ErrUnknownNode)
-	require.ErrorIs(t, c.AddPod(bound(pod, "a", dec(`{"cpuset":"x"}`))), kube.ErrInvalidDecision)
-	require.ErrorIs(t, c.AddPod(bound(pod, "a", dec(`{"cpuset":"0","gpus":[{"id":9}]}`))), kube.ErrInvalidDecision)
-	bad := bound(pod, "a", nil)
+
+	// Bound pods are facts: what cannot be read exactly is accounted as
+	// well as it can be, and the pod is a misfit of its node.
+	odd := numaPod("odd", 4, 2, "SingleNUMANode")
+	require.NoError(t, c.AddPod(bound(odd, "a", dec(`{"cpuset":"x"}`))))
+	st, _ := c.Pod("default/odd")
+	require.Equal(t, scheduler.MisfitInvalid, st.Misfit, "a malformed decision")
+	require.Contains(t, st.MisfitReason, "accounted as a pod without one")
+	require.Len(t, st.Allocation.GPUs, 2, "placed as a pod without a decision")
+	require.NoError(t, c.AddPod(bound(odd, "a", dec(`{"cpuset":"2","gpus":[{"id":3},{"id":9}]}`))))
+	st, _ = c.Pod("default/odd")
+	require.Equal(t, scheduler.MisfitLost, st.Misfit, "a GPU the machine lacks")
+	require.Equal(t, []int{3}, st.Allocation.GPUs)
+	require.Equal(t, "2", st.Allocation.CPUs.String())
+	require.Contains(t, st.MisfitReason, "GPU 9 not on the machine")
+	bad := bound(odd, "a", nil)
 	bad.Annotations[kube.AnnotationCPUSetScheduler] = "true"
-	require.ErrorIs(t, c.AddPod(bad), kube.ErrInvalidPod)
+	require.NoError(t, c.AddPod(bad))
+	st, _ = c.Pod("default/odd")
+	require.Equal(t, scheduler.MisfitInvalid, st.Misfit, "an invalid pod")
+	require.Contains(t, st.MisfitReason, "as a pod without a NUMA spec")
+	require.False(t, st.NUMA)
+	an, _ := c.Node("a")
+	require.Equal(t, []scheduler.Misfit{{Pod: "default/odd", Kind: scheduler.MisfitInvalid, Reason: st.MisfitReason}}, an.Misfits)
+	require.NoError(t, c.RemovePod(odd))
+	an, _ = c.Node("a")
+	require.Empty(t, an.Misfits)
+	require.Equal(t, 8, an.FreeGPUs)
 
 	// A reserved pod becomes bound by its own decision.
 	require.NoError(t, c.Reserve(pod, "a"))
 	ann, err := c.PreBind(pod)
 	require.NoError(t, err)
 	require.NoError(t, c.AddPod(bound(pod, "a", ann)))
-	st, _ := c.Pod("default/tg")
+	st, _ = c.Pod("default/tg")
 	require.True(t, st.Bound)
 	require.Equal(t, []int{0, 1}, st.Allocation.GPUs)
 
@@ -150,22 +173,28 @@ func TestAddPod(t *testing.T) {
 	st, _ = c.Pod("default/tg")
 	require.Equal(t, "b", st.Node)
 
-	// A decision naming CPUs another pod holds is a conflict; nothing is
-	// recorded.
+	// A decision naming CPUs another pod's decision names: the first in
+	// key order holds them, the other the rest.
 	thief := numaPod("thief", 4, 0, "SingleNUMANode")
-	err = c.AddPod(bound(thief, "b", dec(`{"policy":"SingleNUMANode","cpuset":"57-60","numaNodes":[1]}`)))
-	require.ErrorIs(t, err, allocator.ErrConflict)
-	_, ok := c.Pod("default/thief")
-	require.False(t, ok)
+	require.NoError(t, c.AddPod(bound(thief, "b", dec(`{"policy":"SingleNUMANode","cpuset":"57-60","numaNodes":[1]}`))))
+	st, ok := c.Pod("default/thief")
+	require.True(t, ok)
+	require.Equal(t, "60", st.Allocation.CPUs.String())
+	require.Equal(t, scheduler.MisfitLost, st.Misfit)
+	require.Contains(t, st.MisfitReason, "CPUs 57-59 held by default/tg")
+	require.NoError(t, c.RemovePod(thief))
 
 	// A NUMA pod bound without a decision is placed by the node's policy.
 	require.NoError(t, c.AddPod(bound(numaPod("legacy", 8, 1, "SingleNUMANode"), "a", nil)))
 	st, _ = c.Pod("default/legacy")
 	require.Equal(t, 8, st.Allocation.CPUs.Size())
-	// ... unless it cannot be.
-	err = c.AddPod(bound(numaPod("legacy2", 8, 5, "SingleNUMANode"), "a", nil))
-	require.ErrorIs(t, err, allocator.ErrNoNUMAFit)
-	require.Contains(t, err.Error(), "has no numaplace.io/allocation annotation")
+	// ... unless it cannot be: accounted without CPUs and GPUs, a misfit.
+	require.NoError(t, c.AddPod(bound(numaPod("legacy2", 8, 5, "SingleNUMANode"), "a", nil)))
+	st, _ = c.Pod("default/legacy2")
+	require.Nil(t, st.Allocation)
+	require.Equal(t, scheduler.MisfitUnplaced, st.Misfit)
+	require.Contains(t, st.MisfitReason, "has no numaplace.io/allocation annotation")
+	require.NoError(t, c.RemovePod(numaPod("legacy2", 8, 5, "SingleNUMANode")))
 
 	// A bound plain pod is accounted whatever the pool says: it runs.
 	require.NoError(t, c.AddPod(bound(plainPod("hog", "500", 0), "a", nil)))
@@ -211,25 +240,18 @@ func TestNodes(t *testing.T) {
 	require.Same(t, same, st.Machine)
 	requireSameNode(t, before, st)
 
-	// A smaller machine cannot hold the pods: refused, naming them, and the
-	// node is kept.
+	// A smaller machine takes effect at once: the reservation that cannot
+	// be held on it is dropped (its binding fails and it is tried again),
+	// the plain pod stays accounted beyond the shared pool.
 	small := preset(t, "small-1s")
-	err = c.UpdateNode(scheduler.Node{Name: "a", Labels: optIn, Machine: small})
-	var ue *scheduler.NodeUpdateError
-	require.ErrorAs(t, err, &ue)
-	require.Equal(t, []string{"default/tg", "default/web"}, ue.Pods)
-	require.Contains(t, err.Error(), "default/tg")
-	require.Contains(t, ue.Reasons["default/web"], "shared pool")
-	st, _ = c.Node("a")
-	require.Same(t, same, st.Machine)
-	requireSameNode(t, before, st)
-
-	// Without them it is taken.
-	require.NoError(t, c.Unreserve(tg))
-	require.NoError(t, c.Unreserve(web))
 	require.NoError(t, c.UpdateNode(scheduler.Node{Name: "a", Labels: optIn, Machine: small}))
 	st, _ = c.Node("a")
+	require.Same(t, small, st.Machine)
 	require.Equal(t, small.NumCPUs(), st.AllocatableCPUs)
+	require.Equal(t, []string{"default/web"}, st.Pods)
+	_, err = c.PreBind(tg)
+	require.ErrorIs(t, err, allocator.ErrUnknownID)
+	require.NoError(t, c.Unreserve(web))
 
 	// RemoveNode forgets the node's pods; a re-added node is empty.
 	require.NoError(t, c.Reserve(numaPod("x", 1, 0, "SingleNUMANode"), "a"))
@@ -267,10 +289,31 @@ func TestUpdateNodeNewMachine(t *testing.T) {
 	after, _ := c.Node("n")
 	requireSameNode(t, before, after)
 
-	// A machine without the pod's GPU refuses the update.
+	// A machine without the reserved pod's GPU drops the reservation.
 	m3 := build(5)
-	err := c.UpdateNode(scheduler.Node{Name: "n", Labels: optIn, Machine: m3})
-	var ue *scheduler.NodeUpdateError
-	require.ErrorAs(t, err, &ue)
-	require.Equal(t, []string{"default/p"}, ue.Pods)
+	require.NoError(t, c.UpdateNode(scheduler.Node{Name: "n", Labels: optIn, Machine: m3}))
+	_, ok := c.Pod("default/p")
+	require.False(t, ok)
+}
+
+func TestFree(t *testing.T) {
+	h100 := preset(t, "dgx-h100")
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "a", Labels: optIn, Machine: h100})
+	_, ok := c.Free("x")
+	require.False(t, ok)
+	before, ok := c.Free("a")
+	require.True(t, ok)
+	require.Len(t, before, h100.NumNodes())
+	require.NoError(t, c.Reserve(numaPod("tg", 24, 4, "SingleNUMANode"), "a"))
+	st, _ := c.Pod("default/tg")
+	after, _ := c.Free("a")
+	for i, f := range after {
+		require.Equal(t, h100.NodeID(i), f.ID)
+		if st.Allocation.DenseSpan.Contains(i) {
+			require.Equal(t, before[i].CPUs-24, f.CPUs)
+			require.Equal(t, before[i].GPUs-4, f.GPUs)
+		} else {
+			require.Equal(t, before[i], f)
+		}
+	}
 }

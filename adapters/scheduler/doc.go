@@ -6,8 +6,9 @@
 // [Cache.Unreserve], [Cache.PreBind] returning the annotations to write on
 // the pod, and [Cache.ScheduleOne], which runs them over every node in
 // parallel and explains a failure the way kube-scheduler does ("0/5000
-// nodes are available: 3120 no NUMA node with 4 free GPUs, 1880
-// Insufficient cpu.").
+// nodes are available: 3120 no NUMA node has 4 free GPUs now, 1880 fewer
+// than 24 free CPUs now."), saying apart what the machine can never hold
+// ("no NUMA node can hold 8 GPUs on this machine") from what is held now.
 //
 // Pods are kube.Pod values read by kube.ParsePod. A pod with a NUMA spec
 // gets exclusive CPUs, whole GPUs and its memory request per NUMA node

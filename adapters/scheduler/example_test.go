@@ -43,7 +43,7 @@ func ExampleCache_ScheduleOne() {
 	// Output:
 	// tg-0 -> gpu-1 {"policy":"SingleNUMANode","exclusive":"Required","cpuset":"0-11,112-123","numaNodes":[0],"gpus":[{"id":0},{"id":1},{"id":2},{"id":3}],"memoryMiB":{"0":0}}
 	// tg-1 -> gpu-1 {"policy":"SingleNUMANode","exclusive":"Required","cpuset":"56-67,168-179","numaNodes":[1],"gpus":[{"id":4},{"id":5},{"id":6},{"id":7}],"memoryMiB":{"1":0}}
-	// tg-2 0/2 nodes are available: 1 Insufficient aliyun.com/gpu, 1 node(s) without the label ack.node.gpu.schedule=topology.
+	// tg-2 0/2 nodes are available: 1 fewer than 4 free GPUs now, 1 node(s) without the label ack.node.gpu.schedule=topology.
 }
 
 // The steps one by one, as a scheduler framework plugin calls them: Filter

@@ -41,9 +41,10 @@ type FilterError struct {
 	// Node is the name of the node that refused the pod.
 	Node string
 	// Reasons are short and free of node-specific numbers, so that
-	// ScheduleOne can count the nodes by reason, such as "no NUMA node with
-	// 4 free GPUs" or "Insufficient cpu" (usually one; one per short
-	// resource when several are).
+	// ScheduleOne can count the nodes by reason, such as "no NUMA node has
+	// 4 free GPUs now", "no NUMA node can hold 8 GPUs on this machine" or
+	// "fewer than 24 free CPUs now" (usually one; one per short resource
+	// when several are).
 	Reasons []string
 	// Detail is the whole explanation (for the allocator's refusals, its
 	// PlacementError's Reason).
@@ -52,6 +53,12 @@ type FilterError struct {
 	// ErrExclusivity (with the *allocator.PlacementError itself),
 	// [ErrNotOptedIn], [ErrSharedPool] or [ErrNodeRemoved].
 	Err error
+	// Never is true when the node cannot take the pod whatever is released
+	// on it (its machine cannot hold the pod even empty, or it lacks the
+	// opt-in label): the reasons say "can hold ... on this machine". False
+	// when the refusal is about what is held now, which releasing pods
+	// (preemption) may change: the reasons say "... now".
+	Never bool
 }
 
 // Error implements error.
@@ -180,12 +187,15 @@ type verdict struct {
 	why   why
 	never bool  // allocRefused on the empty machine
 	short uint8 // short totals, with every why
-	score int32 // when fits and scored
-	have  int64 // the numbers of a shared-pool refusal
-	need  int64 // (for kubeletRefused: the memory the kubelet would pin)
-	cpu   int64 // thousandths of a CPU left in the shared pool (shortCPU)
-	mem   int64 // MiB of memory left unrequested (shortMemory)
-	err   error
+	// neverShort are the bits of short whose totals the machine itself
+	// does not have (an empty node would refuse too).
+	neverShort uint8
+	score      int32 // when fits and scored
+	have       int64 // the numbers of a shared-pool refusal
+	need       int64 // (for kubeletRefused: the memory the kubelet would pin)
+	cpu        int64 // thousandths of a CPU left in the shared pool (shortCPU)
+	mem        int64 // MiB of memory left unrequested (shortMemory)
+	err        error
 }
 
 func ceilThousandths(milli int64) int64 { return (milli + 999) / 1000 }
@@ -240,10 +250,16 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 	if !pr.NUMA && pr.MilliCPU > 0 && n.plainMilli+pr.MilliCPU > free*1000 {
 		v.short |= shortCPU
 		v.cpu = max(free*1000-n.plainMilli, 0)
+		if pr.MilliCPU > int64(n.allocCPUs)*1000 {
+			v.neverShort |= shortCPU
+		}
 	}
 	if n.memCap > 0 && pr.MemoryMiB > 0 && n.memUsed+pr.MemoryMiB > n.memCap {
 		v.short |= shortMemory
 		v.mem = max(n.memCap-n.memUsed, 0)
+		if pr.MemoryMiB > n.memCap {
+			v.neverShort |= shortMemory
+		}
 	}
 	if pr.needsAlloc {
 		if err := memo.never(n, pr); err != nil {
@@ -268,6 +284,7 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 			}
 			if min := int64(c.cfg.MinSharedCPUs); left < min {
 				v.why, v.have, v.need = sharedMin, left, min
+				v.never = int64(n.allocCPUs-pr.CPUs) < min
 				return v
 			}
 		}
@@ -299,13 +316,25 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 	} else if pr.MilliCPU > 0 && n.plainMilli+pr.MilliCPU > free*1000 {
 		v.short |= shortCPU
 		v.cpu = max(free*1000-n.plainMilli, 0)
+		if pr.MilliCPU > int64(n.allocCPUs)*1000 {
+			v.neverShort |= shortCPU
+		}
 	}
 	if n.memCap > 0 && pr.MemoryMiB > 0 && n.memUsed+pr.MemoryMiB > n.memCap {
 		v.short |= shortMemory
 		v.mem = max(n.memCap-n.memUsed, 0)
+		if pr.MemoryMiB > n.memCap {
+			v.neverShort |= shortMemory
+		}
 	}
 	if kreq.GPUs > n.gpuCap-n.gpusHeld {
 		v.short |= shortGPU
+		if pr.kreq.GPUs > n.gpuCap {
+			v.neverShort |= shortGPU
+		}
+	}
+	if pr.kreq.CPUs > n.allocCPUs {
+		v.neverShort |= shortExcl
 	}
 	if v.short != 0 {
 		v.why = short
@@ -409,21 +438,26 @@ func cpus(n int64) string {
 
 // refusalError turns a refusing verdict into its *FilterError.
 func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
-	e := &FilterError{Pod: pr.key, Node: node}
+	e := &FilterError{Pod: pr.key, Node: node, Never: v.never || v.neverShort != 0}
 	switch v.why {
 	case notOptedIn:
 		label := c.cfg.OptInLabel + "=" + c.cfg.OptInValue
-		e.Err = ErrNotOptedIn
+		e.Err, e.Never = ErrNotOptedIn, true
 		e.Reasons = []string{"node(s) without the label " + label}
 		e.Detail = fmt.Sprintf("the pod has a NUMA topology spec and the node is not labelled %s", label)
 	case sharedPlain:
 		e.Err = ErrSharedPool
-		e.Reasons = []string{"exclusive CPUs would starve the shared pool of pods without a NUMA spec"}
+		e.Reasons = []string{"exclusive CPUs would starve the shared pool of the pods without a NUMA spec now"}
 		e.Detail = fmt.Sprintf("taking %s exclusively would leave a shared pool of %s, but the node's pods without a NUMA spec request %s CPUs",
 			cpus(int64(pr.CPUs)), cpus(v.have), milliString(v.need))
 	case sharedMin:
 		e.Err = ErrSharedPool
-		e.Reasons = []string{fmt.Sprintf("exclusive CPUs would leave a shared pool below the minimum of %s", cpus(v.need))}
+		if v.never {
+			e.Reasons = []string{fmt.Sprintf("the machine has too few CPUs to give %s exclusively and keep a shared pool of %s",
+				cpus(int64(pr.CPUs)), cpus(v.need))}
+		} else {
+			e.Reasons = []string{fmt.Sprintf("exclusive CPUs would leave a shared pool below the minimum of %s now", cpus(v.need))}
+		}
 		e.Detail = fmt.Sprintf("taking %s exclusively would leave a shared pool of %s, below the minimum of %s",
 			cpus(int64(pr.CPUs)), cpus(v.have), cpus(v.need))
 	case nodeGone:
@@ -431,7 +465,7 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 		e.Reasons = []string{"node removed"}
 		e.Detail = "the node was removed from the cache"
 	case kubeletNUMA:
-		e.Err = ErrNotOptedIn
+		e.Err, e.Never = ErrNotOptedIn, true
 		e.Reasons = []string{"node(s) running the kubelet's own Topology Manager"}
 		e.Detail = "the pod has a NUMA topology spec and the node's kubelet admits pods by its own Topology Manager policy"
 	case kubeletRefused:
@@ -451,7 +485,7 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 			e.Detail = v.err.Error()
 			break
 		}
-		e.Reasons = placementReasons(pe, &pr.areq)
+		e.Reasons = placementReasons(pe, &pr.areq, v.never)
 		e.Detail = pe.Reason
 		if v.never {
 			e.Detail += ", even with nothing allocated"
@@ -470,45 +504,56 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 		}
 		details = append(details, detail)
 	}
+	never := func(bit uint8, yes, now string) string {
+		if v.neverShort&bit != 0 {
+			return yes
+		}
+		return now
+	}
 	if v.short&shortCPU != 0 {
-		add("Insufficient cpu", fmt.Sprintf("the shared CPU pool has %s CPUs left, the pod requests %s",
-			milliString(v.cpu), milliString(pr.MilliCPU)))
+		add(never(shortCPU, fmt.Sprintf("the machine has fewer than %s allocatable CPUs", milliString(pr.MilliCPU)),
+			fmt.Sprintf("fewer than %s CPUs free in the shared pool now", milliString(pr.MilliCPU))),
+			fmt.Sprintf("the shared CPU pool has %s CPUs left, the pod requests %s", milliString(v.cpu), milliString(pr.MilliCPU)))
 	}
 	if v.short&shortMemory != 0 {
-		add("Insufficient memory", fmt.Sprintf("%d MiB of memory left unrequested, the pod requests %d MiB",
-			v.mem, pr.MemoryMiB))
+		add(never(shortMemory, fmt.Sprintf("the machine has less than %d MiB of memory", pr.MemoryMiB),
+			fmt.Sprintf("less than %d MiB of memory unrequested now", pr.MemoryMiB)),
+			fmt.Sprintf("%d MiB of memory left unrequested, the pod requests %d MiB", v.mem, pr.MemoryMiB))
 	}
 	if v.short&shortGPU != 0 {
-		add("Insufficient "+kube.ResourceAliyunGPU, fmt.Sprintf("the node has fewer than %d GPUs left", pr.areq.GPUs))
+		n := pr.areq.GPUs
+		if n == 0 {
+			n = pr.kreq.GPUs
+		}
+		add(never(shortGPU, fmt.Sprintf("the machine has fewer than %d GPUs", n), fmt.Sprintf("fewer than %d free GPUs now", n)),
+			fmt.Sprintf("the node has fewer than %d GPUs left", n))
 	}
 	if v.short&shortExcl != 0 {
-		add("Insufficient cpu", fmt.Sprintf("the node has fewer than %s left", cpus(int64(pr.CPUs))))
+		n := pr.CPUs
+		if n == 0 {
+			n = pr.kreq.CPUs
+		}
+		add(never(shortExcl, fmt.Sprintf("the machine has fewer than %s allocatable", cpus(int64(n))),
+			fmt.Sprintf("fewer than %d free CPUs now", n)),
+			fmt.Sprintf("the node has fewer than %s left", cpus(int64(n))))
 	}
 	e.Detail = strings.Join(details, "; ")
 	return e
 }
 
-// resourceName is the Kubernetes name of an allocator resource kind.
-func resourceName(kind string) string {
-	switch kind {
-	case allocator.GPUClass:
-		return kube.ResourceAliyunGPU
-	case "cpu":
-		return kube.ResourceCPU
-	case "memory":
-		return kube.ResourceMemory
+// amount writes a demanded amount of a kind, free or not: "4 free GPUs"
+// or "4 GPUs", "24 free CPUs", "12 free whole cores", "4096 MiB of free
+// memory".
+func amount(kind string, n int64, r *allocator.Request, free bool) string {
+	adj := ""
+	if free {
+		adj = "free "
 	}
-	return kind
-}
-
-// freeAmount writes a demanded amount of a kind: "4 free GPUs", "24 free
-// CPUs", "12 free whole cores", "4096 MiB of free memory".
-func freeAmount(kind string, n int64, r *allocator.Request) string {
 	plural := func(one, many string) string {
 		if n == 1 {
-			return "1 free " + one
+			return "1 " + adj + one
 		}
-		return strconv.FormatInt(n, 10) + " free " + many
+		return strconv.FormatInt(n, 10) + " " + adj + many
 	}
 	switch kind {
 	case allocator.GPUClass:
@@ -519,14 +564,16 @@ func freeAmount(kind string, n int64, r *allocator.Request) string {
 		}
 		return plural("CPU", "CPUs")
 	case "memory":
-		return strconv.FormatInt(n, 10) + " MiB of free memory"
+		return strconv.FormatInt(n, 10) + " MiB of " + adj + "memory"
 	}
 	return plural(kind+" device", kind+" devices")
 }
 
 // placementReasons summarises an allocator refusal without the node's own
-// numbers, so that nodes refusing for the same reason count together.
-func placementReasons(pe *allocator.PlacementError, r *allocator.Request) []string {
+// numbers, so that nodes refusing for the same reason count together; never
+// says the machine cannot hold the request even empty ("can hold ... on
+// this machine") rather than now ("has ... free now").
+func placementReasons(pe *allocator.PlacementError, r *allocator.Request, never bool) []string {
 	where := "no NUMA node"
 	switch {
 	case pe.Width > 1 && pe.InSet:
@@ -538,26 +585,38 @@ func placementReasons(pe *allocator.PlacementError, r *allocator.Request) []stri
 	case errors.Is(pe, allocator.ErrInsufficient):
 		out := make([]string, 0, len(pe.Short))
 		for _, s := range pe.Short {
-			out = append(out, "Insufficient "+resourceName(s.Resource))
+			if never {
+				out = append(out, "the machine has fewer than "+amount(s.Resource, s.Need, r, false))
+			} else {
+				out = append(out, "fewer than "+amount(s.Resource, s.Need, r, true)+" now")
+			}
 		}
 		if len(out) == 0 {
-			out = append(out, "Insufficient resources")
+			if never {
+				return []string{"the machine has too few resources"}
+			}
+			return []string{"too few free resources now"}
 		}
 		return out
 	case errors.Is(pe, allocator.ErrNoNUMAFit):
 		var parts []string
 		for _, s := range pe.Short {
-			parts = append(parts, freeAmount(s.Resource, s.Need, r))
+			parts = append(parts, amount(s.Resource, s.Need, r, !never))
 		}
-		if len(parts) == 0 {
-			return []string{where + " with the requested CPUs and GPUs free together"}
+		switch {
+		case never && len(parts) == 0:
+			return []string{where + " can hold the requested CPUs and GPUs together on this machine"}
+		case never:
+			return []string{where + " can hold " + strings.Join(parts, " and ") + " on this machine"}
+		case len(parts) == 0:
+			return []string{where + " has the requested CPUs and GPUs free together now"}
 		}
-		return []string{where + " with " + strings.Join(parts, " and ")}
+		return []string{where + " has " + strings.Join(parts, " and ") + " now"}
 	case errors.Is(pe, allocator.ErrExclusivity):
 		if pe.Width == 1 {
-			return []string{"every NUMA node that fits is shared by multi-node allocations (singleNUMANodeExclusive)"}
+			return []string{"every NUMA node that fits is shared by multi-node allocations now (singleNUMANodeExclusive)"}
 		}
-		return []string{"every set of NUMA nodes that fits uses nodes of single-NUMA-node allocations (singleNUMANodeExclusive)"}
+		return []string{"every set of NUMA nodes that fits uses nodes of single-NUMA-node allocations now (singleNUMANodeExclusive)"}
 	}
 	return []string{pe.Reason}
 }

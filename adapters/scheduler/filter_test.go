@@ -51,74 +51,83 @@ func TestFilterRules(t *testing.T) {
 		category error // nil: fits
 		reason   string
 		detail   []string
+		never    bool // the refusal holds on the empty machine too
 	}{
 		{name: "NUMA pod fits", labels: optIn, pod: numaPod("a", 24, 4, "SingleNUMANode")},
 		{name: "NUMA pod on a node without the label", labels: map[string]string{"x": "y"},
 			pod: numaPod("a", 24, 4, "SingleNUMANode"), category: scheduler.ErrNotOptedIn,
 			reason: "node(s) without the label ack.node.gpu.schedule=topology",
-			detail: []string{"not labelled ack.node.gpu.schedule=topology"}},
+			detail: []string{"not labelled ack.node.gpu.schedule=topology"}, never: true},
 		{name: "NUMA pod and a label of another value", labels: map[string]string{kube.DefaultOptInLabel: "other"},
 			pod: numaPod("a", 4, 0, "Restricted"), category: scheduler.ErrNotOptedIn,
-			reason: "node(s) without the label ack.node.gpu.schedule=topology"},
+			reason: "node(s) without the label ack.node.gpu.schedule=topology", never: true},
 		{name: "configured label", cfg: scheduler.Config{OptInLabel: "numa", OptInValue: "yes"},
 			labels: map[string]string{"numa": "yes"}, pod: numaPod("a", 4, 0, "Restricted")},
 		{name: "configured label missing", cfg: scheduler.Config{OptInLabel: "numa", OptInValue: "yes"},
 			labels: optIn, pod: numaPod("a", 4, 0, "Restricted"), category: scheduler.ErrNotOptedIn,
-			reason: "node(s) without the label numa=yes"},
+			reason: "node(s) without the label numa=yes", never: true},
 		{name: "more GPUs than a NUMA node has", labels: optIn, pod: numaPod("a", 24, 5, "SingleNUMANode"),
-			category: allocator.ErrNoNUMAFit, reason: "no NUMA node with 5 free GPUs",
-			detail: []string{"no NUMA node of this machine can ever hold 5 GPUs and 24 CPUs (one node has at most 4 GPUs)", "even with nothing allocated"}},
+			category: allocator.ErrNoNUMAFit, reason: "no NUMA node can hold 5 GPUs on this machine",
+			detail: []string{"no NUMA node of this machine can ever hold 5 GPUs and 24 CPUs (one node has at most 4 GPUs)", "even with nothing allocated"}, never: true},
 		{name: "no NUMA node with 4 free GPUs now", labels: optIn,
 			before: []setup{
 				claimed(numaPod("x", 2, 2, "SingleNUMANode"), `{"policy":"SingleNUMANode","cpuset":"0-1","gpus":[{"id":0},{"id":1}]}`),
 				claimed(numaPod("y", 2, 2, "SingleNUMANode"), `{"policy":"SingleNUMANode","cpuset":"56-57","gpus":[{"id":4},{"id":5}]}`)},
 			pod: numaPod("a", 24, 4, "SingleNUMANode"), category: allocator.ErrNoNUMAFit,
-			reason: "no NUMA node with 4 free GPUs", detail: []string{"no NUMA node has 4 GPUs free"}},
+			reason: "no NUMA node has 4 free GPUs now", detail: []string{"no NUMA node has 4 GPUs free"}},
 		{name: "more CPUs than the machine has", labels: optIn, pod: numaPod("a", 300, 0, "None"),
-			category: allocator.ErrInsufficient, reason: "Insufficient cpu", detail: []string{"300 CPUs wanted"}},
+			category: allocator.ErrInsufficient, reason: "the machine has fewer than 300 CPUs", detail: []string{"300 CPUs wanted"}, never: true},
 		{name: "Restricted width inside a NUMA set", machine: "dgx-a100", labels: optIn,
 			before: []setup{
 				claimed(plainPod("x", "", 1), `{"policy":"None","cpuset":"","gpus":[{"id":0}]}`),
 				claimed(plainPod("y", "", 1), `{"policy":"None","cpuset":"","gpus":[{"id":6}]}`)},
 			pod: numaPod("a", 8, 4, "Restricted"), category: allocator.ErrNoNUMAFit,
-			reason: "no set of 2 NUMA nodes inside one NUMA set with 4 free GPUs",
+			reason: "no set of 2 NUMA nodes inside one NUMA set has 4 free GPUs now",
 			detail: []string{"width_cap 2"}},
 		{name: "exclusivity", labels: optIn, before: []setup{reserve(numaPod("x", 2, 8, "Restricted"))},
 			pod: numaPod("a", 2, 0, "SingleNUMANode"), category: allocator.ErrExclusivity,
-			reason: "every NUMA node that fits is shared by multi-node allocations (singleNUMANodeExclusive)"},
+			reason: "every NUMA node that fits is shared by multi-node allocations now (singleNUMANodeExclusive)"},
 		{name: "shared pool of the plain pods", labels: optIn,
 			before: []setup{reserve(plainPod("web", "200", 0))}, pod: numaPod("a", 30, 0, "SingleNUMANode"),
 			category: scheduler.ErrSharedPool,
-			reason:   "exclusive CPUs would starve the shared pool of pods without a NUMA spec",
+			reason:   "exclusive CPUs would starve the shared pool of the pods without a NUMA spec now",
 			detail:   []string{"taking 30 CPUs exclusively would leave a shared pool of 194 CPUs", "request 200 CPUs"}},
 		{name: "shared pool with a fraction", labels: optIn,
 			before: []setup{reserve(plainPod("web", "199500m", 0))}, pod: numaPod("a", 25, 0, "SingleNUMANode"),
-			category: scheduler.ErrSharedPool, reason: "exclusive CPUs would starve the shared pool of pods without a NUMA spec",
+			category: scheduler.ErrSharedPool, reason: "exclusive CPUs would starve the shared pool of the pods without a NUMA spec now",
 			detail: []string{"request 199.5 CPUs"}},
 		{name: "shared pool just enough", labels: optIn,
 			before: []setup{reserve(plainPod("web", "199500m", 0))}, pod: numaPod("a", 24, 0, "SingleNUMANode")},
 		{name: "minimum shared pool", labels: optIn, pod: numaPod("a", 224, 0, "None"),
-			category: scheduler.ErrSharedPool, reason: "exclusive CPUs would leave a shared pool below the minimum of 1 CPU",
+			category: scheduler.ErrSharedPool, reason: "the machine has too few CPUs to give 224 CPUs exclusively and keep a shared pool of 1 CPU",
+			detail: []string{"a shared pool of 0 CPUs, below the minimum of 1 CPU"}, never: true},
+		{name: "minimum shared pool now", labels: optIn, before: []setup{reserve(numaPod("x", 100, 0, "None"))},
+			pod: numaPod("a", 124, 0, "None"), category: scheduler.ErrSharedPool,
+			reason: "exclusive CPUs would leave a shared pool below the minimum of 1 CPU now",
 			detail: []string{"a shared pool of 0 CPUs, below the minimum of 1 CPU"}},
 		{name: "configured minimum", cfg: scheduler.Config{MinSharedCPUs: 8}, labels: optIn,
 			pod: numaPod("a", 220, 0, "None"), category: scheduler.ErrSharedPool,
-			reason: "exclusive CPUs would leave a shared pool below the minimum of 8 CPUs"},
+			reason: "the machine has too few CPUs to give 220 CPUs exclusively and keep a shared pool of 8 CPUs", never: true},
 		{name: "no minimum", cfg: scheduler.Config{MinSharedCPUs: -1}, labels: optIn, pod: numaPod("a", 224, 0, "None")},
 		{name: "GPU-only NUMA pod leaves the pool alone", cfg: scheduler.Config{MinSharedCPUs: -1}, labels: optIn,
 			before: []setup{reserve(numaPod("x", 224, 0, "None"))}, pod: numaPod("a", 0, 1, "None")},
 		{name: "plain pod fits anywhere", labels: nil, pod: plainPod("web", "500m", 0)},
 		{name: "plain pod and the shared pool", labels: optIn,
 			before: []setup{reserve(numaPod("x", 112, 0, "SingleNUMANode")), reserve(plainPod("w1", "100", 0))},
-			pod:    plainPod("web", "12500m", 0), category: allocator.ErrInsufficient, reason: "Insufficient cpu",
+			pod:    plainPod("web", "12500m", 0), category: allocator.ErrInsufficient, reason: "fewer than 12.5 CPUs free in the shared pool now",
 			detail: []string{"the shared CPU pool has 12 CPUs left, the pod requests 12.5"}},
 		{name: "plain pod with GPUs", labels: nil, pod: plainPod("infer", "2", 8)},
 		{name: "plain pod with too many GPUs", labels: nil,
 			before: []setup{reserve(plainPod("x", "1", 7))}, pod: plainPod("infer", "2", 2),
-			category: allocator.ErrInsufficient, reason: "Insufficient aliyun.com/gpu"},
+			category: allocator.ErrInsufficient, reason: "fewer than 2 free GPUs now"},
+		{name: "plain pod with more GPUs than the machine has", labels: nil, pod: plainPod("infer", "2", 9),
+			category: allocator.ErrInsufficient, reason: "the machine has fewer than 9 GPUs", never: true},
+		{name: "plain pod with more CPUs than the machine has", labels: nil, pod: plainPod("infer", "300", 0),
+			category: allocator.ErrInsufficient, reason: "the machine has fewer than 300 allocatable CPUs", never: true},
 		{name: "memory", labels: nil, pod: &kube.Pod{Namespace: "default", Name: "big", Containers: []kube.Container{
 			{Name: "c", Requests: map[string]string{"memory": "3Ti"}}}},
-			category: allocator.ErrInsufficient, reason: "Insufficient memory",
-			detail: []string{"2097152 MiB of memory left unrequested, the pod requests 3145728 MiB"}},
+			category: allocator.ErrInsufficient, reason: "the machine has less than 3145728 MiB of memory",
+			detail: []string{"2097152 MiB of memory left unrequested, the pod requests 3145728 MiB"}, never: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +147,8 @@ func TestFilterRules(t *testing.T) {
 				require.NoError(t, c.Reserve(tt.pod, "gpu"))
 				return
 			}
-			requireRefusal(t, err, tt.category, tt.reason, tt.detail...)
+			fe := requireRefusal(t, err, tt.category, tt.reason, tt.detail...)
+			require.Equal(t, tt.never, fe.Never, "never-fit or not now")
 			require.Equal(t, err.Error(), scoreErr.Error(), "Score refuses as Filter does")
 			before, _ := c.Node("gpu")
 			requireRefusal(t, c.Reserve(tt.pod, "gpu"), tt.category, tt.reason, tt.detail...)

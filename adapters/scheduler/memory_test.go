@@ -81,7 +81,8 @@ func TestMemoryBeyondAnyNUMANodeIsRefused(t *testing.T) {
 	var fe *scheduler.FilterError
 	require.ErrorAs(t, err, &fe)
 	require.ErrorIs(t, err, allocator.ErrNoNUMAFit)
-	require.Equal(t, []string{"no NUMA node with 1572864 MiB of free memory"}, fe.Reasons)
+	require.Equal(t, []string{"no NUMA node can hold 1572864 MiB of memory on this machine"}, fe.Reasons)
+	require.True(t, fe.Never)
 	require.Contains(t, fe.Detail, "even with nothing allocated")
 	_, err = c.Score(big, "h")
 	require.ErrorIs(t, err, allocator.ErrNoNUMAFit)
@@ -94,7 +95,7 @@ func TestMemoryBeyondAnyNUMANodeIsRefused(t *testing.T) {
 	_, err = c.ScheduleOne(big)
 	var fit *scheduler.FitError
 	require.ErrorAs(t, err, &fit)
-	require.Equal(t, "0/1 nodes are available: 1 no NUMA node with 1572864 MiB of free memory.", fit.Error())
+	require.Equal(t, "0/1 nodes are available: 1 no NUMA node can hold 1572864 MiB of memory on this machine.", fit.Error())
 	_, err = c.Preempt(big)
 	require.ErrorIs(t, err, scheduler.ErrNoPreemption)
 	st, _ := c.Node("h")
@@ -204,7 +205,8 @@ func TestMemoryOnEveryPath(t *testing.T) {
 	st, _ := c.Node("n")
 	require.Len(t, st.Allocations, 2)
 
-	// A decision whose memory the node no longer has free is refused.
+	// A decision naming memory the node no longer has free is accounted
+	// with what is free, a misfit.
 	c3 := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Labels: optIn, Machine: m})
 	require.NoError(t, c3.AddPod(bound(low, "n", ann)))
 	twin := withMemory(numaPod("twin", 1, 0, "SingleNUMANode"), "12Gi", "12Gi")
@@ -213,19 +215,27 @@ func TestMemoryOnEveryPath(t *testing.T) {
 	if d.NUMANodes[0] == 3 {
 		d2.CPUSet = "15"
 	}
-	err = c3.AddPod(bound(twin, "n", map[string]string{kube.AnnotationAllocation: d2.String()}))
-	require.ErrorIs(t, err, allocator.ErrConflict)
-	require.Contains(t, err.Error(), "MiB of memory")
+	require.NoError(t, c3.AddPod(bound(twin, "n", map[string]string{kube.AnnotationAllocation: d2.String()})))
+	tw, _ := c3.Pod(twin.Key())
+	require.Equal(t, scheduler.MisfitLost, tw.Misfit)
+	require.Contains(t, tw.MisfitReason, "MiB of memory")
+	require.Equal(t, int64(4<<10), tw.Allocation.MemoryMiB(), "what the node has left")
 
 	// UpdateNode to a machine with the same nodes keeps the memory; to one
-	// with too little memory, it keeps the old node and says why.
+	// with too little memory, the pods stay accounted with what it has,
+	// misfits of the node.
 	require.NoError(t, c.UpdateNode(scheduler.Node{Name: "n", Labels: optIn, Machine: sparseMemMachine(t, 16<<10)}))
 	ps, _ = c.Pod(low.Key())
 	require.Equal(t, int64(12<<10), ps.Allocation.MemoryMiB())
-	err = c.UpdateNode(scheduler.Node{Name: "n", Labels: optIn, Machine: sparseMemMachine(t, 8<<10)})
-	var upd *scheduler.NodeUpdateError
-	require.ErrorAs(t, err, &upd)
-	require.Equal(t, []string{"default/low", "default/other"}, upd.Pods)
+	require.NoError(t, c.UpdateNode(scheduler.Node{Name: "n", Labels: optIn, Machine: sparseMemMachine(t, 8<<10)}))
+	st, _ = c.Node("n")
+	kinds := map[string]scheduler.MisfitKind{}
+	for _, mf := range st.Misfits {
+		kinds[mf.Pod] = mf.Kind
+	}
+	require.Equal(t, map[string]scheduler.MisfitKind{"default/low": scheduler.MisfitLost, "default/other": scheduler.MisfitUnplaced}, kinds)
+	ps, _ = c.Pod(low.Key())
+	require.Equal(t, int64(8<<10), ps.Allocation.MemoryMiB())
 }
 
 func idsOf(ids []numa.NodeID) []int {

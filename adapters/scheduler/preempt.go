@@ -111,10 +111,6 @@ func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Pre
 	c.podsMu.Lock()
 	ni.mu.RLock()
 	defer ni.mu.RUnlock()
-	if ni.kpol != "" {
-		c.podsMu.Unlock()
-		return Preemption{}, 0, false // the kubelet's own policy: not modelled
-	}
 	var cands []*podInfo
 	for _, pi := range ni.pods {
 		if pi.prio < prio {
@@ -122,6 +118,15 @@ func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Pre
 		}
 	}
 	c.podsMu.Unlock()
+	return c.preemptSearch(ni, pr, cands, budget)
+}
+
+// preemptSearch is preemptOn's search among the given candidates (the
+// caller holds the node's read lock, or owns the node).
+func (c *Cache) preemptSearch(ni *nodeInfo, pr *podReq, cands []*podInfo, budget int) (Preemption, int64, bool) {
+	if ni.kpol != "" {
+		return Preemption{}, 0, false // the kubelet's own policy: not modelled
+	}
 	if len(cands) == 0 {
 		return Preemption{}, 0, false
 	}

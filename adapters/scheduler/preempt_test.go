@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/allocator"
 )
 
 func withPriority(p *kube.Pod, prio int32) *kube.Pod {
@@ -187,4 +189,67 @@ func BenchmarkPreempt(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(pe.Victims)), "victims")
+}
+
+// TestWhatIf: the dry-run of a preemption sees the node without the
+// victims tried and with the nominated pods, exactly as Filter would, and
+// Victims finds the fewest among the candidates given.
+func TestWhatIf(t *testing.T) {
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "h1", Labels: optIn, Machine: preset(t, "dgx-h100")})
+	dec := func(cpus string, gpus ...int) map[string]string {
+		ids := make([]string, len(gpus))
+		for i, g := range gpus {
+			ids[i] = fmt.Sprintf(`{"id":%d}`, g)
+		}
+		return map[string]string{kube.AnnotationAllocation: fmt.Sprintf(`{"policy":"SingleNUMANode","cpuset":%q,"gpus":[%s]}`, cpus, strings.Join(ids, ","))}
+	}
+	// Two 2-GPU pods on NUMA node 0, one 4-GPU pod on NUMA node 1.
+	require.NoError(t, c.AddPod(bound(numaPod("a", 2, 2, "SingleNUMANode"), "h1", dec("2-3", 0, 1))))
+	require.NoError(t, c.AddPod(bound(numaPod("b", 2, 2, "SingleNUMANode"), "h1", dec("4-5", 2, 3))))
+	require.NoError(t, c.AddPod(bound(numaPod("c", 4, 4, "SingleNUMANode"), "h1", dec("56-59", 4, 5, 6, 7))))
+	big, err := c.Prepare(withPriority(numaPod("big", 8, 4, "SingleNUMANode"), 10))
+	require.NoError(t, err)
+	requireRefusal(t, big.Filter("h1"), allocator.ErrInsufficient, "fewer than 4 free GPUs now")
+
+	for _, tt := range []struct {
+		removed []string
+		fits    bool
+	}{
+		{nil, false},
+		{[]string{"default/a"}, false},
+		{[]string{"default/a", "default/b"}, true},
+		{[]string{"default/c"}, true},
+		{[]string{"default/a", "default/b", "default/c", "default/unknown"}, true},
+	} {
+		err := big.FilterWhatIf("h1", scheduler.WhatIf{Removed: tt.removed})
+		require.Equal(t, tt.fits, err == nil, "without %v: %v", tt.removed, err)
+	}
+	before, _ := c.Node("h1")
+	require.Len(t, before.Pods, 3, "a dry-run changes nothing")
+
+	pe, err := big.Victims("h1", []string{"default/a", "default/b", "default/c"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/c"}, pe.Victims, "one pod rather than two")
+	pe, err = big.Victims("h1", []string{"default/a", "default/b"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/a", "default/b"}, pe.Victims, "only among the candidates")
+	_, err = big.Victims("h1", []string{"default/a"})
+	require.ErrorIs(t, err, scheduler.ErrNoPreemption)
+
+	// A nominated 4-GPU pod takes NUMA node 1 once c is gone: then a and b
+	// must go.
+	nominated, err := c.Prepare(withPriority(numaPod("nominated", 8, 4, "SingleNUMANode"), 20))
+	require.NoError(t, err)
+	added := []*scheduler.PreparedPod{nominated}
+	require.Error(t, big.FilterWhatIf("h1", scheduler.WhatIf{Removed: []string{"default/c"}, Added: added}))
+	require.NoError(t, big.FilterWhatIf("h1", scheduler.WhatIf{Removed: []string{"default/a", "default/b", "default/c"}, Added: added}))
+
+	// A pod no eviction helps: more GPUs than a NUMA node has.
+	huge, err := c.Prepare(withPriority(numaPod("huge", 8, 5, "SingleNUMANode"), 10))
+	require.NoError(t, err)
+	_, err = huge.Victims("h1", []string{"default/a", "default/b", "default/c"})
+	require.ErrorIs(t, err, scheduler.ErrNoPreemption)
+	var fe *scheduler.FilterError
+	require.ErrorAs(t, huge.FilterWhatIf("h1", scheduler.WhatIf{Removed: []string{"default/a", "default/b", "default/c"}}), &fe)
+	require.True(t, fe.Never)
 }

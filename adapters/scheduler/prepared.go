@@ -11,8 +11,9 @@ import (
 // CycleState). It is read-only and safe for concurrent use; it does not
 // follow later changes of the pod.
 type PreparedPod struct {
-	c  *Cache
-	pr *podReq
+	c    *Cache
+	pr   *podReq
+	prio int32 // the pod's priority (preemption)
 }
 
 // Prepare parses and validates the pod as Filter does (its *kube.PodError
@@ -25,7 +26,7 @@ func (c *Cache) Prepare(p *kube.Pod) (*PreparedPod, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PreparedPod{c: c, pr: pr}, nil
+	return &PreparedPod{c: c, pr: pr, prio: p.Priority}, nil
 }
 
 // Request returns what the pod asks for.

@@ -31,15 +31,15 @@ type Result struct {
 
 // ReasonCount is how many nodes refused a pod for one reason.
 type ReasonCount struct {
-	// Reason is a FilterError reason, such as "Insufficient cpu".
+	// Reason is a FilterError reason, such as "fewer than 24 free CPUs now".
 	Reason string
 	// Nodes is how many nodes gave the reason.
 	Nodes int
 }
 
-// FitError says that no node can take a pod, in kube-scheduler's words:
-// "0/5000 nodes are available: 3120 no NUMA node with 4 free GPUs, 1880
-// Insufficient cpu." It unwraps to [ErrUnschedulable].
+// FitError says that no node can take a pod, in kube-scheduler's form:
+// "0/5000 nodes are available: 3120 no NUMA node has 4 free GPUs now, 1880
+// fewer than 24 free CPUs now." It unwraps to [ErrUnschedulable].
 type FitError struct {
 	// Pod is the pod's "namespace/name".
 	Pod string
@@ -304,6 +304,7 @@ type reasonKey struct {
 	why    why
 	short  uint8
 	never  bool
+	nshort uint8
 	cat    error
 	width  int
 	inSet  bool
@@ -313,7 +314,7 @@ type reasonKey struct {
 // keyOf returns v's reason key, or false when its reasons are not
 // determined by one (an error of another kind than a PlacementError).
 func keyOf(v *verdict) (reasonKey, bool) {
-	k := reasonKey{why: v.why, short: v.short, never: v.never}
+	k := reasonKey{why: v.why, short: v.short, never: v.never, nshort: v.neverShort}
 	if v.why != allocRefused {
 		return k, true
 	}

@@ -74,7 +74,7 @@ func TestScheduleOneFitError(t *testing.T) {
 	var fe *scheduler.FitError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "0/6 nodes are available: 3 node(s) without the label ack.node.gpu.schedule=topology, "+
-		"2 no NUMA node with 4 free GPUs, 1 Insufficient cpu.", err.Error())
+		"2 no NUMA node can hold 4 GPUs on this machine, 1 fewer than 24 free CPUs now.", err.Error())
 	require.Equal(t, "default/tg", fe.Pod)
 	require.Equal(t, 6, fe.NumNodes)
 	require.ErrorIs(t, fe.Node("busy"), allocator.ErrInsufficient)
@@ -87,12 +87,12 @@ func TestScheduleOneFitError(t *testing.T) {
 		scheduler.Node{Name: "x", Machine: h100},
 		scheduler.Node{Name: "y", Labels: optIn, Machine: a100})
 	_, err = c2.ScheduleOne(pod)
-	require.EqualError(t, err, "0/2 nodes are available: 1 no NUMA node with 4 free GPUs, "+
+	require.EqualError(t, err, "0/2 nodes are available: 1 no NUMA node can hold 4 GPUs on this machine, "+
 		"1 node(s) without the label ack.node.gpu.schedule=topology.")
 
 	// Several short resources count under each.
 	_, err = c2.ScheduleOne(plainPod("huge", "1000", 9))
-	require.EqualError(t, err, "0/2 nodes are available: 2 Insufficient aliyun.com/gpu, 2 Insufficient cpu.")
+	require.EqualError(t, err, "0/2 nodes are available: 2 the machine has fewer than 1000 allocatable CPUs, 2 the machine has fewer than 9 GPUs.")
 
 	empty := newCache(t, scheduler.Config{})
 	_, err = empty.ScheduleOne(pod)

@@ -36,6 +36,7 @@ const (
 //	    koordinatorAnnotations: false
 //	    scoringStrategy: MostAllocated
 //	    minSharedCPUs: 1
+//	    numaMetrics: true
 //
 // Every field is optional; the zero value is docs/design.md's default. Unknown
 // fields are refused, so that a misspelt option is not silently ignored.
@@ -63,7 +64,15 @@ type Args struct {
 	// MinSharedCPUs is the smallest shared CPU pool an exclusive placement
 	// may leave on a node: 0 means 1 CPU, a negative value no minimum.
 	MinSharedCPUs int `json:"minSharedCPUs,omitempty"`
+	// NUMAMetrics exports numaplace_numa_free_cpus and
+	// numaplace_numa_free_gpus, one series per NUMA node of every node
+	// (nil: true; false turns them off in clusters where that is too many
+	// series).
+	NUMAMetrics *bool `json:"numaMetrics,omitempty"`
 }
+
+// numaMetrics is NUMAMetrics with its default.
+func (a Args) numaMetrics() bool { return a.NUMAMetrics == nil || *a.NUMAMetrics }
 
 // ErrArgs is the category of invalid plugin arguments.
 var ErrArgs = errors.New("invalid NUMAPlace plugin args")
@@ -116,6 +125,10 @@ func (a *Args) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	c := *a
+	if a.NUMAMetrics != nil {
+		v := *a.NUMAMetrics
+		c.NUMAMetrics = &v
+	}
 	return &c
 }
 

@@ -30,11 +30,28 @@ func TestControlPlaneKoordinatorAnnotations(t *testing.T) {
 	testKoordinator(t, newControlPlaneCluster(t))
 }
 
+func TestControlPlaneNoStallsAfterDeletionsAndJoins(t *testing.T) {
+	testNoStalls(t, newControlPlaneCluster(t))
+}
+
+func TestControlPlanePreemptionEvictsTheFewestOnTheRightNode(t *testing.T) {
+	testPreemption(t, newControlPlaneCluster(t))
+}
+
+func TestControlPlaneTopologyChangeUnderLivePods(t *testing.T) {
+	testTopologyChange(t, newControlPlaneCluster(t))
+}
+
+func TestControlPlaneMalformedNodesAreReportedAsMalformed(t *testing.T) {
+	testMalformed(t, newControlPlaneCluster(t))
+}
+
 // newControlPlaneCluster starts etcd and kube-apiserver for this test and
 // returns a cluster over them.
 func newControlPlaneCluster(t *testing.T) *cluster {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(controlplane.Start(t))
+	cfg := controlplane.Start(t)
+	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	return &cluster{t: t, client: client}
+	return &cluster{t: t, client: client, config: cfg}
 }

@@ -6,17 +6,37 @@
 // learns from the pod's numaplace.io/allocation annotation which CPUs and
 // GPUs to give it.
 //
-// Extension points and the flow of state:
+// One source of truth: the cache's accounting is a function of the API
+// objects, the nodes with their topology annotation and the pods bound to
+// them. Every change is applied by syncing the node it concerns from the
+// informers' stores (never from the notification alone), by the plugin's
+// informer handlers and by PreFilter for every node whose framework
+// NodeInfo changed since the plugin last looked, so that a restart, a late
+// or repeated notification, or a retry triggered by another plugin's
+// queueing hint all see the same state. A bound pod is always accounted
+// (adapters/scheduler: what its decision names that the node's current
+// machine lacks is left out, and the pod is a misfit of the node); a node
+// whose accounting is not exact is marked with the [ConditionMisfit]
+// condition, Events and metrics until it is.
 //
-//   - PreFilter converts the pod ([PodFromV1]), reads it with
-//     kube.ParsePod and keeps the result in the CycleState; an invalid pod
-//     (say, a NUMA spec without cpuset-scheduler: required) is rejected as
-//     UnschedulableAndUnresolvable with the parser's message.
-//   - Filter asks Cache.Filter; a refusal carries the FilterError's short
-//     reasons, so that kube-scheduler's summary counts nodes by reason
-//     ("0/4 nodes are available: 3 no NUMA node with 8 free GPUs, ...").
-//     A node without a topology annotation refuses pods with a NUMA spec
-//     and leaves the others to the other plugins.
+// Extension points:
+//
+//   - PreFilter syncs the changed nodes, converts the pod ([PodFromV1]),
+//     reads it with kube.ParsePod and keeps it in the CycleState; an
+//     invalid pod (say, a NUMA spec without cpuset-scheduler: required)
+//     is rejected as UnschedulableAndUnresolvable with the parser's
+//     message.
+//   - Filter asks the cache; a refusal carries the FilterError's short
+//     reasons after [Prefix] ("numaplace: no NUMA node has 4 free GPUs
+//     now"), so that kube-scheduler's summary counts nodes by reason. A
+//     refusal that releasing pods cannot resolve ("numaplace: no NUMA node
+//     can hold 8 GPUs on this machine", no opt-in label, no or a malformed
+//     topology annotation) is UnschedulableAndUnresolvable; the others are
+//     Unschedulable, so that DefaultPreemption considers the node.
+//   - PreFilterExtensions (AddPod, RemovePod) record a preemption dry-run's
+//     changes of a node in the CycleState; Filter then judges the node so
+//     changed exactly, and steers DefaultPreemption to the fewest victims
+//     (adapters/scheduler's PreparedPod.Victims).
 //   - PreScore skips pods that hold no allocation (no NUMA spec and no
 //     GPUs); Score asks Cache.Score (0-100: alignment first, then the
 //     packing strategy) and NormalizeScore scales it to
@@ -27,13 +47,6 @@
 //     Koordinator's annotations when configured) on the pod with a merge
 //     patch through the framework handle's clientset; PostBind counts the
 //     placement.
-//   - Informers (the handle's SharedInformerFactory) keep the Cache in
-//     step with the cluster: nodes come from their topology annotation
-//     ([MachineFromNode]: [AnnotationTopology], [AnnotationNRT] or
-//     Koordinator's node.koordinator.sh/cpu-topology) with their labels;
-//     bound pods are added with Cache.AddPod, which claims exactly what a
-//     decision annotation names, so a restarted scheduler rebuilds the
-//     state; deleted and finished pods are removed.
 //
 // The plugin's arguments are [Args], decoded from the profile's
 // pluginConfig. Metrics ([RegisterMetrics]) go to kube-scheduler's
@@ -42,4 +55,7 @@
 // A scheduler binary with the plugin built in is cmd/numaplace-scheduler:
 //
 //	command := app.NewSchedulerCommand(app.WithPlugin(numaplace.Name, numaplace.New))
+//
+// and cmd/numaplace-inspect prints a node's placement picture, as the plugin
+// accounts it, from a kubeconfig.
 package numaplace

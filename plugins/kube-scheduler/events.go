@@ -1,7 +1,9 @@
 package numaplace
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,41 +13,103 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/scheduler"
-	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/topology"
 )
 
-// events keeps the plugin's cache in step with the node and pod informers.
-// Its handlers run on the informers' goroutines; mu serialises them, so
-// that a node arriving and the pods bound to it are recorded in a
-// consistent order.
+// nodeNameIndex is the plugin's index of the pod informer: bound pods by
+// spec.nodeName.
+const nodeNameIndex = "numaplace.io/nodeName"
+
+func indexByNodeName(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{p.Spec.NodeName}, nil
+}
+
+// events keeps the plugin's cache a function of the API objects: the nodes
+// with their topology annotation and the pods bound to them, as the
+// informers' stores hold them. Every change is applied by syncing the node
+// it concerns from the stores (the newest state, whatever the order the
+// notifications come in): the plugin's own informer handlers do it, and so
+// does PreFilter for every node whose framework NodeInfo changed since the
+// plugin last looked, so that the cache is current in the very cycle that
+// kube-scheduler retries a pod in, whichever handler ran first. mu
+// serialises the syncs.
 type events struct {
-	pl *Plugin
+	pl    *Plugin
+	nodes corelisters.NodeLister
+	pods  cache.Indexer
 
 	mu sync.Mutex
-	// nodes are the nodes in the cache, with the annotation their machine
-	// was read from.
-	nodes map[string]*nodeRecord
-	// bound are the bound, unfinished pods by node name and pod key,
-	// whether or not their node is in the cache: a node that arrives (or
-	// gains its topology annotation) later gets them.
-	bound map[string]map[string]*v1.Pod
+	// recs are the nodes that carry a topology annotation, usable or not.
+	recs map[string]*nodeRecord
+	// seenGen is the highest NodeInfo generation of the last snapshot
+	// PreFilter caught up with: the framework draws generations from one
+	// increasing counter, so a node changed (or added) since then has a
+	// higher one.
+	seenGen atomic.Int64
 
+	// reserved are the pods Reserve placed, by node and key, until the
+	// plugin sees them bound there: one deleted before that (or bound
+	// elsewhere) has its reservation dropped, since no Unreserve comes
+	// after a successful binding. Guarded by resMu.
+	resMu    sync.Mutex
+	reserved map[string]map[string]bool
+
+	// malformedMsg holds the refusal reason of each node whose topology
+	// annotation is malformed, for Filter (read without mu).
+	malformedMsg sync.Map
+
+	// nrt is where NodeResourceTopology objects are read from (nil: they
+	// are not), nrtInf the plugin's informer behind it.
+	nrt    nrtStore
+	nrtInf *nrtInformer
+
+	marks  *marker
 	regs   []registration
 	synced atomic.Bool
 }
 
-// nodeRecord is a node the cache holds.
+// malformed returns the refusal reason of a node whose topology annotation
+// is malformed, or "".
+func (e *events) malformed(node string) string {
+	if v, ok := e.malformedMsg.Load(node); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// nodeRecord is what the plugin knows of a node with a topology
+// annotation.
 type nodeRecord struct {
-	key, value string // the topology annotation read
-	machine    *topology.Machine
-	failed     string // the last annotation value that could not be read
+	key, value string            // the topology source read (an annotation's key, or nrtKey)
+	source     string            // its metric label (SourceTopology, SourceNRT, ...)
+	read       bool              // key and value were read
+	machine    *topology.Machine // nil when the annotation is malformed
+	parseErr   error             // why the annotation cannot be read
+	nodeErr    error             // why the cache refuses the node (a bad label)
+	err        error             // why the node is unusable (either), for Filter and the mark
+	labels     map[string]string // the labels last applied
+	inCache    bool
+	// pods are the resource versions of the bound pods the cache was
+	// given, by key; unaccounted are those it could not record, with why.
+	pods        map[string]string
+	unaccounted map[string]string
+	// misfits and overcommit are what the node was last marked with.
+	misfits    map[string]scheduler.Misfit
+	overcommit []string
 }
 
 type registration struct {
@@ -53,40 +117,59 @@ type registration struct {
 	reg      cache.ResourceEventHandlerRegistration
 }
 
-// startEvents adds the plugin's handlers to the factory's node and pod
-// informers.
-func startEvents(pl *Plugin, f informers.SharedInformerFactory) (*events, error) {
-	e := &events{pl: pl, nodes: map[string]*nodeRecord{}, bound: map[string]map[string]*v1.Pod{}}
+// startEvents adds the plugin's index and handlers to the factory's node
+// and pod informers, and follows NodeResourceTopology objects through cfg
+// (nil: not).
+func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFactory, cfg *rest.Config) (*events, error) {
+	podInf := f.Core().V1().Pods().Informer()
+	if _, ok := podInf.GetIndexer().GetIndexers()[nodeNameIndex]; !ok {
+		if err := podInf.AddIndexers(cache.Indexers{nodeNameIndex: indexByNodeName}); err != nil {
+			return nil, fmt.Errorf("adding the pod index by node name: %w", err)
+		}
+	}
 	nodeInf := f.Core().V1().Nodes().Informer()
+	e := &events{pl: pl, nodes: f.Core().V1().Nodes().Lister(), pods: podInf.GetIndexer(),
+		recs: map[string]*nodeRecord{}, reserved: map[string]map[string]bool{}}
+	e.marks = newMarker(ctx, pl, e.nodes)
 	reg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { e.nodeChanged(obj) },
-		UpdateFunc: func(_, obj any) { e.nodeChanged(obj) },
-		DeleteFunc: e.nodeDeleted,
+		AddFunc:    func(obj any) { e.nodeEvent(obj) },
+		UpdateFunc: func(_, obj any) { e.nodeEvent(obj) },
+		DeleteFunc: e.nodeEvent,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("adding the node event handler: %w", err)
+		return nil, errors.Join(fmt.Errorf("adding the node event handler: %w", err), e.close())
 	}
 	e.regs = append(e.regs, registration{nodeInf, reg})
-	podInf := f.Core().V1().Pods().Informer()
 	reg, err = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { e.podChanged(obj) },
-		UpdateFunc: func(_, obj any) { e.podChanged(obj) },
-		DeleteFunc: e.podDeleted,
+		AddFunc:    func(obj any) { e.podEvent(obj) },
+		UpdateFunc: func(_, obj any) { e.podEvent(obj) },
+		DeleteFunc: e.podEvent,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("adding the pod event handler: %w", err), e.close())
 	}
 	e.regs = append(e.regs, registration{podInf, reg})
+	nrtInf, err := startNRT(ctx, e, cfg)
+	if err != nil {
+		return nil, errors.Join(err, e.close())
+	}
+	if nrtInf != nil {
+		e.nrt, e.nrtInf = nrtInf, nrtInf
+	}
 	return e, nil
 }
 
-// close removes the handlers.
+// close removes the handlers and stops marking nodes.
 func (e *events) close() error {
 	var errs []error
 	for _, r := range e.regs {
 		if err := r.informer.RemoveEventHandler(r.reg); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	e.regs = nil
+	if e.marks != nil {
+		e.marks.stop()
 	}
 	return errors.Join(errs...)
 }
@@ -101,6 +184,9 @@ func (e *events) hasSynced() bool {
 		if !r.reg.HasSynced() {
 			return false
 		}
+	}
+	if e.nrtInf != nil && !e.nrtInf.hasSynced() {
+		return false
 	}
 	e.synced.Store(true)
 	return true
@@ -130,222 +216,380 @@ func (e *events) waitSynced(ctx context.Context, timeout time.Duration) error {
 
 func (e *events) logger() klog.Logger { return e.pl.logger }
 
-// nodeChanged adds or updates a node from its topology annotation and
-// labels, or removes it from the cache when it has lost the annotation.
-func (e *events) nodeChanged(obj any) {
+// nodeEvent syncs the node a notification is about.
+func (e *events) nodeEvent(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
 	n, ok := obj.(*v1.Node)
 	if !ok {
 		e.logger().Error(nil, "Node event with an unexpected object", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.pl.cache
-	rec := e.nodes[n.Name]
-	key, value, ok := topologySource(n)
-	if !ok {
-		if rec != nil {
-			e.removeNodeLocked(n.Name, "the node has no topology annotation any more")
-		}
-		return
-	}
-	var m *topology.Machine
-	fresh := false // m was read now from a changed annotation
-	switch {
-	case rec != nil && rec.key == key && rec.value == value:
-		m = rec.machine
-	case rec != nil && rec.failed == value:
-		m = rec.machine // already reported: keep the machine, take the labels
-	default:
-		var err error
-		if m, _, err = MachineFromNode(n); err != nil {
-			e.logger().Error(err, "Node topology unusable", "node", n.Name)
-			if rec == nil {
-				return
-			}
-			rec.failed = value
-			m = rec.machine
-		} else {
-			fresh = true
-		}
-	}
-	node := scheduler.Node{Name: n.Name, Labels: n.Labels, Machine: m}
-	if rec == nil {
-		if err := c.AddNode(node); err != nil {
-			e.logger().Error(err, "Adding node", "node", n.Name)
-			return
-		}
-		e.nodes[n.Name] = &nodeRecord{key: key, value: value, machine: m}
-		e.logger().V(2).Info("Node added", "node", n.Name, "source", key,
-			"numaNodes", m.NumNodes(), "cpus", m.CPUs().Size(), "gpus", m.NumGPUs())
-		e.addBoundLocked(n.Name)
-		return
-	}
-	if err := c.UpdateNode(node); err != nil {
-		// The new machine cannot hold the pods placed on the node (the
-		// error lists them): the node stays as it was.
-		e.logger().Error(err, "Updating node, keeping it as it was", "node", n.Name)
-		if fresh {
-			rec.failed = value
-		}
-		return
-	}
-	if fresh {
-		rec.key, rec.value, rec.machine, rec.failed = key, value, m, ""
-	}
+	e.syncNode(n.Name)
 }
 
-func (e *events) nodeDeleted(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, ok := obj.(*v1.Node)
-	if !ok {
-		e.logger().Error(nil, "Node deletion with an unexpected object", "type", fmt.Sprintf("%T", obj))
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.nodes[n.Name] != nil {
-		e.removeNodeLocked(n.Name, "the node was deleted")
-	}
-}
-
-func (e *events) removeNodeLocked(name, why string) {
-	if err := e.pl.cache.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
-		e.logger().Error(err, "Removing node", "node", name)
-	}
-	delete(e.nodes, name)
-	e.logger().V(2).Info("Node removed", "node", name, "reason", why)
-}
-
-// addBoundLocked adds the bound pods of a node that has just entered the
-// cache: those with a decision first (they claim exactly what it names),
-// then the others (whose allocation, if any, is a prediction), each group
-// by key.
-func (e *events) addBoundLocked(node string) {
-	pods := e.bound[node]
-	keys := slices.Sorted(maps.Keys(pods))
-	slices.SortStableFunc(keys, func(a, b string) int {
-		return boolRank(!hasDecision(pods[a])) - boolRank(!hasDecision(pods[b]))
-	})
-	for _, k := range keys {
-		e.addPodLocked(pods[k])
-	}
-}
-
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func hasDecision(p *v1.Pod) bool {
-	_, ok := p.Annotations[kube.AnnotationAllocation]
-	return ok
-}
-
-func asPod(obj any) (*v1.Pod, bool) {
+// podEvent syncs the node of a bound pod a notification is about.
+func (e *events) podEvent(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	p, ok := obj.(*v1.Pod)
-	return p, ok
-}
-
-// podChanged records a bound pod in the cache; a finished one is removed.
-// Pending pods are the scheduling cycles' business (Reserve, Unreserve).
-func (e *events) podChanged(obj any) {
-	p, ok := asPod(obj)
 	if !ok {
 		e.logger().Error(nil, "Pod event with an unexpected object", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	if p.Spec.NodeName == "" {
-		return
+	if p.Spec.NodeName != "" {
+		e.syncNode(p.Spec.NodeName)
 	}
+}
+
+// syncNode brings the cache's record of a node and its bound pods to what
+// the informers' stores hold now.
+func (e *events) syncNode(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if terminal(p) {
-		e.forgetLocked(p)
-		return
-	}
-	byKey := e.bound[p.Spec.NodeName]
-	if byKey == nil {
-		byKey = map[string]*v1.Pod{}
-		e.bound[p.Spec.NodeName] = byKey
-	}
-	byKey[podKey(p)] = p
-	if e.nodes[p.Spec.NodeName] != nil {
-		e.addPodLocked(p)
-	}
+	e.syncNodeLocked(name)
 }
 
-func (e *events) podDeleted(obj any) {
-	p, ok := asPod(obj)
-	if !ok {
-		e.logger().Error(nil, "Pod deletion with an unexpected object", "type", fmt.Sprintf("%T", obj))
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.forgetLocked(p)
-}
-
-// forgetLocked removes a deleted or finished pod, bound or only reserved.
-func (e *events) forgetLocked(p *v1.Pod) {
-	key := podKey(p)
-	if byKey := e.bound[p.Spec.NodeName]; byKey != nil {
-		delete(byKey, key)
-		if len(byKey) == 0 {
-			delete(e.bound, p.Spec.NodeName)
-		}
-	}
-	err := e.pl.cache.RemovePod(&kube.Pod{Namespace: p.Namespace, Name: p.Name})
-	if err != nil && !errors.Is(err, allocator.ErrUnknownID) {
-		e.logger().Error(err, "Removing pod", "pod", key)
-	}
-}
-
-// addPodLocked records a bound pod on a node the cache holds. When a
-// decision cannot be claimed, the pods of the node without a decision
-// (whose allocations are the allocator's predictions, possibly of the
-// very CPUs or GPUs the decision names) are taken out, the decision
-// claimed, and they are placed again after it.
-func (e *events) addPodLocked(p *v1.Pod) {
-	c := e.pl.cache
-	err := c.AddPod(PodFromV1(p))
-	if err == nil {
-		return
-	}
-	if !hasDecision(p) || errors.Is(err, kube.ErrInvalidPod) || errors.Is(err, kube.ErrInvalidDecision) {
-		e.logger().Error(err, "Bound pod not recorded: what it holds is not accounted", "pod", podKey(p), "node", p.Spec.NodeName)
-		return
-	}
-	var predicted []*v1.Pod
-	for _, k := range slices.Sorted(maps.Keys(e.bound[p.Spec.NodeName])) {
-		q := e.bound[p.Spec.NodeName][k]
-		if q == p || hasDecision(q) {
+// catchUp syncs every node whose framework NodeInfo changed since the
+// last snapshot it was given (PreFilter calls it with the cycle's snapshot,
+// all the nodes): the framework updates its snapshot from the same stores,
+// so a node it sees changed is synced before the plugin decides on it. A
+// NodeInfo's generation comes from one increasing counter, so the changed
+// ones are those above the highest generation seen last time: an unchanged
+// node costs a comparison.
+func (e *events) catchUp(nodes []fwk.NodeInfo) {
+	seen := e.seenGen.Load()
+	top := seen
+	var changed []string
+	for _, ni := range nodes {
+		g := ni.GetGeneration()
+		if g <= seen {
 			continue
 		}
-		if st, ok := c.Pod(k); ok && st.Allocation != nil {
-			if c.RemovePod(&kube.Pod{Namespace: q.Namespace, Name: q.Name}) == nil {
-				predicted = append(predicted, q)
+		top = max(top, g)
+		if n := ni.Node(); n != nil {
+			changed = append(changed, n.Name)
+		}
+	}
+	if len(changed) > 0 {
+		e.mu.Lock()
+		for _, name := range changed {
+			e.syncNodeLocked(name)
+		}
+		e.mu.Unlock()
+	}
+	e.seenGen.CompareAndSwap(seen, top)
+}
+
+func (e *events) syncNodeLocked(name string) {
+	n, err := e.nodes.Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.logger().Error(err, "Reading node from the informer", "node", name)
+		return
+	}
+	rec := e.recs[name]
+	var src source
+	var srcErr error
+	ok := false
+	if n != nil {
+		src, srcErr, ok = e.sourceOf(n)
+	}
+	key, value := src.key, src.value
+	if !ok {
+		if rec != nil {
+			why := "the node was deleted"
+			if n != nil {
+				why = "the node has no topology annotation any more"
+			}
+			e.dropLocked(name, rec, why)
+			if n != nil {
+				e.marks.update(name, nil)
 			}
 		}
+		if n == nil {
+			e.marks.forget(name)
+		}
+		return
 	}
-	if len(predicted) > 0 {
-		err = c.AddPod(PodFromV1(p))
+	if rec == nil {
+		rec = &nodeRecord{}
+		e.recs[name] = rec
 	}
-	if err != nil {
-		e.logger().Error(err, "Bound pod's decision conflicts with the node's state: what it holds is not accounted",
-			"pod", podKey(p), "node", p.Spec.NodeName)
-	}
-	for _, q := range predicted {
-		if err := c.AddPod(PodFromV1(q)); err != nil {
-			e.logger().Error(err, "Bound pod without a decision no longer fits beside the decisions: what it holds is not accounted",
-				"pod", podKey(q), "node", q.Spec.NodeName)
+	c := e.pl.cache
+	// A new annotation is read once, whatever follows.
+	newAnnotation := !rec.read || rec.key != key || rec.value != value
+	if newAnnotation {
+		if rec.read && rec.source != src.label() {
+			e.logger().V(2).Info("Node topology source changed: the newer is used", "node", name, "from", rec.source, "to", src.label())
+		}
+		rec.key, rec.value, rec.read, rec.source = key, value, true, src.label()
+		old := rec.machine
+		if srcErr != nil {
+			rec.machine, rec.parseErr = nil, srcErr
+		} else {
+			rec.machine, rec.parseErr = src.read(n)
+		}
+		if old != nil && rec.machine != nil && sameMachine(old, rec.machine) {
+			// The same machine written again (an object's other attributes
+			// changed, say its pod fingerprint): nothing to rebuild.
+			rec.machine = old
+			newAnnotation = false
+		}
+		if rec.parseErr != nil {
+			rec.machine = nil
+			topologyUpdates.WithLabelValues(UpdateMalformed).Inc()
+			e.logger().Error(rec.parseErr, "Node topology is malformed: the node takes no NUMA pods until it is fixed", "node", name, "source", describeSource(key, name))
+			e.pl.event(n, nil, v1.EventTypeWarning, EventTopologyMalformed, "ReadTopology",
+				"%s%s is malformed, the node takes no NUMA-aware pods until it is fixed: %v", Prefix, describeSource(key, name), rec.parseErr)
 		}
 	}
+	// The node as the cache should have it: added, or updated when its
+	// machine or labels changed (the labels are retried only when they
+	// change).
+	var nodeErr error
+	added := false
+	if rec.parseErr == nil && (newAnnotation || !maps.Equal(rec.labels, n.Labels) || (!rec.inCache && rec.nodeErr == nil)) {
+		node := scheduler.Node{Name: name, Labels: n.Labels, Machine: rec.machine}
+		if rec.inCache {
+			nodeErr = c.UpdateNode(node)
+		} else if nodeErr = c.AddNode(node); nodeErr == nil {
+			rec.inCache, rec.pods, rec.unaccounted, added = true, map[string]string{}, map[string]string{}, true
+		}
+		rec.labels = n.Labels
+		if nodeErr != nil && !errors.Is(nodeErr, scheduler.ErrInvalidNode) {
+			e.logger().Error(nodeErr, "Recording node", "node", name)
+			return
+		}
+		if nodeErr != nil && (rec.nodeErr == nil || rec.nodeErr.Error() != nodeErr.Error()) {
+			topologyUpdates.WithLabelValues(UpdateMalformed).Inc()
+			e.logger().Error(nodeErr, "Node cannot be used: it takes no NUMA pods until it is fixed", "node", name)
+			e.pl.event(n, nil, v1.EventTypeWarning, EventNodeInvalid, "ReadNode",
+				"%sthe node takes no NUMA-aware pods until it is fixed: %v", Prefix, nodeErr)
+		}
+		rec.nodeErr = nodeErr
+	}
+	was := rec.err
+	switch {
+	case rec.parseErr != nil:
+		rec.err = fmt.Errorf("%s is malformed: %w", describeSource(key, name), rec.parseErr)
+	case rec.nodeErr != nil:
+		rec.err = rec.nodeErr
+	default:
+		rec.err = nil
+	}
+	if rec.err != nil {
+		if rec.inCache {
+			if err := c.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
+				e.logger().Error(err, "Removing node", "node", name)
+			}
+			rec.inCache, rec.pods, rec.unaccounted, rec.misfits, rec.overcommit = false, nil, nil, nil, nil
+		}
+		rec.labels = n.Labels
+		e.malformedMsg.Store(name, Prefix+rec.err.Error())
+		e.markLocked(n, rec)
+		return
+	}
+	e.malformedMsg.Delete(name)
+	if newAnnotation || added {
+		e.logger().V(2).Info("Node topology read", "node", name, "source", rec.source, "from", describeSource(key, name),
+			"numaNodes", rec.machine.NumNodes(), "cpus", rec.machine.CPUs().Size(), "gpus", rec.machine.NumGPUs())
+		e.syncPodsLocked(name, rec)
+		st, _ := c.Node(name)
+		if len(st.Misfits) > 0 || len(st.Overcommit) > 0 || len(rec.unaccounted) > 0 {
+			topologyUpdates.WithLabelValues(UpdateMisfit).Inc()
+		} else {
+			topologyUpdates.WithLabelValues(UpdateApplied).Inc()
+		}
+		e.markLocked(n, rec)
+	} else if e.syncPodsLocked(name, rec) || was != nil {
+		e.markLocked(n, rec)
+	}
+	e.dropStaleReservationsLocked(name)
+}
+
+// noteReserved records a reservation the plugin's Reserve made.
+func (e *events) noteReserved(node, key string) {
+	e.resMu.Lock()
+	defer e.resMu.Unlock()
+	if e.reserved[node] == nil {
+		e.reserved[node] = map[string]bool{}
+	}
+	e.reserved[node][key] = true
+}
+
+// forgetReserved drops the record of a reservation (Unreserve).
+func (e *events) forgetReserved(node, key string) {
+	e.resMu.Lock()
+	defer e.resMu.Unlock()
+	delete(e.reserved[node], key)
+	if len(e.reserved[node]) == 0 {
+		delete(e.reserved, node)
+	}
+}
+
+// dropStaleReservationsLocked drops the reservations on the node of pods
+// that the pod store no longer has or has bound elsewhere (a pod bound and
+// deleted before the plugin saw it bound), and stops following those it
+// has bound here (the cache records them from the store).
+func (e *events) dropStaleReservationsLocked(node string) {
+	e.resMu.Lock()
+	keys := slices.Sorted(maps.Keys(e.reserved[node]))
+	e.resMu.Unlock()
+	for _, k := range keys {
+		o, exists, err := e.pods.GetByKey(k)
+		if err != nil {
+			continue
+		}
+		p, _ := o.(*v1.Pod)
+		switch {
+		case exists && p != nil && p.Spec.NodeName == "":
+			continue // still being scheduled
+		case exists && p != nil && p.Spec.NodeName == node && !terminal(p):
+			// Bound here: the cache has the pod's record from the store.
+		default:
+			ns, name := splitKey(k)
+			err := e.pl.cache.Unreserve(&kube.Pod{Namespace: ns, Name: name})
+			if err == nil {
+				e.logger().V(2).Info("Reservation of a pod gone before it was seen bound dropped", "pod", k, "node", node)
+			}
+		}
+		e.forgetReserved(node, k)
+	}
+}
+
+// sameMachine reports whether two machines are described alike.
+func sameMachine(a, b *topology.Machine) bool {
+	if a == b {
+		return true
+	}
+	x, err1 := json.Marshal(a.Spec())
+	y, err2 := json.Marshal(b.Spec())
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// describeSource names a topology source in messages.
+func describeSource(key, node string) string {
+	if key == nrtKey {
+		return fmt.Sprintf("%s object %s", kube.NRTKind, node)
+	}
+	return "topology annotation " + key
+}
+
+// dropLocked removes a node from the cache and the plugin's records.
+func (e *events) dropLocked(name string, rec *nodeRecord, why string) {
+	if rec.inCache {
+		if err := e.pl.cache.RemoveNode(name); err != nil && !errors.Is(err, scheduler.ErrUnknownNode) {
+			e.logger().Error(err, "Removing node", "node", name)
+		}
+	}
+	delete(e.recs, name)
+	e.malformedMsg.Delete(name)
+	e.logger().V(2).Info("Node removed", "node", name, "reason", why)
+}
+
+// syncPodsLocked gives the cache the node's bound pods that changed since
+// it last did (by resource version) and takes away those gone, in one
+// batch; it reports whether anything changed.
+func (e *events) syncPodsLocked(name string, rec *nodeRecord) bool {
+	objs, err := e.pods.ByIndex(nodeNameIndex, name)
+	if err != nil {
+		e.logger().Error(err, "Listing the node's pods from the informer", "node", name)
+		return false
+	}
+	now := make(map[string]*v1.Pod, len(objs))
+	for _, o := range objs {
+		p, ok := o.(*v1.Pod)
+		if !ok || p.Spec.NodeName != name || terminal(p) {
+			continue
+		}
+		now[podKey(p)] = p
+	}
+	var bound []*kube.Pod
+	var gone []*kube.Pod
+	var boundV1 []*v1.Pod
+	for _, k := range slices.Sorted(maps.Keys(now)) {
+		p := now[k]
+		if rv, ok := rec.pods[k]; ok && rv == p.ResourceVersion {
+			continue
+		}
+		bound = append(bound, PodFromV1(p))
+		boundV1 = append(boundV1, p)
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.pods)) {
+		if _, ok := now[k]; !ok {
+			ns, n := splitKey(k)
+			gone = append(gone, &kube.Pod{Namespace: ns, Name: n})
+			delete(rec.pods, k)
+			delete(rec.unaccounted, k)
+		}
+	}
+	if len(bound) == 0 && len(gone) == 0 {
+		return false
+	}
+	errs, err := e.pl.cache.SyncPods(name, bound, gone)
+	if err != nil {
+		e.logger().Error(err, "Recording the node's pods", "node", name)
+		return false
+	}
+	for i, p := range boundV1 {
+		k := podKey(p)
+		rec.pods[k] = p.ResourceVersion
+		if errs[i] == nil {
+			delete(rec.unaccounted, k)
+			continue
+		}
+		why := errs[i].Error()
+		if rec.unaccounted[k] != why {
+			podMisfits.WithLabelValues(MisfitUnaccounted).Inc()
+			e.logger().Error(errs[i], "Bound pod not recorded: what it holds is not accounted", "pod", k, "node", name)
+			if n, err := e.nodes.Get(name); err == nil {
+				e.pl.event(n, p, v1.EventTypeWarning, EventPodUnaccounted, "AccountPod",
+					"numaplace: pod %s cannot be read, what it holds is not accounted: %s", k, why)
+			}
+		}
+		rec.unaccounted[k] = why
+	}
+	return true
+}
+
+func splitKey(k string) (ns, name string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}
+
+// markLocked reports the node's misfits that are new (an Event each, the
+// counter) and has the node's condition say what it holds now.
+func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
+	var st scheduler.NodeStatus
+	if rec.inCache {
+		st, _ = e.pl.cache.Node(n.Name)
+	}
+	now := map[string]scheduler.Misfit{}
+	for _, m := range st.Misfits {
+		now[m.Pod] = m
+		if old, ok := rec.misfits[m.Pod]; ok && old == m {
+			continue
+		}
+		podMisfits.WithLabelValues(string(m.Kind)).Inc()
+		e.logger().Info("Pod misfits its node's machine", "pod", m.Pod, "node", n.Name, "kind", m.Kind, "reason", m.Reason)
+		var related *v1.Pod
+		if ns, name := splitKey(m.Pod); name != "" {
+			if o, ok, _ := e.pods.GetByKey(ns + "/" + name); ok {
+				related, _ = o.(*v1.Pod)
+			}
+		}
+		e.pl.event(n, related, v1.EventTypeWarning, EventPodMisfit, "AccountPod", "numaplace: pod %s: %s", m.Pod, m.Reason)
+	}
+	rec.misfits = now
+	if !slices.Equal(rec.overcommit, st.Overcommit) && len(st.Overcommit) > 0 {
+		e.pl.event(n, nil, v1.EventTypeWarning, EventOvercommitted, "AccountPod", "numaplace: %s", joinSemi(st.Overcommit))
+	}
+	rec.overcommit = st.Overcommit
+	e.marks.update(n.Name, markOf(rec))
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -51,6 +52,8 @@ const waitTimeout = 30 * time.Second
 type cluster struct {
 	t      *testing.T
 	client kubernetes.Interface
+	fake   bool         // client-go's fake clientset: no admission, no graceful deletion
+	config *rest.Config // a real API server's (the scheduler's KubeConfig), nil on the fake clientset
 }
 
 // newFakeCluster returns a cluster over client-go's fake clientset.
@@ -81,7 +84,7 @@ func newFakeCluster(t *testing.T) *cluster {
 		pod.Spec.NodeName = b.Target.Name
 		return true, b, client.Tracker().Update(gvr, pod, b.Namespace)
 	})
-	return &cluster{t: t, client: client}
+	return &cluster{t: t, client: client, fake: true}
 }
 
 // running is a started scheduler.
@@ -131,11 +134,16 @@ func (c *cluster) start(args *numaplace.Args) *running {
 	}}
 	factory := kubescheduler.NewInformerFactory(c.client, 0, nil)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
-	sched, err := kubescheduler.New(ctx, c.client, factory, nil, profile.NewRecorderFactory(broadcaster),
+	opts := []kubescheduler.Option{
 		kubescheduler.WithProfiles(profiles(t, args)...),
 		kubescheduler.WithFrameworkOutOfTreeRegistry(registry),
 		kubescheduler.WithPodInitialBackoffSeconds(1),
-		kubescheduler.WithPodMaxBackoffSeconds(1))
+		kubescheduler.WithPodMaxBackoffSeconds(1),
+	}
+	if c.config != nil {
+		opts = append(opts, kubescheduler.WithKubeConfig(c.config))
+	}
+	sched, err := kubescheduler.New(ctx, c.client, factory, nil, profile.NewRecorderFactory(broadcaster), opts...)
 	require.NoError(t, err)
 	require.NotNil(t, plugin, "the plugin was not built")
 	broadcaster.StartRecordingToSink(ctx.Done())

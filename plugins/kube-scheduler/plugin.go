@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,11 +33,22 @@ const syncTimeout = 30 * time.Second
 // stateKey is where PreFilter keeps the parsed pod in the CycleState.
 const stateKey fwk.StateKey = Name
 
-// Reasons of the plugin's own refusals (the others are the FilterError's).
+// Prefix starts every reason of the plugin's refusals, so that an operator
+// tells them from the other plugins' (NodeResourcesFit says "Insufficient
+// cpu").
+const Prefix = "numaplace: "
+
+// Reasons of the plugin's own refusals (the others are the FilterError's,
+// after [Prefix]).
 const (
 	// ReasonTextNoTopology is the status reason of a node without a
 	// topology annotation refusing a pod with a NUMA spec.
-	ReasonTextNoTopology = "node(s) without a numaplace topology annotation"
+	ReasonTextNoTopology = Prefix + "node(s) without a numaplace topology (annotation or NodeResourceTopology)"
+	// ReasonTextMoreVictims is the refusal, in a preemption dry-run, of a
+	// set of victims that leaves out one of the fewest pods whose eviction
+	// makes the pod fit (scheduler.PreparedPod.Victims): it steers
+	// kube-scheduler's DefaultPreemption to evict exactly those.
+	ReasonTextMoreVictims = Prefix + "the fewest victims that make the pod fit are not all evicted"
 )
 
 // podState is the pod as PreFilter read it; immutable, so Clone shares it.
@@ -44,6 +57,10 @@ type podState struct {
 	req      kube.PodRequest
 	prepared *scheduler.PreparedPod // parsed once for Filter and Score
 	policy   string                 // the metrics' policy label
+	// whatIf is set once PreFilterExtensions changed a node in some clone
+	// of the cycle's state (shared by the clones): only then does Filter
+	// look for a dry-run's changes.
+	whatIf atomic.Bool
 }
 
 // Clone implements fwk.StateData.
@@ -66,15 +83,16 @@ type Plugin struct {
 
 // Compile-time checks of the extension points.
 var (
-	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
-	_ fwk.FilterPlugin      = (*Plugin)(nil)
-	_ fwk.PreScorePlugin    = (*Plugin)(nil)
-	_ fwk.ScorePlugin       = (*Plugin)(nil)
-	_ fwk.ScoreExtensions   = (*Plugin)(nil)
-	_ fwk.ReservePlugin     = (*Plugin)(nil)
-	_ fwk.PreBindPlugin     = (*Plugin)(nil)
-	_ fwk.PostBindPlugin    = (*Plugin)(nil)
-	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+	_ fwk.PreFilterPlugin     = (*Plugin)(nil)
+	_ fwk.PreFilterExtensions = (*Plugin)(nil)
+	_ fwk.FilterPlugin        = (*Plugin)(nil)
+	_ fwk.PreScorePlugin      = (*Plugin)(nil)
+	_ fwk.ScorePlugin         = (*Plugin)(nil)
+	_ fwk.ScoreExtensions     = (*Plugin)(nil)
+	_ fwk.ReservePlugin       = (*Plugin)(nil)
+	_ fwk.PreBindPlugin       = (*Plugin)(nil)
+	_ fwk.PostBindPlugin      = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions   = (*Plugin)(nil)
 )
 
 // New builds the plugin, the framework's PluginFactory: it decodes the
@@ -104,11 +122,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: registering metrics: %w", Name, err)
 	}
 	pl := &Plugin{handle: h, args: args, cache: cache, logger: klog.FromContext(ctx).WithName(Name)}
-	ev, err := startEvents(pl, h.SharedInformerFactory())
+	ev, err := startEvents(ctx, pl, h.SharedInformerFactory(), h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl.ev = ev
+	collected.Store(pl)
 	return pl, nil
 }
 
@@ -130,27 +149,33 @@ func (pl *Plugin) HasSynced() bool { return pl.ev.hasSynced() }
 // Close removes the plugin's informer event handlers. The scheduler
 // closes its plugins when it stops.
 func (pl *Plugin) Close() error {
+	collected.CompareAndSwap(pl, nil)
 	if pl.ev == nil {
 		return nil
 	}
 	return pl.ev.close()
 }
 
-// PreFilter reads the pod (kube.ParsePod over [PodFromV1]) and keeps it in
-// the CycleState for the later extension points. An invalid pod is
-// rejected as UnschedulableAndUnresolvable with the parser's message,
-// which names the annotation, container or resource at fault. The first
-// cycles wait (at most 30 seconds) until the informers have delivered
-// every node and pod to the plugin, so that a restarted scheduler decides
-// on the whole state.
-func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// PreFilter brings the plugin's cache up to the cycle's snapshot (every
+// node whose framework NodeInfo changed since the plugin last looked is
+// synced from the informers' stores, so that a pod retried because a
+// blocking pod was deleted or a node joined sees it, whichever informer
+// handler ran first), reads the pod (kube.ParsePod over [PodFromV1]) and
+// keeps it in the CycleState for the later extension points. An invalid
+// pod is rejected as UnschedulableAndUnresolvable with the parser's
+// message after [Prefix], which names the annotation, container or
+// resource at fault. The first cycles wait (at most 30 seconds) until the
+// informers have delivered every node and pod to the plugin, so that a
+// restarted scheduler decides on the whole state.
+func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if err := pl.ev.waitSynced(ctx, syncTimeout); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	pl.ev.catchUp(nodes)
 	s, err := pl.readPod(pod)
 	if err != nil {
 		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, Prefix+err.Error())
 	}
 	state.Write(stateKey, s)
 	return nil, nil
@@ -167,11 +192,11 @@ func (pl *Plugin) readPod(pod *v1.Pod) (*podState, error) {
 	return &podState{pod: kp, req: req, prepared: pp, policy: policyLabel(req)}, nil
 }
 
-// PreFilterExtensions returns nil: the plugin reads placed pods from its
-// own cache, not from the NodeInfo, so preemption's what-if (pods added
-// or removed) cannot be expressed; its refusals are therefore
-// UnschedulableAndUnresolvable.
-func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+// PreFilterExtensions returns the plugin, whose AddPod and RemovePod keep
+// in the CycleState the pods a preemption dry-run takes off a node or puts
+// on it (see whatif.go), so that DefaultPreemption evaluates victims with
+// NUMA placement in mind.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
 
 // podState returns what PreFilter kept, or reads the pod again when the
 // CycleState has nothing (an extension point run without PreFilter).
@@ -188,32 +213,50 @@ func (pl *Plugin) podState(state fwk.CycleState, pod *v1.Pod) (*podState, error)
 }
 
 // refusal is the status of a refusal by the cache: the FilterError's short
-// reasons (node-independent, so kube-scheduler's summary counts nodes by
-// reason), with the given code.
+// reasons after [Prefix] (node-independent, so kube-scheduler's summary
+// counts nodes by reason). A refusal that no release of pods can resolve
+// (FilterError.Never: the machine cannot hold the pod even empty, the node
+// is not opted in, it has no usable topology) is UnschedulableAndUnresolvable,
+// so that preemption skips the node; the others are code (Unschedulable).
 func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *fwk.Status {
 	var fe *scheduler.FilterError
 	switch {
+	case errors.Is(err, errMoreVictims):
+		return fwk.NewStatus(fwk.Unschedulable, ReasonTextMoreVictims)
 	case errors.As(err, &fe):
 		refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err)).Inc()
 		if v := pl.logger.V(5); v.Enabled() {
 			v.Info("Node refuses pod", "pod", s.pod.Key(), "node", node, "detail", fe.Detail)
 		}
-		return fwk.NewStatus(code, fe.Reasons...)
+		if fe.Never {
+			code = fwk.UnschedulableAndUnresolvable
+		}
+		reasons := make([]string, len(fe.Reasons))
+		for i, r := range fe.Reasons {
+			reasons[i] = Prefix + r
+		}
+		return fwk.NewStatus(code, reasons...)
 	case errors.Is(err, scheduler.ErrUnknownNode):
+		if why := pl.ev.malformed(node); why != "" {
+			refusalsTotal.WithLabelValues(s.policy, ReasonMalformed).Inc()
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+		}
 		refusalsTotal.WithLabelValues(s.policy, ReasonNoTopology).Inc()
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonTextNoTopology)
 	case errors.Is(err, kube.ErrInvalidPod):
 		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, Prefix+err.Error())
 	}
 	return fwk.AsStatus(fmt.Errorf("%s: pod %s on node %s: %w", Name, s.pod.Key(), node, err))
 }
 
 // Filter says whether the node can take the pod now (Cache.Filter): the
 // opt-in label, the allocator's admission under the pod's policy, the
-// shared pool, memory. A node without a topology annotation refuses pods
-// with a NUMA spec and accepts the others (their resources are the other
-// plugins' business there).
+// shared pool, memory. In a preemption dry-run (pods taken off the node or
+// nominated to it by PreFilterExtensions) it judges the node so changed
+// (see whatif.go). A node without a topology annotation, or with a
+// malformed one, refuses pods with a NUMA spec and accepts the others
+// (their resources are the other plugins' business there).
 func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := pl.podState(state, pod)
 	if err != nil {
@@ -224,14 +267,18 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
 	defer observeFilter(s.policy, time.Now())
-	err = s.prepared.Filter(node.Name)
+	if w := nodeWhatIfOf(s, state, node.Name); w != nil {
+		err = pl.filterWhatIf(s, node.Name, w)
+	} else {
+		err = s.prepared.Filter(node.Name)
+	}
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
 		return nil
 	}
-	return pl.refusal(fwk.UnschedulableAndUnresolvable, s, node.Name, err)
+	return pl.refusal(fwk.Unschedulable, s, node.Name, err)
 }
 
 // PreScore skips scoring for pods that hold no allocation (no NUMA spec
@@ -297,6 +344,9 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	err = pl.cache.Reserve(s.pod, nodeName)
 	switch {
 	case err == nil:
+		if pl.ev != nil {
+			pl.ev.noteReserved(nodeName, podKey(pod))
+		}
 		return nil
 	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
 		return nil
@@ -309,6 +359,9 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 // is left alone.
 func (pl *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
 	err := pl.cache.Unreserve(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
+	if pl.ev != nil {
+		pl.ev.forgetReserved(nodeName, podKey(pod))
+	}
 	switch {
 	case err == nil, errors.Is(err, allocator.ErrUnknownID), errors.Is(err, scheduler.ErrBound):
 	default:
@@ -375,40 +428,55 @@ func (pl *Plugin) PostBind(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 // EventsToRegister returns the cluster events that may make a pod this
 // plugin refused schedulable: a node added or changing its labels or
 // annotations (the topology annotation, the opt-in label), a bound pod
-// deleted (it frees CPUs and GPUs), and the pod itself updated (an invalid
-// pod's annotations fixed).
+// deleted or changed (it frees CPUs and GPUs), and the pod itself updated
+// (an invalid pod's annotations fixed). The queueing hints judge from the
+// event alone; the plugin's cache is brought up to date by PreFilter in the
+// cycle that retries the pod, so no retry sees the cache before the event.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAnnotation},
 			QueueingHintFn: pl.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete},
 			QueueingHintFn: pl.isSchedulableAfterPodDelete},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Update},
+			QueueingHintFn: pl.isSchedulableAfterAssignedPodUpdate},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterTargetPodUpdate},
 	}, nil
 }
 
+// isSchedulableAfterNodeChange: Queue for a node that arrives with a
+// topology (an annotation, or a NodeResourceTopology object), or whose
+// annotation, opt-in label or memory-alignment label changes.
 func (pl *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := schedutil.As[*v1.Node](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
 	_, newTopo, ok := topologySource(newNode)
-	if !ok {
+	if !ok && (pl.ev == nil || pl.ev.nrt == nil) {
 		return fwk.QueueSkip, nil
+	}
+	if !ok {
+		if _, found := pl.ev.nrt.get(newNode.Name); !found {
+			return fwk.QueueSkip, nil
+		}
 	}
 	if oldNode == nil {
 		return fwk.Queue, nil
 	}
 	_, oldTopo, _ := topologySource(oldNode)
 	label := pl.cache.Config().OptInLabel
-	if oldTopo != newTopo || oldNode.Labels[label] != newNode.Labels[label] {
+	if oldTopo != newTopo || oldNode.Labels[label] != newNode.Labels[label] ||
+		oldNode.Labels[kube.LabelMemoryAlignment] != newNode.Labels[kube.LabelMemoryAlignment] {
 		logger.V(5).Info("Node topology or opt-in label changed", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }
 
+// isSchedulableAfterPodDelete: Queue for a deleted pod that was bound (it
+// held CPUs, GPUs, memory or a share of the shared pool).
 func (pl *Plugin) isSchedulableAfterPodDelete(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	deleted, _, err := schedutil.As[*v1.Pod](oldObj, newObj)
 	if err != nil {
@@ -418,6 +486,25 @@ func (pl *Plugin) isSchedulableAfterPodDelete(_ klog.Logger, _ *v1.Pod, oldObj, 
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// isSchedulableAfterAssignedPodUpdate: Queue for a bound pod that finished,
+// whose decision changed, or whose requests changed (an in-place resize).
+func (pl *Plugin) isSchedulableAfterAssignedPodUpdate(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := schedutil.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if oldPod == nil || terminal(newPod) && !terminal(oldPod) ||
+		oldPod.Annotations[kube.AnnotationAllocation] != newPod.Annotations[kube.AnnotationAllocation] {
+		return fwk.Queue, nil
+	}
+	for i := range newPod.Spec.Containers {
+		if i >= len(oldPod.Spec.Containers) || !equality.Semantic.DeepEqual(oldPod.Spec.Containers[i].Resources, newPod.Spec.Containers[i].Resources) {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
 }
 
 func (pl *Plugin) isSchedulableAfterTargetPodUpdate(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {

@@ -4,18 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/topology"
 )
 
 // numaPod asks for cpus CPUs and gpus aliyun.com/gpu under the policy (""
@@ -86,8 +90,15 @@ func TestPluginExtensionPoints(t *testing.T) {
 	require.Equal(t, fwk.Unschedulable, st.Code())
 	require.NotEmpty(t, st.Reasons())
 	st = pl.Filter(ctx, rs, r, nodeInfo(gpu))
+	require.Equal(t, fwk.Unschedulable, st.Code(), "not now: preemption may help")
+	require.Equal(t, []string{"numaplace: fewer than 4 free GPUs now"}, st.Reasons())
+
+	// More GPUs than a NUMA node can hold: never, preemption would not help.
+	huge := numaPod("huge", "SingleNUMANode", 8, 5)
+	hs := preFilter(t, pl, huge)
+	st = pl.Filter(ctx, hs, huge, nodeInfo(gpu))
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
-	require.Equal(t, []string{"Insufficient aliyun.com/gpu"}, st.Reasons())
+	require.Equal(t, []string{"numaplace: no NUMA node can hold 5 GPUs on this machine"}, st.Reasons())
 
 	// Unreserve gives back, and is harmless to repeat.
 	pl.Unreserve(ctx, qs, q, "gpu-1")
@@ -113,6 +124,17 @@ func TestPluginExtensionPoints(t *testing.T) {
 	_, st = pl.PreFilter(ctx, framework.NewCycleState(), bad, nil)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
 	require.Contains(t, st.Message(), kube.AnnotationCPUSetScheduler)
+	require.True(t, strings.HasPrefix(st.Message(), Prefix), st.Message())
+
+	// A node with a malformed topology annotation says so.
+	broken := testNode(t, "broken", "dgx-h100", true)
+	broken.Annotations[AnnotationTopology] = `{"numaNodes":[{"id":0}]}`
+	e.nodeChanged(broken)
+	st = pl.Filter(ctx, state, p, nodeInfo(broken))
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code())
+	require.Len(t, st.Reasons(), 1)
+	require.True(t, strings.HasPrefix(st.Reasons()[0], "numaplace: topology annotation numaplace.io/topology is malformed: "), st.Reasons()[0])
+	require.True(t, pl.Filter(ctx, ws, w, nodeInfo(broken)).IsSuccess(), "pods without a NUMA spec are the other plugins' business")
 	require.True(t, pl.Filter(ctx, state, p, framework.NewNodeInfo()).IsError(), "a NodeInfo without a node")
 }
 
@@ -144,18 +166,46 @@ func TestQueueingHints(t *testing.T) {
 	other := labelled.DeepCopy()
 	other.Labels["unrelated"] = "x"
 	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterNodeChange(logger, p, labelled, other)))
+	unaligned := labelled.DeepCopy()
+	unaligned.Labels[kube.LabelMemoryAlignment] = "false"
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterNodeChange(logger, p, labelled, unaligned)))
+
+	// A node whose machine comes from a NodeResourceTopology object.
+	objs := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	e.nrt = storeNRT{objs}
+	bareOld := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nrt-node", Labels: map[string]string{}}}
+	bareNew := bareOld.DeepCopy()
+	bareNew.Labels[kube.DefaultOptInLabel] = kube.DefaultOptInValue
+	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterNodeChange(logger, p, bareOld, bareNew)), "no object yet")
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	require.NoError(t, objs.Add(nrtObject(t, "nrt-node", m, time.Now(), false)))
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterNodeChange(logger, p, bareOld, bareNew)))
 
 	bound := numaPod("bound", "SingleNUMANode", 8, 1)
 	bound.Spec.NodeName = "gpu-1"
 	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterPodDelete(logger, p, bound, nil)))
 	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterPodDelete(logger, p, p, nil)))
 
+	redecided := bound.DeepCopy()
+	redecided.Annotations[kube.AnnotationAllocation] = `{"policy":"None","cpuset":"1"}`
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterAssignedPodUpdate(logger, p, bound, redecided)))
+	finished := bound.DeepCopy()
+	finished.Status.Phase = v1.PodSucceeded
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterAssignedPodUpdate(logger, p, bound, finished)))
+	shrunk := bound.DeepCopy()
+	shrunk.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("4")
+	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterAssignedPodUpdate(logger, p, bound, shrunk)))
+	relabelled := bound.DeepCopy()
+	relabelled.Labels = map[string]string{"x": "y"}
+	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterAssignedPodUpdate(logger, p, bound, relabelled)))
+
 	fixed := p.DeepCopy()
 	fixed.Annotations[kube.AnnotationCPUSetScheduler] = "true"
 	require.Equal(t, fwk.Queue, hint(pl.isSchedulableAfterTargetPodUpdate(logger, p, p, fixed)))
 	require.Equal(t, fwk.QueueSkip, hint(pl.isSchedulableAfterTargetPodUpdate(logger, p, p, p.DeepCopy())))
 
-	_, err := pl.isSchedulableAfterNodeChange(logger, p, nil, p)
+	_, err = pl.isSchedulableAfterNodeChange(logger, p, nil, p)
 	require.Error(t, err)
 }
 

@@ -214,10 +214,11 @@ func testUnschedulable(t *testing.T, c *cluster) {
 	require.Contains(t, msg, "0/4 nodes are available")
 	require.Len(t, fe.Reasons, 2)
 	for _, r := range fe.Reasons {
-		require.Contains(t, msg, fmt.Sprintf("%d %s", r.Nodes, r.Reason))
+		require.Contains(t, msg, fmt.Sprintf("%d numaplace: %s", r.Nodes, r.Reason))
 	}
-	require.Contains(t, msg, "3 no NUMA node with 8 free GPUs")
-	require.Contains(t, msg, "1 node(s) without the label ack.node.gpu.schedule=topology")
+	require.Contains(t, msg, "3 numaplace: no NUMA node can hold 8 GPUs on this machine")
+	require.Contains(t, msg, "1 numaplace: node(s) without the label ack.node.gpu.schedule=topology")
+	require.Contains(t, msg, "4 Preemption is not helpful for scheduling", "never-fit refusals are unresolvable")
 
 	bad := pod("no-cpuset-scheduler", "Restricted", 4, 1)
 	delete(bad.Annotations, kube.AnnotationCPUSetScheduler)

@@ -15,9 +15,10 @@
 //   - RunPodSandbox and CreateContainer admit the pod by its decision
 //     (kubelet.Node.Admit, idempotent for the pod's further containers);
 //     CreateContainer returns an adjustment that sets cpuset.cpus,
-//     cpuset.mems and, for a pod with exclusive resources,
-//     NVIDIA_VISIBLE_DEVICES. A pod without a NUMA spec runs on the shared
-//     pool. A decision that conflicts with what the node holds is refused
+//     cpuset.mems (only nodes with memory, [Options].MemoryNodes) and, for a
+//     pod with exclusive resources, NVIDIA_VISIBLE_DEVICES and the device
+//     nodes of its GPUs (those of the other GPUs removed, [Options].GPUs).
+//     A pod without a NUMA spec runs on the shared pool. A decision that conflicts with what the node holds is refused
 //     with an error naming the conflict, logged and recorded as an [Event].
 //   - StopPodSandbox and RemovePodSandbox remove the pod (a repeated
 //     removal is harmless).
@@ -26,8 +27,10 @@
 //     the next CreateContainer or StopContainer, and at once through
 //     [Updater] (the stub's unsolicited UpdateContainers), so that shared
 //     pods never run on exclusive CPUs.
+//   - Every change of the node's state is told to [Options].OnChange (the
+//     reporter's Notify), which must not block.
 //
-// The common calls (see cmd/numaplace-nri for the whole program):
+// The common calls (see cmd/numaplace-agent for the whole program):
 //
 //	node, err := kubelet.Open(machine, "/var/lib/numaplace/nri-checkpoint.json", kubelet.NodeOptions{})
 //	p, err := nri.New(node, nri.Options{})

@@ -64,9 +64,9 @@ const decisionContainer = "numaplace-decision"
 // annotations (which carry the NUMA spec and the decision).
 //
 // NRI does not pass the pod's container requests. For a pod with a NUMA
-// spec and a decision, the pod gets one container asking for the CPUs and
-// GPUs the decision names (so the spec's rules are still checked and the
-// decision's counts are taken as the request). A pod with a NUMA spec and
+// spec and a decision, the pod gets one container asking for the CPUs,
+// GPUs and memory the decision names (so the spec's rules are still
+// checked and the decision's amounts are taken as the request). A pod with a NUMA spec and
 // no decision is refused with an error wrapping [ErrNoDecision]; a
 // malformed decision with one wrapping kube.ErrInvalidDecision; a nil or
 // nameless sandbox with a plain error.
@@ -105,6 +105,14 @@ func PodFromSandbox(sb *api.PodSandbox) (*kube.Pod, error) {
 		if g := len(d.GPUs); g > 0 {
 			c.Requests[kube.ResourceAliyunGPU] = strconv.Itoa(g)
 			c.Limits[kube.ResourceAliyunGPU] = strconv.Itoa(g)
+		}
+		var mem int64
+		for _, mib := range d.MemoryMiB {
+			mem += mib
+		}
+		if mem > 0 {
+			q := strconv.FormatInt(mem, 10) + "Mi"
+			c.Requests[kube.ResourceMemory], c.Limits[kube.ResourceMemory] = q, q
 		}
 		p.Containers = []kube.Container{c}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/plugins/agent/devices"
 )
 
 // Options tune a [Plugin]. The zero value is the default.
@@ -25,6 +26,25 @@ type Options struct {
 	Logger *slog.Logger
 	// Events records refusals; nil means [LogEvents] on Logger.
 	Events EventSink
+	// GPUs, if set, finds the GPUs' device nodes: a container of a pod
+	// with exclusive resources then gets its decision's GPU device nodes
+	// (and the driver's control nodes) through the adjustment, and loses
+	// those of the machine's other GPUs (which the kubelet's device plugin
+	// may have given it). Nil leaves device nodes alone
+	// (NVIDIA_VISIBLE_DEVICES is set either way).
+	GPUs *devices.GPUs
+	// MemoryNodes, if not nil, are the IDs of the host's NUMA nodes that
+	// have memory (the kernel's has_memory list): a container's
+	// cpuset.mems is its NUMA nodes among these, and is left to the
+	// runtime when none of its nodes has memory (a memoryless node's CPUs
+	// take memory from the nearest node, and the kernel refuses a
+	// cpuset.mems naming a node without memory). Nil: every NUMA node of
+	// the machine has memory.
+	MemoryNodes []numa.NodeID
+	// OnChange, if set, is called after the node's state changed (a pod
+	// admitted or removed, the checkpoint reconciled), with the plugin's
+	// lock held: it must return at once (such as the reporter's Notify).
+	OnChange func()
 }
 
 // container is what the plugin knows of one container.
@@ -45,9 +65,12 @@ type container struct {
 // interfaces and may also be called directly (as the tests do). Every
 // method is safe for concurrent use; the handlers are serialised.
 type Plugin struct {
-	node   *kubelet.Node
-	log    *slog.Logger
-	events EventSink
+	node     *kubelet.Node
+	log      *slog.Logger
+	events   EventSink
+	gpus     *devices.GPUs
+	onChange func()
+	memNodes map[numa.NodeID]bool // nil: every node
 
 	mu sync.Mutex
 	// sandboxes maps a pod sandbox ID to its pod's key.
@@ -97,7 +120,14 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 	if events == nil {
 		events = LogEvents{Logger: log}
 	}
-	p := &Plugin{node: node, log: log, events: events,
+	var memNodes map[numa.NodeID]bool
+	if opts.MemoryNodes != nil {
+		memNodes = map[numa.NodeID]bool{}
+		for _, id := range opts.MemoryNodes {
+			memNodes[id] = true
+		}
+	}
+	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, memNodes: memNodes,
 		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
 		pool: node.SharedPool().String(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -258,14 +288,14 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			u.SetLinuxCPUSetCPUs(want)
 			ctr.cpus, changed = want, true
 		}
-		if want := adm.Mems(); !ctr.shared && !sameList(cpu.GetMems(), want) {
+		if want := p.mems(adm); !ctr.shared && want != "" && !sameList(cpu.GetMems(), want) {
 			u.SetLinuxCPUSetMems(want)
 			changed = true
 		}
 		if changed {
 			updates = append(updates, u)
 			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
-				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", adm.Mems())
+				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", p.mems(adm))
 		}
 		if !ctr.shared {
 			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want {
@@ -275,7 +305,15 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 	}
 	slices.SortFunc(updates, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })
+	p.changedLocked()
 	return updates, nil
+}
+
+// changedLocked tells Options.OnChange that the node's state changed.
+func (p *Plugin) changedLocked() {
+	if p.onChange != nil {
+		p.onChange()
+	}
 }
 
 // RunPodSandbox implements stub.RunPodInterface: it admits the pod by its
@@ -315,12 +353,19 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(adm.CPUs.String())
-	adj.SetLinuxCPUSetMems(adm.Mems())
+	if mems := p.mems(adm); mems != "" {
+		adj.SetLinuxCPUSetMems(mems)
+	}
 	shared := adm.Source == kubelet.SharedPool
 	if !shared {
 		for _, e := range adm.Env() {
 			k, v, _ := strings.Cut(e, "=")
 			adj.AddEnv(k, v)
+		}
+		if err := p.adjustDevicesLocked(adj, adm); err != nil {
+			p.log.ErrorContext(ctx, "CreateContainer: cannot give the container its GPUs", "pod", adm.Pod,
+				"container", ctr.GetName(), "error", err)
+			return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 		}
 	}
 	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, shared: shared, cpus: adm.CPUs.String()}
@@ -328,8 +373,58 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		p.containers[c.id] = c
 	}
 	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
-		"source", adm.Source.String(), "cpus", c.cpus, "mems", adm.Mems(), "gpus", adm.VisibleDevices())
+		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.mems(adm), "gpus", adm.VisibleDevices())
 	return adj, p.sharedUpdatesLocked(c.id, true), nil
+}
+
+// mems returns the cpuset.mems of the admission's containers: its memory
+// nodes (kubelet.Admission.Mems) that have memory on the host, "" when
+// none has (the runtime's default stays).
+func (p *Plugin) mems(adm kubelet.Admission) string {
+	if p.memNodes == nil {
+		return adm.Mems()
+	}
+	ids := adm.MemoryNodes
+	if len(ids) == 0 {
+		ids = adm.NUMANodes
+	}
+	var s numa.CPUSet // small integers, formatted as a Linux list
+	for _, id := range ids {
+		if p.memNodes[id] {
+			s.Add(int(id))
+		}
+	}
+	return s.String()
+}
+
+// adjustDevicesLocked gives the container the device nodes of the
+// admission's GPUs (with the driver's control nodes) and removes those of
+// the machine's other GPUs, when the plugin knows the GPUs' nodes.
+func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.Admission) error {
+	if p.gpus == nil {
+		return nil
+	}
+	ids := make([]int, len(adm.GPUs))
+	keep := map[string]bool{}
+	for i, g := range adm.GPUs {
+		ids[i] = g.ID
+		path, _ := p.gpus.Path(g.ID)
+		keep[path] = true
+	}
+	nodes, err := p.gpus.For(ids)
+	if err != nil {
+		return err
+	}
+	for _, path := range p.gpus.Paths() {
+		if !keep[path] {
+			adj.RemoveDevice(path)
+		}
+	}
+	for _, n := range nodes {
+		adj.AddDevice(&api.LinuxDevice{Path: n.Path, Type: "c", Major: n.Major, Minor: n.Minor,
+			FileMode: api.FileMode(uint32(n.Mode)), Uid: api.UInt32(n.UID), Gid: api.UInt32(n.GID)})
+	}
+	return nil
 }
 
 // StopContainer implements stub.StopContainerInterface: it forgets the
@@ -412,6 +507,7 @@ func (p *Plugin) remove(ctx context.Context, sb *api.PodSandbox, event string) e
 	}
 	if err == nil {
 		delete(p.current, key)
+		p.changedLocked()
 	}
 	forget()
 	p.poolChangedLocked()
@@ -457,6 +553,7 @@ func (p *Plugin) admitNewLocked(sb *api.PodSandbox) (kubelet.Admission, error) {
 	p.sandboxes[sb.GetId()] = adm.Pod
 	p.current[adm.Pod] = sb.GetId()
 	p.poolChangedLocked()
+	p.changedLocked()
 	return adm, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,9 +18,21 @@ const topologyJSON = `{"name":"t","numaNodes":[{"id":0,"socket":0,"cpus":"0-3"},
 
 func noEnv(string) string { return "" }
 
+// nodeEnv sets NODE_NAME, as the DaemonSet's downward API does.
+func nodeEnv(k string) string { return map[string]string{"NODE_NAME": "gpu-1"}[k] }
+
+// nriOnly turns the reporter and the device plugin off.
+var nriOnly = []string{"--reporter=false", "--device-plugin=false"}
+
 func TestParseFlags(t *testing.T) {
-	c, err := parseFlags(nil, io.Discard)
+	c, err := parseFlags(nil, io.Discard, nodeEnv)
 	require.NoError(t, err)
+	require.Equal(t, "gpu-1", c.nodeName)
+	require.True(t, c.nri && c.reporter && c.devicePlugin && c.gpuDeviceNodes)
+	require.Equal(t, "/var/lib/kubelet/device-plugins", c.kubeletSocketDir)
+	require.Equal(t, "aliyun.com/gpu", c.resourceName)
+	require.Empty(t, c.kubeconfig)
+	require.Equal(t, "/dev", c.devRoot)
 	require.Equal(t, defaultCheckpoint, c.checkpoint)
 	require.Equal(t, "/", c.sysfsRoot)
 	require.Equal(t, defaultName, c.name)
@@ -28,13 +41,20 @@ func TestParseFlags(t *testing.T) {
 	require.False(t, c.nameSet || c.indexSet)
 
 	c, err = parseFlags([]string{"--preset", "dgx-h100", "--checkpoint", "/tmp/x.json", "--name", "np", "--index", "05",
-		"--socket", "/run/nri.sock", "--log-level", "debug"}, io.Discard)
+		"--socket", "/run/nri.sock", "--log-level", "debug", "--node-name", "n2", "--kubeconfig", "/k", "--nri=false",
+		"--kubelet-socket-dir", "/kl", "--resource-name", "example.com/gpu", "--report-interval", "3s"}, io.Discard, nodeEnv)
 	require.NoError(t, err)
 	require.Equal(t, "dgx-h100", c.preset)
 	require.Equal(t, "/tmp/x.json", c.checkpoint)
 	require.True(t, c.nameSet && c.indexSet)
 	require.Equal(t, "05", c.index)
 	require.Equal(t, "DEBUG", c.logLevel.String())
+	require.Equal(t, "n2", c.nodeName)
+	require.Equal(t, "/k", c.kubeconfig)
+	require.False(t, c.nri)
+	require.Equal(t, "/kl", c.kubeletSocketDir)
+	require.Equal(t, "example.com/gpu", c.resourceName)
+	require.Equal(t, "3s", c.reportInterval.String())
 }
 
 func TestBadFlags(t *testing.T) {
@@ -52,20 +72,28 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--name", ""}, "--name: invalid plugin name: name is empty"},
 		{[]string{"--sysfs-root", ""}, "--sysfs-root is empty"},
 		{[]string{"--log-level", "loud"}, `invalid value "loud" for flag -log-level`},
+		{[]string{"--nri=false", "--reporter=false", "--device-plugin=false"}, "nothing to run"},
+		{[]string{"--node-name", ""}, "the reporter needs the node's name"},
+		{[]string{"--resource-name", "gpu"}, `--resource-name "gpu": not an extended resource name`},
+		{[]string{"--resource-name", "kubernetes.io/gpu"}, "the kubernetes.io domain is reserved"},
+		{[]string{"--report-interval", "0s"}, "--report-interval 0s: must be positive"},
+		{[]string{"--health-interval", "-1s"}, "must not be negative"},
+		{[]string{"--kubelet-socket-dir", ""}, "--kubelet-socket-dir is empty"},
+		{[]string{"--dev-root", ""}, "--dev-root is empty"},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
 			var stderr bytes.Buffer
-			require.Equal(t, 2, run(context.Background(), tc.args, &stderr, noEnv))
+			require.Equal(t, 2, run(context.Background(), tc.args, &stderr, nodeEnv))
 			require.Contains(t, stderr.String(), tc.msg)
 		})
 	}
 	var stderr bytes.Buffer
 	require.Equal(t, 0, run(context.Background(), []string{"-h"}, &stderr, noEnv))
-	require.Contains(t, stderr.String(), "Usage: numaplace-nri")
+	require.Contains(t, stderr.String(), "Usage: numaplace-agent")
 }
 
 func TestStubOptionsAndTheRuntimesEnvironment(t *testing.T) {
-	c, err := parseFlags(nil, io.Discard)
+	c, err := parseFlags(nil, io.Discard, nodeEnv)
 	require.NoError(t, err)
 	opts, err := stubOptions(c, noEnv, nil)
 	require.NoError(t, err)
@@ -79,12 +107,17 @@ func TestStubOptionsAndTheRuntimesEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, opts, 2)
 
-	c, err = parseFlags([]string{"--index", "30"}, io.Discard)
+	c, err = parseFlags([]string{"--index", "30"}, io.Discard, nodeEnv)
 	require.NoError(t, err)
 	_, err = stubOptions(c, env, nil)
 	require.ErrorContains(t, err, "--index 30 conflicts with NRI_PLUGIN_IDX=20")
 	var stderr bytes.Buffer
-	require.Equal(t, 2, run(context.Background(), []string{"--index", "30"}, &stderr, env))
+	require.Equal(t, 2, run(context.Background(), []string{"--index", "30"}, &stderr, func(k string) string {
+		if k == "NODE_NAME" {
+			return "gpu-1"
+		}
+		return env(k)
+	}))
 }
 
 func TestLoadMachine(t *testing.T) {
@@ -115,14 +148,14 @@ func TestRunFailsClearly(t *testing.T) {
 
 	// An unusable machine.
 	var stderr bytes.Buffer
-	require.Equal(t, 1, run(context.Background(), []string{"--topology", filepath.Join(dir, "nope.json")}, &stderr, noEnv))
+	require.Equal(t, 1, run(context.Background(), append([]string{"--topology", filepath.Join(dir, "nope.json")}, nriOnly...), &stderr, noEnv))
 	require.Contains(t, stderr.String(), "cannot use the machine")
 
 	// A corrupt checkpoint stops the start and is left alone.
 	cp := filepath.Join(dir, "cp.json")
 	require.NoError(t, os.WriteFile(cp, []byte("{"), 0o600))
 	stderr.Reset()
-	require.Equal(t, 1, run(context.Background(), []string{"--topology", file, "--checkpoint", cp}, &stderr, noEnv))
+	require.Equal(t, 1, run(context.Background(), append([]string{"--topology", file, "--checkpoint", cp}, nriOnly...), &stderr, noEnv))
 	require.Contains(t, stderr.String(), "unusable checkpoint")
 	data, _ := os.ReadFile(cp)
 	require.Equal(t, "{", string(data))
@@ -133,7 +166,32 @@ func TestRunFailsClearly(t *testing.T) {
 	stderr.Reset()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.Equal(t, 1, run(ctx, []string{"--topology", file, "--checkpoint", cp, "--socket", filepath.Join(dir, "none.sock")}, &stderr, noEnv))
+	require.Equal(t, 1, run(ctx, append([]string{"--topology", file, "--checkpoint", cp, "--socket", filepath.Join(dir, "none.sock")}, nriOnly...), &stderr, noEnv))
 	require.Contains(t, stderr.String(), "failed to connect to NRI service")
 	require.FileExists(t, cp)
+
+	// The reporter outside a cluster, without a kubeconfig.
+	stderr.Reset()
+	require.Equal(t, 1, run(ctx, []string{"--topology", file, "--checkpoint", "", "--device-plugin=false", "--nri=false"}, &stderr, nodeEnv))
+	require.Contains(t, stderr.String(), "cannot build the Kubernetes client")
+	require.Contains(t, stderr.String(), "not in a cluster")
+	stderr.Reset()
+	require.Equal(t, 1, run(ctx, []string{"--topology", file, "--checkpoint", "", "--kubeconfig", filepath.Join(dir, "none")}, &stderr, nodeEnv))
+	require.Contains(t, stderr.String(), "--kubeconfig "+filepath.Join(dir, "none"))
+}
+
+func TestMemoryNodes(t *testing.T) {
+	dir := t.TempDir()
+	ids, err := memoryNodes(dir)
+	require.NoError(t, err)
+	require.Nil(t, ids, "no has_memory: every node")
+	p := filepath.Join(dir, hasMemory)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte("0,2-3\n"), 0o600))
+	ids, err = memoryNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, []numa.NodeID{0, 2, 3}, ids)
+	require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o600))
+	_, err = memoryNodes(dir)
+	require.ErrorContains(t, err, p)
 }

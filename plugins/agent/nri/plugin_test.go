@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
-	nri "github.com/numaplace/numaplace/plugins/nri"
+	nri "github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/stretchr/testify/require"
 )
 

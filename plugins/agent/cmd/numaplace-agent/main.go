@@ -1,0 +1,478 @@
+// Command numaplace-agent is numaplace's node daemon, run on every
+// numaplace node (a DaemonSet). Over one node state (adapters/kubelet) and
+// one checkpoint it runs three roles, each of which a flag turns off:
+//
+//   - the NRI agent (--nri): a containerd NRI plugin that gives each
+//     container the CPUs, NUMA nodes and GPUs (NVIDIA_VISIBLE_DEVICES and
+//     device nodes) of its pod's numaplace.io/allocation decision, and
+//     refuses a pod whose decision conflicts with what the node holds;
+//   - the topology reporter (--reporter): the numaplace.io/topology Node
+//     annotation and the node's NodeResourceTopology object, updated after
+//     every admission, removal and health change (at most once per
+//     --report-interval, retried with backoff);
+//   - the device plugin (--device-plugin): the node's GPUs as
+//     --resource-name through the kubelet's device-plugin API.
+//
+// Usage:
+//
+//	numaplace-agent [--topology FILE | --preset NAME | --sysfs-root DIR]
+//	                [--checkpoint FILE] [--node-name NAME] [--kubeconfig FILE]
+//	                [--nri=BOOL] [--name NAME] [--index NN] [--socket PATH]
+//	                [--reporter=BOOL] [--report-interval D]
+//	                [--device-plugin=BOOL] [--kubelet-socket-dir DIR]
+//	                [--resource-name NAME] [--dev-root DIR] [--health-interval D]
+//	                [--log-level LEVEL]
+//
+// The exit status is 2 for bad flags, 1 when the machine, the checkpoint,
+// the Kubernetes client or a role cannot start (or the runtime's NRI
+// socket cannot be reached at start), and 0 after SIGINT or SIGTERM. A
+// runtime that goes away later is reconnected to.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/containerd/nri/pkg/stub"
+
+	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/plugins/agent/cluster"
+	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
+	"github.com/numaplace/numaplace/plugins/agent/devices"
+	"github.com/numaplace/numaplace/plugins/agent/nri"
+	"github.com/numaplace/numaplace/plugins/agent/reporter"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// Defaults of the flags.
+const (
+	defaultCheckpoint = "/var/lib/numaplace/checkpoint.json"
+	defaultName       = "numaplace"
+	defaultIndex      = "10"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stderr, os.Getenv))
+}
+
+// config is what the flags say.
+type config struct {
+	topology, preset, sysfsRoot string
+	checkpoint                  string
+	nodeName, kubeconfig        string
+
+	nri                 bool
+	name, index, socket string
+	// nameSet and indexSet say whether --name and --index were given.
+	nameSet, indexSet bool
+
+	reporter       bool
+	reportInterval time.Duration
+
+	devicePlugin     bool
+	kubeletSocketDir string
+	resourceName     string
+	devRoot          string
+	gpuDeviceNodes   bool
+	healthInterval   time.Duration
+
+	logLevel slog.Level
+}
+
+// parseFlags reads the command line. It returns flag.ErrHelp for -h, and
+// an error naming the flag for anything else wrong.
+func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("numaplace-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.topology, "topology", "", "read the machine from this topology JSON `file` (numaplan topology --json)")
+	fs.StringVar(&c.preset, "preset", "", "use this built-in machine `name` ("+strings.Join(topology.PresetNames(), ", ")+")")
+	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "discover the live machine from sys/ and proc/ under this `dir` (when neither --topology nor --preset is given); GPU device minors are read under it too")
+	fs.StringVar(&c.checkpoint, "checkpoint", defaultCheckpoint, "the node's checkpoint `file` (\"\" keeps the state in memory only)")
+	fs.StringVar(&c.nodeName, "node-name", getenv("NODE_NAME"), "the Kubernetes node's `name` (default: the NODE_NAME environment variable)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "the kubeconfig `file` to reach the API server with (default: the pod's service account, in-cluster)")
+
+	fs.BoolVar(&c.nri, "nri", true, "run the NRI agent: apply the pods' decisions to their containers")
+	fs.StringVar(&c.name, "name", defaultName, "the NRI plugin `name` (NRI_PLUGIN_NAME wins when the runtime starts the plugin and the flag is not given)")
+	fs.StringVar(&c.index, "index", defaultIndex, "the NRI plugin `index`, two digits (NRI_PLUGIN_IDX wins when the runtime starts the plugin)")
+	fs.StringVar(&c.socket, "socket", api.DefaultSocketPath, "the NRI socket `path` to connect to")
+
+	fs.BoolVar(&c.reporter, "reporter", true, "run the topology reporter: the numaplace.io/topology annotation and the NodeResourceTopology object")
+	fs.DurationVar(&c.reportInterval, "report-interval", reporter.DefaultInterval, "the shortest `time` between two writes of the report (changes within it are coalesced)")
+
+	fs.BoolVar(&c.devicePlugin, "device-plugin", true, "run the device plugin: advertise the GPUs to the kubelet")
+	fs.StringVar(&c.kubeletSocketDir, "kubelet-socket-dir", deviceplugin.DefaultSocketDir, "the kubelet's device-plugin `dir` (kubelet.sock and the plugin's socket)")
+	fs.StringVar(&c.resourceName, "resource-name", deviceplugin.DefaultResourceName, "the extended resource `name` the GPUs are advertised as")
+	fs.StringVar(&c.devRoot, "dev-root", "/dev", "the host's /dev as the agent sees it (`dir`), where the GPUs' device nodes are looked up")
+	fs.BoolVar(&c.gpuDeviceNodes, "gpu-device-nodes", true, "give containers their decision's GPU device nodes through NRI (false: NVIDIA_VISIBLE_DEVICES only)")
+	fs.DurationVar(&c.healthInterval, "health-interval", deviceplugin.DefaultHealthInterval, "how often each GPU's device node is checked (`time`; 0 turns the checks off)")
+
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: numaplace-agent [flags]\n\n"+
+			"numaplace's node daemon: the NRI agent that applies the pods' numaplace.io/allocation decisions,\n"+
+			"the topology reporter (node annotation and NodeResourceTopology) and the GPU device plugin.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, reportedError{err} // the flag package has printed it with the usage
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "name":
+			c.nameSet = true
+		case "index":
+			c.indexSet = true
+		}
+	})
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q (numaplace-agent takes flags only)", fs.Arg(0))
+	case !c.nri && !c.reporter && !c.devicePlugin:
+		return c, errors.New("--nri, --reporter and --device-plugin are all false: nothing to run")
+	case c.topology != "" && c.preset != "":
+		return c, errors.New("--topology and --preset both name the machine; give one")
+	case c.preset != "" && !slices.Contains(topology.PresetNames(), c.preset):
+		return c, fmt.Errorf("--preset %q: unknown preset (known: %s)", c.preset, strings.Join(topology.PresetNames(), ", "))
+	case c.sysfsRoot == "":
+		return c, errors.New("--sysfs-root is empty (use / for the live machine)")
+	case c.reporter && c.nodeName == "":
+		return c, errors.New("the reporter needs the node's name: set --node-name or NODE_NAME (or turn it off with --reporter=false)")
+	case c.reportInterval <= 0:
+		return c, fmt.Errorf("--report-interval %s: must be positive", c.reportInterval)
+	case c.healthInterval < 0:
+		return c, fmt.Errorf("--health-interval %s: must not be negative", c.healthInterval)
+	case c.devicePlugin && c.kubeletSocketDir == "":
+		return c, errors.New("--kubelet-socket-dir is empty")
+	case c.devRoot == "":
+		return c, errors.New("--dev-root is empty (use /dev)")
+	}
+	if c.devicePlugin || c.reporter {
+		if err := checkResourceName(c.resourceName); err != nil {
+			return c, fmt.Errorf("--resource-name %q: %w", c.resourceName, err)
+		}
+	}
+	if err := api.CheckPluginName(c.name); err != nil {
+		return c, fmt.Errorf("--name: %w", err)
+	}
+	if err := api.CheckPluginIndex(c.index); err != nil {
+		return c, fmt.Errorf("--index: %w", err)
+	}
+	return c, nil
+}
+
+// checkResourceName checks that name is an extended resource name, as the
+// kubelet requires of a device plugin: domain/name, outside kubernetes.io.
+func checkResourceName(name string) error {
+	domain, res, ok := strings.Cut(name, "/")
+	switch {
+	case !ok || domain == "" || res == "" || strings.Contains(res, "/"):
+		return errors.New("not an extended resource name of the form domain/name, such as aliyun.com/gpu")
+	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+		return errors.New("the kubernetes.io domain is reserved for Kubernetes' own resources")
+	}
+	return nil
+}
+
+// reportedError is a flag error the flag package has already printed.
+type reportedError struct{ err error }
+
+func (e reportedError) Error() string { return e.err.Error() }
+
+// loadMachine returns the machine the configuration names.
+func loadMachine(c config) (*topology.Machine, error) {
+	switch {
+	case c.topology != "":
+		data, err := os.ReadFile(c.topology)
+		if err != nil {
+			return nil, fmt.Errorf("--topology: %w", err)
+		}
+		m, err := topology.ParseJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("--topology %s: %w", c.topology, err)
+		}
+		return m, nil
+	case c.preset != "":
+		return topology.Preset(c.preset)
+	default:
+		m, err := topology.Discover(c.sysfsRoot)
+		if err != nil {
+			return nil, fmt.Errorf("discovering the machine under %s: %w (or name it with --topology or --preset)", c.sysfsRoot, err)
+		}
+		return m, nil
+	}
+}
+
+// stubOptions returns the NRI stub's options. When the runtime starts the
+// plugin it passes the name and index in the environment: they are kept,
+// and an explicit --index that differs is an error (the stub cannot take
+// both).
+func stubOptions(c config, getenv func(string) string, log *slog.Logger) ([]stub.Option, error) {
+	opts := []stub.Option{stub.WithSocketPath(c.socket), stub.WithLogger(nriLogger{log})}
+	if c.nameSet || getenv(api.PluginNameEnvVar) == "" {
+		opts = append(opts, stub.WithPluginName(c.name))
+	}
+	switch env := getenv(api.PluginIdxEnvVar); {
+	case env == "":
+		opts = append(opts, stub.WithPluginIdx(c.index))
+	case c.indexSet && c.index != env:
+		return nil, fmt.Errorf("--index %s conflicts with %s=%s set by the runtime that started the plugin", c.index, api.PluginIdxEnvVar, env)
+	}
+	return opts, nil
+}
+
+// run is the program; it returns the exit status.
+func run(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
+	c, err := parseFlags(args, stderr, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var reported reportedError
+	if errors.As(err, &reported) {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "numaplace-agent: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel}))
+	var nriOpts []stub.Option
+	if c.nri {
+		if nriOpts, err = stubOptions(c, getenv, log); err != nil {
+			fmt.Fprintf(stderr, "numaplace-agent: %v\n", err)
+			return 2
+		}
+	}
+	fail := func(msg string, err error) int {
+		log.Error(msg, "error", err)
+		return 1
+	}
+
+	m, err := loadMachine(c)
+	if err != nil {
+		return fail("cannot use the machine", err)
+	}
+	gpus, err := devices.New(m, c.devRoot, os.DirFS(c.sysfsRoot))
+	if err != nil {
+		return fail("cannot read the GPUs' device minors", err)
+	}
+	if c.checkpoint == "" {
+		log.Warn("no checkpoint: the state is kept in memory only and rebuilt from the running pods' decisions at every start")
+	} else if err := os.MkdirAll(filepath.Dir(c.checkpoint), 0o755); err != nil {
+		return fail("cannot create the checkpoint's directory", err)
+	}
+	node, err := kubelet.Open(m, c.checkpoint, kubelet.NodeOptions{})
+	if err != nil {
+		return fail("cannot open the node's checkpoint (move a refused file away only after draining the node)", err)
+	}
+	log.Info("node agent ready", "machine", m.Name(), "numaNodes", m.NumNodes(), "cpus", m.NumCPUs(),
+		"gpus", m.NumGPUs(), "checkpoint", c.checkpoint, "admitted", len(node.Admissions()),
+		"sharedPool", node.SharedPool().String(), "nri", c.nri, "reporter", c.reporter, "devicePlugin", c.devicePlugin)
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	// The Kubernetes client, for the reporter and the NRI role's events.
+	var events nri.EventSink
+	var rep *reporter.Reporter
+	notify := func() {}
+	if c.reporter {
+		cfg, err := cluster.Config(c.kubeconfig)
+		if err != nil {
+			return fail("cannot build the Kubernetes client (or turn the reporter off with --reporter=false)", err)
+		}
+		w, err := cluster.NewWriter(cfg)
+		if err != nil {
+			return fail("cannot build the Kubernetes client", err)
+		}
+		if rep, err = reporter.New(node, w, reporter.Options{NodeName: c.nodeName, ResourceName: c.resourceName,
+			Interval: c.reportInterval, Logger: log}); err != nil {
+			return fail("cannot create the reporter", err)
+		}
+		notify = rep.Notify
+		ev, err := cluster.NewEvents(cfg, c.nodeName)
+		if err != nil {
+			return fail("cannot build the Kubernetes event recorder", err)
+		}
+		defer ev.Shutdown()
+		events = ev
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	start := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	if rep != nil {
+		start("reporter", rep.Run)
+	}
+	if c.devicePlugin {
+		health := c.healthInterval
+		if health == 0 {
+			health = -1
+		}
+		dp, err := deviceplugin.New(node, gpus, deviceplugin.Options{SocketDir: c.kubeletSocketDir, ResourceName: c.resourceName,
+			HealthInterval: health, OnChange: notify, Logger: log})
+		if err != nil {
+			return fail("cannot create the device plugin", err)
+		}
+		start("device plugin", dp.Run)
+	}
+	var plugin *nri.Plugin
+	if c.nri {
+		memNodes, err := memoryNodes(c.sysfsRoot)
+		if err != nil {
+			return fail("cannot read the host's memory nodes", err)
+		}
+		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes}
+		if c.gpuDeviceNodes {
+			opts.GPUs = gpus
+		}
+		if plugin, err = nri.New(node, opts); err != nil {
+			return fail("cannot create the NRI plugin", err)
+		}
+		defer plugin.Close()
+		if err := runNRI(ctx, plugin, nriOpts, log); err != nil {
+			stop()
+			wg.Wait()
+			return fail("the NRI agent cannot start", err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		wg.Wait()
+		log.Info("stopped by a signal")
+		return 0
+	case err := <-errs:
+		stop()
+		wg.Wait()
+		return fail("a role stopped", err)
+	}
+}
+
+// hasMemory is where the kernel lists the NUMA nodes that have memory.
+const hasMemory = "sys/devices/system/node/has_memory"
+
+// memoryNodes returns the NUMA nodes of the host that have memory, read
+// from sys/devices/system/node/has_memory under root; nil (every node)
+// when the kernel has no such file.
+func memoryNodes(root string) ([]numa.NodeID, error) {
+	p := filepath.Join(root, hasMemory)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	set, err := numa.ParseCPUSet(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	ids := []numa.NodeID{}
+	for id := range set.All() {
+		ids = append(ids, numa.NodeID(id))
+	}
+	return ids, nil
+}
+
+// runNRI connects the plugin to the runtime and keeps it connected: the
+// first connection must succeed (else the error is returned); a connection
+// lost later is made again, with backoff, in the background, until ctx is
+// done.
+func runNRI(ctx context.Context, p *nri.Plugin, opts []stub.Option, log *slog.Logger) error {
+	connect := func() (stub.Stub, <-chan struct{}, error) {
+		lost := make(chan struct{})
+		var once sync.Once
+		s, err := stub.New(p, append(slices.Clone(opts), stub.WithOnClose(func() { once.Do(func() { close(lost) }) }))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.SetUpdater(s)
+		if err := s.Start(ctx); err != nil {
+			return nil, nil, err
+		}
+		return s, lost, nil
+	}
+	s, lost, err := connect()
+	if err != nil {
+		return err
+	}
+	go func() {
+		backoff := time.Duration(0)
+		for {
+			select {
+			case <-ctx.Done():
+				s.Stop()
+				return
+			case <-lost:
+			}
+			log.Error("the connection to the runtime was lost; connecting again")
+			for {
+				backoff = min(max(2*backoff, time.Second), 30*time.Second)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				if s, lost, err = connect(); err == nil {
+					log.Info("connected to the runtime again")
+					backoff = 0
+					break
+				}
+				log.Error("cannot connect to the runtime", "retry", backoff, "error", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// nriLogger sends the NRI stub's log to slog.
+type nriLogger struct{ l *slog.Logger }
+
+var _ nrilog.Logger = nriLogger{}
+
+// Debugf logs at level Debug.
+func (n nriLogger) Debugf(ctx context.Context, format string, args ...any) {
+	n.l.DebugContext(ctx, "nri: "+fmt.Sprintf(format, args...))
+}
+
+// Infof logs at level Info.
+func (n nriLogger) Infof(ctx context.Context, format string, args ...any) {
+	n.l.InfoContext(ctx, "nri: "+fmt.Sprintf(format, args...))
+}
+
+// Warnf logs at level Warn.
+func (n nriLogger) Warnf(ctx context.Context, format string, args ...any) {
+	n.l.WarnContext(ctx, "nri: "+fmt.Sprintf(format, args...))
+}
+
+// Errorf logs at level Error.
+func (n nriLogger) Errorf(ctx context.Context, format string, args ...any) {
+	n.l.ErrorContext(ctx, "nri: "+fmt.Sprintf(format, args...))
+}

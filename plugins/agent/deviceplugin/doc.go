@@ -1,0 +1,26 @@
+// Package deviceplugin is numaplace's device plugin for GPUs: it serves
+// the kubelet's device-plugin API v1beta1
+// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1) on a unix socket in the
+// kubelet's device-plugin directory and advertises the node's GPUs as one
+// extended resource (aliyun.com/gpu by default), so that the kubelet admits
+// pods that ask for it.
+//
+//   - Register: the plugin registers with the kubelet's kubelet.sock, and
+//     again whenever the kubelet restarts (it removes the plugin's socket
+//     and recreates its own; the plugin notices within WatchInterval).
+//   - ListAndWatch sends each GPU (by UUID, else index) with its NUMA node
+//     in TopologyInfo and its health, and again when a GPU's health
+//     changes ([Plugin.SetHealth], or the periodic [Plugin.CheckHealth]:
+//     healthy while its device node exists).
+//   - GetPreferredAllocation is answered by the node's chooser
+//     (adapters/kubelet), preferring GPUs no admitted pod holds.
+//   - Allocate gives the kubelet's GPUs as NVIDIA_VISIBLE_DEVICES and
+//     their device nodes; the NRI role replaces them with the decision's
+//     when the pod has one.
+//
+// The common calls:
+//
+//	devs, err := devices.New(machine, "/dev", os.DirFS("/"))
+//	p, err := deviceplugin.New(node, devs, deviceplugin.Options{OnChange: reporter.Notify})
+//	err = p.Run(ctx) // until ctx is done
+package deviceplugin

@@ -1,0 +1,485 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	api "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/plugins/agent/devices"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// Defaults of [Options].
+const (
+	DefaultSocketDir      = "/var/lib/kubelet/device-plugins"
+	DefaultResourceName   = "aliyun.com/gpu"
+	DefaultEndpoint       = "numaplace-gpu.sock"
+	DefaultWatchInterval  = time.Second
+	DefaultHealthInterval = 10 * time.Second
+	// KubeletSocket is the kubelet's registration socket in the socket
+	// directory.
+	KubeletSocket = "kubelet.sock"
+)
+
+// Options tune a [Plugin]. The zero value is the default.
+type Options struct {
+	// SocketDir is the kubelet's device-plugin directory, where its
+	// kubelet.sock is and the plugin's socket goes; "" is
+	// [DefaultSocketDir].
+	SocketDir string
+	// ResourceName is the extended resource advertised; "" is
+	// [DefaultResourceName].
+	ResourceName string
+	// Endpoint is the plugin's socket file name in SocketDir; "" is
+	// [DefaultEndpoint].
+	Endpoint string
+	// WatchInterval is how often the plugin checks that its socket and the
+	// kubelet's are the ones it registered with (a restarted kubelet
+	// removes the first and recreates the second); 0 is
+	// [DefaultWatchInterval].
+	WatchInterval time.Duration
+	// HealthInterval is how often each GPU's health is checked (its device
+	// node exists, see [Plugin.CheckHealth]); 0 is
+	// [DefaultHealthInterval], negative turns the checks off (health then
+	// changes only through [Plugin.SetHealth]).
+	HealthInterval time.Duration
+	// OnChange, if set, is called (without locks held) after a GPU's health
+	// changed, so that the node's report can be refreshed. It must not
+	// block for long.
+	OnChange func()
+	// Logger receives the plugin's log; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// gpu is one GPU as the kubelet sees it.
+type gpu struct {
+	topo topology.GPU
+	// name is the device ID given to the kubelet: the UUID when known,
+	// else the index.
+	name string
+}
+
+// Plugin is numaplace's device plugin for the GPUs of one node: it serves
+// the kubelet's device-plugin API v1beta1 on a unix socket, registers with
+// the kubelet, and keeps doing so as the kubelet restarts. Its preferred
+// allocations come from the node's chooser (kubelet.DevicePlugin), its
+// health from the node's device nodes. Run serves; the other methods are
+// safe for concurrent use.
+type Plugin struct {
+	api.UnimplementedDevicePluginServer
+
+	node *kubelet.Node
+	devs *devices.GPUs
+	opts Options
+	log  *slog.Logger
+	gpus []gpu
+	byID map[string]int // kubelet device ID (name, UUID or index) -> index in gpus
+
+	// healthMu serialises health changes (which write the checkpoint); mu
+	// guards the fields below it and is never held across I/O.
+	healthMu  sync.Mutex
+	mu        sync.Mutex
+	healthy   []bool
+	watchers  map[chan struct{}]struct{}
+	regs      int // successful registrations, for tests and logs
+	lastError string
+}
+
+// New returns the device plugin of the node's GPUs, whose device nodes
+// devs finds. The GPUs' health starts as the node's checkpoint has it.
+func New(node *kubelet.Node, devs *devices.GPUs, opts Options) (*Plugin, error) {
+	if node == nil || devs == nil {
+		return nil, errors.New("deviceplugin.New: nil node or devices")
+	}
+	if opts.SocketDir == "" {
+		opts.SocketDir = DefaultSocketDir
+	}
+	if opts.ResourceName == "" {
+		opts.ResourceName = DefaultResourceName
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = DefaultEndpoint
+	}
+	if strings.ContainsRune(opts.Endpoint, '/') {
+		return nil, fmt.Errorf("deviceplugin: endpoint %q must be a file name in the socket directory", opts.Endpoint)
+	}
+	if opts.WatchInterval <= 0 {
+		opts.WatchInterval = DefaultWatchInterval
+	}
+	if opts.HealthInterval == 0 {
+		opts.HealthInterval = DefaultHealthInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	p := &Plugin{node: node, devs: devs, opts: opts, log: opts.Logger.With("role", "device-plugin"),
+		byID: map[string]int{}, watchers: map[chan struct{}]struct{}{}}
+	unhealthy := node.Unhealthy()[allocator.GPUClass]
+	for i, g := range node.Machine().GPUs() {
+		name := strconv.Itoa(g.ID)
+		if g.UUID != "" {
+			name = g.UUID
+			p.byID[g.UUID] = i
+		}
+		p.byID[strconv.Itoa(g.ID)] = i
+		p.gpus = append(p.gpus, gpu{topo: g, name: name})
+		p.healthy = append(p.healthy, !slices.Contains(unhealthy, strconv.Itoa(g.ID)))
+	}
+	return p, nil
+}
+
+// SocketPath returns the path of the plugin's socket.
+func (p *Plugin) SocketPath() string { return filepath.Join(p.opts.SocketDir, p.opts.Endpoint) }
+
+// Registrations returns how often the plugin has registered with a
+// kubelet.
+func (p *Plugin) Registrations() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.regs
+}
+
+// Devices returns the devices as ListAndWatch sends them now: each GPU by
+// its UUID (else its index), with its health and its NUMA node (none when
+// unknown).
+func (p *Plugin) Devices() []*api.Device {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.devicesLocked()
+}
+
+func (p *Plugin) devicesLocked() []*api.Device {
+	out := make([]*api.Device, len(p.gpus))
+	for i, g := range p.gpus {
+		d := &api.Device{ID: g.name, Health: api.Healthy}
+		if !p.healthy[i] {
+			d.Health = api.Unhealthy
+		}
+		if g.topo.NUMANode != topology.UnknownNode {
+			d.Topology = &api.TopologyInfo{Nodes: []*api.NUMANode{{ID: int64(g.topo.NUMANode)}}}
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// SetHealth marks GPU id healthy or not: in the node (an unhealthy GPU is
+// never handed out to new pods, and the change is checkpointed), in what
+// ListAndWatch sends the kubelet, and through Options.OnChange. It returns
+// the pods that hold the GPU. An unknown GPU is an error; setting the
+// health a GPU already has changes nothing.
+func (p *Plugin) SetHealth(id int, healthy bool) (affected []string, err error) {
+	i, ok := p.byID[strconv.Itoa(id)]
+	if !ok {
+		return nil, fmt.Errorf("deviceplugin: GPU %d is not a GPU of this machine", id)
+	}
+	p.healthMu.Lock()
+	defer p.healthMu.Unlock()
+	p.mu.Lock()
+	same := p.healthy[i] == healthy
+	p.mu.Unlock()
+	if same {
+		return nil, nil
+	}
+	affected, err = p.node.SetDeviceHealth(allocator.GPUClass, strconv.Itoa(id), healthy)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.healthy[i] = healthy
+	for w := range p.watchers {
+		select {
+		case w <- struct{}{}:
+		default: // an update is already due
+		}
+	}
+	p.mu.Unlock()
+	p.log.Info("GPU health changed", "gpu", id, "device", p.gpus[i].name, "healthy", healthy, "pods", affected)
+	if p.opts.OnChange != nil {
+		p.opts.OnChange()
+	}
+	return affected, nil
+}
+
+// CheckHealth checks every GPU once: a GPU is healthy while its device
+// node (/dev/nvidiaN under the device root) exists as a character device.
+// Without NVML this is what the node can see of a GPU the driver lost.
+func (p *Plugin) CheckHealth() {
+	for _, g := range p.gpus {
+		if _, err := p.SetHealth(g.topo.ID, p.devs.Present(g.topo.ID)); err != nil {
+			p.log.Error("cannot record a GPU's health", "gpu", g.topo.ID, "error", err)
+		}
+	}
+}
+
+// GetDevicePluginOptions implements the device-plugin API: the plugin
+// answers GetPreferredAllocation and needs no PreStartContainer.
+func (p *Plugin) GetDevicePluginOptions(context.Context, *api.Empty) (*api.DevicePluginOptions, error) {
+	return &api.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+}
+
+// ListAndWatch implements the device-plugin API: it sends the devices at
+// once and again after every health change, until the kubelet hangs up or
+// the plugin stops.
+func (p *Plugin) ListAndWatch(_ *api.Empty, stream grpc.ServerStreamingServer[api.ListAndWatchResponse]) error {
+	w := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.watchers[w] = struct{}{}
+	devs := p.devicesLocked()
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.watchers, w)
+		p.mu.Unlock()
+	}()
+	for {
+		if err := stream.Send(&api.ListAndWatchResponse{Devices: devs}); err != nil {
+			return err
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-w:
+			devs = p.Devices()
+		}
+	}
+}
+
+// GetPreferredAllocation implements the device-plugin API with the node's
+// chooser (kubelet.DevicePlugin.GetPreferredAllocation: one NUMA node,
+// then one PCIe switch, then NVLinks). Among the GPUs the kubelet offers,
+// it first tries those no admitted pod holds (the kubelet does not know
+// what the node's decisions hold), and all of them when those are too
+// few. A request the chooser cannot answer is an InvalidArgument error
+// saying why.
+func (p *Plugin) GetPreferredAllocation(_ context.Context, req *api.PreferredAllocationRequest) (*api.PreferredAllocationResponse, error) {
+	held := map[int]bool{}
+	for _, a := range p.node.Admissions() {
+		for _, g := range a.GPUs {
+			held[g.ID] = true
+		}
+	}
+	resp := &api.PreferredAllocationResponse{}
+	for _, cr := range req.GetContainerRequests() {
+		size := int(cr.GetAllocationSize())
+		var free []string
+		for _, id := range cr.GetAvailableDeviceIDs() {
+			// Unknown IDs stay, for the chooser to name.
+			if i, ok := p.byID[id]; !ok || !held[p.gpus[i].topo.ID] || slices.Contains(cr.GetMustIncludeDeviceIDs(), id) {
+				free = append(free, id)
+			}
+		}
+		ids, err := p.node.GetPreferredAllocation(free, cr.GetMustIncludeDeviceIDs(), size)
+		if err != nil {
+			ids, err = p.node.GetPreferredAllocation(cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), size)
+		}
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "numaplace: preferred allocation of %d %s: %v", size, p.opts.ResourceName, err)
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, &api.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return resp, nil
+}
+
+// Allocate implements the device-plugin API: each container gets
+// NVIDIA_VISIBLE_DEVICES with the GPUs the kubelet chose (by UUID, else
+// index) and their device nodes with the driver's control nodes. For a pod
+// with a numaplace decision the NRI role then replaces both with the
+// decision's GPUs, so the decision decides what the container sees. An
+// unknown device ID, or a GPU whose device node is missing, is an
+// InvalidArgument error naming it.
+func (p *Plugin) Allocate(_ context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
+	resp := &api.AllocateResponse{}
+	for _, cr := range req.GetContainerRequests() {
+		var ids []int
+		var names []string
+		for _, id := range cr.GetDevicesIds() {
+			i, ok := p.byID[id]
+			if !ok {
+				return nil, status.Errorf(codes.InvalidArgument, "numaplace: device %q is not a GPU of this node", id)
+			}
+			ids = append(ids, p.gpus[i].topo.ID)
+			if u := p.gpus[i].topo.UUID; u != "" {
+				names = append(names, u)
+			} else {
+				names = append(names, strconv.Itoa(p.gpus[i].topo.ID))
+			}
+		}
+		nodes, err := p.devs.For(ids)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "numaplace: %v", err)
+		}
+		c := &api.ContainerAllocateResponse{Envs: map[string]string{kubelet.EnvVisibleDevices: strings.Join(names, ",")}}
+		for _, n := range nodes {
+			c.Devices = append(c.Devices, &api.DeviceSpec{ContainerPath: n.Path, HostPath: n.Path, Permissions: "rw"})
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, c)
+	}
+	return resp, nil
+}
+
+// PreStartContainer implements the device-plugin API; the plugin does not
+// ask for it, so it does nothing.
+func (p *Plugin) PreStartContainer(context.Context, *api.PreStartContainerRequest) (*api.PreStartContainerResponse, error) {
+	return &api.PreStartContainerResponse{}, nil
+}
+
+// Run serves the plugin until ctx is done: it listens on its socket,
+// registers with the kubelet, and checks every WatchInterval that its
+// socket is still there and the kubelet's is the one it registered with;
+// when not (the kubelet restarted and cleaned the directory), it serves on
+// a new socket and registers again. A kubelet that is not there yet is
+// waited for. Health is checked every HealthInterval. Run returns nil when
+// ctx is done, and an error only when the socket directory cannot be used.
+func (p *Plugin) Run(ctx context.Context) error {
+	if err := os.MkdirAll(p.opts.SocketDir, 0o755); err != nil {
+		return fmt.Errorf("deviceplugin: socket directory: %w", err)
+	}
+	var srv *grpc.Server
+	stopServer := func() {
+		if srv != nil {
+			srv.Stop()
+			srv = nil
+		}
+		_ = os.Remove(p.SocketPath())
+	}
+	defer stopServer()
+
+	var (
+		registeredWith fileID
+		ours           fileID
+	)
+	watch := time.NewTicker(p.opts.WatchInterval)
+	defer watch.Stop()
+	var health <-chan time.Time
+	if p.opts.HealthInterval > 0 {
+		p.CheckHealth()
+		t := time.NewTicker(p.opts.HealthInterval)
+		defer t.Stop()
+		health = t.C
+	}
+	for {
+		kubeletID, kubeletUp := statID(filepath.Join(p.opts.SocketDir, KubeletSocket))
+		ourID, ourUp := statID(p.SocketPath())
+		switch {
+		case srv != nil && ourUp && ourID == ours && kubeletUp && kubeletID == registeredWith:
+			// Registered with the kubelet that runs.
+		case !kubeletUp:
+			p.note("waiting for the kubelet: no " + KubeletSocket + " in " + p.opts.SocketDir)
+		default:
+			if srv == nil || !ourUp || ourID != ours {
+				stopServer()
+				var err error
+				if srv, err = p.serve(); err != nil {
+					return err
+				}
+				ours, _ = statID(p.SocketPath())
+			}
+			if err := p.register(ctx); err != nil {
+				p.note(err.Error())
+				break
+			}
+			registeredWith = kubeletID
+			p.mu.Lock()
+			p.regs++
+			n := p.regs
+			p.lastError = ""
+			p.mu.Unlock()
+			p.log.Info("registered with the kubelet", "resource", p.opts.ResourceName, "socket", p.SocketPath(),
+				"gpus", len(p.gpus), "registration", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-watch.C:
+		case <-health:
+			p.CheckHealth()
+		}
+	}
+}
+
+// note logs a problem once until it changes.
+func (p *Plugin) note(msg string) {
+	p.mu.Lock()
+	same := p.lastError == msg
+	p.lastError = msg
+	p.mu.Unlock()
+	if !same {
+		p.log.Warn(msg)
+	}
+}
+
+// serve listens on the plugin's socket and serves the API on it.
+func (p *Plugin) serve() (*grpc.Server, error) {
+	_ = os.Remove(p.SocketPath())
+	l, err := net.Listen("unix", p.SocketPath())
+	if err != nil {
+		return nil, fmt.Errorf("deviceplugin: listen on %s: %w", p.SocketPath(), err)
+	}
+	srv := grpc.NewServer()
+	api.RegisterDevicePluginServer(srv, p)
+	go func() {
+		if err := srv.Serve(l); err != nil {
+			p.log.Error("the device plugin's server stopped", "error", err)
+		}
+	}()
+	return srv, nil
+}
+
+// register registers the plugin with the kubelet.
+func (p *Plugin) register(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kubeletSock := filepath.Join(p.opts.SocketDir, KubeletSocket)
+	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("cannot reach the kubelet at %s: %w", kubeletSock, err)
+	}
+	defer conn.Close()
+	_, err = api.NewRegistrationClient(conn).Register(ctx, &api.RegisterRequest{
+		Version:      api.Version,
+		Endpoint:     p.opts.Endpoint,
+		ResourceName: p.opts.ResourceName,
+		Options:      &api.DevicePluginOptions{GetPreferredAllocationAvailable: true},
+	})
+	if err != nil {
+		return fmt.Errorf("the kubelet at %s refused the registration of %s: %w", kubeletSock, p.opts.ResourceName, err)
+	}
+	return nil
+}
+
+// fileID identifies a file: a recreated file has another.
+type fileID struct {
+	dev, ino uint64
+	ctime    int64
+}
+
+func statID(path string) (fileID, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{ctime: st.ModTime().UnixNano()}, true
+	}
+	return fileID{dev: sys.Dev, ino: sys.Ino, ctime: sys.Ctim.Nano()}, true
+}

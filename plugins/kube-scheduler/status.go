@@ -1,0 +1,254 @@
+package numaplace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/numaplace/numaplace/adapters/scheduler"
+)
+
+// ConditionMisfit is the type of the Node condition the plugin keeps on the
+// nodes it accounts: True while the node's accounting is not exactly its
+// pods' decisions (pods misfit the current machine, or cannot be read, or
+// request more than it has) or its topology annotation is malformed, with
+// the pods and reasons in the message; False once that is over. The plugin
+// writes it with a strategic merge patch of nodes/status (the scheduler's
+// service account needs "patch" on nodes/status, as the repository's
+// deploy/scheduler.yaml grants).
+const ConditionMisfit v1.NodeConditionType = "NUMAPlaceMisfit"
+
+// Reasons of the [ConditionMisfit] condition.
+const (
+	// MarkTopologyMalformed: the node's topology annotation cannot be read.
+	MarkTopologyMalformed = "TopologyMalformed"
+	// MarkNodeInvalid: the cache refuses the node as it is labelled (such
+	// as numaplace.io/memory-alignment with a value other than "true" or
+	// "false").
+	MarkNodeInvalid = "NodeInvalid"
+	// MarkMisfit: bound pods misfit the node's current machine or cannot
+	// be read, or request more than the machine has.
+	MarkMisfit = "PodsMisfit"
+	// MarkAllFit: the condition is over.
+	MarkAllFit = "AllFit"
+)
+
+// Event reasons of the plugin's Events on Nodes.
+const (
+	// EventTopologyMalformed: a topology annotation cannot be read (once
+	// per value).
+	EventTopologyMalformed = "NUMAPlaceTopologyMalformed"
+	// EventNodeInvalid: the node's labels make it unusable (once per
+	// reason).
+	EventNodeInvalid = "NUMAPlaceNodeInvalid"
+	// EventPodMisfit: a bound pod's accounting is not exactly its decision
+	// (a scheduler.Misfit), once per pod and reason.
+	EventPodMisfit = "NUMAPlacePodMisfit"
+	// EventPodUnaccounted: a bound pod cannot be read at all; what it holds
+	// is not accounted.
+	EventPodUnaccounted = "NUMAPlacePodUnaccounted"
+	// EventOvercommitted: the node's pods request more than its machine
+	// has.
+	EventOvercommitted = "NUMAPlaceOvercommitted"
+)
+
+// maxMarkMessage bounds the condition's message.
+const maxMarkMessage = 1024
+
+// mark is what a node's [ConditionMisfit] condition should say; nil means
+// False (nothing to report).
+type mark struct {
+	reason, message string
+}
+
+// markOf is the mark of a node's record.
+func markOf(rec *nodeRecord) *mark {
+	switch {
+	case rec.parseErr != nil:
+		return &mark{reason: MarkTopologyMalformed, message: truncate(Prefix + rec.err.Error())}
+	case rec.err != nil:
+		return &mark{reason: MarkNodeInvalid, message: truncate(Prefix + rec.err.Error())}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(rec.misfits)) {
+		m := rec.misfits[k]
+		parts = append(parts, fmt.Sprintf("%s (%s): %s", k, m.Kind, m.Reason))
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.unaccounted)) {
+		parts = append(parts, fmt.Sprintf("%s (%s): %s", k, MisfitUnaccounted, rec.unaccounted[k]))
+	}
+	parts = append(parts, rec.overcommit...)
+	if len(parts) == 0 {
+		return nil
+	}
+	return &mark{reason: MarkMisfit, message: truncate("numaplace: " + joinSemi(parts))}
+}
+
+func joinSemi(parts []string) string { return strings.Join(parts, "; ") }
+
+func truncate(s string) string {
+	if len(s) <= maxMarkMessage {
+		return s
+	}
+	cut := maxMarkMessage - len(" ...")
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + " ..."
+}
+
+// marker keeps the nodes' [ConditionMisfit] conditions as the plugin's
+// records say, on its own goroutine (a patch is an API call, never made
+// under the plugin's locks), retrying with backoff.
+type marker struct {
+	pl     *Plugin
+	nodes  corelisters.NodeLister
+	queue  workqueue.TypedRateLimitingInterface[string]
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu   sync.Mutex
+	want map[string]*mark
+}
+
+func newMarker(ctx context.Context, pl *Plugin, nodes corelisters.NodeLister) *marker {
+	ctx, cancel := context.WithCancel(ctx)
+	m := &marker{pl: pl, nodes: nodes, cancel: cancel, done: make(chan struct{}), want: map[string]*mark{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "numaplace-node-marks"})}
+	go m.run(ctx)
+	return m
+}
+
+// update records what the node's condition should say and has it written.
+func (m *marker) update(node string, mk *mark) {
+	m.mu.Lock()
+	m.want[node] = mk
+	m.mu.Unlock()
+	m.queue.Add(node)
+}
+
+// forget drops what the plugin wanted of a node that is gone.
+func (m *marker) forget(node string) {
+	m.mu.Lock()
+	delete(m.want, node)
+	m.mu.Unlock()
+}
+
+// wanted returns the node's mark and whether the plugin has one.
+func (m *marker) wanted(node string) (*mark, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mk, ok := m.want[node]
+	return mk, ok
+}
+
+func (m *marker) stop() {
+	m.cancel()
+	m.queue.ShutDown()
+	<-m.done
+}
+
+func (m *marker) run(ctx context.Context) {
+	defer close(m.done)
+	go func() {
+		<-ctx.Done()
+		m.queue.ShutDown()
+	}()
+	for {
+		name, quit := m.queue.Get()
+		if quit {
+			return
+		}
+		err := m.write(ctx, name)
+		if err != nil && ctx.Err() == nil {
+			m.pl.logger.Error(err, "Writing the node's condition", "node", name, "condition", ConditionMisfit)
+			m.queue.AddRateLimited(name)
+		} else {
+			m.queue.Forget(name)
+		}
+		m.queue.Done(name)
+	}
+}
+
+// write patches the node's condition when it differs from the mark.
+func (m *marker) write(ctx context.Context, name string) error {
+	mk, ok := m.wanted(name)
+	if !ok || m.pl.handle == nil || m.pl.handle.ClientSet() == nil {
+		return nil
+	}
+	n, err := m.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		m.mu.Lock()
+		delete(m.want, name)
+		m.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var cur *v1.NodeCondition
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == ConditionMisfit {
+			cur = &n.Status.Conditions[i]
+		}
+	}
+	want := v1.NodeCondition{Type: ConditionMisfit, Status: v1.ConditionFalse, Reason: MarkAllFit,
+		Message: "numaplace: every bound pod is accounted exactly by its decision on the node's machine"}
+	if mk != nil {
+		want.Status, want.Reason, want.Message = v1.ConditionTrue, mk.reason, mk.message
+	}
+	switch {
+	case cur == nil && mk == nil:
+		return nil // never marked: nothing to say
+	case cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message:
+		return nil
+	}
+	now := metav1.NewTime(time.Now())
+	want.LastHeartbeatTime, want.LastTransitionTime = now, now
+	if cur != nil && cur.Status == want.Status {
+		want.LastTransitionTime = cur.LastTransitionTime
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []v1.NodeCondition{want}}})
+	if err != nil {
+		return err
+	}
+	_, err = m.pl.handle.ClientSet().CoreV1().Nodes().PatchStatus(ctx, name, patch)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// event records an Event on the node (with the pod, if any, as the related
+// object) through the framework's recorder, its note cut to 1 KiB.
+func (pl *Plugin) event(n *v1.Node, related *v1.Pod, eventtype, reason, action, note string, args ...any) {
+	if pl.handle == nil || n == nil {
+		return
+	}
+	rec := pl.handle.EventRecorder()
+	if rec == nil {
+		return
+	}
+	var rel runtime.Object
+	if related != nil {
+		rel = related
+	}
+	// events.k8s.io/v1 refuses notes longer than 1 KiB.
+	rec.Eventf(n, rel, eventtype, reason, action, "%s", truncate(fmt.Sprintf(note, args...)))
+}
+
+// misfitKinds are the kinds of the numaplace_misfit_pods gauge.
+var misfitKinds = []string{string(scheduler.MisfitLost), string(scheduler.MisfitUnplaced), string(scheduler.MisfitInvalid), MisfitUnaccounted}

@@ -56,6 +56,9 @@ var (
 	ErrNoMachine = errors.New("no machine")
 	// ErrInvalidOptions: allocator.New was given options it cannot use.
 	ErrInvalidOptions = errors.New("invalid allocator options")
+	// ErrTooManyThreads: allocator.New was given a machine with a core of
+	// more than MaxThreadsPerCore threads.
+	ErrTooManyThreads = errors.New("too many threads per core")
 	// ErrUnknownNode: an allocation entering a state (Claim, Restore,
 	// ReplaceMachine) names a NUMA node ID the machine does not have; the
 	// error is a *[NodeError].

@@ -117,5 +117,6 @@ func (s *State) ReplaceMachine(m *topology.Machine) error {
 // holds the write lock).
 func (s *State) adoptMachine(t *State) {
 	s.adopt(t)
-	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.allPool
+	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.setBit, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.setBit, t.allPool
+	s.distTab, s.setOf = t.distTab, t.setOf
 }

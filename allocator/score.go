@@ -30,12 +30,11 @@ func (s *State) Score(r *Request) (int, error) {
 			return 0, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
 		}
 	}
-	sc := s.getScratch()
-	defer s.putScratch(sc)
+	sr := s.searcher(r, nil)
+	defer sr.done()
 	// The admission decision alone: the score needs the span's width, not
 	// the span, and the width is known without choosing one.
-	p, err := s.decide(r, sc, false)
-	if err != nil {
+	if err := sr.decide(false); err != nil {
 		return 0, err
 	}
 	// Aligned: the span is no wider than width_cap, the narrowest the
@@ -46,27 +45,20 @@ func (s *State) Score(r *Request) (int, error) {
 	// placement counts as not aligned.
 	aligned := true // SingleNUMANode and Restricted: admission demands it
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
-		widthCap, _ := s.widthCapLocked(r, sc)
-		aligned = p.widthFree <= max(widthCap, 1) && !sc.cut()
+		widthCap, _ := sr.widthCap()
+		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut()
 	}
 
 	// Utilisation after the placement, averaged over the demanded kinds.
 	var util float64
 	kinds := 0
-	for _, res := range s.res {
-		d := res.Demand(r)
-		if d == 0 {
-			continue
-		}
-		var capacity, free int64
-		for i := 0; i < s.n; i++ {
-			capacity += res.Capacity(r, i)
-			free += res.Free(r, i)
-		}
-		if capacity > 0 {
-			// Devices of unknown NUMA node are left out: d may exceed what
-			// the known nodes give, hence the clamp below.
-			util += min(float64(capacity-free+d)/float64(capacity), 1)
+	sr.capacity()
+	sr.sums()
+	for j := 0; j < sr.k; j++ {
+		if capacity := sr.capSum[j]; capacity > 0 {
+			// Devices of unknown NUMA node are left out: the demand may
+			// exceed what the known nodes give, hence the clamp below.
+			util += min(float64(capacity-sr.freeSum[j]+sr.demand[j])/float64(capacity), 1)
 			kinds++
 		}
 	}

@@ -187,7 +187,7 @@ func (s *State) cloneLocked() *State {
 		ids: make(map[string]int32, len(s.ids)), recs: slices.Clone(s.recs),
 		freeRecs: slices.Clone(s.freeRecs), single: s.single, multi: s.multi,
 		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
-		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet}
+		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab}
 	for id, idx := range s.ids {
 		c.ids[id] = idx
 	}

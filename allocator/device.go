@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/numaplace/numaplace/allocator/devchoice"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -21,11 +22,13 @@ const GPUClass = "gpu"
 // is unknown are unplaced: only None requests receive them. Unhealthy
 // devices are never handed out and are not capacity.
 //
-// Preferences inside a node: the devices of one PCIe switch when one switch
-// has enough free (the switch with the fewest free that suffices, so larger
-// groups stay whole), else switches in decreasing order of free devices;
-// within a switch, GPUs with more NVLink links among themselves when the
-// machine describes NVLinks; the lowest IDs on a tie.
+// Which devices: the engine decides how many each NUMA node of the span
+// gives; the devices themselves are chosen by the one device chooser
+// (allocator/devchoice, the same as kubelet.DevicePlugin's
+// GetPreferredAllocation), node by node, for every class the request asks
+// for at once: NICs and other classes under the PCIe switches of the GPUs
+// chosen (GPUDirect RDMA), then the fewest switches, the most NVLink links,
+// best fit, the lowest IDs, in the order of [devchoice.Rank].
 type Devices struct {
 	class    string
 	isGPU    bool     // class is GPUClass: asked for by Request.GPUs, held in Allocation.GPUs
@@ -52,15 +55,10 @@ type Devices struct {
 	groupDev   []int32
 	groupFree  []int32
 	nodeGroups [][]int32
-	// The NVLink links between devices (GPUs only), as adjacency lists:
-	// device i links to linkPeer[linkOff[i]:linkOff[i+1]] (ascending
-	// device index) with linkN of them each. Memory is linear in devices
-	// plus links; linkOff is nil when the machine describes no NVLinks.
-	linkOff  []int32
-	linkPeer []int32
-	linkN    []int32
-	scratch  []int32
-	pick     pickScratch
+	// freeSet holds the free healthy devices (by index), for the chooser.
+	freeSet devchoice.Set
+	joint   *deviceJoint // shared by the state's device classes
+	ci      int          // the class's index in joint
 }
 
 var (
@@ -80,41 +78,7 @@ func newGPUs(m *topology.Machine) *Devices {
 		d.ids = append(d.ids, strconv.Itoa(g.ID))
 		d.add(m, i, g.NUMANode, g.PCIeSwitch, switches)
 	}
-	d.buildLinks(m.NVLinks())
 	return d.finish()
-}
-
-// buildLinks builds the adjacency lists of the NVLinks between known GPUs
-// (links may name GPUs the machine does not list; those are left out) in
-// O(n + l log l) time and O(n + l) memory for n GPUs and l links.
-func (d *Devices) buildLinks(links []topology.NVLink) {
-	type half struct{ a, b, n int32 }
-	var halves []half
-	for _, l := range links {
-		a, okA := d.gpuIndex(l.A)
-		b, okB := d.gpuIndex(l.B)
-		if okA && okB && a != b && l.Links > 0 {
-			halves = append(halves, half{a, b, int32(l.Links)}, half{b, a, int32(l.Links)})
-		}
-	}
-	if len(halves) == 0 {
-		return
-	}
-	slices.SortFunc(halves, func(x, y half) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b)) })
-	d.linkOff = make([]int32, len(d.gpuIDs)+1)
-	d.linkPeer = make([]int32, 0, len(halves))
-	d.linkN = make([]int32, 0, len(halves))
-	for j, h := range halves {
-		if j > 0 && halves[j-1].a == h.a && halves[j-1].b == h.b {
-			continue // a pair listed twice keeps its first count
-		}
-		d.linkPeer = append(d.linkPeer, h.b)
-		d.linkN = append(d.linkN, h.n)
-		d.linkOff[h.a+1]++
-	}
-	for i := 1; i < len(d.linkOff); i++ {
-		d.linkOff[i] += d.linkOff[i-1]
-	}
 }
 
 // newDeviceClass returns the resource of m's devices of the given class (not
@@ -141,12 +105,13 @@ func allocDevices(m *topology.Machine, class string, n int) *Devices {
 		healthy: make([]bool, n), held: make([]bool, n),
 		byNode: make([][]int32, m.NumNodes()), nodeCap: make([]int64, m.NumNodes()),
 		nodeFree: make([]int64, m.NumNodes()), groupOf: make([]int32, n),
-		nodeGroups: make([][]int32, m.NumNodes()),
+		nodeGroups: make([][]int32, m.NumNodes()), freeSet: devchoice.NewSet(n),
 	}
 }
 
 func (d *Devices) add(m *topology.Machine, i int, node numa.NodeID, sw string, switches map[string]int32) {
 	d.healthy[i] = true
+	d.freeSet.Add(i)
 	d.node[i] = -1
 	if idx, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
 		d.node[i] = int16(idx)
@@ -248,6 +213,9 @@ func (d *Devices) setHeld(i int32, held bool) {
 	delta := int32(1)
 	if held {
 		delta = -1
+		d.freeSet.Remove(int(i))
+	} else {
+		d.freeSet.Add(int(i))
 	}
 	if n := d.node[i]; n >= 0 {
 		d.nodeFree[n] += int64(delta)
@@ -267,6 +235,13 @@ func (d *Devices) setHealthy(i int32, healthy bool) bool {
 	delta := int32(1)
 	if !healthy {
 		delta = -1
+	}
+	switch {
+	case d.held[i]:
+	case healthy:
+		d.freeSet.Add(int(i))
+	default:
+		d.freeSet.Remove(int(i))
 	}
 	if n := d.node[i]; n >= 0 {
 		d.nodeCap[n] += int64(delta)
@@ -389,25 +364,163 @@ func (d *Devices) switchesNeeded(node, k int) int {
 	return n
 }
 
-// Take picks the devices.
-func (d *Devices) Take(_ *Request, amounts []int64, unplaced int64, a *Allocation) {
-	picked := d.scratch[:0]
-	for node, k := range amounts {
-		if k > 0 {
-			picked = d.pickNode(node, int(k), picked)
+// Take records the amounts of one decision; the devices themselves are
+// chosen once every device class the request asks for has recorded its
+// amounts (see [deviceJoint.take]), so that the classes are chosen
+// together and NICs pair with GPUs.
+func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocation) {
+	j := d.joint
+	if j.r != r || j.a != a { // a new decision: forget any earlier record
+		j.r, j.a = r, a
+		clear(j.got)
+	}
+	copy(j.amt[d.ci], amounts)
+	j.unplaced[d.ci] = unplaced
+	j.got[d.ci] = true
+	for ci, res := range j.res {
+		if res != nil && !j.got[ci] && res.Demand(r) > 0 {
+			return // another class of the request is still to come
 		}
 	}
-	for _, i := range d.unplaced {
-		if unplaced == 0 {
+	j.take(a)
+	j.r, j.a = nil, nil
+	clear(j.got)
+}
+
+// deviceJoint is what the device resources of one state share: the
+// machine's device index for the one device chooser (allocator/devchoice,
+// the same chooser kubelet.DevicePlugin.GetPreferredAllocation uses), its
+// working memory, and the amounts of the decision being taken. It is used
+// under the state's write lock only; a clone of the state gets its own
+// (sharing the immutable index).
+type deviceJoint struct {
+	x   *devchoice.Index
+	ch  *devchoice.Chooser // made on the first choice
+	res []*Devices         // by devchoice class index (nil: the state has no such resource)
+	// The decision being taken: its request and allocation, and per class
+	// the amounts recorded by Take (per node), the unplaced amount and
+	// whether Take recorded them.
+	r        *Request
+	a        *Allocation
+	amt      [][]int64
+	unplaced []int64
+	got      []bool
+	picked   [][]int32
+	wants    []devchoice.Want
+}
+
+// linkDevices gives the device resources of s one shared deviceJoint (the
+// index of ix when it is not nil, a new one otherwise). New and the clones
+// of a state call it once their resources exist. It takes time linear in
+// the machine's devices and NVLinks when it builds the index, O(classes)
+// otherwise.
+func (s *State) linkDevices(ix *devchoice.Index) {
+	if ix == nil {
+		ix, _ = devchoice.NewIndex(s.m) // never fails on a machine
+	}
+	names := ix.Classes()
+	j := &deviceJoint{x: ix, res: make([]*Devices, len(names)), amt: make([][]int64, len(names)),
+		unplaced: make([]int64, len(names)), got: make([]bool, len(names)), picked: make([][]int32, len(names))}
+	for ci, name := range names {
+		d := s.gpu
+		if ci > 0 {
+			d = s.classes[name]
+		}
+		if d == nil {
+			continue
+		}
+		d.joint, d.ci = j, ci
+		j.res[ci] = d
+		j.amt[ci] = make([]int64, s.n)
+	}
+}
+
+// take chooses the devices of the recorded decision and records them in a.
+// Node by node of the span, the classes' amounts there are one request to
+// the chooser (GPUs first, so that the other classes pair with them under
+// their PCIe switches), and the unplaced amounts one more, on the devices
+// of unknown NUMA node; the chooser's cost (see devchoice.Chooser.Choose)
+// is paid once per node that gives devices.
+func (j *deviceJoint) take(a *Allocation) {
+	if j.ch == nil {
+		j.ch = j.x.NewChooser()
+	}
+	for ci := range j.picked {
+		j.picked[ci] = j.picked[ci][:0]
+	}
+	n := 0
+	for _, amt := range j.amt {
+		n = max(n, len(amt))
+	}
+	for node := range n {
+		j.choose(numa.Mask(0).With(node), false, func(ci int) int64 { return j.amt[ci][node] })
+	}
+	j.choose(0, true, func(ci int) int64 { return j.unplaced[ci] })
+	for ci, d := range j.res {
+		if d != nil && j.got[ci] {
+			d.record(j.picked[ci], a)
+		}
+	}
+}
+
+// choose asks the chooser for count(ci) devices of every class recorded,
+// on the nodes of nodes (or on the unknown node), and takes them.
+func (j *deviceJoint) choose(nodes numa.Mask, unknown bool, count func(ci int) int64) {
+	j.wants = j.wants[:0]
+	for ci, d := range j.res {
+		if d != nil && j.got[ci] {
+			if k := count(ci); k > 0 {
+				j.wants = append(j.wants, devchoice.Want{Class: ci, Count: int(k), Free: d.freeSet})
+			}
+		}
+	}
+	if len(j.wants) == 0 {
+		return
+	}
+	if len(j.wants) > devchoice.MaxWants {
+		// More classes than one choice takes: each class on its own.
+		for _, w := range j.wants {
+			j.chooseWants(nodes, unknown, []devchoice.Want{w})
+		}
+		return
+	}
+	j.chooseWants(nodes, unknown, j.wants)
+}
+
+func (j *deviceJoint) chooseWants(nodes numa.Mask, unknown bool, wants []devchoice.Want) {
+	res, err := j.ch.Choose(&devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: wants})
+	for k, w := range wants {
+		d := j.res[w.Class]
+		if err != nil { // cannot happen: the engine took the amounts from the free ones
+			j.picked[w.Class] = d.takeAny(nodes, unknown, w.Count, j.picked[w.Class])
+			continue
+		}
+		for i := range res.Devices(k).All() {
+			d.setHeld(int32(i), true)
+			j.picked[w.Class] = append(j.picked[w.Class], int32(i))
+		}
+	}
+}
+
+// takeAny takes k free devices of the nodes (or of unknown node), the
+// lowest indices first.
+func (d *Devices) takeAny(nodes numa.Mask, unknown bool, k int, dst []int32) []int32 {
+	for i := range d.node {
+		if k == 0 {
 			break
 		}
-		if d.isFree(i) {
-			d.setHeld(i, true)
-			picked = append(picked, i)
-			unplaced--
+		n := int(d.node[i])
+		if d.isFree(int32(i)) && (n < 0 && unknown || n >= 0 && nodes.Contains(n)) {
+			d.setHeld(int32(i), true)
+			dst = append(dst, int32(i))
+			k--
 		}
 	}
-	d.scratch = picked
+	return dst
+}
+
+// record writes the picked devices (indices) into a.
+func (d *Devices) record(picked []int32, a *Allocation) {
 	if len(picked) == 0 {
 		return
 	}
@@ -427,155 +540,6 @@ func (d *Devices) Take(_ *Request, amounts []int64, unplaced int64, a *Allocatio
 		a.Devices = map[string][]string{}
 	}
 	a.Devices[d.class] = ids
-}
-
-// pickNode takes k free devices of node, by switch preference: the
-// smallest group that holds all k, else the largest, again while k is not
-// reached.
-func (d *Devices) pickNode(node, k int, dst []int32) []int32 {
-	for k > 0 {
-		best, bestCount := int32(-1), 0
-		for _, g := range d.nodeGroups[node] {
-			c := int(d.groupFree[g])
-			better := false
-			switch {
-			case c == 0:
-			case best < 0:
-				better = true
-			case c >= k && bestCount >= k:
-				better = c < bestCount
-			case c >= k:
-				better = true
-			case bestCount < k:
-				better = c > bestCount
-			}
-			if better {
-				best, bestCount = g, c
-			}
-		}
-		if best < 0 {
-			return dst // cannot happen when the engine checked Free
-		}
-		n := min(k, bestCount)
-		dst = d.pickGroup(best, n, dst)
-		k -= n
-	}
-	return dst
-}
-
-// pickGroup takes k free devices of switch group g: the lowest IDs, or,
-// when the machine describes NVLinks, greedily the devices with the most
-// links among themselves (the best-linked device first, then the one with
-// the most links to those already chosen; the lowest ID on a tie). A
-// request for one device takes the least-linked one. It costs O(k·f + the
-// group's links) for f free devices in the group, and its working memory is
-// linear in f.
-func (d *Devices) pickGroup(g int32, k int, dst []int32) []int32 {
-	members := d.groupDev[d.groupOff[g]:d.groupOff[g+1]]
-	if d.linkOff == nil {
-		for _, i := range members {
-			if k == 0 {
-				break
-			}
-			if d.isFree(i) {
-				d.setHeld(i, true)
-				dst = append(dst, i)
-				k--
-			}
-		}
-		return dst
-	}
-	cand := d.pick.cand[:0]
-	for _, i := range members {
-		if d.isFree(i) {
-			cand = append(cand, i)
-		}
-	}
-	d.pick.cand = cand
-	if k >= len(cand) {
-		for _, i := range cand {
-			d.setHeld(i, true)
-		}
-		return append(dst, cand...)
-	}
-	// all[c]: links from candidate c to the other candidates; score[c]:
-	// links to the candidates chosen so far. Both come from merging c's
-	// adjacency list with the candidates (both ascending), so no table over
-	// pairs of devices is ever built.
-	nc := len(cand)
-	all := growInts(&d.pick.all, nc)
-	score := growInts(&d.pick.score, nc)
-	chosen := growBools(&d.pick.chosen, nc)
-	for c := range cand {
-		d.eachLinkIn(cand[c], cand, func(_ int, l int32) { all[c] += int(l) })
-		if k == 1 {
-			all[c] = -all[c] // a lone device: the least linked, keeping links for wider requests
-		}
-	}
-	for n := 0; n < k; n++ {
-		best := -1
-		for c := range cand {
-			if chosen[c] {
-				continue
-			}
-			if best < 0 || score[c] > score[best] || (score[c] == score[best] && all[c] > all[best]) {
-				best = c
-			}
-		}
-		chosen[best] = true
-		d.eachLinkIn(cand[best], cand, func(o int, l int32) { score[o] += int(l) })
-		d.setHeld(cand[best], true)
-		dst = append(dst, cand[best])
-	}
-	return dst
-}
-
-// pickScratch is the working memory of pickGroup, reused between calls
-// (under the state's write lock).
-type pickScratch struct {
-	cand   []int32
-	all    []int
-	score  []int
-	chosen []bool
-}
-
-// growInts returns (*buf)[:n] zeroed, growing the buffer when needed.
-func growInts(buf *[]int, n int) []int {
-	if cap(*buf) < n {
-		*buf = make([]int, n)
-	}
-	*buf = (*buf)[:n]
-	clear(*buf)
-	return *buf
-}
-
-// growBools returns (*buf)[:n] zeroed, growing the buffer when needed.
-func growBools(buf *[]bool, n int) []bool {
-	if cap(*buf) < n {
-		*buf = make([]bool, n)
-	}
-	*buf = (*buf)[:n]
-	clear(*buf)
-	return *buf
-}
-
-// eachLinkIn calls f(j, links) for every candidate cand[j] that device i
-// has NVLinks to; cand must be ascending.
-func (d *Devices) eachLinkIn(i int32, cand []int32, f func(j int, links int32)) {
-	peers := d.linkPeer[d.linkOff[i]:d.linkOff[i+1]]
-	ns := d.linkN[d.linkOff[i]:d.linkOff[i+1]]
-	for p, j := 0, 0; p < len(peers) && j < len(cand); {
-		switch {
-		case peers[p] < cand[j]:
-			p++
-		case peers[p] > cand[j]:
-			j++
-		default:
-			f(j, ns[p])
-			p++
-			j++
-		}
-	}
 }
 
 func (d *Devices) held2(a *Allocation) []string {
@@ -670,7 +634,8 @@ func (d *Devices) Clone() Resource {
 	c.nodeCap = slices.Clone(d.nodeCap)
 	c.nodeFree = slices.Clone(d.nodeFree)
 	c.groupFree = slices.Clone(d.groupFree)
-	c.scratch, c.pick = nil, pickScratch{}
+	c.freeSet = slices.Clone(d.freeSet)
+	c.joint = nil // the state's clone links its own (State.linkDevices)
 	return &c
 }
 

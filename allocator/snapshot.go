@@ -206,6 +206,7 @@ func (s *State) cloneLocked() *State {
 			c.classes[d.class] = c.res[j].(*Devices)
 		}
 	}
+	c.linkDevices(s.gpu.joint.x)
 	c.initPen()
 	return c
 }

@@ -140,6 +140,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 		s.classes[c] = d
 		s.res = append(s.res, d)
 	}
+	s.linkDevices(nil)
 	s.cpu = newCPUs(m)
 	s.mem = newMemory(m)
 	s.res = append(s.res, s.cpu, s.mem)

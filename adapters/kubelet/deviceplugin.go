@@ -137,8 +137,8 @@ type Preference struct {
 	NUMANodes []numa.NodeID
 	// UnknownNUMA counts the chosen GPUs whose NUMA node is unknown.
 	UnknownNUMA int
-	// Switches counts the PCIe switches the chosen GPUs sit under (a GPU
-	// whose switch is not described counts as its own).
+	// Switches counts the PCIe switches the chosen GPUs sit under (the GPUs
+	// of one NUMA node whose switch is not described count as one switch).
 	Switches int
 	// NVLinks is the number of NVLink links among the chosen GPUs (the sum
 	// over pairs).

@@ -88,11 +88,11 @@ func BenchmarkNewDevicePlugin(b *testing.B) {
 	})
 }
 
-// preferredCases are the machines and requests of
+// preferredCases returns the machines and the answers to the requests of
 // testdata/preferred_answers.txt: the presets with GPUs, machine16,
 // machine16Worst and random machines with NVLinks, each with random
 // requests (fixed seeds).
-func preferredCases(t testing.TB) []string {
+func preferredCases(t testing.TB) ([]*topology.Machine, []string) {
 	machines := []*topology.Machine{preset(t, "dgx-h100"), preset(t, "dgx-a100"),
 		preset(t, "xeon-2s-snc2-8gpu"), preset(t, "numa64"), machine16(t), machine16Worst(t)}
 	rng := rand.New(rand.NewPCG(11, 6))
@@ -142,15 +142,20 @@ func preferredCases(t testing.TB) []string {
 				strings.Join(a, ","), strings.Join(ms, ","), size, strings.Join(pref.Devices, ",")))
 		}
 	}
-	return lines
+	return machines, lines
 }
 
-// The answers of GetPreferredAllocation on realistic machines are those
-// recorded in testdata/preferred_answers.txt by the version that kept n×n
-// tables of NVLinks (before it was made linear in memory); -update-preferred
-// rewrites the file.
-func TestGetPreferredAllocationAnswersUnchanged(t *testing.T) {
-	got := preferredCases(t)
+// The answers of GetPreferredAllocation on realistic machines are never
+// worse than those recorded in testdata/preferred_answers.txt by the
+// version that kept n×n tables of NVLinks (before it was made linear in
+// memory and moved onto allocator/devchoice): each answer is a valid
+// choice (size devices of available, every must-include one among them)
+// whose reference rank (dpQuality, the criteria of devchoice.Rank) is at
+// least as good as the recorded answer's, and on an equal rank its IDs are
+// no higher (the tie rule: the lowest indices). -update-preferred rewrites
+// the file with today's answers.
+func TestGetPreferredAllocationAnswersNoWorse(t *testing.T) {
+	ms, got := preferredCases(t)
 	const file = "testdata/preferred_answers.txt"
 	if *updatePreferred {
 		require.NoError(t, os.WriteFile(file, []byte(strings.Join(got, "\n")+"\n"), 0o644))
@@ -165,8 +170,48 @@ func TestGetPreferredAllocationAnswersUnchanged(t *testing.T) {
 	}
 	require.NoError(t, sc.Err())
 	require.Equal(t, len(want), len(got))
-	for i := range want {
-		require.Equal(t, want[i], got[i], "line %d", i+1)
+	machines := map[string]*topology.Machine{}
+	for _, m := range ms {
+		machines[m.Name()] = m
 	}
-	require.True(t, slices.Equal(want, got))
+	list := func(s string) []int {
+		var out []int
+		for _, x := range strings.Split(s, ",") {
+			if x != "" {
+				v, err := strconv.Atoi(x)
+				require.NoError(t, err)
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	better := 0
+	for i := range want {
+		wq, wa, _ := strings.Cut(want[i], " -> ")
+		gq, ga, _ := strings.Cut(got[i], " -> ")
+		require.Equal(t, wq, gq, "line %d: the same question", i+1)
+		f := strings.Fields(gq)
+		m := machines[f[0]]
+		require.NotNil(t, m, "line %d", i+1)
+		avail, must := list(strings.TrimPrefix(f[1], "avail=")), list(strings.TrimPrefix(f[2], "must="))
+		size, err := strconv.Atoi(strings.TrimPrefix(f[3], "size="))
+		require.NoError(t, err)
+		old, nw := list(wa), list(ga)
+		require.Len(t, nw, size, "line %d", i+1)
+		for _, g := range nw {
+			require.Contains(t, avail, g, "line %d", i+1)
+		}
+		for _, g := range must {
+			require.Contains(t, nw, g, "line %d", i+1)
+		}
+		c := refCompare(dpQuality(m, avail, nw), dpQuality(m, avail, old))
+		require.LessOrEqual(t, c, 0, "line %d: %v ranks below the recorded %v", i+1, nw, old)
+		if c == 0 {
+			require.LessOrEqual(t, slices.Compare(nw, old), 0, "line %d: %v ties with the recorded %v on higher IDs", i+1, nw, old)
+		}
+		if c < 0 || !slices.Equal(nw, old) {
+			better++
+		}
+	}
+	t.Logf("%d of %d answers changed, each ranking at least as well as before", better, len(want))
 }

@@ -56,7 +56,8 @@ func ids(from, to int, except ...int) []string {
 func TestGetPreferredAllocation(t *testing.T) {
 	m16 := machine16(t)
 	a100 := preset(t, "dgx-a100")
-	// Eight GPUs without switches or links; two of unknown NUMA node.
+	// Eight GPUs without switches (those of one NUMA node count as one
+	// switch) or links; two of unknown NUMA node.
 	plainB := topology.NewBuilder("plain").
 		AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 7)}).
 		AddNode(topology.Node{ID: 1, Socket: 0, CPUs: numa.CPURange(8, 15)}).
@@ -95,9 +96,9 @@ func TestGetPreferredAllocation(t *testing.T) {
 		{"dgx-a100: four on one socket", a100, ids(0, 7), nil, 4, ids(0, 3), 2, 72},
 		{"dgx-a100: best fit takes the lone GPU", a100, ids(0, 7, 1), nil, 3, []string{"0", "2", "3"}, 2, 36},
 		{"dgx-a100: same socket before lower index", a100, ids(0, 7, 1, 2, 3, 5, 7), nil, 2, []string{"4", "6"}, 2, 12},
-		{"plain: one node", plain, ids(0, 7), nil, 3, ids(3, 5), 3, 0},
-		{"plain: nearest nodes", plain, ids(0, 7, 3, 4, 5), nil, 3, ids(0, 2), 3, 0},
-		{"plain: unknown NUMA last", plain, ids(0, 7), []string{"6"}, 2, ids(6, 7), 2, 0},
+		{"plain: one node", plain, ids(0, 7), nil, 3, ids(3, 5), 1, 0},
+		{"plain: nearest nodes", plain, ids(0, 7, 3, 4, 5), nil, 3, ids(0, 2), 2, 0},
+		{"plain: unknown NUMA last", plain, ids(0, 7), []string{"6"}, 2, ids(6, 7), 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,8 +167,8 @@ func dpQuality(m *topology.Machine, available, sel []int) dpKey {
 		return -1
 	}
 	swKey := func(g topology.GPU) string {
-		if g.PCIeSwitch == "" {
-			return "gpu" + strconv.Itoa(g.ID)
+		if g.PCIeSwitch == "" { // one switch of their own per NUMA node
+			return "\x00node" + strconv.Itoa(group(g))
 		}
 		return g.PCIeSwitch
 	}

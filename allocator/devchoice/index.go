@@ -121,10 +121,19 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	var devs []dev
 	switches := map[string]int32{}
-	swOf := func(name string) int32 {
-		if name == "" { // its own switch: nothing known to be shared
-			x.nswitch++
-			return int32(x.nswitch - 1)
+	// A named switch is one switch wherever its devices are; the devices of
+	// one NUMA node (or of unknown node) whose switch is not described
+	// share one switch of their own: nothing tells them apart.
+	unnamed := map[int32]int32{}
+	swOf := func(name string, group int32) int32 {
+		if name == "" {
+			s, ok := unnamed[group]
+			if !ok {
+				s = int32(x.nswitch)
+				unnamed[group] = s
+				x.nswitch++
+			}
+			return s
 		}
 		s, ok := switches[name]
 		if !ok {
@@ -144,7 +153,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	x.classes = append(x.classes, classInfo{name: GPUClass})
 	for _, g := range m.GPUs() {
-		devs = append(devs, dev{class: 0, group: group(g), sw: swOf(g.PCIeSwitch), id: strconv.Itoa(g.ID), gpuID: g.ID})
+		devs = append(devs, dev{class: 0, group: group(g), sw: swOf(g.PCIeSwitch, group(g)), id: strconv.Itoa(g.ID), gpuID: g.ID})
 	}
 	for _, d := range m.Devices() { // ordered by class, then ID
 		c := len(x.classes) - 1
@@ -158,7 +167,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 				node = int32(i)
 			}
 		}
-		devs = append(devs, dev{class: c, group: node, sw: swOf(d.PCIeSwitch), id: d.ID})
+		devs = append(devs, dev{class: c, group: node, sw: swOf(d.PCIeSwitch, node), id: d.ID})
 	}
 	nc := len(x.classes)
 	// Buckets group by group, in each group in order of their first device

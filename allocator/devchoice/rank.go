@@ -18,7 +18,9 @@ import "cmp"
 //     min(first-class devices, devices of the class) pairs are counted, so
 //     two GPUs under two switches pair best with one NIC under each;
 //  5. Switches: the fewest PCIe switches holding the chosen devices of
-//     every class (a device without a described switch counts as its own);
+//     every class (the devices of one NUMA node whose switch is not
+//     described count as under one switch of their own: nothing tells them
+//     apart, so they also pair with each other);
 //  6. NVLinks: the most NVLink links among the chosen GPUs (the sum over
 //     pairs);
 //  7. SwitchLeft: best fit: the fewest free devices (of the requested

@@ -17,7 +17,7 @@ import (
 // itself (not from the Index).
 type refDev struct {
 	group  int    // dense NUMA node, or -1 for unknown
-	sw     string // switch key: the switch name, or a key of its own
+	sw     string // switch key: the switch name, or one key per NUMA node for devices without one
 	gpuID  int    // GPUs only
 	isGPU  bool
 	global int // position among all devices (for NVLink look-ups of GPUs: the GPU ID)
@@ -42,7 +42,7 @@ func refClasses(m *topology.Machine) (names []string, devs [][]refDev) {
 	for _, g := range m.GPUs() {
 		sw := g.PCIeSwitch
 		if sw == "" {
-			sw = "own-gpu-" + strconv.Itoa(g.ID)
+			sw = "\x00node" + strconv.Itoa(node(g.NUMANode))
 		}
 		devs[0] = append(devs[0], refDev{group: node(g.NUMANode), sw: sw, gpuID: g.ID, isGPU: true})
 	}
@@ -53,7 +53,7 @@ func refClasses(m *topology.Machine) (names []string, devs [][]refDev) {
 		}
 		sw := d.PCIeSwitch
 		if sw == "" {
-			sw = "own-dev-" + strconv.Itoa(i)
+			sw = "\x00node" + strconv.Itoa(node(d.NUMANode))
 		}
 		devs[len(devs)-1] = append(devs[len(devs)-1], refDev{group: node(d.NUMANode), sw: sw, global: i})
 	}
@@ -524,4 +524,3 @@ func TestWordPathIsTheGeneralPath(t *testing.T) {
 		}
 	})
 }
-

@@ -1,0 +1,36 @@
+// Package devchoice is numaplace's one device chooser: which devices (GPUs,
+// RDMA NICs, any PCI class) of one machine to give a request, out of the
+// free ones. The allocator uses it for the devices inside the span it has
+// decided (allocator.Devices), and kubelet.DevicePlugin for the device
+// plugin API's GetPreferredAllocation (and so the node agent's device
+// plugin), so the two prefer the same devices.
+//
+// An [Index] describes the machine's devices once (classes, NUMA nodes,
+// PCIe switches, NVLinks; immutable, linear in the devices and NVLinks); a
+// [Chooser] holds the working memory of one call at a time; a [Request]
+// names the allowed NUMA nodes and, per class, a count, the free devices
+// and the must-include ones, as [Set]s of dense indices. [Chooser.Choose]
+// returns the best choice under [Rank], whose doc comment is the one
+// statement of the preference order: the fewest NUMA nodes, without devices
+// of unknown node, the nearest nodes, NICs paired with GPUs under one PCIe
+// switch, the fewest switches, the most NVLink links, best fit, the lowest
+// indices.
+//
+// Pairing: when a request asks for GPUs and devices of another class (RDMA
+// NICs), GPUs are its first class and every other device counts as paired
+// when a chosen GPU sits under its PCIe switch, as GPUDirect RDMA needs
+// (Koordinator's deviceshare plugin allocates RDMA NICs under the PCIe
+// switches of the GPUs it chose, when a pod asks for the two jointly; here
+// the pairing is a criterion of one joint choice, ranked before the switch
+// count, so a GPU is chosen where a NIC can join it). The devices of one
+// NUMA node whose switch is not described count as under one switch of
+// their own.
+//
+// Complexity and exactness are stated on [Chooser.Choose]: the search goes
+// level by level (NUMA nodes, switches, devices) with bounds and fixed
+// budgets, never over subsets of devices; below the budgets, which real
+// servers stay under, the node and distance criteria are exact, and the
+// tests compare it with a search over every subset on small machines.
+// Machines of at most 64 devices of the class asked for take a path on
+// single words that makes the same choices (also tested).
+package devchoice

@@ -37,8 +37,10 @@
 // the preference is a heuristic over the first candidates in node order.
 // Admissibility is exact or refused: the subset search is exhaustive on up
 // to 16 NUMA nodes, and beyond that a decision takes at most a fixed number
-// of steps of its search over node classes and refuses with
-// [ErrSearchLimit] when that bound cuts it. No method holds the state's lock
+// of steps of its search over node classes and refuses a Restricted request
+// with [ErrSearchLimit] when that bound cuts it; None and BestEffort are
+// admitted by the free totals and never refused so (their width_free, and
+// so their span's preference, is then the best the bound found). No method holds the state's lock
 // for unbounded work; each method's doc comment states its bound.
 //
 // Everything that enters or leaves a State names NUMA nodes, CPUs and

@@ -169,8 +169,8 @@ type classSearch struct {
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
-	keys   [numa.MaxNodes]uint64 // sort buffers
-	vals   [numa.MaxNodes]int64
+	keys    [numa.MaxNodes]uint64 // sort buffers
+	vals    [numa.MaxNodes]int64
 	found   numa.Mask
 	budget  int  // steps dfs may still take
 	cut     bool // dfs ran out of budget

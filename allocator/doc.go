@@ -13,7 +13,11 @@
 //
 // The engine composes [Resource] implementations: [CPUs] (SMT-aware),
 // [Devices] of a class (GPUs, RDMA NICs, any PCI class) and [Memory];
-// Options.Resources adds kinds of the caller's own. It searches the NUMA node sets
+// Options.Resources (one machine) and Options.NewResources (made per
+// machine) add kinds of the caller's own, which requests ask for in
+// Request.Amounts and allocations hold in Allocation.Amounts (see
+// ExampleOptions_hugepages and docs/design.md for what does not carry
+// them: the decision annotation and the node side). It searches the NUMA node sets
 // jointly for all demanded kinds, narrowest first, with bounds and pruning
 // (see the cover type's comment for the complexity), instead of
 // multiplying per-resource hints.

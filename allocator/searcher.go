@@ -375,6 +375,11 @@ func (sr *searcher) decide(choose bool) error {
 			return err
 		}
 	}
+	if len(r.Amounts) > 0 {
+		if err := s.checkAmounts(r); err != nil {
+			return err
+		}
+	}
 	if err := sr.loadDemands(); err != nil {
 		return err
 	}

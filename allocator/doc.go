@@ -13,7 +13,11 @@
 //
 // The engine composes [Resource] implementations: [CPUs] (SMT-aware),
 // [Devices] of a class (GPUs, RDMA NICs, any PCI class) and [Memory];
-// Options.Resources adds kinds of the caller's own. It searches the NUMA node sets
+// Options.Resources (one machine) and Options.NewResources (made per
+// machine) add kinds of the caller's own, which requests ask for in
+// Request.Amounts and allocations hold in Allocation.Amounts (see
+// ExampleOptions_hugepages and docs/design.md for what does not carry
+// them: the decision annotation and the node side). It searches the NUMA node sets
 // jointly for all demanded kinds, narrowest first, with bounds and pruning
 // (see the cover type's comment for the complexity), instead of
 // multiplying per-resource hints.
@@ -37,8 +41,10 @@
 // the preference is a heuristic over the first candidates in node order.
 // Admissibility is exact or refused: the subset search is exhaustive on up
 // to 16 NUMA nodes, and beyond that a decision takes at most a fixed number
-// of steps of its search over node classes and refuses with
-// [ErrSearchLimit] when that bound cuts it. No method holds the state's lock
+// of steps of its search over node classes and refuses a Restricted request
+// with [ErrSearchLimit] when that bound cuts it; None and BestEffort are
+// admitted by the free totals and never refused so (their width_free, and
+// so their span's preference, is then the best the bound found). No method holds the state's lock
 // for unbounded work; each method's doc comment states its bound.
 //
 // Everything that enters or leaves a State names NUMA nodes, CPUs and

@@ -25,7 +25,8 @@ import (
 //     nodes.
 //  4. penalty: for each demanded kind, in the engine's kind order (GPUs,
 //     the other device classes by name, CPUs, memory, then the kinds of
-//     Options.Resources as given), how far the span's split of the request
+//     Options.Resources and Options.NewResources as given), how far the
+//     span's split of the request
 //     (see [searcher.split]) is from the resource's own preference, its
 //     [Penalizer] penalty (0 for a resource without one), compared kind by
 //     kind: for devices the PCIe switch groups used beyond one per node, so

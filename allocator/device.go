@@ -407,6 +407,7 @@ type deviceJoint struct {
 	got      []bool
 	picked   [][]int32
 	wants    []devchoice.Want
+	req      devchoice.Request
 }
 
 // linkDevices gives the device resources of s one shared deviceJoint (the
@@ -440,22 +441,29 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 // the chooser (GPUs first, so that the other classes pair with them under
 // their PCIe switches), and the unplaced amounts one more, on the devices
 // of unknown NUMA node; the chooser's cost (see devchoice.Chooser.Choose)
-// is paid once per node that gives devices.
+// is paid once per node that gives devices, except where one class takes
+// every free device of the node (the only choice).
 func (j *deviceJoint) take(a *Allocation) {
-	if j.ch == nil {
-		j.ch = j.x.NewChooser()
-	}
-	for ci := range j.picked {
+	var nodes numa.Mask
+	unplaced := false
+	for ci, d := range j.res {
 		j.picked[ci] = j.picked[ci][:0]
+		if d == nil || !j.got[ci] {
+			continue
+		}
+		for node, k := range j.amt[ci] {
+			if k > 0 {
+				nodes |= 1 << uint(node)
+			}
+		}
+		unplaced = unplaced || j.unplaced[ci] > 0
 	}
-	n := 0
-	for _, amt := range j.amt {
-		n = max(n, len(amt))
+	for w := uint64(nodes); w != 0; w &= w - 1 {
+		j.choose(numa.Mask(w&-w), false)
 	}
-	for node := range n {
-		j.choose(numa.Mask(0).With(node), false, func(ci int) int64 { return j.amt[ci][node] })
+	if unplaced {
+		j.choose(0, true)
 	}
-	j.choose(0, true, func(ci int) int64 { return j.unplaced[ci] })
 	for ci, d := range j.res {
 		if d != nil && j.got[ci] {
 			d.record(j.picked[ci], a)
@@ -463,32 +471,53 @@ func (j *deviceJoint) take(a *Allocation) {
 	}
 }
 
-// choose asks the chooser for count(ci) devices of every class recorded,
-// on the nodes of nodes (or on the unknown node), and takes them.
-func (j *deviceJoint) choose(nodes numa.Mask, unknown bool, count func(ci int) int64) {
+// choose takes the recorded amounts of every class on the one node of
+// nodes, or the unplaced amounts when unknown is set.
+func (j *deviceJoint) choose(nodes numa.Mask, unknown bool) {
+	node := bits.TrailingZeros64(uint64(nodes))
 	j.wants = j.wants[:0]
 	for ci, d := range j.res {
-		if d != nil && j.got[ci] {
-			if k := count(ci); k > 0 {
-				j.wants = append(j.wants, devchoice.Want{Class: ci, Count: int(k), Free: d.freeSet})
+		if d == nil || !j.got[ci] {
+			continue
+		}
+		k := j.unplaced[ci]
+		if !unknown {
+			k = j.amt[ci][node]
+		}
+		if k > 0 {
+			j.wants = append(j.wants, devchoice.Want{Class: ci, Count: int(k), Free: d.freeSet})
+		}
+	}
+	switch {
+	case len(j.wants) == 0:
+	case len(j.wants) == 1 && !unknown && int64(j.wants[0].Count) == j.res[j.wants[0].Class].nodeFree[node]:
+		// Every free device of the node: the only choice.
+		ci := j.wants[0].Class
+		d := j.res[ci]
+		for _, i := range d.byNode[node] {
+			if d.isFree(i) {
+				d.setHeld(i, true)
+				j.picked[ci] = append(j.picked[ci], i)
 			}
 		}
-	}
-	if len(j.wants) == 0 {
-		return
-	}
-	if len(j.wants) > devchoice.MaxWants {
+	case len(j.wants) > devchoice.MaxWants:
 		// More classes than one choice takes: each class on its own.
-		for _, w := range j.wants {
-			j.chooseWants(nodes, unknown, []devchoice.Want{w})
+		for k := range j.wants {
+			j.chooseWants(nodes, unknown, j.wants[k:k+1])
 		}
-		return
+	default:
+		j.chooseWants(nodes, unknown, j.wants)
 	}
-	j.chooseWants(nodes, unknown, j.wants)
 }
 
+// chooseWants takes the chooser's choice of wants on nodes (or on the
+// unknown node).
 func (j *deviceJoint) chooseWants(nodes numa.Mask, unknown bool, wants []devchoice.Want) {
-	res, err := j.ch.Choose(&devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: wants})
+	if j.ch == nil {
+		j.ch = j.x.NewChooser()
+	}
+	j.req = devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: wants}
+	res, err := j.ch.Choose(&j.req)
 	for k, w := range wants {
 		d := j.res[w.Class]
 		if err != nil { // cannot happen: the engine took the amounts from the free ones

@@ -171,6 +171,7 @@ type Chooser struct {
 	// The best choice so far.
 	have     bool
 	bestRank Rank
+	bestOne  int32 // the device of chooseOne's best
 	best     [MaxWants][]int32
 	res      Result
 	sets     []Set // per class, the result sets
@@ -242,6 +243,11 @@ func (x *Index) NewChooser() *Chooser {
 //     there (lowest indices first), then under switches already chosen,
 //     then under the fewest new switches (best fit).
 //
+// A request for one device of one class, on a machine whose every switch
+// lies in one NUMA node, skips the levels: every choice then has one node,
+// one switch and no links, and the best device is found exactly in one
+// pass over the class's buckets on the allowed nodes.
+//
 // Each candidate gets its full rank, and a candidate whose optimistic rank
 // cannot beat the best so far is cut before its devices are chosen. At most
 // 16 sets of NUMA nodes, 32 sets of switches per set of nodes and 1024
@@ -277,9 +283,12 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	if err := c.checkCounts(&mustSeen, &total); err != nil {
 		return nil, err
 	}
-	if c.word {
+	switch {
+	case c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !c.general: // (tests compare it with the search)
+		c.chooseOne()
+	case c.word:
 		c.levelOneWord()
-	} else {
+	default:
 		c.searchGroups()
 	}
 	return c.result(req), nil

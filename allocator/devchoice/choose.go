@@ -275,16 +275,20 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
 	c.word = c.nw == 1 && !c.general && n > 0 && n <= 64
-	if c.word {
+	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !c.general // (tests compare it with the search)
+	switch {
+	case one && c.word:
+		mustSeen[0], total[0] = c.countOneWord()
+	case c.word:
 		mustSeen[0], total[0] = c.countWord()
-	} else {
+	default:
 		c.countAll(&mustSeen, &total)
 	}
 	if err := c.checkCounts(&mustSeen, &total); err != nil {
 		return nil, err
 	}
 	switch {
-	case c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !c.general: // (tests compare it with the search)
+	case one:
 		c.chooseOne()
 	case c.word:
 		c.levelOneWord()

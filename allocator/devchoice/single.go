@@ -113,3 +113,20 @@ func firstOf(s Set) (int, bool) {
 	}
 	return 0, false
 }
+
+// countOneWord is countWord for chooseOne: the must-include and free
+// devices on the allowed groups, nothing else.
+func (c *Chooser) countOneWord() (mustSeen, total int32) {
+	cl := &c.x.classes[c.cls[0]]
+	var allowed uint64
+	for _, g := range cl.groups {
+		if c.allowedGroup(int(g)) {
+			allowed |= cl.gm[g]
+		}
+	}
+	var must uint64
+	if c.must[0] != nil {
+		must = c.must[0][0]
+	}
+	return int32(popcount(must & allowed)), int32(popcount(c.free[0][0] & allowed))
+}

@@ -527,6 +527,26 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		}
 		return must | best
 	}
+	if rest == 2 && c.x.dense != nil { // pairs in lexicographic order: the first best has the lowest indices
+		nd := len(c.x.classes[0].ids)
+		var ml [64]int32 // links to the must-include devices
+		for w := must; w != 0; w &= w - 1 {
+			row := c.x.dense[bits.TrailingZeros64(w)*nd:]
+			for i := range n {
+				ml[i] += row[pos[i]]
+			}
+		}
+		bi, bj, bl := 0, 1, int32(-1)
+		for i := 0; i < n-1; i++ {
+			row := c.x.dense[int(pos[i])*nd:]
+			for j := i + 1; j < n; j++ {
+				if l := ml[i] + ml[j] + row[pos[j]]; l > bl {
+					bi, bj, bl = i, j, l
+				}
+			}
+		}
+		return must | 1<<pos[bi] | 1<<pos[bj]
+	}
 	best, bestLinks := uint64(0), -1
 	for s := uint64(1)<<uint(rest) - 1; s < 1<<uint(n); {
 		sel := must

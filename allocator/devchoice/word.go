@@ -209,6 +209,29 @@ func (c *Chooser) leafWord() {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	free, must, need0 := c.wFree, c.wMust, c.need[0]
+	if c.gcap[0] == need0 && x.switchInGroup {
+		// Every free device of the groups is taken, and their switches are
+		// their non-empty buckets: no items to build.
+		sel, n := uint64(0), 0
+		for _, g := range c.pick {
+			if lo, hi := cl.cbStart[g], cl.cbStart[g+1]; hi == lo+1 {
+				if m := free & cl.gm[g]; m != 0 {
+					sel |= m
+					n++
+				}
+			} else {
+				for i := lo; i < hi; i++ {
+					if m := free & cl.bm[i]; m != 0 {
+						sel |= m
+						n++
+					}
+				}
+			}
+		}
+		c.gLinks = c.groupLinks()
+		c.everyDevice(n, sel)
+		return
+	}
 	c.itSW, c.itMask, c.itDeg = c.itSW[:0], c.itMask[:0], c.itDeg[:0]
 	for _, g := range c.pick {
 		for i := cl.cbStart[g]; i < cl.cbStart[g+1]; i++ {
@@ -245,7 +268,11 @@ func (c *Chooser) leafWord() {
 	if c.gcap[0] == need0 {
 		// Every free device of the groups is taken: the one set of
 		// switches is all of them (levels 2 and 3 reach it in one step).
-		c.everyDevice()
+		sel := uint64(0)
+		for _, m := range c.itMask {
+			sel |= m
+		}
+		c.everyDevice(n, sel)
 		return
 	}
 	c.icnt[0], c.imcnt[0] = grow(c.icnt[0], n), grow(c.imcnt[0], n)
@@ -317,13 +344,9 @@ func (c *Chooser) leafWord() {
 }
 
 // everyDevice is leafWord's search when the groups hold exactly the
-// count: the bounds and the one choice, every free device of the groups.
-func (c *Chooser) everyDevice() {
-	n := len(c.itSW)
-	sel := uint64(0)
-	for _, m := range c.itMask {
-		sel |= m
-	}
+// count: the bounds and the one choice sel, every free device of the
+// groups, under n switches.
+func (c *Chooser) everyDevice(n int, sel uint64) {
 	c.nodeLeft = 0
 	lb := c.groupRank()
 	lb.Switches = n

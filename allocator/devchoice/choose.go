@@ -172,6 +172,7 @@ type Chooser struct {
 	have     bool
 	bestRank Rank
 	bestOne  int32 // the device of chooseOne's best
+	topSum   int32 // the word path: the sum of groupTop over c.pick
 	best     [MaxWants][]int32
 	res      Result
 	sets     []Set // per class, the result sets

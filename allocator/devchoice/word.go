@@ -95,6 +95,10 @@ func (c *Chooser) levelOneWord() {
 	}
 	c.steps, c.leaves = 0, 0
 	c.linksUB = c.linksBound()
+	c.topSum = 0
+	for _, g := range c.pick {
+		c.topSum += x.groupTop(g, need0)
+	}
 	for ; extra <= len(items); extra++ {
 		c.key.nodes = int32(forced + extra)
 		if extra == len(items) && !c.have {
@@ -117,6 +121,7 @@ func (c *Chooser) levelOneWord() {
 			}
 			c.pick = append(c.pick, it.g)
 			c.gcap[0] += it.c0
+			c.topSum += x.groupTop(it.g, c.need[0])
 		}
 		c.key.nodes = int32(len(c.pick))
 		c.leafWord()
@@ -159,6 +164,8 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		c.gcap[0] += it.c0
 		c.pick = append(c.pick, it.g)
+		top := x.groupTop(it.g, need)
+		c.topSum += top
 		if left > 1 {
 			c.dfsGroupsWord(i+1, left-1)
 		} else if c.steps < stepBudget && (!c.have || c.leaves < nodeSetBudget) {
@@ -173,6 +180,7 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		c.pick = c.pick[:len(c.pick)-1]
 		c.gcap[0] -= it.c0
+		c.topSum -= top
 		c.key = key
 		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
 			return
@@ -184,7 +192,7 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 func (c *Chooser) boundBeatsWord() bool {
 	need := c.need[0]
 	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1,
-		NVLinks: c.groupLinks(), NodeLeft: int(c.gcap[0] - need)}
+		NVLinks: c.groupLinksWord(), NodeLeft: int(c.gcap[0] - need)}
 	if c.x.switchInGroup { // each group holds a switch of its own
 		lb.Switches = len(c.pick)
 	}
@@ -228,7 +236,7 @@ func (c *Chooser) leafWord() {
 				}
 			}
 		}
-		c.gLinks = c.groupLinks()
+		c.gLinks = c.groupLinksWord()
 		c.everyDevice(n, sel)
 		return
 	}
@@ -264,7 +272,7 @@ func (c *Chooser) leafWord() {
 		}
 	}
 	n := len(c.itSW)
-	c.gLinks = c.groupLinks()
+	c.gLinks = c.groupLinksWord()
 	if c.gcap[0] == need0 {
 		// Every free device of the groups is taken: the one set of
 		// switches is all of them (levels 2 and 3 reach it in one step).
@@ -585,4 +593,13 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		s = r | ((s^r)>>2)/low
 	}
 	return best
+}
+
+// groupLinksWord is groupLinks for the word path, from the sum of the
+// picked groups' top degrees that levelOneWord and dfsGroupsWord keep.
+func (c *Chooser) groupLinksWord() int {
+	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
+		return c.linksUB
+	}
+	return min(c.linksUB, int(c.topSum/2))
 }

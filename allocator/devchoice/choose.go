@@ -173,6 +173,7 @@ type Chooser struct {
 	bestRank Rank
 	bestOne  int32 // the device of chooseOne's best
 	topSum   int32 // the word path: the sum of groupTop over c.pick
+	ex       exactState
 	best     [MaxWants][]int32
 	res      Result
 	sets     []Set // per class, the result sets

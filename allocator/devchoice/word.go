@@ -558,25 +558,37 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		}
 		return must | best
 	}
-	if rest == 2 && c.x.dense != nil { // pairs in lexicographic order: the first best has the lowest indices
+	if c.x.dense != nil {
+		// The combinations in lexicographic order with their links summed
+		// as they grow: the first best has the lowest indices (of two
+		// combinations, the one first in this order holds the lowest
+		// device of their difference).
 		nd := len(c.x.classes[0].ids)
-		var ml [64]int32 // links to the must-include devices
+		e := &c.ex
+		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
+		for i := range n {
+			e.ml[i] = 0
+		}
 		for w := must; w != 0; w &= w - 1 {
 			row := c.x.dense[bits.TrailingZeros64(w)*nd:]
 			for i := range n {
-				ml[i] += row[pos[i]]
+				e.ml[i] += row[pos[i]]
 			}
 		}
-		bi, bj, bl := 0, 1, int32(-1)
-		for i := 0; i < n-1; i++ {
-			row := c.x.dense[int(pos[i])*nd:]
-			for j := i + 1; j < n; j++ {
-				if l := ml[i] + ml[j] + row[pos[j]]; l > bl {
-					bi, bj, bl = i, j, l
+		if rest == 2 { // the pairs, as exactDFS visits them, in two loops
+			bi, bj, bl := 0, 1, int32(-1)
+			for i := 0; i < n-1; i++ {
+				row := c.x.dense[int(pos[i])*nd:]
+				for j := i + 1; j < n; j++ {
+					if l := e.ml[i] + e.ml[j] + row[pos[j]]; l > bl {
+						bi, bj, bl = i, j, l
+					}
 				}
 			}
+			return must | 1<<pos[bi] | 1<<pos[bj]
 		}
-		return must | 1<<pos[bi] | 1<<pos[bj]
+		c.exactDFS(0, rest, 0, 0)
+		return must | e.best
 	}
 	best, bestLinks := uint64(0), -1
 	for s := uint64(1)<<uint(rest) - 1; s < 1<<uint(n); {
@@ -602,4 +614,39 @@ func (c *Chooser) groupLinksWord() int {
 		return c.linksUB
 	}
 	return min(c.linksUB, int(c.topSum/2))
+}
+
+// exactState is the working memory of exactDFS.
+type exactState struct {
+	n, nd     int
+	pos       [64]uint8 // the candidates' device indices
+	ml        [64]int32 // each candidate's links to the must-include devices
+	chosen    [64]uint8 // the devices of the combination being built
+	best      uint64
+	bestLinks int32
+}
+
+// exactDFS extends the combination of c.ex.chosen[:depth] (with links
+// acc among them and to the must-include devices, and devices sel) by left
+// more candidates from from on, keeping the first best.
+func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
+	e := &c.ex
+	depth := popcount(sel)
+	if left == 0 {
+		if acc > e.bestLinks {
+			e.best, e.bestLinks = sel, acc
+		}
+		return
+	}
+	dense := c.x.dense
+	for i := from; i+left <= e.n; i++ {
+		v := int(e.pos[i])
+		l := acc + e.ml[i]
+		row := dense[v*e.nd:]
+		for _, u := range e.chosen[:depth] {
+			l += row[u]
+		}
+		e.chosen[depth] = uint8(v)
+		c.exactDFS(i+1, left-1, l, sel|1<<uint(v))
+	}
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// Packing is preference 5 of docs/design.md among admissible choices.
+// Packing chooses the direction of the best-fit criterion (critLeft) of the
+// preference order among admissible spans (rankOrder in rank.go).
 type Packing uint8
 
 const (
@@ -46,9 +47,8 @@ type Options struct {
 	SearchBudget int
 	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
 	// for GPU pods: by default, among admissible spans, a request without
-	// GPUs prefers NUMA nodes with fewer free GPUs (after PCIe switch and
-	// core preferences, before best fit), so CPU-only pods do not strand
-	// GPUs.
+	// GPUs prefers NUMA nodes with fewer free GPUs (the critStranded
+	// criterion of rankOrder), so CPU-only pods do not strand GPUs.
 	SpendGPULocalCPUs bool
 	// Resources are extra resource kinds of the caller's own, composed after
 	// the built-in ones (GPUs, other device classes, CPUs, memory):

@@ -26,9 +26,9 @@ const GPUClass = "gpu"
 // gives; the devices themselves are chosen by the one device chooser
 // (allocator/devchoice, the same as kubelet.DevicePlugin's
 // GetPreferredAllocation), node by node, for every class the request asks
-// for at once: NICs and other classes under the PCIe switches of the GPUs
-// chosen (GPUDirect RDMA), then the fewest switches, the most NVLink links,
-// best fit, the lowest IDs, in the order of [devchoice.Rank].
+// for at once, so that NICs and other classes pair with the GPUs chosen
+// under their PCIe switches (GPUDirect RDMA), in the order of
+// [devchoice.Rank].
 type Devices struct {
 	class    string
 	isGPU    bool     // class is GPUClass: asked for by Request.GPUs, held in Allocation.GPUs

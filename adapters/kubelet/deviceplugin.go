@@ -173,11 +173,12 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 // The choice is devchoice's ([devchoice.Chooser.Choose]) for size GPUs out
 // of available including mustInclude, on every NUMA node and among the
 // GPUs of unknown node too: the best under [devchoice.Rank], whose doc
-// comment states the preference order (the fewest NUMA nodes, the nearest,
-// the fewest PCIe switches, the most NVLink links, best fit, the lowest
-// indices), with that function's search, bounds and exactness. It is the
-// same chooser the allocator uses for the devices of a span, so the two
-// agree (devchoice's tests check it on random machines).
+// comment states the preference order, with that function's search,
+// bounds and exactness. It is the same chooser the allocator uses for the
+// devices of a span: on each NUMA node of an allocation, the allocator
+// takes the GPUs this answers for that node's free GPUs and count
+// (TestAllocatorAgreesWithPreferredAllocation checks it on random
+// machines).
 //
 // Errors wrap [ErrDeviceRequest]: an ID that is no GPU of the machine, an
 // ID listed twice (also as index and UUID), a mustInclude ID not in

@@ -23,8 +23,8 @@
 // NVIDIA_VISIBLE_DEVICES entry.
 // [DevicePlugin.GetPreferredAllocation] answers the device plugin API's
 // question (which GPUs of those available) with the one device chooser
-// the allocator also uses (allocator/devchoice: the fewest and nearest NUMA
-// nodes, then the fewest PCIe switches, then NVLink links, then best fit). [Node.Report]
+// the allocator also uses (allocator/devchoice; its order is stated on
+// devchoice.Rank). [Node.Report]
 // publishes the node's NodeResourceTopology for the scheduler.
 //
 // The kubelet-compatible side generates the topology hints

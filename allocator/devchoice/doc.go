@@ -11,10 +11,7 @@
 // names the allowed NUMA nodes and, per class, a count, the free devices
 // and the must-include ones, as [Set]s of dense indices. [Chooser.Choose]
 // returns the best choice under [Rank], whose doc comment is the one
-// statement of the preference order: the fewest NUMA nodes, without devices
-// of unknown node, the nearest nodes, NICs paired with GPUs under one PCIe
-// switch, the fewest switches, the most NVLink links, best fit, the lowest
-// indices.
+// statement of the preference order.
 //
 // Pairing: when a request asks for GPUs and devices of another class (RDMA
 // NICs), GPUs are its first class and every other device counts as paired

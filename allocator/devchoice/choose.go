@@ -174,6 +174,7 @@ type Chooser struct {
 	bestOne  int32 // the device of chooseOne's best
 	topSum   int32 // the word path: the sum of groupTop over c.pick
 	ex       exactState
+	inC      []bool // GPU -> a candidate of greedyFirst (cleared after use)
 	best     [MaxWants][]int32
 	res      Result
 	sets     []Set // per class, the result sets

@@ -576,16 +576,40 @@ func (c *Chooser) greedyFirst() {
 		c.inS[d] = true
 	}
 	if c.links {
-		for _, v := range c.cand {
-			var g, dg int32
-			for _, u := range c.cand {
-				l := x.link(v, u)
-				dg += l
-				if c.inS[u] {
-					g += l
+		if x.dense != nil {
+			for _, v := range c.cand {
+				var g, dg int32
+				for _, u := range c.cand {
+					l := x.link(v, u)
+					dg += l
+					if c.inS[u] {
+						g += l
+					}
 				}
+				c.gain[v], c.deg[v] = g, dg
 			}
-			c.gain[v], c.deg[v] = g, dg
+		} else {
+			// By the adjacency lists: O(candidates + their links), never a
+			// pass over pairs of candidates.
+			c.inC = grow(c.inC, len(x.classes[0].ids))
+			for _, v := range c.cand {
+				c.inC[v] = true
+			}
+			for _, v := range c.cand {
+				var g, dg int32
+				for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
+					if u := x.linkTo[k]; c.inC[u] {
+						dg += x.linkN[k]
+						if c.inS[u] {
+							g += x.linkN[k]
+						}
+					}
+				}
+				c.gain[v], c.deg[v] = g, dg
+			}
+			for _, v := range c.cand {
+				c.inC[v] = false
+			}
 		}
 	}
 	pot := c.potential()
@@ -629,6 +653,9 @@ func (c *Chooser) greedyFirst() {
 				iu := c.itemOf(0, u)
 				for yi, v := range c.cand {
 					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu {
+						continue
+					}
+					if c.gain[v]-c.gain[u] <= bd { // links are never negative
 						continue
 					}
 					if d := c.gain[v] - x.link(u, v) - c.gain[u]; d > bd {

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -56,16 +56,16 @@ type Node struct {
 	// node agent. The cache then predicts the kubelet's admission of every
 	// pod that gets exclusive CPUs (a Guaranteed pod with whole CPUs) or
 	// GPUs (aliyun.com/gpu or nvidia.com/gpu) with the kubelet-compatible
-	// hints and merge of adapters/kubelet, so that no pod is sent where the
+	// hints and merge of adapters/topologymanager, so that no pod is sent where the
 	// kubelet would refuse it with a TopologyAffinityError, and accounts
-	// what the kubelet's managers would take (kubelet.KubeletAllocation).
+	// what the kubelet's managers would take (topologymanager.KubeletAllocation).
 	// Pods with a NUMA spec are not placed on such nodes.
-	KubeletPolicy kubelet.TopologyPolicy
+	KubeletPolicy topologymanager.Policy
 	// KubeletOptions are the kubelet's options on such a node. With
 	// StaticMemoryManager, the memory of a Guaranteed pod joins the
 	// prediction and is accounted per NUMA node as the kubelet's memory
 	// manager would pin it (when the machine describes memory).
-	KubeletOptions kubelet.PredictOptions
+	KubeletOptions topologymanager.PredictOptions
 }
 
 // Cache holds the nodes of a cluster with their allocation state and the
@@ -94,8 +94,8 @@ type nodeInfo struct {
 
 	mu         sync.RWMutex // guards everything below
 	labels     map[string]string
-	kpol       kubelet.TopologyPolicy // "" unless the kubelet's Topology Manager admits pods
-	kopts      kubelet.PredictOptions
+	kpol       topologymanager.Policy // "" unless the kubelet's Topology Manager admits pods
+	kopts      topologymanager.PredictOptions
 	m          *topology.Machine
 	optedIn    bool
 	alignMem   bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
@@ -191,7 +191,7 @@ func checkNode(n Node) error {
 		return fmt.Errorf("%w %s: %w", ErrInvalidNode, n.Name, err)
 	}
 	switch n.KubeletPolicy {
-	case "", kubelet.PolicyNone, kubelet.PolicyBestEffort, kubelet.PolicyRestricted, kubelet.PolicySingleNUMANode:
+	case "", topologymanager.PolicyNone, topologymanager.PolicyBestEffort, topologymanager.PolicyRestricted, topologymanager.PolicySingleNUMANode:
 	default:
 		return fmt.Errorf("%w %s: unknown kubelet Topology Manager policy %q", ErrInvalidNode, n.Name, n.KubeletPolicy)
 	}
@@ -200,9 +200,9 @@ func checkNode(n Node) error {
 
 // kubeletPolicy returns the node's kubelet policy ("" when numaplace's node
 // agent admits pods, or the kubelet's policy is none).
-func kubeletPolicy(n Node) (kubelet.TopologyPolicy, kubelet.PredictOptions) {
-	if n.KubeletPolicy == "" || n.KubeletPolicy == kubelet.PolicyNone {
-		return "", kubelet.PredictOptions{}
+func kubeletPolicy(n Node) (topologymanager.Policy, topologymanager.PredictOptions) {
+	if n.KubeletPolicy == "" || n.KubeletPolicy == topologymanager.PolicyNone {
+		return "", topologymanager.PredictOptions{}
 	}
 	return n.KubeletPolicy, n.KubeletOptions
 }
@@ -322,7 +322,7 @@ func (c *Cache) UpdateNode(n Node) error {
 // machine to by its decision, the 0 MiB memory entries of a, which a
 // decision leaves out: on a node running the kubelet's own Topology Manager
 // they record the nodes of the memory manager's group
-// (kubelet.KubeletAllocation).
+// (topologymanager.KubeletAllocation).
 func keepEmptyMemory(from, to *topology.Machine, a, na *allocator.Allocation) {
 	added := false
 	for _, x := range a.Memory {

@@ -28,7 +28,7 @@
 // node agent (Node.KubeletPolicy) take no pod with a NUMA spec; for every
 // other pod that gets exclusive CPUs (Guaranteed, whole CPUs) or GPUs, the
 // cache predicts the kubelet's admission with the kubelet-compatible hints
-// and merge of adapters/kubelet, so that no pod is sent where the kubelet
+// and merge of adapters/topologymanager, so that no pod is sent where the kubelet
 // would refuse it with a TopologyAffinityError.
 //
 // [Cache.Preempt] is a PostFilter-style dry-run: the smallest set of

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -341,7 +341,7 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 		return v
 	}
 	if needs {
-		hint, admit, err := kubelet.Predict(n.kpol, n.kopts, n.m, n.state, kreq)
+		hint, admit, err := topologymanager.Predict(n.kpol, n.kopts, n.m, n.state, kreq)
 		if err != nil {
 			return verdict{why: allocRefused, err: err}
 		}
@@ -351,7 +351,7 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 		if kreq.MemoryMiB > 0 {
 			// The memory manager may still fail to extend the merged
 			// hint to nodes with enough free memory: Reserve would.
-			if _, err := kubelet.KubeletAllocation(n.m, n.state, "", kreq, hint); err != nil {
+			if _, err := topologymanager.KubeletAllocation(n.m, n.state, "", kreq, hint); err != nil {
 				return verdict{why: kubeletRefused, need: kreq.MemoryMiB}
 			}
 		}

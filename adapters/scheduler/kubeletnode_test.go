@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -25,8 +25,8 @@ func guaranteedPod(name string, cpus, gpus int) *kube.Pod {
 
 func TestKubeletPolicyNodes(t *testing.T) {
 	c := newCache(t, scheduler.Config{},
-		scheduler.Node{Name: "snn", Machine: preset(t, "dgx-a100"), KubeletPolicy: kubelet.PolicySingleNUMANode},
-		scheduler.Node{Name: "be", Machine: preset(t, "dgx-a100"), KubeletPolicy: kubelet.PolicyBestEffort})
+		scheduler.Node{Name: "snn", Machine: preset(t, "dgx-a100"), KubeletPolicy: topologymanager.PolicySingleNUMANode},
+		scheduler.Node{Name: "be", Machine: preset(t, "dgx-a100"), KubeletPolicy: topologymanager.PolicyBestEffort})
 
 	// 4 GPUs on a dgx-a100 (2 per GPU node): single-numa-node refuses,
 	// best-effort admits on the GPU nodes {1,3}.
@@ -73,7 +73,7 @@ func TestKubeletPolicyNodes(t *testing.T) {
 // kubelet would have admitted it.
 func TestKubeletPolicyNodeNeverRefusedAtAdmission(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Machine: m, KubeletPolicy: kubelet.PolicySingleNUMANode})
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Machine: m, KubeletPolicy: topologymanager.PolicySingleNUMANode})
 	for i, shape := range [][2]int{{24, 4}, {16, 2}, {8, 1}, {24, 4}, {8, 1}, {4, 0}} {
 		p := guaranteedPod("p"+strconv.Itoa(i), shape[0], shape[1])
 		if c.Filter(p, "n") != nil {

@@ -5,7 +5,7 @@ import (
 	"maps"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 )
 
@@ -74,14 +74,14 @@ func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted boo
 		if !needs {
 			return nil
 		}
-		hint, admit, err := kubelet.Predict(ni.kpol, ni.kopts, ni.m, ni.state, kreq)
+		hint, admit, err := topologymanager.Predict(ni.kpol, ni.kopts, ni.m, ni.state, kreq)
 		if err != nil {
 			return err
 		}
 		if !admit && !predicted {
 			return fmt.Errorf("%w: node %s", ErrKubeletRefusal, ni.name)
 		}
-		a, err := kubelet.KubeletAllocation(ni.m, ni.state, pr.key, kreq, hint)
+		a, err := topologymanager.KubeletAllocation(ni.m, ni.state, pr.key, kreq, hint)
 		if err != nil {
 			return err
 		}

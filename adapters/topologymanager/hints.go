@@ -40,7 +40,7 @@ func MustIDMask(ids ...int) IDMask {
 	var m IDMask
 	for _, id := range ids {
 		if id < 0 || id > 63 {
-			panic(fmt.Sprintf("kubelet.MustIDMask: NUMA node ID %d outside 0-63", id))
+			panic(fmt.Sprintf("topologymanager.MustIDMask: NUMA node ID %d outside 0-63", id))
 		}
 		m |= 1 << uint(id)
 	}
@@ -385,7 +385,7 @@ const DefaultGPUResource = "nvidia.com/gpu"
 // PredictOptions describe a node whose kubelet runs its own NUMA policy: the
 // Topology Manager's options and the resource managers' settings.
 type PredictOptions struct {
-	TopologyOptions
+	PolicyOptions
 	// StaticMemoryManager is --memory-manager-policy=Static: the memory
 	// manager gives hints for the request's memory. Otherwise (policy None)
 	// it gives none.
@@ -432,12 +432,12 @@ func ProviderHints(m *topology.Machine, st *allocator.State, r *allocator.Reques
 // opts.MaxAllowableNUMANodes (default 8) are refused with an error, as the
 // kubelet refuses to start on them, and so are machines with more than
 // PredictMaxNodes.
-func Predict(policy TopologyPolicy, opts PredictOptions, m *topology.Machine, st *allocator.State, r *allocator.Request) (TopologyHint, bool, error) {
+func Predict(policy Policy, opts PredictOptions, m *topology.Machine, st *allocator.State, r *allocator.Request) (TopologyHint, bool, error) {
 	v, err := observe(m, st, r, opts)
 	if err != nil {
 		return TopologyHint{}, false, err
 	}
-	mg, err := NewMerger(policy, v.m.NodeIDs(), v.m.Distances(), opts.TopologyOptions)
+	mg, err := NewMerger(policy, v.m.NodeIDs(), v.m.Distances(), opts.PolicyOptions)
 	if err != nil {
 		return TopologyHint{}, false, err
 	}
@@ -594,13 +594,13 @@ func memoryNodes(m *topology.Machine, snap *allocator.Snapshot) []MemoryNode {
 		a := &snap.Allocations[i]
 		var group IDMask
 		for _, nm := range a.Memory {
-			if j, ok := memoryIndex(m, nm); ok {
+			if j, ok := m.NodeIndex(nm.Node); ok {
 				out[j].FreeMiB -= nm.MiB
 				group |= 1 << uint(ids[j])
 			}
 		}
 		for _, nm := range a.Memory {
-			if j, ok := memoryIndex(m, nm); ok {
+			if j, ok := m.NodeIndex(nm.Node); ok {
 				out[j].Assignments++
 				out[j].Group = group
 			}

@@ -243,7 +243,7 @@ func hintPreset(t testing.TB, name string) *topology.Machine {
 func TestPredictDGX(t *testing.T) {
 	a100 := hintPreset(t, "dgx-a100")
 	pod := &allocator.Request{CPUs: 24, GPUs: 4}
-	predict := func(p TopologyPolicy, opts PredictOptions, st *allocator.State, r *allocator.Request) (TopologyHint, bool) {
+	predict := func(p Policy, opts PredictOptions, st *allocator.State, r *allocator.Request) (TopologyHint, bool) {
 		t.Helper()
 		h, ok, err := Predict(p, opts, a100, st, r)
 		require.NoError(t, err)
@@ -258,7 +258,7 @@ func TestPredictDGX(t *testing.T) {
 	h, ok := predict(PolicyBestEffort, PredictOptions{}, nil, pod)
 	require.True(t, ok)
 	require.Equal(t, Hint(MustIDMask(1, 3), false), h)
-	h, ok = predict(PolicyBestEffort, PredictOptions{TopologyOptions: TopologyOptions{PreferClosestNUMANodes: true}}, nil, pod)
+	h, ok = predict(PolicyBestEffort, PredictOptions{PolicyOptions: PolicyOptions{PreferClosestNUMANodes: true}}, nil, pod)
 	require.True(t, ok)
 	require.Equal(t, Hint(MustIDMask(1, 3), false), h)
 	_, ok = predict(PolicyRestricted, PredictOptions{}, nil, pod)
@@ -325,7 +325,7 @@ func TestPredictErrors(t *testing.T) {
 	big := hintPreset(t, "numa64")
 	_, _, err := Predict(PolicyBestEffort, PredictOptions{}, big, nil, &allocator.Request{CPUs: 1})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, _, err = Predict(PolicyBestEffort, PredictOptions{TopologyOptions: TopologyOptions{MaxAllowableNUMANodes: 64}}, big, nil, &allocator.Request{CPUs: 1})
+	_, _, err = Predict(PolicyBestEffort, PredictOptions{PolicyOptions: PolicyOptions{MaxAllowableNUMANodes: 64}}, big, nil, &allocator.Request{CPUs: 1})
 	require.ErrorIs(t, err, ErrHintConfig)
 	a100 := hintPreset(t, "dgx-a100")
 	_, _, err = Predict("strict", PredictOptions{}, a100, nil, &allocator.Request{CPUs: 1})
@@ -410,8 +410,8 @@ func TestPredictMatchesCrossProduct(t *testing.T) {
 			Devices:   map[string]int{"rdma": rapid.IntRange(0, 2).Draw(t, "rrdma")},
 		}
 		opts := PredictOptions{StaticMemoryManager: rapid.Bool().Draw(t, "static"),
-			TopologyOptions: TopologyOptions{PreferClosestNUMANodes: rapid.Bool().Draw(t, "closest")}}
-		pol := rapid.SampledFrom([]TopologyPolicy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
+			PolicyOptions: PolicyOptions{PreferClosestNUMANodes: rapid.Bool().Draw(t, "closest")}}
+		pol := rapid.SampledFrom([]Policy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
 		ps, err := ProviderHints(m, st, r, opts)
 		require.NoError(t, err)
 		want, wantAdmit := refMerge(pol, m.NodeIDs(), dist, opts.PreferClosestNUMANodes, ps, nil)

@@ -9,24 +9,24 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// TopologyPolicy is a kubelet Topology Manager policy, spelled as in the
+// Policy is a kubelet Topology Manager policy, spelled as in the
 // kubelet's --topology-manager-policy flag.
-type TopologyPolicy string
+type Policy string
 
 // The kubelet's Topology Manager policies.
 const (
 	// PolicyNone admits every pod and merges nothing: the merged hint has no
 	// NUMA affinity.
-	PolicyNone TopologyPolicy = "none"
+	PolicyNone Policy = "none"
 	// PolicyBestEffort admits every pod and reports the best merged hint.
-	PolicyBestEffort TopologyPolicy = "best-effort"
+	PolicyBestEffort Policy = "best-effort"
 	// PolicyRestricted admits a pod only when the best merged hint is
 	// preferred.
-	PolicyRestricted TopologyPolicy = "restricted"
+	PolicyRestricted Policy = "restricted"
 	// PolicySingleNUMANode keeps only preferred hints of one NUMA node (or of
 	// no preference) and admits a pod only when they merge to a preferred
 	// hint.
-	PolicySingleNUMANode TopologyPolicy = "single-numa-node"
+	PolicySingleNUMANode Policy = "single-numa-node"
 )
 
 // DefaultMaxAllowableNUMANodes is the kubelet's default limit on the number
@@ -41,9 +41,9 @@ const DefaultMaxAllowableNUMANodes = 8
 // prefer-closest-numa-nodes, a machine with more NUMA nodes than allowed.
 var ErrHintConfig = errors.New("invalid kubelet topology manager configuration")
 
-// TopologyOptions are the kubelet's Topology Manager policy options
+// PolicyOptions are the kubelet's Topology Manager policy options
 // (--topology-manager-policy-options).
-type TopologyOptions struct {
+type PolicyOptions struct {
 	// PreferClosestNUMANodes is the option prefer-closest-numa-nodes: among
 	// merged hints of the same number of NUMA nodes, prefer the lowest
 	// average distance. The kubelet ignores it under single-numa-node, and
@@ -148,7 +148,7 @@ type TopologyOptions struct {
 // each: 24 µs against the kubelet's 331,776 permutations for 4 providers of
 // 24 hints on 8 nodes (BenchmarkMerge).
 type Merger struct {
-	policy   TopologyPolicy
+	policy   Policy
 	closest  bool
 	def      IDMask
 	n        int
@@ -170,7 +170,7 @@ type Merger struct {
 // node ID: on machines with sparse node IDs it reads the wrong column, or
 // panics beyond the row's end. Merge gives the kubelet's answer wherever the
 // kubelet reads the right column (node IDs 0..n-1).
-func NewMerger(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distances, opts TopologyOptions) (*Merger, error) {
+func NewMerger(policy Policy, nodes []numa.NodeID, distances numa.Distances, opts PolicyOptions) (*Merger, error) {
 	switch policy {
 	case PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode:
 	default:
@@ -222,7 +222,7 @@ func NewMerger(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distan
 }
 
 // Policy returns the merger's policy.
-func (m *Merger) Policy() TopologyPolicy { return m.policy }
+func (m *Merger) Policy() Policy { return m.policy }
 
 // DefaultAffinity returns every NUMA node of the machine (the kubelet's
 // default affinity mask).
@@ -242,8 +242,8 @@ func (m *Merger) Merge(providersHints []map[string][]TopologyHint) (TopologyHint
 }
 
 // Merge is NewMerger followed by Merger.Merge, for one-off calls.
-func Merge(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distances,
-	providersHints []map[string][]TopologyHint, opts TopologyOptions) (TopologyHint, bool, error) {
+func Merge(policy Policy, nodes []numa.NodeID, distances numa.Distances,
+	providersHints []map[string][]TopologyHint, opts PolicyOptions) (TopologyHint, bool, error) {
 	mg, err := NewMerger(policy, nodes, distances, opts)
 	if err != nil {
 		return TopologyHint{}, false, err
@@ -848,7 +848,7 @@ func (m *Merger) expand(x uint64) IDMask {
 // BenchmarkHints panics.
 func BenchmarkHints(seed int64, numaNodes, providers, maxHints int) []map[string][]TopologyHint {
 	if numaNodes < 1 || numaNodes > 64 || maxHints < 1 || providers < 0 {
-		panic(fmt.Sprintf("kubelet.BenchmarkHints: bad sizes numaNodes=%d providers=%d maxHints=%d", numaNodes, providers, maxHints))
+		panic(fmt.Sprintf("topologymanager.BenchmarkHints: bad sizes numaNodes=%d providers=%d maxHints=%d", numaNodes, providers, maxHints))
 	}
 	all := ^uint64(0)
 	if numaNodes < 64 {

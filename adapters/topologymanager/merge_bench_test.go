@@ -22,7 +22,7 @@ func BenchmarkMerge(b *testing.B) {
 				for i := range nodes {
 					nodes[i] = numa.NodeID(i)
 				}
-				mg, err := NewMerger(PolicyBestEffort, nodes, numa.Distances{}, TopologyOptions{})
+				mg, err := NewMerger(PolicyBestEffort, nodes, numa.Distances{}, PolicyOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -22,7 +22,7 @@ import (
 // product, merge each permutation and keep the best by the kubelet's
 // pairwise comparison, averaging distances in floating point as the kubelet
 // does. dist is by node ID.
-func refMerge(policy TopologyPolicy, nodes []numa.NodeID, dist func(a, b int) int, closest bool,
+func refMerge(policy Policy, nodes []numa.NodeID, dist func(a, b int) int, closest bool,
 	providers []map[string][]TopologyHint, shuffle *rand.Rand) (TopologyHint, bool) {
 	if policy == PolicyNone {
 		return AnyHint(false), true
@@ -233,7 +233,7 @@ type kubeletCases struct {
 	Cases []struct {
 		Suite         string                  `json:"suite"`
 		Name          string                  `json:"name"`
-		Policy        TopologyPolicy          `json:"policy"`
+		Policy        Policy                  `json:"policy"`
 		NUMAInfo      string                  `json:"numaInfo"`
 		PreferClosest bool                    `json:"preferClosestNUMANodes"`
 		Providers     []map[string][]jsonHint `json:"providers"`
@@ -290,7 +290,7 @@ func TestMergeKubeletTables(t *testing.T) {
 			require.NoError(t, err)
 			providers := convertProviders(c.Providers)
 			want := c.Expected.hint()
-			mg, err := NewMerger(c.Policy, info.Nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.PreferClosest})
+			mg, err := NewMerger(c.Policy, info.Nodes, dist, PolicyOptions{PreferClosestNUMANodes: c.PreferClosest})
 			require.NoError(t, err)
 			for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 				got, admit := mg.merge(providers, method)
@@ -309,7 +309,7 @@ func TestMergeKubeletTables(t *testing.T) {
 // cases between two non-preferred hints (nodes 0-3, no distances): true when
 // the candidate replaces the current best.
 func TestCompareNonPreferred(t *testing.T) {
-	mg, err := NewMerger(PolicyBestEffort, []numa.NodeID{0, 1, 2, 3}, numa.Distances{}, TopologyOptions{})
+	mg, err := NewMerger(PolicyBestEffort, []numa.NodeID{0, 1, 2, 3}, numa.Distances{}, PolicyOptions{})
 	require.NoError(t, err)
 	cases := []struct {
 		name               string
@@ -372,7 +372,7 @@ func TestClosest(t *testing.T) {
 			}
 			dist, err := numa.NewDistances(ids, c.rows)
 			require.NoError(t, err)
-			mg, err := NewMerger(PolicyRestricted, ids, dist, TopologyOptions{PreferClosestNUMANodes: true})
+			mg, err := NewMerger(PolicyRestricted, ids, dist, PolicyOptions{PreferClosestNUMANodes: true})
 			require.NoError(t, err)
 			require.Equal(t, c.candidateWins, mg.narrower(mg.compress(c.candidate), mg.compress(c.current)))
 		})
@@ -382,9 +382,9 @@ func TestClosest(t *testing.T) {
 // TestMergeCorners pins behaviours of the kubelet that are easy to get wrong.
 func TestMergeCorners(t *testing.T) {
 	four := []numa.NodeID{0, 1, 2, 3}
-	merge := func(policy TopologyPolicy, nodes []numa.NodeID, ps ...map[string][]TopologyHint) (TopologyHint, bool) {
+	merge := func(policy Policy, nodes []numa.NodeID, ps ...map[string][]TopologyHint) (TopologyHint, bool) {
 		t.Helper()
-		h, ok, err := Merge(policy, nodes, numa.Distances{}, ps, TopologyOptions{})
+		h, ok, err := Merge(policy, nodes, numa.Distances{}, ps, PolicyOptions{})
 		require.NoError(t, err)
 		return h, ok
 	}
@@ -458,16 +458,16 @@ func TestMergeCorners(t *testing.T) {
 }
 
 func TestNewMergerErrors(t *testing.T) {
-	_, err := NewMerger("strict", []numa.NodeID{0}, numa.Distances{}, TopologyOptions{})
+	_, err := NewMerger("strict", []numa.NodeID{0}, numa.Distances{}, PolicyOptions{})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{64}, numa.Distances{}, TopologyOptions{})
+	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{64}, numa.Distances{}, PolicyOptions{})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{1, 1}, numa.Distances{}, TopologyOptions{})
+	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{1, 1}, numa.Distances{}, PolicyOptions{})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{0, 1}, numa.Distances{}, TopologyOptions{PreferClosestNUMANodes: true})
+	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{0, 1}, numa.Distances{}, PolicyOptions{PreferClosestNUMANodes: true})
 	require.ErrorIs(t, err, ErrHintConfig)
 	// single-numa-node ignores prefer-closest-numa-nodes, so needs no distances.
-	_, err = NewMerger(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{}, TopologyOptions{PreferClosestNUMANodes: true})
+	_, err = NewMerger(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{}, PolicyOptions{PreferClosestNUMANodes: true})
 	require.NoError(t, err)
 }
 
@@ -476,7 +476,7 @@ func TestNewMergerErrors(t *testing.T) {
 // with nil and empty maps, nil and empty lists, "any" hints, empty masks and
 // IDs the machine lacks.
 type mergeCase struct {
-	policy    TopologyPolicy
+	policy    Policy
 	closest   bool
 	nodes     []numa.NodeID
 	rows      [][]int
@@ -512,7 +512,7 @@ func genLargeMergeCase(t *rapid.T) mergeCase {
 
 func genMergeCaseOn(t *rapid.T, drawIDs func(*rapid.T) []int) mergeCase {
 	var c mergeCase
-	c.policy = rapid.SampledFrom([]TopologyPolicy{PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
+	c.policy = rapid.SampledFrom([]Policy{PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
 	c.closest = rapid.Bool().Draw(t, "closest")
 	ids := slices.Clone(drawIDs(t))
 	slices.Sort(ids)
@@ -596,7 +596,7 @@ func TestMergeMatchesCrossProduct(t *testing.T) {
 		again, againAdmit := refMerge(c.policy, c.nodes, byID, c.closest, c.providers, rand.New(rand.NewPCG(seed, 2)))
 		require.Equal(t, want, again, "the kubelet's walk depends on map order: %v", c)
 		require.Equal(t, wantAdmit, againAdmit)
-		mg, err := NewMerger(c.policy, c.nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.closest})
+		mg, err := NewMerger(c.policy, c.nodes, dist, PolicyOptions{PreferClosestNUMANodes: c.closest})
 		require.NoError(t, err)
 		for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 			got, admit := mg.merge(c.providers, method)
@@ -615,7 +615,7 @@ func TestMergeLargeMachines(t *testing.T) {
 		require.NoError(t, err)
 		byID := func(a, b int) int { d, _ := dist.Distance(numa.NodeID(a), numa.NodeID(b)); return d }
 		want, wantAdmit := refMerge(c.policy, c.nodes, byID, c.closest, c.providers, nil)
-		mg, err := NewMerger(c.policy, c.nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.closest})
+		mg, err := NewMerger(c.policy, c.nodes, dist, PolicyOptions{PreferClosestNUMANodes: c.closest})
 		require.NoError(t, err)
 		for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 			got, admit := mg.merge(c.providers, method)
@@ -643,10 +643,10 @@ func TestMergeBenchmarkInputs(t *testing.T) {
 		for _, p := range []int{2, 3} {
 			for seed := int64(1); seed <= 5; seed++ {
 				hints := BenchmarkHints(seed, n, p, 24)
-				for _, policy := range []TopologyPolicy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
+				for _, policy := range []Policy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
 					for _, closest := range []bool{false, true} {
 						want, wantAdmit := refMerge(policy, nodes, func(a, b int) int { return rows[a][b] }, closest, hints, nil)
-						got, admit, err := Merge(policy, nodes, dist, hints, TopologyOptions{PreferClosestNUMANodes: closest})
+						got, admit, err := Merge(policy, nodes, dist, hints, PolicyOptions{PreferClosestNUMANodes: closest})
 						require.NoError(t, err)
 						require.Truef(t, want.Equal(got), "n=%d p=%d seed=%d %s closest=%v: got %v want %v", n, p, seed, policy, closest, got, want)
 						require.Equal(t, wantAdmit, admit)
@@ -691,7 +691,7 @@ func ExampleMerge() {
 	gpu := map[string][]TopologyHint{"nvidia.com/gpu": {
 		Hint(MustIDMask(1), true), Hint(MustIDMask(0, 1), false)}}
 	h, admit, err := Merge(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{},
-		[]map[string][]TopologyHint{cpu, gpu}, TopologyOptions{})
+		[]map[string][]TopologyHint{cpu, gpu}, PolicyOptions{})
 	fmt.Println(h, admit, err)
 	// Output: {1 preferred} true <nil>
 }
@@ -704,7 +704,7 @@ func ExampleMerge() {
 func ExamplePredict() {
 	m, _ := topology.Preset("dgx-a100")
 	pod := &allocator.Request{CPUs: 24, GPUs: 4}
-	for _, p := range []TopologyPolicy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
+	for _, p := range []Policy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
 		h, admit, err := Predict(p, PredictOptions{}, m, nil, pod)
 		fmt.Println(p, h, admit, err)
 	}

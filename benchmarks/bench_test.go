@@ -9,6 +9,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 
 	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
+	"github.com/numaplace/numaplace/adapters/topologymanager/topologymanagertest"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -26,7 +27,7 @@ const (
 // BenchmarkMerge/{numaplace,kubelet}/numa{2,4,8}/providers{2,4}: the
 // best-effort policy (the kubelet walks the whole cross product for it, as
 // for restricted) on NUMA nodes 0..n-1 with the default distances, merging
-// numaplacetm.BenchmarkHints(1, n, providers, 24) on both sides. The hints are
+// topologymanagertest.BenchmarkHints(1, n, providers, 24) on both sides. The hints are
 // converted to the kubelet's types once, outside the timed loop, and each
 // side's result is checked against the other's before timing.
 //
@@ -43,7 +44,7 @@ func BenchmarkMerge(b *testing.B) {
 	for _, n := range []int{2, 4, 8, 64} {
 		for _, p := range []int{2, 4} {
 			ids := nodeIDs(n)
-			hints := numaplacetm.BenchmarkHints(benchSeed, n, p, benchMaxHints)
+			hints := topologymanagertest.BenchmarkHints(benchSeed, n, p, benchMaxHints)
 			mg, err := numaplacetm.NewMerger(numaplacetm.PolicyBestEffort, ids, numa.Distances{}, numaplacetm.PolicyOptions{})
 			if err != nil {
 				b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 
 	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
+	"github.com/numaplace/numaplace/adapters/topologymanager/topologymanagertest"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -64,7 +65,7 @@ func TestKubeletRefuses64Nodes(t *testing.T) {
 
 	ids := nodeIDs(64)
 	for _, providers := range []int{2, 4} {
-		hints := numaplacetm.BenchmarkHints(benchSeed, 64, providers, benchMaxHints)
+		hints := topologymanagertest.BenchmarkHints(benchSeed, 64, providers, benchMaxHints)
 		for _, policy := range []numaplacetm.Policy{numaplacetm.PolicyBestEffort, numaplacetm.PolicyRestricted, numaplacetm.PolicySingleNUMANode} {
 			t.Run(fmt.Sprintf("%s/providers%d", policy, providers), func(t *testing.T) {
 				h, admit, err := numaplacetm.Merge(policy, ids, numa.Distances{}, hints, numaplacetm.PolicyOptions{})

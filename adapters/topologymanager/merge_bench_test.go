@@ -1,17 +1,22 @@
-package topologymanager
+package topologymanager_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/numaplace/numaplace/adapters/topologymanager"
+	"github.com/numaplace/numaplace/adapters/topologymanager/topologymanagertest"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
 )
 
 // BenchmarkMerge is numaplace's side of docs/design.md's merge comparison: the
 // best-effort policy (the kubelet walks the whole cross product for it, as
 // for restricted) on NUMA nodes 0..n-1 with the default distances, merging
-// BenchmarkHints(1, n, providers, 24). numa64 has no kubelet counterpart
+// topologymanagertest.BenchmarkHints(1, n, providers, 24). numa64 has no kubelet counterpart
 // (the kubelet refuses more than 8 NUMA nodes by default, and its walk would
 // be the same 24^4 permutations).
 func BenchmarkMerge(b *testing.B) {
@@ -22,11 +27,11 @@ func BenchmarkMerge(b *testing.B) {
 				for i := range nodes {
 					nodes[i] = numa.NodeID(i)
 				}
-				mg, err := NewMerger(PolicyBestEffort, nodes, numa.Distances{}, PolicyOptions{})
+				mg, err := topologymanager.NewMerger(topologymanager.PolicyBestEffort, nodes, numa.Distances{}, topologymanager.PolicyOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
-				hints := BenchmarkHints(1, n, p, 24)
+				hints := topologymanagertest.BenchmarkHints(1, n, p, 24)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
@@ -44,15 +49,57 @@ func BenchmarkMerge(b *testing.B) {
 // managers' hints (11, 255 and 255 of them since v1.37 narrowed the device hints to
 // the GPU nodes) and merges them; the kubelet walks their 715,275 permutations.
 func BenchmarkAdmit(b *testing.B) {
-	m := hintPreset(b, "dgx-a100")
+	m, err := topology.Preset("dgx-a100")
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := &allocator.Request{CPUs: 24, GPUs: 4, MemoryMiB: 64 << 10}
-	opts := PredictOptions{StaticMemoryManager: true}
+	opts := topologymanager.PredictOptions{StaticMemoryManager: true}
 	b.Run("numaplace/dgx-a100", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := Predict(PolicyBestEffort, opts, m, nil, r); err != nil {
+			if _, _, err := topologymanager.Predict(topologymanager.PolicyBestEffort, opts, m, nil, r); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// TestMergeBenchmarkInputs checks Merge against the cross product on the
+// benchmark inputs small enough to walk.
+func TestMergeBenchmarkInputs(t *testing.T) {
+	for _, n := range []int{2, 4, 8} {
+		nodes := make([]numa.NodeID, n)
+		rows := make([][]int, n)
+		for i := range nodes {
+			nodes[i] = numa.NodeID(i)
+			rows[i] = make([]int, n)
+			for j := range rows[i] {
+				rows[i][j] = 10 + 10*min(1, abs(i-j)) + (i/4+j/4)%2*11
+			}
+		}
+		dist, err := numa.NewDistances(nodes, rows)
+		require.NoError(t, err)
+		for _, p := range []int{2, 3} {
+			for seed := int64(1); seed <= 5; seed++ {
+				hints := topologymanagertest.BenchmarkHints(seed, n, p, 24)
+				for _, policy := range []topologymanager.Policy{topologymanager.PolicyBestEffort, topologymanager.PolicyRestricted, topologymanager.PolicySingleNUMANode} {
+					for _, closest := range []bool{false, true} {
+						want, wantAdmit := topologymanager.RefMerge(policy, nodes, func(a, b int) int { return rows[a][b] }, closest, hints, nil)
+						got, admit, err := topologymanager.Merge(policy, nodes, dist, hints, topologymanager.PolicyOptions{PreferClosestNUMANodes: closest})
+						require.NoError(t, err)
+						require.Truef(t, want.Equal(got), "n=%d p=%d seed=%d %s closest=%v: got %v want %v", n, p, seed, policy, closest, got, want)
+						require.Equal(t, wantAdmit, admit)
+					}
+				}
+			}
+		}
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

@@ -625,64 +625,6 @@ func TestMergeLargeMachines(t *testing.T) {
 	})
 }
 
-// TestMergeBenchmarkInputs checks Merge against the cross product on the
-// benchmark inputs small enough to walk.
-func TestMergeBenchmarkInputs(t *testing.T) {
-	for _, n := range []int{2, 4, 8} {
-		nodes := make([]numa.NodeID, n)
-		rows := make([][]int, n)
-		for i := range nodes {
-			nodes[i] = numa.NodeID(i)
-			rows[i] = make([]int, n)
-			for j := range rows[i] {
-				rows[i][j] = 10 + 10*min(1, abs(i-j)) + (i/4+j/4)%2*11
-			}
-		}
-		dist, err := numa.NewDistances(nodes, rows)
-		require.NoError(t, err)
-		for _, p := range []int{2, 3} {
-			for seed := int64(1); seed <= 5; seed++ {
-				hints := BenchmarkHints(seed, n, p, 24)
-				for _, policy := range []Policy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
-					for _, closest := range []bool{false, true} {
-						want, wantAdmit := refMerge(policy, nodes, func(a, b int) int { return rows[a][b] }, closest, hints, nil)
-						got, admit, err := Merge(policy, nodes, dist, hints, PolicyOptions{PreferClosestNUMANodes: closest})
-						require.NoError(t, err)
-						require.Truef(t, want.Equal(got), "n=%d p=%d seed=%d %s closest=%v: got %v want %v", n, p, seed, policy, closest, got, want)
-						require.Equal(t, wantAdmit, admit)
-					}
-				}
-			}
-		}
-	}
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
-func TestBenchmarkHintsDeterministic(t *testing.T) {
-	a := BenchmarkHints(42, 8, 4, 24)
-	b := BenchmarkHints(42, 8, 4, 24)
-	require.Equal(t, a, b)
-	require.Len(t, a, 4)
-	for i, p := range a {
-		hs := p[fmt.Sprintf("resource%d", i)]
-		require.Len(t, hs, 24)
-		for _, h := range hs {
-			require.False(t, h.Any)
-			require.NotZero(t, h.NUMANodeAffinity)
-			require.Less(t, uint64(h.NUMANodeAffinity), uint64(1)<<8)
-		}
-	}
-	// Pin the first hint so that a change of generator is noticed: the
-	// benchmarks module relies on the same inputs.
-	require.Equal(t, "{0,2,4,7 not preferred}", a[0]["resource0"][0].String())
-}
-
 // The GPU provider can only use node 1; the CPUs fit on either node: the
 // policies agree on node 1.
 func ExampleMerge() {

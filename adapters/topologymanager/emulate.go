@@ -127,7 +127,7 @@ func kubeletMemory(nodes []MemoryNode, requestMiB int64, hint TopologyHint) ([]a
 				continue
 			}
 			if !found || (h.Preferred && !b.Preferred) ||
-				(h.Preferred == b.Preferred && h.NUMANodeAffinity.IsNarrowerThan(b.NUMANodeAffinity)) {
+				(h.Preferred == b.Preferred && h.NUMANodeAffinity.IsNarrowerThanByValue(b.NUMANodeAffinity)) {
 				b, found = h, true
 			}
 		}

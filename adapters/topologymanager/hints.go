@@ -83,12 +83,20 @@ func (s IDMask) IDs() []numa.NodeID {
 	return ids
 }
 
-// IsNarrowerThan is the kubelet's bitmask.IsNarrowerThan: fewer nodes first;
-// at equal count, the smaller integer, that is the mask whose highest node ID
-// where the two differ is absent ({1,2} is narrower than {0,3}). The kubelet's
-// comment says "more lower-numbered bits set", which is not what its code
-// does; this is what its code does.
-func (s IDMask) IsNarrowerThan(o IDMask) bool {
+// IsNarrowerThanByValue is the kubelet's bitmask.IsNarrowerThan: s has
+// fewer nodes than o, or as many and is the smaller unsigned integer, that
+// is, the highest node ID where the two differ is in o ({1,2} is narrower
+// than {0,3}). It is a strict order: s.IsNarrowerThanByValue(s) is false.
+// The kubelet's comment says the mask "with more lower-numbered bits set"
+// wins; its code compares the integers, and so does this method.
+//
+// The name says how it differs from numa.Mask.IsNarrowerThan (besides that
+// one holding dense indices, this one node IDs): at equal count that one
+// prefers the mask holding the lowest node where the two differ ({0,3}
+// before {1,2}). The two orders agree on two masks of different counts,
+// and on two of equal count exactly when the lowest and the highest node
+// where they differ lie in different masks.
+func (s IDMask) IsNarrowerThanByValue(o IDMask) bool {
 	if cs, co := s.Count(), o.Count(); cs != co {
 		return cs < co
 	}

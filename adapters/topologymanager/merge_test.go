@@ -85,7 +85,7 @@ func refMerge(policy Policy, nodes []numa.NodeID, dist func(a, b int) int, close
 			if l[i].Any {
 				continue
 			}
-			if narrowest == nil || l[i].NUMANodeAffinity.IsNarrowerThan(narrowest.NUMANodeAffinity) {
+			if narrowest == nil || l[i].NUMANodeAffinity.IsNarrowerThanByValue(narrowest.NUMANodeAffinity) {
 				narrowest = &l[i]
 			}
 		}
@@ -108,7 +108,7 @@ func refMerge(policy Policy, nodes []numa.NodeID, dist func(a, b int) int, close
 		return sum / count
 	}
 	narrowest := func(a, b IDMask) IDMask {
-		if a.IsNarrowerThan(b) {
+		if a.IsNarrowerThanByValue(b) {
 			return a
 		}
 		return b

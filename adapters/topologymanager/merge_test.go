@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
-	"github.com/numaplace/numaplace/topology"
 )
 
 // refMerge is the kubelet's merge written out the kubelet's way: flatten the
@@ -623,35 +621,4 @@ func TestMergeLargeMachines(t *testing.T) {
 			require.Equal(t, wantAdmit, admit, "method %d for %v", method, c)
 		}
 	})
-}
-
-// The GPU provider can only use node 1; the CPUs fit on either node: the
-// policies agree on node 1.
-func ExampleMerge() {
-	cpu := map[string][]TopologyHint{"cpu": {
-		Hint(MustIDMask(0), true), Hint(MustIDMask(1), true), Hint(MustIDMask(0, 1), false)}}
-	gpu := map[string][]TopologyHint{"nvidia.com/gpu": {
-		Hint(MustIDMask(1), true), Hint(MustIDMask(0, 1), false)}}
-	h, admit, err := Merge(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{},
-		[]map[string][]TopologyHint{cpu, gpu}, PolicyOptions{})
-	fmt.Println(h, admit, err)
-	// Output: {1 preferred} true <nil>
-}
-
-// A 4-GPU, 24-CPU pod on an empty DGX A100 (two GPUs per GPU node, 32 CPUs
-// per node): the CPUs' narrowest width is one node, the GPUs' two, so no
-// merged hint is preferred. best-effort admits it with the numerically
-// smallest two-node intersection of GPU nodes, {1,3}; restricted and
-// single-numa-node refuse it.
-func ExamplePredict() {
-	m, _ := topology.Preset("dgx-a100")
-	pod := &allocator.Request{CPUs: 24, GPUs: 4}
-	for _, p := range []Policy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
-		h, admit, err := Predict(p, PredictOptions{}, m, nil, pod)
-		fmt.Println(p, h, admit, err)
-	}
-	// Output:
-	// best-effort {1,3 not preferred} true <nil>
-	// restricted {1,3 not preferred} false <nil>
-	// single-numa-node {any not preferred} false <nil>
 }

@@ -92,25 +92,19 @@ type Cache struct {
 type nodeInfo struct {
 	name string
 
-	mu         sync.RWMutex // guards everything below
-	labels     map[string]string
-	kpol       topologymanager.Policy // "" unless the kubelet's Topology Manager admits pods
-	kopts      topologymanager.PredictOptions
-	m          *topology.Machine
-	optedIn    bool
-	alignMem   bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
-	class      *machineClass
-	state      *allocator.State
-	allocCPUs  int   // allocatable CPUs (reserved ones excluded)
-	gpuCap     int   // GPUs
-	memCap     int64 // MiB, 0 when unknown
-	exclCPUs   int   // CPUs held by allocations
-	gpusHeld   int
-	plainMilli int64 // CPU requests of the pods without a NUMA spec
-	memUsed    int64 // memory requests of every pod
-	pods       map[string]*podInfo
-	inexact    int // pods whose accounting depends on the order (podInfo.inexact)
-	removed    bool
+	mu       sync.RWMutex // guards everything below
+	labels   map[string]string
+	kpol     topologymanager.Policy // "" unless the kubelet's Topology Manager admits pods
+	kopts    topologymanager.PredictOptions
+	m        *topology.Machine
+	optedIn  bool
+	alignMem bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
+	class    *machineClass
+	state    *allocator.State
+	totals   // the machine's and the pods' counts, for the cache's own rules
+	pods     map[string]*podInfo
+	inexact  int // pods whose accounting depends on the order (podInfo.inexact)
+	removed  bool
 }
 
 // podInfo is a pod the cache has placed (reserved) or been told is bound.
@@ -139,16 +133,12 @@ type podInfo struct {
 	reason string
 }
 
+// usage is what pi takes of its node's totals.
+func (pi *podInfo) usage() usage { return usageOf(&pi.req, pi.cpus, pi.gpus) }
+
 // account adds (sign 1) or removes (sign -1) what pi holds to n's totals.
 // The caller holds n.mu.
-func (n *nodeInfo) account(pi *podInfo, sign int) {
-	n.exclCPUs += sign * pi.cpus
-	n.gpusHeld += sign * pi.gpus
-	if !pi.req.NUMA && pi.cpus == 0 { // exclusive CPUs are not the shared pool's
-		n.plainMilli += int64(sign) * pi.req.MilliCPU
-	}
-	n.memUsed += int64(sign) * pi.req.MemoryMiB
-}
+func (n *nodeInfo) account(pi *podInfo, sign int) { n.add(pi.usage(), sign) }
 
 // New returns an empty cache, or an error wrapping [ErrConfig].
 func New(cfg Config) (*Cache, error) {

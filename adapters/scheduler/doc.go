@@ -22,7 +22,10 @@
 // allocation holds) by its CPU request, and gets its aliyun.com/gpu GPUs,
 // if any, from the allocator under policy None. An exclusive placement may
 // not shrink the shared pool below what the node's pods without a NUMA spec
-// request, nor below Config.MinSharedCPUs.
+// request, nor below Config.MinSharedCPUs. These rules, and memory's, are
+// one function of a node's totals that every path uses (Filter, Reserve,
+// ScheduleOne, Preempt, the what-if and victims dry-runs); a pod's CPU
+// request counts against the shared pool unless it holds exclusive CPUs.
 //
 // Nodes whose kubelet runs its own Topology Manager instead of numaplace's
 // node agent (Node.KubeletPolicy) take no pod with a NUMA spec; for every

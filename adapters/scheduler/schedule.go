@@ -301,20 +301,21 @@ func (c *Cache) fitError(nodes []*nodeInfo, pr *podReq, start int, vs []verdict)
 
 // reasonKey is what a refusal's reasons depend on.
 type reasonKey struct {
-	why    why
-	short  uint8
-	never  bool
-	nshort uint8
-	cat    error
-	width  int
-	inSet  bool
-	shortK string
+	why     why
+	kubelet bool
+	short   uint8
+	never   bool
+	nshort  uint8
+	cat     error
+	width   int
+	inSet   bool
+	shortK  string
 }
 
 // keyOf returns v's reason key, or false when its reasons are not
 // determined by one (an error of another kind than a PlacementError).
 func keyOf(v *verdict) (reasonKey, bool) {
-	k := reasonKey{why: v.why, short: v.short, never: v.never, nshort: v.neverShort}
+	k := reasonKey{why: v.why, kubelet: v.kubelet, short: v.short, never: v.never, nshort: v.neverShort}
 	if v.why != allocRefused {
 		return k, true
 	}

@@ -83,14 +83,21 @@ type Cache struct {
 	podsMu sync.Mutex // guards pods and every podInfo's node and bound
 	pods   map[string]*podInfo
 
+	groupsMu sync.Mutex // guards groups and every nodeGroup's refs; taken last
+	groups   map[[sha256.Size]byte]*nodeGroup
+
 	nextStart atomic.Int64 // where the next partial search starts
 	results   sync.Pool    // *[]verdict for ScheduleOne
 }
 
 // nodeInfo is one node. Lock order: Cache.mu, then Cache.podsMu, then
-// nodeInfo.mu.
+// nodeInfo.mu, then Cache.groupsMu. The write lock is taken by
+// Cache.lockNode only.
 type nodeInfo struct {
 	name string
+	// group is the node's group while it has not changed since it was
+	// worked out (nil else); read without the lock (see nodeGroup).
+	group atomic.Pointer[nodeGroup]
 
 	mu       sync.RWMutex // guards everything below
 	labels   map[string]string
@@ -146,7 +153,7 @@ func New(cfg Config) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{cfg: cfg, nodes: map[string]*nodeInfo{}, pods: map[string]*podInfo{},
+	return &Cache{cfg: cfg, nodes: map[string]*nodeInfo{}, pods: map[string]*podInfo{}, groups: map[[sha256.Size]byte]*nodeGroup{},
 		classes: map[[sha256.Size]byte]*machineClass{}, byPtr: map[*topology.Machine]*machineClass{}}, nil
 }
 
@@ -274,7 +281,7 @@ func (c *Cache) UpdateNode(n Node) error {
 	}
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	kpol, kopts := kubeletPolicy(n)
 	if n.Machine == ni.m && kpol == ni.kpol {
@@ -343,7 +350,7 @@ func (c *Cache) RemoveNode(name string) error {
 	c.dirty = true
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	for key := range ni.pods {
 		delete(c.pods, key)
@@ -479,7 +486,7 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 			c.dropLocked(old)
 		}
 	}
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	if ni.removed {
 		err := fmt.Errorf("%w: %s", ErrUnknownNode, ni.name)
@@ -575,7 +582,7 @@ func (c *Cache) reservedAsDecided(pi *podInfo, d *kube.Decision) bool {
 // node when its accounting depended on pi (the caller holds podsMu).
 func (c *Cache) dropLocked(pi *podInfo) {
 	ni := pi.node
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	if c.forgetLocked(ni, pi) {
 		// An error leaves the node's state as it was without pi, which

@@ -45,6 +45,11 @@
 // Filter and Score take one node's read lock, so they run in parallel
 // across nodes (and on one node) while Reserve holds one node's write lock
 // for the few microseconds it takes to check the shared pool and allocate.
+// Nodes in the same state (the same machine but for its name and GPU
+// UUIDs, labels' effect, kubelet policy, totals and allocations) form a
+// group, and a pod is judged once per group in a scheduling cycle: the
+// other nodes of the group take that verdict without their lock. Any
+// change of a node takes it out of its group at once.
 //
 // The common calls:
 //

@@ -318,6 +318,11 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	return c.evaluateLocked(n, pr, scored, memo)
+}
+
+// evaluateLocked is evaluate under n's read lock, which the caller holds.
+func (c *Cache) evaluateLocked(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
 	v := c.checksLocked(n, pr, memo)
 	if v.why != fits {
 		return v

@@ -46,7 +46,7 @@ func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
 		}
 		return verdict{}, fmt.Errorf("%w: %s is on node %s", ErrPodPlaced, pr.key, old.node.name)
 	}
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	v := c.checksLocked(ni, pr, nil)
 	if v.why != fits {

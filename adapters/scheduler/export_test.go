@@ -1,5 +1,7 @@
 package scheduler
 
+import "reflect"
+
 // UngroupedScore is PreparedPod.Score judged on the node alone: no group's
 // verdict is read or kept (the answer every grouped verdict must equal).
 func UngroupedScore(pp *PreparedPod, node string) (int, error) {
@@ -19,3 +21,13 @@ func GroupCount(c *Cache) int { return c.groupCount() }
 
 // GroupKeyOfAllocation is how the group key writes one allocation.
 var GroupKeyOfAllocation = allocationKey
+
+// TotalsFields are the fields of a node's totals, which the group key
+// writes one by one.
+var TotalsFields = func() []string {
+	var out []string
+	for f := range reflect.TypeFor[totals]().Fields() {
+		out = append(out, f.Name)
+	}
+	return out
+}()

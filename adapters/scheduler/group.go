@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync/atomic"
 
@@ -90,7 +92,9 @@ func (c *Cache) groupLocked(n *nodeInfo) *nodeGroup {
 }
 
 // groupKeyLocked writes everything a verdict on n reads but the pod (the
-// caller holds n's read lock): see nodeGroup.
+// caller holds n's read lock): see nodeGroup. TestGroupKeyCoversState
+// fails when the totals, a snapshot or an allocation gain a field that it
+// leaves out.
 func groupKeyLocked(n *nodeInfo) []byte {
 	var b []byte
 	b = append(b, n.class.key[:]...)
@@ -109,37 +113,81 @@ func groupKeyLocked(n *nodeInfo) []byte {
 	b = binary.AppendVarint(b, int64(n.gpusHeld))
 	b = binary.AppendVarint(b, n.plainMilli)
 	b = binary.AppendVarint(b, n.memUsed)
-	kubelet, _ := json.Marshal(struct {
-		Policy  string
-		Options any
-	}{string(n.kpol), n.kopts})
-	b = appendString(b, string(kubelet))
+	if n.kpol != "" { // else the options are the zero value
+		kubelet, _ := json.Marshal(struct {
+			Policy  string
+			Options any
+		}{string(n.kpol), n.kopts})
+		b = appendString(b, string(kubelet))
+	}
 	snap := n.state.Snapshot()
-	allocs := make([]string, len(snap.Allocations))
+	// The multiset of allocations, whatever their IDs: each written apart,
+	// then in the order of their bytes.
+	var buf []byte
+	spans := make([][2]int, len(snap.Allocations))
 	for i := range snap.Allocations {
-		allocs[i] = allocationKey(snap.Allocations[i])
+		lo := len(buf)
+		buf = appendAllocation(buf, &snap.Allocations[i])
+		spans[i] = [2]int{lo, len(buf)}
 	}
-	slices.Sort(allocs) // the multiset, whatever the IDs
-	b = binary.AppendUvarint(b, uint64(len(allocs)))
-	for _, a := range allocs {
-		b = appendString(b, a)
+	slices.SortFunc(spans, func(x, y [2]int) int { return bytes.Compare(buf[x[0]:x[1]], buf[y[0]:y[1]]) })
+	b = binary.AppendUvarint(b, uint64(len(spans)))
+	for _, sp := range spans {
+		b = append(b, buf[sp[0]:sp[1]]...)
 	}
-	health, _ := json.Marshal(snap.Unhealthy) // map keys sorted
-	return appendString(b, string(health))
+	b = binary.AppendUvarint(b, uint64(len(snap.Unhealthy)))
+	for _, class := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
+		b = appendStrings(appendString(b, class), snap.Unhealthy[class])
+	}
+	return b
 }
 
-// allocationKey writes what an allocation holds, but for its ID: every
-// exported field (TestGroupKeyCoversAllocations fails when a field is
-// added that the encoding leaves out).
-func allocationKey(a allocator.Allocation) string {
-	a.ID = ""
-	j, _ := json.Marshal(&a)
-	return string(j)
+// appendAllocation writes what an allocation holds, but for its ID, self-
+// delimited: every exported field (TestGroupKeyCoversState fails when a
+// field is added that it leaves out).
+func appendAllocation(b []byte, a *allocator.Allocation) []byte {
+	flags := byte(0)
+	if a.FullPCPUs {
+		flags = 1
+	}
+	b = append(b, byte(a.Policy), byte(a.Exclusive), flags)
+	b = binary.AppendUvarint(b, uint64(a.DenseSpan))
+	b = binary.AppendUvarint(b, uint64(a.CPUs.Size()))
+	for cpu := range a.CPUs.All() {
+		b = binary.AppendUvarint(b, uint64(cpu))
+	}
+	b = binary.AppendUvarint(b, uint64(len(a.GPUs)))
+	for _, g := range a.GPUs {
+		b = binary.AppendVarint(b, int64(g))
+	}
+	b = binary.AppendUvarint(b, uint64(len(a.Devices)))
+	if len(a.Devices) > 0 {
+		for _, class := range slices.Sorted(maps.Keys(a.Devices)) {
+			b = appendStrings(appendString(b, class), a.Devices[class])
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(a.Memory)))
+	for _, m := range a.Memory {
+		b = binary.AppendVarint(b, int64(m.Node))
+		b = binary.AppendVarint(b, m.MiB)
+	}
+	return b
 }
+
+// allocationKey is appendAllocation of a alone.
+func allocationKey(a allocator.Allocation) string { return string(appendAllocation(nil, &a)) }
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
 }
 
 // evaluateGrouped is evaluate of pr on n, scored, answered from n's group

@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -306,10 +305,20 @@ func TestGroupedVerdictAfterChange(t *testing.T) {
 	require.NoError(t, pp.Filter("c"))
 }
 
-// TestGroupKeyCoversAllocations: the group key writes every exported field
-// of an allocation but its ID, so that nodes whose allocations differ in
-// anything the allocator reads are never in one group.
-func TestGroupKeyCoversAllocations(t *testing.T) {
+// TestGroupKeyCoversState: the group key writes every exported field of
+// an allocation but its ID, so that nodes whose allocations differ in
+// anything the allocator reads are never in one group; and the totals and
+// the allocator's snapshot have the fields the key writes, no more (a new
+// one must be added to the key).
+func TestGroupKeyCoversState(t *testing.T) {
+	require.Equal(t, []string{"allocCPUs", "gpuCap", "memCap", "exclCPUs", "gpusHeld", "plainMilli", "memUsed"}, scheduler.TotalsFields,
+		"the totals changed: write the new field in groupKeyLocked")
+	var snapFields []string
+	for f := range reflect.TypeFor[allocator.Snapshot]().Fields() {
+		snapFields = append(snapFields, f.Name)
+	}
+	require.Equal(t, []string{"Allocations", "Unhealthy"}, snapFields, "the snapshot changed: write the new field in groupKeyLocked")
+
 	typ := reflect.TypeFor[allocator.Allocation]()
 	zero := scheduler.GroupKeyOfAllocation(allocator.Allocation{})
 	for i := range typ.NumField() {
@@ -327,10 +336,16 @@ func TestGroupKeyCoversAllocations(t *testing.T) {
 		require.NotEqual(t, zero, key, "field %s is not in the group key", f.Name)
 	}
 	// And every value counts, not only whether a field is set.
-	a, b := allocator.Allocation{CPUs: numa.NewCPUSet(1, 2)}, allocator.Allocation{CPUs: numa.NewCPUSet(1, 3)}
-	require.NotEqual(t, scheduler.GroupKeyOfAllocation(a), scheduler.GroupKeyOfAllocation(b))
-	_, err := json.Marshal(a)
-	require.NoError(t, err)
+	for _, pair := range [][2]allocator.Allocation{
+		{{CPUs: numa.NewCPUSet(1, 2)}, {CPUs: numa.NewCPUSet(1, 3)}},
+		{{GPUs: []int{1}}, {GPUs: []int{2}}},
+		{{Devices: map[string][]string{"rdma": {"a"}}}, {Devices: map[string][]string{"rdma": {"b"}}}},
+		{{Devices: map[string][]string{"rdma": {"a"}}}, {Devices: map[string][]string{"nic": {"a"}}}},
+		{{Memory: []allocator.NodeMemory{{Node: 0, MiB: 1}}}, {Memory: []allocator.NodeMemory{{Node: 1, MiB: 1}}}},
+		{{Memory: []allocator.NodeMemory{{Node: 0, MiB: 1}}}, {Memory: []allocator.NodeMemory{{Node: 0, MiB: 2}}}},
+	} {
+		require.NotEqual(t, scheduler.GroupKeyOfAllocation(pair[0]), scheduler.GroupKeyOfAllocation(pair[1]), "%+v", pair)
+	}
 }
 
 // nonZero returns a value of type t that is not its zero value.
@@ -413,4 +428,21 @@ func TestGroupedSameTotalsOtherPlacement(t *testing.T) {
 	res, err := c.ScheduleOne(numaPod("tg", 24, 4, "SingleNUMANode"))
 	require.NoError(t, err)
 	require.Equal(t, "b", res.Node)
+}
+
+// TestGroupedKubeletPolicies: empty nodes alike but for their kubelet's
+// Topology Manager policy are in different groups (the 4-GPU pod:
+// single-numa-node refuses it on a dgx-a100, best-effort admits it).
+func TestGroupedKubeletPolicies(t *testing.T) {
+	a100 := preset(t, "dgx-a100")
+	c := newCache(t, scheduler.Config{},
+		scheduler.Node{Name: "be", Machine: a100, KubeletPolicy: topologymanager.PolicyBestEffort},
+		scheduler.Node{Name: "snn", Machine: a100, KubeletPolicy: topologymanager.PolicySingleNUMANode})
+	pp, err := c.Prepare(guaranteedPod("big", 24, 4))
+	require.NoError(t, err)
+	for range 2 {
+		require.NoError(t, pp.Filter("be"))
+		require.ErrorIs(t, pp.Filter("snn"), scheduler.ErrKubeletRefusal)
+	}
+	require.Equal(t, 2, scheduler.GroupCount(c))
 }

@@ -169,8 +169,8 @@ type classSearch struct {
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
-	keys    [numa.MaxNodes]uint64 // sort buffers
-	vals    [numa.MaxNodes]int64
+	keys [numa.MaxNodes]uint64 // sort buffers
+	vals [numa.MaxNodes]int64
 	// top holds, once a search has taken topAfter steps, the sums bound
 	// reads: for q < k the sum of the t largest amounts of kind q over the
 	// nodes of classes cl and later, for q = k the same of the scores, at

@@ -3,8 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,11 +139,14 @@ type kubeletEnv struct {
 	// nsenter and kubeletDir: the tool that runs the kubelet in that
 	// namespace, and the directory that is /var/lib/kubelet there.
 	nsenter, kubeletDir string
+	// kubeletPort is the kubelet's HTTPS port (its API: logs, exec,
+	// configz) on 127.0.0.1.
+	kubeletPort int
 }
 
 // standInGPUs are the device nodes containerd's /dev gets when the host
-// has none: the GPUs of e2eMachine and two control nodes, with /dev/null's
-// numbers.
+// has none: the device nodes of fakeGPUs (minors 0-3) and two control
+// nodes, with /dev/null's numbers.
 var standInGPUs = []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"}
 
 // nodeTools returns unshare and nsenter (util-linux), or skips.
@@ -337,6 +344,7 @@ func startKubelet(t *testing.T, e *kubeletEnv, cgroupRoot, kubeconfig string, cl
 	t.Helper()
 	kubelet := kubeletBinary(t, e.bin)
 	restoreSysctls(t)
+	e.kubeletPort = freeTCPPort(t)
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -361,7 +369,7 @@ evictionHard: {memory.available: 1Mi, nodefs.available: 1%%, imagefs.available: 
 imageGCHighThresholdPercent: 100
 # The GPUs advertised within a second, not the default 10.
 nodeStatusUpdateFrequency: 1s
-`, cgroupRoot, e.sock, freeTCPPort(t), filepath.Join(e.dir, "pod-logs"), filepath.Join(e.dir, "volume-plugins"))
+`, cgroupRoot, e.sock, e.kubeletPort, filepath.Join(e.dir, "pod-logs"), filepath.Join(e.dir, "volume-plugins"))
 	conf := filepath.Join(e.dir, "kubelet-config.yaml")
 	require.NoError(t, os.WriteFile(conf, []byte(cfg), 0o600))
 	p := startHostProcess(t, e.dir, "kubelet", exec.Command(e.nsenter, "--target", strconv.Itoa(e.pid), "--mount", "--",
@@ -555,8 +563,12 @@ func checkPlacement(t *testing.T, e *kubeletEnv, client kubernetes.Interface, po
 	require.Len(t, d.GPUs, 1, "pod %s's decision: %+v", pod.Name, d)
 	var uuids, nodes []string
 	for _, g := range d.GPUs {
+		// The UUID the driver's information file gives, through discovery,
+		// the report and the scheduler; the node named by the minor.
+		fake := fakeGPUByID(t, g.ID)
+		require.Equal(t, fake.uuid, g.UUID, "pod %s's decision names GPU %d by another UUID", pod.Name, g.ID)
 		uuids = append(uuids, g.UUID)
-		nodes = append(nodes, "nvidia"+strconv.Itoa(g.ID))
+		nodes = append(nodes, "nvidia"+strconv.Itoa(fake.minor))
 	}
 	mems := hostMemoryNodes(t)
 	var want numa.CPUSet
@@ -573,6 +585,10 @@ func checkPlacement(t *testing.T, e *kubeletEnv, client kubernetes.Interface, po
 	require.Equal(t, d.CPUSet, e.status(t, ctr, "Cpus_allowed_list"), "pod %s's cpuset", pod.Name)
 	require.Equal(t, want.String(), e.status(t, ctr, "Mems_allowed_list"), "pod %s's memory nodes", pod.Name)
 	require.Equal(t, strings.Join(uuids, ","), e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"], "pod %s's GPUs", pod.Name)
+	t.Logf("pod %s: phase %s on node %s; decision %s; in its container: Cpus_allowed_list %s, Mems_allowed_list %s, "+
+		"NVIDIA_VISIBLE_DEVICES=%s, %s", pod.Name, pod.Status.Phase, pod.Spec.NodeName, pod.Annotations["numaplace.io/allocation"],
+		e.status(t, ctr, "Cpus_allowed_list"), e.status(t, ctr, "Mems_allowed_list"), e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"],
+		strings.Join(strings.Fields(e.exec(t, ctr, "sh", "-c", "ls /dev | grep nvidia")), " "))
 	for i := range 4 {
 		n := "/dev/nvidia" + strconv.Itoa(i)
 		out, err := e.crictl("exec", ctr, "stat", "-c", "%t:%T %F", n)
@@ -666,6 +682,11 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	// Step 1: the kubelet, and the node opted in.
 	_, pluginDir := startKubelet(t, e, cgroups, cp.Kubeconfig(t), client)
 	stage("kubelet registered")
+	// Step 1's check: the kubelet leaves cpusets alone.
+	kc := kubeletConfigz(t, e)
+	require.Equal(t, []any{"none", "none", "None"},
+		[]any{kc["cpuManagerPolicy"], kc["topologyManagerPolicy"], kc["memoryManagerPolicy"]},
+		"the kubelet's cpuManagerPolicy, topologyManagerPolicy and memoryManagerPolicy in its configz")
 	_, err = client.CoreV1().Nodes().Patch(ctx, kubeletNode, types.MergePatchType,
 		[]byte(`{"metadata":{"labels":{"ack.node.gpu.schedule":"topology"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -676,9 +697,7 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	// bound to the node (the admission policy of deploy/agent.yaml needs
 	// the node's name in it); the GPUs' device nodes as containerd sees
 	// them.
-	machine := filepath.Join(e.dir, "machine.json")
-	require.NoError(t, os.WriteFile(machine, []byte(e2eMachine), 0o600))
-	agent := e.startAgent(t, "--topology", machine, "--node-name", kubeletNode,
+	agent := e.startAgent(t, "--sysfs-root", fakeSysfs(t, e.dir), "--node-name", kubeletNode,
 		"--kubeconfig", serviceAccountKubeconfig(t, client, cp.Config.Host, "numaplace-system", "numaplace-agent", node),
 		"--checkpoint", filepath.Join(e.dir, "checkpoint.json"), "--kubelet-socket-dir", pluginDir,
 		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid))
@@ -694,6 +713,37 @@ func TestPodThroughTheKubelet(t *testing.T) {
 		return err == nil && n.Annotations["numaplace.io/topology"] != "" && nrtAvailable(dyn, "node-1", "aliyun.com/gpu") == "2"
 	}, 60*time.Second, 100*time.Millisecond, "no topology annotation and NodeResourceTopology; the agent's log:\n%s", agent.log)
 	stage("agent: topology annotation and NodeResourceTopology published")
+	// Step 3's checks, as docs/deploy.md prints them for this machine.
+	for _, line := range []string{"node agent ready", "registered with the kubelet", "configured by the runtime"} {
+		require.Contains(t, agent.log.String(), line, "the agent's log")
+	}
+	var machineJSON struct {
+		NUMANodes []json.RawMessage `json:"numaNodes"`
+		GPUs      []struct {
+			ID       int    `json:"id"`
+			NUMANode int    `json:"numaNode"`
+			UUID     string `json:"uuid"`
+			BusID    string `json:"busID"`
+		} `json:"gpus"`
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal([]byte(n.Annotations["numaplace.io/topology"]), &machineJSON))
+	require.Len(t, machineJSON.NUMANodes, 2, "the topology annotation's NUMA nodes")
+	require.Len(t, machineJSON.GPUs, len(fakeGPUs), "the topology annotation's GPUs")
+	for i, g := range machineJSON.GPUs {
+		require.Equal(t, []any{i, fakeGPUs[i].node, fakeGPUs[i].uuid, fakeGPUs[i].bus}, []any{g.ID, g.NUMANode, g.UUID, g.BusID},
+			"GPU %d of the topology annotation, discovered from the fake sysfs tree", i)
+	}
+	zones := nrtZones(t, dyn, true)
+	t.Logf("kubectl get noderesourcetopology %s (zones):\n%s", kubeletNode, zones)
+	require.Equal(t, "node-0: cpu=1/1 aliyun.com/gpu=2/2 memory=1024Mi/1024Mi \nnode-1: cpu=1/1 aliyun.com/gpu=2/2 memory=1024Mi/1024Mi \n", zones)
+	attrs := nrtAttributes(t, dyn)
+	t.Logf("kubectl get noderesourcetopology %s (attributes): %v", kubeletNode, attrs)
+	require.Equal(t, "none", attrs["topologyManagerPolicy"])
+	require.Equal(t, "pod", attrs["topologyManagerScope"])
+	require.Equal(t, "exclude-terminal", attrs["nodeTopologyPodsFingerprintMethod"])
+	require.True(t, strings.HasPrefix(attrs["nodeTopologyPodsFingerprint"], "pfp0v001"), "the fingerprint: %q", attrs["nodeTopologyPodsFingerprint"])
 
 	// Step 4: the scheduler with its service account's token.
 	require.NoError(t, <-built)
@@ -761,4 +811,144 @@ func TestPodThroughTheKubelet(t *testing.T) {
 		return nrtAvailable(dyn, zone, "cpu") == "1" && nrtAvailable(dyn, zone, "aliyun.com/gpu") == "2"
 	}, 30*time.Second, 100*time.Millisecond, "the NodeResourceTopology does not give back %s's CPU and GPU", zone)
 	stage("all pods gone, the report back to full")
+}
+
+// fakeGPU is a GPU of the fake sysfs tree: its PCI address, NUMA node, and
+// what the NVIDIA driver says of it in /proc/driver/nvidia/gpus.
+type fakeGPU struct {
+	bus         string
+	node, minor int
+	uuid        string
+}
+
+// fakeGPUs are the tree's GPUs in bus order (discovery's GPU IDs 0-3).
+// Their device minors are not their IDs, as on machines whose driver
+// numbered them in another order, so that a device node named by the GPU
+// ID instead of the minor is caught.
+var fakeGPUs = []fakeGPU{
+	{"0000:1b:00.0", 0, 2, "GPU-5a1c0e3e-0b1d-4f0e-9a62-1b0000000000"},
+	{"0000:3d:00.0", 0, 3, "GPU-5a1c0e3e-0b1d-4f0e-9a62-3d0000000000"},
+	{"0000:9a:00.0", 1, 0, "GPU-5a1c0e3e-0b1d-4f0e-9a62-9a0000000000"},
+	{"0000:bc:00.0", 1, 1, "GPU-5a1c0e3e-0b1d-4f0e-9a62-bc0000000000"},
+}
+
+// fakeSysfs writes, under a directory of the test, the sys/ and proc/
+// trees of a two-socket machine with four NVIDIA GPUs as the agent's
+// --sysfs-root reads them on a node (docs/deploy.md's DaemonSet passes
+// /host): the host's two CPUs 0 and 1 as NUMA nodes 0 and 1 of 1 GiB
+// each (cpusets must name real CPUs for runc to apply them), fakeGPUs on
+// the PCI bus with their numa_node, and the driver's information files
+// with their UUIDs and device minors. has_memory is the host's, so that
+// the memory nodes the agent gives containers exist. It returns the root.
+func fakeSysfs(t *testing.T, dir string) string {
+	t.Helper()
+	root := filepath.Join(dir, "host")
+	write := func(path, content string) {
+		p := filepath.Join(root, path)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content+"\n"), 0o644))
+	}
+	write("sys/devices/system/cpu/online", "0-1")
+	write("sys/devices/system/node/online", "0-1")
+	write("sys/devices/system/node/has_memory", hostMemoryNodes(t).String())
+	for i := range 2 {
+		cpu := fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/", i)
+		write(cpu+"physical_package_id", strconv.Itoa(i))
+		write(cpu+"core_id", "0")
+		write(cpu+"thread_siblings_list", strconv.Itoa(i))
+		node := fmt.Sprintf("sys/devices/system/node/node%d/", i)
+		write(node+"cpulist", strconv.Itoa(i))
+		write(node+"meminfo", fmt.Sprintf("Node %d MemTotal:        1048576 kB", i))
+		write(node+"distance", [...]string{"10 21", "21 10"}[i])
+	}
+	write("proc/meminfo", "MemTotal:        2097152 kB")
+	for _, g := range fakeGPUs {
+		pci := "sys/bus/pci/devices/" + g.bus + "/"
+		write(pci+"vendor", "0x10de")
+		write(pci+"device", "0x2330")
+		write(pci+"class", "0x030200")
+		write(pci+"numa_node", strconv.Itoa(g.node))
+		write("proc/driver/nvidia/gpus/"+g.bus+"/information", fmt.Sprintf(
+			"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t %s\nVideo BIOS: \t 96.00.61.00.01\n"+
+				"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t %s\nDevice Minor: \t %d\n"+
+				"GPU Excluded:\t No", g.uuid, g.bus, g.minor))
+	}
+	return root
+}
+
+// fakeGPUByID returns fakeGPUs' GPU of the ID discovery gives it.
+func fakeGPUByID(t *testing.T, id int) fakeGPU {
+	t.Helper()
+	require.True(t, id >= 0 && id < len(fakeGPUs), "GPU %d is not one of the fake tree's", id)
+	return fakeGPUs[id]
+}
+
+// kubeletConfigz returns the kubelet's running configuration, what
+// docs/deploy.md reads with kubectl get --raw
+// /api/v1/nodes/NODE/proxy/configz. The API server's node proxy refuses
+// a node whose address is loopback ("address not allowed"), as this one's
+// is, so the test asks the kubelet's port itself, which is what the proxy
+// forwards to.
+func kubeletConfigz(t *testing.T, e *kubeletEnv) map[string]any {
+	t.Helper()
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the kubelet's self-signed certificate on loopback
+	resp, err := insecure.Get("https://127.0.0.1:" + strconv.Itoa(e.kubeletPort) + "/configz")
+	require.NoError(t, err, "the kubelet's configz")
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the kubelet's configz: %s", raw)
+	var doc struct {
+		KubeletConfig map[string]any `json:"kubeletconfig"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc), "configz: %s", raw)
+	require.NotEmpty(t, doc.KubeletConfig, "configz has no kubeletconfig: %s", raw)
+	return doc.KubeletConfig
+}
+
+// nrtZones prints the node's NodeResourceTopology zones as docs/deploy.md's
+// kubectl jsonpath does: with allocatable,
+// {range .zones[*]}{.name}{": "}{range .resources[*]}{.name}={.available}/{.allocatable} {end}{"\n"}{end},
+// else the available amounts only.
+func nrtZones(t *testing.T, dyn dynamic.Interface, allocatable bool) string {
+	t.Helper()
+	obj, err := dyn.Resource(cluster.NRTResource).Get(context.Background(), kubeletNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	zones, _, err := unstructured.NestedSlice(obj.Object, "zones")
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, z := range zones {
+		zm, _ := z.(map[string]any)
+		fmt.Fprintf(&b, "%v: ", zm["name"])
+		rs, _ := zm["resources"].([]any)
+		for _, r := range rs {
+			rm, _ := r.(map[string]any)
+			if allocatable {
+				fmt.Fprintf(&b, "%v=%v/%v ", rm["name"], rm["available"], rm["allocatable"])
+			} else {
+				fmt.Fprintf(&b, "%v=%v ", rm["name"], rm["available"])
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// nrtAttributes returns the NodeResourceTopology's attributes as
+// name=value, without numaplace.io/topology (as docs/deploy.md's grep -v).
+func nrtAttributes(t *testing.T, dyn dynamic.Interface) map[string]string {
+	t.Helper()
+	obj, err := dyn.Resource(cluster.NRTResource).Get(context.Background(), kubeletNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	attrs, _, err := unstructured.NestedSlice(obj.Object, "attributes")
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, a := range attrs {
+		am, _ := a.(map[string]any)
+		if name, _ := am["name"].(string); name != "numaplace.io/topology" {
+			out[name], _ = am["value"].(string)
+		}
+	}
+	return out
 }

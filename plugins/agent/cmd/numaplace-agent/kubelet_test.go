@@ -760,6 +760,18 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	require.False(t, sched.exited(), "numaplace-scheduler exited")
 	require.Equal(t, kubeletNode, pod.Spec.NodeName)
 	d := checkPlacement(t, e, client, pod)
+	// The kubelet's own record: the four GPUs by their UUIDs, and one of
+	// them allocated to textgen-0's container by the agent's answer (the
+	// NRI role then gives the container the decision's GPU).
+	registered, allocated := kubeletDevices(t, pluginDir, "aliyun.com/gpu", pod.UID)
+	var uuids []string
+	for _, g := range fakeGPUs {
+		uuids = append(uuids, g.uuid)
+	}
+	require.ElementsMatch(t, uuids, registered, "the GPUs the kubelet registered")
+	require.Len(t, allocated["main"], 1, "the kubelet's allocation to textgen-0: %v", allocated)
+	require.Contains(t, uuids, allocated["main"][0])
+	t.Logf("the kubelet allocated %v to textgen-0's container; its decision: GPU %d (%s)", allocated["main"], d.GPUs[0].ID, d.GPUs[0].UUID)
 	zone := "node-" + strconv.Itoa(d.NUMANodes[0])
 	require.Eventually(t, func() bool {
 		return nrtAvailable(dyn, zone, "cpu") == "0" && nrtAvailable(dyn, zone, "aliyun.com/gpu") == "1"
@@ -811,6 +823,30 @@ func TestPodThroughTheKubelet(t *testing.T) {
 		return nrtAvailable(dyn, zone, "cpu") == "1" && nrtAvailable(dyn, zone, "aliyun.com/gpu") == "2"
 	}, 30*time.Second, 100*time.Millisecond, "the NodeResourceTopology does not give back %s's CPU and GPU", zone)
 	stage("all pods gone, the report back to full")
+
+	// The decision, not the kubelet's device IDs, decides which GPU a
+	// container sees: a pod placed on NUMA node 1 (CPU 1 and GPU 2, whose
+	// device minor is 0) while the kubelet, which does not know decisions,
+	// allocates it another GPU.
+	pinned := ackGPUPod("pinned")
+	pinned.Spec.NodeName = kubeletNode
+	pinned.Spec.SchedulerName = ""
+	pinned.Annotations["numaplace.io/allocation"] = fmt.Sprintf(`{"policy":"SingleNUMANode","exclusive":"Required",`+
+		`"cpuset":"1","numaNodes":[1],"gpus":[{"id":2,"uuid":%q}],"memoryMiB":{"1":64}}`, fakeGPUs[2].uuid)
+	_, err = client.CoreV1().Pods("default").Create(ctx, pinned, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod = waitRunning(t, client, "pinned")
+	checkPlacement(t, e, client, pod)
+	_, allocated = kubeletDevices(t, pluginDir, "aliyun.com/gpu", pod.UID)
+	require.Len(t, allocated["main"], 1, "the kubelet's allocation to pinned: %v", allocated)
+	require.NotEqual(t, fakeGPUs[2].uuid, allocated["main"][0],
+		"the kubelet allocated pinned its decision's GPU itself, so this does not show the NRI role replacing it")
+	t.Logf("the kubelet allocated %v to pinned's container; its decision and its container: GPU 2 (%s)", allocated["main"], fakeGPUs[2].uuid)
+	require.Eventually(t, func() bool {
+		return nrtAvailable(dyn, "node-1", "cpu") == "0" && nrtAvailable(dyn, "node-1", "aliyun.com/gpu") == "1"
+	}, 30*time.Second, 100*time.Millisecond, "the NodeResourceTopology does not count pinned in node-1")
+	deletePod(t, client, "pinned", 5)
+	stage("pinned: its decision's GPU, not the kubelet's, in its container")
 }
 
 // fakeGPU is a GPU of the fake sysfs tree: its PCI address, NUMA node, and
@@ -951,4 +987,43 @@ func nrtAttributes(t *testing.T, dyn dynamic.Interface) map[string]string {
 		}
 	}
 	return out
+}
+
+// kubeletDevices reads the kubelet's device-manager checkpoint
+// (kubelet_internal_checkpoint in its device-plugin directory) and returns
+// the devices of resource it registered, and the device IDs it allocated
+// to each container of the pod, checking that it kept the agent's
+// Allocate answer for them (NVIDIA_VISIBLE_DEVICES with those IDs): the
+// kubelet itself called ListAndWatch and Allocate.
+func kubeletDevices(t *testing.T, pluginDir, resource string, pod types.UID) (registered []string, allocated map[string][]string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(pluginDir, "kubelet_internal_checkpoint"))
+	require.NoError(t, err, "the kubelet's device-manager checkpoint")
+	var cp struct {
+		Data struct {
+			PodDeviceEntries []struct {
+				PodUID, ContainerName, ResourceName string
+				DeviceIDs                           map[string][]string
+				AllocResp                           []byte
+			}
+			RegisteredDevices map[string][]string
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &cp), "the kubelet's device-manager checkpoint: %s", raw)
+	allocated = map[string][]string{}
+	for _, e := range cp.Data.PodDeviceEntries {
+		if e.PodUID != string(pod) || e.ResourceName != resource {
+			continue
+		}
+		for _, ids := range e.DeviceIDs {
+			allocated[e.ContainerName] = append(allocated[e.ContainerName], ids...)
+		}
+		// AllocResp is the protobuf of the agent's ContainerAllocateResponse:
+		// its environment's keys and values are in it as they are.
+		require.Contains(t, string(e.AllocResp), "NVIDIA_VISIBLE_DEVICES", "the kubelet's copy of the agent's Allocate answer")
+		for _, id := range allocated[e.ContainerName] {
+			require.Contains(t, string(e.AllocResp), id, "the kubelet's copy of the agent's Allocate answer")
+		}
+	}
+	return cp.Data.RegisteredDevices[resource], allocated
 }

@@ -847,6 +847,36 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "the NodeResourceTopology does not count pinned in node-1")
 	deletePod(t, client, "pinned", 5)
 	stage("pinned: its decision's GPU, not the kubelet's, in its container")
+
+	// A pod with aliyun.com/gpu and no NUMA spec (bound by hand: no default
+	// scheduler runs) runs on the shared pool with the GPU the kubelet
+	// allocated it: its environment from the device plugin, its device
+	// node from the NRI role.
+	plain := ackGPUPod("plain")
+	plain.Annotations = nil
+	plain.Spec.NodeName = kubeletNode
+	plain.Spec.SchedulerName = ""
+	_, err = client.CoreV1().Pods("default").Create(ctx, plain, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod = waitRunning(t, client, "plain")
+	_, allocated = kubeletDevices(t, pluginDir, "aliyun.com/gpu", pod.UID)
+	require.Len(t, allocated["main"], 1, "the kubelet's allocation to plain: %v", allocated)
+	ctr := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	require.Equal(t, "0-1", e.status(t, ctr, "Cpus_allowed_list"), "plain runs on the shared pool: every CPU, none held")
+	require.Equal(t, allocated["main"][0], e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"], "plain's GPU is the kubelet's")
+	want := -1
+	for _, g := range fakeGPUs {
+		if g.uuid == allocated["main"][0] {
+			want = g.minor
+		}
+	}
+	require.NotEqual(t, -1, want)
+	listed := strings.Fields(e.exec(t, ctr, "sh", "-c", "ls /dev | grep nvidia"))
+	t.Logf("pod plain: phase %s; the kubelet allocated %v; in its container: Cpus_allowed_list %s, NVIDIA_VISIBLE_DEVICES=%s, %v",
+		pod.Status.Phase, allocated["main"], e.status(t, ctr, "Cpus_allowed_list"), e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"], listed)
+	require.ElementsMatch(t, []string{"nvidia" + strconv.Itoa(want), "nvidia-uvm", "nvidiactl"}, listed, "plain's GPU device nodes")
+	deletePod(t, client, "plain", 5)
+	stage("plain: the kubelet's GPU on the shared pool")
 }
 
 // fakeGPU is a GPU of the fake sysfs tree: its PCI address, NUMA node, and

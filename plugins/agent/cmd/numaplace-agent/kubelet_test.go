@@ -877,6 +877,15 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	require.ElementsMatch(t, []string{"nvidia" + strconv.Itoa(want), "nvidia-uvm", "nvidiactl"}, listed, "plain's GPU device nodes")
 	deletePod(t, client, "plain", 5)
 	stage("plain: the kubelet's GPU on the shared pool")
+
+	// Step 6's check: the agent gone, the kubelet no longer offers the GPUs.
+	agent.stop(t)
+	require.Eventually(t, func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
+		gpus := n.Status.Allocatable["aliyun.com/gpu"]
+		return err == nil && gpus.Value() == 0
+	}, 60*time.Second, 100*time.Millisecond, "the kubelet still advertises aliyun.com/gpu without the agent")
+	stage("agent stopped: the kubelet advertises 0 aliyun.com/gpu")
 }
 
 // fakeGPU is a GPU of the fake sysfs tree: its PCI address, NUMA node, and

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -290,6 +292,11 @@ func cgroupRoot(t *testing.T, name string) string {
 	require.NoError(t, err)
 	defer f.Close()
 	var made []string
+	t.Cleanup(func() {
+		for _, d := range made {
+			removeCgroupTree(t, d)
+		}
+	})
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// ID parent major:minor root mountpoint options ... - fstype source superoptions
@@ -302,7 +309,12 @@ func cgroupRoot(t *testing.T, name string) string {
 			continue
 		}
 		d := filepath.Join(fields[4], name)
-		require.NoError(t, os.Mkdir(d, 0o755), "making the kubelet's cgroup root")
+		if err := os.Mkdir(d, 0o755); err != nil {
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+				t.Skipf("the kubelet end-to-end test cannot make the kubelet's cgroup root %s (the kubelet needs to write the cgroup file systems): %v", d, err)
+			}
+			require.NoError(t, err, "making the kubelet's cgroup root")
+		}
 		made = append(made, d)
 		// A cgroup v1 cpuset starts empty: give it its parent's.
 		for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
@@ -312,12 +324,9 @@ func cgroupRoot(t *testing.T, name string) string {
 		}
 	}
 	require.NoError(t, sc.Err())
-	require.NotEmpty(t, made, "no cgroup file system is mounted")
-	t.Cleanup(func() {
-		for _, d := range made {
-			removeCgroupTree(t, d)
-		}
-	})
+	if len(made) == 0 {
+		t.Skip("the kubelet end-to-end test needs the cgroup file systems: none is mounted")
+	}
 	return "/" + name
 }
 

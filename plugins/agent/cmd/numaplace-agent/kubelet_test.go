@@ -46,7 +46,8 @@ import (
 // in a mount namespace of its own whose /dev has stand-in GPU device
 // nodes), the kubelet built from k8s.io/kubernetes (../../.ci-prepare),
 // numaplace-agent as the docs run it on a host (its token bound to the
-// node) and numaplace-scheduler with the repository's profile (its
+// node, its machine discovered from a fake sysfs tree with four GPUs,
+// fakeSysfs) and numaplace-scheduler with the repository's profile (its
 // service account's token). Pods with the ACK annotations and
 // aliyun.com/gpu go through the API server, the scheduler and the
 // kubelet; what they got is read from inside their containers.

@@ -61,6 +61,15 @@ type Options struct {
 	// [DefaultHealthInterval], negative turns the checks off (health then
 	// changes only through [Plugin.SetHealth]).
 	HealthInterval time.Duration
+	// NoDeviceNodes leaves the GPUs' device nodes out of Allocate's
+	// answers (only NVIDIA_VISIBLE_DEVICES is given), for a node whose NRI
+	// role adds the device nodes of each container's GPUs itself (or whose
+	// NVIDIA container runtime does, from the environment): a device node
+	// the kubelet's allocation adds cannot be taken out of the container
+	// again through NRI (containerd's NRI drops a plugin's removal of a
+	// device it did not add, containerd/nri#216), so a pod whose decision
+	// names other GPUs than the kubelet chose would see both.
+	NoDeviceNodes bool
 	// OnChange, if set, is called (without locks held) after a GPU's health
 	// changed, so that the node's report can be refreshed. It must not
 	// block for long.
@@ -301,11 +310,12 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, req *api.PreferredAll
 
 // Allocate implements the device-plugin API: each container gets
 // NVIDIA_VISIBLE_DEVICES with the GPUs the kubelet chose (by UUID, else
-// index) and their device nodes with the driver's control nodes. For a pod
-// with a numaplace decision the NRI role then replaces both with the
-// decision's GPUs, so the decision decides what the container sees. An
+// index) and, unless Options.NoDeviceNodes, their device nodes with the
+// driver's control nodes. For a pod with a numaplace decision the NRI role
+// then replaces the environment with the decision's GPUs and adds their
+// device nodes, so the decision decides what the container sees. An
 // unknown device ID, or a GPU whose device node is missing, is an
-// InvalidArgument error naming it.
+// InvalidArgument error naming it (device nodes given or not).
 func (p *Plugin) Allocate(_ context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
 	resp := &api.AllocateResponse{}
 	for _, cr := range req.GetContainerRequests() {
@@ -329,7 +339,9 @@ func (p *Plugin) Allocate(_ context.Context, req *api.AllocateRequest) (*api.All
 		}
 		c := &api.ContainerAllocateResponse{Envs: map[string]string{kubelet.EnvVisibleDevices: strings.Join(names, ",")}}
 		for _, n := range nodes {
-			c.Devices = append(c.Devices, &api.DeviceSpec{ContainerPath: n.Path, HostPath: n.Path, Permissions: "rw"})
+			if !p.opts.NoDeviceNodes {
+				c.Devices = append(c.Devices, &api.DeviceSpec{ContainerPath: n.Path, HostPath: n.Path, Permissions: "rw"})
+			}
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, c)
 	}

@@ -70,7 +70,7 @@ func TestCreateContainerGivesTheDecisionsGPUDeviceNodes(t *testing.T) {
 	require.Equal(t, []string{"/dev/nvidia0", "/dev/nvidia1"}, removed, "the other GPUs' nodes are taken away")
 	require.Positive(t, changes, "the admission is reported")
 
-	// A pod of the shared pool keeps the devices it has.
+	// A pod of the shared pool without GPUs gets no device node.
 	web := sharedPod("sb-web", "web")
 	adj, _, err = p.CreateContainer(ctx, web, ctr("w1", web, "", ""))
 	require.NoError(t, err)
@@ -140,4 +140,62 @@ func TestDecisionWithMemory(t *testing.T) {
 	adm, ok := e.p.Node().Get("default/m")
 	require.True(t, ok)
 	require.Equal(t, int64(4096), adm.Allocation.MemoryMiB())
+}
+
+// TestSharedPoolPodGetsTheKubeletsGPUNodes: a pod without a decision gets
+// the device nodes of the GPUs the kubelet allocated it, which the device
+// plugin names in NVIDIA_VISIBLE_DEVICES without adding their nodes (NRI
+// could not take such nodes away from a pod whose decision names other
+// GPUs); a value naming anything else is left to the runtime.
+func TestSharedPoolPodGetsTheKubeletsGPUNodes(t *testing.T) {
+	root := devRoot(t, "nvidia0", "nvidia1", "nvidia2", "nvidiactl")
+	m := machine(t)
+	gpus, err := devices.New(m, root, nil)
+	require.NoError(t, err)
+	node, err := kubelet.Open(m, "", kubelet.NodeOptions{})
+	require.NoError(t, err)
+	p, err := nri.New(node, nri.Options{Logger: slog.New(slog.DiscardHandler), GPUs: gpus})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+
+	sb := sharedPod("sb-s", "s")
+	for _, tc := range []struct {
+		env   []string
+		added []string
+	}{
+		{[]string{"NVIDIA_VISIBLE_DEVICES=GPU-b0,GPU-a0"}, []string{"/dev/nvidia0", "/dev/nvidia2", "/dev/nvidiactl"}},
+		{[]string{"NVIDIA_VISIBLE_DEVICES=1"}, []string{"/dev/nvidia1", "/dev/nvidiactl"}},                                     // by index
+		{[]string{"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=GPU-a1"}, []string{"/dev/nvidia1", "/dev/nvidiactl"}}, // the last wins
+		{[]string{"NVIDIA_VISIBLE_DEVICES=all"}, nil},
+		{[]string{"NVIDIA_VISIBLE_DEVICES=void"}, nil},
+		{[]string{"NVIDIA_VISIBLE_DEVICES=GPU-a0,GPU-zz"}, nil}, // not all ours
+		{[]string{"NVIDIA_VISIBLE_DEVICES="}, nil},
+		{[]string{"PATH=/bin"}, nil},
+	} {
+		adj, _, err := p.CreateContainer(ctx, sb, ctr("s1", sb, "", "", tc.env...))
+		require.NoError(t, err, "%v", tc.env)
+		added, removed := deviceChanges(adj)
+		var paths []string
+		for path, nums := range added {
+			require.Equal(t, [2]int64{1, 3}, nums, path)
+			paths = append(paths, path)
+		}
+		sort.Strings(paths)
+		require.Equal(t, tc.added, paths, "%v", tc.env)
+		require.Empty(t, removed, "%v", tc.env)
+		require.Empty(t, envOf(adj), "a shared pod's environment is left alone: %v", tc.env)
+	}
+
+	// A GPU whose node is missing fails the container, naming it.
+	_, _, err = p.CreateContainer(ctx, sb, ctr("s2", sb, "", "", "NVIDIA_VISIBLE_DEVICES=GPU-b1"))
+	require.ErrorIs(t, err, devices.ErrMissing)
+	require.ErrorContains(t, err, filepath.Join(root, "nvidia3"))
+
+	// Without the GPUs' nodes known (--gpu-device-nodes=false), nothing is added.
+	q, err := nri.New(node, nri.Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(q.Close)
+	adj, _, err := q.CreateContainer(ctx, sb, ctr("s3", sb, "", "", "NVIDIA_VISIBLE_DEVICES=GPU-a0"))
+	require.NoError(t, err)
+	require.Empty(t, adj.GetLinux().GetDevices())
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -367,6 +368,10 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 				"container", ctr.GetName(), "error", err)
 			return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 		}
+	} else if err := p.allocatedDevicesLocked(adj, ctr); err != nil {
+		p.log.ErrorContext(ctx, "CreateContainer: cannot give the container the GPUs the kubelet allocated it", "pod", adm.Pod,
+			"container", ctr.GetName(), "error", err)
+		return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 	}
 	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, shared: shared, cpus: adm.CPUs.String()}
 	if c.id != "" {
@@ -420,11 +425,59 @@ func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.A
 			adj.RemoveDevice(path)
 		}
 	}
+	addDeviceNodes(adj, nodes)
+	return nil
+}
+
+// allocatedDevicesLocked gives a shared-pool container the device nodes
+// (with the driver's control nodes) of the GPUs the kubelet allocated it
+// through the device plugin, which names them in NVIDIA_VISIBLE_DEVICES
+// and leaves the nodes to this role (deviceplugin.Options.NoDeviceNodes).
+// A value that does not name only this machine's GPUs, by UUID or index
+// ("all", "void", another plugin's names), is left alone, and so is every
+// container when the plugin does not know the GPUs' nodes.
+func (p *Plugin) allocatedDevicesLocked(adj *api.ContainerAdjustment, ctr *api.Container) error {
+	if p.gpus == nil {
+		return nil
+	}
+	value, found := "", false
+	for _, e := range ctr.GetEnv() {
+		if v, ok := strings.CutPrefix(e, kubelet.EnvVisibleDevices+"="); ok {
+			value, found = v, true // the last one wins, as when containerd merges environments
+		}
+	}
+	if !found || value == "" {
+		return nil
+	}
+	byName := map[string]int{}
+	for _, g := range p.node.Machine().GPUs() {
+		byName[strconv.Itoa(g.ID)] = g.ID
+		if g.UUID != "" {
+			byName[g.UUID] = g.ID
+		}
+	}
+	var ids []int
+	for _, name := range strings.Split(value, ",") {
+		id, ok := byName[strings.TrimSpace(name)]
+		if !ok {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	nodes, err := p.gpus.For(ids)
+	if err != nil {
+		return err
+	}
+	addDeviceNodes(adj, nodes)
+	return nil
+}
+
+// addDeviceNodes adds the device nodes to the container's adjustment.
+func addDeviceNodes(adj *api.ContainerAdjustment, nodes []devices.Node) {
 	for _, n := range nodes {
 		adj.AddDevice(&api.LinuxDevice{Path: n.Path, Type: "c", Major: n.Major, Minor: n.Minor,
 			FileMode: api.FileMode(uint32(n.Mode)), Uid: api.UInt32(n.UID), Gid: api.UInt32(n.GID)})
 	}
-	return nil
 }
 
 // StopContainer implements stub.StopContainerInterface: it forgets the

@@ -336,8 +336,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		if health == 0 {
 			health = -1
 		}
+		// With the NRI role on, it gives containers their GPUs' device
+		// nodes (or the NVIDIA runtime does, from the environment, with
+		// --gpu-device-nodes=false): the kubelet's allocation must not add
+		// nodes that NRI could not take out again for a decision naming
+		// other GPUs.
 		dp, err := deviceplugin.New(node, gpus, deviceplugin.Options{SocketDir: c.kubeletSocketDir, ResourceName: c.resourceName,
-			HealthInterval: health, OnChange: notify, Logger: log})
+			NoDeviceNodes: c.nri, HealthInterval: health, OnChange: notify, Logger: log})
 		if err != nil {
 			return fail("cannot create the device plugin", err)
 		}

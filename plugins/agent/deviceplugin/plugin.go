@@ -274,10 +274,10 @@ func (p *Plugin) ListAndWatch(_ *api.Empty, stream grpc.ServerStreamingServer[ap
 
 // GetPreferredAllocation implements the device-plugin API with the node's
 // chooser (kubelet.DevicePlugin.GetPreferredAllocation: the one device
-// chooser of allocator/devchoice, which the allocator also uses). Among the GPUs the kubelet offers,
-// it first tries those no admitted pod holds (the kubelet does not know
-// what the node's decisions hold), and all of them when those are too
-// few. A request the chooser cannot answer is an InvalidArgument error
+// chooser of allocator/devchoice, which the allocator also uses). Among
+// the GPUs the kubelet offers, it first tries those no admitted pod holds
+// (the kubelet does not know what the node's decisions hold), and all of
+// them when those are too few. A request the chooser cannot answer is an InvalidArgument error
 // saying why.
 func (p *Plugin) GetPreferredAllocation(_ context.Context, req *api.PreferredAllocationRequest) (*api.PreferredAllocationResponse, error) {
 	held := map[int]bool{}

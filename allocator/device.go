@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -267,10 +268,17 @@ func CanonicalDeviceID(class, id string) (string, error) {
 	}
 	g, ok := parseGPUID(id)
 	if !ok {
-		return "", fmt.Errorf("%w: GPU ID %q is not a decimal integer (GPU IDs are non-negative integers such as 3)", ErrUnknownDevice, id)
+		return "", fmt.Errorf("%w: GPU ID %s is not a decimal integer (GPU IDs are non-negative integers such as 3)", ErrUnknownDevice, quote.Short(id))
 	}
 	return strconv.Itoa(g), nil
 }
+
+// ParseGPUID reads a GPU ID written as text, in any spelling
+// [CanonicalDeviceID] accepts ("+3", "03" and "0000000003" are GPU 3), and
+// reports false for any other. It allocates nothing, for readers of GPU IDs
+// from outside (the device plugins, the node agent) that must agree with a
+// State on what names a GPU.
+func ParseGPUID(id string) (int, bool) { return parseGPUID(id) }
 
 // parseGPUID reads a GPU ID: ASCII decimal digits, optionally after one
 // '+', within the range of int.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/numaplace/numaplace/numa"
@@ -86,6 +87,14 @@ func (e *RestoreError) Unwrap() error { return e.Err }
 // devices and memory per NUMA node ID exactly, or is refused (memory on a
 // node ID the machine does not have: a *[NodeError]), never moved.
 //
+// Device health is matched by ID as well, as [State.ReplaceMachine] carries
+// it over: a device the machine has is marked unhealthy (its ID in any form
+// [CanonicalDeviceID] accepts), while the health of a device or class the
+// machine does not have is dropped (a device that is gone has no health to
+// keep; an allocation holding it is refused as above). A GPU ID that is not
+// a decimal integer names no device of any machine: it is refused with an
+// error wrapping [ErrConflict] and [ErrUnknownDevice].
+//
 // Bound: a copy of the state (O(state)) and claims linear in what the
 // snapshot holds, under the write lock.
 func (s *State) Restore(snap Snapshot) error {
@@ -96,16 +105,19 @@ func (s *State) Restore(snap Snapshot) error {
 	defer s.mu.Unlock()
 	// Work on a copy so that a refusal changes nothing.
 	tmp := s.cloneLocked()
-	for class, ids := range snap.Unhealthy {
-		for _, id := range ids {
-			if _, err := tmp.setHealth(class, id, false); err != nil {
-				return fmt.Errorf("restore device health: %w", err)
-			}
-		}
-	}
 	for _, a := range snap.Allocations {
 		if err := tmp.claim(a.Clone()); err != nil {
 			return &RestoreError{ID: a.ID, Err: err}
+		}
+	}
+	for _, class := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
+		for _, id := range snap.Unhealthy[class] {
+			if _, err := tmp.setHealth(class, id, false); err != nil {
+				if _, bad := CanonicalDeviceID(class, id); bad != nil {
+					return fmt.Errorf("%w: restore device health: %w", ErrConflict, bad)
+				}
+				// The machine has no such class or device: nothing to mark.
+			}
 		}
 	}
 	s.adopt(tmp)

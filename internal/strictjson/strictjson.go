@@ -458,3 +458,73 @@ func hex4(b []byte) (rune, bool) {
 	v, err := strconv.ParseUint(string(b[:4]), 16, 16)
 	return rune(v), err == nil
 }
+
+// TopString returns the value of the field key of the top-level object of
+// data when it can be read there although the document as a whole may be
+// refused (a repeated or unknown field, invalid UTF-8 or a type error
+// elsewhere, or malformed JSON after it): the field must be a string, valid
+// UTF-8, and given once in the part of data that is well-formed. It reports
+// false otherwise (no such field, not a string, not valid UTF-8, given
+// twice, data not an object). It reads data once, without decoding the
+// other values.
+func TopString(data []byte, key string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	var val string
+	found, ok := false, false
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			break
+		}
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		raw := data[start:dec.InputOffset()]
+		if d, isDelim := tok.(json.Delim); isDelim {
+			if !skip(dec, d) {
+				if k == key {
+					found, ok = true, false
+				}
+				break
+			}
+		}
+		if k != key {
+			continue
+		}
+		if found {
+			return "", false // given twice
+		}
+		s, isString := tok.(string)
+		found, ok, val = true, isString && validString(raw), s
+	}
+	if !ok {
+		return "", false
+	}
+	return val, true
+}
+
+// skip consumes the rest of the array or object opened by d; false when the
+// data ends or is malformed first.
+func skip(dec *json.Decoder, d json.Delim) bool {
+	if d != '{' && d != '[' {
+		return true
+	}
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return true
+}

@@ -196,3 +196,36 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, string(jb), string(ja))
 	})
 }
+
+// TestTopString: a top-level string field is read whatever else is wrong
+// with the document, unless it is itself unreadable.
+func TestTopString(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want string
+		ok   bool
+	}{
+		{`{"id":"a"}`, "a", true},
+		{`{"x":{"id":"b","y":[1,{"z":2}]},"id":"a"}`, "a", true},
+		{`{"id":"a","x":1,"x":2}`, "a", true},
+		{"{\"id\":\"a\",\"x\":\"\xff\"}", "a", true},
+		{`{"id":"a","x":"\ud800"}`, "a", true},
+		{`{"id":"a","x":}`, "a", true},
+		{`{"id":"a\u00e9"}`, "a\u00e9", true},
+		{`{"x":1}`, "", false},
+		{`{"id":1}`, "", false},
+		{`{"id":null}`, "", false},
+		{`{"id":["a"]}`, "", false},
+		{`{"id":"a","id":"a"}`, "", false},
+		{"{\"id\":\"a\xff\"}", "", false},
+		{`{"id":"\udc00"}`, "", false},
+		{`{"x":[1,2,,],"id":"a"}`, "", false},
+		{`["id","a"]`, "", false},
+		{``, "", false},
+	} {
+		got, ok := TopString([]byte(c.data), "id")
+		if got != c.want || ok != c.ok {
+			t.Errorf("TopString(%q) = %q, %v; want %q, %v", c.data, got, ok, c.want, c.ok)
+		}
+	}
+}

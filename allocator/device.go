@@ -262,7 +262,7 @@ func (d *Devices) setHealthy(i int32, healthy bool) bool {
 func CanonicalDeviceID(class, id string) (string, error) {
 	if class != GPUClass {
 		if id == "" {
-			return "", fmt.Errorf("%w: empty %s device ID", ErrUnknownDevice, class)
+			return "", fmt.Errorf("%w: empty %s device ID", ErrUnknownDevice, quote.Bare(class))
 		}
 		return id, nil
 	}
@@ -585,7 +585,7 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 	for _, id := range d.held2(a) {
 		i, ok := d.index(id)
 		if !ok {
-			return fmt.Errorf("%w: %s device %q does not exist on this machine", ErrConflict, d.class, id)
+			return fmt.Errorf("%w: %s device %s does not exist on this machine", ErrConflict, quote.Bare(d.class), quote.Short(id))
 		}
 		f(i)
 	}
@@ -607,7 +607,7 @@ func (d *Devices) Claim(a *Allocation) error {
 			return
 		}
 		if d.held[i] || seen[i] {
-			bad = fmt.Errorf("%w: %s %s is already allocated", ErrConflict, d.noun(), d.ids[i])
+			bad = fmt.Errorf("%w: %s %s is already allocated", ErrConflict, d.noun(), quote.Bare(d.ids[i]))
 		}
 		seen[i] = true
 	}); err != nil {
@@ -624,7 +624,7 @@ func (d *Devices) noun() string {
 	if d.class == GPUClass {
 		return "GPU"
 	}
-	return d.class + " device"
+	return quote.Bare(d.class) + " device"
 }
 
 // Nodes returns the known nodes of a's devices.
@@ -664,7 +664,7 @@ func (d *Devices) nearID(id string) string {
 	}
 	for _, x := range d.ids {
 		if strings.EqualFold(x, id) {
-			return fmt.Sprintf(" (did you mean %q?)", x)
+			return fmt.Sprintf(" (did you mean %s?)", quote.Short(x))
 		}
 	}
 	return ""

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -128,7 +129,7 @@ func (e *RequestError) Error() string {
 	if f != "" {
 		f += ":"
 	}
-	return fmt.Sprintf("%s %q:%s %s", ErrInvalidRequest, e.ID, f, e.Reason)
+	return fmt.Sprintf("%s %s:%s %s", ErrInvalidRequest, quote.Short(e.ID), f, e.Reason)
 }
 
 // Unwrap returns [ErrInvalidRequest].
@@ -185,7 +186,7 @@ type PlacementError struct {
 
 // Error implements error.
 func (e *PlacementError) Error() string {
-	return fmt.Sprintf("request %q (%s): %s", e.ID, e.Policy, e.Reason)
+	return fmt.Sprintf("request %s (%s): %s", quote.Short(e.ID), e.Policy, e.Reason)
 }
 
 // Unwrap returns the sentinel category.

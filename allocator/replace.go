@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -34,7 +35,7 @@ type TopologyChangeError struct {
 func (e *TopologyChangeError) Error() string {
 	parts := make([]string, len(e.Conflicts))
 	for i, c := range e.Conflicts {
-		parts[i] = fmt.Sprintf("%q: %v", c.ID, c.Err)
+		parts[i] = fmt.Sprintf("%s: %v", quote.Short(c.ID), c.Err)
 	}
 	return fmt.Sprintf("%s: %d allocation(s) affected: %s", ErrTopologyChange, len(e.Conflicts), strings.Join(parts, "; "))
 }

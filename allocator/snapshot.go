@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -71,7 +72,9 @@ type RestoreError struct {
 }
 
 // Error implements error.
-func (e *RestoreError) Error() string { return fmt.Sprintf("allocation %q: %v", e.ID, e.Err) }
+func (e *RestoreError) Error() string {
+	return fmt.Sprintf("allocation %s: %v", quote.Short(e.ID), e.Err)
+}
 
 // Unwrap returns the cause.
 func (e *RestoreError) Unwrap() error { return e.Err }
@@ -162,7 +165,7 @@ func (s *State) claim(a Allocation) error {
 	a.Memory = normalMemory(a.Memory)
 	for c := range a.Devices {
 		if _, ok := s.classes[c]; !ok {
-			return fmt.Errorf("%w: the machine has no %s devices (%s)", ErrConflict, c, s.classList())
+			return fmt.Errorf("%w: the machine has no %s devices (%s)", ErrConflict, quote.Bare(c), s.classList())
 		}
 		slices.Sort(a.Devices[c])
 	}
@@ -267,7 +270,7 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 		d = s.classes[class]
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w: the machine has no %s devices (%s%s)", ErrUnknownDevice, class, s.didYouMean(class), s.classList())
+		return nil, fmt.Errorf("%w: the machine has no %s devices (%s%s)", ErrUnknownDevice, quote.Bare(class), s.didYouMean(class), s.classList())
 	}
 	canon, err := CanonicalDeviceID(class, id)
 	if err != nil {
@@ -275,7 +278,7 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 	}
 	i, ok := d.index(canon)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s does not exist on this machine%s", ErrUnknownDevice, d.noun(), canon, d.nearID(canon))
+		return nil, fmt.Errorf("%w: %s %s does not exist on this machine%s", ErrUnknownDevice, d.noun(), quote.Bare(canon), d.nearID(canon))
 	}
 	d.setHealthy(i, healthy)
 	var affected []string

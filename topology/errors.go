@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
@@ -62,11 +63,18 @@ func invalid(item, format string, args ...any) *ValidationError {
 type TooManyNodesError struct {
 	// Nodes is the number of NUMA nodes the machine has.
 	Nodes int
+	// AtLeast says that Nodes is only a lower bound: the description was
+	// refused while it was read, before the rest was counted.
+	AtLeast bool
 }
 
 // Error implements error.
 func (e *TooManyNodesError) Error() string {
-	return fmt.Sprintf("%s: the machine has %d NUMA nodes, at most 64 are supported", ErrTooManyNodes, e.Nodes)
+	n := strconv.Itoa(e.Nodes)
+	if e.AtLeast {
+		n = "at least " + n
+	}
+	return fmt.Sprintf("%s: the machine has %s NUMA nodes, at most 64 are supported", ErrTooManyNodes, n)
 }
 
 // Unwrap returns [ErrTooManyNodes].
@@ -98,11 +106,18 @@ type LimitError struct {
 	Count int
 	// Limit is the cap.
 	Limit int
+	// AtLeast says that Count is only a lower bound: the description was
+	// refused while it was read, before the rest was counted.
+	AtLeast bool
 }
 
 // Error implements error.
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s: the machine has %d %s, at most %d are supported", ErrTooLarge, e.Count, e.What, e.Limit)
+	n := strconv.Itoa(e.Count)
+	if e.AtLeast {
+		n = "at least " + n
+	}
+	return fmt.Sprintf("%s: the machine has %s %s, at most %d are supported", ErrTooLarge, n, e.What, e.Limit)
 }
 
 // Unwrap returns [ErrTooLarge].

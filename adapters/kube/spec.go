@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -167,8 +168,8 @@ func MemoryAligned(labels map[string]string, def bool) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, fmt.Errorf("label %s=%q: want \"true\" (align NUMA pods' memory with their CPUs and GPUs) or \"false\" (do not)",
-		LabelMemoryAlignment, v)
+	return false, fmt.Errorf("label %s=%s: want \"true\" (align NUMA pods' memory with their CPUs and GPUs) or \"false\" (do not)",
+		LabelMemoryAlignment, quote.Short(v))
 }
 
 // MachineAlignsMemory reports whether memory can be aligned on machine m:
@@ -245,7 +246,7 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 		case v == "true":
 			return fail(AnnotationCPUSetScheduler, `"true" is the legacy standalone CPU topology-aware scheduling, which cannot be combined with a NUMA topology spec; use "required"`)
 		case v != "required":
-			return fail(AnnotationCPUSetScheduler, `%q is not supported with a NUMA topology spec; the only supported value is "required"`, v)
+			return fail(AnnotationCPUSetScheduler, `%s is not supported with a NUMA topology spec; the only supported value is "required"`, quote.Short(v))
 		}
 		for _, k := range cfg.legacyGPUKeys() {
 			if _, ok := p.Annotations[k]; ok {
@@ -422,7 +423,7 @@ func (q *containerQuantities) guaranteed() bool {
 // containerResources reads one container's requests q (a limit stands for
 // a missing request, as in Kubernetes).
 func containerResources(p *Pod, c *Container, q *containerQuantities, numa bool) (resources, error) {
-	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
+	field := func(res string) string { return fmt.Sprintf("container %s %s", quote.Short(c.Name), res) }
 	var r resources
 	if v, ok := q.get(resCPU); ok {
 		m, err := ParseMilli(v)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -136,7 +137,7 @@ func (s *Source) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("invalid admission source %q (want decision, local or shared)", b)
+	return fmt.Errorf("invalid admission source %s (want decision, local or shared)", quote.Short(string(b)))
 }
 
 // Admission is what a pod received on the node: what to write into its

@@ -398,7 +398,7 @@ func (p *placer) health(o *op) answer {
 		return answer{ID: o.ID, Error: `give "gpu" or "device", not both`}
 	case o.GPU != nil:
 		if class != "" && class != allocator.GPUClass {
-			return answer{ID: o.ID, Error: fmt.Sprintf(`"gpu" with class %q: leave class out for GPUs`, class)}
+			return answer{ID: o.ID, Error: fmt.Sprintf(`"gpu" with class %s: leave class out for GPUs`, quote.Short(class))}
 		}
 		class, dev = allocator.GPUClass, strconv.Itoa(*o.GPU)
 	case o.Device != nil:

@@ -271,3 +271,33 @@ func TestPlaceStrictLines(t *testing.T) {
 	}
 	assert.Equal(t, map[string]any{"id": "a", "ok": true}, got[len(got)-1], "the allocation made before survived")
 }
+
+// TestPlaceErrorsCutLongValues: an error answer quotes the line's values
+// (an unknown ID, a class, a field) cut to 64 bytes; the id field of the
+// answer itself is the id, whole.
+func TestPlaceErrorsCutLongValues(t *testing.T) {
+	long := strings.Repeat("L", 300)
+	lines := []string{
+		`{"op":"release","id":"` + long + `"}`,
+		`{"op":"resize","id":"` + long + `","cpus":2}`,
+		`{"op":"allocate","id":"` + long + `","cpus":100000}`,
+		`{"op":"allocate","id":"` + long + `","cpus":-1}`,
+		`{"op":"allocate","id":"a","cpus":1,"devices":{"` + long + `":1}}`,
+		`{"op":"health","class":"` + long + `","device":"x","healthy":false}`,
+		`{"op":"health","class":"rdma","device":"` + long + `","healthy":false}`,
+		`{"op":"allocate","id":"a","cpus":1,"` + long + `":1}`,
+		`{"op":"allocate","id":"a","cpus":1,"devices":{"x":{"` + long + `":1}}}`,
+		`{"op":"` + long + `","id":"a"}`,
+	}
+	r := runWith(t, strings.Join(lines, "\n")+"\n", "place", "--preset", "dgx-h100")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, len(lines))
+	for i, a := range got {
+		assert.Equal(t, false, a["ok"], lines[i])
+		msg, _ := a["error"].(string)
+		assert.NotEmpty(t, msg, lines[i])
+		assert.NotContains(t, msg, strings.Repeat("L", 65), "line %d: %.200s", i+1, msg)
+	}
+	assert.Equal(t, long, got[0]["id"], "the answer's id is the id")
+}

@@ -28,6 +28,9 @@ var (
 	// ErrSyntax is input that is not one JSON value: malformed, empty, too
 	// deeply nested, or followed by more data.
 	ErrSyntax = errors.New("malformed JSON")
+	// ErrTrailingData is a document with more after its value; it comes
+	// with [ErrSyntax].
+	ErrTrailingData = errors.New("data after the JSON value")
 )
 
 // MaxDepth is the deepest nesting of arrays and objects Decode accepts.
@@ -44,6 +47,13 @@ type Options struct {
 	// name (such as "policy"), so that the error suggests it. An alias is
 	// never accepted as the field.
 	Aliases map[string]string
+	// CountItems, when set, is called before each item of an array that is
+	// the value of a field of the top-level object, with the field's name
+	// and the item's position (0, 1, ...), so that a caller can refuse a
+	// document over its size caps while it is read, before anything is
+	// decoded; an error it returns stops Decode and is returned in an
+	// *Error naming the item (errors.As and errors.Is find it).
+	CountItems func(field string, i int) error
 }
 
 // Error is a strict-decoding failure. It unwraps to its category
@@ -51,7 +61,9 @@ type Options struct {
 // or to the encoding/json error behind it.
 type Error struct {
 	// Path is where the problem is, such as "numaNodes[2]" or
-	// "gpus[0].numaNode"; "" for the top-level value.
+	// "gpus[0].numaNode"; "" for the top-level value. Keys in it that are
+	// not plain names, or longer than quote.MaxBytes, are quoted, escaped
+	// and cut; Error cuts the whole path to quote.MaxBytes bytes.
 	Path string
 	// Field is the object key concerned ("" when none).
 	Field string
@@ -68,7 +80,7 @@ func (e *Error) Error() string {
 	case errors.Is(e.Err, ErrUnknownField), errors.Is(e.Err, ErrDuplicateField):
 		sb.WriteString(e.Err.Error() + " " + quote.Short(e.Field))
 		if e.Path != "" {
-			sb.WriteString(" in " + e.Path)
+			sb.WriteString(" in " + quote.Cut(e.Path))
 		}
 		if len(e.Suggestions) > 0 {
 			q := make([]string, len(e.Suggestions))
@@ -83,12 +95,12 @@ func (e *Error) Error() string {
 			what = "the field name " + quote.Short(e.Field)
 		}
 		if e.Path != "" {
-			what += " at " + e.Path
+			what += " at " + quote.Cut(e.Path)
 		}
 		sb.WriteString(what + " is " + e.Err.Error())
 	default:
 		if e.Path != "" {
-			sb.WriteString(e.Path + ": ")
+			sb.WriteString(quote.Cut(e.Path) + ": ")
 		}
 		sb.WriteString(e.Err.Error())
 	}
@@ -111,11 +123,11 @@ func Decode(data []byte, v any, opts Options) error {
 	}
 	w := walker{data: data, opts: opts, dec: json.NewDecoder(bytes.NewReader(data))}
 	w.dec.UseNumber()
-	if err := w.value(rv.Type().Elem(), "", 0); err != nil {
+	if err := w.value(rv.Type().Elem(), 0); err != nil {
 		return err
 	}
 	if _, err := w.dec.Token(); !errors.Is(err, io.EOF) {
-		return &Error{Err: fmt.Errorf("%w: data after the JSON value", ErrSyntax)}
+		return &Error{Err: fmt.Errorf("%w: %w", ErrSyntax, ErrTrailingData)}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return &Error{Err: err} // such as a *json.UnmarshalTypeError, which names the field
@@ -123,11 +135,38 @@ func Decode(data []byte, v any, opts Options) error {
 	return nil
 }
 
-// walker checks the token stream of one document against a type.
+// walker checks the token stream of one document against a type. The path
+// to the value being read is a stack of keys and indices, written out only
+// for an error, so that reading allocates nothing per item beyond the
+// decoder's tokens.
 type walker struct {
-	data []byte
-	opts Options
-	dec  *json.Decoder
+	data  []byte
+	opts  Options
+	dec   *json.Decoder
+	stack []step
+}
+
+// step is one level of a path: an object key or an array index.
+type step struct {
+	key   string
+	index int // -1 for a key
+}
+
+// path writes out the current path, such as "gpus[3].numaNode".
+func (w *walker) path() string {
+	var sb strings.Builder
+	for _, st := range w.stack {
+		if st.index >= 0 {
+			sb.WriteString("[" + strconv.Itoa(st.index) + "]")
+			continue
+		}
+		sb.WriteString(join(sb.Len() == 0, st.key))
+	}
+	return sb.String()
+}
+
+func (w *walker) fail(field string, sugg []string, err error) *Error {
+	return &Error{Path: w.path(), Field: field, Suggestions: sugg, Err: err}
 }
 
 // token reads the next token and returns it with its raw bytes (possibly
@@ -145,7 +184,7 @@ func (w *walker) token() (json.Token, []byte, error) {
 }
 
 // value checks one value against type t (nil: any value).
-func (w *walker) value(t reflect.Type, path string, depth int) error {
+func (w *walker) value(t reflect.Type, depth int) error {
 	tok, raw, err := w.token()
 	if err != nil {
 		return err
@@ -153,21 +192,25 @@ func (w *walker) value(t reflect.Type, path string, depth int) error {
 	switch tok := tok.(type) {
 	case json.Delim:
 		if depth >= MaxDepth {
-			return &Error{Path: path, Err: fmt.Errorf("%w: nested deeper than %d levels", ErrSyntax, MaxDepth)}
+			return w.fail("", nil, fmt.Errorf("%w: nested deeper than %d levels", ErrSyntax, MaxDepth))
 		}
 		if tok == '{' {
-			return w.object(t, path, depth+1)
+			return w.object(t, depth+1)
 		}
-		return w.array(t, path, depth+1)
+		return w.array(t, depth+1)
 	case string:
 		if !validString(raw) {
-			return &Error{Path: path, Err: ErrInvalidUTF8}
+			return w.fail("", nil, ErrInvalidUTF8)
 		}
 	}
 	return nil
 }
 
-func (w *walker) object(t reflect.Type, path string, depth int) error {
+// smallObject is the number of keys an object may have before its keys are
+// tracked in a map rather than a slice.
+const smallObject = 16
+
+func (w *walker) object(t reflect.Type, depth int) error {
 	t = target(t)
 	var fields *structFields
 	var elem reflect.Type
@@ -179,7 +222,9 @@ func (w *walker) object(t reflect.Type, path string, depth int) error {
 			elem = t.Elem()
 		}
 	}
-	seen := map[string]bool{}
+	var few [smallObject]string
+	seenFew := few[:0]
+	var seen map[string]bool
 	for w.dec.More() {
 		tok, raw, err := w.token()
 		if err != nil {
@@ -187,57 +232,83 @@ func (w *walker) object(t reflect.Type, path string, depth int) error {
 		}
 		key, _ := tok.(string)
 		if !validString(raw) {
-			return &Error{Path: path, Field: key, Err: ErrInvalidUTF8}
+			return w.fail(key, nil, ErrInvalidUTF8)
 		}
-		if seen[key] {
-			return &Error{Path: path, Field: key, Err: ErrDuplicateField}
+		if seen == nil && len(seenFew) == smallObject {
+			seen = make(map[string]bool, 2*smallObject)
+			for _, k := range seenFew {
+				seen[k] = true
+			}
 		}
-		seen[key] = true
+		if seen != nil {
+			if seen[key] {
+				return w.fail(key, nil, ErrDuplicateField)
+			}
+			seen[key] = true
+		} else {
+			if slices.Contains(seenFew, key) {
+				return w.fail(key, nil, ErrDuplicateField)
+			}
+			seenFew = append(seenFew, key)
+		}
 		child := elem
 		if fields != nil {
 			ft, ok := fields.byName[key]
 			if !ok {
 				sugg := fields.suggest(key, w.opts.Aliases)
 				if !w.opts.AllowUnknownFields || fields.foldEqual(key) {
-					return &Error{Path: path, Field: key, Suggestions: sugg, Err: ErrUnknownField}
+					return w.fail(key, sugg, ErrUnknownField)
 				}
 			}
 			child = ft
 		}
-		if err := w.value(child, join(path, key), depth); err != nil {
+		w.stack = append(w.stack, step{key: key, index: -1})
+		if err := w.value(child, depth); err != nil {
 			return err
 		}
+		w.stack = w.stack[:len(w.stack)-1]
 	}
 	_, _, err := w.token() // '}'
 	return err
 }
 
-func (w *walker) array(t reflect.Type, path string, depth int) error {
+func (w *walker) array(t reflect.Type, depth int) error {
 	t = target(t)
 	var elem reflect.Type
 	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 		elem = t.Elem()
 	}
+	// The items of an array that is a field of the top-level object are
+	// counted by the caller's CountItems.
+	field, count := "", false
+	if w.opts.CountItems != nil && len(w.stack) == 1 && w.stack[0].index < 0 {
+		field, count = w.stack[0].key, true
+	}
 	for i := 0; w.dec.More(); i++ {
-		if err := w.value(elem, path+"["+strconv.Itoa(i)+"]", depth); err != nil {
+		w.stack = append(w.stack, step{index: i})
+		if count {
+			if err := w.opts.CountItems(field, i); err != nil {
+				return w.fail("", nil, err)
+			}
+		}
+		if err := w.value(elem, depth); err != nil {
 			return err
 		}
+		w.stack = w.stack[:len(w.stack)-1]
 	}
 	_, _, err := w.token() // ']'
 	return err
 }
 
-// join names the field key of the object at path.
-func join(path, key string) string {
-	k := key
-	if !isPlainName(key) {
-		k = "[" + quote.Short(key) + "]"
-		return path + k
+// join writes the field key after a path (first: at its start).
+func join(first bool, key string) string {
+	if !isPlainName(key) || len(key) > quote.MaxBytes {
+		return "[" + quote.Short(key) + "]"
 	}
-	if path == "" {
-		return k
+	if first {
+		return key
 	}
-	return path + "." + k
+	return "." + key
 }
 
 func isPlainName(s string) bool {

@@ -229,3 +229,29 @@ func TestTopString(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorCutsLongPaths: the path of an error deep in nested JSON, or
+// through a long key, is cut to 64 bytes in the message.
+func TestErrorCutsLongPaths(t *testing.T) {
+	type doc struct {
+		X any `json:"x"`
+	}
+	deep := `{"x":` + strings.Repeat(`[`, 500) + `{"a":1,"a":2}` + strings.Repeat(`]`, 500) + `}`
+	longKey := `{"x":{"` + strings.Repeat("k", 300) + `":{"a":1,"a":2}}}`
+	badKey := `{"x":{"` + strings.Repeat("k", 300) + `\u0001":"\ud800"}}`
+	tooDeep := `{"x":` + strings.Repeat(`[`, MaxDepth+10) + strings.Repeat(`]`, MaxDepth+10) + `}`
+	for name, in := range map[string]string{"deep": deep, "long key": longKey, "control key": badKey, "too deep": tooDeep} {
+		var d doc
+		err := Decode([]byte(in), &d, Options{})
+		if err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+		msg := err.Error()
+		if len(msg) > 200 || strings.Contains(msg, strings.Repeat("k", 65)) || strings.Contains(msg, strings.Repeat("[0]", 30)) || strings.Contains(msg, "\x01") {
+			t.Errorf("%s: the error quotes the path uncut: %.300s", name, msg)
+		}
+		if !strings.Contains(msg, "bytes)") {
+			t.Errorf("%s: the error does not say the path was cut: %s", name, msg)
+		}
+	}
+}

@@ -20,8 +20,9 @@ var (
 // Regular returns the content of the regular file at path, of at most max
 // bytes. A path that is not a regular file (after following links) is an
 // error wrapping [ErrNotRegular] that says what it is; a longer file is an
-// error wrapping [ErrTooLarge] once max+1 bytes have been read. Errors name
-// the path; one that does not exist wraps fs.ErrNotExist.
+// error wrapping [ErrTooLarge] once max+1 bytes have been read. Errors are
+// *fs.PathError naming the path; one that does not exist wraps
+// fs.ErrNotExist.
 func Regular(path string, max int64) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO without a writer would block otherwise;
 	// it has no effect on regular files.
@@ -35,9 +36,16 @@ func Regular(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, Kind(info.Mode()))
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, Kind(info.Mode()))}
 	}
-	return Bounded(f, path, max)
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if int64(len(data)) > max {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: longer than %d bytes", ErrTooLarge, max)}
+	}
+	return data, nil
 }
 
 // Bounded reads r to its end, of at most max bytes: more is an error

@@ -121,12 +121,11 @@ func Decode(data []byte, v any, opts Options) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return &Error{Err: fmt.Errorf("strictjson.Decode needs a non-nil pointer, got %T", v)}
 	}
-	w := walker{data: data, opts: opts, dec: json.NewDecoder(bytes.NewReader(data))}
-	w.dec.UseNumber()
+	w := walker{data: data, opts: opts}
 	if err := w.value(rv.Type().Elem(), 0); err != nil {
 		return err
 	}
-	if _, err := w.dec.Token(); !errors.Is(err, io.EOF) {
+	if w.peek() != 0 || w.pos < len(w.data) {
 		return &Error{Err: fmt.Errorf("%w: %w", ErrSyntax, ErrTrailingData)}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
@@ -135,21 +134,23 @@ func Decode(data []byte, v any, opts Options) error {
 	return nil
 }
 
-// walker checks the token stream of one document against a type. The path
-// to the value being read is a stack of keys and indices, written out only
-// for an error, so that reading allocates nothing per item beyond the
-// decoder's tokens.
+// walker checks one document against a type with a scanner of its own
+// (encoding/json's Decoder.Token allocates for every value it returns, so
+// a document over the caller's caps would cost a multiple of its size to
+// refuse). The path to the value being read is a stack of keys and
+// indices, written out only for an error, so that reading allocates
+// nothing per item but the keys that hold escapes.
 type walker struct {
 	data  []byte
+	pos   int
 	opts  Options
-	dec   *json.Decoder
 	stack []step
 }
 
 // step is one level of a path: an object key or an array index.
 type step struct {
-	key   string
-	index int // -1 for a key
+	key   []byte // the key's text (a slice of the data when unescaped)
+	index int    // -1 for a key
 }
 
 // path writes out the current path, such as "gpus[3].numaNode".
@@ -160,7 +161,7 @@ func (w *walker) path() string {
 			sb.WriteString("[" + strconv.Itoa(st.index) + "]")
 			continue
 		}
-		sb.WriteString(join(sb.Len() == 0, st.key))
+		sb.WriteString(join(sb.Len() == 0, string(st.key)))
 	}
 	return sb.String()
 }
@@ -169,41 +170,225 @@ func (w *walker) fail(field string, sugg []string, err error) *Error {
 	return &Error{Path: w.path(), Field: field, Suggestions: sugg, Err: err}
 }
 
-// token reads the next token and returns it with its raw bytes (possibly
-// preceded by separators and blanks).
-func (w *walker) token() (json.Token, []byte, error) {
-	start := w.dec.InputOffset()
-	tok, err := w.dec.Token()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, nil, &Error{Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+// syntax is a malformed-JSON error at the current position: it wraps
+// io.ErrUnexpectedEOF at the end of the data, else the *json.SyntaxError
+// encoding/json gives for the data (the same fault: both read the same
+// grammar), or the scanner's own words should encoding/json not find it.
+func (w *walker) syntax(format string, args ...any) *Error {
+	if w.pos >= len(w.data) {
+		return &Error{Err: fmt.Errorf("%w: %w", ErrSyntax, io.ErrUnexpectedEOF)}
 	}
-	return tok, w.data[start:w.dec.InputOffset()], nil
+	var se *json.SyntaxError
+	if errors.As(json.Unmarshal(w.data, new(struct{})), &se) {
+		return &Error{Err: fmt.Errorf("%w: %w", ErrSyntax, se)}
+	}
+	return &Error{Err: fmt.Errorf("%w: %s (offset %d)", ErrSyntax, fmt.Sprintf(format, args...), w.pos)}
+}
+
+func (w *walker) skipBlank() {
+	for w.pos < len(w.data) {
+		switch w.data[w.pos] {
+		case ' ', '\t', '\n', '\r':
+			w.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next byte after blanks (0 at the end).
+func (w *walker) peek() byte {
+	w.skipBlank()
+	if w.pos >= len(w.data) {
+		return 0
+	}
+	return w.data[w.pos]
+}
+
+func quoteChar(c byte) string {
+	if c == '\'' {
+		return `'\''`
+	}
+	if c == '"' {
+		return `'"'`
+	}
+	s := strconv.Quote(string(rune(c)))
+	return "'" + s[1:len(s)-1] + "'"
 }
 
 // value checks one value against type t (nil: any value).
 func (w *walker) value(t reflect.Type, depth int) error {
-	tok, raw, err := w.token()
-	if err != nil {
-		return err
-	}
-	switch tok := tok.(type) {
-	case json.Delim:
+	switch c := w.peek(); {
+	case c == '{' || c == '[':
 		if depth >= MaxDepth {
 			return w.fail("", nil, fmt.Errorf("%w: nested deeper than %d levels", ErrSyntax, MaxDepth))
 		}
-		if tok == '{' {
+		w.pos++
+		if c == '{' {
 			return w.object(t, depth+1)
 		}
 		return w.array(t, depth+1)
-	case string:
-		if !validString(raw) {
+	case c == '"':
+		_, valid, err := w.str()
+		if err != nil {
+			return err
+		}
+		if !valid {
 			return w.fail("", nil, ErrInvalidUTF8)
+		}
+		return nil
+	case c == '-' || '0' <= c && c <= '9':
+		return w.number()
+	case c == 't':
+		return w.literal("true")
+	case c == 'f':
+		return w.literal("false")
+	case c == 'n':
+		return w.literal("null")
+	default:
+		return w.syntax("invalid character %s looking for beginning of value", quoteChar(c))
+	}
+}
+
+func (w *walker) literal(lit string) error {
+	if !bytes.HasPrefix(w.data[w.pos:], []byte(lit)) {
+		for i := 0; i < len(lit) && w.pos < len(w.data) && w.data[w.pos] == lit[i]; i++ {
+			w.pos++
+		}
+		if w.pos >= len(w.data) {
+			return w.syntax("")
+		}
+		return w.syntax("invalid character %s in literal %s", quoteChar(w.data[w.pos]), lit)
+	}
+	w.pos += len(lit)
+	return nil
+}
+
+// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
+func (w *walker) number() error {
+	d := w.data
+	digits := func() bool {
+		start := w.pos
+		for w.pos < len(d) && '0' <= d[w.pos] && d[w.pos] <= '9' {
+			w.pos++
+		}
+		return w.pos > start
+	}
+	bad := func(where string) error {
+		if w.pos >= len(d) {
+			return w.syntax("")
+		}
+		return w.syntax("invalid character %s %s", quoteChar(d[w.pos]), where)
+	}
+	if d[w.pos] == '-' {
+		w.pos++
+	}
+	switch {
+	case w.pos < len(d) && d[w.pos] == '0':
+		w.pos++
+	case !digits():
+		return bad("in numeric literal")
+	}
+	if w.pos < len(d) && d[w.pos] == '.' {
+		w.pos++
+		if !digits() {
+			return bad("after decimal point in numeric literal")
+		}
+	}
+	if w.pos < len(d) && (d[w.pos] == 'e' || d[w.pos] == 'E') {
+		w.pos++
+		if w.pos < len(d) && (d[w.pos] == '+' || d[w.pos] == '-') {
+			w.pos++
+		}
+		if !digits() {
+			return bad("in exponent of numeric literal")
 		}
 	}
 	return nil
+}
+
+// str reads the string at w.pos (its opening quote) and returns its raw
+// bytes with the quotes, whether it is valid UTF-8 with every \u surrogate
+// escape paired, or a syntax error.
+func (w *walker) str() (raw []byte, valid bool, err error) {
+	d := w.data
+	start := w.pos
+	w.pos++
+	plain := w.pos
+	valid = true
+	for {
+		if w.pos >= len(d) {
+			return nil, false, w.syntax("")
+		}
+		c := d[w.pos]
+		switch {
+		case c == '"':
+			if valid && !utf8.Valid(d[plain:w.pos]) {
+				valid = false
+			}
+			w.pos++
+			return d[start:w.pos], valid, nil
+		case c < 0x20:
+			return nil, false, w.syntax("invalid character %s in string literal", quoteChar(c))
+		case c == '\\':
+			if valid && !utf8.Valid(d[plain:w.pos]) {
+				valid = false
+			}
+			w.pos++
+			if w.pos >= len(d) {
+				return nil, false, w.syntax("")
+			}
+			switch d[w.pos] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				w.pos++
+			case 'u':
+				r, ok := hex4(d[w.pos+1:])
+				if !ok {
+					w.pos++
+					for i := 0; i < 4 && w.pos < len(d) && isHex(d[w.pos]); i++ {
+						w.pos++
+					}
+					if w.pos >= len(d) {
+						return nil, false, w.syntax("")
+					}
+					return nil, false, w.syntax("invalid character %s in \\u hexadecimal character escape", quoteChar(d[w.pos]))
+				}
+				w.pos += 5
+				switch {
+				case 0xDC00 <= r && r <= 0xDFFF:
+					valid = false // a low surrogate alone
+				case 0xD800 <= r && r <= 0xDBFF:
+					lo, ok := rune(0), false
+					if w.pos+1 < len(d) && d[w.pos] == '\\' && d[w.pos+1] == 'u' {
+						lo, ok = hex4(d[w.pos+2:])
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						valid = false // the escape after it, if any, is read next
+					} else {
+						w.pos += 6
+					}
+				}
+			default:
+				return nil, false, w.syntax("invalid character %s in string escape code", quoteChar(d[w.pos]))
+			}
+			plain = w.pos
+		default:
+			w.pos++
+		}
+	}
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+// key returns the text of the object key raw (with its quotes): its bytes
+// when it holds no escape, decoded otherwise.
+func key(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var k string
+	_ = json.Unmarshal(raw, &k) // valid: str read it
+	return k
 }
 
 // smallObject is the number of keys an object may have before its keys are
@@ -222,54 +407,78 @@ func (w *walker) object(t reflect.Type, depth int) error {
 			elem = t.Elem()
 		}
 	}
-	var few [smallObject]string
+	if w.peek() == '}' {
+		w.pos++
+		return nil
+	}
+	var few [smallObject][]byte
 	seenFew := few[:0]
 	var seen map[string]bool
-	for w.dec.More() {
-		tok, raw, err := w.token()
+	for {
+		if c := w.peek(); c != '"' {
+			return w.syntax("invalid character %s looking for beginning of object key string", quoteChar(c))
+		}
+		raw, valid, err := w.str()
 		if err != nil {
 			return err
 		}
-		key, _ := tok.(string)
-		if !validString(raw) {
-			return w.fail(key, nil, ErrInvalidUTF8)
+		if !valid {
+			return w.fail(key(raw), nil, ErrInvalidUTF8)
+		}
+		kb := raw[1 : len(raw)-1]
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			kb = []byte(key(raw))
 		}
 		if seen == nil && len(seenFew) == smallObject {
 			seen = make(map[string]bool, 2*smallObject)
 			for _, k := range seenFew {
-				seen[k] = true
+				seen[string(k)] = true
 			}
 		}
 		if seen != nil {
-			if seen[key] {
-				return w.fail(key, nil, ErrDuplicateField)
+			if seen[string(kb)] {
+				return w.fail(string(kb), nil, ErrDuplicateField)
 			}
-			seen[key] = true
+			seen[string(kb)] = true
 		} else {
-			if slices.Contains(seenFew, key) {
-				return w.fail(key, nil, ErrDuplicateField)
+			for _, k := range seenFew {
+				if bytes.Equal(k, kb) {
+					return w.fail(string(kb), nil, ErrDuplicateField)
+				}
 			}
-			seenFew = append(seenFew, key)
+			seenFew = append(seenFew, kb)
 		}
 		child := elem
 		if fields != nil {
-			ft, ok := fields.byName[key]
+			ft, ok := fields.byName[string(kb)]
 			if !ok {
-				sugg := fields.suggest(key, w.opts.Aliases)
-				if !w.opts.AllowUnknownFields || fields.foldEqual(key) {
-					return w.fail(key, sugg, ErrUnknownField)
+				k := string(kb)
+				sugg := fields.suggest(k, w.opts.Aliases)
+				if !w.opts.AllowUnknownFields || fields.foldEqual(k) {
+					return w.fail(k, sugg, ErrUnknownField)
 				}
 			}
 			child = ft
 		}
-		w.stack = append(w.stack, step{key: key, index: -1})
+		if c := w.peek(); c != ':' {
+			return w.syntax("invalid character %s after object key", quoteChar(c))
+		}
+		w.pos++
+		w.stack = append(w.stack, step{key: kb, index: -1})
 		if err := w.value(child, depth); err != nil {
 			return err
 		}
 		w.stack = w.stack[:len(w.stack)-1]
+		switch c := w.peek(); c {
+		case ',':
+			w.pos++
+		case '}':
+			w.pos++
+			return nil
+		default:
+			return w.syntax("invalid character %s after object key:value pair", quoteChar(c))
+		}
 	}
-	_, _, err := w.token() // '}'
-	return err
 }
 
 func (w *walker) array(t reflect.Type, depth int) error {
@@ -282,9 +491,13 @@ func (w *walker) array(t reflect.Type, depth int) error {
 	// counted by the caller's CountItems.
 	field, count := "", false
 	if w.opts.CountItems != nil && len(w.stack) == 1 && w.stack[0].index < 0 {
-		field, count = w.stack[0].key, true
+		field, count = string(w.stack[0].key), true
 	}
-	for i := 0; w.dec.More(); i++ {
+	if w.peek() == ']' {
+		w.pos++
+		return nil
+	}
+	for i := 0; ; i++ {
 		w.stack = append(w.stack, step{index: i})
 		if count {
 			if err := w.opts.CountItems(field, i); err != nil {
@@ -295,9 +508,16 @@ func (w *walker) array(t reflect.Type, depth int) error {
 			return err
 		}
 		w.stack = w.stack[:len(w.stack)-1]
+		switch c := w.peek(); c {
+		case ',':
+			w.pos++
+		case ']':
+			w.pos++
+			return nil
+		default:
+			return w.syntax("invalid character %s after array element", quoteChar(c))
+		}
 	}
-	_, _, err := w.token() // ']'
-	return err
 }
 
 // join writes the field key after a path (first: at its start).

@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -254,4 +255,44 @@ func TestErrorCutsLongPaths(t *testing.T) {
 			t.Errorf("%s: the error does not say the path was cut: %s", name, msg)
 		}
 	}
+}
+
+// syntaxCases are inputs at the edges of the JSON grammar.
+var syntaxCases = []string{
+	``, ` `, `0`, `-0`, `-`, `01`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-7`, `1e5x`, `-01`, `2.0e10`,
+	`true`, `tru`, `truex`, `nul`, `null `, `false`, `"a"`, `"a`, `"\x"`, `"\u12"`, `"\u12g4"`, `"\ud800"`,
+	"\"a\tb\"", "\"\x7f\"", `"\/\b\f\n\r\t\\\""`, `[]`, `[ ]`, `[1,2]`, `[1 2]`, `[1,]`, `[,1]`, `{}`,
+	`{ }`, `{"a":1}`, `{"a" 1}`, `{"a":1,}`, `{,"a":1}`, `{"a":1 "b":2}`, `{1:2}`, `{"a"}`, `{"a":}`,
+	`[{"a":[{"b":[]}]}]`, "[1]\x00", "\x00", ` [1] `, `[1]]`, `{"a":1}}`, "\ufeff[1]", `["\u00e9"]`,
+}
+
+// TestSyntaxAgreesWithEncodingJSON: Decode refuses what encoding/json
+// finds not valid (as malformed, unless a string before the fault is not
+// valid UTF-8 or a key is repeated), and never calls valid JSON malformed.
+func TestSyntaxAgreesWithEncodingJSON(t *testing.T) {
+	for _, in := range syntaxCases {
+		checkSyntax(t, []byte(in))
+	}
+}
+
+func checkSyntax(t *testing.T, data []byte) {
+	t.Helper()
+	var v any
+	err := Decode(data, &v, Options{})
+	if json.Valid(data) {
+		require.False(t, errors.Is(err, ErrSyntax), "%q is valid JSON: %v", data, err)
+		return
+	}
+	require.Error(t, err, "%q is not valid JSON", data)
+	if !errors.Is(err, ErrInvalidUTF8) && !errors.Is(err, ErrDuplicateField) {
+		require.ErrorIs(t, err, ErrSyntax, "%q", data)
+	}
+}
+
+// FuzzSyntax: as TestSyntaxAgreesWithEncodingJSON, on any input.
+func FuzzSyntax(f *testing.F) {
+	for _, s := range syntaxCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkSyntax(t, data) })
 }

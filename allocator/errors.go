@@ -79,6 +79,9 @@ type NodeError struct {
 
 // Error implements error.
 func (e *NodeError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("%s: NUMA node %d does not exist on this machine (its NUMA nodes: %s), but the allocation has %s on it",
 		ErrUnknownNode, e.Node, idList(e.IDs), e.What)
 }
@@ -122,6 +125,9 @@ type RequestError struct {
 
 // Error implements error.
 func (e *RequestError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	f := ""
 	if e.Field != "" {
 		f = " " + e.Field
@@ -186,11 +192,19 @@ type PlacementError struct {
 
 // Error implements error.
 func (e *PlacementError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("request %s (%s): %s", quote.Short(e.ID), e.Policy, e.Reason)
 }
 
 // Unwrap returns the sentinel category.
-func (e *PlacementError) Unwrap() error { return e.err }
+func (e *PlacementError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.err
+}
 
 // Is reports whether target is [ErrNeverFits] and the request can never fit
 // (Never); errors.Is matches the category through Unwrap.

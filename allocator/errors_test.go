@@ -402,3 +402,22 @@ func TestErrorsCutLongValues(t *testing.T) {
 	check("Allocation.String", a.String())
 	check("Allocation.String with devices", allocator.Allocation{ID: long, Devices: map[string][]string{long + ctl: {"a"}}}.String())
 }
+
+// TestNilReceivers: the exported methods that a nil pointer can reach (a
+// nil *Request or *Allocation, a nil error of the package's types) answer
+// without panicking.
+func TestNilReceivers(t *testing.T) {
+	var r *allocator.Request
+	require.Equal(t, "<nil request>", r.String())
+	var a *allocator.Allocation
+	require.Nil(t, a.NUMANodes())
+	require.Zero(t, a.MemoryMiB())
+	require.Equal(t, allocator.Request{}, a.Request())
+	var zero allocator.Allocation
+	require.Nil(t, zero.NUMANodes(), "an allocation no state made has no nodes")
+	for _, e := range []error{(*allocator.NodeError)(nil), (*allocator.RequestError)(nil), (*allocator.PlacementError)(nil),
+		(*allocator.RestoreError)(nil), (*allocator.TopologyChangeError)(nil)} {
+		require.Equal(t, "<nil>", e.Error(), "%T", e)
+	}
+	require.Nil(t, (*allocator.TopologyChangeError)(nil).Affected())
+}

@@ -39,6 +39,9 @@ type Request struct {
 // String returns a short description such as
 // `"a" 24 CPUs 4 GPUs SingleNUMANode/Required`.
 func (r *Request) String() string {
+	if r == nil {
+		return "<nil request>"
+	}
 	s := fmt.Sprintf("%s %d CPUs %d GPUs", quote.Short(r.ID), r.CPUs, r.GPUs)
 	if r.MemoryMiB > 0 {
 		s += fmt.Sprintf(" %d MiB", r.MemoryMiB)
@@ -131,6 +134,9 @@ type Allocation struct {
 // NUMANodes returns the IDs of the span's nodes, ascending (nil for an
 // allocation that no state made or claimed).
 func (a *Allocation) NUMANodes() []numa.NodeID {
+	if a == nil {
+		return nil
+	}
 	if a.machine == nil {
 		return nil
 	}
@@ -139,6 +145,9 @@ func (a *Allocation) NUMANodes() []numa.NodeID {
 
 // MemoryMiB returns the total memory of the allocation.
 func (a *Allocation) MemoryMiB() int64 {
+	if a == nil {
+		return 0
+	}
 	var t int64
 	for _, m := range a.Memory {
 		t += m.MiB
@@ -164,6 +173,9 @@ func (a Allocation) Clone() Allocation {
 // Request returns the request this allocation satisfies (amounts taken from
 // what it holds).
 func (a *Allocation) Request() Request {
+	if a == nil {
+		return Request{}
+	}
 	r := Request{ID: a.ID, CPUs: a.CPUs.Size(), GPUs: len(a.GPUs), MemoryMiB: a.MemoryMiB(),
 		Policy: a.Policy, Exclusive: a.Exclusive, FullPCPUs: a.FullPCPUs}
 	if len(a.Devices) > 0 {

@@ -73,11 +73,19 @@ type RestoreError struct {
 
 // Error implements error.
 func (e *RestoreError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("allocation %s: %v", quote.Short(e.ID), e.Err)
 }
 
 // Unwrap returns the cause.
-func (e *RestoreError) Unwrap() error { return e.Err }
+func (e *RestoreError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Restore claims every allocation of snap, exactly as recorded (their
 // spans are recomputed from what they hold), and applies its device health.

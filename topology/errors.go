@@ -39,6 +39,9 @@ type ValidationError struct {
 
 // Error implements error.
 func (e *ValidationError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	s := fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Item, e.Reason)
 	if e.Cause != nil {
 		s += ": " + e.Cause.Error()
@@ -48,6 +51,9 @@ func (e *ValidationError) Error() string {
 
 // Unwrap returns [ErrInvalid] and the cause.
 func (e *ValidationError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Cause != nil {
 		return []error{ErrInvalid, e.Cause}
 	}
@@ -70,6 +76,9 @@ type TooManyNodesError struct {
 
 // Error implements error.
 func (e *TooManyNodesError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	n := strconv.Itoa(e.Nodes)
 	if e.AtLeast {
 		n = "at least " + n
@@ -113,6 +122,9 @@ type LimitError struct {
 
 // Error implements error.
 func (e *LimitError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	n := strconv.Itoa(e.Count)
 	if e.AtLeast {
 		n = "at least " + n

@@ -237,6 +237,9 @@ func ReadJSONFile(path string) (*Machine, error) {
 // Build validates the spec and returns the machine (see [Builder.Build] for
 // the checks).
 func (s *Spec) Build() (*Machine, error) {
+	if s == nil {
+		return nil, invalid("topology JSON", "nil *Spec")
+	}
 	if s.NUMANodes == nil {
 		return nil, invalid("numaNodes", "the field is required")
 	}
@@ -322,6 +325,9 @@ func (s *Spec) Build() (*Machine, error) {
 // when some core has more than one CPU (one CPU per core is the default);
 // distances and NUMA sets are always written.
 func (m *Machine) Spec() Spec {
+	if m == nil {
+		return Spec{}
+	}
 	s := Spec{Name: m.name, Distances: m.distances.Rows()}
 	for _, n := range m.nodes {
 		s.NUMANodes = append(s.NUMANodes, NodeSpec{ID: ptr(int(n.ID)), Socket: ptr(n.Socket),
@@ -357,12 +363,22 @@ func (m *Machine) Spec() Spec {
 	return s
 }
 
+var errNilMachine = fmt.Errorf("%w: nil *Machine", ErrInvalid)
+
 // MarshalJSON writes the machine in the interchange format.
-func (m *Machine) MarshalJSON() ([]byte, error) { return json.Marshal(m.Spec()) }
+func (m *Machine) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return nil, errNilMachine
+	}
+	return json.Marshal(m.Spec())
+}
 
 // WriteJSON writes the machine in the interchange format, indented, with a
 // final newline.
 func (m *Machine) WriteJSON(w io.Writer) error {
+	if m == nil {
+		return errNilMachine
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(m.Spec())

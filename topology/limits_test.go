@@ -310,3 +310,28 @@ func (endless) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestNilMachineAndBuilder: a nil *Machine, *Builder or *Spec is an error
+// (or an empty answer), never a panic, where a caller can reach it.
+func TestNilMachineAndBuilder(t *testing.T) {
+	var m *topology.Machine
+	require.Equal(t, "", m.Name())
+	require.Zero(t, m.NumNodes()+m.NumCPUs()+m.NumGPUs()+m.NumCores())
+	require.ErrorIs(t, m.WriteJSON(&strings.Builder{}), topology.ErrInvalid)
+	_, err := m.MarshalJSON()
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	require.ErrorIs(t, m.Picture(&strings.Builder{}, nil), topology.ErrInvalid)
+	require.Equal(t, topology.Spec{}, m.Spec())
+	var b *topology.Builder
+	_, err = b.Build()
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	var s *topology.Spec
+	_, err = s.Build()
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	good, err := oneNode().Build()
+	require.NoError(t, err)
+	require.ErrorIs(t, good.Picture(nil, nil), topology.ErrInvalid)
+	for _, e := range []error{(*topology.ValidationError)(nil), (*topology.LimitError)(nil), (*topology.TooManyNodesError)(nil)} {
+		require.Equal(t, "<nil>", e.Error(), "%T", e)
+	}
+}

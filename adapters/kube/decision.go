@@ -60,6 +60,9 @@ type Decision struct {
 
 // NewDecision describes allocation a on machine m.
 func NewDecision(m *topology.Machine, a *allocator.Allocation) Decision {
+	if a == nil {
+		a = &allocator.Allocation{}
+	}
 	d := Decision{Policy: a.Policy, Exclusive: a.Exclusive, CPUSet: a.CPUs.String(), FullPCPUs: a.FullPCPUs,
 		NUMANodes: []int{}, GPUs: []DecisionGPU{}, MemoryMiB: map[string]int64{}}
 	for _, id := range a.NUMANodes() {

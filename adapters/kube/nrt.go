@@ -736,6 +736,9 @@ func MachineFromKoordinatorCPUTopology(annotation string, gpus []topology.GPU) (
 // with its core (the index of its physical core, ordered by lowest CPU),
 // socket (0 when unknown) and NUMA node ID.
 func KoordinatorCPUTopology(m *topology.Machine) string {
+	if m == nil {
+		return `{"error":"no machine (nil)"}`
+	}
 	var t KoordCPUTopology
 	sockets := make([]int, m.NumNodes())
 	for i, n := range m.Nodes() {

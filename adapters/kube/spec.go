@@ -83,6 +83,9 @@ type PodError struct {
 
 // Error implements error.
 func (e *PodError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	s := fmt.Sprintf("%s %s: %s: %s", ErrInvalidPod, e.Pod, e.Field, e.Reason)
 	if e.Cause != nil && !strings.Contains(e.Reason, e.Cause.Error()) {
 		s += ": " + e.Cause.Error()
@@ -92,6 +95,9 @@ func (e *PodError) Error() string {
 
 // Unwrap returns ErrInvalidPod and the cause.
 func (e *PodError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Cause != nil {
 		return []error{ErrInvalidPod, e.Cause}
 	}
@@ -178,6 +184,9 @@ func MemoryAligned(labels map[string]string, def bool) (bool, error) {
 // report memory) cannot: NUMA pods are placed there by their CPUs and GPUs
 // alone, as with alignment turned off.
 func MachineAlignsMemory(m *topology.Machine) bool {
+	if m == nil {
+		return false
+	}
 	for _, n := range m.Nodes() {
 		if n.MemoryMiB > 0 {
 			return true

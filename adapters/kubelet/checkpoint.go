@@ -79,6 +79,9 @@ type CheckpointError struct {
 
 // Error implements error.
 func (e *CheckpointError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	s := fmt.Sprintf("%s %s: %s", ErrCheckpoint, e.Path, e.Problem)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
@@ -88,6 +91,9 @@ func (e *CheckpointError) Error() string {
 
 // Unwrap returns [ErrCheckpoint] and the cause.
 func (e *CheckpointError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Err != nil {
 		return []error{ErrCheckpoint, e.Err}
 	}

@@ -60,8 +60,12 @@ type DevicePlugin struct {
 	pool      sync.Pool
 }
 
-// NewDevicePlugin returns the device plugin helper of machine m.
+// NewDevicePlugin returns the device plugin helper of machine m (for a nil
+// m, one whose every request is refused with [ErrDeviceRequest]).
 func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
+	if m == nil {
+		return &DevicePlugin{} // its Prefer refuses every call
+	}
 	p := &DevicePlugin{m: m, gpus: m.GPUs(), byUUID: map[string]int{}, byID: map[int]int{}}
 	n := len(p.gpus)
 	nn := m.NumNodes()
@@ -252,6 +256,9 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 // ID listed twice (also as index and UUID), a mustInclude ID not in
 // available, size < 1, size < len(mustInclude) or size > len(available).
 func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Preference, error) {
+	if p == nil || p.m == nil {
+		return Preference{}, fmt.Errorf("%w: a device plugin without a machine (nil)", ErrDeviceRequest)
+	}
 	sc := p.pool.Get().(*dpScratch)
 	defer p.pool.Put(sc)
 	if err := sc.load(p, available, mustInclude, size); err != nil {

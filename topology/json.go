@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/numaplace/numaplace/internal/readfile"
 	"github.com/numaplace/numaplace/internal/strictjson"
@@ -223,6 +224,10 @@ func ReadJSONFile(path string) (*Machine, error) {
 	data, err := readfile.Regular(path, MaxJSONBytes)
 	if errors.Is(err, readfile.ErrTooLarge) {
 		return nil, fmt.Errorf("%s: %w", path, errJSONTooLong)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("%s: %w", path, pe.Err)
 	}
 	if err != nil {
 		return nil, err

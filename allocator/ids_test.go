@@ -425,6 +425,15 @@ func TestRestoreHealthOfMissingDevice(t *testing.T) {
 	require.ErrorIs(t, err, allocator.ErrConflict)
 	require.Contains(t, err.Error(), `"0x1"`)
 	require.Empty(t, fresh.Snapshot().Unhealthy)
+	// Misspellings are refused, not dropped: classes and device IDs are
+	// case-sensitive.
+	for _, u := range []map[string][]string{{"GPU": {"0"}}, {"Rdma": {"mlx5_0"}}, {"rdma": {"MLX5_0"}}} {
+		fresh := allocator.MustNew(big, allocator.Options{})
+		err := fresh.Restore(allocator.Snapshot{Unhealthy: u})
+		require.ErrorIs(t, err, allocator.ErrUnknownDevice, "%v", u)
+		require.ErrorContains(t, err, "did you mean", "%v", u)
+		require.Empty(t, fresh.Snapshot().Unhealthy)
+	}
 }
 
 func ids(live []allocator.Allocation) []string {

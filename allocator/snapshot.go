@@ -103,8 +103,10 @@ func (e *RestoreError) Unwrap() error {
 // [CanonicalDeviceID] accepts), while the health of a device or class the
 // machine does not have is dropped (a device that is gone has no health to
 // keep; an allocation holding it is refused as above). A GPU ID that is not
-// a decimal integer names no device of any machine: it is refused with an
-// error wrapping [ErrConflict] and [ErrUnknownDevice].
+// a decimal integer names no device of any machine, and a class or device
+// ID that differs from one of the machine's only in case ("GPU", "MLX5_0")
+// is a misspelling: both are refused with an error wrapping [ErrConflict]
+// and [ErrUnknownDevice] that names them.
 //
 // Bound: a copy of the state (O(state)) and claims linear in what the
 // snapshot holds, under the write lock.
@@ -127,12 +129,29 @@ func (s *State) Restore(snap Snapshot) error {
 				if _, bad := CanonicalDeviceID(class, id); bad != nil {
 					return fmt.Errorf("%w: restore device health: %w", ErrConflict, bad)
 				}
+				if tmp.misspelt(class, id) {
+					return fmt.Errorf("%w: restore device health: %w", ErrConflict, err)
+				}
 				// The machine has no such class or device: nothing to mark.
 			}
 		}
 	}
 	s.adopt(tmp)
 	return nil
+}
+
+// misspelt reports whether class, or id in it, differs only in case from a
+// class or device of the machine: a spelling to refuse, not a device that
+// is gone (class names and device IDs are case-sensitive).
+func (s *State) misspelt(class, id string) bool {
+	d := s.gpu
+	if class != GPUClass {
+		d = s.classes[class]
+	}
+	if d == nil {
+		return s.didYouMean(class) != ""
+	}
+	return d.nearID(id) != ""
 }
 
 // Claim adds a as a live allocation holding exactly what it names (the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -246,7 +247,7 @@ func (s *State) Fit(r *Request) error {
 	defer s.mu.RUnlock()
 	if r.ID != "" {
 		if _, ok := s.ids[r.ID]; ok {
-			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
 	sc := s.getScratch()
@@ -289,7 +290,7 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 		return Allocation{}, invalidRequest(r, "id", "is empty")
 	}
 	if _, ok := s.ids[r.ID]; ok {
-		return Allocation{}, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+		return Allocation{}, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 	}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
@@ -349,7 +350,7 @@ func (s *State) Release(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ids[id]; !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+		return fmt.Errorf("%w: %s", ErrUnknownID, quote.Short(id))
 	}
 	s.releaseLocked(id)
 	return nil

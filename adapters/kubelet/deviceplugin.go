@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -58,8 +60,12 @@ type DevicePlugin struct {
 	pool      sync.Pool
 }
 
-// NewDevicePlugin returns the device plugin helper of machine m.
+// NewDevicePlugin returns the device plugin helper of machine m (for a nil
+// m, one whose every request is refused with [ErrDeviceRequest]).
 func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
+	if m == nil {
+		return &DevicePlugin{} // its Prefer refuses every call
+	}
 	p := &DevicePlugin{m: m, gpus: m.GPUs(), byUUID: map[string]int{}, byID: map[int]int{}}
 	n := len(p.gpus)
 	nn := m.NumNodes()
@@ -156,21 +162,17 @@ func (p *DevicePlugin) link(x, y int) int32 {
 	return 0
 }
 
-// lookup returns the index of the GPU named by s: its index on the machine
-// as a decimal string, or its UUID.
+// lookup returns the index of the GPU named by s: its UUID, or its index
+// on the machine in any spelling allocator.CanonicalDeviceID accepts ("3",
+// "+3", "03" and "0000000003" are GPU 3), so the plugin, the node's health
+// and the allocator agree on what names a GPU.
 func (p *DevicePlugin) lookup(s string) (int, bool) {
 	if i, ok := p.byUUID[s]; ok {
 		return i, true
 	}
-	if s == "" || len(s) > 9 {
+	id, ok := allocator.ParseGPUID(s)
+	if !ok {
 		return 0, false
-	}
-	id := 0
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		id = id*10 + int(c-'0')
 	}
 	i, ok := p.byID[id]
 	return i, ok
@@ -254,6 +256,9 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 // ID listed twice (also as index and UUID), a mustInclude ID not in
 // available, size < 1, size < len(mustInclude) or size > len(available).
 func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Preference, error) {
+	if p == nil || p.m == nil {
+		return Preference{}, fmt.Errorf("%w: a device plugin without a machine (nil)", ErrDeviceRequest)
+	}
 	sc := p.pool.Get().(*dpScratch)
 	defer p.pool.Put(sc)
 	if err := sc.load(p, available, mustInclude, size); err != nil {
@@ -307,10 +312,10 @@ func (sc *dpScratch) load(p *DevicePlugin, available, mustInclude []string, size
 	for _, s := range available {
 		i, ok := p.lookup(s)
 		if !ok {
-			return fmt.Errorf("%w: available device %q is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, s)
+			return fmt.Errorf("%w: available device %s is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, quote.Short(s))
 		}
 		if sc.isAvail[i] {
-			return fmt.Errorf("%w: available lists GPU %d twice (%q and %q)", ErrDeviceRequest, p.gpus[i].ID, sc.str[i], s)
+			return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpus[i].ID, quote.Short(sc.str[i]), quote.Short(s))
 		}
 		sc.isAvail[i] = true
 		sc.str[i] = s
@@ -322,9 +327,9 @@ func (sc *dpScratch) load(p *DevicePlugin, available, mustInclude []string, size
 		i, ok := p.lookup(s)
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: must-include device %q is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, s)
+			return fmt.Errorf("%w: must-include device %s is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, quote.Short(s))
 		case !sc.isAvail[i]:
-			return fmt.Errorf("%w: must-include device %q is not among the available devices", ErrDeviceRequest, s)
+			return fmt.Errorf("%w: must-include device %s is not among the available devices", ErrDeviceRequest, quote.Short(s))
 		case sc.isMust[i]:
 			return fmt.Errorf("%w: must-include lists GPU %d twice", ErrDeviceRequest, p.gpus[i].ID)
 		}

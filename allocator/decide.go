@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -27,7 +28,7 @@ func (s *State) checkClasses(r *Request) error {
 			err := s.refuse(r, plan{}, ErrInsufficient,
 				[]Shortage{{Resource: class, Need: int64(r.Devices[class])}},
 				nil, fmt.Sprintf("the machine has no %s devices, so it can never hold %s (%s%s)",
-					class, deviceCount(class, int64(r.Devices[class])), s.didYouMean(class), s.classList()))
+					quote.Bare(class), deviceCount(quote.Bare(class), int64(r.Devices[class])), s.didYouMean(class), s.classList()))
 			err.(*PlacementError).Never = true
 			return err
 		}

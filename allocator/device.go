@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -270,16 +271,23 @@ func (d *Devices) setHealthy(i int32, healthy bool) bool {
 func CanonicalDeviceID(class, id string) (string, error) {
 	if class != GPUClass {
 		if id == "" {
-			return "", fmt.Errorf("%w: empty %s device ID", ErrUnknownDevice, class)
+			return "", fmt.Errorf("%w: empty %s device ID", ErrUnknownDevice, quote.Bare(class))
 		}
 		return id, nil
 	}
 	g, ok := parseGPUID(id)
 	if !ok {
-		return "", fmt.Errorf("%w: GPU ID %q is not a decimal integer (GPU IDs are non-negative integers such as 3)", ErrUnknownDevice, id)
+		return "", fmt.Errorf("%w: GPU ID %s is not a decimal integer (GPU IDs are non-negative integers such as 3)", ErrUnknownDevice, quote.Short(id))
 	}
 	return strconv.Itoa(g), nil
 }
+
+// ParseGPUID reads a GPU ID written as text, in any spelling
+// [CanonicalDeviceID] accepts ("+3", "03" and "0000000003" are GPU 3), and
+// reports false for any other. It allocates nothing, for readers of GPU IDs
+// from outside (the device plugins, the node agent) that must agree with a
+// State on what names a GPU.
+func ParseGPUID(id string) (int, bool) { return parseGPUID(id) }
 
 // parseGPUID reads a GPU ID: ASCII decimal digits, optionally after one
 // '+', within the range of int.
@@ -594,7 +602,7 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 	for _, id := range d.held2(a) {
 		i, ok := d.index(id)
 		if !ok {
-			return fmt.Errorf("%w: %s device %q does not exist on this machine", ErrConflict, d.class, id)
+			return fmt.Errorf("%w: %s device %s does not exist on this machine", ErrConflict, quote.Bare(d.class), quote.Short(id))
 		}
 		f(i)
 	}
@@ -624,7 +632,7 @@ func (d *Devices) Claim(a *Allocation) error {
 			return
 		}
 		if d.held[i] || seen[i] {
-			bad = fmt.Errorf("%w: %s %s is already allocated", ErrConflict, d.noun(), d.ids[i])
+			bad = fmt.Errorf("%w: %s %s is already allocated", ErrConflict, d.noun(), quote.Bare(d.ids[i]))
 		}
 		seen[i] = true
 	}); err != nil {
@@ -641,7 +649,7 @@ func (d *Devices) noun() string {
 	if d.class == GPUClass {
 		return "GPU"
 	}
-	return d.class + " device"
+	return quote.Bare(d.class) + " device"
 }
 
 // Nodes returns the known nodes of a's devices.
@@ -683,7 +691,7 @@ func (d *Devices) nearID(id string) string {
 	}
 	for _, x := range d.ids {
 		if strings.EqualFold(x, id) {
-			return fmt.Sprintf(" (did you mean %q?)", x)
+			return fmt.Sprintf(" (did you mean %s?)", quote.Short(x))
 		}
 	}
 	return ""

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -83,6 +84,9 @@ type NodeError struct {
 
 // Error implements error.
 func (e *NodeError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("%s: NUMA node %d does not exist on this machine (its NUMA nodes: %s), but the allocation has %s on it",
 		ErrUnknownNode, e.Node, idList(e.IDs), e.What)
 }
@@ -126,6 +130,9 @@ type RequestError struct {
 
 // Error implements error.
 func (e *RequestError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	f := ""
 	if e.Field != "" {
 		f = " " + e.Field
@@ -133,7 +140,7 @@ func (e *RequestError) Error() string {
 	if f != "" {
 		f += ":"
 	}
-	return fmt.Sprintf("%s %q:%s %s", ErrInvalidRequest, e.ID, f, e.Reason)
+	return fmt.Sprintf("%s %s:%s %s", ErrInvalidRequest, quote.Short(e.ID), f, e.Reason)
 }
 
 // Unwrap returns [ErrInvalidRequest].
@@ -190,11 +197,19 @@ type PlacementError struct {
 
 // Error implements error.
 func (e *PlacementError) Error() string {
-	return fmt.Sprintf("request %q (%s): %s", e.ID, e.Policy, e.Reason)
+	if e == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("request %s (%s): %s", quote.Short(e.ID), e.Policy, e.Reason)
 }
 
 // Unwrap returns the sentinel category.
-func (e *PlacementError) Unwrap() error { return e.err }
+func (e *PlacementError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.err
+}
 
 // Is reports whether target is [ErrNeverFits] and the request can never fit
 // (Never); errors.Is matches the category through Unwrap.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -340,4 +341,83 @@ func TestAllocationPrintsIDs(t *testing.T) {
 	for _, x := range a.Memory {
 		require.True(t, slices.Contains([]numa.NodeID{4, 9}, x.Node))
 	}
+}
+
+// TestErrorsCutLongValues: every error and description that quotes an ID,
+// a class or a device name from outside quotes it escaped and cut to 64
+// bytes, whichever path made it.
+func TestErrorsCutLongValues(t *testing.T) {
+	long := strings.Repeat("L", 300)
+	ctl := strings.Repeat("\x01", 10)
+	m := tbPreset(t, "dgx-h100")
+	s := allocator.MustNew(m, allocator.Options{})
+	_, err := s.Allocate(&allocator.Request{ID: long, CPUs: 1})
+	require.NoError(t, err)
+	check := func(what, text string) {
+		t.Helper()
+		require.NotContains(t, text, strings.Repeat("L", 65), "%s quotes the 300-byte value uncut: %.200s", what, text)
+		require.NotContains(t, text, "\x01", "%s quotes a control character unescaped", what)
+	}
+	var errs []error
+	add := func(err error) {
+		t.Helper()
+		require.Error(t, err)
+		errs = append(errs, err)
+	}
+	_, err = s.Allocate(&allocator.Request{ID: long, CPUs: 1})
+	add(err) // duplicate
+	add(s.Fit(&allocator.Request{ID: long, CPUs: 1}))
+	_, err = s.Score(&allocator.Request{ID: long, CPUs: 1})
+	add(err)
+	add(s.FitWithout(&allocator.Request{ID: "x", CPUs: 1}, []string{long + "x"}))
+	add(s.Release(long + "x"))
+	_, err = s.Resize(long+"x", 2)
+	add(err)
+	_, err = s.Allocate(&allocator.Request{ID: long + "y", CPUs: 100000})
+	add(err) // PlacementError
+	_, err = s.Allocate(&allocator.Request{ID: long + "z", CPUs: -1})
+	add(err) // RequestError
+	_, err = s.Allocate(&allocator.Request{ID: "d", CPUs: 1, Devices: map[string]int{long + ctl: 1}})
+	add(err) // unknown class
+	_, err = s.Allocate(&allocator.Request{ID: "d", CPUs: 1, Devices: map[string]int{long + ctl: -1}})
+	add(err) // negative class amount
+	_, err = s.SetDeviceHealth(long+ctl, "1", false)
+	add(err)
+	_, err = s.SetDeviceHealth(allocator.GPUClass, long+ctl, false)
+	add(err)
+	_, err = s.Claim(allocator.Allocation{ID: long + ctl, Devices: map[string][]string{long + ctl: {"a"}}})
+	add(err)
+	add(allocator.MustNew(m, allocator.Options{}).Restore(allocator.Snapshot{Allocations: []allocator.Allocation{{ID: long + ctl, GPUs: []int{999}}}}))
+	small := topology.NewBuilder("small")
+	small.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(1000, 1000)})
+	sm, err := small.Build()
+	require.NoError(t, err)
+	add(s.Clone().ReplaceMachine(sm))
+	for i, err := range errs {
+		check(fmt.Sprintf("error %d (%T)", i, err), err.Error())
+	}
+	check("Request.String", (&allocator.Request{ID: long + ctl, CPUs: 1, Devices: map[string]int{long + ctl: 1}}).String())
+	a, ok := s.Get(long)
+	require.True(t, ok)
+	check("Allocation.String", a.String())
+	check("Allocation.String with devices", allocator.Allocation{ID: long, Devices: map[string][]string{long + ctl: {"a"}}}.String())
+}
+
+// TestNilReceivers: the exported methods that a nil pointer can reach (a
+// nil *Request or *Allocation, a nil error of the package's types) answer
+// without panicking.
+func TestNilReceivers(t *testing.T) {
+	var r *allocator.Request
+	require.Equal(t, "<nil request>", r.String())
+	var a *allocator.Allocation
+	require.Nil(t, a.NUMANodes())
+	require.Zero(t, a.MemoryMiB())
+	require.Equal(t, allocator.Request{}, a.Request())
+	var zero allocator.Allocation
+	require.Nil(t, zero.NUMANodes(), "an allocation no state made has no nodes")
+	for _, e := range []error{(*allocator.NodeError)(nil), (*allocator.RequestError)(nil), (*allocator.PlacementError)(nil),
+		(*allocator.RestoreError)(nil), (*allocator.TopologyChangeError)(nil)} {
+		require.Equal(t, "<nil>", e.Error(), "%T", e)
+	}
+	require.Nil(t, (*allocator.TopologyChangeError)(nil).Affected())
 }

@@ -191,9 +191,11 @@ func TestRestoreOntoChangedMachine(t *testing.T) {
 		m2 := changedMachine(t, m)
 		t.Logf("machine:\n%s\nchanged:\n%s", allocatortest.MachineJSON(m), allocatortest.MachineJSON(m2))
 
-		// What must happen: the unhealthy devices must exist, then every
-		// allocation must claim, in order.
+		// What must happen: every allocation must claim, in order; the
+		// health of a device the new machine has is kept, that of a device
+		// it lacks is dropped (as ReplaceMachine drops it).
 		want := ""
+		var wantUnhealthy map[string][]string
 		for class, ids := range snap.Unhealthy {
 			for _, id := range ids {
 				exists := false
@@ -204,8 +206,11 @@ func TestRestoreOntoChangedMachine(t *testing.T) {
 				} else {
 					exists = slices.ContainsFunc(m2.Devices(), func(d topology.Device) bool { return d.Class == class && d.ID == id })
 				}
-				if !exists && want == "" {
-					want = "health"
+				if exists {
+					if wantUnhealthy == nil {
+						wantUnhealthy = map[string][]string{}
+					}
+					wantUnhealthy[class] = append(wantUnhealthy[class], id)
 				}
 			}
 		}
@@ -226,10 +231,6 @@ func TestRestoreOntoChangedMachine(t *testing.T) {
 			require.Error(t, err, "restore must be refused (%s of %q)", want, wantID)
 			require.Empty(t, fresh.Live(), "a refused restore changes nothing")
 			require.Empty(t, fresh.Snapshot().Unhealthy, "a refused restore changes nothing")
-			if want == "health" {
-				require.ErrorIs(t, err, allocator.ErrUnknownDevice)
-				return
-			}
 			var re *allocator.RestoreError
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, wantID, re.ID)
@@ -254,7 +255,7 @@ func TestRestoreOntoChangedMachine(t *testing.T) {
 			// The span is recomputed on the new machine, by ID.
 			require.Equal(t, allocatortest.SpanOf(m2, a), got.Allocations[i].DenseSpan)
 		}
-		require.Equal(t, snap.Unhealthy, got.Unhealthy)
+		require.Equal(t, wantUnhealthy, got.Unhealthy, "the health of the devices the machine has, by ID")
 
 		// ReplaceMachine: the allocations that do not survive, in ID order.
 		var wantAffected []string
@@ -279,6 +280,7 @@ func TestRestoreOntoChangedMachine(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, holding(a), holding(after), "kept exactly by the replacement")
 		}
+		require.Equal(t, wantUnhealthy, s.Snapshot().Unhealthy, "ReplaceMachine keeps the health Restore keeps")
 	})
 }
 
@@ -360,4 +362,84 @@ func TestClaimMemoryEntries(t *testing.T) {
 		require.Equal(t, before, snapText(s), "%s: a refused claim changes nothing (its CPUs are not kept)", name)
 	}
 	require.True(t, s.FreeCPUs().Contains(1), "the CPU the refused claims named is free")
+}
+
+// TestRestoreHealthOfMissingDevice: the health of a device the machine
+// does not have is dropped by Restore as by ReplaceMachine (the two agree),
+// an allocation holding such a device is refused naming the allocation,
+// and a GPU ID that names no device of any machine is refused naming it.
+func TestRestoreHealthOfMissingDevice(t *testing.T) {
+	build := func(gpus int, rdma bool) *topology.Machine {
+		b := topology.NewBuilder("box")
+		b.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 3), MemoryMiB: 1024})
+		for g := range gpus {
+			b.AddGPU(topology.GPU{ID: g, NUMANode: 0})
+		}
+		if rdma {
+			b.AddDevice(topology.Device{ID: "mlx5_0", Class: "rdma", NUMANode: 0})
+		}
+		m, err := b.Build()
+		require.NoError(t, err)
+		return m
+	}
+	big, small := build(2, true), build(1, false)
+	s := allocator.MustNew(big, allocator.Options{})
+	_, err := s.Allocate(&allocator.Request{ID: "a", CPUs: 1})
+	require.NoError(t, err)
+	for _, d := range [][2]string{{"gpu", "0"}, {"gpu", "1"}, {"rdma", "mlx5_0"}} {
+		_, err := s.SetDeviceHealth(d[0], d[1], false)
+		require.NoError(t, err)
+	}
+
+	restored := allocator.MustNew(small, allocator.Options{})
+	require.NoError(t, restored.Restore(s.Snapshot()))
+	replaced := s.Clone()
+	require.NoError(t, replaced.ReplaceMachine(small))
+	want := map[string][]string{"gpu": {"0"}}
+	require.Equal(t, want, restored.Snapshot().Unhealthy, "GPU 0 stays unhealthy; GPU 1 and the rdma class are gone")
+	require.Equal(t, want, replaced.Snapshot().Unhealthy, "ReplaceMachine keeps what Restore keeps")
+	require.Equal(t, []string{"a"}, ids(restored.Live()))
+
+	// An allocation holding the missing GPU is refused, naming it.
+	h := allocator.MustNew(big, allocator.Options{})
+	_, err = h.Claim(allocator.Allocation{ID: "holder", GPUs: []int{1}})
+	require.NoError(t, err)
+	_, err = h.SetDeviceHealth("gpu", "1", false)
+	require.NoError(t, err)
+	fresh := allocator.MustNew(small, allocator.Options{})
+	err = fresh.Restore(h.Snapshot())
+	var re *allocator.RestoreError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "holder", re.ID)
+	require.ErrorIs(t, err, allocator.ErrConflict)
+	require.Contains(t, err.Error(), "GPU 1")
+	require.Empty(t, fresh.Live(), "a refused restore changes nothing")
+	require.Empty(t, fresh.Snapshot().Unhealthy, "a refused restore changes nothing")
+	var tc *allocator.TopologyChangeError
+	require.ErrorAs(t, h.ReplaceMachine(small), &tc)
+	require.Equal(t, []string{"holder"}, tc.Affected())
+
+	// A GPU ID no machine can have is refused (not dropped), named.
+	err = fresh.Restore(allocator.Snapshot{Unhealthy: map[string][]string{"gpu": {"0x1"}}})
+	require.ErrorIs(t, err, allocator.ErrUnknownDevice)
+	require.ErrorIs(t, err, allocator.ErrConflict)
+	require.Contains(t, err.Error(), `"0x1"`)
+	require.Empty(t, fresh.Snapshot().Unhealthy)
+	// Misspellings are refused, not dropped: classes and device IDs are
+	// case-sensitive.
+	for _, u := range []map[string][]string{{"GPU": {"0"}}, {"Rdma": {"mlx5_0"}}, {"rdma": {"MLX5_0"}}} {
+		fresh := allocator.MustNew(big, allocator.Options{})
+		err := fresh.Restore(allocator.Snapshot{Unhealthy: u})
+		require.ErrorIs(t, err, allocator.ErrUnknownDevice, "%v", u)
+		require.ErrorContains(t, err, "did you mean", "%v", u)
+		require.Empty(t, fresh.Snapshot().Unhealthy)
+	}
+}
+
+func ids(live []allocator.Allocation) []string {
+	var out []string
+	for _, a := range live {
+		out = append(out, a.ID)
+	}
+	return out
 }

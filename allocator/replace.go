@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -32,9 +33,12 @@ type TopologyChangeError struct {
 
 // Error implements error.
 func (e *TopologyChangeError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	parts := make([]string, len(e.Conflicts))
 	for i, c := range e.Conflicts {
-		parts[i] = fmt.Sprintf("%q: %v", c.ID, c.Err)
+		parts[i] = fmt.Sprintf("%s: %v", quote.Short(c.ID), c.Err)
 	}
 	return fmt.Sprintf("%s: %d allocation(s) affected: %s", ErrTopologyChange, len(e.Conflicts), strings.Join(parts, "; "))
 }
@@ -43,6 +47,9 @@ func (e *TopologyChangeError) Error() string {
 // errors.As finds, for example, a *[NodeError] for a NUMA node the new
 // machine does not have.
 func (e *TopologyChangeError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	errs := []error{ErrTopologyChange}
 	for _, c := range e.Conflicts {
 		errs = append(errs, c.Err)
@@ -52,6 +59,9 @@ func (e *TopologyChangeError) Unwrap() []error {
 
 // Affected returns the IDs of the conflicting allocations.
 func (e *TopologyChangeError) Affected() []string {
+	if e == nil {
+		return nil
+	}
 	ids := make([]string, len(e.Conflicts))
 	for i, c := range e.Conflicts {
 		ids[i] = c.ID

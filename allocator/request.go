@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -45,12 +46,15 @@ type Request struct {
 // String returns a short description such as
 // `"a" 24 CPUs 4 GPUs SingleNUMANode/Required`.
 func (r *Request) String() string {
-	s := fmt.Sprintf("%q %d CPUs %d GPUs", r.ID, r.CPUs, r.GPUs)
+	if r == nil {
+		return "<nil request>"
+	}
+	s := fmt.Sprintf("%s %d CPUs %d GPUs", quote.Short(r.ID), r.CPUs, r.GPUs)
 	if r.MemoryMiB > 0 {
 		s += fmt.Sprintf(" %d MiB", r.MemoryMiB)
 	}
 	for _, c := range slices.Sorted(maps.Keys(r.Devices)) {
-		s += fmt.Sprintf(" %d %s", r.Devices[c], c)
+		s += fmt.Sprintf(" %d %s", r.Devices[c], quote.Bare(c))
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Amounts)) {
 		s += fmt.Sprintf(" %d %s", r.Amounts[k], k)
@@ -85,10 +89,10 @@ func (r *Request) validate(tpc int) error {
 	if len(r.Devices) > 0 { // ranging over a nil map is not free
 		for c, n := range r.Devices {
 			if strings.EqualFold(c, GPUClass) {
-				return invalidRequest(r, "devices["+c+"]", "GPUs are asked for with the GPUs field")
+				return invalidRequest(r, "devices["+quote.Bare(c)+"]", "GPUs are asked for with the GPUs field")
 			}
 			if n < 0 {
-				return invalidRequest(r, "devices["+c+"]", "cannot be negative (%d %s devices)", n, c)
+				return invalidRequest(r, "devices["+quote.Bare(c)+"]", "cannot be negative (%d %s devices)", n, quote.Bare(c))
 			}
 			any = any || n > 0
 		}
@@ -174,6 +178,9 @@ type Allocation struct {
 // NUMANodes returns the IDs of the span's nodes, ascending (nil for an
 // allocation that no state made or claimed).
 func (a *Allocation) NUMANodes() []numa.NodeID {
+	if a == nil {
+		return nil
+	}
 	if a.machine == nil {
 		return nil
 	}
@@ -182,6 +189,9 @@ func (a *Allocation) NUMANodes() []numa.NodeID {
 
 // MemoryMiB returns the total memory of the allocation.
 func (a *Allocation) MemoryMiB() int64 {
+	if a == nil {
+		return 0
+	}
 	var t int64
 	for _, m := range a.Memory {
 		t += m.MiB
@@ -214,6 +224,9 @@ func (a Allocation) Clone() Allocation {
 // Request returns the request this allocation satisfies (amounts taken from
 // what it holds).
 func (a *Allocation) Request() Request {
+	if a == nil {
+		return Request{}
+	}
 	r := Request{ID: a.ID, CPUs: a.CPUs.Size(), GPUs: len(a.GPUs), MemoryMiB: a.MemoryMiB(),
 		Policy: a.Policy, Exclusive: a.Exclusive, FullPCPUs: a.FullPCPUs}
 	if len(a.Devices) > 0 {
@@ -247,7 +260,7 @@ func (a *Allocation) Units(kind string) int64 {
 // ID (`memory 1024 MiB on node 2`). The nodes are those of its
 // span; an allocation that no state made or claimed has none.
 func (a Allocation) String() string {
-	s := fmt.Sprintf("%q cpus %s gpus %v nodes %v", a.ID, a.CPUs, a.GPUs, a.NUMANodes())
+	s := fmt.Sprintf("%s cpus %s gpus %v nodes %v", quote.Short(a.ID), a.CPUs, a.GPUs, a.NUMANodes())
 	if len(a.Devices) > 0 {
 		keys := make([]string, 0, len(a.Devices))
 		for c := range a.Devices {
@@ -255,7 +268,7 @@ func (a Allocation) String() string {
 		}
 		sort.Strings(keys)
 		for _, c := range keys {
-			s += fmt.Sprintf(" %s %v", c, a.Devices[c])
+			s += fmt.Sprintf(" %s %v", quote.Bare(c), a.Devices[c])
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Amounts)) {

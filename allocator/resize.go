@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -48,7 +49,7 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	defer s.mu.Unlock()
 	idx, ok := s.ids[id]
 	if !ok {
-		return Allocation{}, fmt.Errorf("%w: %q", ErrUnknownID, id)
+		return Allocation{}, fmt.Errorf("%w: %s", ErrUnknownID, quote.Short(id))
 	}
 	a := &s.recs[idx]
 	r := a.Request()

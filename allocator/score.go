@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/policy"
 )
 
@@ -29,7 +30,7 @@ func (s *State) Score(r *Request) (int, error) {
 	defer s.mu.RUnlock()
 	if r.ID != "" {
 		if _, ok := s.ids[r.ID]; ok {
-			return 0, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+			return 0, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
 	sr := s.searcher(r, nil)

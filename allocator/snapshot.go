@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -70,10 +72,20 @@ type RestoreError struct {
 }
 
 // Error implements error.
-func (e *RestoreError) Error() string { return fmt.Sprintf("allocation %q: %v", e.ID, e.Err) }
+func (e *RestoreError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("allocation %s: %v", quote.Short(e.ID), e.Err)
+}
 
 // Unwrap returns the cause.
-func (e *RestoreError) Unwrap() error { return e.Err }
+func (e *RestoreError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Restore claims every allocation of snap, exactly as recorded (their
 // spans are recomputed from what they hold), and applies its device health.
@@ -86,6 +98,16 @@ func (e *RestoreError) Unwrap() error { return e.Err }
 // devices and memory per NUMA node ID exactly, or is refused (memory on a
 // node ID the machine does not have: a *[NodeError]), never moved.
 //
+// Device health is matched by ID as well, as [State.ReplaceMachine] carries
+// it over: a device the machine has is marked unhealthy (its ID in any form
+// [CanonicalDeviceID] accepts), while the health of a device or class the
+// machine does not have is dropped (a device that is gone has no health to
+// keep; an allocation holding it is refused as above). A GPU ID that is not
+// a decimal integer names no device of any machine, and a class or device
+// ID that differs from one of the machine's only in case ("GPU", "MLX5_0")
+// is a misspelling: both are refused with an error wrapping [ErrConflict]
+// and [ErrUnknownDevice] that names them.
+//
 // Bound: a copy of the state (O(state)) and claims linear in what the
 // snapshot holds, under the write lock.
 func (s *State) Restore(snap Snapshot) error {
@@ -96,20 +118,40 @@ func (s *State) Restore(snap Snapshot) error {
 	defer s.mu.Unlock()
 	// Work on a copy so that a refusal changes nothing.
 	tmp := s.cloneLocked()
-	for class, ids := range snap.Unhealthy {
-		for _, id := range ids {
-			if _, err := tmp.setHealth(class, id, false); err != nil {
-				return fmt.Errorf("restore device health: %w", err)
-			}
-		}
-	}
 	for _, a := range snap.Allocations {
 		if err := tmp.claim(a.Clone()); err != nil {
 			return &RestoreError{ID: a.ID, Err: err}
 		}
 	}
+	for _, class := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
+		for _, id := range snap.Unhealthy[class] {
+			if _, err := tmp.setHealth(class, id, false); err != nil {
+				if _, bad := CanonicalDeviceID(class, id); bad != nil {
+					return fmt.Errorf("%w: restore device health: %w", ErrConflict, bad)
+				}
+				if tmp.misspelt(class, id) {
+					return fmt.Errorf("%w: restore device health: %w", ErrConflict, err)
+				}
+				// The machine has no such class or device: nothing to mark.
+			}
+		}
+	}
 	s.adopt(tmp)
 	return nil
+}
+
+// misspelt reports whether class, or id in it, differs only in case from a
+// class or device of the machine: a spelling to refuse, not a device that
+// is gone (class names and device IDs are case-sensitive).
+func (s *State) misspelt(class, id string) bool {
+	d := s.gpu
+	if class != GPUClass {
+		d = s.classes[class]
+	}
+	if d == nil {
+		return s.didYouMean(class) != ""
+	}
+	return d.nearID(id) != ""
 }
 
 // Claim adds a as a live allocation holding exactly what it names (the
@@ -150,7 +192,7 @@ func (s *State) claim(a Allocation) error {
 	a.Memory = normalMemory(a.Memory)
 	for c := range a.Devices {
 		if _, ok := s.classes[c]; !ok {
-			return fmt.Errorf("%w: the machine has no %s devices (%s)", ErrConflict, c, s.classList())
+			return fmt.Errorf("%w: the machine has no %s devices (%s)", ErrConflict, quote.Bare(c), s.classList())
 		}
 		slices.Sort(a.Devices[c])
 	}
@@ -263,7 +305,7 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 		d = s.classes[class]
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w: the machine has no %s devices (%s%s)", ErrUnknownDevice, class, s.didYouMean(class), s.classList())
+		return nil, fmt.Errorf("%w: the machine has no %s devices (%s%s)", ErrUnknownDevice, quote.Bare(class), s.didYouMean(class), s.classList())
 	}
 	canon, err := CanonicalDeviceID(class, id)
 	if err != nil {
@@ -271,7 +313,7 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 	}
 	i, ok := d.index(canon)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s does not exist on this machine%s", ErrUnknownDevice, d.noun(), canon, d.nearID(canon))
+		return nil, fmt.Errorf("%w: %s %s does not exist on this machine%s", ErrUnknownDevice, d.noun(), quote.Bare(canon), d.nearID(canon))
 	}
 	d.setHealthy(i, healthy)
 	var affected []string

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -338,7 +339,7 @@ func (s *State) Fit(r *Request) error {
 	if r.ID != "" {
 		if _, ok := s.ids[r.ID]; ok {
 			s.mu.RUnlock()
-			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
 	sr := s.searcher(r, nil)
@@ -368,7 +369,7 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 		return Allocation{}, invalidRequest(r, "id", "is empty")
 	}
 	if _, ok := s.ids[r.ID]; ok {
-		return Allocation{}, fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+		return Allocation{}, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 	}
 	sr := s.searcher(r, nil)
 	defer sr.done()
@@ -437,7 +438,7 @@ func (s *State) Release(id string) error {
 	defer s.mu.Unlock()
 	idx, ok := s.ids[id]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+		return fmt.Errorf("%w: %s", ErrUnknownID, quote.Short(id))
 	}
 	s.releaseAt(idx)
 	return nil

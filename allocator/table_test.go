@@ -1029,13 +1029,20 @@ func TestTableSnapshotRestore(t *testing.T) {
 				require.Equal(t, before, tbText(s))
 			})
 		}
-		t.Run("unknown unhealthy device", func(t *testing.T) {
+		t.Run("malformed unhealthy GPU ID", func(t *testing.T) {
 			s := allocator.MustNew(m, allocator.Options{})
 			before := tbText(s)
 			err := s.Restore(allocator.Snapshot{Allocations: []allocator.Allocation{ok},
-				Unhealthy: map[string][]string{"gpu": {"9"}}})
+				Unhealthy: map[string][]string{"gpu": {"nine"}}})
 			require.ErrorIs(t, err, allocator.ErrUnknownDevice)
 			require.Equal(t, before, tbText(s))
+		})
+		t.Run("health of a GPU the machine lacks is dropped", func(t *testing.T) {
+			s := allocator.MustNew(m, allocator.Options{})
+			require.NoError(t, s.Restore(allocator.Snapshot{Allocations: []allocator.Allocation{ok},
+				Unhealthy: map[string][]string{"gpu": {"9"}}}))
+			require.Empty(t, s.Snapshot().Unhealthy)
+			require.Len(t, s.Live(), 1)
 		})
 	})
 

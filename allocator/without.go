@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -29,7 +30,7 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 	for _, id := range victims {
 		idx, ok := s.ids[id]
 		if !ok {
-			return fmt.Errorf("%w: victim %q", ErrUnknownID, id)
+			return fmt.Errorf("%w: victim %s", ErrUnknownID, quote.Short(id))
 		}
 		if !seen[id] {
 			seen[id] = true
@@ -38,7 +39,7 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 	}
 	if r.ID != "" && !seen[r.ID] {
 		if _, ok := s.ids[r.ID]; ok {
-			return fmt.Errorf("%w: %q", ErrDuplicateID, r.ID)
+			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
 	if !s.returns {

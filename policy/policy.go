@@ -156,6 +156,9 @@ type SpecError struct {
 
 // Error implements error.
 func (e *SpecError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	if e.Field == "" {
 		return fmt.Sprintf("%s: %s", ErrInvalidSpec, e.Reason)
 	}

@@ -130,6 +130,9 @@ func devItem(i int, d Device) string { return fmt.Sprintf("devices[%d] (id %s)",
 // O(n log n) time in the CPUs, devices and NVLinks (plus a bitset's words
 // per core and L3 group), and memory linear in the devices and NVLinks.
 func (b *Builder) Build() (*Machine, error) {
+	if b == nil {
+		return nil, invalid("builder", "nil *Builder: use NewBuilder")
+	}
 	if len(b.nodes) == 0 {
 		return nil, invalid("numaNodes", "the machine has no NUMA node")
 	}
@@ -343,7 +346,7 @@ func (m *Machine) buildCores(cores []numa.CPUSet) error {
 	m.cores = make([]Core, len(order))
 	m.threads = 1
 	for i, e := range order {
-		c := Core{Node: int(m.cpuNode[e.min])}
+		c := Core{NodeIndex: int(m.cpuNode[e.min])}
 		if e.core < 0 {
 			c.CPUs = numa.NewCPUSet(e.min)
 		} else {

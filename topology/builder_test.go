@@ -83,7 +83,7 @@ func TestBuilderSample(t *testing.T) {
 		if i >= 4 {
 			wantNode = 1
 		}
-		require.Equal(t, wantNode, c.Node)
+		require.Equal(t, wantNode, c.NodeIndex)
 		require.Equal(t, wantNode, m.CoreNode(i))
 	}
 
@@ -423,7 +423,7 @@ func TestBuildCores(t *testing.T) {
 		require.Equal(t, 6, m.NumCores())
 		var got []string
 		for _, c := range m.Cores() {
-			got = append(got, fmt.Sprintf("%s@%d", c.CPUs, c.Node))
+			got = append(got, fmt.Sprintf("%s@%d", c.CPUs, c.NodeIndex))
 		}
 		require.Equal(t, []string{"0@0", "1@0", "2@0", "3@0", "8@1", "10@1"}, got)
 	})
@@ -439,8 +439,8 @@ func TestBuildCores(t *testing.T) {
 		require.Equal(t, 4, m.ThreadsPerCore(), "the largest core")
 		var got []string
 		for i, c := range m.Cores() {
-			got = append(got, fmt.Sprintf("%s@%d", c.CPUs, c.Node))
-			require.Equal(t, c.Node, m.CoreNode(i))
+			got = append(got, fmt.Sprintf("%s@%d", c.CPUs, c.NodeIndex))
+			require.Equal(t, c.NodeIndex, m.CoreNode(i))
 		}
 		require.Equal(t, []string{"0,10@0", "1,11@0", "2@0", "12@0", "20-23@1", "24-27@1"}, got)
 

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
@@ -38,6 +39,9 @@ type ValidationError struct {
 
 // Error implements error.
 func (e *ValidationError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	s := fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Item, e.Reason)
 	if e.Cause != nil {
 		s += ": " + e.Cause.Error()
@@ -47,6 +51,9 @@ func (e *ValidationError) Error() string {
 
 // Unwrap returns [ErrInvalid] and the cause.
 func (e *ValidationError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Cause != nil {
 		return []error{ErrInvalid, e.Cause}
 	}
@@ -62,11 +69,21 @@ func invalid(item, format string, args ...any) *ValidationError {
 type TooManyNodesError struct {
 	// Nodes is the number of NUMA nodes the machine has.
 	Nodes int
+	// AtLeast says that Nodes is only a lower bound: the description was
+	// refused while it was read, before the rest was counted.
+	AtLeast bool
 }
 
 // Error implements error.
 func (e *TooManyNodesError) Error() string {
-	return fmt.Sprintf("%s: the machine has %d NUMA nodes, at most 64 are supported", ErrTooManyNodes, e.Nodes)
+	if e == nil {
+		return "<nil>"
+	}
+	n := strconv.Itoa(e.Nodes)
+	if e.AtLeast {
+		n = "at least " + n
+	}
+	return fmt.Sprintf("%s: the machine has %s NUMA nodes, at most 64 are supported", ErrTooManyNodes, n)
 }
 
 // Unwrap returns [ErrTooManyNodes].
@@ -98,11 +115,21 @@ type LimitError struct {
 	Count int
 	// Limit is the cap.
 	Limit int
+	// AtLeast says that Count is only a lower bound: the description was
+	// refused while it was read, before the rest was counted.
+	AtLeast bool
 }
 
 // Error implements error.
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s: the machine has %d %s, at most %d are supported", ErrTooLarge, e.Count, e.What, e.Limit)
+	if e == nil {
+		return "<nil>"
+	}
+	n := strconv.Itoa(e.Count)
+	if e.AtLeast {
+		n = "at least " + n
+	}
+	return fmt.Sprintf("%s: the machine has %s %s, at most %d are supported", ErrTooLarge, n, e.What, e.Limit)
 }
 
 // Unwrap returns [ErrTooLarge].

@@ -2,9 +2,12 @@ package topology
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
+	"github.com/numaplace/numaplace/internal/readfile"
 	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 )
@@ -144,28 +147,104 @@ var specAliases = map[string]string{
 func ParseJSON(data []byte) (*Machine, error) { return ParseJSONWith(data, JSONOptions{}) }
 
 // ParseJSONWith is [ParseJSON] with options, such as ignoring unknown
-// fields.
+// fields. The caps ([MaxCPUs] for cores and L3 groups, [MaxDevices] for
+// GPUs and devices together, [MaxNVLinks], numa.MaxNodes for NUMA nodes and
+// distance rows) are enforced while the document is read, before its lists
+// are decoded: a description over them is refused with a *[LimitError] (or
+// *[TooManyNodesError]) after reading at most one item past the cap.
 func ParseJSONWith(data []byte, opts JSONOptions) (*Machine, error) {
 	var s Spec
-	err := strictjson.Decode(data, &s, strictjson.Options{AllowUnknownFields: opts.IgnoreUnknownFields, Aliases: specAliases})
-	if err != nil {
+	var devices int
+	count := func(field string, i int) error {
+		switch field {
+		case "gpus", "devices":
+			if devices++; devices > MaxDevices {
+				return &LimitError{What: "devices (GPUs and other devices)", Count: devices, Limit: MaxDevices, AtLeast: true}
+			}
+		case "nvlinks":
+			if i >= MaxNVLinks {
+				return &LimitError{What: "NVLinks", Count: i + 1, Limit: MaxNVLinks, AtLeast: true}
+			}
+		case "cores":
+			if i >= MaxCPUs {
+				return &LimitError{What: "cores", Count: i + 1, Limit: MaxCPUs, AtLeast: true}
+			}
+		case "l3Groups":
+			if i >= MaxCPUs {
+				return &LimitError{What: "L3 groups", Count: i + 1, Limit: MaxCPUs, AtLeast: true}
+			}
+		case "numaNodes", "distances", "numaSets":
+			if i >= numa.MaxNodes {
+				return &TooManyNodesError{Nodes: i + 1, AtLeast: true}
+			}
+		}
+		return nil
+	}
+	err := strictjson.Decode(data, &s, strictjson.Options{AllowUnknownFields: opts.IgnoreUnknownFields,
+		Aliases: specAliases, CountItems: count})
+	var le *LimitError
+	var tn *TooManyNodesError
+	switch {
+	case errors.As(err, &le):
+		return nil, le
+	case errors.As(err, &tn):
+		return nil, tn
+	case err != nil:
 		return nil, &ValidationError{Item: "topology JSON", Reason: "cannot decode", Cause: err}
 	}
 	return s.Build()
 }
 
-// ReadJSON is [ParseJSON] over a reader.
+// MaxJSONBytes is the largest topology JSON [ReadJSON] and [ReadJSONFile]
+// read (64 MiB: a machine at every cap is written in less); a longer input
+// is refused with an error wrapping [ErrTooLarge] once that much has been
+// read.
+const MaxJSONBytes = 64 << 20
+
+var errJSONTooLong = fmt.Errorf("%w: the topology JSON is longer than %d bytes (topology.MaxJSONBytes)", ErrTooLarge, MaxJSONBytes)
+
+// ReadJSON is [ParseJSON] over a reader, of which it reads at most
+// [MaxJSONBytes] (and one byte more to tell that it is longer).
 func ReadJSON(r io.Reader) (*Machine, error) {
-	data, err := io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, MaxJSONBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading topology JSON: %w", ErrInvalid, err)
 	}
+	if len(data) > MaxJSONBytes {
+		return nil, errJSONTooLong
+	}
 	return ParseJSON(data)
+}
+
+// ReadJSONFile is [ReadJSON] of the file at path, which must be a regular
+// file (a FIFO, a device such as /dev/zero or a directory is refused
+// without being read, so it cannot hang or grow without end). Errors name
+// the path.
+func ReadJSONFile(path string) (*Machine, error) {
+	data, err := readfile.Regular(path, MaxJSONBytes)
+	if errors.Is(err, readfile.ErrTooLarge) {
+		return nil, fmt.Errorf("%s: %w", path, errJSONTooLong)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("%s: %w", path, pe.Err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
 }
 
 // Build validates the spec and returns the machine (see [Builder.Build] for
 // the checks).
 func (s *Spec) Build() (*Machine, error) {
+	if s == nil {
+		return nil, invalid("topology JSON", "nil *Spec")
+	}
 	if s.NUMANodes == nil {
 		return nil, invalid("numaNodes", "the field is required")
 	}
@@ -251,6 +330,9 @@ func (s *Spec) Build() (*Machine, error) {
 // when some core has more than one CPU (one CPU per core is the default);
 // distances and NUMA sets are always written.
 func (m *Machine) Spec() Spec {
+	if m == nil {
+		return Spec{}
+	}
 	s := Spec{Name: m.name, Distances: m.distances.Rows()}
 	for _, n := range m.nodes {
 		s.NUMANodes = append(s.NUMANodes, NodeSpec{ID: ptr(int(n.ID)), Socket: ptr(n.Socket),
@@ -286,12 +368,22 @@ func (m *Machine) Spec() Spec {
 	return s
 }
 
+var errNilMachine = fmt.Errorf("%w: nil *Machine", ErrInvalid)
+
 // MarshalJSON writes the machine in the interchange format.
-func (m *Machine) MarshalJSON() ([]byte, error) { return json.Marshal(m.Spec()) }
+func (m *Machine) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return nil, errNilMachine
+	}
+	return json.Marshal(m.Spec())
+}
 
 // WriteJSON writes the machine in the interchange format, indented, with a
 // final newline.
 func (m *Machine) WriteJSON(w io.Writer) error {
+	if m == nil {
+		return errNilMachine
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(m.Spec())

@@ -3,7 +3,12 @@ package topology_test
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -198,5 +203,135 @@ func TestBuildErrorsShort(t *testing.T) {
 		require.ErrorIs(t, err, topology.ErrInvalid)
 		require.Less(t, len(err.Error()), 400, err.Error())
 		require.Contains(t, err.Error(), "... (")
+	}
+}
+
+// TestParseJSONLimitsWhileReading: a JSON description over a cap is
+// refused while it is read, before its lists are decoded: the memory spent
+// on refusing it stays a fraction of the input, whatever list is over, and
+// the error is the typed one (ErrTooLarge or ErrTooManyNodes, "at least").
+func TestParseJSONLimitsWhileReading(t *testing.T) {
+	list := func(field, item string, n int) []byte {
+		var sb strings.Builder
+		sb.WriteString(`{"numaNodes":[{"id":0,"socket":0,"cpus":"0"}],"` + field + `":[`)
+		for i := range n {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString(strings.ReplaceAll(item, "#", strconv.Itoa(i)))
+		}
+		sb.WriteString(`]}`)
+		return []byte(sb.String())
+	}
+	nodes := func(n int) []byte {
+		var sb strings.Builder
+		sb.WriteString(`{"numaNodes":[`)
+		for i := range n {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			fmt.Fprintf(&sb, `{"id":%d,"socket":0,"cpus":""}`, i)
+		}
+		sb.WriteString(`]}`)
+		return []byte(sb.String())
+	}
+	mixed := append(list("gpus", `{"numaNode":0}`, topology.MaxDevices/2)[:0:0], list("gpus", `{"numaNode":0}`, topology.MaxDevices/2)...)
+	mixed = append(mixed[:len(mixed)-1], []byte(`,"devices":`)...)
+	devs := list("devices", `{"id":"d#","class":"rdma","numaNode":0}`, topology.MaxDevices/2+1)
+	mixed = append(mixed, devs[strings.Index(string(devs), `"devices":`)+len(`"devices":`):]...)
+	for _, c := range []struct {
+		name string
+		data []byte
+		want error
+		what string
+	}{
+		{"GPUs", list("gpus", `{"numaNode":0}`, 600000), topology.ErrTooLarge, "devices"},
+		{"GPUs and devices", mixed, topology.ErrTooLarge, "devices"},
+		{"NVLinks", list("nvlinks", `[0,1,1]`, topology.MaxNVLinks+50000), topology.ErrTooLarge, "NVLinks"},
+		{"cores", list("cores", `"0"`, topology.MaxCPUs+50000), topology.ErrTooLarge, "cores"},
+		{"L3 groups", list("l3Groups", `"0"`, topology.MaxCPUs+50000), topology.ErrTooLarge, "L3 groups"},
+		{"NUMA nodes", nodes(100000), topology.ErrTooManyNodes, "NUMA nodes"},
+		{"distance rows", list("distances", `[10]`, 100000), topology.ErrTooManyNodes, "NUMA nodes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := topology.ParseJSON(c.data)
+			runtime.ReadMemStats(&after)
+			require.ErrorIs(t, err, c.want)
+			require.Contains(t, err.Error(), "at least")
+			require.Contains(t, err.Error(), c.what)
+			spent := after.TotalAlloc - before.TotalAlloc
+			require.Less(t, spent, uint64(len(c.data)), "refusing %d bytes of JSON allocated %d bytes: the cap is not checked while reading", len(c.data), spent)
+			t.Logf("refusing %d bytes of JSON allocated %d bytes", len(c.data), spent)
+		})
+	}
+	// At the caps the description is read (the Builder checks the rest).
+	_, err := topology.ParseJSON(list("gpus", `{"numaNode":0}`, 1000))
+	require.NoError(t, err)
+}
+
+// TestReadJSONBounded: ReadJSON reads at most MaxJSONBytes, and
+// ReadJSONFile only regular files, so /dev/zero, a FIFO or an endless
+// stream is refused instead of read without end.
+func TestReadJSONBounded(t *testing.T) {
+	_, err := topology.ReadJSON(endless{})
+	require.ErrorIs(t, err, topology.ErrTooLarge)
+	require.Contains(t, err.Error(), "MaxJSONBytes")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	zero := filepath.Join(dir, "zero")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	for _, p := range []string{fifo, zero, dir} {
+		_, err := topology.ReadJSONFile(p)
+		require.Error(t, err, p)
+		require.Contains(t, err.Error(), p)
+		require.Contains(t, err.Error(), "not a regular file")
+	}
+	good := filepath.Join(dir, "m.json")
+	require.NoError(t, os.WriteFile(good, []byte(`{"numaNodes":[{"id":3,"socket":0,"cpus":"0-1"}]}`), 0o600))
+	m, err := topology.ReadJSONFile(good)
+	require.NoError(t, err)
+	require.Equal(t, 2, m.NumCPUs())
+	require.NoError(t, os.WriteFile(good, []byte(`{"numaNodes":[]`), 0o600))
+	_, err = topology.ReadJSONFile(good)
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	require.Contains(t, err.Error(), good)
+}
+
+// endless is a reader of spaces without end.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// TestNilMachineAndBuilder: a nil *Machine, *Builder or *Spec is an error
+// (or an empty answer), never a panic, where a caller can reach it.
+func TestNilMachineAndBuilder(t *testing.T) {
+	var m *topology.Machine
+	require.Equal(t, "", m.Name())
+	require.Zero(t, m.NumNodes()+m.NumCPUs()+m.NumGPUs()+m.NumCores())
+	require.ErrorIs(t, m.WriteJSON(&strings.Builder{}), topology.ErrInvalid)
+	_, err := m.MarshalJSON()
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	require.ErrorIs(t, m.Picture(&strings.Builder{}, nil), topology.ErrInvalid)
+	require.Equal(t, topology.Spec{}, m.Spec())
+	var b *topology.Builder
+	_, err = b.Build()
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	var s *topology.Spec
+	_, err = s.Build()
+	require.ErrorIs(t, err, topology.ErrInvalid)
+	good, err := oneNode().Build()
+	require.NoError(t, err)
+	require.ErrorIs(t, good.Picture(nil, nil), topology.ErrInvalid)
+	for _, e := range []error{(*topology.ValidationError)(nil), (*topology.LimitError)(nil), (*topology.TooManyNodesError)(nil)} {
+		require.Equal(t, "<nil>", e.Error(), "%T", e)
 	}
 }

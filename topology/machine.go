@@ -35,8 +35,10 @@ type Node struct {
 type Core struct {
 	// CPUs are the core's logical CPUs (its hardware threads).
 	CPUs numa.CPUSet
-	// Node is the dense index of the NUMA node that holds the core.
-	Node int
+	// NodeIndex is the dense index of the NUMA node that holds the core
+	// (its position in ascending ID order, 0 to NumNodes()-1), not its ID:
+	// Machine.NodeID(NodeIndex) is the ID.
+	NodeIndex int
 }
 
 // GPU is one GPU.
@@ -110,10 +112,20 @@ type Machine struct {
 }
 
 // Name returns the machine's name (may be empty).
-func (m *Machine) Name() string { return m.name }
+func (m *Machine) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.name
+}
 
 // NumNodes returns the number of NUMA nodes.
-func (m *Machine) NumNodes() int { return len(m.nodes) }
+func (m *Machine) NumNodes() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.nodes)
+}
 
 // AllNodes returns the mask of every NUMA node.
 func (m *Machine) AllNodes() numa.Mask { return numa.FirstN(len(m.nodes)) }
@@ -190,20 +202,26 @@ func (m *Machine) Sockets() []int { return slices.Clone(m.sockets) }
 func (m *Machine) Cores() []Core {
 	out := make([]Core, len(m.cores))
 	for i, c := range m.cores {
-		out[i] = Core{CPUs: c.CPUs.Clone(), Node: c.Node}
+		out[i] = Core{CPUs: c.CPUs.Clone(), NodeIndex: c.NodeIndex}
 	}
 	return out
 }
 
 // NumCores returns the number of physical cores.
-func (m *Machine) NumCores() int { return len(m.cores) }
+func (m *Machine) NumCores() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.cores)
+}
 
 // CoreCPUs returns the CPUs of core i without copying: the caller must not
 // modify the result.
 func (m *Machine) CoreCPUs(i int) numa.CPUSet { return m.cores[i].CPUs }
 
-// CoreNode returns the dense node index of core i.
-func (m *Machine) CoreNode(i int) int { return m.cores[i].Node }
+// CoreNode returns the dense index (not the ID) of the NUMA node of core
+// i: its position in ascending ID order; m.NodeID(m.CoreNode(i)) is the ID.
+func (m *Machine) CoreNode(i int) int { return m.cores[i].NodeIndex }
 
 // ThreadsPerCore returns the number of hardware threads of the machine's
 // largest core (1 without SMT).
@@ -222,7 +240,12 @@ func (m *Machine) L3Groups() []numa.CPUSet {
 func (m *Machine) CPUs() numa.CPUSet { return m.allCPUs.Clone() }
 
 // NumCPUs returns the number of logical CPUs, reserved ones included.
-func (m *Machine) NumCPUs() int { return m.allCPUs.Size() }
+func (m *Machine) NumCPUs() int {
+	if m == nil {
+		return 0
+	}
+	return m.allCPUs.Size()
+}
 
 // ReservedCPUs returns the CPUs never handed out (the kubelet's --reserved-cpus).
 func (m *Machine) ReservedCPUs() numa.CPUSet { return m.reserved.Clone() }
@@ -271,7 +294,12 @@ func (m *Machine) SetsCrossed(mask numa.Mask) int {
 func (m *Machine) GPUs() []GPU { return slices.Clone(m.gpus) }
 
 // NumGPUs returns the number of GPUs.
-func (m *Machine) NumGPUs() int { return len(m.gpus) }
+func (m *Machine) NumGPUs() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.gpus)
+}
 
 // GPU returns the GPU with the given ID.
 func (m *Machine) GPU(id int) (GPU, bool) {

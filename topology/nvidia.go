@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 // NVIDIAGPUInfo is what the NVIDIA driver says of one GPU in
@@ -57,7 +59,7 @@ func ReadNVIDIAGPUInfo(fsys fs.FS, busID string) (NVIDIAGPUInfo, bool, error) {
 		case "Device Minor":
 			n, err := strconv.Atoi(value)
 			if err != nil || n < 0 {
-				return info, false, malformed(p, "Device Minor %q is not a device minor number", value)
+				return info, false, malformed(p, "Device Minor %s is not a device minor number", quote.Short(value))
 			}
 			info.Minor = n
 		}

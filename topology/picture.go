@@ -64,6 +64,12 @@ type Marks struct {
 // The only errors are a mark that is not a printable character and the
 // writer's.
 func (m *Machine) Picture(w io.Writer, marks *Marks) error {
+	if m == nil {
+		return errNilMachine
+	}
+	if w == nil {
+		return fmt.Errorf("%w: Picture needs an io.Writer, got nil", ErrInvalid)
+	}
 	if marks == nil {
 		marks = &Marks{}
 	}
@@ -113,7 +119,7 @@ func (p *painter) layout() {
 	m := p.m
 	cores := make([][]int, len(m.nodes))
 	for ci, c := range m.cores {
-		cores[c.Node] = append(cores[c.Node], ci)
+		cores[c.NodeIndex] = append(cores[c.NodeIndex], ci)
 	}
 	p.lines = make([][][]int, len(m.nodes))
 	split := func() (labelW int) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -39,12 +40,12 @@ func PresetNames() []string { return slices.Sorted(maps.Keys(presets)) }
 func Preset(name string) (*Machine, error) {
 	build, ok := presets[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (known presets: %s)", ErrUnknownPreset, name,
+		return nil, fmt.Errorf("%w %s (known presets: %s)", ErrUnknownPreset, quote.Short(name),
 			strings.Join(PresetNames(), ", "))
 	}
 	m, err := build()
 	if err != nil {
-		return nil, fmt.Errorf("topology: preset %q: %w", name, err)
+		return nil, fmt.Errorf("topology: preset %s: %w", quote.Short(name), err)
 	}
 	return m, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -59,6 +60,9 @@ type Decision struct {
 
 // NewDecision describes allocation a on machine m.
 func NewDecision(m *topology.Machine, a *allocator.Allocation) Decision {
+	if a == nil {
+		a = &allocator.Allocation{}
+	}
 	d := Decision{Policy: a.Policy, Exclusive: a.Exclusive, CPUSet: a.CPUs.String(), FullPCPUs: a.FullPCPUs,
 		NUMANodes: []int{}, GPUs: []DecisionGPU{}, MemoryMiB: map[string]int64{}}
 	for _, id := range a.NUMANodes() {
@@ -162,12 +166,12 @@ func ParseDecision(s string) (Decision, error) {
 		case class == allocator.GPUClass:
 			return bad(`devices: class "gpu": GPUs are listed under "gpus"`)
 		case len(ids) == 0:
-			return bad("devices: class %q lists no device", class)
+			return bad("devices: class %s lists no device", quote.Short(class))
 		}
 		seen := make(map[string]bool, len(ids))
 		for _, id := range ids {
 			if id == "" || seen[id] {
-				return bad("devices: class %q: device ID %q empty or repeated", class, id)
+				return bad("devices: class %s: device ID %s empty or repeated", quote.Short(class), quote.Short(id))
 			}
 			seen[id] = true
 		}
@@ -177,7 +181,7 @@ func ParseDecision(s string) (Decision, error) {
 		n, err := strconv.Atoi(k)
 		switch {
 		case err != nil || n < 0 || strconv.Itoa(n) != k:
-			return bad("memoryMiB: key %q is not a NUMA node ID (a non-negative integer written without sign or leading zeros)", k)
+			return bad("memoryMiB: key %s is not a NUMA node ID (a non-negative integer written without sign or leading zeros)", quote.Short(k))
 		case v < 0:
 			return bad("memoryMiB: %d MiB on NUMA node %s is negative", v, k)
 		case !slices.Contains(d.NUMANodes, n):
@@ -235,12 +239,12 @@ func walkObject(dec *json.Decoder, path string, known []string) error {
 		}
 		if known != nil && !slices.Contains(known, key) {
 			if i := slices.IndexFunc(known, func(k string) bool { return strings.EqualFold(k, key) }); i >= 0 {
-				return fmt.Errorf("unknown field %q (keys are case-sensitive: %q)", field, known[i])
+				return fmt.Errorf("unknown field %s (keys are case-sensitive: %s)", quote.Short(field), quote.Short(known[i]))
 			}
-			return fmt.Errorf("unknown field %q", field)
+			return fmt.Errorf("unknown field %s", quote.Short(field))
 		}
 		if seen[key] {
-			return fmt.Errorf("field %q appears twice", field)
+			return fmt.Errorf("field %s appears twice", quote.Short(field))
 		}
 		seen[key] = true
 		var sub []string
@@ -264,7 +268,7 @@ func walkValue(dec *json.Decoder, path string, known []string) error {
 	}
 	switch tok {
 	case nil:
-		return fmt.Errorf("field %q is null", path)
+		return fmt.Errorf("field %s is null", quote.Short(path))
 	case json.Delim('{'):
 		return walkObject(dec, path, known)
 	case json.Delim('['):

@@ -326,3 +326,13 @@ func TestDecisionRoundTripProperty(t *testing.T) {
 		}
 	})
 }
+
+// TestNilArguments: nil machines and allocations are empty answers, never
+// a panic.
+func TestNilArguments(t *testing.T) {
+	require.False(t, kube.MachineAlignsMemory(nil))
+	require.Contains(t, kube.KoordinatorCPUTopology(nil), "error")
+	d := kube.NewDecision(nil, nil)
+	require.Empty(t, d.NUMANodes)
+	require.Equal(t, "<nil>", (*kube.PodError)(nil).Error())
+}

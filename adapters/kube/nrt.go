@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -330,7 +331,7 @@ func MachineFromNRT(r *NodeResourceTopology) (*topology.Machine, error) {
 	}
 	for _, z := range zones {
 		item := func(format string, args ...any) error {
-			return fmt.Errorf("%w: zone %s: %s", ErrInvalidNRT, z.z.Name, fmt.Sprintf(format, args...))
+			return fmt.Errorf("%w: zone %s: %s", ErrInvalidNRT, quote.Bare(z.z.Name), fmt.Sprintf(format, args...))
 		}
 		var cpus numa.CPUSet
 		if v, ok := z.z.Attribute(NRTAttributeCPUs); ok {
@@ -365,11 +366,11 @@ func MachineFromNRT(r *NodeResourceTopology) (*topology.Machine, error) {
 		socket := topology.UnknownSocket
 		if v, ok := z.z.Attribute(NRTAttributeSocket); ok {
 			if socket, err = strconv.Atoi(v); err != nil || socket < 0 {
-				return nil, item("attribute %s %q is not a socket number", NRTAttributeSocket, v)
+				return nil, item("attribute %s %s is not a socket number", NRTAttributeSocket, quote.Short(v))
 			}
 		} else if s, ok := strings.CutPrefix(z.z.Parent, "socket-"); ok {
 			if socket, err = strconv.Atoi(s); err != nil || socket < 0 {
-				return nil, item("parent %q is not socket-<n>", z.z.Parent)
+				return nil, item("parent %s is not socket-<n>", quote.Short(z.z.Parent))
 			}
 		}
 		b.AddNode(topology.Node{ID: z.id, Socket: socket, CPUs: cpus, MemoryMiB: z.memMiB})
@@ -419,7 +420,7 @@ func (r *NodeResourceTopology) nodeZones() ([]nrtZone, error) {
 		}
 		id, ok := nodeZoneID(z.Name)
 		if !ok {
-			return nil, fmt.Errorf("%w: zone %q of type %s is not named node-<id>", ErrInvalidNRT, z.Name, NRTZoneTypeNode)
+			return nil, fmt.Errorf("%w: zone %s of type %s is not named node-<id>", ErrInvalidNRT, quote.Short(z.Name), NRTZoneTypeNode)
 		}
 		if len(out) >= numa.MaxNodes {
 			return nil, fmt.Errorf("%w: more than %d zones of type %s", ErrInvalidNRT, numa.MaxNodes, NRTZoneTypeNode)
@@ -428,7 +429,7 @@ func (r *NodeResourceTopology) nodeZones() ([]nrtZone, error) {
 		whole := func(res, which string, q NRTQuantity) (int64, error) {
 			v, err := ParseWhole(string(q))
 			if err != nil {
-				return 0, fmt.Errorf("%w: zone %s: %s %s: %w", ErrInvalidNRT, z.Name, res, which, err)
+				return 0, fmt.Errorf("%w: zone %s: %s %s: %w", ErrInvalidNRT, quote.Bare(z.Name), res, which, err)
 			}
 			return v, nil
 		}
@@ -444,10 +445,10 @@ func (r *NodeResourceTopology) nodeZones() ([]nrtZone, error) {
 				}
 			}
 			if nz.cpuAlloc > nz.cpus {
-				return nil, fmt.Errorf("%w: zone %s: cpu allocatable %d is above the capacity %d", ErrInvalidNRT, z.Name, nz.cpuAlloc, nz.cpus)
+				return nil, fmt.Errorf("%w: zone %s: cpu allocatable %d is above the capacity %d", ErrInvalidNRT, quote.Bare(z.Name), nz.cpuAlloc, nz.cpus)
 			}
 			if nz.cpus > numa.MaxCPUID+1 {
-				return nil, fmt.Errorf("%w: zone %s: cpu capacity %d is above %d", ErrInvalidNRT, z.Name, nz.cpus, numa.MaxCPUID+1)
+				return nil, fmt.Errorf("%w: zone %s: cpu capacity %d is above %d", ErrInvalidNRT, quote.Bare(z.Name), nz.cpus, numa.MaxCPUID+1)
 			}
 		}
 		gpuRes, ok := z.Resource(ResourceAliyunGPU)
@@ -464,7 +465,7 @@ func (r *NodeResourceTopology) nodeZones() ([]nrtZone, error) {
 		}
 		if res, ok := z.Resource(ResourceMemory); ok {
 			if nz.memMiB, err = ParseMiB(string(res.Capacity)); err != nil {
-				return nil, fmt.Errorf("%w: zone %s: memory capacity: %w", ErrInvalidNRT, z.Name, err)
+				return nil, fmt.Errorf("%w: zone %s: memory capacity: %w", ErrInvalidNRT, quote.Bare(z.Name), err)
 			}
 		}
 		out = append(out, nz)
@@ -494,10 +495,10 @@ func costRows(zones []nrtZone) ([][]int, error) {
 		for _, c := range z.z.Costs {
 			j, ok := pos[c.Name]
 			if !ok {
-				return nil, fmt.Errorf("%w: zone %s: cost to unknown zone %q", ErrInvalidNRT, z.z.Name, c.Name)
+				return nil, fmt.Errorf("%w: zone %s: cost to unknown zone %s", ErrInvalidNRT, quote.Bare(z.z.Name), quote.Short(c.Name))
 			}
 			if c.Value < 1 || c.Value > 255 {
-				return nil, fmt.Errorf("%w: zone %s: cost %d to %s is not in 1-255", ErrInvalidNRT, z.z.Name, c.Value, c.Name)
+				return nil, fmt.Errorf("%w: zone %s: cost %d to %s is not in 1-255", ErrInvalidNRT, quote.Bare(z.z.Name), c.Value, c.Name)
 			}
 			rows[i][j] = int(c.Value)
 		}
@@ -519,15 +520,15 @@ func checkZones(m *topology.Machine, zones []nrtZone) error {
 	for _, z := range zones {
 		i, ok := m.NodeIndex(z.id)
 		if !ok {
-			return fmt.Errorf("%w: zone %s: attribute %s has no NUMA node %d", ErrInvalidNRT, z.z.Name, NRTAttributeTopology, z.id)
+			return fmt.Errorf("%w: zone %s: attribute %s has no NUMA node %d", ErrInvalidNRT, quote.Bare(z.z.Name), NRTAttributeTopology, z.id)
 		}
 		if _, has := z.z.Resource(ResourceCPU); has && int64(m.NodeCPUs(i).Size()) != z.cpus {
 			return fmt.Errorf("%w: zone %s: cpu capacity %d, but attribute %s gives the node %d CPUs",
-				ErrInvalidNRT, z.z.Name, z.cpus, NRTAttributeTopology, m.NodeCPUs(i).Size())
+				ErrInvalidNRT, quote.Bare(z.z.Name), z.cpus, NRTAttributeTopology, m.NodeCPUs(i).Size())
 		}
 		if z.gpus != gpus[z.id] {
 			return fmt.Errorf("%w: zone %s: GPU capacity %d, but attribute %s gives the node %d GPUs",
-				ErrInvalidNRT, z.z.Name, z.gpus, NRTAttributeTopology, gpus[z.id])
+				ErrInvalidNRT, quote.Bare(z.z.Name), z.gpus, NRTAttributeTopology, gpus[z.id])
 		}
 	}
 	return nil
@@ -735,6 +736,9 @@ func MachineFromKoordinatorCPUTopology(annotation string, gpus []topology.GPU) (
 // with its core (the index of its physical core, ordered by lowest CPU),
 // socket (0 when unknown) and NUMA node ID.
 func KoordinatorCPUTopology(m *topology.Machine) string {
+	if m == nil {
+		return `{"error":"no machine (nil)"}`
+	}
 	var t KoordCPUTopology
 	sockets := make([]int, m.NumNodes())
 	for i, n := range m.Nodes() {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/big"
 	"strings"
+
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 // ErrQuantity is the category of malformed quantity strings.
@@ -52,17 +54,17 @@ func parseQuantity(s string) (*big.Rat, error) {
 		}
 	}
 	if s == "" || strings.HasPrefix(s, "-") || strings.ContainsAny(s, " \t/") {
-		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
+		return nil, fmt.Errorf("%w %s", ErrQuantity, quote.Short(orig))
 	}
 	if len(s) > 64 {
-		return nil, fmt.Errorf("%w %q: too long", ErrQuantity, orig)
+		return nil, fmt.Errorf("%w %s: too long", ErrQuantity, quote.Short(orig))
 	}
 	if !validNumber(s, mult.Cmp(big.NewRat(1, 1)) == 0) {
-		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
+		return nil, fmt.Errorf("%w %s", ErrQuantity, quote.Short(orig))
 	}
 	v, ok := new(big.Rat).SetString(s)
 	if !ok || v.Sign() < 0 {
-		return nil, fmt.Errorf("%w %q", ErrQuantity, orig)
+		return nil, fmt.Errorf("%w %s", ErrQuantity, quote.Short(orig))
 	}
 	return v.Mul(v, mult), nil
 }
@@ -150,7 +152,7 @@ func parseWhole(s string) (int64, error) {
 		return 0, err
 	}
 	if !v.IsInt() {
-		return 0, fmt.Errorf("%w %q: not a whole number", ErrQuantity, s)
+		return 0, fmt.Errorf("%w %s: not a whole number", ErrQuantity, quote.Short(s))
 	}
 	return ceilInt64(v, s)
 }
@@ -181,7 +183,7 @@ func ceilInt64(v *big.Rat, s string) (int64, error) {
 		n.Add(n, big.NewInt(1))
 	}
 	if !n.IsInt64() || n.Int64() > maxQuantity {
-		return 0, fmt.Errorf("%w %q: too large", ErrQuantity, s)
+		return 0, fmt.Errorf("%w %s: too large", ErrQuantity, quote.Short(s))
 	}
 	return n.Int64(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -82,6 +83,9 @@ type PodError struct {
 
 // Error implements error.
 func (e *PodError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	s := fmt.Sprintf("%s %s: %s: %s", ErrInvalidPod, e.Pod, e.Field, e.Reason)
 	if e.Cause != nil && !strings.Contains(e.Reason, e.Cause.Error()) {
 		s += ": " + e.Cause.Error()
@@ -91,6 +95,9 @@ func (e *PodError) Error() string {
 
 // Unwrap returns ErrInvalidPod and the cause.
 func (e *PodError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Cause != nil {
 		return []error{ErrInvalidPod, e.Cause}
 	}
@@ -167,8 +174,8 @@ func MemoryAligned(labels map[string]string, def bool) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, fmt.Errorf("label %s=%q: want \"true\" (align NUMA pods' memory with their CPUs and GPUs) or \"false\" (do not)",
-		LabelMemoryAlignment, v)
+	return false, fmt.Errorf("label %s=%s: want \"true\" (align NUMA pods' memory with their CPUs and GPUs) or \"false\" (do not)",
+		LabelMemoryAlignment, quote.Short(v))
 }
 
 // MachineAlignsMemory reports whether memory can be aligned on machine m:
@@ -177,6 +184,9 @@ func MemoryAligned(labels map[string]string, def bool) (bool, error) {
 // report memory) cannot: NUMA pods are placed there by their CPUs and GPUs
 // alone, as with alignment turned off.
 func MachineAlignsMemory(m *topology.Machine) bool {
+	if m == nil {
+		return false
+	}
 	for _, n := range m.Nodes() {
 		if n.MemoryMiB > 0 {
 			return true
@@ -245,7 +255,7 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 		case v == "true":
 			return fail(AnnotationCPUSetScheduler, `"true" is the legacy standalone CPU topology-aware scheduling, which cannot be combined with a NUMA topology spec; use "required"`)
 		case v != "required":
-			return fail(AnnotationCPUSetScheduler, `%q is not supported with a NUMA topology spec; the only supported value is "required"`, v)
+			return fail(AnnotationCPUSetScheduler, `%s is not supported with a NUMA topology spec; the only supported value is "required"`, quote.Short(v))
 		}
 		for _, k := range cfg.legacyGPUKeys() {
 			if _, ok := p.Annotations[k]; ok {
@@ -422,7 +432,7 @@ func (q *containerQuantities) guaranteed() bool {
 // containerResources reads one container's requests q (a limit stands for
 // a missing request, as in Kubernetes).
 func containerResources(p *Pod, c *Container, q *containerQuantities, numa bool) (resources, error) {
-	field := func(res string) string { return fmt.Sprintf("container %q %s", c.Name, res) }
+	field := func(res string) string { return fmt.Sprintf("container %s %s", quote.Short(c.Name), res) }
 	var r resources
 	if v, ok := q.get(resCPU); ok {
 		m, err := ParseMilli(v)

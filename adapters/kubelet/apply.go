@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 // EnvVisibleDevices is the environment variable through which the NVIDIA
@@ -57,7 +59,7 @@ func Apply(root, cgroup string, a *Admission) ([]string, error) {
 		return nil, errors.New("kubelet.Apply: nil admission")
 	}
 	if cgroup != "" && !filepath.IsLocal(cgroup) {
-		return nil, fmt.Errorf("kubelet.Apply: cgroup path %q must be relative and stay under the root %q", cgroup, root)
+		return nil, fmt.Errorf("kubelet.Apply: cgroup path %s must be relative and stay under the root %s", quote.Short(cgroup), quote.Short(root))
 	}
 	if a.CPUs.IsEmpty() {
 		return nil, fmt.Errorf("kubelet.Apply: pod %s: the admission has no CPUs (an empty cpuset.cpus would inherit the parent's)", a.Pod)
@@ -99,7 +101,7 @@ func writeCgroupFile(dir, name, value string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("write %q to %s: %w", value, path, err)
+		return fmt.Errorf("write %s to %s: %w", quote.Short(value), path, err)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -18,6 +17,9 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/internal/readfile"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -45,8 +47,18 @@ import (
 //	}
 //
 // Pods are ordered by key; memory is keyed by NUMA node ID; numaNodes is the
-// span, checked against the one the restored allocation has.
+// span, checked against the one the restored allocation has. The file is
+// read strictly (internal/strictjson: unknown, miscased and repeated keys
+// and invalid UTF-8 refused; memoryMiB keys written canonically, "3" and
+// not "03" or "+3"), and only when it is a regular file of at most
+// [MaxCheckpointBytes].
 const CheckpointVersion = 1
+
+// MaxCheckpointBytes is the largest checkpoint file [Open] reads (64 MiB,
+// far above what a machine at the topology package's caps writes); a longer
+// file, or one that is not a regular file (a FIFO, a link to /dev/zero), is
+// refused with a *[CheckpointError], never read without end.
+const MaxCheckpointBytes = 64 << 20
 
 // ErrCheckpoint is the category of checkpoint files that cannot be used
 // (and of failures to write one).
@@ -67,6 +79,9 @@ type CheckpointError struct {
 
 // Error implements error.
 func (e *CheckpointError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	s := fmt.Sprintf("%s %s: %s", ErrCheckpoint, e.Path, e.Problem)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
@@ -76,6 +91,9 @@ func (e *CheckpointError) Error() string {
 
 // Unwrap returns [ErrCheckpoint] and the cause.
 func (e *CheckpointError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Err != nil {
 		return []error{ErrCheckpoint, e.Err}
 	}
@@ -188,35 +206,35 @@ type decoded struct {
 // problem (the caller adds the path). It never panics, whatever the input.
 func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error) {
 	var f checkpointFile
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&f); err != nil {
-		return nil, "not a valid checkpoint (truncated or corrupted JSON)", err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, "not a valid checkpoint (data after the JSON object)", nil
+	if err := strictjson.Decode(raw, &f, strictjson.Options{}); err != nil {
+		switch {
+		case errors.Is(err, strictjson.ErrTrailingData):
+			return nil, "not a valid checkpoint (data after the JSON object)", nil
+		case errors.Is(err, strictjson.ErrSyntax):
+			return nil, "not a valid checkpoint (truncated or corrupted JSON)", err
+		}
+		return nil, "not a valid checkpoint", err
 	}
 	if f.Version != CheckpointVersion {
 		return nil, fmt.Sprintf("unknown format version %d (this build reads version %d)", f.Version, CheckpointVersion), nil
 	}
 	sum := sha256.Sum256(f.Data)
 	if want := "sha256:" + hex.EncodeToString(sum[:]); f.Checksum != want {
-		return nil, fmt.Sprintf("checksum mismatch: the file says %q, its data hashes to %q (truncated, corrupted or edited by hand)",
-			f.Checksum, want), nil
+		return nil, fmt.Sprintf("checksum mismatch: the file says %s, its data hashes to %s (truncated, corrupted or edited by hand)",
+			quote.Short(f.Checksum), quote.Short(want)), nil
 	}
 	var d checkpointData
-	dd := json.NewDecoder(bytes.NewReader(f.Data))
-	dd.DisallowUnknownFields()
-	if err := dd.Decode(&d); err != nil {
+	if err := strictjson.Decode(f.Data, &d, strictjson.Options{}); err != nil {
 		return nil, "malformed data", err
 	}
 	if fp := fingerprint(m); d.Fingerprint != fp {
-		return nil, fmt.Sprintf("written for another machine (%q, fingerprint %s; this machine is %q, fingerprint %s): "+
+		return nil, fmt.Sprintf("written for another machine (%s, fingerprint %s; this machine is %s, fingerprint %s): "+
 			"its NUMA nodes, CPUs, GPUs or devices differ, so the allocations may not mean what they meant; "+
-			"drain the node and move the file away to start empty", d.Machine, d.Fingerprint, m.Name(), fp), nil
+			"drain the node and move the file away to start empty", quote.Short(d.Machine), d.Fingerprint, quote.Short(m.Name()), fp), nil
 	}
 	out := &decoded{pods: map[string]podRecord{}, spans: map[string][]numa.NodeID{}}
 	for i, p := range d.Pods {
-		item := fmt.Sprintf("pods[%d] (%s)", i, p.Pod)
+		item := fmt.Sprintf("pods[%d] (%s)", i, quote.Bare(p.Pod))
 		if p.Pod == "" || !strings.Contains(p.Pod, "/") {
 			return nil, item + ": not a namespace/name pod key", nil
 		}
@@ -244,8 +262,11 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 			CPUs: ca.CPUs, GPUs: ca.GPUs, Devices: ca.Devices}
 		for _, k := range slices.Sorted(maps.Keys(ca.MemoryMiB)) {
 			id, err := strconv.Atoi(k)
-			if _, ok := m.NodeIndex(numa.NodeID(id)); err != nil || !ok {
-				return nil, fmt.Sprintf("%s: memory on NUMA node %q, which this machine does not have", item, k), nil
+			if err != nil || id < 0 || strconv.Itoa(id) != k {
+				return nil, fmt.Sprintf("%s: memoryMiB key %s is not a NUMA node ID (a non-negative integer written without sign or leading zeros)", item, quote.Short(k)), nil
+			}
+			if _, ok := m.NodeIndex(numa.NodeID(id)); !ok {
+				return nil, fmt.Sprintf("%s: memory on NUMA node %s, which this machine does not have", item, quote.Short(k)), nil
 			}
 			a.Memory = append(a.Memory, allocator.NodeMemory{Node: numa.NodeID(id), MiB: ca.MemoryMiB[k]})
 		}
@@ -260,7 +281,7 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 // restore reads the node's checkpoint into its (fresh) state. It reports
 // whether the file existed.
 func (n *Node) restore() (bool, error) {
-	raw, err := os.ReadFile(n.path)
+	raw, err := readfile.Regular(n.path, MaxCheckpointBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -270,6 +291,17 @@ func (n *Node) restore() (bool, error) {
 	d, problem, err := decodeCheckpoint(raw, n.m)
 	if problem != "" {
 		return true, &CheckpointError{Path: n.path, Problem: problem, Err: err}
+	}
+	// The file was written for this machine (its fingerprint matches), so
+	// every device whose health it records exists here: one that does not
+	// is an edited file, not a changed machine.
+	probe := n.s.Clone()
+	for _, class := range slices.Sorted(maps.Keys(d.snap.Unhealthy)) {
+		for _, id := range d.snap.Unhealthy[class] {
+			if _, err := probe.SetDeviceHealth(class, id, false); err != nil {
+				return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err}
+			}
+		}
 	}
 	if err := n.s.Restore(d.snap); err != nil {
 		return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err}

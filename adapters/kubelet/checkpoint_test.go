@@ -10,13 +10,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/readfile"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -137,6 +141,16 @@ func TestOpenRefusesBadCheckpoint(t *testing.T) {
 		{"unknown version", resign(t, 2, f.Data), "unknown format version 2 (this build reads version 1)", nil},
 		{"no version", bytes.Replace(good, []byte(`"version": 1,`), nil, 1), "unknown format version 0", nil},
 		{"unknown field", edit(func(d map[string]any) { d["extra"] = 1 }), "malformed data", nil},
+		// Read strictly, as every other reader (internal/strictjson).
+		{"repeated key in the file", bytes.Replace(good, []byte(`"version": 1,`), []byte(`"version": 1, "version": 1,`), 1), "not a valid checkpoint", strictjson.ErrDuplicateField},
+		{"repeated key in data", resign(t, 1, bytes.Replace(f.Data, []byte(`"machine":`), []byte(`"machine": "x", "machine":`), 1)), "not a valid checkpoint", strictjson.ErrDuplicateField},
+		{"repeated key in an allocation", resign(t, 1, bytes.Replace(f.Data, []byte(`"policy":`), []byte(`"policy": "None", "policy":`), 1)), "not a valid checkpoint", strictjson.ErrDuplicateField},
+		{"repeated memory key", resign(t, 1, bytes.Replace(f.Data, []byte(`"cpus":`), []byte(`"memoryMiB": {"0": 1, "0": 1}, "cpus":`), 1)), "not a valid checkpoint", strictjson.ErrDuplicateField},
+		{"miscased key", resign(t, 1, bytes.Replace(f.Data, []byte(`"machine":`), []byte(`"Machine":`), 1)), "malformed data", strictjson.ErrUnknownField},
+		{"invalid UTF-8", resign(t, 1, bytes.Replace(f.Data, []byte(`"default/web"`), []byte("\"default/w\xffb\""), 1)), "not a valid checkpoint", strictjson.ErrInvalidUTF8},
+		{"memory key 00", edit(func(d map[string]any) { alloc(d, 1)["memoryMiB"] = map[string]any{"00": 5} }), `memoryMiB key "00" is not a NUMA node ID`, nil},
+		{"memory key +0", edit(func(d map[string]any) { alloc(d, 1)["memoryMiB"] = map[string]any{"+0": 5} }), `memoryMiB key "+0" is not a NUMA node ID`, nil},
+		{"memory key -1", edit(func(d map[string]any) { alloc(d, 1)["memoryMiB"] = map[string]any{"-1": 5} }), `memoryMiB key "-1" is not a NUMA node ID`, nil},
 		{"bad cpulist", edit(func(d map[string]any) { alloc(d, 0)["cpus"] = "3-1" }), "malformed data", numa.ErrInvalidCPUSet},
 		{"bad source", edit(func(d map[string]any) { pod(d, 0)["source"] = "guess" }), "malformed data", nil},
 		{"no source", edit(func(d map[string]any) { delete(pod(d, 0), "source") }), "pods[0] (default/a): no source", nil},
@@ -401,4 +415,48 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOpenBoundsTheCheckpointRead: a checkpoint path that is not a regular
+// file (a FIFO, a link to /dev/zero, a directory) or a file longer than
+// MaxCheckpointBytes is refused at once with a CheckpointError naming it,
+// never read without end.
+func TestOpenBoundsTheCheckpointRead(t *testing.T) {
+	m := smallMachine(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	zero := filepath.Join(dir, "zero")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o700))
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(MaxCheckpointBytes+1)) // sparse: no disk used
+	require.NoError(t, f.Close())
+	for _, p := range []string{fifo, zero, sub, big} {
+		done := make(chan error, 1)
+		go func() {
+			n, err := Open(m, p, NodeOptions{})
+			if n != nil {
+				err = fmt.Errorf("opened: %v", err)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			var ce *CheckpointError
+			require.ErrorAs(t, err, &ce, p)
+			require.Equal(t, p, ce.Path)
+			require.Contains(t, err.Error(), "cannot be read")
+			if p == big {
+				require.ErrorIs(t, err, readfile.ErrTooLarge)
+			} else {
+				require.ErrorIs(t, err, readfile.ErrNotRegular)
+			}
+		case <-time.After(30 * time.Second): // a hang, not a speed bound
+			t.Fatalf("Open(%s) hangs", p)
+		}
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -17,6 +19,9 @@ import (
 // cannot be answered: unknown or repeated devices, or a size that does not
 // fit the lists.
 var ErrDeviceRequest = errors.New("invalid preferred allocation request")
+
+// errNilPlugin is the error of a nil *DevicePlugin's methods.
+var errNilPlugin = fmt.Errorf("%w: a device plugin without a machine (nil)", ErrDeviceRequest)
 
 // DevicePlugin answers the kubelet device plugin API's
 // GetPreferredAllocation for the GPUs of one machine, with the project's
@@ -41,8 +46,9 @@ type DevicePlugin struct {
 	pool  sync.Pool
 }
 
-// NewDevicePlugin returns the device plugin helper of machine m. A nil
-// machine is one without GPUs: every request to it is refused.
+// NewDevicePlugin returns the device plugin helper of machine m (for a nil
+// m, one without GPUs, whose every request is refused with
+// [ErrDeviceRequest]).
 func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 	if m == nil {
 		m = emptyMachine()
@@ -98,7 +104,9 @@ func isDecimal(s string) bool {
 }
 
 // lookup returns the dense index of the GPU named by s: its UUID, or its
-// index on the machine as a decimal string.
+// index on the machine in any spelling allocator.CanonicalDeviceID accepts
+// ("3", "+3", "03" and "0000000003" are GPU 3), so the plugin, the node's
+// health and the allocator agree on what names a GPU.
 func (p *DevicePlugin) lookup(s string) (int, bool) {
 	if s == "" {
 		return 0, false
@@ -108,16 +116,9 @@ func (p *DevicePlugin) lookup(s string) (int, bool) {
 			return i, true
 		}
 	}
-	if len(s) > 9 {
+	id, ok := allocator.ParseGPUID(s)
+	if !ok {
 		return 0, false
-	}
-	id := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		id = id*10 + int(c-'0')
 	}
 	if id < len(p.byID) {
 		i := p.byID[id]
@@ -152,6 +153,9 @@ type Preference struct {
 // in ascending GPU index). See [DevicePlugin.Prefer] for what is preferred.
 // It allocates the answer only.
 func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
+	if p == nil {
+		return nil, errNilPlugin
+	}
 	sc := p.scratch()
 	defer p.release(sc)
 	res, err := p.choose(sc, available, mustInclude, size)
@@ -184,6 +188,9 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 // ID listed twice (also as index and UUID), a mustInclude ID not in
 // available, size < 1, size < len(mustInclude) or size > len(available).
 func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Preference, error) {
+	if p == nil {
+		return Preference{}, errNilPlugin
+	}
 	sc := p.scratch()
 	defer p.release(sc)
 	res, err := p.choose(sc, available, mustInclude, size)
@@ -298,14 +305,14 @@ func (p *DevicePlugin) readWord(sc *dpScratch, available, mustInclude []string) 
 // notGPU is the error for an ID of list that names no GPU.
 func (p *DevicePlugin) notGPU(list, s string) error {
 	if list == "available" {
-		return fmt.Errorf("%w: available device %q is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, s)
+		return fmt.Errorf("%w: available device %s is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, quote.Short(s))
 	}
-	return fmt.Errorf("%w: must-include device %q is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, s)
+	return fmt.Errorf("%w: must-include device %s is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, quote.Short(s))
 }
 
 // twice is the error for GPU i listed again as s in available.
 func (p *DevicePlugin) twice(sc *dpScratch, i int, s string) error {
-	return fmt.Errorf("%w: available lists GPU %d twice (%q and %q)", ErrDeviceRequest, p.gpuIDs[i], sc.str[i], s)
+	return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpuIDs[i], quote.Short(sc.str[i]), quote.Short(s))
 }
 
 // checkMust checks must-include ID s (GPU i when found): found, available
@@ -315,7 +322,7 @@ func (p *DevicePlugin) checkMust(found, available, again bool, i int, s string) 
 	case !found:
 		return p.notGPU("mustInclude", s)
 	case !available:
-		return fmt.Errorf("%w: must-include device %q is not among the available devices", ErrDeviceRequest, s)
+		return fmt.Errorf("%w: must-include device %s is not among the available devices", ErrDeviceRequest, quote.Short(s))
 	case again:
 		return fmt.Errorf("%w: must-include lists GPU %d twice", ErrDeviceRequest, p.gpuIDs[i])
 	}
@@ -344,6 +351,7 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 
 // choose reads and checks the request into sc and chooses.
 func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
+
 	if err := p.read(sc, available, mustInclude); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -126,7 +127,13 @@ func TestGetPreferredAllocationErrors(t *testing.T) {
 	}{
 		{"unknown index", []string{"0", "16"}, nil, 1, `available device "16" is not a GPU of this machine`},
 		{"unknown UUID", []string{"GPU-x"}, nil, 1, `available device "GPU-x" is not a GPU`},
-		{"not a number", []string{"+1"}, nil, 1, `available device "+1" is not a GPU`},
+		{"not a number", []string{"-1"}, nil, 1, `available device "-1" is not a GPU`},
+		{"hexadecimal", []string{"0x1"}, nil, 1, `available device "0x1" is not a GPU`},
+		{"blank", []string{" 1"}, nil, 1, `available device " 1" is not a GPU`},
+		{"two signs", []string{"++1"}, nil, 1, `available device "++1" is not a GPU`},
+		{"non-ASCII digit", []string{"١"}, nil, 1, `available device "١" is not a GPU`},
+		{"listed twice in two spellings", []string{"1", "+01"}, nil, 1, `available lists GPU 1 twice ("1" and "+01")`},
+		{"long ID cut", []string{strings.Repeat("x", 300)}, nil, 1, `available device "` + strings.Repeat("x", 64) + `"... (300 bytes) is not a GPU`},
 		{"empty ID", []string{""}, nil, 1, `available device "" is not a GPU`},
 		{"listed twice", []string{"1", "GPU-1"}, nil, 1, `available lists GPU 1 twice ("1" and "GPU-1")`},
 		{"must not available", []string{"1", "2"}, []string{"3"}, 1, `must-include device "3" is not among the available devices`},
@@ -455,5 +462,25 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// GPU IDs read as the allocator reads them (allocator.CanonicalDeviceID):
+// "+3", "03" and "0000000003" are GPU 3 in available and mustInclude, and
+// the answer spells each GPU as available does.
+func TestGetPreferredAllocationCanonicalIDs(t *testing.T) {
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	p := NewDevicePlugin(m)
+	for _, id := range []string{"3", "03", "+3", "+03", "0000000003", "+0000000003"} {
+		got, err := p.GetPreferredAllocation([]string{id, "1"}, nil, 2)
+		require.NoError(t, err, id)
+		require.Equal(t, []string{"1", id}, got, id)
+		got, err = p.GetPreferredAllocation([]string{"0", "1", "2", id}, []string{id}, 1)
+		require.NoError(t, err, id)
+		require.Equal(t, []string{id}, got, id)
+		pref, err := p.Prefer([]string{id, "+1", "5"}, []string{"01"}, 2)
+		require.NoError(t, err, id)
+		require.Equal(t, []int{1, 3}, pref.GPUs, id)
 	}
 }

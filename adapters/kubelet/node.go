@@ -11,6 +11,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -68,11 +69,17 @@ type TopologyAffinityError struct {
 // Error implements error: the kubelet's message followed by the pod and
 // the reason.
 func (e *TopologyAffinityError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("%s: pod %s: %s", ErrTopologyAffinity, e.Pod, e.Reason)
 }
 
 // Unwrap returns [ErrTopologyAffinity] and the cause.
 func (e *TopologyAffinityError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Cause != nil {
 		return []error{ErrTopologyAffinity, e.Cause}
 	}
@@ -136,7 +143,7 @@ func (s *Source) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("invalid admission source %q (want decision, local or shared)", b)
+	return fmt.Errorf("invalid admission source %s (want decision, local or shared)", quote.Short(string(b)))
 }
 
 // Admission is what a pod received on the node: what to write into its
@@ -283,17 +290,36 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	return n, nil
 }
 
+// errNilNode is what the methods of a nil *Node return: a node comes from
+// [Open].
+var errNilNode = errors.New("kubelet: a nil *Node (a node comes from Open)")
+
 // RemovedLeftovers returns the paths of the temporary files, left by
 // checkpoint writes that a crash interrupted, that Open removed (ascending;
 // nil when there were none), for the agent to log.
-func (n *Node) RemovedLeftovers() []string { return slices.Clone(n.leftovers) }
+func (n *Node) RemovedLeftovers() []string {
+	if n == nil {
+		return nil
+	}
+	return slices.Clone(n.leftovers)
+}
 
 // Machine returns the node's machine.
-func (n *Node) Machine() *topology.Machine { return n.m }
+func (n *Node) Machine() *topology.Machine {
+	if n == nil {
+		return nil
+	}
+	return n.m
+}
 
 // CheckpointPath returns the checkpoint file's path ("" when the state is
 // kept in memory only).
-func (n *Node) CheckpointPath() string { return n.path }
+func (n *Node) CheckpointPath() string {
+	if n == nil {
+		return ""
+	}
+	return n.path
+}
 
 // Admit admits pod on the node and returns what it receives.
 //
@@ -325,6 +351,9 @@ func (n *Node) CheckpointPath() string { return n.path }
 // changes; on success the checkpoint is written before Admit returns, and
 // if it cannot be written the admission is undone and the error returned.
 func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
+	if n == nil {
+		return Admission{}, errNilNode
+	}
 	if pod == nil {
 		return Admission{}, errors.New("kubelet: Admit of a nil pod")
 	}
@@ -651,6 +680,9 @@ func cpuItems(s numa.CPUSet) string {
 // returns; if it cannot be written the pod is admitted again as it was and
 // the error returned.
 func (n *Node) Remove(pod *kube.Pod) error {
+	if n == nil {
+		return errNilNode
+	}
 	if pod == nil {
 		return errors.New("kubelet: Remove of a nil pod")
 	}
@@ -698,6 +730,9 @@ func (n *Node) Remove(pod *kube.Pod) error {
 // written to the checkpoint before SetDeviceHealth returns; if it cannot
 // be written the change is undone and the error returned.
 func (n *Node) SetDeviceHealth(class, id string, healthy bool) (affected []string, err error) {
+	if n == nil {
+		return nil, errNilNode
+	}
 	if class == allocator.GPUClass {
 		if i, ok := n.dp.lookup(id); ok {
 			id = strconv.Itoa(n.dp.gpuIDs[i])
@@ -737,6 +772,9 @@ func (n *Node) markHealth(class, id string, healthy bool) {
 // Unhealthy returns the unhealthy devices by class ("gpu" for GPUs, by
 // index as a decimal string), each list ascending.
 func (n *Node) Unhealthy() map[string][]string {
+	if n == nil {
+		return nil
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	out := map[string][]string{}
@@ -761,6 +799,9 @@ func compareIDs(a, b string) int {
 // Get returns the admission of the pod with the given key (namespace/name),
 // with the shared pool as it is now for a shared-pool pod.
 func (n *Node) Get(key string) (Admission, bool) {
+	if n == nil {
+		return Admission{}, false
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	rec, ok := n.pods[key]
@@ -772,6 +813,9 @@ func (n *Node) Get(key string) (Admission, bool) {
 
 // Admissions returns every admitted pod's admission, ordered by key.
 func (n *Node) Admissions() []Admission {
+	if n == nil {
+		return nil
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	keys := slices.Sorted(maps.Keys(n.pods))
@@ -786,6 +830,9 @@ func (n *Node) Admissions() []Admission {
 // that no exclusive allocation holds, reserved CPUs included (as the
 // kubelet's default cpuset).
 func (n *Node) SharedPool() numa.CPUSet {
+	if n == nil {
+		return numa.CPUSet{}
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.sharedPoolLocked()
@@ -843,6 +890,9 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 // report has seen the pods it knows bound to the node. The amounts and the
 // fingerprint are read under one lock: they describe the same moment.
 func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
+	if n == nil {
+		return nil, errNilNode
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	r, err := kube.NRTFromState(n.m, n.s)
@@ -863,10 +913,18 @@ func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
 }
 
 // DevicePlugin returns the node's device plugin helper.
-func (n *Node) DevicePlugin() *DevicePlugin { return n.dp }
+func (n *Node) DevicePlugin() *DevicePlugin {
+	if n == nil {
+		return nil
+	}
+	return n.dp
+}
 
 // GetPreferredAllocation is [DevicePlugin.GetPreferredAllocation] on the
 // node's machine.
 func (n *Node) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
+	if n == nil {
+		return nil, errNilNode
+	}
 	return n.dp.GetPreferredAllocation(available, mustInclude, size)
 }

@@ -754,3 +754,37 @@ func TestReportFingerprint(t *testing.T) {
 	after.Add("default", "a")
 	require.Equal(t, after.Sign(), sign())
 }
+
+// TestNilNodeAndPlugin: a nil *Node and a device plugin of no machine
+// answer with errors (or empty results), never a panic.
+func TestNilNodeAndPlugin(t *testing.T) {
+	var n *Node
+	pod := &kube.Pod{Namespace: "default", Name: "a"}
+	_, err := n.Admit(pod)
+	require.ErrorIs(t, err, errNilNode)
+	require.ErrorIs(t, n.Remove(pod), errNilNode)
+	_, err = n.SetDeviceHealth("gpu", "0", false)
+	require.ErrorIs(t, err, errNilNode)
+	_, err = n.Report("node")
+	require.ErrorIs(t, err, errNilNode)
+	_, err = n.GetPreferredAllocation([]string{"0"}, nil, 1)
+	require.ErrorIs(t, err, errNilNode)
+	_, ok := n.Get("default/a")
+	require.False(t, ok)
+	require.Nil(t, n.Admissions())
+	require.Nil(t, n.Unhealthy())
+	require.Nil(t, n.Machine())
+	require.Nil(t, n.DevicePlugin())
+	require.Nil(t, n.RemovedLeftovers())
+	require.Empty(t, n.CheckpointPath())
+	require.True(t, n.SharedPool().IsEmpty())
+	for _, e := range []error{(*CheckpointError)(nil), (*TopologyAffinityError)(nil)} {
+		require.Equal(t, "<nil>", e.Error())
+	}
+
+	_, err = NewDevicePlugin(nil).GetPreferredAllocation([]string{"0"}, nil, 1)
+	require.ErrorIs(t, err, ErrDeviceRequest)
+	var p *DevicePlugin
+	_, err = p.Prefer([]string{"0"}, nil, 1)
+	require.ErrorIs(t, err, ErrDeviceRequest)
+}

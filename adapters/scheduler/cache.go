@@ -15,6 +15,7 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -190,7 +191,7 @@ func checkNode(n Node) error {
 	switch n.KubeletPolicy {
 	case "", topologymanager.PolicyNone, topologymanager.PolicyBestEffort, topologymanager.PolicyRestricted, topologymanager.PolicySingleNUMANode:
 	default:
-		return fmt.Errorf("%w %s: unknown kubelet Topology Manager policy %q", ErrInvalidNode, n.Name, n.KubeletPolicy)
+		return fmt.Errorf("%w %s: unknown kubelet Topology Manager policy %s", ErrInvalidNode, n.Name, quote.Short(string(n.KubeletPolicy)))
 	}
 	return nil
 }

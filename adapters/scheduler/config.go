@@ -7,6 +7,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 // DefaultMinSharedCPUs is the smallest shared pool, in CPUs, that an
@@ -77,7 +78,7 @@ var ErrConfig = errors.New("invalid scheduler configuration")
 func (c Config) normalise() (Config, error) {
 	if c.OptInLabel == "" {
 		if c.OptInValue != "" {
-			return c, fmt.Errorf("%w: OptInValue %q without OptInLabel", ErrConfig, c.OptInValue)
+			return c, fmt.Errorf("%w: OptInValue %s without OptInLabel", ErrConfig, quote.Short(c.OptInValue))
 		}
 		c.OptInLabel, c.OptInValue = kube.DefaultOptInLabel, kube.DefaultOptInValue
 	}

@@ -64,11 +64,19 @@ type FilterError struct {
 
 // Error implements error.
 func (e *FilterError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("pod %s does not fit on node %s: %s", e.Pod, e.Node, e.Detail)
 }
 
 // Unwrap returns [ErrUnschedulable] and the category.
-func (e *FilterError) Unwrap() []error { return []error{ErrUnschedulable, e.Err} }
+func (e *FilterError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
+	return []error{ErrUnschedulable, e.Err}
+}
 
 // shape is a request without its ID, the key of the machine classes'
 // verdicts.

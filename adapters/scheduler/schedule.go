@@ -61,7 +61,7 @@ type FitError struct {
 // when the node takes the pod now. Building every node's details for
 // thousands of nodes on each failed cycle would cost more than the search.
 func (e *FitError) Node(name string) *FilterError {
-	if e.c == nil || e.pr == nil {
+	if e == nil || e.c == nil || e.pr == nil {
 		return nil
 	}
 	ni, err := e.c.node(name)
@@ -76,6 +76,9 @@ func (e *FitError) Node(name string) *FilterError {
 
 // Error implements error.
 func (e *FitError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	if e.NumNodes == 0 {
 		return "0/0 nodes are available: the cache has no node."
 	}

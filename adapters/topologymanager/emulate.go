@@ -82,7 +82,7 @@ func KubeletAllocation(m *topology.Machine, st *allocator.State, id string, r *a
 		// Whole free cores first, then single threads.
 		for _, whole := range []bool{true, false} {
 			for _, c := range m.Cores() {
-				if want == 0 || !pass.Contains(c.Node) {
+				if want == 0 || !pass.Contains(c.NodeIndex) {
 					continue
 				}
 				avail := c.CPUs.Intersection(free)

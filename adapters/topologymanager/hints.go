@@ -50,6 +50,9 @@ func MustIDMask(ids ...int) IDMask {
 // IDMaskFromDense returns the node IDs of a machine's dense mask (bits beyond
 // the machine's nodes, and IDs above 63, are left out).
 func IDMaskFromDense(m *topology.Machine, dense numa.Mask) IDMask {
+	if m == nil {
+		return 0
+	}
 	var r IDMask
 	for _, id := range m.IDsOf(dense) {
 		if id <= 63 {

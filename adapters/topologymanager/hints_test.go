@@ -461,3 +461,8 @@ func TestPredictMatchesCrossProduct(t *testing.T) {
 		}
 	})
 }
+
+// TestIDMaskFromDenseNilMachine: no machine, no IDs (never a panic).
+func TestIDMaskFromDenseNilMachine(t *testing.T) {
+	require.Zero(t, IDMaskFromDense(nil, 3))
+}

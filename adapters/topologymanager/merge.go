@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -174,8 +175,8 @@ func NewMerger(policy Policy, nodes []numa.NodeID, distances numa.Distances, opt
 	switch policy {
 	case PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode:
 	default:
-		return nil, fmt.Errorf("%w: unknown topology manager policy %q (want none, best-effort, restricted or single-numa-node)",
-			ErrHintConfig, string(policy))
+		return nil, fmt.Errorf("%w: unknown topology manager policy %s (want none, best-effort, restricted or single-numa-node)",
+			ErrHintConfig, quote.Short(string(policy)))
 	}
 	m := &Merger{policy: policy}
 	for i := range m.posOf {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 // Exit statuses.
@@ -91,7 +93,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintf(stderr, "numaplan: unknown command %q\n\n", name)
+		fmt.Fprintf(stderr, "numaplan: unknown command %s\n\n", quote.Short(name))
 		writeUsage(stderr)
 		return exitUsage
 	}
@@ -106,7 +108,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (status int) 
 		return usageFailure(e, cmd, err)
 	}
 	if fs.NArg() > 0 {
-		return usageFailure(e, cmd, usagef("unexpected argument %q", fs.Arg(0)))
+		return usageFailure(e, cmd, usagef("unexpected argument %s", quote.Short(fs.Arg(0))))
 	}
 	if err := runCmd(e); err != nil {
 		return fail(e, cmd, err)
@@ -141,7 +143,7 @@ func help(e *env, args []string) int {
 	case 1:
 		cmd := lookup(args[0])
 		if cmd == nil {
-			fmt.Fprintf(e.stderr, "numaplan help: unknown command %q\n\n", args[0])
+			fmt.Fprintf(e.stderr, "numaplan help: unknown command %s\n\n", quote.Short(args[0]))
 			writeUsage(e.stderr)
 			return exitUsage
 		}

@@ -216,24 +216,51 @@ var opAliases = map[string]string{
 	"name": "id", "key": "id", "pod": "id",
 }
 
+// rawOp is an input line with its fields undecoded: the first pass reads
+// the line's syntax, its field names, repetitions and UTF-8, so that a
+// field the op does not read is named (with its suggestion) whatever the
+// type of its value.
+type rawOp struct {
+	Op        json.RawMessage `json:"op"`
+	ID        json.RawMessage `json:"id"`
+	CPUs      json.RawMessage `json:"cpus"`
+	GPUs      json.RawMessage `json:"gpus"`
+	MemoryMiB json.RawMessage `json:"memoryMiB"`
+	Devices   json.RawMessage `json:"devices"`
+	Policy    json.RawMessage `json:"policy"`
+	Exclusive json.RawMessage `json:"exclusive"`
+	FullPCPUs json.RawMessage `json:"fullPCPUs"`
+	GPU       json.RawMessage `json:"gpu"`
+	Class     json.RawMessage `json:"class"`
+	Device    json.RawMessage `json:"device"`
+	Healthy   json.RawMessage `json:"healthy"`
+}
+
 // handle answers one line. Lines are read strictly (see docs/design.md,
 // "Strict JSON"): field names are case-sensitive, an unknown field (or one
-// its op does not read) is refused with a suggestion, and a duplicate field
-// or a string that is not valid UTF-8 is refused.
+// its op does not read, whatever its value) is refused with a suggestion,
+// and a duplicate field or a string that is not valid UTF-8 is refused.
+// Every error answer carries the line's id when the id itself can be read
+// (a string, valid UTF-8, given once).
 func (p *placer) handle(line []byte) []byte {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return marshal(answer{Error: "bad JSON: empty line"})
 	}
-	var o op
-	if err := strictjson.Decode(line, &o, strictjson.Options{Aliases: opAliases}); err != nil {
+	var raw rawOp
+	if err := strictjson.Decode(line, &raw, strictjson.Options{Aliases: opAliases}); err != nil {
 		return marshal(answer{ID: idOf(line), Error: "bad JSON: " + jsonReason(err)})
 	}
-	fields, ok := opFields[o.Op]
+	id := idOf(line)
+	var opName string
+	if err := json.Unmarshal(orNull(raw.Op), &opName); err != nil {
+		return marshal(answer{ID: id, Error: `bad JSON: field "op": want a string (allocate, release, resize or health)`})
+	}
+	fields, ok := opFields[opName]
 	if !ok {
-		if o.Op == "" {
-			return marshal(answer{ID: o.ID, Error: `missing "op"`})
+		if opName == "" {
+			return marshal(answer{ID: id, Error: `missing "op"`})
 		}
-		return marshal(answer{ID: o.ID, Error: fmt.Sprintf("unknown op %s (want allocate, release, resize or health)", quote.Short(o.Op))})
+		return marshal(answer{ID: id, Error: fmt.Sprintf("unknown op %s (want allocate, release, resize or health)", quote.Short(opName))})
 	}
 	var keys map[string]json.RawMessage
 	_ = json.Unmarshal(line, &keys) // cannot fail: the line decoded strictly
@@ -241,11 +268,15 @@ func (p *placer) handle(line []byte) []byte {
 		if slices.Contains(fields, k) {
 			continue
 		}
-		msg := fmt.Sprintf("field %s is not read by op %q", quote.Short(k), o.Op)
+		msg := fmt.Sprintf("field %s is not read by op %q", quote.Short(k), opName)
 		if sugg := strictjson.Suggest(k, fields, opAliases); len(sugg) > 0 {
 			msg += fmt.Sprintf("; did you mean %q?", sugg[0])
 		}
-		return marshal(answer{ID: o.ID, Error: msg})
+		return marshal(answer{ID: id, Error: msg})
+	}
+	var o op
+	if err := json.Unmarshal(line, &o); err != nil {
+		return marshal(answer{ID: id, Error: "bad JSON: " + jsonReason(err)})
 	}
 	switch o.Op {
 	case "allocate":
@@ -259,15 +290,19 @@ func (p *placer) handle(line []byte) []byte {
 	}
 }
 
-// idOf recovers the id of a line that did not decode as a whole, so that
-// the error answer can name it when the id itself is readable (a string,
-// valid UTF-8, given once).
-func idOf(line []byte) *string {
-	var probe struct {
-		ID *string `json:"id"`
+func orNull(b json.RawMessage) []byte {
+	if b == nil {
+		return []byte("null")
 	}
-	if strictjson.Decode(line, &probe, strictjson.Options{AllowUnknownFields: true}) == nil {
-		return probe.ID
+	return b
+}
+
+// idOf returns the id of a line, also of one that did not decode as a
+// whole, so that the error answer can name it when the id itself is
+// readable (a string, valid UTF-8, given once); nil otherwise.
+func idOf(line []byte) *string {
+	if id, ok := strictjson.TopString(line, "id"); ok {
+		return &id
 	}
 	return nil
 }
@@ -363,7 +398,7 @@ func (p *placer) health(o *op) answer {
 		return answer{ID: o.ID, Error: `give "gpu" or "device", not both`}
 	case o.GPU != nil:
 		if class != "" && class != allocator.GPUClass {
-			return answer{ID: o.ID, Error: fmt.Sprintf(`"gpu" with class %q: leave class out for GPUs`, class)}
+			return answer{ID: o.ID, Error: fmt.Sprintf(`"gpu" with class %s: leave class out for GPUs`, quote.Short(class))}
 		}
 		class, dev = allocator.GPUClass, strconv.Itoa(*o.GPU)
 	case o.Device != nil:

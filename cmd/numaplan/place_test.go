@@ -230,11 +230,26 @@ func TestPlaceStrictLines(t *testing.T) {
 		{`{"op":"release","id":"s","cpus":1}`, `field "cpus" is not read by op "release"`, "s"},
 		{`{"op":"resize","id":"a","cpus":2,"gpus":1}`, `field "gpus" is not read by op "resize"`, "a"},
 		{`{"op":"health","gpus":1,"healthy":false}`, `field "gpus" is not read by op "health"; did you mean "gpu"?`, nil},
-		{`{"op":"allocate","id":"s","cpus":1,"cpus":2}`, `duplicate field "cpus"`, nil},
+		{`{"op":"allocate","id":"s","cpus":1,"cpus":2}`, `duplicate field "cpus"`, "s"},
+		{`{"op":"allocate","op":"release","id":"s","cpus":1}`, `duplicate field "op"`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"devices":{"rdma":1,"rdma":1}}`, `duplicate field "rdma" in devices`, "s"},
+		{"{\"op\":\"allocate\",\"id\":\"s\",\"cpus\":1,\"policy\":\"None\xc3\"}", `a string at policy is not valid UTF-8`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"policy":"\ud83d"}`, `a string at policy is not valid UTF-8`, "s"},
+		{`{"op":"allocate","id":"s","cpus":"one"}`, `field "cpus": want int, got string`, "s"},
+		{`{"op":"allocate","id":"s","cpus":}`, `malformed JSON`, "s"},
+		{`{"op":7,"id":"s"}`, `field "op": want a string`, "s"},
+		{`{"op":"allocate","id":7,"cpus":1}`, `field "id": want string`, nil},
+		{`{"op":"allocate","id":{"x":"s"},"cpus":1}`, `field "id"`, nil},
+		// A misplaced field is named with its suggestion whatever its value.
+		{`{"op":"allocate","id":"s","cpus":1,"gpu":"two"}`, `field "gpu" is not read by op "allocate"; did you mean "gpus"?`, "s"},
+		{`{"op":"allocate","id":"s","cpus":1,"gpu":{"n":1}}`, `field "gpu" is not read by op "allocate"; did you mean "gpus"?`, "s"},
+		{`{"op":"health","id":"s","gpus":[3],"healthy":false}`, `field "gpus" is not read by op "health"; did you mean "gpu"?`, "s"},
+		{`{"op":"resize","id":"s","gpus":"x","cpus":2}`, `field "gpus" is not read by op "resize"`, "s"},
+		{`{"op":"release","id":"s","cpu":null}`, `unknown field "cpu"; did you mean "cpus" or "gpu"?`, "s"},
 		{`{"op":"allocate","id":"s","id":"t","cpus":1}`, `duplicate field "id"`, nil},
 		{"{\"op\":\"allocate\",\"id\":\"s\xff\",\"cpus\":1}", `a string at id is not valid UTF-8`, nil},
 		{`{"op":"allocate","id":"s\udc00","cpus":1}`, `a string at id is not valid UTF-8`, nil},
-		{"{\"op\":\"allocate\",\"id\":\"s\",\"cpus\":1,\"devices\":{\"rd\xffma\":1}}", `is not valid UTF-8`, nil},
+		{"{\"op\":\"allocate\",\"id\":\"s\",\"cpus\":1,\"devices\":{\"rd\xffma\":1}}", `is not valid UTF-8`, "s"},
 		{`{"op":"allocate","id":"s","cpus":1,"policy":"` + strings.Repeat("x", 500) + `"}`,
 			`unknown policy "` + strings.Repeat("x", 64) + `"... (500 bytes)`, "s"},
 	}
@@ -255,4 +270,34 @@ func TestPlaceStrictLines(t *testing.T) {
 		assert.Equal(t, c.id, a["id"], c.line)
 	}
 	assert.Equal(t, map[string]any{"id": "a", "ok": true}, got[len(got)-1], "the allocation made before survived")
+}
+
+// TestPlaceErrorsCutLongValues: an error answer quotes the line's values
+// (an unknown ID, a class, a field) cut to 64 bytes; the id field of the
+// answer itself is the id, whole.
+func TestPlaceErrorsCutLongValues(t *testing.T) {
+	long := strings.Repeat("L", 300)
+	lines := []string{
+		`{"op":"release","id":"` + long + `"}`,
+		`{"op":"resize","id":"` + long + `","cpus":2}`,
+		`{"op":"allocate","id":"` + long + `","cpus":100000}`,
+		`{"op":"allocate","id":"` + long + `","cpus":-1}`,
+		`{"op":"allocate","id":"a","cpus":1,"devices":{"` + long + `":1}}`,
+		`{"op":"health","class":"` + long + `","device":"x","healthy":false}`,
+		`{"op":"health","class":"rdma","device":"` + long + `","healthy":false}`,
+		`{"op":"allocate","id":"a","cpus":1,"` + long + `":1}`,
+		`{"op":"allocate","id":"a","cpus":1,"devices":{"x":{"` + long + `":1}}}`,
+		`{"op":"` + long + `","id":"a"}`,
+	}
+	r := runWith(t, strings.Join(lines, "\n")+"\n", "place", "--preset", "dgx-h100")
+	require.Equal(t, exitOK, r.status, r.stderr)
+	got := answers(t, r.stdout)
+	require.Len(t, got, len(lines))
+	for i, a := range got {
+		assert.Equal(t, false, a["ok"], lines[i])
+		msg, _ := a["error"].(string)
+		assert.NotEmpty(t, msg, lines[i])
+		assert.NotContains(t, msg, strings.Repeat("L", 65), "line %d: %.200s", i+1, msg)
+	}
+	assert.Equal(t, long, got[0]["id"], "the answer's id is the id")
 }

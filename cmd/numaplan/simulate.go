@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/cmd/numaplan/internal/sim"
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 var simulateCommand = &command{
@@ -44,7 +45,7 @@ Everything but the latencies is the same for the same flags.`,
 			}
 			list, err := sim.ParseSetups(*setups)
 			if err != nil {
-				return usagef("--setups %q: %s", *setups, strings.TrimPrefix(err.Error(), sim.ErrConfig.Error()+": "))
+				return usagef("--setups %s: %s", quote.Short(*setups), strings.TrimPrefix(err.Error(), sim.ErrConfig.Error()+": "))
 			}
 			cfg := sim.Config{Nodes: *nodes, Pods: *pods, Seed: *seed, Setups: list, Progress: e.stderr}
 			dir, err := outDir(*out)

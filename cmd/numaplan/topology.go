@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/numaplace/numaplace/internal/readfile"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -84,15 +85,18 @@ func (s *machineSource) load(stdin io.Reader) (*topology.Machine, error) {
 	}
 }
 
+// loadFile reads a topology file, or standard input for "-": at most
+// topology.MaxJSONBytes, and only a regular file (a FIFO or a device such
+// as /dev/zero is refused, never read without end).
 func loadFile(name string, stdin io.Reader) (*topology.Machine, error) {
 	var data []byte
 	var err error
 	what := "topology file " + name
 	if name == "-" {
 		what = "topology JSON on standard input"
-		data, err = io.ReadAll(stdin)
+		data, err = readfile.Bounded(stdin, "standard input", topology.MaxJSONBytes)
 	} else {
-		data, err = os.ReadFile(name)
+		data, err = readfile.Regular(name, topology.MaxJSONBytes)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the %s: %w", what, reason(err))

@@ -96,7 +96,7 @@ func TestTopologyUnreadable(t *testing.T) {
 		{"missing file", []string{"--topology", missing},
 			[]string{"cannot read the topology file " + missing + ": no such file or directory"}},
 		{"directory as file", []string{"--topology", dir},
-			[]string{"cannot read the topology file " + dir + ": is a directory"}},
+			[]string{"cannot read the topology file " + dir + ": not a regular file (a directory)"}},
 		{"invalid topology", []string{"--topology", bad},
 			[]string{"topology file " + bad + " is not a usable topology", "node ID 0 is also used"}},
 		{"not JSON", []string{"--topology", notJSON},

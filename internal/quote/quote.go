@@ -41,3 +41,18 @@ func Bare(s string) string {
 	}
 	return q[1:end]
 }
+
+// Cut returns s whole when it is at most MaxBytes long, else its prefix cut
+// at a character boundary at or below MaxBytes bytes followed by
+// "... (N bytes)", without escaping: for text that is already escaped, such
+// as a JSON path built of plain names and [Short] keys.
+func Cut(s string) string {
+	if len(s) <= MaxBytes {
+		return s
+	}
+	cut := MaxBytes
+	for cut > MaxBytes-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}

@@ -20,3 +20,15 @@ func TestShort(t *testing.T) {
 	require.Equal(t, `a\tb`, Bare("a\tb"))
 	require.Equal(t, strings.Repeat("x", MaxBytes)+"... (1048576 bytes)", Bare(long))
 }
+
+func TestCut(t *testing.T) {
+	if got := Cut("a[0].b"); got != "a[0].b" {
+		t.Errorf("Cut of a short path = %q", got)
+	}
+	long := strings.Repeat("é", 40) // 80 bytes
+	got := Cut(long)
+	want := strings.Repeat("é", 32) + "... (80 bytes)"
+	if got != want {
+		t.Errorf("Cut(80 bytes) = %q, want %q", got, want)
+	}
+}

@@ -16,6 +16,13 @@
 //		return err // such as `unknown field "gpu" in numaNodes[0]; did you mean "gpus"?`
 //	}
 //
+// The checks run on a scanner of the package's own, which allocates nothing
+// per value (a caller's Options.CountItems can so refuse a document over
+// its size caps while it is read, at the cost of a few kilobytes); syntax
+// errors keep encoding/json's words and types. [TopString] reads one
+// top-level string field of a document that may be refused otherwise (the
+// id of a bad line, for its error answer).
+//
 // The value is then decoded by encoding/json, so its struct tags, its
 // Unmarshaler and TextUnmarshaler implementations and its type errors apply
 // unchanged; a value whose type has its own UnmarshalJSON or UnmarshalText

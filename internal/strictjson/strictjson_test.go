@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -195,4 +196,103 @@ func FuzzDecode(f *testing.F) {
 		jb, _ := json.Marshal(b)
 		require.Equal(t, string(jb), string(ja))
 	})
+}
+
+// TestTopString: a top-level string field is read whatever else is wrong
+// with the document, unless it is itself unreadable.
+func TestTopString(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want string
+		ok   bool
+	}{
+		{`{"id":"a"}`, "a", true},
+		{`{"x":{"id":"b","y":[1,{"z":2}]},"id":"a"}`, "a", true},
+		{`{"id":"a","x":1,"x":2}`, "a", true},
+		{"{\"id\":\"a\",\"x\":\"\xff\"}", "a", true},
+		{`{"id":"a","x":"\ud800"}`, "a", true},
+		{`{"id":"a","x":}`, "a", true},
+		{`{"id":"a\u00e9"}`, "a\u00e9", true},
+		{`{"x":1}`, "", false},
+		{`{"id":1}`, "", false},
+		{`{"id":null}`, "", false},
+		{`{"id":["a"]}`, "", false},
+		{`{"id":"a","id":"a"}`, "", false},
+		{"{\"id\":\"a\xff\"}", "", false},
+		{`{"id":"\udc00"}`, "", false},
+		{`{"x":[1,2,,],"id":"a"}`, "", false},
+		{`["id","a"]`, "", false},
+		{``, "", false},
+	} {
+		got, ok := TopString([]byte(c.data), "id")
+		if got != c.want || ok != c.ok {
+			t.Errorf("TopString(%q) = %q, %v; want %q, %v", c.data, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestErrorCutsLongPaths: the path of an error deep in nested JSON, or
+// through a long key, is cut to 64 bytes in the message.
+func TestErrorCutsLongPaths(t *testing.T) {
+	type doc struct {
+		X any `json:"x"`
+	}
+	deep := `{"x":` + strings.Repeat(`[`, 500) + `{"a":1,"a":2}` + strings.Repeat(`]`, 500) + `}`
+	longKey := `{"x":{"` + strings.Repeat("k", 300) + `":{"a":1,"a":2}}}`
+	badKey := `{"x":{"` + strings.Repeat("k", 300) + `\u0001":"\ud800"}}`
+	tooDeep := `{"x":` + strings.Repeat(`[`, MaxDepth+10) + strings.Repeat(`]`, MaxDepth+10) + `}`
+	for name, in := range map[string]string{"deep": deep, "long key": longKey, "control key": badKey, "too deep": tooDeep} {
+		var d doc
+		err := Decode([]byte(in), &d, Options{})
+		if err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+		msg := err.Error()
+		if len(msg) > 200 || strings.Contains(msg, strings.Repeat("k", 65)) || strings.Contains(msg, strings.Repeat("[0]", 30)) || strings.Contains(msg, "\x01") {
+			t.Errorf("%s: the error quotes the path uncut: %.300s", name, msg)
+		}
+		if !strings.Contains(msg, "bytes)") {
+			t.Errorf("%s: the error does not say the path was cut: %s", name, msg)
+		}
+	}
+}
+
+// syntaxCases are inputs at the edges of the JSON grammar.
+var syntaxCases = []string{
+	``, ` `, `0`, `-0`, `-`, `01`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-7`, `1e5x`, `-01`, `2.0e10`,
+	`true`, `tru`, `truex`, `nul`, `null `, `false`, `"a"`, `"a`, `"\x"`, `"\u12"`, `"\u12g4"`, `"\ud800"`,
+	"\"a\tb\"", "\"\x7f\"", `"\/\b\f\n\r\t\\\""`, `[]`, `[ ]`, `[1,2]`, `[1 2]`, `[1,]`, `[,1]`, `{}`,
+	`{ }`, `{"a":1}`, `{"a" 1}`, `{"a":1,}`, `{,"a":1}`, `{"a":1 "b":2}`, `{1:2}`, `{"a"}`, `{"a":}`,
+	`[{"a":[{"b":[]}]}]`, "[1]\x00", "\x00", ` [1] `, `[1]]`, `{"a":1}}`, "\ufeff[1]", `["\u00e9"]`,
+}
+
+// TestSyntaxAgreesWithEncodingJSON: Decode refuses what encoding/json
+// finds not valid (as malformed, unless a string before the fault is not
+// valid UTF-8 or a key is repeated), and never calls valid JSON malformed.
+func TestSyntaxAgreesWithEncodingJSON(t *testing.T) {
+	for _, in := range syntaxCases {
+		checkSyntax(t, []byte(in))
+	}
+}
+
+func checkSyntax(t *testing.T, data []byte) {
+	t.Helper()
+	var v any
+	err := Decode(data, &v, Options{})
+	if json.Valid(data) {
+		require.False(t, errors.Is(err, ErrSyntax), "%q is valid JSON: %v", data, err)
+		return
+	}
+	require.Error(t, err, "%q is not valid JSON", data)
+	if !errors.Is(err, ErrInvalidUTF8) && !errors.Is(err, ErrDuplicateField) {
+		require.ErrorIs(t, err, ErrSyntax, "%q", data)
+	}
+}
+
+// FuzzSyntax: as TestSyntaxAgreesWithEncodingJSON, on any input.
+func FuzzSyntax(f *testing.F) {
+	for _, s := range syntaxCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkSyntax(t, data) })
 }

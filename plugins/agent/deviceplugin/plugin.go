@@ -23,6 +23,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -153,6 +154,22 @@ func New(node *kubelet.Node, devs *devices.GPUs, opts Options) (*Plugin, error) 
 		p.healthy = append(p.healthy, !slices.Contains(unhealthy, strconv.Itoa(g.ID)))
 	}
 	return p, nil
+}
+
+// index returns the position in p.gpus of the GPU the kubelet names id: its
+// UUID, or its index in any spelling allocator.CanonicalDeviceID accepts
+// ("+3", "03" and "0000000003" are GPU 3), as the node's chooser and health
+// read it.
+func (p *Plugin) index(id string) (int, bool) {
+	if i, ok := p.byID[id]; ok {
+		return i, true
+	}
+	g, ok := allocator.ParseGPUID(id)
+	if !ok {
+		return 0, false
+	}
+	i, ok := p.byID[strconv.Itoa(g)]
+	return i, ok
 }
 
 // SocketPath returns the path of the plugin's socket.
@@ -289,10 +306,16 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, req *api.PreferredAll
 	resp := &api.PreferredAllocationResponse{}
 	for _, cr := range req.GetContainerRequests() {
 		size := int(cr.GetAllocationSize())
+		must := map[int]bool{}
+		for _, id := range cr.GetMustIncludeDeviceIDs() {
+			if i, ok := p.index(id); ok {
+				must[i] = true
+			}
+		}
 		var free []string
 		for _, id := range cr.GetAvailableDeviceIDs() {
 			// Unknown IDs stay, for the chooser to name.
-			if i, ok := p.byID[id]; !ok || !held[p.gpus[i].topo.ID] || slices.Contains(cr.GetMustIncludeDeviceIDs(), id) {
+			if i, ok := p.index(id); !ok || !held[p.gpus[i].topo.ID] || must[i] {
 				free = append(free, id)
 			}
 		}
@@ -322,9 +345,9 @@ func (p *Plugin) Allocate(_ context.Context, req *api.AllocateRequest) (*api.All
 		var ids []int
 		var names []string
 		for _, id := range cr.GetDevicesIds() {
-			i, ok := p.byID[id]
+			i, ok := p.index(id)
 			if !ok {
-				return nil, status.Errorf(codes.InvalidArgument, "numaplace: device %q is not a GPU of this node", id)
+				return nil, status.Errorf(codes.InvalidArgument, "numaplace: device %s is not a GPU of this node", quote.Short(id))
 			}
 			ids = append(ids, p.gpus[i].topo.ID)
 			if u := p.gpus[i].topo.UUID; u != "" {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/numaplace/numaplace/internal/quote"
 )
 
 // Defaults of a Config's zero fields.
@@ -94,11 +96,11 @@ func ParseSetups(list string) ([]Setup, error) {
 	for f := range strings.SplitSeq(list, ",") {
 		f = strings.TrimSpace(f)
 		if len(f) != 1 || !Setup(f[0]).valid() {
-			return nil, fmt.Errorf("%w: unknown setup %q (want a, b or c)", ErrConfig, f)
+			return nil, fmt.Errorf("%w: unknown setup %s (want a, b or c)", ErrConfig, quote.Short(f))
 		}
 		s := Setup(f[0])
 		if slices.Contains(out, s) {
-			return nil, fmt.Errorf("%w: setup %q given twice", ErrConfig, f)
+			return nil, fmt.Errorf("%w: setup %s given twice", ErrConfig, quote.Short(f))
 		}
 		out = append(out, s)
 	}

@@ -54,11 +54,11 @@ func newMachineInfo(m *topology.Machine) (*machineInfo, error) {
 				continue
 			}
 			cpus = append(cpus, cpu)
-			mi.cpuNode[cpu] = int8(c.Node)
+			mi.cpuNode[cpu] = int8(c.NodeIndex)
 		}
 		if len(cpus) > 0 {
-			mi.cores[c.Node] = append(mi.cores[c.Node], cpus)
-			mi.nodeCPUs[c.Node] += len(cpus)
+			mi.cores[c.NodeIndex] = append(mi.cores[c.NodeIndex], cpus)
+			mi.nodeCPUs[c.NodeIndex] += len(cpus)
 			mi.cpus += len(cpus)
 		}
 	}

@@ -202,13 +202,11 @@ func (e reportedError) Error() string { return e.err.Error() }
 func loadMachine(c config) (*topology.Machine, error) {
 	switch {
 	case c.topology != "":
-		data, err := os.ReadFile(c.topology)
+		// A regular file of at most topology.MaxJSONBytes: a FIFO or a link
+		// to /dev/zero is refused, never read without end. Errors name it.
+		m, err := topology.ReadJSONFile(c.topology)
 		if err != nil {
-			return nil, fmt.Errorf("--topology: %w", err)
-		}
-		m, err := topology.ParseJSON(data)
-		if err != nil {
-			return nil, fmt.Errorf("--topology %s: %w", c.topology, err)
+			return nil, fmt.Errorf("--topology %w", err) // "--topology PATH: why"
 		}
 		return m, nil
 	case c.preset != "":

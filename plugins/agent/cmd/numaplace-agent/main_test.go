@@ -137,6 +137,8 @@ func TestLoadMachine(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`{"numaNodes":[{"id":0}]}`), 0o600))
 	_, err = loadMachine(config{topology: file})
 	require.ErrorContains(t, err, "--topology "+file)
+	_, err = loadMachine(config{topology: "/dev/zero"})
+	require.ErrorContains(t, err, "--topology /dev/zero: not a regular file")
 	_, err = loadMachine(config{sysfsRoot: dir})
 	require.ErrorContains(t, err, "discovering the machine under "+dir)
 }

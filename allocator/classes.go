@@ -7,36 +7,6 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// The search for pools of more than smallPool nodes. Three steps, each
-// exact:
-//
-//  1. Greedy: the w nodes with the largest combined share of the demands,
-//     then the w largest of each kind alone. Most feasible widths end here.
-//  2. Lagrangian bounds: for a few weightings λ of the kinds, if the w
-//     largest weighted shares sum to less than the weighted demand, no set
-//     of w nodes covers (every cover would exceed it). This proves most
-//     infeasible widths, including the trade-off cases (GPU-rich nodes
-//     short of CPUs and the other way round) that per-kind bounds miss.
-//  3. A depth-first search over classes: the nodes are grouped by their
-//     amounts of every kind but one (the kind with the most distinct
-//     values, usually CPUs), and inside a class only the nodes with the
-//     largest amounts of that kind need ever be chosen (an exchange
-//     argument), so the search chooses how many nodes each class gives
-//     instead of which ones. Branches are cut by per-kind top-k bounds and
-//     the uniform Lagrangian bound over the classes still open.
-//
-// The worst case of step 3 is exponential in the number of classes (every
-// node distinct in every kind, with demands that no weighting separates),
-// so it is bounded: one decision (a Fit, an Allocate, a Score, the widths of
-// a Resize) takes at most searchSteps steps of the search over classes in
-// all, each O(k·n) for k kinds and n nodes. A search cut by the bound is
-// undecided, and the decision refuses the request with [ErrSearchLimit]
-// rather than guess a width. The hardest shapes we built (see
-// BenchmarkWorstNUMA64) stay far below the bound.
-
-// smallPool is the largest pool searched by the plain subset search.
-const smallPool = 16
-
 // shortSearch is the step budget of the first search over classes, before
 // the Lagrangian bounds are computed.
 const shortSearch = 512
@@ -48,9 +18,8 @@ const searchSteps = 1 << 15
 const shareScale = 1 << 20
 
 // share returns ceil(v * shareScale / need): rounding up keeps every bound
-// that uses shares safe.
-// v is at most need (amounts are clipped at the demand), so the 128-bit
-// quotient fits.
+// that uses shares safe. v is at most need (amounts are clipped at the
+// demand), so the 128-bit quotient fits.
 func share(v, need int64) int64 {
 	if need <= 0 || v <= 0 {
 		return 0
@@ -61,117 +30,276 @@ func share(v, need int64) int64 {
 	return int64(q)
 }
 
-// sortDesc orders nodes by key descending, the lower index first on a tie,
-// without a comparison closure: the key's distance below the largest key
-// and the index are packed into one integer. Keys are amounts (at most the
-// demand) or shares (at most shareScale per kind), far below 2^56.
-func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint64) {
-	var mx int64
-	for _, i := range nodes {
-		mx = max(mx, key[i])
+// recip is the reciprocal floor((2^64-1)/need) that shareBy divides by, or
+// 0 when need is beyond what it handles (then shareBy divides).
+func recip(need int64) uint64 {
+	if need <= 0 || need >= 1<<43 {
+		return 0
 	}
-	b := buf[:len(nodes)]
-	for j, i := range nodes {
-		b[j] = uint64(mx-key[i])<<7 | uint64(i)
-	}
-	slices.Sort(b)
-	for j, x := range b {
-		nodes[j] = int8(x & 127)
-	}
+	return ^uint64(0) / uint64(need)
 }
 
-// classSearch is the working memory of the large-pool search.
-type classSearch struct {
-	c  *cover
-	w  int
-	n  int
-	sk int // the kind sorted inside classes
-	nc int
+// shareBy is share(v, need) with the division replaced by a multiplication
+// by the reciprocal r = recip(need) and at most two corrections: exact, and
+// an order of magnitude faster than a 128-bit division (the search takes
+// one share per node and kind, and per short kind at every step).
+func shareBy(v, need int64, r uint64) int64 {
+	if r == 0 || v <= 0 {
+		return share(v, need)
+	}
+	x := uint64(v) << 20 // v <= need < 2^43: no overflow
+	q, _ := bits.Mul64(x, r)
+	rem := x - q*uint64(need)
+	for rem >= uint64(need) { // q underestimates x/need by at most 2
+		q++
+		rem -= uint64(need)
+	}
+	if rem != 0 {
+		q++
+	}
+	return int64(q)
+}
 
-	pool       numa.Mask
-	gen        uint64
-	lagrange   bool // prepareLagrange ran
-	keys       [numa.MaxNodes]uint64
-	shares     [numa.MaxNodes][maxKinds]int64
-	nw         int
-	wts        [maxWeightings][maxKinds]int64
-	lagWant    [maxWeightings]int64
-	lagPrefix  [maxWeightings][numa.MaxNodes + 1]int64
+// softSteps bounds the steps of the search over classes in a decision of
+// a None or BestEffort request, whose admission the free totals decide: a
+// cut search there costs the span's width its exactness, never the request
+// its admission (see stepBound).
+const softSteps = 1 << 10
+
+// stepBound is the bound of one decision on its searches over classes: at
+// most searchSteps steps in all (softSteps when soft), used so far (used),
+// and how many searches the bound cut before they could answer
+// (undecided). A decision starts with the zero value (see
+// [searcher.begin]).
+//
+// A soft bound (a None or BestEffort decision, admitted by the free totals
+// alone) never leaves a search undecided: where the bound cuts the search
+// for the fewest covering nodes, the answer is the narrowest cover known
+// by then (the class search's greedy covers of the wider widths, or
+// greedyCover's), and approx records that the width (width_free) and so
+// the span's preference are then best-effort rather than exact.
+type stepBound struct {
+	used, undecided int
+	soft, approx    bool
+}
+
+// limit returns the decision's bound in steps.
+func (b *stepBound) limit() int {
+	if b.soft {
+		return softSteps
+	}
+	return searchSteps
+}
+
+// cutOne counts a search the bound cut: undecided, or approx when soft.
+func (b *stepBound) cutOne() {
+	if b.soft {
+		b.approx = true
+		return
+	}
+	b.undecided++
+}
+
+// classSearch is the strategy for pools of more than smallPool nodes. It is
+// prepared for one problem and one pool (prepare; a decision never changes
+// a problem once loaded, so the preparation holds for the rest of the
+// decision) and answers, for each width w, whether some w nodes of the pool
+// cover, in these steps, each exact:
+//
+//  1. Identical nodes: when every node of the pool has the same amounts,
+//     the answer is arithmetic (the first w nodes cover or none do).
+//  2. Greedy: the w nodes with the largest combined share of the demands,
+//     then the w largest of each kind alone. Most feasible widths end here.
+//  3. A short search over classes (at most shortSearch steps): the nodes
+//     are grouped by their amounts of every kind but one (the sorted kind,
+//     the one with the most distinct amounts, usually CPUs); inside a class
+//     only the nodes with the largest amounts of that kind need ever be
+//     chosen (an exchange argument), so the search chooses how many nodes
+//     each class gives instead of which ones, and cuts a branch by per-kind
+//     top-k bounds and by the uniform Lagrangian bound over the classes
+//     still open. It usually finds a cover, or proves there is none.
+//  4. When the short search was cut: Lagrangian bounds for a few weightings
+//     λ of the kinds (if the w largest weighted shares sum to less than the
+//     weighted demand, no w nodes cover), which prove most infeasible
+//     widths, including trade-offs (GPU-rich nodes short of CPUs and the
+//     other way round) that per-kind bounds miss; then the whole search
+//     over classes within what the decision has left of its bound.
+//
+// Complexity: preparing sorts the pool k+1 times and classifying once more
+// (O(k·n log n) for k kinds and n nodes); each step of the search over
+// classes is O(k·n). The worst case of the search is exponential in the
+// number of classes (every node distinct in every kind, with demands no
+// weighting separates), hence the bound: at most searchSteps steps in one
+// decision (a Fit, an Allocate, a Score, the widths of a Resize; softSteps
+// for None and BestEffort). A search the bound cuts is undecided (counted
+// in the decision's stepBound), and the decision refuses a Restricted
+// request with [ErrSearchLimit] rather than guess a width; for None and
+// BestEffort, whose admission the free totals decide, minWidth answers the
+// narrowest cover known instead ([classSearch.narrowestKnown]). The
+// shapes of BenchmarkWorstNUMA64 stay far below the bound; fragmented
+// machines where every node holds a different mix of every kind
+// (TestSoftPoliciesRandomFragments, TestSearchBound) reach it.
+type classSearch struct {
+	p    *problem  // the prepared problem (nil: none prepared)
+	pool numa.Mask // the prepared pool
+	b    *stepBound
+	n    int
+	w    int
+
+	uniform  bool                           // every node of the pool has the same amounts
+	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
+	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand
+	score    [numa.MaxNodes]int64           // by node: the sum of its shares
+	byScore  [numa.MaxNodes]int8            // pool nodes by score descending
+	byKind   [maxKinds][numa.MaxNodes]int8  // pool nodes by amount of kind r, descending
+	distinct [maxKinds]int                  // distinct amounts of kind r in the pool
+
 	classified bool
-	byKind     [maxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
-	nodes      [numa.MaxNodes]int8           // pool nodes
+	sk         int                           // the kind sorted inside classes
+	nc         int                           // classes
 	classOf    [numa.MaxNodes]int8           // by node: class index in search order
 	members    [numa.MaxNodes]int8           // nodes grouped by class, each class by sorted kind descending
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
-	bySorted   [numa.MaxNodes]int8           // pool nodes by sorted-kind amount descending
-	byScore    [numa.MaxNodes]int8           // pool nodes by uniform share descending
-	score      [numa.MaxNodes]int64          // uniform share of each node
 	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
-	vals       [numa.MaxNodes]int64
-	found      numa.Mask
-	budget     int  // steps dfs may still take
-	cut        bool // dfs ran out of budget
-	// used counts the steps of the decision so far (at most searchSteps);
-	// undecided counts the searches of the decision the bound cut. The
-	// decision resets both (see [State.decide]).
-	used, undecided int
+
+	lagrange  bool // prepareLagrange ran
+	nw        int
+	wts       [maxWeightings][maxKinds]int64
+	lagWant   [maxWeightings]int64
+	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
+
+	keys [numa.MaxNodes]uint64 // sort buffers
+	vals [numa.MaxNodes]int64
+	// top holds, once a search has taken topAfter steps, the sums bound
+	// reads: for q < k the sum of the t largest amounts of kind q over the
+	// nodes of classes cl and later, for q = k the same of the scores, at
+	// top[(q*nc+cl)*(n+1)+t] (t up to n, saturated beyond their count).
+	top     []int64
+	topOK   bool
+	steps   int // dfs steps taken since the problem was prepared
+	found   numa.Mask
+	budget  int  // steps dfs may still take
+	cut     bool // dfs ran out of budget
+	lastCut bool // the bound cut the last exists
+}
+
+// prepared reports whether cs holds the preparation of problem p and pool.
+func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
+	return cs.p == p && cs.pool == pool
+}
+
+// prepare loads pool into cs for problem p and sorts the orders every
+// width reuses.
+func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
+	p.clip()
+	cs.p, cs.pool, cs.n = p, pool, 0
+	cs.classified, cs.lagrange, cs.topOK, cs.steps = false, false, false, 0
+	cs.uniform = true
+	first := &p.val[pool.Lowest()]
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		i := bits.TrailingZeros64(wd)
+		cs.nodes[cs.n] = int8(i)
+		cs.n++
+		if cs.uniform {
+			v := &p.val[i]
+			for r := 0; r < p.k; r++ {
+				if v[r] != first[r] {
+					cs.uniform = false
+					break
+				}
+			}
+		}
+	}
+	if cs.uniform {
+		return
+	}
+	nodes := cs.nodes[:cs.n]
+	k := p.k
+	for _, i := range nodes {
+		var s int64
+		v, sh := &p.val[i], &cs.shares[i]
+		for r := 0; r < k; r++ {
+			x := shareBy(v[r], p.need[r], p.recip[r])
+			sh[r] = x
+			s += x
+		}
+		cs.score[i] = s
+	}
+	copy(cs.byScore[:], nodes)
+	sortDesc(cs.byScore[:cs.n], &cs.score, &cs.keys)
+	for r := 0; r < k; r++ {
+		ord := cs.byKind[r][:cs.n]
+		copy(ord, nodes)
+		amt, need := p.amount[r], p.need[r]
+		for _, i := range nodes {
+			cs.vals[i] = min(amt[i], need)
+		}
+		cs.distinct[r] = sortDesc(ord, &cs.vals, &cs.keys)
+	}
+}
+
+// uniformWidth returns the fewest identical nodes that cover, or -1.
+func (cs *classSearch) uniformWidth() int {
+	p := cs.p
+	v := &p.val[cs.nodes[0]]
+	w := 1
+	for r := 0; r < p.k; r++ {
+		if p.need[r] == 0 {
+			continue
+		}
+		if v[r] == 0 {
+			return -1
+		}
+		t := p.need[r] / v[r]
+		if p.need[r]%v[r] != 0 {
+			t++
+		}
+		if t > int64(cs.n) {
+			return -1
+		}
+		w = max(w, int(t))
+	}
+	return w
 }
 
 // run runs one search over classes for width w with at most limit steps
 // (and what the decision has left) and returns whether it found a cover
 // and whether it was cut.
 func (cs *classSearch) run(w, limit int) (found, cut bool) {
-	b := min(limit, searchSteps-cs.used)
+	b := max(min(limit, cs.b.limit()-cs.b.used), 0)
 	cs.found, cs.budget, cs.cut = 0, b, false
 	ok := cs.dfs(0, w, [maxKinds]int64{}, 0)
-	cs.used += b - cs.budget
+	cs.b.used += b - cs.budget
 	return ok, cs.cut
 }
 
-// prepareLarge loads pool into cs and sorts the orders every width reuses.
-func (c *cover) prepareLarge(pool numa.Mask, cs *classSearch) {
-	cs.c, cs.n, cs.pool, cs.gen = c, 0, pool, c.gen
-	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-		i := bits.TrailingZeros64(wd)
-		cs.nodes[cs.n] = int8(i)
-		var s int64
-		for r := 0; r < c.k; r++ {
-			cs.shares[i][r] = share(c.val[i][r], c.need[r])
-			s += cs.shares[i][r]
-		}
-		cs.score[i] = s
-		cs.n++
+// exists returns some w nodes of the prepared pool that cover the demands
+// (see the steps above). A search the bound cuts answers false and counts
+// as undecided.
+func (cs *classSearch) exists(w int) (numa.Mask, bool) {
+	p := cs.p
+	cs.w, cs.lastCut = w, false
+	if w <= 0 || w > cs.n {
+		return 0, false
 	}
-	nodes := cs.nodes[:cs.n]
-	copy(cs.byScore[:], nodes)
-	sortDesc(cs.byScore[:cs.n], &cs.score, &cs.keys)
-	for r := 0; r < c.k; r++ {
-		ord := cs.byKind[r][:cs.n]
-		copy(ord, nodes)
-		for _, i := range nodes {
-			cs.vals[i] = cs.shares[i][r] // shares order like the amounts
+	// 1. Identical nodes.
+	if cs.uniform {
+		if uw := cs.uniformWidth(); uw > 0 && uw <= w {
+			return maskOf(cs.nodes[:w]), true
 		}
-		sortDesc(ord, &cs.vals, &cs.keys)
+		return 0, false
 	}
-	cs.classified, cs.lagrange = false, false
-}
-
-// existsLarge is exists for large pools; prepareLarge must have loaded the
-// pool.
-func (c *cover) existsLarge(w int, cs *classSearch) (numa.Mask, bool) {
-	cs.w = w
-	// 1. Greedy.
-	if m := maskOf(cs.byScore[:w]); c.covers(m) {
+	// 2. Greedy.
+	if m := maskOf(cs.byScore[:w]); p.covers(m) {
 		return m, true
 	}
-	for r := 0; r < c.k; r++ {
-		if m := maskOf(cs.byKind[r][:w]); c.covers(m) {
+	for r := 0; r < p.k; r++ {
+		if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
 			return m, true
 		}
 	}
-	// 2. A short search over classes first: it usually finds a cover, or
-	// proves there is none, before the Lagrangian bounds pay off.
+	// 3. A short search over classes.
 	if !cs.classified {
 		cs.classify()
 		cs.classified = true
@@ -184,14 +312,15 @@ func (c *cover) existsLarge(w int, cs *classSearch) (numa.Mask, bool) {
 		if !cut {
 			return 0, false // the whole search ran: no cover of width w
 		}
-		if cs.used >= searchSteps {
-			cs.undecided++
+		if cs.b.used >= cs.b.limit() {
+			cs.b.cutOne()
+			cs.lastCut = true
 			return 0, false
 		}
 		cs.prepareLagrange()
 		cs.lagrange = true
 	}
-	// 3. Lagrangian bounds, then the whole search over classes, within what
+	// 4. Lagrangian bounds, then the whole search over classes within what
 	// the decision has left of its bound.
 	if !cs.lagrangeFeasible(w) {
 		return 0, false
@@ -201,38 +330,51 @@ func (c *cover) existsLarge(w int, cs *classSearch) (numa.Mask, bool) {
 		return cs.found, true
 	}
 	if cut {
-		cs.undecided++
+		cs.b.cutOne()
+		cs.lastCut = true
 	}
 	return 0, false
 }
 
-// minWidthLarge is minWidth for large pools: the widths below the largest
-// Lagrangian lower bound are skipped without a search.
-func (c *cover) minWidthLarge(pool numa.Mask, cs *classSearch) (int, numa.Mask) {
-	c.prepareLarge(pool, cs)
-	// The per-kind lower bound from the sorted orders; the Lagrangian one
-	// once a width fails the greedy step.
+// minWidth returns the fewest nodes of the prepared pool that cover the
+// demands and one such cover, or -1: widths below the per-kind lower bound,
+// and once computed the largest Lagrangian lower bound, are skipped without
+// a search. When the bound cuts a search it answers -1 with the decision's
+// stepBound counting it undecided, or, for a soft bound, the narrowest
+// cover known (narrowestKnown), marked approx.
+func (cs *classSearch) minWidth() (int, numa.Mask) {
+	p := cs.p
+	if cs.uniform {
+		w := cs.uniformWidth()
+		if w < 0 {
+			return -1, 0
+		}
+		return w, maskOf(cs.nodes[:w])
+	}
 	lb := 1
-	for r := 0; r < c.k; r++ {
+	for r := 0; r < p.k; r++ {
 		var acc int64
 		t := 0
 		for _, i := range cs.byKind[r][:cs.n] {
-			if acc >= c.need[r] {
+			if acc >= p.need[r] {
 				break
 			}
-			acc += c.val[i][r]
+			acc += p.val[i][r]
 			t++
 		}
-		if acc < c.need[r] {
+		if acc < p.need[r] {
 			return -1, 0
 		}
 		lb = max(lb, t)
 	}
 	for w := lb; w <= cs.n; w++ {
-		if m, ok := c.existsLarge(w, cs); ok {
+		if m, ok := cs.exists(w); ok {
 			return w, m
 		}
-		if cs.undecided > 0 {
+		if cs.lastCut {
+			if cs.b.soft {
+				return cs.narrowestKnown(w + 1)
+			}
 			return -1, 0 // unknown: the decision refuses with ErrSearchLimit
 		}
 		if cs.lagrange {
@@ -244,6 +386,82 @@ func (c *cover) minWidthLarge(pool numa.Mask, cs *classSearch) (int, numa.Mask) 
 		}
 	}
 	return -1, 0
+}
+
+// sortDesc orders nodes by key descending, the lower index first on a tie,
+// and returns how many distinct keys they have.
+// When the keys fit (their spread below 2^56, as amounts and shares do
+// unless a demand is beyond 2^56 units), the key's distance below the
+// largest key and the index are packed into one integer and sorted without
+// a comparison closure.
+func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint64) int {
+	var mx, mn int64
+	ascending := true
+	for j, i := range nodes {
+		if j == 0 || key[i] > mx {
+			mx = key[i]
+		}
+		if j == 0 || key[i] < mn {
+			mn = key[i]
+		}
+		if j > 0 && i <= nodes[j-1] {
+			ascending = false
+		}
+	}
+	if ascending && uint64(mx-mn) < countingRange {
+		return countingSortDesc(nodes, key, mx, mn)
+	}
+	if uint64(mx-mn) >= 1<<56 {
+		slices.SortFunc(nodes, func(a, b int8) int { return cmpDesc(key[a], key[b], a, b) })
+		d := 0
+		for j, i := range nodes {
+			if j == 0 || key[i] != key[nodes[j-1]] {
+				d++
+			}
+		}
+		return d
+	}
+	b := buf[:len(nodes)]
+	for j, i := range nodes {
+		b[j] = uint64(mx-key[i])<<7 | uint64(i)
+	}
+	slices.Sort(b)
+	d := 0
+	for j, x := range b {
+		nodes[j] = int8(x & 127)
+		if j == 0 || x>>7 != b[j-1]>>7 {
+			d++
+		}
+	}
+	return d
+}
+
+// countingRange is the largest spread of keys countingSortDesc takes.
+const countingRange = 256
+
+// countingSortDesc sorts nodes (ascending, keys between mn and mx, fewer
+// than countingRange apart) by key descending, stably, so the lower index
+// comes first on a tie: O(n + countingRange).
+func countingSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
+	var count [countingRange + 1]uint8
+	for _, i := range nodes {
+		count[mx-key[i]+1]++
+	}
+	d := 0
+	for v := 1; v <= int(mx-mn)+1; v++ {
+		if count[v] != 0 {
+			d++
+		}
+		count[v] += count[v-1]
+	}
+	var out [numa.MaxNodes]int8
+	for _, i := range nodes {
+		d := mx - key[i]
+		out[count[d]] = i
+		count[d]++
+	}
+	copy(nodes, out[:len(nodes)])
+	return d
 }
 
 func cmpDesc(x, y int64, a, b int8) int {
@@ -271,27 +489,27 @@ const maxWeightings = 24
 // bounds try and returns how many: each kind alone (the per-kind bound),
 // then for two kinds the ratios 1:3, 1:1 and 3:1, for more kinds every pair
 // evenly (while they fit) and all kinds evenly.
-func (c *cover) weightings(wts *[maxWeightings][maxKinds]int64) int {
+func (p *problem) weightings(wts *[maxWeightings][maxKinds]int64) int {
 	n := 0
 	add := func() *[maxKinds]int64 { n++; wts[n-1] = [maxKinds]int64{}; return &wts[n-1] }
-	for r := 0; r < c.k && n < maxWeightings; r++ {
+	for r := 0; r < p.k && n < maxWeightings; r++ {
 		add()[r] = 1
 	}
 	switch {
-	case c.k == 2:
-		for _, p := range [...][2]int64{{1, 3}, {1, 1}, {3, 1}} {
+	case p.k == 2:
+		for _, q := range [...][2]int64{{1, 3}, {1, 1}, {3, 1}} {
 			wt := add()
-			wt[0], wt[1] = p[0], p[1]
+			wt[0], wt[1] = q[0], q[1]
 		}
-	case c.k > 2:
-		for r := 0; r < c.k; r++ {
-			for q := r + 1; q < c.k && n < maxWeightings-1; q++ {
+	case p.k > 2:
+		for r := 0; r < p.k; r++ {
+			for q := r + 1; q < p.k && n < maxWeightings-1; q++ {
 				wt := add()
 				wt[r], wt[q] = 1, 1
 			}
 		}
 		wt := add()
-		for r := 0; r < c.k; r++ {
+		for r := 0; r < p.k; r++ {
 			wt[r] = 1
 		}
 	}
@@ -299,28 +517,44 @@ func (c *cover) weightings(wts *[maxWeightings][maxKinds]int64) int {
 }
 
 // prepareLagrange computes, for each weighting, the prefix sums of the
-// nodes' weighted shares in decreasing order, and the weighted demand.
+// nodes' weighted shares in decreasing order, and the weighted demand. A
+// weighting of one kind alone reads the order by that kind's amounts
+// (shares order like the amounts); the others sort.
 func (cs *classSearch) prepareLagrange() {
-	c := cs.c
-	cs.nw = c.weightings(&cs.wts)
+	p := cs.p
+	cs.nw = p.weightings(&cs.wts)
 	for wi := 0; wi < cs.nw; wi++ {
 		wt := &cs.wts[wi]
 		var want int64
-		for r := 0; r < c.k; r++ {
+		single := -1
+		for r := 0; r < p.k; r++ {
 			want += wt[r] * shareScale
+			if wt[r] != 0 {
+				if single == -1 {
+					single = r
+				} else {
+					single = -2
+				}
+			}
 		}
 		cs.lagWant[wi] = want
+		pre := &cs.lagPrefix[wi]
+		pre[0] = 0
+		if single >= 0 {
+			for j, i := range cs.byKind[single][:cs.n] {
+				pre[j+1] = pre[j] + wt[single]*cs.shares[i][single]
+			}
+			continue
+		}
 		v := cs.vals[:cs.n]
 		for j, i := range cs.nodes[:cs.n] {
 			var x int64
-			for r := 0; r < c.k; r++ {
+			for r := 0; r < p.k; r++ {
 				x += wt[r] * cs.shares[i][r]
 			}
 			v[j] = x
 		}
 		slices.Sort(v)
-		pre := &cs.lagPrefix[wi]
-		pre[0] = 0
 		for j := 0; j < cs.n; j++ {
 			pre[j+1] = pre[j] + v[cs.n-1-j]
 		}
@@ -368,50 +602,45 @@ func sortSearch(n int, f func(int) bool) int {
 	return lo
 }
 
-// classify groups the pool's nodes into classes.
+// classify groups the pool's nodes into classes: it chooses the sorted
+// kind (the one with the most distinct amounts, counted along the orders by
+// amount), groups the nodes by the other kinds' amounts, and derives the
+// orders of the classes by each kind from the orders of the nodes.
 func (cs *classSearch) classify() {
-	c := cs.c
+	p := cs.p
 	nodes := cs.nodes[:cs.n]
-	// The sorted kind: the one with the most distinct amounts.
 	best, bestDistinct := 0, -1
-	for r := 0; r < c.k; r++ {
-		v := cs.vals[:cs.n]
-		for j, i := range nodes {
-			v[j] = c.val[i][r]
-		}
-		slices.Sort(v)
-		d := 0
-		for j := range v {
-			if j == 0 || v[j] != v[j-1] {
-				d++
-			}
-		}
-		if d > bestDistinct {
+	for r := 0; r < p.k; r++ {
+		if d := cs.distinct[r]; d > bestDistinct {
 			best, bestDistinct = r, d
 		}
 	}
 	cs.sk = best
 	sk := best
-	// Group: sort by the other kinds' amounts (lexicographic), then the
-	// sorted kind descending, then the node. When every amount (at most
-	// its demand) and the node fit in 64 bits together, the sort runs on
-	// packed integers instead of a comparison closure.
+	// Group: sort by the other kinds' amounts (lexicographic, descending),
+	// then the sorted kind descending, then the node. When every amount
+	// (at most its demand) and the node fit in 64 bits together, the sort
+	// runs on packed integers instead of a comparison closure.
 	m := cs.members[:cs.n]
 	copy(m, nodes)
 	width := 7
-	for r := 0; r < c.k; r++ {
-		width += bits.Len64(uint64(c.need[r]))
+	var shift [maxKinds]uint
+	for r := 0; r < p.k; r++ {
+		shift[r] = uint(bits.Len64(uint64(p.need[r])))
+		width += int(shift[r])
 	}
 	if width <= 64 {
 		keys := cs.keys[:cs.n]
+		need := &p.need
 		for j, i := range m {
 			var key uint64
-			for r := 0; r < c.k; r++ {
+			v := &p.val[i]
+			for r := 0; r < p.k; r++ {
 				if r != sk {
-					key = key<<bits.Len64(uint64(c.need[r])) | uint64(c.need[r]-c.val[i][r])
+					key = key<<shift[r] | uint64(need[r]-v[r])
 				}
 			}
-			key = key<<bits.Len64(uint64(c.need[sk])) | uint64(c.need[sk]-c.val[i][sk])
+			key = key<<shift[sk] | uint64(need[sk]-v[sk])
 			keys[j] = key<<7 | uint64(i)
 		}
 		slices.Sort(keys)
@@ -420,51 +649,49 @@ func (cs *classSearch) classify() {
 		}
 	} else {
 		slices.SortFunc(m, func(a, b int8) int {
-			for r := 0; r < c.k; r++ {
-				if r != sk && c.val[a][r] != c.val[b][r] {
-					if c.val[a][r] > c.val[b][r] {
+			for r := 0; r < p.k; r++ {
+				if r != sk && p.val[a][r] != p.val[b][r] {
+					if p.val[a][r] > p.val[b][r] {
 						return -1
 					}
 					return 1
 				}
 			}
-			return cmpDesc(c.val[a][sk], c.val[b][sk], a, b)
+			return cmpDesc(p.val[a][sk], p.val[b][sk], a, b)
 		})
 	}
 	cs.nc = 0
 	cs.cum[0] = 0
 	for j, i := range m {
-		if j == 0 || !sameOthers(c, sk, m[j-1], i) {
+		if j == 0 || !sameOthers(p, sk, m[j-1], i) {
 			cs.start[cs.nc] = int16(j)
 			cs.nc++
 		}
 		cs.classOf[i] = int8(cs.nc - 1)
-		cs.cum[j+1] = cs.cum[j] + c.val[i][sk]
+		cs.cum[j+1] = cs.cum[j] + p.val[i][sk]
 	}
 	cs.start[cs.nc] = int16(cs.n)
-	copy(cs.bySorted[:], nodes)
-	for _, i := range nodes {
-		cs.vals[i] = c.val[i][sk]
-	}
-	sortDesc(cs.bySorted[:cs.n], &cs.vals, &cs.keys)
-	for r := 0; r < c.k; r++ {
-		ord := cs.kindOrd[r][:cs.nc]
-		for cl := range ord {
-			ord[cl] = int8(cl)
-		}
+	// The classes by each other kind, descending: the order of their first
+	// members along the nodes by that kind (every member of a class has the
+	// same amount of it).
+	for r := 0; r < p.k; r++ {
 		if r == sk {
 			continue
 		}
-		for cl := range ord {
-			cs.vals[cl] = c.val[m[cs.start[cl]]][r]
+		var seen uint64 // nc <= 64 classes
+		ord := cs.kindOrd[r][:0]
+		for _, i := range cs.byKind[r][:cs.n] {
+			if cl := cs.classOf[i]; seen&(1<<uint(cl)) == 0 {
+				seen |= 1 << uint(cl)
+				ord = append(ord, cl)
+			}
 		}
-		sortDesc(ord, &cs.vals, &cs.keys)
 	}
 }
 
-func sameOthers(c *cover, sk int, a, b int8) bool {
-	for r := 0; r < c.k; r++ {
-		if r != sk && c.val[a][r] != c.val[b][r] {
+func sameOthers(p *problem, sk int, a, b int8) bool {
+	for r := 0; r < p.k; r++ {
+		if r != sk && p.val[a][r] != p.val[b][r] {
 			return false
 		}
 	}
@@ -477,27 +704,91 @@ func (cs *classSearch) take(cl, t int) int64 {
 	return cs.cum[s+t] - cs.cum[s]
 }
 
+// topAfter is the steps of the search over classes after which bound reads
+// the table of top sums instead of walking the orders: building it takes
+// O((k+1)·classes·n), which a short search does not repay.
+const topAfter = 2048
+
+// buildTop fills cs.top (see its comment) from the orders by kind and by
+// score: O((k+1)·nc·n).
+func (cs *classSearch) buildTop() {
+	p := cs.p
+	k, nc, n := p.k, cs.nc, cs.n
+	size := (k + 1) * nc * (n + 1)
+	if cap(cs.top) < size {
+		cs.top = make([]int64, size)
+	}
+	cs.top = cs.top[:size]
+	for q := 0; q <= k; q++ {
+		ord := cs.byScore[:n]
+		if q < k {
+			ord = cs.byKind[q][:n]
+		}
+		for cl := 0; cl < nc; cl++ {
+			row := cs.top[(q*nc+cl)*(n+1) : (q*nc+cl+1)*(n+1)]
+			row[0] = 0
+			t := 0
+			for _, i := range ord {
+				if int(cs.classOf[i]) < cl {
+					continue
+				}
+				v := cs.score[i]
+				if q < k {
+					v = p.val[i][q]
+				}
+				row[t+1] = row[t] + v
+				t++
+			}
+			for ; t < n; t++ {
+				row[t+1] = row[t]
+			}
+		}
+	}
+	cs.topOK = true
+}
+
 // bound reports whether classes cl.. with rem slots could still complete
-// sums into a cover.
+// sums into a cover: for each short kind, the rem largest amounts of the
+// nodes of those classes must make up the shortfall, and the rem largest
+// scores the shares still missing (the uniform Lagrangian bound). After
+// topAfter steps it reads the sums from the table of buildTop in O(k).
 func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
-	c := cs.c
+	p := cs.p
+	if !cs.topOK && cs.steps > topAfter {
+		cs.buildTop()
+	}
+	if cs.topOK {
+		n1 := cs.n + 1
+		var residual int64
+		for r := 0; r < p.k; r++ {
+			short := p.need[r] - sums[r]
+			if short <= 0 {
+				continue
+			}
+			residual += shareBy(short, p.need[r], p.recip[r]) - 1
+			if cs.top[(r*cs.nc+cl)*n1+rem] < short {
+				return false
+			}
+		}
+		return residual <= 0 || cs.top[(p.k*cs.nc+cl)*n1+rem] >= residual
+	}
 	m := cs.members[:cs.n]
 	var residual int64 // uniform share still missing
-	for r := 0; r < c.k; r++ {
-		short := c.need[r] - sums[r]
+	for r := 0; r < p.k; r++ {
+		short := p.need[r] - sums[r]
 		if short <= 0 {
 			continue
 		}
-		residual += share(short, c.need[r]) - 1 // -1: shares round up
+		residual += shareBy(short, p.need[r], p.recip[r]) - 1 // -1: shares round up
 		var best int64
 		left := rem
 		if r == cs.sk {
-			for _, i := range cs.bySorted[:cs.n] {
+			for _, i := range cs.byKind[r][:cs.n] {
 				if left == 0 {
 					break
 				}
 				if int(cs.classOf[i]) >= cl {
-					best += c.val[i][r]
+					best += p.val[i][r]
 					left--
 				}
 			}
@@ -511,7 +802,7 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 				}
 				size := int(cs.start[k+1] - cs.start[k])
 				t := min(size, left)
-				best += int64(t) * c.val[m[cs.start[k]]][r]
+				best += int64(t) * p.val[m[cs.start[k]]][r]
 				left -= t
 			}
 		}
@@ -538,7 +829,7 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 
 // dfs chooses how many nodes class cl and the later ones give.
 func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bool {
-	c := cs.c
+	p := cs.p
 	if cs.budget <= 0 {
 		cs.cut = true
 	}
@@ -546,9 +837,10 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 		return false
 	}
 	cs.budget--
+	cs.steps++
 	if rem == 0 {
-		for r := 0; r < c.k; r++ {
-			if sums[r] < c.need[r] {
+		for r := 0; r < p.k; r++ {
+			if sums[r] < p.need[r] {
 				return false
 			}
 		}
@@ -568,9 +860,9 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 	for t := min(size, rem); t >= lo; t-- {
 		next := sums
 		first := m[s]
-		for r := 0; r < c.k; r++ {
+		for r := 0; r < p.k; r++ {
 			if r != cs.sk {
-				next[r] += int64(t) * c.val[first][r]
+				next[r] += int64(t) * p.val[first][r]
 			}
 		}
 		next[cs.sk] += cs.take(cl, t)
@@ -583,4 +875,78 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 		}
 	}
 	return false
+}
+
+// narrowestKnown returns the narrowest cover of the prepared pool known
+// without a search, of at least from nodes: the greedy covers of exists
+// (step 2) for the widths from from up to the width of greedyCover's, else
+// greedyCover's. The pool's totals must cover the demands. It takes
+// O(k·n²) for n nodes of the pool and k kinds.
+func (cs *classSearch) narrowestKnown(from int) (int, numa.Mask) {
+	p := cs.p
+	g := cs.greedyCover()
+	gw := g.Count()
+	for w := max(from, 1); w < gw; w++ {
+		if m := maskOf(cs.byScore[:w]); p.covers(m) {
+			return w, m
+		}
+		for r := 0; r < p.k; r++ {
+			if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
+				return w, m
+			}
+		}
+	}
+	return gw, g
+}
+
+// greedyCover returns a cover of the prepared pool (whose totals cover the
+// demands) built greedily: it adds the node that gives the largest sum of
+// shares of what is still missing, kind by kind (the lower index on a
+// tie), until every demand is met, then drops, in ascending index order,
+// each node the others cover without. O(k·n·w) for a cover of w nodes.
+func (cs *classSearch) greedyCover() numa.Mask {
+	p := cs.p
+	var m numa.Mask
+	var missing [maxKinds]int64
+	copy(missing[:p.k], p.need[:p.k])
+	short := func() bool {
+		for r := 0; r < p.k; r++ {
+			if missing[r] > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for short() {
+		best, bestGain := -1, int64(-1)
+		for _, i := range cs.nodes[:cs.n] {
+			if m.Contains(int(i)) {
+				continue
+			}
+			var gain int64
+			v := &p.val[i]
+			for r := 0; r < p.k; r++ {
+				if missing[r] > 0 {
+					gain += shareBy(min(v[r], missing[r]), p.need[r], p.recip[r])
+				}
+			}
+			if gain > bestGain {
+				best, bestGain = int(i), gain
+			}
+		}
+		if best < 0 || bestGain == 0 {
+			break // cannot happen when the pool's totals cover
+		}
+		m = m.With(best)
+		v := &p.val[best]
+		for r := 0; r < p.k; r++ {
+			missing[r] -= v[r]
+		}
+	}
+	for w := uint64(m); w != 0; w &= w - 1 {
+		if i := bits.TrailingZeros64(w); p.covers(m.Without(i)) {
+			m = m.Without(i)
+		}
+	}
+	return m
 }

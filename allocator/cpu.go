@@ -2,6 +2,8 @@ package allocator
 
 import (
 	"fmt"
+	"math/bits"
+	"slices"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -19,17 +21,29 @@ type CPUs struct {
 	tpc       int
 	alloc     numa.CPUSet // allocatable: every CPU minus the reserved ones
 	free      numa.CPUSet
-	nodeCap   []int32
-	nodeFree  []int32
-	wholeCap  []int32 // per node: cores with tpc allocatable threads
-	wholeFree []int32 // per node: such cores with every thread free
-	coreAlloc []int8  // allocatable threads per core
-	coreFree  []int8  // free allocatable threads per core
-	nodeCores [][]int32
+	nodeCap   []int64
+	nodeFree  []int64
+	wholeCap  []int64   // per node: cores with tpc allocatable threads
+	wholeFree []int64   // per node: such cores with every thread free
+	coreAlloc []int8    // allocatable threads per core
+	coreFree  []int8    // free allocatable threads per core
+	freeBits  []uint64  // by core: bit t set when its thread threadsOf(k)[t] is free
+	cpuThread []uint8   // by allocatable CPU: its position in its core's threads
+	nodeCores [][]int32 // by node: its cores, ascending
+	coreSlot  []int32   // by core: its position in its node's nodeCores
+	// wholeBits[node] has bit s set when core nodeCores[node][s] can be
+	// handed out whole and every thread of it is free.
+	wholeBits [][]uint64
 	cpuCore   []int32 // by CPU: its core (-1: none)
 	coreNode  []int32 // by core: its node
-	picked    numa.CPUSet
-	list      []int
+	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
+	// ascending.
+	threads   []int32
+	threadOff []int32
+	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
+	// from the start of a Take (or of a grown Resize) to its end.
+	pickBits []uint64
+	list     []int
 }
 
 var (
@@ -43,8 +57,8 @@ func newCPUs(m *topology.Machine) *CPUs {
 	n := m.NumNodes()
 	c := &CPUs{
 		m: m, tpc: m.ThreadsPerCore(),
-		nodeCap: make([]int32, n), nodeFree: make([]int32, n),
-		wholeCap: make([]int32, n), wholeFree: make([]int32, n),
+		nodeCap: make([]int64, n), nodeFree: make([]int64, n),
+		wholeCap: make([]int64, n), wholeFree: make([]int64, n),
 		coreAlloc: make([]int8, m.NumCores()), coreFree: make([]int8, m.NumCores()),
 		nodeCores: make([][]int32, n),
 	}
@@ -56,7 +70,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		cpus := m.CoreCPUs(k)
 		a := cpus.IntersectionCount(c.alloc)
 		c.coreAlloc[k], c.coreFree[k] = int8(a), int8(a)
-		c.nodeCap[node] += int32(a)
+		c.nodeCap[node] += int64(a)
 		if c.full(k) {
 			c.wholeCap[node]++
 		}
@@ -64,6 +78,17 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	copy(c.nodeFree, c.nodeCap)
 	copy(c.wholeFree, c.wholeCap)
+	c.coreSlot = make([]int32, m.NumCores())
+	c.wholeBits = make([][]uint64, n)
+	for node, cores := range c.nodeCores {
+		c.wholeBits[node] = make([]uint64, (len(cores)+63)/64)
+		for slot, k := range cores {
+			c.coreSlot[k] = int32(slot)
+			if c.full(int(k)) {
+				c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+			}
+		}
+	}
 	c.cpuCore = make([]int32, m.CPUs().Max()+1)
 	for cpu := range c.cpuCore {
 		k, ok := m.CPUCore(cpu)
@@ -73,12 +98,22 @@ func newCPUs(m *topology.Machine) *CPUs {
 		c.cpuCore[cpu] = int32(k)
 	}
 	c.coreNode = make([]int32, m.NumCores())
+	c.threadOff = make([]int32, m.NumCores()+1)
+	c.freeBits = make([]uint64, m.NumCores())
+	c.cpuThread = make([]uint8, len(c.cpuCore))
 	for k := range c.coreNode {
 		c.coreNode[k] = int32(m.CoreNode(k))
+		for cpu := range m.CoreCPUs(k).All() {
+			if c.alloc.Contains(cpu) {
+				t := len(c.threads) - int(c.threadOff[k])
+				c.cpuThread[cpu] = uint8(t)
+				c.freeBits[k] |= 1 << uint(t)
+				c.threads = append(c.threads, int32(cpu))
+			}
+		}
+		c.threadOff[k+1] = int32(len(c.threads))
 	}
-	// Size the pick set for the whole machine so picking never grows it.
-	c.picked.Add(max(m.CPUs().Max(), 0))
-	c.picked.Clear()
+	c.pickBits = make([]uint64, max(m.CPUs().Max(), 0)/64+1)
 	return c
 }
 
@@ -113,26 +148,20 @@ func (c *CPUs) Free(r *Request, node int) int64 {
 	return int64(c.nodeFree[node])
 }
 
-// FreeInto writes Free of every node into dst.
-func (c *CPUs) FreeInto(r *Request, dst []int64) {
-	src := c.nodeFree
+// FreeView returns Free of every node (a view of the counters).
+func (c *CPUs) FreeView(r *Request) []int64 {
 	if r.FullPCPUs {
-		src = c.wholeFree
+		return c.wholeFree
 	}
-	for i, v := range src {
-		dst[i] = int64(v)
-	}
+	return c.nodeFree
 }
 
-// CapacityInto writes Capacity of every node into dst.
-func (c *CPUs) CapacityInto(r *Request, dst []int64) {
-	src := c.nodeCap
+// CapacityView returns Capacity of every node (a view of the counters).
+func (c *CPUs) CapacityView(r *Request) []int64 {
 	if r.FullPCPUs {
-		src = c.wholeCap
+		return c.wholeCap
 	}
-	for i, v := range src {
-		dst[i] = int64(v)
-	}
+	return c.nodeCap
 }
 
 // Unplaced returns 0: every CPU has a NUMA node.
@@ -165,17 +194,21 @@ func (c *CPUs) FreeCPUs() numa.CPUSet { return c.free.Clone() }
 // Allocatable returns a copy of the allocatable CPUs (reserved ones excluded).
 func (c *CPUs) Allocatable() numa.CPUSet { return c.alloc.Clone() }
 
-// Penalty counts the CPUs that cannot come as whole free cores.
-func (c *CPUs) Penalty(r *Request, amounts []int64) int64 {
+// Penalty counts the CPUs of the split that cannot come as whole free
+// cores: on each node of span, those beyond its whole free cores' threads
+// and the remainder below a whole core. O(span).
+func (c *CPUs) Penalty(r *Request, span numa.Mask, amounts []int64) int64 {
 	if r.FullPCPUs || c.tpc == 1 {
 		return 0
 	}
 	var p int64
-	for i, k := range amounts {
+	for w := uint64(span); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
+		k := amounts[i]
 		if k == 0 {
 			continue
 		}
-		whole := min(k/int64(c.tpc), int64(c.wholeFree[i]))
+		whole := min(k/int64(c.tpc), c.wholeFree[i])
 		p += k - whole*int64(c.tpc)
 	}
 	return p
@@ -186,18 +219,27 @@ func (c *CPUs) Penalty(r *Request, amounts []int64) int64 {
 func (c *CPUs) count(cpu int, delta int8) {
 	k := c.cpuCore[cpu]
 	node := c.coreNode[k]
-	wasWhole := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k))
-	c.coreFree[k] += delta
-	c.nodeFree[node] += int32(delta)
-	if isWhole := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k)); isWhole != wasWhole {
-		c.wholeFree[node] += int32(delta)
+	f, a := c.coreFree[k], c.coreAlloc[k]
+	whole := int(a) == c.tpc // the core can be whole at all
+	wasWhole := whole && f == a
+	f += delta
+	c.coreFree[k] = f
+	c.freeBits[k] ^= 1 << (c.cpuThread[cpu] & 63)
+	c.nodeFree[node] += int64(delta)
+	if isWhole := whole && f == a; isWhole != wasWhole {
+		c.wholeFree[node] += int64(delta)
+		slot := c.coreSlot[k]
+		c.wholeBits[node][slot>>6] ^= 1 << (uint(slot) & 63)
 	}
 }
+
+// threadsOf returns the allocatable threads of core k, ascending.
+func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.threadOff[k+1]] }
 
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
-	c.picked.Clear()
+	clear(c.pickBits)
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -208,26 +250,52 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 		}
 		c.pick(node, want, r.FullPCPUs)
 	}
-	c.free.RemoveAll(c.picked)
-	a.CPUs = c.picked.Clone()
+	a.CPUs = c.picked()
+	c.free.RemoveAll(a.CPUs)
 }
 
-// pick takes want free CPUs of node into c.picked.
+// picked returns the CPUs picked since pickBits was cleared, as a new set
+// (one allocation, of the words up to the highest CPU picked).
+func (c *CPUs) picked() numa.CPUSet {
+	n := len(c.pickBits)
+	for n > 0 && c.pickBits[n-1] == 0 {
+		n--
+	}
+	if n == 0 {
+		return numa.CPUSet{}
+	}
+	w := make([]uint64, n)
+	copy(w, c.pickBits)
+	return numa.CPUSetFromWords(w)
+}
+
+// isPicked reports whether cpu is in pickBits.
+func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)&63)) != 0 }
+
+// pick takes want free CPUs of node into pickBits and the counters (the
+// caller removes them from the free set).
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
-	// Pass 1: whole free cores, a word operation each.
-	for _, k := range cores {
-		if want < c.tpc {
-			break
+	// Pass 1: whole free cores, the lowest first, found by their bits.
+	whole, tpc := c.wholeBits[node], c.tpc
+	threads, off, pick := c.threads, c.threadOff, c.pickBits
+	taken := 0
+	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
+		w := whole[wi]
+		for want >= tpc && w != 0 {
+			k := cores[wi<<6|bits.TrailingZeros64(w)]
+			w &= w - 1
+			for _, cpu := range threads[off[k]:off[k+1]] {
+				pick[cpu>>6] |= 1 << (uint(cpu) & 63)
+			}
+			c.coreFree[k], c.freeBits[k] = 0, 0
+			taken++
+			want -= tpc
 		}
-		if c.full(int(k)) && c.coreFree[k] == c.coreAlloc[k] {
-			c.picked.UnionWith(c.m.CoreCPUs(int(k)))
-			c.coreFree[k] = 0
-			c.nodeFree[node] -= int32(c.tpc)
-			c.wholeFree[node]--
-			want -= c.tpc
-		}
+		whole[wi] = w
 	}
+	c.nodeFree[node] -= int64(taken * tpc)
+	c.wholeFree[node] -= int64(taken)
 	if wholeOnly {
 		return
 	}
@@ -238,25 +306,29 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			if want == 0 {
 				break
 			}
-			f := int(c.coreFree[k])
-			if f == 0 {
+			fb := c.freeBits[k]
+			if fb == 0 {
 				continue
 			}
-			untouched := f == int(c.coreAlloc[k]) && c.full(int(k))
+			untouched := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k))
 			if (pass == 0) == untouched {
 				continue
 			}
-			n := min(f, want)
-			for cpu := range c.m.CoreCPUs(int(k)).All() {
-				if n == 0 {
-					break
-				}
-				if c.free.Contains(cpu) && !c.picked.Contains(cpu) {
-					c.count(cpu, -1)
-					c.picked.Add(cpu)
-					n--
-					want--
-				}
+			ts := c.threadsOf(k)
+			n := 0
+			for ; fb != 0 && want > 0; fb &= fb - 1 { // the lowest free threads
+				cpu := ts[bits.TrailingZeros64(fb)]
+				c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
+				n++
+				want--
+			}
+			c.freeBits[k] = fb
+			c.coreFree[k] -= int8(n)
+			c.nodeFree[node] -= int64(n)
+			if untouched { // a whole free core split
+				c.wholeFree[node]--
+				slot := c.coreSlot[k]
+				c.wholeBits[node][slot>>6] &^= 1 << (uint(slot) & 63)
 			}
 		}
 	}
@@ -265,8 +337,22 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 // Give returns a's CPUs.
 func (c *CPUs) Give(a *Allocation) {
 	c.list = a.CPUs.AppendTo(c.list[:0])
+	tpc := int8(c.tpc)
+	// count(cpu, +1), inlined, with the tables in locals.
+	cpuCore, coreFree, coreAlloc, freeBits := c.cpuCore, c.coreFree, c.coreAlloc, c.freeBits
+	cpuThread, coreNode, nodeFree := c.cpuThread, c.coreNode, c.nodeFree
 	for _, cpu := range c.list {
-		c.count(cpu, 1)
+		k := cpuCore[cpu]
+		f := coreFree[k] + 1
+		coreFree[k] = f
+		freeBits[k] |= 1 << (cpuThread[cpu] & 63)
+		node := coreNode[k]
+		nodeFree[node]++
+		if f == tpc && coreAlloc[k] == tpc {
+			c.wholeFree[node]++
+			slot := c.coreSlot[k]
+			c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+		}
 	}
 	c.free.UnionWith(a.CPUs)
 }
@@ -314,12 +400,15 @@ func (c *CPUs) Nodes(a *Allocation) numa.Mask {
 func (c *CPUs) Clone() Resource {
 	d := *c
 	d.free = c.free.Clone()
-	d.nodeFree = append([]int32(nil), c.nodeFree...)
-	d.wholeFree = append([]int32(nil), c.wholeFree...)
+	d.nodeFree = append([]int64(nil), c.nodeFree...)
+	d.wholeFree = append([]int64(nil), c.wholeFree...)
+	d.wholeBits = make([][]uint64, len(c.wholeBits))
+	for i, b := range c.wholeBits {
+		d.wholeBits[i] = slices.Clone(b)
+	}
 	d.coreFree = append([]int8(nil), c.coreFree...)
-	d.picked, d.list = c.picked.Clone(), nil
-	d.picked.Add(max(c.m.CPUs().Max(), 0))
-	d.picked.Clear()
+	d.freeBits = slices.Clone(c.freeBits)
+	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
 	return &d
 }
 

@@ -3,6 +3,7 @@ package allocator
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ const GPUClass = "gpu"
 // machine describes NVLinks; the lowest IDs on a tie.
 type Devices struct {
 	class    string
+	isGPU    bool     // class is GPUClass: asked for by Request.GPUs, held in Allocation.GPUs
 	ids      []string // external IDs, ascending (numerically for GPUs)
 	gpuIDs   []int    // GPU IDs when class is GPUClass
 	node     []int16  // dense node, -1 unknown
@@ -36,10 +38,21 @@ type Devices struct {
 	held     []bool
 	byNode   [][]int32
 	unplaced []int32
-	nodeCap  []int32
-	nodeFree []int32
+	nodeCap  []int64
+	nodeFree []int64
 	unCap    int32
 	unFree   int32
+	// The switch groups: the devices of one node under one PCIe switch (the
+	// devices of a node whose switch is not known form one group, nothing
+	// tells them apart). Device i is in group groupOf[i] (-1: unknown
+	// node); group g holds groupDev[groupOff[g]:groupOff[g+1]] (ascending
+	// device index) of which groupFree[g] are free; node n has the groups
+	// nodeGroups[n], in order of their lowest device.
+	groupOf    []int32
+	groupOff   []int32
+	groupDev   []int32
+	groupFree  []int32
+	nodeGroups [][]int32
 	// The NVLink links between devices (GPUs only), as adjacency lists:
 	// device i links to linkPeer[linkOff[i]:linkOff[i+1]] (ascending
 	// device index) with linkN of them each. Memory is linear in devices
@@ -61,6 +74,7 @@ var (
 func newGPUs(m *topology.Machine) *Devices {
 	gpus := m.GPUs()
 	d := allocDevices(m, GPUClass, len(gpus))
+	d.isGPU = true
 	switches := map[string]int32{}
 	for i, g := range gpus {
 		d.gpuIDs = append(d.gpuIDs, g.ID)
@@ -126,8 +140,9 @@ func allocDevices(m *topology.Machine, class string, n int) *Devices {
 	return &Devices{
 		class: class, node: make([]int16, n), sw: make([]int32, n),
 		healthy: make([]bool, n), held: make([]bool, n),
-		byNode: make([][]int32, m.NumNodes()), nodeCap: make([]int32, m.NumNodes()),
-		nodeFree: make([]int32, m.NumNodes()),
+		byNode: make([][]int32, m.NumNodes()), nodeCap: make([]int64, m.NumNodes()),
+		nodeFree: make([]int64, m.NumNodes()), groupOf: make([]int32, n),
+		nodeGroups: make([][]int32, m.NumNodes()),
 	}
 }
 
@@ -156,6 +171,28 @@ func (d *Devices) add(m *topology.Machine, i int, node numa.NodeID, sw string, s
 func (d *Devices) finish() *Devices {
 	copy(d.nodeFree, d.nodeCap)
 	d.unFree = d.unCap
+	// The switch groups, node by node, in order of their lowest device.
+	for i := range d.groupOf {
+		d.groupOf[i] = -1
+	}
+	d.groupOff = append(d.groupOff[:0], 0)
+	for n, devs := range d.byNode {
+		for _, i := range devs {
+			if d.groupOf[i] >= 0 {
+				continue
+			}
+			g := int32(len(d.groupOff) - 1)
+			d.nodeGroups[n] = append(d.nodeGroups[n], g)
+			for _, j := range devs {
+				if d.groupOf[j] < 0 && d.sw[j] == d.sw[i] {
+					d.groupOf[j] = g
+					d.groupDev = append(d.groupDev, j)
+				}
+			}
+			d.groupOff = append(d.groupOff, int32(len(d.groupDev)))
+			d.groupFree = append(d.groupFree, d.groupOff[g+1]-d.groupOff[g])
+		}
+	}
 	return d
 }
 
@@ -164,31 +201,26 @@ func (d *Devices) Kind() string { return d.class }
 
 // Demand returns r.GPUs for GPUs, r.Devices[class] otherwise.
 func (d *Devices) Demand(r *Request) int64 {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return int64(r.GPUs)
+	}
+	if len(r.Devices) == 0 {
+		return 0
 	}
 	return int64(r.Devices[d.class])
 }
 
 // Capacity returns the node's healthy devices.
-func (d *Devices) Capacity(_ *Request, node int) int64 { return int64(d.nodeCap[node]) }
+func (d *Devices) Capacity(_ *Request, node int) int64 { return d.nodeCap[node] }
 
 // Free returns the node's healthy devices not held.
-func (d *Devices) Free(_ *Request, node int) int64 { return int64(d.nodeFree[node]) }
+func (d *Devices) Free(_ *Request, node int) int64 { return d.nodeFree[node] }
 
-// FreeInto writes Free of every node into dst.
-func (d *Devices) FreeInto(_ *Request, dst []int64) {
-	for i, v := range d.nodeFree {
-		dst[i] = int64(v)
-	}
-}
+// FreeView returns Free of every node (a view of the counters).
+func (d *Devices) FreeView(*Request) []int64 { return d.nodeFree }
 
-// CapacityInto writes Capacity of every node into dst.
-func (d *Devices) CapacityInto(_ *Request, dst []int64) {
-	for i, v := range d.nodeCap {
-		dst[i] = int64(v)
-	}
-}
+// CapacityView returns Capacity of every node (a view of the counters).
+func (d *Devices) CapacityView(*Request) []int64 { return d.nodeCap }
 
 // Unplaced returns the free healthy devices of unknown NUMA node.
 func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }
@@ -219,7 +251,8 @@ func (d *Devices) setHeld(i int32, held bool) {
 		delta = -1
 	}
 	if n := d.node[i]; n >= 0 {
-		d.nodeFree[n] += delta
+		d.nodeFree[n] += int64(delta)
+		d.groupFree[d.groupOf[i]] += delta
 	} else {
 		d.unFree += delta
 	}
@@ -237,9 +270,10 @@ func (d *Devices) setHealthy(i int32, healthy bool) bool {
 		delta = -1
 	}
 	if n := d.node[i]; n >= 0 {
-		d.nodeCap[n] += delta
+		d.nodeCap[n] += int64(delta)
 		if !d.held[i] {
-			d.nodeFree[n] += delta
+			d.nodeFree[n] += int64(delta)
+			d.groupFree[d.groupOf[i]] += delta
 		}
 	} else {
 		d.unCap += delta
@@ -312,15 +346,20 @@ func (d *Devices) index(id string) (int32, bool) {
 }
 
 func (d *Devices) gpuIndex(id int) (int32, bool) {
+	if id >= 0 && id < len(d.gpuIDs) && d.gpuIDs[id] == id {
+		return int32(id), true // dense IDs 0..n-1, the common case
+	}
 	i, ok := slices.BinarySearch(d.gpuIDs, id)
 	return int32(i), ok
 }
 
-// Penalty counts the PCIe switches the split would use beyond one per node.
-func (d *Devices) Penalty(_ *Request, amounts []int64) int64 {
+// Penalty counts the PCIe switch groups the split uses beyond one per node
+// of span (the largest groups of a node first). O(devices on span's nodes).
+func (d *Devices) Penalty(_ *Request, span numa.Mask, amounts []int64) int64 {
 	var p int64
-	for node, k := range amounts {
-		if k > 0 {
+	for w := uint64(span); w != 0; w &= w - 1 {
+		node := bits.TrailingZeros64(w)
+		if k := amounts[node]; k > 0 {
 			p += int64(d.switchesNeeded(node, int(k)) - 1)
 		}
 	}
@@ -328,13 +367,27 @@ func (d *Devices) Penalty(_ *Request, amounts []int64) int64 {
 }
 
 // switchesNeeded returns how many switch groups of node supply k free
-// devices when the largest groups are used first.
+// devices when the largest groups are used first. It costs O(groups of the
+// node) when one group suffices, O(g log g) otherwise, and never mutates.
 func (d *Devices) switchesNeeded(node, k int) int {
-	var keys, counts [64]int32
-	groups := counts[:d.groups(node, &keys, &counts)]
-	slices.SortFunc(groups, func(a, b int32) int { return cmp.Compare(b, a) })
+	groups := d.nodeGroups[node]
+	var most int32
+	for _, g := range groups {
+		most = max(most, d.groupFree[g])
+	}
+	if int(most) >= k {
+		return 1
+	}
+	var buf [64]int32
+	counts := buf[:0]
+	for _, g := range groups {
+		if f := d.groupFree[g]; f > 0 {
+			counts = append(counts, f)
+		}
+	}
+	slices.SortFunc(counts, func(a, b int32) int { return cmp.Compare(b, a) })
 	n := 0
-	for _, c := range groups {
+	for _, c := range counts {
 		if k <= 0 {
 			break
 		}
@@ -342,37 +395,6 @@ func (d *Devices) switchesNeeded(node, k int) int {
 		n++
 	}
 	return n
-}
-
-// groupKey is the switch group of device i: its switch; the devices of a
-// node whose switch is not known form one group (nothing tells them apart).
-func (d *Devices) groupKey(i int32) int32 { return d.sw[i] }
-
-// groups fills keys and counts with the free devices per switch group of
-// node, in order of the groups' lowest device, and returns the number of
-// groups (at most 64; devices of further groups are left out, which only
-// coarsens the preference on machines with more than 64 switches per node).
-func (d *Devices) groups(node int, keys, counts *[64]int32) int {
-	ng := 0
-	for _, i := range d.byNode[node] {
-		if !d.isFree(i) {
-			continue
-		}
-		key := d.groupKey(i)
-		g := 0
-		for g < ng && keys[g] != key {
-			g++
-		}
-		if g == ng {
-			if ng == len(keys) {
-				continue
-			}
-			keys[g], counts[g] = key, 0
-			ng++
-		}
-		counts[g]++
-	}
-	return ng
 }
 
 // Take picks the devices.
@@ -415,17 +437,17 @@ func (d *Devices) Take(_ *Request, amounts []int64, unplaced int64, a *Allocatio
 	a.Devices[d.class] = ids
 }
 
-// pickNode takes k free devices of node, by switch preference.
+// pickNode takes k free devices of node, by switch preference: the
+// smallest group that holds all k, else the largest, again while k is not
+// reached.
 func (d *Devices) pickNode(node, k int, dst []int32) []int32 {
 	for k > 0 {
-		// Choose the group: the smallest that holds all k, else the largest.
-		var keys, counts [64]int32
-		ng := d.groups(node, &keys, &counts)
-		best, bestKey, bestCount := -1, int32(0), 0
-		for g := 0; g < ng; g++ {
-			c := int(counts[g])
+		best, bestCount := int32(-1), 0
+		for _, g := range d.nodeGroups[node] {
+			c := int(d.groupFree[g])
 			better := false
 			switch {
+			case c == 0:
 			case best < 0:
 				better = true
 			case c >= k && bestCount >= k:
@@ -436,32 +458,34 @@ func (d *Devices) pickNode(node, k int, dst []int32) []int32 {
 				better = c > bestCount
 			}
 			if better {
-				best, bestKey, bestCount = g, keys[g], c
+				best, bestCount = g, c
 			}
 		}
 		if best < 0 {
 			return dst // cannot happen when the engine checked Free
 		}
-		dst = d.pickGroup(node, bestKey, min(k, bestCount), dst)
-		k -= min(k, bestCount)
+		n := min(k, bestCount)
+		dst = d.pickGroup(best, n, dst)
+		k -= n
 	}
 	return dst
 }
 
-// pickGroup takes k free devices of one switch group of node: the lowest
-// IDs, or, when the machine describes NVLinks, greedily the devices with the
-// most links among themselves (the best-linked device first, then the one
-// with the most links to those already chosen; the lowest ID on a tie). A
-// request for one device takes the least-linked one. It costs O(k·g + the
-// group's links) for g free devices in the group, and its working memory is
-// linear in g.
-func (d *Devices) pickGroup(node int, key int32, k int, dst []int32) []int32 {
+// pickGroup takes k free devices of switch group g: the lowest IDs, or,
+// when the machine describes NVLinks, greedily the devices with the most
+// links among themselves (the best-linked device first, then the one with
+// the most links to those already chosen; the lowest ID on a tie). A
+// request for one device takes the least-linked one. It costs O(k·f + the
+// group's links) for f free devices in the group, and its working memory is
+// linear in f.
+func (d *Devices) pickGroup(g int32, k int, dst []int32) []int32 {
+	members := d.groupDev[d.groupOff[g]:d.groupOff[g+1]]
 	if d.linkOff == nil {
-		for _, i := range d.byNode[node] {
+		for _, i := range members {
 			if k == 0 {
 				break
 			}
-			if d.groupKey(i) == key && d.isFree(i) {
+			if d.isFree(i) {
 				d.setHeld(i, true)
 				dst = append(dst, i)
 				k--
@@ -470,8 +494,8 @@ func (d *Devices) pickGroup(node int, key int32, k int, dst []int32) []int32 {
 		return dst
 	}
 	cand := d.pick.cand[:0]
-	for _, i := range d.byNode[node] {
-		if d.groupKey(i) == key && d.isFree(i) {
+	for _, i := range members {
+		if d.isFree(i) {
 			cand = append(cand, i)
 		}
 	}
@@ -594,6 +618,14 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 
 // Give returns a's devices.
 func (d *Devices) Give(a *Allocation) {
+	if d.class == GPUClass {
+		for _, g := range a.GPUs {
+			if i, ok := d.gpuIndex(g); ok {
+				d.setHeld(i, false)
+			}
+		}
+		return
+	}
 	_ = d.forEach(a, func(i int32) { d.setHeld(i, false) })
 }
 
@@ -645,6 +677,7 @@ func (d *Devices) Clone() Resource {
 	c.held = slices.Clone(d.held)
 	c.nodeCap = slices.Clone(d.nodeCap)
 	c.nodeFree = slices.Clone(d.nodeFree)
+	c.groupFree = slices.Clone(d.groupFree)
 	c.scratch, c.pick = nil, pickScratch{}
 	return &c
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // Sentinel errors. Placement failures are *[PlacementError] values that
-// unwrap to one of the first three; the others are returned wrapped with
-// details.
+// unwrap to one of the first four (and match ErrNeverFits when Never is
+// set); the others are returned wrapped with details.
 var (
 	// ErrInsufficient: the machine's free resources do not cover the
 	// request, whatever the topology (or its allocatable capacity never can).
@@ -26,10 +26,12 @@ var (
 	ErrExclusivity = errors.New("singleNUMANodeExclusive rule forbids every placement")
 	// ErrSearchLimit: the search for a set of NUMA nodes of the demanded
 	// width reached its bound (searchSteps steps of the search over node
-	// classes in one decision) before it could say whether one exists. The
-	// request is refused rather than placed on a width that might be wrong;
-	// it never happens on machines of at most 16 NUMA nodes, whose search is
-	// exhaustive.
+	// classes in one decision) before it could say whether one exists. A
+	// Restricted request is refused rather than placed on a width that
+	// might be wrong; None and BestEffort requests, admitted by the free
+	// totals, are never refused so (their width is then the narrowest the
+	// bounded search knows); it never happens on machines of at most 16
+	// NUMA nodes, whose search is exhaustive.
 	ErrSearchLimit = errors.New("the placement search reached its bound")
 	// ErrNeverFits: the request can never fit this machine under its
 	// policy, whatever is released: the machine's allocatable capacity
@@ -48,15 +50,18 @@ var (
 	// ErrUnknownDevice: a device named by a health change does not exist.
 	ErrUnknownDevice = errors.New("unknown device")
 	// ErrConflict: a claim (restore, admission by decision, machine
-	// replacement) names CPUs or devices that are unknown, unhealthy or
-	// already held, more memory than a node has free, or a NUMA node the
-	// machine does not have (a *[NodeError]).
+	// replacement) names CPUs or devices that are unknown or already held,
+	// more memory than a node has free, a resource kind the state does not
+	// have, or a NUMA node the machine does not have (a *[NodeError]).
 	ErrConflict = errors.New("allocation conflicts with the node's state")
 	// ErrNoMachine: allocator.New was given a nil machine, or a method was
 	// called on a nil *State.
 	ErrNoMachine = errors.New("no machine")
 	// ErrInvalidOptions: allocator.New was given options it cannot use.
 	ErrInvalidOptions = errors.New("invalid allocator options")
+	// ErrTooManyThreads: allocator.New was given a machine with a core of
+	// more than MaxThreadsPerCore threads.
+	ErrTooManyThreads = errors.New("too many threads per core")
 	// ErrUnknownNode: an allocation entering a state (Claim, Restore,
 	// ReplaceMachine) names a NUMA node ID the machine does not have; the
 	// error is a *[NodeError].

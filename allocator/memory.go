@@ -45,11 +45,11 @@ func (m *Memory) Capacity(_ *Request, node int) int64 { return m.capacity[node] 
 // Free returns the node's free memory.
 func (m *Memory) Free(_ *Request, node int) int64 { return m.free[node] }
 
-// FreeInto writes Free of every node into dst.
-func (m *Memory) FreeInto(_ *Request, dst []int64) { copy(dst, m.free) }
+// FreeView returns Free of every node (a view of the counters).
+func (m *Memory) FreeView(*Request) []int64 { return m.free }
 
-// CapacityInto writes Capacity of every node into dst.
-func (m *Memory) CapacityInto(_ *Request, dst []int64) { copy(dst, m.capacity) }
+// CapacityView returns Capacity of every node (a view of the counters).
+func (m *Memory) CapacityView(*Request) []int64 { return m.capacity }
 
 // Unplaced returns 0.
 func (m *Memory) Unplaced(*Request) int64 { return 0 }

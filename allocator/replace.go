@@ -78,7 +78,9 @@ func (e *TopologyChangeError) Affected() []string {
 // has. Otherwise nothing changes and the error is a *[TopologyChangeError]
 // listing every affected allocation; the caller can release or evict those
 // and try again. States with Options.Resources cannot be moved (the extra
-// resources were built for the old machine). Allocations keep their
+// resources were built for the old machine); those of
+// Options.NewResources are made anew for m, and each allocation's holdings
+// of them claimed there like the rest. Allocations keep their
 // memory on the same NUMA node IDs: memory on a node ID m does not have is
 // a conflict (a *[NodeError]), never moved to another node. A nil m is an
 // error wrapping [ErrNoMachine].
@@ -127,5 +129,6 @@ func (s *State) ReplaceMachine(m *topology.Machine) error {
 // holds the write lock).
 func (s *State) adoptMachine(t *State) {
 	s.adopt(t)
-	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.allPool
+	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.setBit, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.setBit, t.allPool
+	s.distTab, s.setOf = t.distTab, t.setOf
 }

@@ -12,13 +12,14 @@ import (
 // Resize grows or shrinks the CPUs of the live allocation id to cpus in
 // place, under its policy's span rule, and returns the allocation as it now
 // is. Growing keeps every CPU the allocation holds and adds free ones;
-// shrinking gives back CPUs and keeps the rest; the GPUs, devices and
-// memory do not move. The result must satisfy the allocation's policy as a
+// shrinking gives back CPUs and keeps the rest; the GPUs, devices, memory
+// and holdings of kinds of the caller's own do not move. The result must satisfy the allocation's policy as a
 // fresh request of the new size would, with the allocation's own resources
 // counted as free and the exclusivity rule judged without it:
 // SingleNUMANode stays on its node; Restricted ends on exactly width_cap
 // nodes (inside one NUMA set when the new size fits in one); BestEffort on
-// exactly width_free nodes; None anywhere. The exclusivity rule binds only
+// exactly width_free nodes (the narrowest the bounded search knows where
+// its bound cuts it, see [ErrSearchLimit]); None anywhere. The exclusivity rule binds only
 // what the resize changes: the nodes it adds to the span, or all of them
 // when the span goes from one node to several or back (a node the
 // allocation keeps in a span of the same kind is never held against it).
@@ -37,9 +38,9 @@ import (
 //
 // Bound: the decision of the widths (Fit's bound) and O(n log n) for n
 // NUMA nodes to find the span (see resizer), then O(CPUs moved · span),
-// under the write lock. A refusal is exact (or ErrSearchLimit when the
-// widths could not be decided within the search bound) and names the
-// allocation's own nodes by ID.
+// under the write lock. A refusal is exact (or, for Restricted,
+// ErrSearchLimit when width_cap could not be decided within the search
+// bound) and names the allocation's own nodes by ID.
 func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	if s == nil {
 		return Allocation{}, errNilState
@@ -63,9 +64,7 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	// decision (they do not move): healthy until Resize returns.
 	sick := s.healHeld(a)
 	defer s.sicken(sick)
-	sc := s.getScratch()
-	defer s.putScratch(sc)
-	rz := resizer{s: s, a: a, r: &r, sc: sc}
+	rz := resizer{s: s, a: a, r: &r}
 	span, err := rz.plan()
 	if err != nil {
 		return Allocation{}, err
@@ -95,7 +94,6 @@ type resizer struct {
 	s    *State
 	a    *Allocation
 	r    *Request
-	sc   *scratch
 	grow bool
 	p    plan
 	// unit is the CPUs per unit (threads per core with FullPCPUs, else 1);
@@ -107,7 +105,7 @@ type resizer struct {
 
 // plan returns the span of the resized allocation, or the refusal.
 func (rz *resizer) plan() (numa.Mask, error) {
-	s, a, r, sc := rz.s, rz.a, rz.r, rz.sc
+	s, a, r := rz.s, rz.a, rz.r
 	rz.grow = r.CPUs > a.CPUs.Size()
 	rz.unit = 1
 	if r.FullPCPUs {
@@ -120,7 +118,7 @@ func (rz *resizer) plan() (numa.Mask, error) {
 			rz.own[i] = int64(a.CPUs.IntersectionCount(s.m.NodeCPUs(i)))
 		}
 	}
-	s.cpu.FreeInto(r, rz.free[:s.n])
+	copy(rz.free[:s.n], s.cpu.FreeView(r))
 	if rz.grow {
 		rz.want = int64((r.CPUs - a.CPUs.Size()) / rz.unit)
 	} else {
@@ -138,23 +136,24 @@ func (rz *resizer) plan() (numa.Mask, error) {
 	free := *r
 	free.Exclusive = policy.Preferred
 	view := s
+	var without []*Allocation
 	if s.returns {
-		sc.without = append(sc.victims[:0], a)
+		without = []*Allocation{a}
 	} else {
 		// A resource of the caller's own cannot say what is free without
 		// a: decide on a copy of the state without it.
 		view = s.cloneLocked()
 		view.releaseLocked(a.ID)
 	}
-	p, err := view.decide(&free, sc, false)
-	if err != nil {
+	sr := view.searcher(&free, without)
+	defer sr.done()
+	if err := sr.decide(false); err != nil {
 		return 0, rz.failedDecision(err)
 	}
+	p := sr.plan
 	rz.p = p
-	single, shared := view.singleMask, view.sharedMask
-	if sc.without != nil {
-		single, shared = s.typesWithout(sc.without)
-	}
+	sr.nodeTypes()
+	single, shared := sr.single, sr.shared
 	// Whether the span must be allowed by the exclusivity rule: always when
 	// the rule binds hard; for BestEffort under Required, whenever some span
 	// of the demanded width is allowed (as for a fresh request). The rule
@@ -169,10 +168,10 @@ func (rz *resizer) plan() (numa.Mask, error) {
 		allowed |= hold
 	}
 	if !policy.Binds(r.Policy, r.Exclusive) ||
-		(r.Policy == policy.BestEffort && !view.anyCover(sc, s.allPool[:], allowed, p.width)) {
+		(r.Policy == policy.BestEffort && !sr.anyCover(s.allPool[:], allowed, p.width)) {
 		allowed = all
 	}
-	if sc.cut() {
+	if sr.cut() {
 		return 0, rz.refuse(ErrSearchLimit, false, "%s (it holds %s)", searchLimitText, rz.nodesText(rz.a.DenseSpan))
 	}
 	if rz.grow {
@@ -553,7 +552,7 @@ func (s *State) growCPUs(a *Allocation, r *Request, span numa.Mask, extra int) {
 	var want [numa.MaxNodes]int64
 	var free [numa.MaxNodes]int64
 	var gpus [numa.MaxNodes]int64
-	s.cpu.FreeInto(r, free[:s.n])
+	copy(free[:s.n], s.cpu.FreeView(r))
 	for _, g := range a.GPUs {
 		if gpu, ok := s.m.GPU(g); ok {
 			if i, ok := s.m.NodeIndex(gpu.NUMANode); ok {
@@ -584,15 +583,17 @@ func (s *State) growCPUs(a *Allocation, r *Request, span numa.Mask, extra int) {
 		weights = avail
 	}
 	var add [numa.MaxNodes]int64
-	proportional(left, &weights, &avail, order, &add)
-	s.cpu.picked.Clear()
+	var scr splitScratch
+	proportional(left, &weights, avail[:], order, &add, &scr)
+	clear(s.cpu.pickBits)
 	for _, i := range order {
 		if k := want[i] + add[i]; k > 0 {
 			s.cpu.pick(int(i), int(k)*unit, r.FullPCPUs)
 		}
 	}
-	s.cpu.free.RemoveAll(s.cpu.picked)
-	a.CPUs = a.CPUs.Union(s.cpu.picked)
+	picked := s.cpu.picked()
+	s.cpu.free.RemoveAll(picked)
+	a.CPUs = a.CPUs.Union(picked)
 }
 
 // shrinkCPUs gives back drop of a's CPUs: every CPU outside span first;

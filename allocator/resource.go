@@ -5,9 +5,13 @@ import (
 )
 
 // Resource is one kind of resource the allocator composes: CPUs, devices of
-// a class (GPUs, RDMA NICs, ...), memory, or a kind of the caller's own. The
-// engine decides the span and how many units each NUMA node of the span
-// gives; the resource decides which units, by its own preferences.
+// a class (GPUs, RDMA NICs, ...), memory, or a kind of the caller's own
+// (Options.Resources, Options.NewResources). The engine decides the span
+// and how many units each NUMA node of the span gives; the resource
+// decides which units, by its own preferences. A kind of the caller's own
+// reads its demand from [Request.Amount] and records what it holds in
+// [Allocation].Amounts (units per NUMA node ID), which Snapshot, Restore
+// and Claim carry; ExampleOptions_hugepages is a complete one.
 //
 // Amounts are in the resource's units, which may depend on the request
 // (whole cores for a fullPCPUs request). Node arguments are dense node
@@ -51,27 +55,31 @@ type Resource interface {
 }
 
 // Penalizer is an optional ability of a [Resource]: how far a split of
-// amounts over the nodes is from the resource's own preference (GPUs under
-// one PCIe switch, whole cores). Lower is better; the engine compares
-// candidate spans by it after NUMA sets crossed and distance.
+// amounts over the nodes of a span is from the resource's own preference
+// (GPUs under one PCIe switch, whole cores). Lower is better; the engine
+// ranks candidate spans by it where the preference order puts it
+// (critPenalty in rankOrder, rank.go).
 type Penalizer interface {
-	// Penalty returns how far taking amounts[i] units on each node i (one
-	// entry per node of the machine, 0 for nodes outside the span) for r is
-	// from the resource's preference: 0 when it matches, more the worse.
-	// It must not mutate.
-	Penalty(r *Request, amounts []int64) int64
+	// Penalty returns how far taking amounts[i] units on each node i of
+	// span for r is from the resource's preference: 0 when it matches,
+	// more the worse. amounts has one entry per node of the machine; the
+	// entries of nodes outside span are not to be read. It must not
+	// mutate.
+	Penalty(r *Request, span numa.Mask, amounts []int64) int64
 }
 
 // BulkReader is an optional ability of a [Resource] that the engine uses on
-// its hot path instead of calling Free and Capacity once per node: it fills
-// dst[i] with the value for node i, for every node of the machine.
+// its hot path instead of calling Free and Capacity once per node: the
+// values of every node at once, as a view of the resource's own counters.
+// The engine reads a view only while it holds the state's lock, never
+// writes it, and drops it before the lock is released.
 type BulkReader interface {
-	// FreeInto sets dst[i] to Free(r, i) for every node i; dst has one entry
-	// per node of the machine.
-	FreeInto(r *Request, dst []int64)
-	// CapacityInto sets dst[i] to Capacity(r, i) for every node i; dst has
-	// one entry per node of the machine.
-	CapacityInto(r *Request, dst []int64)
+	// FreeView returns Free(r, i) for every node i: one entry per node of
+	// the machine.
+	FreeView(r *Request) []int64
+	// CapacityView returns Capacity(r, i) for every node i: one entry per
+	// node of the machine.
+	CapacityView(r *Request) []int64
 }
 
 // Returner is an optional ability of a [Resource] that makes

@@ -16,7 +16,9 @@ import (
 // (always true for SingleNUMANode and Restricted, whose admission demands
 // it; for BestEffort, one NUMA node whenever the request fits in one, and
 // the narrowest the hardware allows otherwise, so that a 3-GPU pod on a
-// 2-GPU-per-node machine still prefers a machine where 2 nodes suffice).
+// 2-GPU-per-node machine still prefers a machine where 2 nodes suffice;
+// a width_free or width_cap the search bound left undecided or approximate
+// counts as not aligned).
 //
 // Bound: Fit's decision and, for BestEffort and None, the computation of
 // width_cap (within the same search bound), under the read lock.
@@ -31,43 +33,36 @@ func (s *State) Score(r *Request) (int, error) {
 			return 0, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
-	sc := s.getScratch()
-	defer s.putScratch(sc)
+	sr := s.searcher(r, nil)
+	defer sr.done()
 	// The admission decision alone: the score needs the span's width, not
 	// the span, and the width is known without choosing one.
-	p, err := s.decide(r, sc, false)
-	if err != nil {
+	if err := sr.decide(false); err != nil {
 		return 0, err
 	}
 	// Aligned: the span is no wider than width_cap, the narrowest the
 	// hardware permits (for BestEffort that is one NUMA node whenever the
 	// request fits in one). BestEffort and None spans are exactly
 	// width_free nodes wide.
-	// When the search bound cuts the computation of width_cap, the
-	// placement counts as not aligned.
+	// When the search bound cuts the computation of width_cap or of
+	// width_free (then known only approximately), the placement counts as
+	// not aligned.
 	aligned := true // SingleNUMANode and Restricted: admission demands it
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
-		widthCap, _ := s.widthCapLocked(r, sc)
-		aligned = p.widthFree <= max(widthCap, 1) && !sc.cut()
+		widthCap, _ := sr.widthCap()
+		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut() && !sr.bound.approx
 	}
 
 	// Utilisation after the placement, averaged over the demanded kinds.
 	var util float64
 	kinds := 0
-	for _, res := range s.res {
-		d := res.Demand(r)
-		if d == 0 {
-			continue
-		}
-		var capacity, free int64
-		for i := 0; i < s.n; i++ {
-			capacity += res.Capacity(r, i)
-			free += res.Free(r, i)
-		}
-		if capacity > 0 {
-			// Devices of unknown NUMA node are left out: d may exceed what
-			// the known nodes give, hence the clamp below.
-			util += min(float64(capacity-free+d)/float64(capacity), 1)
+	sr.capacity()
+	sr.sums()
+	for j := 0; j < sr.k; j++ {
+		if capacity := sr.capSum[j]; capacity > 0 {
+			// Devices of unknown NUMA node are left out: the demand may
+			// exceed what the known nodes give, hence the clamp below.
+			util += min(float64(capacity-sr.freeSum[j]+sr.demand[j])/float64(capacity), 1)
 			kinds++
 		}
 	}

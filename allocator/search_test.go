@@ -8,16 +8,31 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// smallExists is the plain subset search, forced whatever the pool size:
-// the reference the large-pool search is checked against.
-func (c *cover) smallExists(pool numa.Mask, w int, s *dfs) bool {
-	s.c, s.w, s.n, s.ch, s.stop = c, w, 0, nil, false
-	for i := range pool.All() {
-		s.ord[s.n] = int8(i)
-		s.n++
+// smallExists is the plain subset search, forced whatever the pool size
+// (at most 22 nodes here): the reference the large-pool search is checked
+// against.
+func (p *problem) smallExists(pool numa.Mask, w int) bool {
+	var rec func(rest numa.Mask, left int, sums [maxKinds]int64) bool
+	rec = func(rest numa.Mask, left int, sums [maxKinds]int64) bool {
+		if left == 0 {
+			for r := 0; r < p.k; r++ {
+				if sums[r] < p.need[r] {
+					return false
+				}
+			}
+			return true
+		}
+		if rest.Count() < left {
+			return false
+		}
+		i := rest.Lowest()
+		with := sums
+		for r := 0; r < p.k; r++ {
+			with[r] += p.val[i][r]
+		}
+		return rec(rest.Without(i), left-1, with) || rec(rest.Without(i), left, sums)
 	}
-	s.prepare()
-	return s.first(0, 0, 0, [maxKinds]int64{})
+	return rec(pool, w, [maxKinds]int64{})
 }
 
 // TestLargeSearchAgreesWithSubsetSearch checks the class search, the greedy
@@ -26,11 +41,14 @@ func (c *cover) smallExists(pool numa.Mask, w int, s *dfs) bool {
 // feasible, and every cover found is a cover of exactly that width.
 func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var c cover
+		var c problem
 		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, 22).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 2, 3, 8, 40, 1000}).Draw(t, "maxVal")
 		// Trade-off shapes: some nodes rich in one kind and poor in others.
+		for r := 0; r < c.k; r++ {
+			c.amount[r] = c.store[r][:n]
+		}
 		for i := 0; i < n; i++ {
 			rich := rapid.IntRange(0, c.k-1).Draw(t, "rich")
 			for r := 0; r < c.k; r++ {
@@ -38,30 +56,28 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 				if r != rich && rapid.Bool().Draw(t, "poor") {
 					v /= 4
 				}
-				c.val[i][r] = v
+				c.amount[r][i] = v
 			}
 		}
 		var total [maxKinds]int64
 		for i := 0; i < n; i++ {
 			for r := 0; r < c.k; r++ {
-				total[r] += c.val[i][r]
+				total[r] += c.amount[r][i]
 			}
 		}
 		for r := 0; r < c.k; r++ {
 			c.need[r] = rapid.Int64Range(1, total[r]+2).Draw(t, "need")
-			for i := 0; i < n; i++ {
-				c.set(i, r, c.val[i][r])
-			}
 		}
-		c.gen++
+		c.load(n)
+		c.clip()
 		pool := numa.FirstN(n)
-		var s, ref dfs
+		var sr searcher
 		want := -1
 		for w := 1; w <= n; w++ {
-			ok := c.smallExists(pool, w, &ref)
-			s.cs.used, s.cs.undecided = 0, 0 // one decision per width
-			m, got := c.exists(pool, w, &s)
-			if s.cs.undecided > 0 {
+			ok := c.smallExists(pool, w)
+			sr.begin(nil, nil, nil) // one decision per width
+			m, got := sr.exists(&c, pool, w)
+			if sr.cut() {
 				t.Fatalf("width %d: the search bound (%d steps) cut the search of %d nodes", w, searchSteps, n)
 			}
 			if got != ok {
@@ -74,10 +90,74 @@ func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 				want = w
 			}
 		}
-		c.gen++
-		s.cs.used, s.cs.undecided = 0, 0
-		if got := c.minWidth(pool, &s); got != want {
+		sr.begin(nil, nil, nil)
+		if got, _ := sr.minWidth(&c, pool); got != want {
 			t.Fatalf("minWidth %d, want %d", got, want)
+		}
+	})
+}
+
+// TestShareBy: the reciprocal share is share exactly, at the edges of the
+// amounts (0, 1, the demand) and of the demands (1, powers of two, just
+// below the bound of recip, beyond it), and on random pairs.
+func TestShareBy(t *testing.T) {
+	needs := []int64{1, 2, 3, 7, 1 << 20, 1<<20 + 1, 1<<32 - 1, 1 << 32, 1<<43 - 1, 1 << 43, 1 << 62}
+	for _, need := range needs {
+		r := recip(need)
+		for _, v := range []int64{0, 1, 2, need / 3, need / 2, need - 1, need} {
+			if v < 0 || v > need {
+				continue
+			}
+			if got, want := shareBy(v, need, r), share(v, need); got != want {
+				t.Fatalf("shareBy(%d, %d) = %d, share = %d", v, need, got, want)
+			}
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		need := rapid.Int64Range(1, 1<<44).Draw(t, "need")
+		v := rapid.Int64Range(0, need).Draw(t, "v")
+		if got, want := shareBy(v, need, recip(need)), share(v, need); got != want {
+			t.Fatalf("shareBy(%d, %d) = %d, share = %d", v, need, got, want)
+		}
+	})
+}
+
+// TestBoundTableAgrees: the table of top sums (buildTop) gives bound the
+// same answers as the walk along the orders, on random problems of 17-40
+// nodes and random branches (class, slots left, partial sums).
+func TestBoundTableAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var c problem
+		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
+		n := rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
+		maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")
+		for r := 0; r < c.k; r++ {
+			c.amount[r] = c.store[r][:n]
+			for i := 0; i < n; i++ {
+				c.amount[r][i] = rapid.Int64Range(0, maxVal).Draw(t, "v")
+			}
+			c.need[r] = rapid.Int64Range(1, maxVal*int64(n)/2+1).Draw(t, "need")
+		}
+		c.load(n)
+		var cs classSearch
+		cs.prepare(&c, numa.FirstN(n))
+		if cs.uniform {
+			return
+		}
+		cs.classify()
+		for q := 0; q < 50; q++ {
+			cl := rapid.IntRange(0, cs.nc-1).Draw(t, "cl")
+			rem := rapid.IntRange(1, n).Draw(t, "rem")
+			var sums [maxKinds]int64
+			for r := 0; r < c.k; r++ {
+				sums[r] = rapid.Int64Range(0, c.need[r]).Draw(t, "sum")
+			}
+			cs.topOK = false
+			walk := cs.bound(cl, rem, &sums)
+			cs.buildTop()
+			if table := cs.bound(cl, rem, &sums); table != walk {
+				t.Fatalf("class %d, %d slots, sums %v: the table says %v, the walk %v", cl, rem, sums[:c.k], table, walk)
+			}
 		}
 	})
 }

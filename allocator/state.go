@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -13,7 +14,8 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// Packing is preference 5 of docs/design.md among admissible choices.
+// Packing chooses the direction of the best-fit criterion (critLeft) of the
+// preference order among admissible spans (rankOrder in rank.go).
 type Packing uint8
 
 const (
@@ -46,13 +48,24 @@ type Options struct {
 	SearchBudget int
 	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
 	// for GPU pods: by default, among admissible spans, a request without
-	// GPUs prefers NUMA nodes with fewer free GPUs (after PCIe switch and
-	// core preferences, before best fit), so CPU-only pods do not strand
-	// GPUs.
+	// GPUs prefers NUMA nodes with fewer free GPUs (the critStranded
+	// criterion of rankOrder), so CPU-only pods do not strand GPUs.
 	SpendGPULocalCPUs bool
-	// Resources are extra resource kinds, composed after the built-in ones
-	// (GPUs, other device classes, CPUs, memory).
+	// Resources are extra resource kinds of the caller's own, composed after
+	// the built-in ones (GPUs, other device classes, CPUs, memory):
+	// requests ask for them in Request.Amounts, allocations hold them in
+	// Allocation.Amounts. Each Resource holds the state of one machine, so
+	// a state with Resources cannot move to another machine
+	// (ReplaceMachine) and the options cannot be shared by the states of
+	// several machines (the scheduler adapter refuses them): use
+	// NewResources there.
 	Resources []Resource
+	// NewResources, when set, makes the extra resource kinds of a machine:
+	// New calls it once per state (after Resources' kinds), and so does
+	// ReplaceMachine for the new machine, so options with NewResources can
+	// be shared by the states of many machines (adapters/scheduler's
+	// Config.Allocator). An error it returns fails New.
+	NewResources func(m *topology.Machine) ([]Resource, error)
 }
 
 // State is the allocation state of one machine: free CPUs, free devices per
@@ -88,11 +101,23 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int // nodes in the largest NUMA set
+	maxSet                 int                   // nodes in the largest NUMA set
+	setBit                 [numa.MaxNodes]uint64 // by node: 1 << its NUMA set's index
+	setOf                  [numa.MaxNodes]uint8  // by node: its NUMA set's index
+	distTab                []int32               // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
+	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
+	builtin                int                   // res[builtin:] are the kinds of the caller's own
 }
 
+// MaxThreadsPerCore is the most threads (SMT siblings) one core of a
+// machine may have for [New]: the CPU resource keeps a core's free threads
+// in one 64-bit word.
+const MaxThreadsPerCore = 64
+
 // New returns the state of machine m with everything free. A nil m is
-// refused with an error wrapping [ErrNoMachine]; invalid options (a
+// refused with an error wrapping [ErrNoMachine], a machine with a core of
+// more than [MaxThreadsPerCore] threads with one wrapping
+// [ErrTooManyThreads]; invalid options (a
 // negative SearchBudget, a nil resource, a resource without a kind or of a
 // kind the state already has) with an error wrapping [ErrInvalidOptions].
 // It takes time and memory linear in the machine's NUMA nodes, CPUs,
@@ -104,15 +129,17 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	if opts.SearchBudget < 0 {
 		return nil, fmt.Errorf("%w: SearchBudget %d is negative (0 means the default, 512)", ErrInvalidOptions, opts.SearchBudget)
 	}
+	if tpc := m.ThreadsPerCore(); tpc > MaxThreadsPerCore {
+		return nil, fmt.Errorf("%w: machine %s has a core of %d threads; the allocator takes at most %d threads per core (SMT8 is the most hardware has)",
+			ErrTooManyThreads, quote.Short(m.Name()), tpc, MaxThreadsPerCore)
+	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
 		allPool: [1]numa.Mask{m.AllNodes()}}
 	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
 	}
-	for _, set := range s.setMasks {
-		s.maxSet = max(s.maxSet, set.Count())
-	}
+	s.initSets()
 	s.gpu = newGPUs(m)
 	s.res = append(s.res, s.gpu)
 	var classes []string
@@ -130,23 +157,83 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	s.cpu = newCPUs(m)
 	s.mem = newMemory(m)
 	s.res = append(s.res, s.cpu, s.mem)
+	s.builtin = len(s.res)
 	for i, r := range opts.Resources {
-		if r == nil {
-			return nil, fmt.Errorf("%w: Resources[%d] is nil", ErrInvalidOptions, i)
+		if err := s.addResource(fmt.Sprintf("Resources[%d]", i), r); err != nil {
+			return nil, err
 		}
-		kind := r.Kind()
-		if kind == "" {
-			return nil, fmt.Errorf("%w: Resources[%d] has no kind", ErrInvalidOptions, i)
+	}
+	if opts.NewResources != nil {
+		extra, err := opts.NewResources(m)
+		if err != nil {
+			return nil, fmt.Errorf("%w: NewResources for machine %s: %w", ErrInvalidOptions, quote.Short(m.Name()), err)
 		}
-		for _, have := range s.res {
-			if have.Kind() == kind {
-				return nil, fmt.Errorf("%w: Resources[%d] is of kind %q, which the state already has", ErrInvalidOptions, i, kind)
+		for i, r := range extra {
+			if err := s.addResource(fmt.Sprintf("NewResources' resource %d", i), r); err != nil {
+				return nil, err
 			}
 		}
-		s.res = append(s.res, r)
 	}
 	s.initPen()
 	return s, nil
+}
+
+// addResource composes r, a kind of the caller's own, or says why not.
+func (s *State) addResource(name string, r Resource) error {
+	if r == nil {
+		return fmt.Errorf("%w: %s is nil", ErrInvalidOptions, name)
+	}
+	kind := r.Kind()
+	if kind == "" {
+		return fmt.Errorf("%w: %s has no kind", ErrInvalidOptions, name)
+	}
+	if _, ok := builtinField[kind]; ok || s.classes[kind] != nil {
+		return fmt.Errorf("%w: %s is of kind %q, which the state already has", ErrInvalidOptions, name, kind)
+	}
+	for _, have := range s.res {
+		if have.Kind() == kind {
+			return fmt.Errorf("%w: %s is of kind %q, which the state already has", ErrInvalidOptions, name, kind)
+		}
+	}
+	s.res = append(s.res, r)
+	return nil
+}
+
+// customKind reports whether kind is one of the state's kinds of the
+// caller's own.
+func (s *State) customKind(kind string) bool {
+	for _, r := range s.res[s.builtin:] {
+		if r.Kind() == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// customKinds names the state's kinds of the caller's own, for messages.
+func (s *State) customKinds() string {
+	if len(s.res) == s.builtin {
+		return "the state has no kinds of the caller's own"
+	}
+	names := make([]string, 0, len(s.res)-s.builtin)
+	for _, r := range s.res[s.builtin:] {
+		names = append(names, r.Kind())
+	}
+	return "its kinds of the caller's own: " + strings.Join(names, ", ")
+}
+
+// checkAmounts refuses a request that asks for a kind the state lacks.
+func (s *State) checkAmounts(r *Request) error {
+	for kind := range r.Amounts {
+		if !s.customKind(kind) {
+			what := ""
+			if s.classes[kind] != nil {
+				what = "; devices of a class are asked for in Devices"
+			}
+			return invalidRequest(r, "amounts["+quote.Bare(kind)+"]", "the state has no resource of kind %s (%s%s)", quote.Short(kind), s.customKinds(), what)
+		}
+	}
+	return nil
 }
 
 // MustNew is New for machines and options known to be valid (presets,
@@ -159,7 +246,34 @@ func MustNew(m *topology.Machine, opts Options) *State {
 	return s
 }
 
+// initSets derives the NUMA set tables from the machine.
+func (s *State) initSets() {
+	s.maxSet = 0
+	for _, set := range s.setMasks {
+		s.maxSet = max(s.maxSet, set.Count())
+	}
+	s.distTab = make([]int32, s.n*s.n)
+	for i := 0; i < s.n; i++ {
+		s.setBit[i] = 1 << uint(s.m.SetOf(i))
+		s.setOf[i] = uint8(s.m.SetOf(i))
+		for j := 0; j < s.n; j++ {
+			// The entry of the lower index's row, as numa.Distances.Sum
+			// reads a pair: the table is symmetric even when the SLIT is not.
+			s.distTab[i*s.n+j] = int32(s.dist.At(min(i, j), max(i, j)))
+		}
+	}
+}
+
+// distRow returns the distances from node i to every node.
+func (s *State) distRow(i int) []int32 { return s.distTab[i*s.n : (i+1)*s.n] }
+
 func (s *State) initPen() {
+	s.keep = -1
+	for j, r := range s.res {
+		if r.Kind() == GPUClass && !s.opts.SpendGPULocalCPUs {
+			s.keep = j
+		}
+	}
 	s.pen = make([]Penalizer, len(s.res))
 	s.bulk = make([]BulkReader, len(s.res))
 	s.returns = true
@@ -176,26 +290,29 @@ func (s *State) initPen() {
 	}
 }
 
-// readFree fills dst with resource j's free amount on every node.
-func (s *State) readFree(j int, r *Request, dst []int64) {
+// freeOf returns resource j's free units on every node: a view of the
+// resource's counters (read-only, under the lock), or buf (one entry per
+// node) filled node by node.
+func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 	if b := s.bulk[j]; b != nil {
-		b.FreeInto(r, dst)
-		return
+		return b.FreeView(r)
 	}
-	for i := range dst {
-		dst[i] = s.res[j].Free(r, i)
+	for i := range buf {
+		buf[i] = s.res[j].Free(r, i)
 	}
+	return buf
 }
 
-// readCapacity fills dst with resource j's capacity on every node.
-func (s *State) readCapacity(j int, r *Request, dst []int64) {
+// capacityOf returns resource j's capacity on every node, as freeOf does
+// its free units.
+func (s *State) capacityOf(j int, r *Request, buf []int64) []int64 {
 	if b := s.bulk[j]; b != nil {
-		b.CapacityInto(r, dst)
-		return
+		return b.CapacityView(r)
 	}
-	for i := range dst {
-		dst[i] = s.res[j].Capacity(r, i)
+	for i := range buf {
+		buf[i] = s.res[j].Capacity(r, i)
 	}
+	return buf
 }
 
 // Machine returns the machine (nil for a nil state).
@@ -204,32 +321,6 @@ func (s *State) Machine() *topology.Machine {
 		return nil
 	}
 	return s.m
-}
-
-// scratch holds the per-decision working memory, reused between calls.
-type scratch struct {
-	c     cover
-	kinds [maxKinds]int // resource index of each demanded kind
-	un    [maxKinds]int64
-	raw   [maxKinds][numa.MaxNodes]int64 // unclipped free amounts
-	amt   [maxKinds][numa.MaxNodes]int64
-	best  [maxKinds][numa.MaxNodes]int64
-	d     dfs
-	ch    chooser
-	seed  numa.Mask // the last cover anyCover found
-	// without, when set, makes decide see the state as if these live
-	// allocations were released (FitWithout, Resize).
-	without []*Allocation
-	victims []*Allocation // storage for without
-}
-
-// plan is a decision: the span and, when chosen, the amounts in sc.best.
-type plan struct {
-	span      numa.Mask
-	width     int
-	widthCap  int
-	widthFree int
-	inSet     bool
 }
 
 // Fit reports whether Allocate would accept r now, without changing
@@ -244,30 +335,17 @@ func (s *State) Fit(r *Request) error {
 		return err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if r.ID != "" {
 		if _, ok := s.ids[r.ID]; ok {
+			s.mu.RUnlock()
 			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
-	sc := s.getScratch()
-	_, err := s.decide(r, sc, false)
-	s.putScratch(sc)
+	sr := s.searcher(r, nil)
+	err := sr.decide(false)
+	sr.done()
+	s.mu.RUnlock()
 	return err
-}
-
-// scratches holds the working memory of decisions (about 80 KB each),
-// shared by every State so that a cluster of thousands of machine states
-// stays small.
-var scratches = sync.Pool{New: func() any { return new(scratch) }}
-
-// getScratch returns a scratch for one decision.
-func (s *State) getScratch() *scratch { return scratches.Get().(*scratch) }
-
-func (s *State) putScratch(sc *scratch) {
-	sc.without, sc.ch.s, sc.ch.r, sc.ch.sc, sc.d.ch, sc.d.cs.c, sc.d.c = nil, nil, nil, nil, nil, nil, nil
-	clear(sc.victims)
-	scratches.Put(sc)
 }
 
 // Allocate places r and returns what it received, or an error that says why
@@ -292,10 +370,9 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if _, ok := s.ids[r.ID]; ok {
 		return Allocation{}, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 	}
-	sc := s.getScratch()
-	defer s.putScratch(sc)
-	p, err := s.decide(r, sc, true)
-	if err != nil {
+	sr := s.searcher(r, nil)
+	defer sr.done()
+	if err := sr.decide(true); err != nil {
 		return Allocation{}, err
 	}
 	// Build the allocation in its record slot: a local passed to the
@@ -303,9 +380,9 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	idx := s.slot()
 	a := &s.recs[idx]
 	*a = Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs,
-		DenseSpan: p.span, machine: s.m}
-	for k := 0; k < sc.c.k; k++ {
-		s.res[sc.kinds[k]].Take(r, sc.best[k][:s.n], sc.un[k], a)
+		DenseSpan: sr.plan.span, machine: s.m}
+	for j := 0; j < sr.k; j++ {
+		s.res[sr.kinds[j]].Take(r, sr.take[j][:s.n], sr.unplaced[j], a)
 	}
 	s.commit(idx)
 	return *a, nil
@@ -334,10 +411,19 @@ func (s *State) count(span numa.Mask, delta int32) {
 	if span.Count() > 1 {
 		cnt = &s.multi
 	}
-	for i := range span.All() {
+	for w := uint64(span); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
 		cnt[i] += delta
+		bit := numa.Mask(1) << uint(i)
+		s.singleMask &^= bit
+		s.sharedMask &^= bit
+		switch {
+		case s.multi[i] > 0:
+			s.sharedMask |= bit
+		case s.single[i] > 0:
+			s.singleMask |= bit
+		}
 	}
-	s.singleMask, s.sharedMask = s.types()
 }
 
 // Release returns everything the allocation with the given ID holds. An ID
@@ -349,10 +435,11 @@ func (s *State) Release(id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.ids[id]; !ok {
+	idx, ok := s.ids[id]
+	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownID, quote.Short(id))
 	}
-	s.releaseLocked(id)
+	s.releaseAt(idx)
 	return nil
 }
 
@@ -399,18 +486,6 @@ func (s *State) NodeTypes() (single, shared numa.Mask) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.singleMask, s.sharedMask
-}
-
-func (s *State) types() (single, shared numa.Mask) {
-	for i := 0; i < s.n; i++ {
-		switch {
-		case s.multi[i] > 0:
-			shared = shared.With(i)
-		case s.single[i] > 0:
-			single = single.With(i)
-		}
-	}
-	return single, shared
 }
 
 // FreeCPUs returns the free allocatable CPUs, in O(CPUs).

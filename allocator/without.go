@@ -51,37 +51,17 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 		}
 		return c.decideFit(r)
 	}
-	sc := s.getScratch()
-	sc.without = recs
-	_, err := s.decide(r, sc, false)
-	sc.without = nil
-	s.putScratch(sc)
+	sr := s.searcher(r, recs)
+	err := sr.decide(false)
+	sr.done()
 	return err
 }
 
 // decideFit is Fit's decision on a state no one else sees.
 func (s *State) decideFit(r *Request) error {
-	sc := s.getScratch()
-	defer s.putScratch(sc)
-	_, err := s.decide(r, sc, false)
-	return err
-}
-
-// readFreeFor fills dst with resource j's free amounts, as if sc.without
-// were released when set.
-func (s *State) readFreeFor(sc *scratch, j int, r *Request, dst []int64) {
-	if sc.without != nil {
-		s.res[j].(Returner).FreeWithout(r, sc.without, dst)
-		return
-	}
-	s.readFree(j, r, dst)
-}
-
-func (s *State) unplacedFor(sc *scratch, j int, r *Request) int64 {
-	if sc.without != nil {
-		return s.res[j].(Returner).UnplacedWithout(r, sc.without)
-	}
-	return s.res[j].Unplaced(r)
+	sr := s.searcher(r, nil)
+	defer sr.done()
+	return sr.decide(false)
 }
 
 // typesWithout returns the node types as if victims were released.
@@ -110,23 +90,26 @@ func (s *State) typesWithout(victims []*Allocation) (single, shared numa.Mask) {
 // releaseLocked releases a live allocation (the caller holds the write lock
 // or owns the state).
 func (s *State) releaseLocked(id string) {
-	idx, ok := s.ids[id]
-	if !ok {
-		return
+	if idx, ok := s.ids[id]; ok {
+		s.releaseAt(idx)
 	}
+}
+
+// releaseAt releases the live allocation of record idx.
+func (s *State) releaseAt(idx int32) {
 	a := &s.recs[idx]
 	for _, res := range s.res {
 		res.Give(a)
 	}
 	s.count(a.DenseSpan, -1)
-	delete(s.ids, id)
+	delete(s.ids, a.ID)
 	s.recs[idx] = Allocation{}
 	s.freeRecs = append(s.freeRecs, idx)
 }
 
 // FreeWithout implements Returner.
 func (c *CPUs) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
-	c.FreeInto(r, dst)
+	copy(dst, c.FreeView(r))
 	if !r.FullPCPUs {
 		for _, a := range victims {
 			for i := range c.Nodes(a).All() {
@@ -157,7 +140,7 @@ func (c *CPUs) UnplacedWithout(*Request, []*Allocation) int64 { return 0 }
 
 // FreeWithout implements Returner.
 func (d *Devices) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
-	d.FreeInto(r, dst)
+	copy(dst, d.FreeView(r))
 	for _, a := range victims {
 		_ = d.forEach(a, func(i int32) {
 			if d.healthy[i] && d.node[i] >= 0 {
@@ -182,7 +165,7 @@ func (d *Devices) UnplacedWithout(_ *Request, victims []*Allocation) int64 {
 
 // FreeWithout implements Returner.
 func (m *Memory) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
-	m.FreeInto(r, dst)
+	copy(dst, m.FreeView(r))
 	for _, a := range victims {
 		for _, x := range a.Memory {
 			if i, ok := m.m.NodeIndex(x.Node); ok {

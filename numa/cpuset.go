@@ -48,6 +48,19 @@ func NewCPUSet(cpus ...int) CPUSet {
 	return s
 }
 
+// CPUSetFromWords returns the set whose CPU 64*i+b is bit b of words[i].
+// The set takes words as its storage (it does not copy them): the caller
+// must not use words afterwards. It allocates nothing; it is the word-level
+// constructor for hot paths that build a set bit by bit in a buffer of
+// their own.
+func CPUSetFromWords(words []uint64) CPUSet {
+	var s CPUSet
+	if len(words) > 0 {
+		s.b.SetBitsetFrom(words)
+	}
+	return s
+}
+
 // CPURange returns the set {lo, ..., hi} (empty when hi < lo). It panics on
 // a negative bound.
 func CPURange(lo, hi int) CPUSet {

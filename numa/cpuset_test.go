@@ -529,3 +529,18 @@ func TestParseErrorsQuoteShort(t *testing.T) {
 	_, err := numa.ParseCPUSet("0-3,\x01")
 	require.ErrorContains(t, err, `"0-3,\x01"`)
 }
+
+func TestCPUSetFromWords(t *testing.T) {
+	s := numa.CPUSetFromWords([]uint64{1<<3 | 1<<63, 0, 1 << 1})
+	if got := s.String(); got != "3,63,129" {
+		t.Fatalf("CPUSetFromWords: %q, want 3,63,129", got)
+	}
+	s.Add(200)
+	s.Remove(3)
+	if got := s.String(); got != "63,129,200" || !s.Contains(129) || s.Contains(3) {
+		t.Fatalf("after Add and Remove: %q", got)
+	}
+	if e := numa.CPUSetFromWords(nil); !e.IsEmpty() || !e.Equal(numa.CPUSet{}) {
+		t.Fatal("CPUSetFromWords(nil) is not the empty set")
+	}
+}

@@ -171,6 +171,17 @@ func appendAllocation(b []byte, a *allocator.Allocation) []byte {
 		b = binary.AppendVarint(b, int64(m.Node))
 		b = binary.AppendVarint(b, m.MiB)
 	}
+	b = binary.AppendUvarint(b, uint64(len(a.Amounts)))
+	if len(a.Amounts) > 0 {
+		for _, kind := range slices.Sorted(maps.Keys(a.Amounts)) {
+			b = appendString(b, kind)
+			b = binary.AppendUvarint(b, uint64(len(a.Amounts[kind])))
+			for _, u := range a.Amounts[kind] {
+				b = binary.AppendVarint(b, int64(u.Node))
+				b = binary.AppendVarint(b, u.Units)
+			}
+		}
+	}
 	return b
 }
 

@@ -1,0 +1,233 @@
+package allocator
+
+import (
+	"math/bits"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+)
+
+// choose returns the top-ranked span ([rank]) of the plan's width among the
+// pools restricted to restrict, and leaves its split in sr.take.
+//
+// Pools of at most smallPool nodes are enumerated ([subsetSearch.each]),
+// up to max(64, Options.SearchBudget / pools) candidates each. A pool
+// holding the whole machine is first searched NUMA set by NUMA set when the
+// width fits in one and [rankOrder] starts with the rule and the sets
+// crossed (setsFirst): the spans of one decision agree on the rule (they
+// are all inside restrict: all keep the rule, or none of them can), and a
+// span inside one set then beats every span that crosses sets. A larger
+// pool gets one cover (the admission's, else the
+// class search's) and, when the span is at most half the pool, the local
+// search of improve.
+func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
+	s, w := sr.s, sr.plan.width
+	sr.forbidden = s.m.AllNodes() &^ policy.AllowedPool(w, s.m.AllNodes(), sr.single, sr.shared)
+	sr.strands = s.keep >= 0 && !sr.demands(s.keep)
+	if sr.strands {
+		copy(sr.keepFree[:s.n], s.freeOf(s.keep, sr.r, sr.keepFree[:s.n]))
+	}
+	sr.have, sr.amtSpan = false, 0
+	if setsFirst && len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
+		sr.enumerate(s.setMasks, restrict)
+	}
+	if !sr.have {
+		sr.enumerate(pools, restrict)
+	}
+	span := sr.best.span
+	sr.clearTake()
+	if sr.amtSpan == span { // the last span ranked: its split is in amt
+		for j := 0; j < sr.k; j++ {
+			for w := uint64(span); w != 0; w &= w - 1 {
+				i := bits.TrailingZeros64(w)
+				sr.take[j][i] = sr.amt[j][i]
+			}
+		}
+		return span
+	}
+	sr.split(span, &sr.take)
+	return span
+}
+
+// demands reports whether the request demands the resource at index res.
+func (sr *searcher) demands(res int) bool {
+	for j := 0; j < sr.k; j++ {
+		if sr.kinds[j] == res {
+			return true
+		}
+	}
+	return false
+}
+
+// enumerate ranks the candidate spans of each pool restricted to restrict.
+func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
+	w := sr.plan.width
+	budget := max(64, sr.s.opts.SearchBudget/len(pools))
+	for _, p := range pools {
+		p &= restrict
+		if p.Count() <= smallPool {
+			sr.left = budget
+			sr.sub.each(&sr.freeP, p, w, sr)
+			continue
+		}
+		m, ok := sr.found, sr.found != 0 && sr.found.IsSubsetOf(p) && sr.found.Count() == w
+		if !ok {
+			m, ok = sr.exists(&sr.freeP, p, w)
+		}
+		if !ok {
+			continue
+		}
+		sr.curOK = false
+		if 2*w <= p.Count() { // else the cover holds most of the pool anyway
+			m = sr.improve(p, m)
+		}
+		sr.left = 2 // always rank the cover
+		if sr.curOK {
+			sr.keep(&sr.cur)
+			continue
+		}
+		sr.visit(m)
+	}
+}
+
+// visit ranks the candidate m and keeps it when it is the best so far; it
+// returns false when the pool's budget of candidates is spent.
+func (sr *searcher) visit(m numa.Mask) bool {
+	sr.rankOf(m, &sr.cand)
+	sr.keep(&sr.cand)
+	sr.left--
+	return sr.left > 0
+}
+
+// keep makes rk the best so far when it is.
+func (sr *searcher) keep(rk *rank) {
+	if !sr.have || compareRanks(rk, &sr.best, sr.k) < 0 {
+		sr.best, sr.have = *rk, true
+	}
+}
+
+// improve is the local search of large pools: it swaps one node of the
+// cover m for one of the pool outside it while the swap keeps a cover and
+// lowers the span's rank ([rank], by [compareRanks]; every span of the
+// pool agrees on the rule, see choose). While [rankOrder] starts with the
+// rule, the NUMA sets crossed and the distance (setsFirst), it takes the
+// first swap that lowers the sets or, at the same sets, the distance (both
+// kept up to date incrementally, so such a swap is judged in O(k)); when
+// none does, it ranks in full (O(k·w log w) plus the resources' penalties)
+// the swaps that tie on both, at most max(1, Options.SearchBudget/256) of
+// them, and takes the first that ranks lower; then it starts over. Under
+// any other order every swap that keeps a cover is ranked in full, so the
+// search optimises whatever the order says. It tries at most
+// Options.SearchBudget/2 swaps in all; a swap made costs O(n) more. When
+// the returned cover's full rank is known it is left in sr.cur (sr.curOK).
+func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
+	s, p := sr.s, &sr.freeP
+	p.clip()
+	budget := s.opts.SearchBudget / 2
+	ties := max(1, budget/128)
+	full := !setsFirst // rank every swap in full
+	if full {
+		ties = budget
+	}
+	var inSet [numa.MaxNodes]int32 // nodes of m per NUMA set
+	for wd := uint64(m); wd != 0; wd &= wd - 1 {
+		inSet[s.setOf[bits.TrailingZeros64(wd)]]++
+	}
+	sums := p.sums(m)
+	// toM[x] is the total distance from node x to the nodes of m, kept up
+	// to date across swaps.
+	var toM [numa.MaxNodes]int64
+	for wo := uint64(m); wo != 0; wo &= wo - 1 {
+		for x, d := range s.distRow(bits.TrailingZeros64(wo)) {
+			toM[x] += int64(d)
+		}
+	}
+	cur := &sr.cur // the full rank of m, when known
+	known := false
+	tieRound := full // the current sweep ranks the swaps that tie
+	for budget > 0 {
+		swapped := false
+		for wi := uint64(m); wi != 0 && !swapped; wi &= wi - 1 {
+			i := bits.TrailingZeros64(wi)
+			rowI := s.distRow(i)
+			di := toM[i] - int64(rowI[i]) // distances from i to the rest of m
+			si := s.setOf[i]
+			vi := &p.val[i]
+			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
+				j := bits.TrailingZeros64(wj)
+				if budget--; budget < 0 {
+					sr.curOK = known
+					return m
+				}
+				sj := s.setOf[j]
+				dSets := 0 // sets crossed after the swap, relative to now
+				if si != sj {
+					if inSet[si] == 1 {
+						dSets--
+					}
+					if inSet[sj] == 0 {
+						dSets++
+					}
+				}
+				dDist := toM[j] - int64(rowI[j]) - di
+				tie := full || dSets == 0 && dDist == 0
+				if !full && (dSets > 0 || (dSets == 0 && dDist > 0) || tie != tieRound) {
+					continue
+				}
+				ok := true
+				vj := &p.val[j]
+				for r := 0; r < p.k && ok; r++ {
+					ok = sums[r]-vi[r]+vj[r] >= p.need[r]
+				}
+				if !ok {
+					continue
+				}
+				next := m&^(1<<uint(i)) | 1<<uint(j)
+				if tie {
+					if !known {
+						sr.rankOf(m, cur)
+						known = true
+					}
+					if full {
+						sr.rankOf(next, &sr.cand)
+					} else {
+						sr.cand = *cur // the same rule, sets and distance
+						sr.rankTail(next, &sr.cand)
+					}
+					if ties--; compareRanks(&sr.cand, cur, sr.k) >= 0 {
+						if ties == 0 {
+							sr.curOK = known
+							return m
+						}
+						continue
+					}
+					*cur = sr.cand
+				} else {
+					known = false
+				}
+				for r := 0; r < p.k; r++ {
+					sums[r] += vj[r] - vi[r]
+				}
+				m = next
+				for x, d := range s.distRow(j) {
+					toM[x] += int64(d) - int64(rowI[x])
+				}
+				inSet[si]--
+				inSet[sj]++
+				swapped = true
+				break
+			}
+		}
+		switch {
+		case swapped:
+			tieRound = full
+		case tieRound || ties == 0:
+			sr.curOK = known
+			return m // a local optimum
+		default:
+			tieRound = true
+		}
+	}
+	sr.curOK = known
+	return m
+}

@@ -1,0 +1,353 @@
+package allocator
+
+import (
+	"cmp"
+	"math/bits"
+	"reflect"
+	"slices"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// rank is where a span stands in the preference order among the admissible
+// spans of one decision: of two spans the one whose rank compares lower
+// ([compareRanks]) is chosen. This comment is the only statement of the
+// order (the package doc and docs/design.md point here); its fields are the
+// criteria, declared in that order, and [rankOrder] is the list the code
+// compares them by, each lower first, the first that differs deciding:
+//
+//  1. critRule: the span keeps the singleNUMANodeExclusive rule
+//     (ruleBroken);
+//  2. critSets: fewer NUMA sets crossed (sets);
+//  3. critDistance: lower total SLIT distance over the span's pairs
+//     (distance);
+//  4. critPenalty: the resources' own preferences, kind by kind (penalty:
+//     GPUs under one PCIe switch, CPUs as whole free cores);
+//  5. critStranded: for requests without GPUs, fewer free GPUs on the span
+//     (stranded);
+//  6. critLeft: best fit (or spread), kind by kind (left);
+//  7. critSpan: the lowest node indices (span).
+//
+// Each criterion's comment says exactly what it compares. Changing the
+// order is changing rankOrder and the numbered lines above; TestRankOrder
+// ranks two fixed spans both ways, under this order and with two criteria
+// swapped.
+//
+// Which spans are ranked: on pools of at most smallPool nodes, every
+// admissible span of the demanded width up to Options.SearchBudget of them
+// (inside one NUMA set first when the width fits in one and the order puts
+// the sets crossed first after the rule, since a span inside one set then
+// beats every span that crosses sets), so the choice is the top-ranked one
+// whenever there are fewer candidates; on larger pools one cover found by
+// the admission search, improved by the local search of [searcher.improve]
+// on this same order.
+type rank struct {
+	ruleBroken bool
+	sets       int
+	distance   int
+	penalty    [maxKinds]int64
+	stranded   int64
+	left       [maxKinds]int64
+	span       numa.Mask
+}
+
+// criterion compares two ranks on one criterion (k demanded kinds):
+// negative when a is preferred, positive when b is, 0 on a tie.
+type criterion func(a, b *rank, k int) int
+
+// The criteria, each lower first.
+var (
+	// critRule: whether the span breaks the singleNUMANodeExclusive rule (a
+	// one-node span on a shared node, a wider span on a single node).
+	// Where the rule binds hard (SingleNUMANode and Restricted under
+	// Required) such a span is not admissible at all; elsewhere
+	// (Preferred, BestEffort, None) it is chosen only when no span of the
+	// width keeps the rule.
+	critRule criterion = func(a, b *rank, _ int) int { return compareBools(a.ruleBroken, b.ruleBroken) }
+	// critSets: the NUMA sets the span crosses.
+	critSets criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.sets, b.sets) }
+	// critDistance: the sum of the SLIT distances over the pairs of the
+	// span's nodes.
+	critDistance criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.distance, b.distance) }
+	// critPenalty: for each demanded kind, in the engine's kind order (GPUs,
+	// the other device classes by name, CPUs, memory, then the kinds of
+	// Options.Resources and Options.NewResources as given), how far the
+	// span's split of the request (see [searcher.split]) is from the
+	// resource's own preference, its [Penalizer] penalty (0 for a resource
+	// without one), compared kind by kind: for devices the PCIe switch
+	// groups used beyond one per node, so GPUs under one switch come
+	// first; for CPUs the CPUs that cannot come as whole free cores.
+	critPenalty criterion = func(a, b *rank, k int) int { return slices.Compare(a.penalty[:k], b.penalty[:k]) }
+	// critStranded: for a request that asks for no GPUs, the free GPUs on
+	// the span, so that CPU-only pods leave GPU-local CPUs to GPU pods (0
+	// for every span with Options.SpendGPULocalCPUs).
+	critStranded criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.stranded, b.stranded) }
+	// critLeft: for each demanded kind in kind order, the free units the
+	// span's nodes keep after the placement, compared kind by kind: best
+	// fit (fewer first, keeping large free blocks whole) by default, the
+	// opposite with Options.Packing Spread.
+	critLeft criterion = func(a, b *rank, k int) int { return slices.Compare(a.left[:k], b.left[:k]) }
+	// critSpan: lower node indices first (numa.Mask.IsNarrowerThan; the
+	// spans compared have the same width), so that the order is total and
+	// every decision deterministic.
+	critSpan criterion = func(a, b *rank, _ int) int { return compareSpans(a.span, b.span) }
+)
+
+// rankOrder is the preference order of [rank]'s doc comment as the list
+// compareRanks reads. The local search of [searcher.improve] and the
+// set-by-set enumeration of [searcher.choose] take their shortcuts only
+// while the list starts critRule, critSets, critDistance (setsFirst), so
+// that reordering the list is the whole change in the code.
+var rankOrder = []criterion{critRule, critSets, critDistance, critPenalty, critStranded, critLeft, critSpan}
+
+// setsFirst reports whether rankOrder starts critRule, critSets, critDistance:
+// then the spans of one decision (which agree on the rule) are ordered by
+// the sets they cross and the distance before anything else, which the
+// local search judges incrementally and the enumeration by NUMA set
+// relies on.
+var setsFirst = startsWith(rankOrder, critRule, critSets, critDistance)
+
+// startsWith reports whether order starts with the criteria prefix.
+func startsWith(order []criterion, prefix ...criterion) bool {
+	if len(order) < len(prefix) {
+		return false
+	}
+	for i, c := range prefix {
+		if reflect.ValueOf(order[i]).Pointer() != reflect.ValueOf(c).Pointer() {
+			return false
+		}
+	}
+	return true
+}
+
+// compareRanks compares two ranks of spans of one decision (k demanded
+// kinds) by rankOrder: negative when a is preferred, positive when b is, 0
+// only for the same span.
+func compareRanks(a, b *rank, k int) int { return compareRanksBy(rankOrder, a, b, k) }
+
+// compareRanksBy compares a and b by the criteria of order, stopping at
+// the first that differs.
+func compareRanksBy(order []criterion, a, b *rank, k int) int {
+	for _, c := range order {
+		if d := c(a, b, k); d != 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// compareBools orders false before true.
+func compareBools(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
+}
+
+// compareSpans orders masks by numa.Mask.IsNarrowerThan.
+func compareSpans(a, b numa.Mask) int {
+	switch {
+	case a == b:
+		return 0
+	case a.IsNarrowerThan(b):
+		return -1
+	}
+	return 1
+}
+
+// rankOf fills rk with the rank of span m for the decision's request,
+// leaving m's split in sr.amt. It costs O(k·|m| + |m|²) plus the
+// resources' penalties.
+func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
+	s := sr.s
+	rk.span = m
+	rk.ruleBroken = m&sr.forbidden != 0
+	var sets uint64
+	for w := uint64(m); w != 0; w &= w - 1 {
+		sets |= s.setBit[bits.TrailingZeros64(w)]
+	}
+	rk.sets = bits.OnesCount64(sets)
+	rk.distance = 0
+	for w := uint64(m); w != 0; w &= w - 1 {
+		row := s.distRow(bits.TrailingZeros64(w))
+		for v := w & (w - 1); v != 0; v &= v - 1 {
+			rk.distance += int(row[bits.TrailingZeros64(v)])
+		}
+	}
+	sr.rankTail(m, rk)
+}
+
+// rankTail fills the criteria of rk after the distance for span m (rk's
+// first criteria are left as they are), leaving m's split in sr.amt:
+// O(k·|m| log |m|) plus the resources' penalties.
+func (sr *searcher) rankTail(m numa.Mask, rk *rank) {
+	s := sr.s
+	rk.span = m
+	sr.split(m, &sr.amt)
+	sr.amtSpan = m
+	rk.stranded = 0
+	for j := 0; j < sr.k; j++ {
+		rk.penalty[j] = 0
+		if pen := s.pen[sr.kinds[j]]; pen != nil {
+			rk.penalty[j] = pen.Penalty(sr.r, m, sr.amt[j][:s.n])
+		}
+		left := -sr.freeP.need[j]
+		for w := uint64(m); w != 0; w &= w - 1 {
+			left += sr.freeP.amount[j][bits.TrailingZeros64(w)]
+		}
+		if s.opts.Packing == Spread {
+			left = -left
+		}
+		rk.left[j] = left
+	}
+	if sr.strands {
+		for w := uint64(m); w != 0; w &= w - 1 {
+			rk.stranded += sr.keepFree[bits.TrailingZeros64(w)]
+		}
+	}
+}
+
+// split decides how many units of each demanded kind every node of the
+// span m gives, into dst[kind][node] (entries of nodes outside m are left
+// as they are): a one-node span gives everything; otherwise the first kind
+// with a demand on known nodes (the anchor: GPUs when the request has any)
+// comes from the nodes with the most free units first (the lower index on a
+// tie), and every other kind in proportion to the anchor's split (see
+// proportional), within each node's free units.
+func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
+	need := &sr.freeP.need
+	if m&(m-1) == 0 { // one node: it gives everything
+		if m == 0 {
+			return
+		}
+		i := bits.TrailingZeros64(uint64(m))
+		for j := 0; j < sr.k; j++ {
+			dst[j][i] = need[j]
+		}
+		return
+	}
+	order := &sr.scr.order
+	n := 0
+	for w := uint64(m); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
+		order[n] = int8(i)
+		n++
+		for j := 0; j < sr.k; j++ {
+			dst[j][i] = 0
+		}
+	}
+	anchor := -1
+	for j := 0; j < sr.k; j++ {
+		if need[j] > 0 {
+			anchor = j
+			break
+		}
+	}
+	if anchor < 0 {
+		return
+	}
+	// Anchor: most free first, lowest index on a tie.
+	raw := sr.freeP.amount[anchor]
+	if n <= 12 {
+		for a := 1; a < n; a++ {
+			for b := a; b > 0 && raw[order[b]] > raw[order[b-1]]; b-- {
+				order[b], order[b-1] = order[b-1], order[b]
+			}
+		}
+	} else {
+		key := &sr.scr.key
+		for _, i := range order[:n] {
+			key[i] = raw[i]
+		}
+		sortDesc(order[:n], key, &sr.scr.keys)
+	}
+	rem := need[anchor]
+	for _, i := range order[:n] {
+		t := min(rem, raw[i])
+		dst[anchor][i] = t
+		rem -= t
+	}
+	weights := &dst[anchor]
+	for j := 0; j < sr.k; j++ {
+		if j != anchor && need[j] > 0 {
+			proportional(need[j], weights, sr.freeP.amount[j], order[:n], &dst[j], &sr.scr)
+		}
+	}
+}
+
+// proportional splits need over the nodes in order (heaviest anchor share
+// first) in proportion to weights, within free, into out: each node gets
+// the floor of its share, the rounding remainder goes to the largest
+// fractional parts (the earlier node in order on a tie), then amounts above
+// a node's free amount go to the nodes with room, in order.
+func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order []int8, out *[numa.MaxNodes]int64, scr *splitScratch) {
+	var total int64
+	for _, i := range order {
+		total += weights[i]
+	}
+	rem := need
+	if total > 0 {
+		frac := &scr.key
+		for _, i := range order {
+			out[i], frac[i] = mulDivMod(need, weights[i], total)
+			rem -= out[i]
+		}
+		if rem > 0 && total < 1<<56 {
+			// The largest fractional parts, the earlier position on a tie:
+			// keys packed as (total - frac, position), sorted ascending.
+			keys := &scr.keys
+			for p, i := range order {
+				keys[p] = uint64(total-frac[i])<<7 | uint64(p)
+			}
+			ks := keys[:len(order)]
+			slices.Sort(ks)
+			for _, key := range ks[:rem] {
+				out[order[key&127]]++
+			}
+			rem = 0
+		}
+		var given numa.Mask
+		for ; rem > 0; rem-- { // the same, without packing
+			best, bestFrac := -1, int64(-1)
+			for _, i := range order {
+				if f := frac[i]; !given.Contains(int(i)) && f > bestFrac {
+					best, bestFrac = int(i), f
+				}
+			}
+			given = given.With(best)
+			out[best]++
+		}
+	}
+	for _, i := range order {
+		if out[i] > free[i] {
+			rem += out[i] - free[i]
+			out[i] = free[i]
+		}
+	}
+	for _, i := range order {
+		if rem == 0 {
+			break
+		}
+		t := min(rem, free[i]-out[i])
+		out[i] += t
+		rem -= t
+	}
+}
+
+// splitScratch is the working memory of split and proportional.
+type splitScratch struct {
+	order [numa.MaxNodes]int8
+	key   [numa.MaxNodes]int64
+	keys  [numa.MaxNodes]uint64
+}
+
+// mulDivMod returns a*b/c and a*b mod c for non-negative a, b and positive
+// c, without overflow (b <= c).
+func mulDivMod(a, b, c int64) (q, r int64) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	uq, ur := bits.Div64(hi, lo, uint64(c))
+	return int64(uq), int64(ur)
+}

@@ -1,0 +1,497 @@
+package allocator
+
+import (
+	"math/bits"
+	"slices"
+	"sync"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
+)
+
+// searcher is one decision (a Fit, an Allocate, a Score, a FitWithout, the
+// widths of a Resize): it owns its inputs (the state, the request, the live
+// allocations to see as released), what it derives from them (the demanded
+// kinds, the free amounts and the capacities as covering problems, the node
+// types, the step bound of its searches, the working memory of the
+// strategies) and its results (the plan, a cover the admission found, the
+// chosen span and its split). [searcher.begin] sets every field a decision
+// reads before it reads it; the large arrays are written for the nodes and
+// kinds of the decision before they are read, so nothing one decision
+// leaves behind is read by the next. Searchers are pooled only to reuse
+// their memory (about 120 KB each, shared by every State, so that a
+// cluster of thousands of machine states stays small).
+//
+// The strategies, chosen in one place ([searcher.exists]):
+//   - one node ([problem.oneNode]): width 1, O(k·n), exact;
+//   - the subset search ([subsetSearch]): pools of at most smallPool nodes,
+//     exact, C(n, w) subsets in the worst case;
+//   - the class search ([classSearch]): larger pools, exact within the
+//     decision's bound ([stepBound]); beyond it undecided (a Restricted
+//     request refused with ErrSearchLimit), or for None and BestEffort the
+//     narrowest cover known ([classSearch.narrowestKnown]).
+//
+// Choosing among admissible spans ([searcher.choose]) ranks candidates by
+// [rank].
+type searcher struct {
+	// Inputs.
+	s       *State
+	r       *Request
+	without []*Allocation // nil, or live allocations seen as released
+
+	// The demanded kinds (in the engine's kind order) and their amounts.
+	k        int
+	kinds    [maxKinds]int   // resource index of each demanded kind
+	demand   [maxKinds]int64 // the request's units of each kind
+	unplaced [maxKinds]int64 // units taken from those of unknown NUMA node (None)
+	unFree   [maxKinds]int64 // free units of unknown NUMA node (None)
+	freeSum  [maxKinds]int64 // free units per kind on known nodes (when sumsOK)
+	sumsOK   bool
+	freeP    problem         // the free units per kind and node
+	capP     problem         // the capacities (when capOK)
+	capMax   [maxKinds]int64 // the largest capacity of one node, per kind
+	capSum   [maxKinds]int64 // the capacity per kind on known nodes
+	capOK    bool            // capP, capMax and capSum are loaded
+
+	single, shared numa.Mask // the node types (without the victims)
+	bound          stepBound
+
+	// Working memory of the strategies.
+	sub   subsetSearch
+	large classSearch
+
+	// Results.
+	plan  plan
+	found numa.Mask // a cover of plan.width the admission found (0: none)
+
+	// Choosing (see choose.go).
+	forbidden numa.Mask // nodes a span of the width may not use under the rule
+	strands   bool      // the rank counts stranded units (see rank.stranded)
+	keepFree  [numa.MaxNodes]int64
+	have      bool
+	left      int
+	best      rank
+	cand      rank
+	cur       rank
+	curOK     bool      // cur is the rank of the cover improve returned
+	amtSpan   numa.Mask // the span whose split amt holds (0: none)
+	scr       splitScratch
+	amt       [maxKinds][numa.MaxNodes]int64 // the split of the span being ranked
+	take      [maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere
+}
+
+// plan is the answer of a decision's admission: the widths, and the span
+// when one was chosen.
+type plan struct {
+	span      numa.Mask
+	width     int
+	widthCap  int
+	widthFree int
+	inSet     bool
+}
+
+var searchers = sync.Pool{New: func() any { return new(searcher) }}
+
+// searcher returns a searcher for one decision of r on s, seeing the live
+// allocations without (nil: none) as released. The caller holds a lock and
+// calls done when the decision's results have been used.
+func (s *State) searcher(r *Request, without []*Allocation) *searcher {
+	sr := searchers.Get().(*searcher)
+	sr.begin(s, r, without)
+	return sr
+}
+
+// begin resets every field a decision reads before writing it.
+func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
+	sr.s, sr.r, sr.without = s, r, without
+	sr.k, sr.capOK = 0, false
+	sr.bound = stepBound{}
+	sr.large.p, sr.large.b = nil, &sr.bound
+	sr.plan, sr.found, sr.have = plan{}, 0, false
+}
+
+// done returns the searcher to the pool, dropping its references.
+// The views of resources' counters in the problems stay until the next
+// decision overwrites them (or the pool drops the searcher at a garbage
+// collection); no decision reads those of another.
+func (sr *searcher) done() {
+	sr.s, sr.r, sr.without = nil, nil, nil
+	searchers.Put(sr)
+}
+
+// cut reports whether the bound cut a search of the decision.
+func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
+
+// loadDemands finds the demanded kinds (at most maxKinds).
+func (sr *searcher) loadDemands() error {
+	r, k := sr.r, 0
+	for j, res := range sr.s.res {
+		d := res.Demand(r)
+		if d == 0 {
+			continue
+		}
+		if k == maxKinds {
+			return invalidRequest(r, "", "asks for more than %d resource kinds", maxKinds)
+		}
+		sr.kinds[k], sr.demand[k] = j, d
+		k++
+	}
+	sr.k, sr.freeP.k, sr.capP.k = k, k, k
+	return nil
+}
+
+// loadFree reads the free units of the demanded kinds (as if the victims
+// were released) into the free problem, and returns the kinds whose free
+// units fall short of the demand on the whole machine. Devices of unknown
+// NUMA node count only for None requests, and are taken first by them
+// (nobody else can use them): the known nodes must give the rest. The
+// common case, some node covering alone, costs O(n) for the first kind and
+// O(nodes left) for the others: no kind can then be short.
+func (sr *searcher) loadFree() []Shortage {
+	s, r, p := sr.s, sr.r, &sr.freeP
+	ones := numa.FirstN(s.n)
+	for j := 0; j < sr.k; j++ {
+		res := sr.kinds[j]
+		var raw []int64
+		var un int64
+		if sr.without != nil {
+			raw = p.store[j][:s.n]
+			ret := s.res[res].(Returner)
+			ret.FreeWithout(r, sr.without, raw)
+			if r.Policy == policy.None {
+				un = ret.UnplacedWithout(r, sr.without)
+			}
+		} else {
+			raw = s.freeOf(res, r, p.store[j][:s.n])
+			if r.Policy == policy.None {
+				un = s.res[res].Unplaced(r)
+			}
+		}
+		p.amount[j] = raw
+		need := sr.demand[j]
+		sr.unFree[j] = un
+		sr.unplaced[j] = min(un, need)
+		known := need - sr.unplaced[j]
+		p.need[j], sr.capP.need[j] = known, known
+		if j == 0 {
+			for i, v := range raw {
+				if v < known {
+					ones &^= 1 << uint(i)
+				}
+			}
+			continue
+		}
+		for w := uint64(ones); w != 0; w &= w - 1 {
+			if i := bits.TrailingZeros64(w); raw[i] < known {
+				ones &^= 1 << uint(i)
+			}
+		}
+	}
+	p.n, p.ones, p.clipped = s.n, ones, false
+	sr.sumsOK = false
+	if ones != 0 {
+		return nil
+	}
+	var short []Shortage
+	sr.sums()
+	for j := 0; j < sr.k; j++ {
+		if have := sr.freeSum[j] + sr.unFree[j]; have < sr.demand[j] {
+			short = append(short, Shortage{Resource: s.res[sr.kinds[j]].Kind(), Need: sr.demand[j], Have: have})
+		}
+	}
+	return short
+}
+
+// sums computes freeSum, the free units of each kind on known nodes.
+func (sr *searcher) sums() {
+	if sr.sumsOK {
+		return
+	}
+	for j := 0; j < sr.k; j++ {
+		var t int64
+		for _, v := range sr.freeP.amount[j] {
+			t += v
+		}
+		sr.freeSum[j] = t
+	}
+	sr.sumsOK = true
+}
+
+// capacity returns the capacity problem, loading it on first use.
+func (sr *searcher) capacity() *problem {
+	p := &sr.capP
+	if sr.capOK {
+		return p
+	}
+	s := sr.s
+	for j := 0; j < sr.k; j++ {
+		capa := s.capacityOf(sr.kinds[j], sr.r, p.store[j][:s.n])
+		p.amount[j] = capa
+		var sum, most int64
+		for _, v := range capa {
+			sum += v
+			most = max(most, v)
+		}
+		sr.capSum[j], sr.capMax[j] = sum, most
+	}
+	p.load(s.n)
+	sr.capOK = true
+	return p
+}
+
+// exists returns some w nodes of pool that cover p's demands. It is the one
+// place where the strategy is chosen: one node for width 1, the exact
+// subset search on pools of at most smallPool nodes, the class search
+// (within the decision's bound) on larger pools.
+func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
+	switch n := pool.Count(); {
+	case w <= 0 || w > n:
+		return 0, false
+	case w == 1:
+		return p.oneNode(pool)
+	case n <= smallPool:
+		return sr.sub.exists(p, pool, w)
+	}
+	sr.prepareLarge(p, pool)
+	return sr.large.exists(w)
+}
+
+// prepareLarge makes the class search hold problem p and pool.
+func (sr *searcher) prepareLarge(p *problem, pool numa.Mask) {
+	if !sr.large.prepared(p, pool) {
+		sr.large.prepare(p, pool)
+	}
+}
+
+// minWidth returns the fewest nodes of pool that cover p's demands and one
+// such cover, or -1 when none does or the bound cut the search (see cut).
+// Widths are tried upward from a lower bound through exists; on large
+// pools the class search skips the widths its Lagrangian bounds rule out.
+func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
+	if m, ok := sr.exists(p, pool, 1); ok {
+		return 1, m // the common case, without sorting
+	}
+	if pool.Count() > smallPool {
+		sr.prepareLarge(p, pool)
+		return sr.large.minWidth()
+	}
+	lb := p.lowerBound(pool)
+	if lb < 0 {
+		return -1, 0
+	}
+	if lb == 0 {
+		return 0, 0
+	}
+	for w := max(lb, 2); w <= pool.Count(); w++ {
+		if m, ok := sr.exists(p, pool, w); ok {
+			return w, m
+		}
+	}
+	return -1, 0
+}
+
+// anyCover reports whether some pool, restricted to allowed, has a cover
+// of width w of the free problem, and keeps the cover found in sr.found.
+func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
+	if w == 1 { // the common case: the nodes that cover alone are known
+		for _, p := range pools {
+			if m := p & allowed & sr.freeP.ones; m != 0 {
+				sr.found = m & -m
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range pools {
+		if m, ok := sr.exists(&sr.freeP, p&allowed, w); ok {
+			sr.found = m
+			return true
+		}
+	}
+	return false
+}
+
+// widthCap returns r's width_cap and whether it was found inside one NUMA
+// set: the fewest nodes of one NUMA set whose capacity covers it, else the
+// fewest anywhere (0 when even the whole machine's capacity falls short).
+// A request whose free units some node covers alone has width_cap 1 inside
+// that node's set, found without reading the capacities.
+func (sr *searcher) widthCap() (int, bool) {
+	s := sr.s
+	all := s.m.AllNodes()
+	if _, ok := sr.freeP.oneNode(all); ok {
+		return 1, true
+	}
+	cp := sr.capacity()
+	if _, ok := cp.oneNode(all); ok {
+		return 1, true
+	}
+	best := -1
+	for _, set := range s.setMasks {
+		if w, _ := sr.minWidth(cp, set); w > 0 && (best < 0 || w < best) {
+			best = w
+		}
+	}
+	if best > 0 {
+		return best, true
+	}
+	w, _ := sr.minWidth(cp, all)
+	return max(w, 0), false
+}
+
+// nodeTypes sets the single and shared nodes as the decision sees them.
+func (sr *searcher) nodeTypes() {
+	if sr.without == nil {
+		sr.single, sr.shared = sr.s.singleMask, sr.s.sharedMask
+		return
+	}
+	sr.single, sr.shared = sr.s.typesWithout(sr.without)
+}
+
+// decide applies the policy to the request. With choose it also picks the
+// best span among the admissible ones and leaves the split per kind and
+// node in sr.take. It never changes the state; the caller holds a lock.
+//
+// Bound: the admission reads the amounts in O(k·n), searches pools of at
+// most smallPool nodes exactly (at most 2^16 subsets per width), and on
+// larger pools takes at most searchSteps steps of the class search in all
+// (softSteps for None and BestEffort, see [stepBound]). When that bound
+// cuts a search of a Restricted request, it is refused with
+// [ErrSearchLimit], so that its answer is exact or refused; None and
+// BestEffort are admitted by the free totals (exact), and a cut search
+// leaves only their width_free, and so the span's preference,
+// best-effort: the narrowest cover the search knows. Choosing the
+// span adds at most Options.SearchBudget candidates per pool and as many
+// swaps of the local search, each ranked in O(k·w + w²) plus the
+// resources' penalties; the choice never refuses, so Fit and Allocate
+// agree.
+func (sr *searcher) decide(choose bool) error {
+	s, r := sr.s, sr.r
+	if err := r.validate(s.m.ThreadsPerCore()); err != nil {
+		return err
+	}
+	if len(r.Devices) > 0 {
+		if err := s.checkClasses(r); err != nil {
+			return err
+		}
+	}
+	if len(r.Amounts) > 0 {
+		if err := s.checkAmounts(r); err != nil {
+			return err
+		}
+	}
+	if err := sr.loadDemands(); err != nil {
+		return err
+	}
+	if short := sr.loadFree(); short != nil {
+		return sr.insufficient(short)
+	}
+	if sr.freeP.nothing() {
+		if choose {
+			sr.clearTake()
+		}
+		return nil // None served from devices of unknown NUMA node alone
+	}
+
+	all := s.m.AllNodes()
+	p := &sr.plan
+	pools := s.allPool[:]
+	sr.bound.soft = r.Policy == policy.BestEffort || r.Policy == policy.None
+	switch r.Policy {
+	case policy.SingleNUMANode:
+		p.width = 1
+	case policy.Restricted:
+		p.widthCap, p.inSet = sr.widthCap()
+		if p.inSet {
+			pools = s.setMasks
+		}
+		p.width = p.widthCap
+	}
+	sr.nodeTypes()
+	if r.Policy == policy.BestEffort || r.Policy == policy.None {
+		// The rule is soft: the allowed nodes when they hold a cover of
+		// width_free, else all of them (the rank's first criterion). The
+		// cover minWidth found often settles it.
+		var found numa.Mask
+		p.widthFree, found = sr.minWidth(&sr.freeP, all)
+		p.width = p.widthFree
+		allowed := policy.AllowedPool(p.width, all, sr.single, sr.shared)
+		restrict := all
+		if found.IsSubsetOf(allowed) {
+			sr.found, restrict = found, allowed
+		} else if sr.anyCover(pools, allowed, p.width) {
+			restrict = allowed
+		} else {
+			sr.found = found
+		}
+		if sr.cut() {
+			return sr.searchLimit()
+		}
+		if choose {
+			p.span = sr.choose(pools, restrict)
+		}
+		return nil
+	}
+
+	allowed := policy.AllowedPool(p.width, all, sr.single, sr.shared)
+	hard := policy.Binds(r.Policy, r.Exclusive)
+	restrict := allowed
+	if !sr.anyCover(pools, allowed, p.width) {
+		if allowed == all || !sr.anyCover(pools, all, p.width) {
+			if sr.cut() {
+				return sr.searchLimit()
+			}
+			return sr.noFit(pools)
+		}
+		if sr.cut() {
+			return sr.searchLimit()
+		}
+		if hard {
+			return sr.blocked(pools, all&^allowed)
+		}
+		restrict = all
+	}
+	if sr.cut() {
+		return sr.searchLimit()
+	}
+	if choose {
+		p.span = sr.choose(pools, restrict)
+	}
+	return nil
+}
+
+// clearTake zeroes the split of the chosen span.
+func (sr *searcher) clearTake() {
+	for j := 0; j < sr.k; j++ {
+		clear(sr.take[j][:sr.s.n])
+	}
+}
+
+// demandedIndex returns the position among the demanded kinds of the
+// resource of the given kind (0 when none).
+func (sr *searcher) demandedIndex(kind string) int {
+	for j := 0; j < sr.k; j++ {
+		if sr.s.res[sr.kinds[j]].Kind() == kind {
+			return j
+		}
+	}
+	return 0
+}
+
+// topSum returns the sum of the w largest values of v over pool, in
+// O(n log n) for n nodes.
+func topSum(v []int64, pool numa.Mask, w int) int64 {
+	var vals [numa.MaxNodes]int64
+	n := 0
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		vals[n] = v[bits.TrailingZeros64(wd)]
+		n++
+	}
+	s := vals[:n]
+	slices.Sort(s)
+	var t int64
+	for j := n - 1; j >= 0 && j >= n-w; j-- {
+		t += s[j]
+	}
+	return t
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/allocator/allocatortest"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -198,6 +200,7 @@ func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []
 	if err != nil {
 		t.Fatal(err)
 	}
+	md = md.WithOptions(opts)
 	var answers []string
 	// The state before the last allocation, while it was the last
 	// operation and succeeded.
@@ -402,6 +405,175 @@ func TestRefusalsAreTyped(t *testing.T) {
 		}
 		if !v.Valid && (fitErr == nil || err == nil) {
 			t.Fatalf("invalid request (%s) admitted: Fit %v, Allocate %v", v.Reason, fitErr, err)
+		}
+	})
+}
+
+// resizeSize draws the new size of a resize of a: mostly near its current
+// size (a few CPUs or cores more or less), sometimes anything up to the
+// machine's CPUs and one more, sometimes negative.
+func resizeSize(t *rapid.T, m *topology.Machine, a allocator.Allocation) int {
+	switch rapid.IntRange(0, 9).Draw(t, "sizeKind") {
+	case 0:
+		return -rapid.IntRange(1, 3).Draw(t, "negative")
+	case 1, 2, 3:
+		return rapid.IntRange(0, m.NumCPUs()+1).Draw(t, "anySize")
+	}
+	step := m.ThreadsPerCore()
+	if !a.FullPCPUs || rapid.IntRange(0, 7).Draw(t, "oddStep") == 0 {
+		step = 1
+	}
+	return max(0, a.CPUs.Size()+step*rapid.IntRange(-3, 3).Draw(t, "steps"))
+}
+
+// TestResizeAgainstModel: after a random stream (with device health
+// changes), a few resizes of random live allocations (and of unknown IDs)
+// are each answered as the reference model decides (allocatortest's
+// DecideResize, by enumerating every NUMA mask): a resize is granted
+// exactly when the model admits it, a refusal is of the model's category
+// and names the allocation's nodes by ID, a granted one holds what the
+// model allows on a span it allows, and a refused one changes nothing;
+// after each the engine's state is the model's.
+func TestResizeAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
+		logCase(t, m, ops)
+		s := allocator.MustNew(m, allocator.Options{})
+		for _, op := range ops {
+			apply(s, op)
+		}
+		md, err := allocatortest.FromSnapshot(m, s.Snapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range rapid.IntRange(1, 4).Draw(t, "resizes") {
+			live := s.Live()
+			id, a := "ghost", allocator.Allocation{}
+			if len(live) > 0 && rapid.IntRange(0, 9).Draw(t, "unknown") != 0 {
+				a = live[rapid.IntRange(0, len(live)-1).Draw(t, "which")].Clone()
+				id = a.ID
+			}
+			cpus := resizeSize(t, m, a)
+			step := fmt.Sprintf("resize %d: %q to %d CPUs", k, id, cpus)
+			t.Logf("%s (verdict: %s)", step, md.DecideResize(id, cpus).Reason)
+			before, freeBefore := s.Snapshot(), s.FreeCPUs().String()
+			got, err := s.Resize(id, cpus)
+			if cerr := md.CheckResize(id, cpus, got, err); cerr != nil {
+				t.Fatalf("%s: %v", step, cerr)
+			}
+			if err != nil {
+				unchanged(t, step+": a refused resize", s, before, freeBefore)
+				continue
+			}
+			if md, err = md.WithResized(got.Clone()); err != nil {
+				t.Fatalf("%s: the resized allocation is not a possible state: %v", step, err)
+			}
+			if err := sameState(s, md); err != nil {
+				t.Fatalf("after %s: %v", step, err)
+			}
+		}
+	})
+}
+
+// claimCandidate draws an allocation to claim on m: one that a twin state
+// made (after its own stream, so it may conflict with what s holds),
+// sometimes changed to name something unknown, reserved, held or twice,
+// memory on a node ID m lacks, negative memory, a class m lacks, a live or
+// empty ID, or fullPCPUs over part of a core.
+func claimCandidate(t *rapid.T, m *topology.Machine, s *allocator.State) allocator.Allocation {
+	twin := allocator.MustNew(m, allocator.Options{})
+	for _, op := range allocatortest.Stream(m).Draw(t, "twinOps") {
+		apply(twin, op)
+	}
+	var a allocator.Allocation
+	if live := twin.Live(); len(live) > 0 {
+		a = live[rapid.IntRange(0, len(live)-1).Draw(t, "twinWhich")].Clone()
+	}
+	a.ID = "claim"
+	a.DenseSpan = numa.Mask(rapid.Uint64().Draw(t, "ignoredSpan")) // Claim ignores it
+	cpus := m.CPUs().List()
+	for range rapid.IntRange(0, 2).Draw(t, "changes") {
+		switch rapid.IntRange(0, 11).Draw(t, "change") {
+		case 0:
+			if len(cpus) > 0 {
+				a.CPUs.Add(rapid.SampledFrom(cpus).Draw(t, "addCPU")) // maybe held or reserved
+			}
+		case 1:
+			a.CPUs.Add(1000) // unknown
+		case 2:
+			if gpus := m.GPUs(); len(gpus) > 0 {
+				a.GPUs = append(a.GPUs, rapid.SampledFrom(gpus).Draw(t, "addGPU").ID)
+			}
+		case 3:
+			a.GPUs = append(a.GPUs, 999)
+		case 4:
+			if a.Devices == nil {
+				a.Devices = map[string][]string{}
+			}
+			a.Devices[allocatortest.RDMAClass] = append(a.Devices[allocatortest.RDMAClass],
+				rapid.SampledFrom([]string{"mlx5_0", "mlx5_1", "mlx5_9"}).Draw(t, "addRDMA"))
+		case 5:
+			a.Devices = map[string][]string{"RDMA": {"mlx5_0"}}
+		case 6:
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: 99, MiB: 1})
+		case 7:
+			node := m.NodeID(rapid.IntRange(0, m.NumNodes()-1).Draw(t, "memNode"))
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: node,
+				MiB: rapid.Int64Range(-1, 4096).Draw(t, "memMiB")})
+		case 8:
+			if live := s.Live(); len(live) > 0 {
+				a.ID = rapid.SampledFrom(live).Draw(t, "liveID").ID
+			}
+		case 9:
+			a.ID = ""
+		case 10:
+			a.FullPCPUs = !a.FullPCPUs
+		case 11:
+			a.Policy = policy.Policy(len(policy.Policies) + 1)
+		}
+	}
+	return a
+}
+
+// TestClaimAgainstModel: after a random stream, claims of allocations
+// decided elsewhere (a twin state's, sometimes changed to conflict) are
+// granted exactly when the reference model accepts them (allocatortest's
+// Model.Claim), returning the model's allocation; a refusal is of the
+// model's category (a *NodeError for a NUMA node ID the machine lacks) and
+// changes nothing; the engine's state is then the model's.
+func TestClaimAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.Machine().Draw(t, "machine")
+		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
+		logCase(t, m, ops)
+		s := allocator.MustNew(m, allocator.Options{})
+		for _, op := range ops {
+			apply(s, op)
+		}
+		md, err := allocatortest.FromSnapshot(m, s.Snapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range rapid.IntRange(1, 3).Draw(t, "claims") {
+			a := claimCandidate(t, m, s)
+			a.ID += strconv.Itoa(k)
+			step := fmt.Sprintf("claim %d of %s memory %v devices %v fullPCPUs %t", k, a, a.Memory, a.Devices, a.FullPCPUs)
+			before, freeBefore := s.Snapshot(), s.FreeCPUs().String()
+			got, err := s.Claim(a.Clone())
+			if cerr := md.CheckClaim(a, got, err); cerr != nil {
+				t.Fatalf("%s: %v", step, cerr)
+			}
+			if err != nil {
+				unchanged(t, step+": a refused claim", s, before, freeBefore)
+				continue
+			}
+			if md, _, err = md.Claim(a); err != nil {
+				t.Fatal(err)
+			}
+			if err := sameState(s, md); err != nil {
+				t.Fatalf("after %s: %v", step, err)
+			}
 		}
 	})
 }

@@ -169,6 +169,21 @@ func TestEngineAgainstModel(t *testing.T) {
 	})
 }
 
+// TestEngineAgainstModelOnSmallMachines is the same property on machines
+// of 2-4 NUMA nodes with SMT, distances and PCIe switches always, where
+// the model also checks that every span is the top-ranked admissible one
+// and every criterion of the order can decide.
+func TestEngineAgainstModelOnSmallMachines(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := allocatortest.SmallMachine().Draw(t, "machine")
+		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
+		opts := options(t)
+		logCase(t, m, ops)
+		t.Logf("options: %+v", opts)
+		checkStream(t, m, opts, ops)
+	})
+}
+
 // TestEngineAgainstModelOnPresets is the same property on the built-in
 // machines of at most 8 NUMA nodes (real shapes, large amounts per node).
 func TestEngineAgainstModelOnPresets(t *testing.T) {

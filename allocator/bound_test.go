@@ -52,35 +52,63 @@ func hardMachine(t *testing.T) *topology.Machine {
 	return m
 }
 
-// TestSearchBound: a request whose width the bounded search cannot settle
-// on a 64-node machine is refused with ErrSearchLimit, saying so, by Fit,
-// Allocate, Score and FitWithout alike, and changes nothing; a request the
-// search settles on the same machine is answered as usual.
+// TestSearchBound: a Restricted request whose width the bounded search
+// cannot settle on a 64-node machine is refused with ErrSearchLimit,
+// saying so, by Fit, Allocate, Score and FitWithout alike, and changes
+// nothing; a request the search settles on the same machine is answered
+// as usual.
 func TestSearchBound(t *testing.T) {
 	m := hardMachine(t)
-	for _, p := range []policy.Policy{policy.Restricted, policy.BestEffort, policy.None} {
+	p := policy.Restricted
+	s := allocator.MustNew(m, allocator.Options{})
+	r := allocator.Request{ID: "hard", CPUs: 894, GPUs: 42, MemoryMiB: 644 << 10, Policy: p}
+	before := fmt.Sprint(s.Snapshot())
+	fitErr := s.Fit(&r)
+	require.ErrorIs(t, fitErr, allocator.ErrSearchLimit)
+	var pe *allocator.PlacementError
+	require.ErrorAs(t, fitErr, &pe)
+	require.Equal(t, allocator.ErrSearchLimit, pe.Unwrap())
+	require.Contains(t, pe.Reason, "bound")
+	require.False(t, errors.Is(fitErr, allocator.ErrNeverFits), "it may fit: the search cannot tell")
+	_, err := s.Allocate(&r)
+	require.Equal(t, fitErr.Error(), err.Error(), "Fit and Allocate agree")
+	_, err = s.Score(&r)
+	require.ErrorIs(t, err, allocator.ErrSearchLimit)
+	require.ErrorIs(t, s.FitWithout(&r, nil), allocator.ErrSearchLimit)
+	require.Equal(t, before, fmt.Sprint(s.Snapshot()), "a refusal changes nothing")
+
+	small := allocator.Request{ID: "small", CPUs: 40, GPUs: 2, Policy: p}
+	require.NoError(t, s.Fit(&small))
+	_, err = s.Allocate(&small)
+	require.NoError(t, err)
+}
+
+// TestSearchBoundSoft: the same request under BestEffort and None, which
+// the free totals admit, is never refused by the bound: Fit, FitWithout
+// and Score admit it, Allocate places exactly what it asks for on a span
+// that covers it (the narrowest the bounded search knows, at least the
+// width every kind alone needs), and Release gives it back.
+func TestSearchBoundSoft(t *testing.T) {
+	m := hardMachine(t)
+	for _, p := range []policy.Policy{policy.BestEffort, policy.None} {
 		t.Run(p.String(), func(t *testing.T) {
 			s := allocator.MustNew(m, allocator.Options{})
-			r := allocator.Request{ID: "hard", CPUs: 894, GPUs: 42, MemoryMiB: 644 << 10, Policy: p}
 			before := fmt.Sprint(s.Snapshot())
-			fitErr := s.Fit(&r)
-			require.ErrorIs(t, fitErr, allocator.ErrSearchLimit)
-			var pe *allocator.PlacementError
-			require.ErrorAs(t, fitErr, &pe)
-			require.Equal(t, allocator.ErrSearchLimit, pe.Unwrap())
-			require.Contains(t, pe.Reason, "bound")
-			require.False(t, errors.Is(fitErr, allocator.ErrNeverFits), "it may fit: the search cannot tell")
-			_, err := s.Allocate(&r)
-			require.Equal(t, fitErr.Error(), err.Error(), "Fit and Allocate agree")
-			_, err = s.Score(&r)
-			require.ErrorIs(t, err, allocator.ErrSearchLimit)
-			require.ErrorIs(t, s.FitWithout(&r, nil), allocator.ErrSearchLimit)
-			require.Equal(t, before, fmt.Sprint(s.Snapshot()), "a refusal changes nothing")
-
-			small := allocator.Request{ID: "small", CPUs: 40, GPUs: 2, Policy: p}
-			require.NoError(t, s.Fit(&small))
-			_, err = s.Allocate(&small)
+			r := allocator.Request{ID: "hard", CPUs: 894, GPUs: 42, MemoryMiB: 644 << 10, Policy: p}
+			require.NoError(t, s.Fit(&r))
+			require.NoError(t, s.FitWithout(&r, nil))
+			score, err := s.Score(&r)
 			require.NoError(t, err)
+			require.Less(t, score, 50, "a width the bound left approximate counts as not aligned")
+			a, err := s.Allocate(&r)
+			require.NoError(t, err)
+			require.Equal(t, r.CPUs, a.CPUs.Size())
+			require.Len(t, a.GPUs, r.GPUs)
+			require.Equal(t, r.MemoryMiB, a.MemoryMiB())
+			// The CPUs alone need the 35 largest nodes (894 of 1,033).
+			require.GreaterOrEqual(t, a.DenseSpan.Count(), 35)
+			require.NoError(t, s.Release("hard"))
+			require.Equal(t, before, fmt.Sprint(s.Snapshot()), "Release restores the state")
 		})
 	}
 }

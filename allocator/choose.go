@@ -13,10 +13,11 @@ import (
 // Pools of at most smallPool nodes are enumerated ([subsetSearch.each]),
 // up to max(64, Options.SearchBudget / pools) candidates each. A pool
 // holding the whole machine is first searched NUMA set by NUMA set when the
-// width fits in one: the spans of one decision agree on the rank's first
-// criterion (they are all inside restrict: all keep the rule, or none of
-// them can), and a span inside one set beats every span that crosses sets
-// on the second. A larger pool gets one cover (the admission's, else the
+// width fits in one and [rankOrder] starts with the rule and the sets
+// crossed (setsFirst): the spans of one decision agree on the rule (they
+// are all inside restrict: all keep the rule, or none of them can), and a
+// span inside one set then beats every span that crosses sets. A larger
+// pool gets one cover (the admission's, else the
 // class search's) and, when the span is at most half the pool, the local
 // search of improve.
 func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
@@ -27,7 +28,7 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 		copy(sr.keepFree[:s.n], s.freeOf(s.keep, sr.r, sr.keepFree[:s.n]))
 	}
 	sr.have, sr.amtSpan = false, 0
-	if len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
+	if setsFirst && len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
 		sr.enumerate(s.setMasks, restrict)
 	}
 	if !sr.have {
@@ -107,13 +108,16 @@ func (sr *searcher) keep(rk *rank) {
 
 // improve is the local search of large pools: it swaps one node of the
 // cover m for one of the pool outside it while the swap keeps a cover and
-// lowers the span's rank ([rank]; every span of the pool agrees on the
-// first criterion, see choose). It takes the first swap that lowers the
-// NUMA sets crossed or, at the same sets, the distance (both kept up to
-// date incrementally, so such a swap is judged in O(k)); when none does,
-// it ranks in full (O(k·w log w) plus the resources' penalties) the swaps
-// that tie on both, at most max(1, Options.SearchBudget/256) of them, and
-// takes the first that ranks lower; then it starts over. It tries at most
+// lowers the span's rank ([rank], by [compareRanks]; every span of the
+// pool agrees on the rule, see choose). While [rankOrder] starts with the
+// rule, the NUMA sets crossed and the distance (setsFirst), it takes the
+// first swap that lowers the sets or, at the same sets, the distance (both
+// kept up to date incrementally, so such a swap is judged in O(k)); when
+// none does, it ranks in full (O(k·w log w) plus the resources' penalties)
+// the swaps that tie on both, at most max(1, Options.SearchBudget/256) of
+// them, and takes the first that ranks lower; then it starts over. Under
+// any other order every swap that keeps a cover is ranked in full, so the
+// search optimises whatever the order says. It tries at most
 // Options.SearchBudget/2 swaps in all; a swap made costs O(n) more. When
 // the returned cover's full rank is known it is left in sr.cur (sr.curOK).
 func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
@@ -121,6 +125,10 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	p.clip()
 	budget := s.opts.SearchBudget / 2
 	ties := max(1, budget/128)
+	full := !setsFirst // rank every swap in full
+	if full {
+		ties = budget
+	}
 	var inSet [numa.MaxNodes]int32 // nodes of m per NUMA set
 	for wd := uint64(m); wd != 0; wd &= wd - 1 {
 		inSet[s.setOf[bits.TrailingZeros64(wd)]]++
@@ -136,7 +144,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	}
 	cur := &sr.cur // the full rank of m, when known
 	known := false
-	tieRound := false // the current sweep ranks the swaps that tie
+	tieRound := full // the current sweep ranks the swaps that tie
 	for budget > 0 {
 		swapped := false
 		for wi := uint64(m); wi != 0 && !swapped; wi &= wi - 1 {
@@ -162,8 +170,8 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					}
 				}
 				dDist := toM[j] - int64(rowI[j]) - di
-				tie := dSets == 0 && dDist == 0
-				if dSets > 0 || (dSets == 0 && dDist > 0) || tie != tieRound {
+				tie := full || dSets == 0 && dDist == 0
+				if !full && (dSets > 0 || (dSets == 0 && dDist > 0) || tie != tieRound) {
 					continue
 				}
 				ok := true
@@ -180,8 +188,12 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 						sr.rankOf(m, cur)
 						known = true
 					}
-					sr.cand = *cur // the same rule, sets and distance
-					sr.rankTail(next, &sr.cand)
+					if full {
+						sr.rankOf(next, &sr.cand)
+					} else {
+						sr.cand = *cur // the same rule, sets and distance
+						sr.rankTail(next, &sr.cand)
+					}
 					if ties--; compareRanks(&sr.cand, cur, sr.k) >= 0 {
 						if ties == 0 {
 							sr.curOK = known
@@ -208,7 +220,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 		}
 		switch {
 		case swapped:
-			tieRound = false
+			tieRound = full
 		case tieRound || ties == 0:
 			sr.curOK = known
 			return m // a local optimum

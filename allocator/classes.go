@@ -60,12 +60,44 @@ func shareBy(v, need int64, r uint64) int64 {
 	return int64(q)
 }
 
+// softSteps bounds the steps of the search over classes in a decision of
+// a None or BestEffort request, whose admission the free totals decide: a
+// cut search there costs the span's width its exactness, never the request
+// its admission (see stepBound).
+const softSteps = 1 << 10
+
 // stepBound is the bound of one decision on its searches over classes: at
-// most searchSteps steps in all (used), and how many searches the bound cut
-// before they could answer (undecided). A decision starts with the zero
-// value (see [searcher.begin]).
+// most searchSteps steps in all (softSteps when soft), used so far (used),
+// and how many searches the bound cut before they could answer
+// (undecided). A decision starts with the zero value (see
+// [searcher.begin]).
+//
+// A soft bound (a None or BestEffort decision, admitted by the free totals
+// alone) never leaves a search undecided: where the bound cuts the search
+// for the fewest covering nodes, the answer is the narrowest cover known
+// by then (the class search's greedy covers of the wider widths, or
+// greedyCover's), and approx records that the width (width_free) and so
+// the span's preference are then best-effort rather than exact.
 type stepBound struct {
 	used, undecided int
+	soft, approx    bool
+}
+
+// limit returns the decision's bound in steps.
+func (b *stepBound) limit() int {
+	if b.soft {
+		return softSteps
+	}
+	return searchSteps
+}
+
+// cutOne counts a search the bound cut: undecided, or approx when soft.
+func (b *stepBound) cutOne() {
+	if b.soft {
+		b.approx = true
+		return
+	}
+	b.undecided++
 }
 
 // classSearch is the strategy for pools of more than smallPool nodes. It is
@@ -98,11 +130,15 @@ type stepBound struct {
 // classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no
 // weighting separates), hence the bound: at most searchSteps steps in one
-// decision (a Fit, an Allocate, a Score, the widths of a Resize). A search
-// the bound cuts is undecided (counted in the decision's stepBound), and the
-// decision refuses the request with [ErrSearchLimit] rather than guess a
-// width. The hardest shapes we built (see BenchmarkWorstNUMA64) stay far
-// below the bound.
+// decision (a Fit, an Allocate, a Score, the widths of a Resize; softSteps
+// for None and BestEffort). A search the bound cuts is undecided (counted
+// in the decision's stepBound), and the decision refuses a Restricted
+// request with [ErrSearchLimit] rather than guess a width; for None and
+// BestEffort, whose admission the free totals decide, minWidth answers the
+// narrowest cover known instead ([classSearch.narrowestKnown]). The
+// shapes of BenchmarkWorstNUMA64 stay far below the bound; fragmented
+// machines where every node holds a different mix of every kind
+// (TestSoftPoliciesRandomFragments, TestSearchBound) reach it.
 type classSearch struct {
 	p    *problem  // the prepared problem (nil: none prepared)
 	pool numa.Mask // the prepared pool
@@ -133,11 +169,12 @@ type classSearch struct {
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
-	keys   [numa.MaxNodes]uint64 // sort buffers
-	vals   [numa.MaxNodes]int64
-	found  numa.Mask
-	budget int  // steps dfs may still take
-	cut    bool // dfs ran out of budget
+	keys    [numa.MaxNodes]uint64 // sort buffers
+	vals    [numa.MaxNodes]int64
+	found   numa.Mask
+	budget  int  // steps dfs may still take
+	cut     bool // dfs ran out of budget
+	lastCut bool // the bound cut the last exists
 }
 
 // prepared reports whether cs holds the preparation of problem p and pool.
@@ -223,7 +260,7 @@ func (cs *classSearch) uniformWidth() int {
 // (and what the decision has left) and returns whether it found a cover
 // and whether it was cut.
 func (cs *classSearch) run(w, limit int) (found, cut bool) {
-	b := min(limit, searchSteps-cs.b.used)
+	b := max(min(limit, cs.b.limit()-cs.b.used), 0)
 	cs.found, cs.budget, cs.cut = 0, b, false
 	ok := cs.dfs(0, w, [maxKinds]int64{}, 0)
 	cs.b.used += b - cs.budget
@@ -235,7 +272,7 @@ func (cs *classSearch) run(w, limit int) (found, cut bool) {
 // as undecided.
 func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 	p := cs.p
-	cs.w = w
+	cs.w, cs.lastCut = w, false
 	if w <= 0 || w > cs.n {
 		return 0, false
 	}
@@ -268,8 +305,9 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 		if !cut {
 			return 0, false // the whole search ran: no cover of width w
 		}
-		if cs.b.used >= searchSteps {
-			cs.b.undecided++
+		if cs.b.used >= cs.b.limit() {
+			cs.b.cutOne()
+			cs.lastCut = true
 			return 0, false
 		}
 		cs.prepareLagrange()
@@ -285,7 +323,8 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 		return cs.found, true
 	}
 	if cut {
-		cs.b.undecided++
+		cs.b.cutOne()
+		cs.lastCut = true
 	}
 	return 0, false
 }
@@ -294,7 +333,8 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 // demands and one such cover, or -1: widths below the per-kind lower bound,
 // and once computed the largest Lagrangian lower bound, are skipped without
 // a search. When the bound cuts a search it answers -1 with the decision's
-// stepBound counting it undecided.
+// stepBound counting it undecided, or, for a soft bound, the narrowest
+// cover known (narrowestKnown), marked approx.
 func (cs *classSearch) minWidth() (int, numa.Mask) {
 	p := cs.p
 	if cs.uniform {
@@ -324,7 +364,10 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		if m, ok := cs.exists(w); ok {
 			return w, m
 		}
-		if cs.b.undecided > 0 {
+		if cs.lastCut {
+			if cs.b.soft {
+				return cs.narrowestKnown(w + 1)
+			}
 			return -1, 0 // unknown: the decision refuses with ErrSearchLimit
 		}
 		if cs.lagrange {
@@ -760,4 +803,78 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 		}
 	}
 	return false
+}
+
+// narrowestKnown returns the narrowest cover of the prepared pool known
+// without a search, of at least from nodes: the greedy covers of exists
+// (step 2) for the widths from from up to the width of greedyCover's, else
+// greedyCover's. The pool's totals must cover the demands. It takes
+// O(k·n²) for n nodes of the pool and k kinds.
+func (cs *classSearch) narrowestKnown(from int) (int, numa.Mask) {
+	p := cs.p
+	g := cs.greedyCover()
+	gw := g.Count()
+	for w := max(from, 1); w < gw; w++ {
+		if m := maskOf(cs.byScore[:w]); p.covers(m) {
+			return w, m
+		}
+		for r := 0; r < p.k; r++ {
+			if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
+				return w, m
+			}
+		}
+	}
+	return gw, g
+}
+
+// greedyCover returns a cover of the prepared pool (whose totals cover the
+// demands) built greedily: it adds the node that gives the largest sum of
+// shares of what is still missing, kind by kind (the lower index on a
+// tie), until every demand is met, then drops, in ascending index order,
+// each node the others cover without. O(k·n·w) for a cover of w nodes.
+func (cs *classSearch) greedyCover() numa.Mask {
+	p := cs.p
+	var m numa.Mask
+	var missing [maxKinds]int64
+	copy(missing[:p.k], p.need[:p.k])
+	short := func() bool {
+		for r := 0; r < p.k; r++ {
+			if missing[r] > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for short() {
+		best, bestGain := -1, int64(-1)
+		for _, i := range cs.nodes[:cs.n] {
+			if m.Contains(int(i)) {
+				continue
+			}
+			var gain int64
+			v := &p.val[i]
+			for r := 0; r < p.k; r++ {
+				if missing[r] > 0 {
+					gain += shareBy(min(v[r], missing[r]), p.need[r], p.recip[r])
+				}
+			}
+			if gain > bestGain {
+				best, bestGain = int(i), gain
+			}
+		}
+		if best < 0 || bestGain == 0 {
+			break // cannot happen when the pool's totals cover
+		}
+		m = m.With(best)
+		v := &p.val[best]
+		for r := 0; r < p.k; r++ {
+			missing[r] -= v[r]
+		}
+	}
+	for w := uint64(m); w != 0; w &= w - 1 {
+		if i := bits.TrailingZeros64(w); p.covers(m.Without(i)) {
+			m = m.Without(i)
+		}
+	}
+	return m
 }

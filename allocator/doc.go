@@ -13,18 +13,24 @@
 //
 // The engine composes [Resource] implementations: [CPUs] (SMT-aware),
 // [Devices] of a class (GPUs, RDMA NICs, any PCI class) and [Memory];
-// Options.Resources adds kinds of the caller's own. It searches the NUMA node sets
+// Options.Resources (one machine) and Options.NewResources (made per
+// machine) add kinds of the caller's own, which requests ask for in
+// Request.Amounts and allocations hold in Allocation.Amounts (see
+// ExampleOptions_hugepages and docs/design.md for what does not carry
+// them: the decision annotation and the node side). It searches the NUMA node sets
 // jointly for all demanded kinds, narrowest first, with bounds and pruning
 // (see the cover type's comment for the complexity), instead of
 // multiplying per-resource hints.
 //
-// Among admissible spans it prefers, in order: fewer NUMA sets crossed,
-// then lower total NUMA distance; GPUs under one PCIe switch (and with more
-// NVLink links); CPUs split over the span's nodes in proportion to the
-// request's GPUs there; whole physical cores; for requests without GPUs,
-// nodes with fewer free GPUs (GPU-local CPUs are kept for GPU pods unless
-// [Options].SpendGPULocalCPUs); best fit (or spread); the lowest node
-// indices.
+// Among admissible spans it takes the top-ranked one: the preference order
+// is stated once, in the doc comment of rankOrder (allocator/rank.go),
+// whose list of criteria the comparison, the enumeration and the local
+// search all read. Within the chosen span, each resource picks its units
+// by its own preferences (devices under one PCIe switch and, for GPUs,
+// with more NVLink links; CPUs as whole free cores); how many units each
+// node of the span gives is the split of searcher.split (the first kind
+// demanded, GPUs when there are any, from the nodes with the most free
+// first, the others in proportion to it).
 //
 // Production edges: [State.SetDeviceHealth] takes a failed device out of
 // service and names the allocations that hold it; [State.ReplaceMachine]
@@ -33,12 +39,16 @@
 // allocation's CPUs in place under its policy; [State.FitWithout] and
 // [State.Clone] are preemption dry-runs; [State.Claim] admits an allocation
 // decided elsewhere (the node side of a scheduler's decision).
-// On machines where more candidate spans exist than Options.SearchBudget,
-// the preference is a heuristic over the first candidates in node order.
+// The choice is the top-ranked admissible span when a pool of at most 16
+// NUMA nodes has at most Options.SearchBudget candidates (else the best of
+// the first candidates in node order); on larger pools it is a local
+// optimum of the local search from the admission's cover (see rank).
 // Admissibility is exact or refused: the subset search is exhaustive on up
 // to 16 NUMA nodes, and beyond that a decision takes at most a fixed number
-// of steps of its search over node classes and refuses with
-// [ErrSearchLimit] when that bound cuts it. No method holds the state's lock
+// of steps of its search over node classes and refuses a Restricted request
+// with [ErrSearchLimit] when that bound cuts it; None and BestEffort are
+// admitted by the free totals and never refused so (their width_free, and
+// so their span's preference, is then the best the bound found). No method holds the state's lock
 // for unbounded work; each method's doc comment states its bound.
 //
 // Everything that enters or leaves a State names NUMA nodes, CPUs and

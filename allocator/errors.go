@@ -25,10 +25,12 @@ var (
 	ErrExclusivity = errors.New("singleNUMANodeExclusive rule forbids every placement")
 	// ErrSearchLimit: the search for a set of NUMA nodes of the demanded
 	// width reached its bound (searchSteps steps of the search over node
-	// classes in one decision) before it could say whether one exists. The
-	// request is refused rather than placed on a width that might be wrong;
-	// it never happens on machines of at most 16 NUMA nodes, whose search is
-	// exhaustive.
+	// classes in one decision) before it could say whether one exists. A
+	// Restricted request is refused rather than placed on a width that
+	// might be wrong; None and BestEffort requests, admitted by the free
+	// totals, are never refused so (their width is then the narrowest the
+	// bounded search knows); it never happens on machines of at most 16
+	// NUMA nodes, whose search is exhaustive.
 	ErrSearchLimit = errors.New("the placement search reached its bound")
 	// ErrNeverFits: the request can never fit this machine under its
 	// policy, whatever is released: the machine's allocatable capacity

@@ -3,6 +3,7 @@ package allocator
 import (
 	"cmp"
 	"math/bits"
+	"reflect"
 	"slices"
 
 	"github.com/numaplace/numaplace/numa"
@@ -10,48 +11,18 @@ import (
 
 // rank is where a span stands in the preference order among the admissible
 // spans of one decision: of two spans the one whose rank compares lower
-// ([compareRanks]) is chosen. This comment is the only statement of the
-// order (the package doc and docs/design.md point here); the fields are the
-// criteria, compared in the order they are declared, each lower first:
-//
-//  1. ruleBroken: whether the span breaks the singleNUMANodeExclusive rule
-//     (a one-node span on a shared node, a wider span on a single node).
-//     Where the rule binds hard (SingleNUMANode and Restricted under
-//     Required) such a span is not admissible at all; elsewhere (Preferred,
-//     BestEffort, None) it is chosen only when no span of the width keeps
-//     the rule.
-//  2. sets: the NUMA sets the span crosses.
-//  3. distance: the sum of the SLIT distances over the pairs of the span's
-//     nodes.
-//  4. penalty: for each demanded kind, in the engine's kind order (GPUs,
-//     the other device classes by name, CPUs, memory, then the kinds of
-//     Options.Resources as given), how far the span's split of the request
-//     (see [searcher.split]) is from the resource's own preference, its
-//     [Penalizer] penalty (0 for a resource without one), compared kind by
-//     kind: for devices the PCIe switch groups used beyond one per node, so
-//     GPUs under one switch come first; for CPUs the CPUs that cannot come
-//     as whole free cores.
-//  5. stranded: for a request that asks for no GPUs, the free GPUs on the
-//     span, so that CPU-only pods leave GPU-local CPUs to GPU pods (0 for
-//     every span with Options.SpendGPULocalCPUs).
-//  6. left: for each demanded kind in kind order, the free units the span's
-//     nodes keep after the placement, compared kind by kind: best fit
-//     (fewer first, keeping large free blocks whole) by default, the
-//     opposite with Options.Packing Spread.
-//  7. span: lower node indices first (numa.Mask.IsNarrowerThan; the spans
-//     compared have the same width), so that the order is total and every
-//     decision deterministic.
-//
-// Swapping two criteria is swapping their two lines in compareRanks (and
-// here); TestRankOrder pins the order.
+// ([compareRanks]) is chosen. Its fields are the criteria; their order is
+// that of [rankOrder], whose doc comment is the only statement of it (the
+// package doc and docs/design.md point there).
 //
 // Which spans are ranked: on pools of at most smallPool nodes, every
 // admissible span of the demanded width up to Options.SearchBudget of them
-// (inside one NUMA set first when the width fits in one, since a span
-// inside one set beats every span that crosses sets), so the choice is the
-// top-ranked one whenever there are fewer candidates; on larger pools one
-// cover found by the admission search, improved by the local search of
-// [searcher.improve] on this same order.
+// (inside one NUMA set first when the width fits in one and the order puts
+// the sets crossed first after the rule, since a span inside one set then
+// beats every span that crosses sets), so the choice is the top-ranked one
+// whenever there are fewer candidates; on larger pools one cover found by
+// the admission search, improved by the local search of [searcher.improve]
+// on this same order.
 type rank struct {
 	ruleBroken bool
 	sets       int
@@ -62,30 +33,103 @@ type rank struct {
 	span       numa.Mask
 }
 
+// criterion compares two ranks on one criterion (k demanded kinds):
+// negative when a is preferred, positive when b is, 0 on a tie.
+type criterion func(a, b *rank, k int) int
+
+// The criteria, each lower first.
+var (
+	// critRule: whether the span breaks the singleNUMANodeExclusive rule (a
+	// one-node span on a shared node, a wider span on a single node).
+	// Where the rule binds hard (SingleNUMANode and Restricted under
+	// Required) such a span is not admissible at all; elsewhere
+	// (Preferred, BestEffort, None) it is chosen only when no span of the
+	// width keeps the rule.
+	critRule criterion = func(a, b *rank, _ int) int { return compareBools(a.ruleBroken, b.ruleBroken) }
+	// critSets: the NUMA sets the span crosses.
+	critSets criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.sets, b.sets) }
+	// critDistance: the sum of the SLIT distances over the pairs of the
+	// span's nodes.
+	critDistance criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.distance, b.distance) }
+	// critPenalty: for each demanded kind, in the engine's kind order (GPUs,
+	// the other device classes by name, CPUs, memory, then the kinds of
+	// Options.Resources and Options.NewResources as given), how far the
+	// span's split of the request (see [searcher.split]) is from the
+	// resource's own preference, its [Penalizer] penalty (0 for a resource
+	// without one), compared kind by kind: for devices the PCIe switch
+	// groups used beyond one per node, so GPUs under one switch come
+	// first; for CPUs the CPUs that cannot come as whole free cores.
+	critPenalty criterion = func(a, b *rank, k int) int { return slices.Compare(a.penalty[:k], b.penalty[:k]) }
+	// critStranded: for a request that asks for no GPUs, the free GPUs on
+	// the span, so that CPU-only pods leave GPU-local CPUs to GPU pods (0
+	// for every span with Options.SpendGPULocalCPUs).
+	critStranded criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.stranded, b.stranded) }
+	// critLeft: for each demanded kind in kind order, the free units the
+	// span's nodes keep after the placement, compared kind by kind: best
+	// fit (fewer first, keeping large free blocks whole) by default, the
+	// opposite with Options.Packing Spread.
+	critLeft criterion = func(a, b *rank, k int) int { return slices.Compare(a.left[:k], b.left[:k]) }
+	// critSpan: lower node indices first (numa.Mask.IsNarrowerThan; the
+	// spans compared have the same width), so that the order is total and
+	// every decision deterministic.
+	critSpan criterion = func(a, b *rank, _ int) int { return compareSpans(a.span, b.span) }
+)
+
+// rankOrder is the preference order among the admissible spans of one
+// decision, the only place it is stated: the criteria are compared in this
+// order, each lower first, and the first that differs decides:
+//
+//  1. critRule: the span keeps the singleNUMANodeExclusive rule;
+//  2. critSets: fewer NUMA sets crossed;
+//  3. critDistance: lower total SLIT distance over the span's pairs;
+//  4. critPenalty: the resources' own preferences, kind by kind (GPUs under
+//     one PCIe switch, CPUs as whole free cores);
+//  5. critStranded: for requests without GPUs, fewer free GPUs on the span;
+//  6. critLeft: best fit (or spread), kind by kind;
+//  7. critSpan: the lowest node indices.
+//
+// Changing the order is changing this list (and its numbered lines):
+// compareRanks reads it, the local search of [searcher.improve] and the
+// set-by-set enumeration of [searcher.choose] take their shortcuts only
+// while the list starts critRule, critSets, critDistance (see setsFirst), and
+// TestRankOrder ranks two fixed spans both ways under this order and with
+// two criteria swapped.
+var rankOrder = []criterion{critRule, critSets, critDistance, critPenalty, critStranded, critLeft, critSpan}
+
+// setsFirst reports whether rankOrder starts critRule, critSets, critDistance:
+// then the spans of one decision (which agree on the rule) are ordered by
+// the sets they cross and the distance before anything else, which the
+// local search judges incrementally and the enumeration by NUMA set
+// relies on.
+var setsFirst = startsWith(rankOrder, critRule, critSets, critDistance)
+
+// startsWith reports whether order starts with the criteria prefix.
+func startsWith(order []criterion, prefix ...criterion) bool {
+	if len(order) < len(prefix) {
+		return false
+	}
+	for i, c := range prefix {
+		if reflect.ValueOf(order[i]).Pointer() != reflect.ValueOf(c).Pointer() {
+			return false
+		}
+	}
+	return true
+}
+
 // compareRanks compares two ranks of spans of one decision (k demanded
-// kinds): negative when a is preferred, positive when b is, 0 only for the
-// same span. It is cmp.Or over the criteria in the order of the fields,
-// written out so that it stops at the first criterion that differs.
-func compareRanks(a, b *rank, k int) int {
-	if c := compareBools(a.ruleBroken, b.ruleBroken); c != 0 {
-		return c
+// kinds) by rankOrder: negative when a is preferred, positive when b is, 0
+// only for the same span.
+func compareRanks(a, b *rank, k int) int { return compareRanksBy(rankOrder, a, b, k) }
+
+// compareRanksBy compares a and b by the criteria of order, stopping at
+// the first that differs.
+func compareRanksBy(order []criterion, a, b *rank, k int) int {
+	for _, c := range order {
+		if d := c(a, b, k); d != 0 {
+			return d
+		}
 	}
-	if c := cmp.Compare(a.sets, b.sets); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.distance, b.distance); c != 0 {
-		return c
-	}
-	if c := slices.Compare(a.penalty[:k], b.penalty[:k]); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.stranded, b.stranded); c != 0 {
-		return c
-	}
-	if c := slices.Compare(a.left[:k], b.left[:k]); c != 0 {
-		return c
-	}
-	return compareSpans(a.span, b.span)
+	return 0
 }
 
 // compareBools orders false before true.

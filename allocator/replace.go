@@ -68,7 +68,9 @@ func (e *TopologyChangeError) Affected() []string {
 // has. Otherwise nothing changes and the error is a *[TopologyChangeError]
 // listing every affected allocation; the caller can release or evict those
 // and try again. States with Options.Resources cannot be moved (the extra
-// resources were built for the old machine). Allocations keep their
+// resources were built for the old machine); those of
+// Options.NewResources are made anew for m, and each allocation's holdings
+// of them claimed there like the rest. Allocations keep their
 // memory on the same NUMA node IDs: memory on a node ID m does not have is
 // a conflict (a *[NodeError]), never moved to another node. A nil m is an
 // error wrapping [ErrNoMachine].

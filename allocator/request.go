@@ -25,6 +25,13 @@ type Request struct {
 	MemoryMiB int64
 	// Devices asks for devices of other classes (such as "rdma"), by class.
 	Devices map[string]int
+	// Amounts asks for units of the resource kinds of the caller's own
+	// (Options.Resources, Options.NewResources), by kind, such as
+	// {"hugepages-1Gi": 4}: the engine places them jointly with the rest.
+	// The built-in kinds are asked for by their fields (CPUs, GPUs,
+	// MemoryMiB, Devices); naming one here, or a kind the state does not
+	// have, is an invalid request.
+	Amounts map[string]int64
 	// Policy is the placement policy (the zero value is None).
 	Policy policy.Policy
 	// Exclusive is the singleNUMANodeExclusive rule (the zero value is
@@ -45,11 +52,21 @@ func (r *Request) String() string {
 	for _, c := range slices.Sorted(maps.Keys(r.Devices)) {
 		s += fmt.Sprintf(" %d %s", r.Devices[c], c)
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Amounts)) {
+		s += fmt.Sprintf(" %d %s", r.Amounts[k], k)
+	}
 	if r.FullPCPUs {
 		s += " fullPCPUs"
 	}
 	return s + " " + r.Policy.String() + "/" + r.Exclusive.String()
 }
+
+// Amount returns r.Amounts[kind]: what a resource of the caller's own
+// reads as its [Resource.Demand].
+func (r *Request) Amount(kind string) int64 { return r.Amounts[kind] }
+
+// builtinField names the field that asks for a built-in kind.
+var builtinField = map[string]string{"cpu": "CPUs", GPUClass: "GPUs", "memory": "MemoryMiB"}
 
 func (r *Request) validate(tpc int) error {
 	switch {
@@ -76,6 +93,17 @@ func (r *Request) validate(tpc int) error {
 			any = any || n > 0
 		}
 	}
+	if len(r.Amounts) > 0 {
+		for kind, n := range r.Amounts {
+			if f, ok := builtinField[kind]; ok {
+				return invalidRequest(r, "amounts["+kind+"]", "%s is a built-in kind, asked for with the %s field", kind, f)
+			}
+			if n < 0 {
+				return invalidRequest(r, "amounts["+kind+"]", "cannot be negative (%d units of %s)", n, kind)
+			}
+			any = any || n > 0
+		}
+	}
 	if !any {
 		return invalidRequest(r, "", "every amount is zero")
 	}
@@ -92,6 +120,15 @@ type NodeMemory struct {
 	Node numa.NodeID
 	// MiB is the amount.
 	MiB int64
+}
+
+// NodeUnits is an amount of a resource kind of the caller's own on one
+// NUMA node.
+type NodeUnits struct {
+	// Node is the NUMA node's ID (never a dense index).
+	Node numa.NodeID
+	// Units is the amount, in the resource's units.
+	Units int64
 }
 
 // Allocation is what a request received. The CPU set and slices share
@@ -123,6 +160,13 @@ type Allocation struct {
 	// out the nodes it takes none from; a claimed allocation keeps the
 	// 0 MiB entries it names (they count in no span).
 	Memory []NodeMemory
+	// Amounts are the holdings of the resource kinds of the caller's own
+	// (Options.Resources, Options.NewResources), by kind: the units each
+	// NUMA node ID gives, ascending ID. Each such resource writes its entry
+	// in Take and reads it in Give, Claim and Nodes; Snapshot, Restore,
+	// Claim and Clone carry it. A kind whose units have identities of
+	// their own (named devices) is recorded here by count per node only.
+	Amounts map[string][]NodeUnits
 
 	machine *topology.Machine
 }
@@ -150,6 +194,13 @@ func (a Allocation) Clone() Allocation {
 	a.CPUs = a.CPUs.Clone()
 	a.GPUs = slices.Clone(a.GPUs)
 	a.Memory = slices.Clone(a.Memory)
+	if a.Amounts != nil {
+		h := make(map[string][]NodeUnits, len(a.Amounts))
+		for k, units := range a.Amounts {
+			h[k] = slices.Clone(units)
+		}
+		a.Amounts = h
+	}
 	if a.Devices != nil {
 		d := make(map[string][]string, len(a.Devices))
 		for c, ids := range a.Devices {
@@ -171,12 +222,29 @@ func (a *Allocation) Request() Request {
 			r.Devices[c] = len(ids)
 		}
 	}
+	if len(a.Amounts) > 0 {
+		r.Amounts = make(map[string]int64, len(a.Amounts))
+		for k := range a.Amounts {
+			r.Amounts[k] = a.Units(k)
+		}
+	}
 	return r
 }
 
+// Units returns the total units of kind (a kind of the caller's own) the
+// allocation holds.
+func (a *Allocation) Units(kind string) int64 {
+	var t int64
+	for _, u := range a.Amounts[kind] {
+		t += u.Units
+	}
+	return t
+}
+
 // String describes the allocation by IDs, such as `"a" cpus 0-3 gpus [0]
-// nodes [0]`, followed by the devices of other classes and the memory per
-// NUMA node ID (`memory 1024 MiB on node 2`). The nodes are those of its
+// nodes [0]`, followed by the devices of other classes, the kinds of the
+// caller's own (`hugepages-1Gi 2 on node 0`) and the memory per NUMA node
+// ID (`memory 1024 MiB on node 2`). The nodes are those of its
 // span; an allocation that no state made or claimed has none.
 func (a Allocation) String() string {
 	s := fmt.Sprintf("%q cpus %s gpus %v nodes %v", a.ID, a.CPUs, a.GPUs, a.NUMANodes())
@@ -189,6 +257,13 @@ func (a Allocation) String() string {
 		for _, c := range keys {
 			s += fmt.Sprintf(" %s %v", c, a.Devices[c])
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Amounts)) {
+		parts := make([]string, len(a.Amounts[k]))
+		for i, u := range a.Amounts[k] {
+			parts[i] = fmt.Sprintf("%d on node %d", u.Units, u.Node)
+		}
+		s += " " + k + " " + strings.Join(parts, ", ")
 	}
 	if len(a.Memory) > 0 {
 		parts := make([]string, len(a.Memory))

@@ -5,9 +5,13 @@ import (
 )
 
 // Resource is one kind of resource the allocator composes: CPUs, devices of
-// a class (GPUs, RDMA NICs, ...), memory, or a kind of the caller's own. The
-// engine decides the span and how many units each NUMA node of the span
-// gives; the resource decides which units, by its own preferences.
+// a class (GPUs, RDMA NICs, ...), memory, or a kind of the caller's own
+// (Options.Resources, Options.NewResources). The engine decides the span
+// and how many units each NUMA node of the span gives; the resource
+// decides which units, by its own preferences. A kind of the caller's own
+// reads its demand from [Request.Amount] and records what it holds in
+// [Allocation].Amounts (units per NUMA node ID), which Snapshot, Restore
+// and Claim carry; ExampleOptions_hugepages is a complete one.
 //
 // Amounts are in the resource's units, which may depend on the request
 // (whole cores for a fullPCPUs request). Node arguments are dense node
@@ -53,8 +57,8 @@ type Resource interface {
 // Penalizer is an optional ability of a [Resource]: how far a split of
 // amounts over the nodes of a span is from the resource's own preference
 // (GPUs under one PCIe switch, whole cores). Lower is better; the engine
-// ranks candidate spans by it after the exclusivity rule, the NUMA sets
-// crossed and the distance (see the order in rank.go).
+// ranks candidate spans by it where the preference order puts it
+// (critPenalty in rankOrder, rank.go).
 type Penalizer interface {
 	// Penalty returns how far taking amounts[i] units on each node i of
 	// span for r is from the resource's preference: 0 when it matches,

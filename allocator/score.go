@@ -41,12 +41,13 @@ func (s *State) Score(r *Request) (int, error) {
 	// hardware permits (for BestEffort that is one NUMA node whenever the
 	// request fits in one). BestEffort and None spans are exactly
 	// width_free nodes wide.
-	// When the search bound cuts the computation of width_cap, the
-	// placement counts as not aligned.
+	// When the search bound cuts the computation of width_cap or of
+	// width_free (then known only approximately), the placement counts as
+	// not aligned.
 	aligned := true // SingleNUMANode and Restricted: admission demands it
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		widthCap, _ := sr.widthCap()
-		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut()
+		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut() && !sr.bound.approx
 	}
 
 	// Utilisation after the placement, averaged over the demanded kinds.

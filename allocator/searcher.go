@@ -27,8 +27,9 @@ import (
 //   - the subset search ([subsetSearch]): pools of at most smallPool nodes,
 //     exact, C(n, w) subsets in the worst case;
 //   - the class search ([classSearch]): larger pools, exact within the
-//     decision's bound of searchSteps steps, undecided (and the request
-//     refused with ErrSearchLimit) beyond it.
+//     decision's bound ([stepBound]); beyond it undecided (a Restricted
+//     request refused with ErrSearchLimit), or for None and BestEffort the
+//     narrowest cover known ([classSearch.narrowestKnown]).
 //
 // Choosing among admissible spans ([searcher.choose]) ranks candidates by
 // [rank].
@@ -353,9 +354,13 @@ func (sr *searcher) nodeTypes() {
 //
 // Bound: the admission reads the amounts in O(k·n), searches pools of at
 // most smallPool nodes exactly (at most 2^16 subsets per width), and on
-// larger pools takes at most searchSteps steps of the class search in all;
-// when that bound cuts a search the request is refused with
-// [ErrSearchLimit], so that the answer is exact or refused. Choosing the
+// larger pools takes at most searchSteps steps of the class search in all
+// (softSteps for None and BestEffort, see [stepBound]). When that bound
+// cuts a search of a Restricted request, it is refused with
+// [ErrSearchLimit], so that its answer is exact or refused; None and
+// BestEffort are admitted by the free totals (exact), and a cut search
+// leaves only their width_free, and so the span's preference,
+// best-effort: the narrowest cover the search knows. Choosing the
 // span adds at most Options.SearchBudget candidates per pool and as many
 // swaps of the local search, each ranked in O(k·w + w²) plus the
 // resources' penalties; the choice never refuses, so Fit and Allocate
@@ -367,6 +372,11 @@ func (sr *searcher) decide(choose bool) error {
 	}
 	if len(r.Devices) > 0 {
 		if err := s.checkClasses(r); err != nil {
+			return err
+		}
+	}
+	if len(r.Amounts) > 0 {
+		if err := s.checkAmounts(r); err != nil {
 			return err
 		}
 	}
@@ -386,6 +396,7 @@ func (sr *searcher) decide(choose bool) error {
 	all := s.m.AllNodes()
 	p := &sr.plan
 	pools := s.allPool[:]
+	sr.bound.soft = r.Policy == policy.BestEffort || r.Policy == policy.None
 	switch r.Policy {
 	case policy.SingleNUMANode:
 		p.width = 1

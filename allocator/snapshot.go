@@ -154,6 +154,12 @@ func (s *State) claim(a Allocation) error {
 		}
 		slices.Sort(a.Devices[c])
 	}
+	for kind, units := range a.Amounts {
+		if !s.customKind(kind) {
+			return fmt.Errorf("%w: the state has no resource of kind %q (%s)", ErrConflict, kind, s.customKinds())
+		}
+		slices.SortStableFunc(units, func(x, y NodeUnits) int { return cmp.Compare(x.Node, y.Node) })
+	}
 	var span numa.Mask
 	for j, res := range s.res {
 		if err := res.Claim(&a); err != nil {
@@ -187,7 +193,8 @@ func (s *State) cloneLocked() *State {
 		ids: make(map[string]int32, len(s.ids)), recs: slices.Clone(s.recs),
 		freeRecs: slices.Clone(s.freeRecs), single: s.single, multi: s.multi,
 		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
-		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab}
+		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab,
+		builtin: s.builtin}
 	for id, idx := range s.ids {
 		c.ids[id] = idx
 	}
@@ -226,7 +233,7 @@ func (s *State) Clone() *State {
 // adopt moves the contents of t into s (the caller holds s's write lock).
 func (s *State) adopt(t *State) {
 	s.res, s.pen, s.bulk, s.cpu, s.gpu, s.mem, s.classes = t.res, t.pen, t.bulk, t.cpu, t.gpu, t.mem, t.classes
-	s.returns = t.returns
+	s.returns, s.builtin = t.returns, t.builtin
 	s.ids, s.recs, s.freeRecs, s.single, s.multi = t.ids, t.recs, t.freeRecs, t.single, t.multi
 	s.singleMask, s.sharedMask = t.singleMask, t.sharedMask
 }

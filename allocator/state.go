@@ -13,7 +13,8 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// Packing is preference 5 of docs/design.md among admissible choices.
+// Packing chooses the direction of the best-fit criterion (critLeft) of the
+// preference order among admissible spans (rankOrder in rank.go).
 type Packing uint8
 
 const (
@@ -46,13 +47,24 @@ type Options struct {
 	SearchBudget int
 	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
 	// for GPU pods: by default, among admissible spans, a request without
-	// GPUs prefers NUMA nodes with fewer free GPUs (after PCIe switch and
-	// core preferences, before best fit), so CPU-only pods do not strand
-	// GPUs.
+	// GPUs prefers NUMA nodes with fewer free GPUs (the critStranded
+	// criterion of rankOrder), so CPU-only pods do not strand GPUs.
 	SpendGPULocalCPUs bool
-	// Resources are extra resource kinds, composed after the built-in ones
-	// (GPUs, other device classes, CPUs, memory).
+	// Resources are extra resource kinds of the caller's own, composed after
+	// the built-in ones (GPUs, other device classes, CPUs, memory):
+	// requests ask for them in Request.Amounts, allocations hold them in
+	// Allocation.Amounts. Each Resource holds the state of one machine, so
+	// a state with Resources cannot move to another machine
+	// (ReplaceMachine) and the options cannot be shared by the states of
+	// several machines (the scheduler adapter refuses them): use
+	// NewResources there.
 	Resources []Resource
+	// NewResources, when set, makes the extra resource kinds of a machine:
+	// New calls it once per state (after Resources' kinds), and so does
+	// ReplaceMachine for the new machine, so options with NewResources can
+	// be shared by the states of many machines (adapters/scheduler's
+	// Config.Allocator). An error it returns fails New.
+	NewResources func(m *topology.Machine) ([]Resource, error)
 }
 
 // State is the allocation state of one machine: free CPUs, free devices per
@@ -93,6 +105,7 @@ type State struct {
 	setOf                  [numa.MaxNodes]uint8  // by node: its NUMA set's index
 	distTab                []int32               // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
 	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
+	builtin                int                   // res[builtin:] are the kinds of the caller's own
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a
@@ -143,23 +156,83 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	s.cpu = newCPUs(m)
 	s.mem = newMemory(m)
 	s.res = append(s.res, s.cpu, s.mem)
+	s.builtin = len(s.res)
 	for i, r := range opts.Resources {
-		if r == nil {
-			return nil, fmt.Errorf("%w: Resources[%d] is nil", ErrInvalidOptions, i)
+		if err := s.addResource(fmt.Sprintf("Resources[%d]", i), r); err != nil {
+			return nil, err
 		}
-		kind := r.Kind()
-		if kind == "" {
-			return nil, fmt.Errorf("%w: Resources[%d] has no kind", ErrInvalidOptions, i)
+	}
+	if opts.NewResources != nil {
+		extra, err := opts.NewResources(m)
+		if err != nil {
+			return nil, fmt.Errorf("%w: NewResources for machine %q: %w", ErrInvalidOptions, m.Name(), err)
 		}
-		for _, have := range s.res {
-			if have.Kind() == kind {
-				return nil, fmt.Errorf("%w: Resources[%d] is of kind %q, which the state already has", ErrInvalidOptions, i, kind)
+		for i, r := range extra {
+			if err := s.addResource(fmt.Sprintf("NewResources' resource %d", i), r); err != nil {
+				return nil, err
 			}
 		}
-		s.res = append(s.res, r)
 	}
 	s.initPen()
 	return s, nil
+}
+
+// addResource composes r, a kind of the caller's own, or says why not.
+func (s *State) addResource(name string, r Resource) error {
+	if r == nil {
+		return fmt.Errorf("%w: %s is nil", ErrInvalidOptions, name)
+	}
+	kind := r.Kind()
+	if kind == "" {
+		return fmt.Errorf("%w: %s has no kind", ErrInvalidOptions, name)
+	}
+	if _, ok := builtinField[kind]; ok || s.classes[kind] != nil {
+		return fmt.Errorf("%w: %s is of kind %q, which the state already has", ErrInvalidOptions, name, kind)
+	}
+	for _, have := range s.res {
+		if have.Kind() == kind {
+			return fmt.Errorf("%w: %s is of kind %q, which the state already has", ErrInvalidOptions, name, kind)
+		}
+	}
+	s.res = append(s.res, r)
+	return nil
+}
+
+// customKind reports whether kind is one of the state's kinds of the
+// caller's own.
+func (s *State) customKind(kind string) bool {
+	for _, r := range s.res[s.builtin:] {
+		if r.Kind() == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// customKinds names the state's kinds of the caller's own, for messages.
+func (s *State) customKinds() string {
+	if len(s.res) == s.builtin {
+		return "the state has no kinds of the caller's own"
+	}
+	names := make([]string, 0, len(s.res)-s.builtin)
+	for _, r := range s.res[s.builtin:] {
+		names = append(names, r.Kind())
+	}
+	return "its kinds of the caller's own: " + strings.Join(names, ", ")
+}
+
+// checkAmounts refuses a request that asks for a kind the state lacks.
+func (s *State) checkAmounts(r *Request) error {
+	for kind := range r.Amounts {
+		if !s.customKind(kind) {
+			what := ""
+			if s.classes[kind] != nil {
+				what = "; devices of a class are asked for in Devices"
+			}
+			return invalidRequest(r, "amounts["+kind+"]", "the state has no resource of kind %q (%s%s)", kind, s.customKinds(), what)
+		}
+	}
+	return nil
 }
 
 // MustNew is New for machines and options known to be valid (presets,

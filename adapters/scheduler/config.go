@@ -27,8 +27,20 @@ type Config struct {
 	// Allocator is the options of every node's allocator.State: Scoring
 	// chooses MostAllocated (default) or LeastAllocated for Score, for pods
 	// with and without a NUMA spec alike. Resources must be empty (a
-	// Resource holds one machine's state and cannot be shared by nodes).
+	// Resource holds one machine's state and cannot be shared by nodes);
+	// kinds of the caller's own come from NewResources, made for each
+	// node's machine, and pods ask for them through Amounts.
 	Allocator allocator.Options
+	// Amounts, when set, reads what a pod with a NUMA spec asks for of the
+	// allocator's kinds of the caller's own (Allocator.NewResources), by
+	// kind (allocator.Request.Amounts), such as its 1 GiB hugepages from
+	// its containers' hugepages-1Gi requests; an error refuses the pod.
+	// Those amounts are placed jointly with the pod's CPUs, GPUs and
+	// memory in Filter, Score, Reserve, ScheduleOne and the preemption
+	// dry-runs. The decision annotation does not carry them: a bound pod
+	// that AddPod claims from its decision (a restarted scheduler) is
+	// accounted without its holdings of those kinds.
+	Amounts func(p *kube.Pod) (map[string]int64, error)
 	// MinSharedCPUs is the smallest shared pool, in CPUs, that an exclusive
 	// placement may leave on a node: 0 means [DefaultMinSharedCPUs], a
 	// negative value means no minimum.

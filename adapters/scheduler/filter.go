@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,7 @@ type shape struct {
 	pol        policy.Policy
 	ex         policy.Exclusivity
 	full       bool
+	amounts    string // Request.Amounts, written canonically ("" for none)
 }
 
 // podReq is a pod as the cache reads it, once per scheduling cycle.
@@ -124,7 +126,15 @@ func (pr *podReq) kubeletRequest(n *nodeInfo) (*allocator.Request, bool) {
 }
 
 func shapeOf(a *allocator.Request) shape {
-	return shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
+	sh := shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
+	if len(a.Amounts) > 0 {
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(a.Amounts)) {
+			fmt.Fprintf(&b, "%q=%d;", k, a.Amounts[k])
+		}
+		sh.amounts = b.String()
+	}
+	return sh
 }
 
 func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
@@ -137,6 +147,13 @@ func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
 	case r.NUMA:
 		pr.areq, pr.areqNoMem = r.Request(""), r.RequestWithoutMemory("")
 		pr.needsAlloc = true
+		if c.cfg.Amounts != nil {
+			amounts, err := c.cfg.Amounts(p)
+			if err != nil {
+				return nil, &kube.PodError{Pod: p.Key(), Field: "amounts", Reason: err.Error(), Cause: err}
+			}
+			pr.areq.Amounts, pr.areqNoMem.Amounts = amounts, amounts
+		}
 	case r.GPUs > 0:
 		pr.areq = allocator.Request{GPUs: r.GPUs, Policy: policy.None}
 		pr.areqNoMem = pr.areq

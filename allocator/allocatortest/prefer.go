@@ -40,8 +40,9 @@ func (md *Model) WithOptions(opts allocator.Options) *Model {
 
 // Rank is where a span stands in the engine's preference order among the
 // admissible spans of one request, computed by the model from the order's
-// statement (the doc comment of the allocator's ranking type, rank in
-// allocator/rank.go) rather than by the engine's code. Of two spans the one
+// statement (the doc comment of the allocator's preference order,
+// rankOrder in allocator/rank.go, and of the criteria it lists) rather than
+// by the engine's code. Of two spans the one
 // whose Rank compares lower ([CompareRanks]) is preferred; the fields are
 // the criteria in the order they are compared, each lower first.
 type Rank struct {
@@ -73,9 +74,9 @@ type Rank struct {
 	Span numa.Mask
 }
 
-// Criteria names the fields of [Rank] in the order [CompareRanks] compares
-// them.
-var Criteria = []string{"RuleBroken", "Sets", "Distance", "Penalty", "Stranded", "Left", "Span"}
+// Criteria names the criteria of [Rank] (Rule for RuleBroken, the others
+// as their fields) in the order [CompareRanks] compares them.
+var Criteria = []string{"Rule", "Sets", "Distance", "Penalty", "Stranded", "Left", "Span"}
 
 // criteria compares two ranks criterion by criterion, in the order of
 // Criteria.

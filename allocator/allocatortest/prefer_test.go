@@ -21,40 +21,60 @@ import (
 )
 
 // TestCriteriaFollowTheRankDocComment: the model's order of criteria is the
-// numbered list of the allocator's ranking type's doc comment (type rank),
-// the only statement of the order. The model states the order again on
+// numbered list of the doc comment of the allocator's preference order
+// (rankOrder, else the ranking type rank), the only statement of the order,
+// its names without the "crit" prefix. The model states the order again on
 // purpose (it must not call the engine's comparison); when the engine's
 // order changes, this test says which list to change.
 func TestCriteriaFollowTheRankDocComment(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, "..", nil, parser.ParseComments)
 	require.NoError(t, err)
-	var doc string
+	docs := map[string]string{}
 	for _, pkg := range pkgs {
 		for _, f := range pkg.Files {
 			for _, d := range f.Decls {
 				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.TYPE {
+				if !ok {
 					continue
 				}
 				for _, spec := range g.Specs {
-					if ts := spec.(*ast.TypeSpec); ts.Name.Name == "rank" && g.Doc != nil {
-						doc = g.Doc.Text()
+					doc := g.Doc
+					var names []*ast.Ident
+					switch sp := spec.(type) {
+					case *ast.TypeSpec:
+						names = []*ast.Ident{sp.Name}
+					case *ast.ValueSpec:
+						names = sp.Names
+						if sp.Doc != nil {
+							doc = sp.Doc
+						}
+					}
+					for _, n := range names {
+						if doc != nil && (n.Name == "rankOrder" || n.Name == "rank") {
+							docs[n.Name] = doc.Text()
+						}
 					}
 				}
 			}
 		}
 	}
-	require.NotEmpty(t, doc, "the allocator package has no documented type rank")
+	item := regexp.MustCompile(`(?m)^\s*\d+\.\s+(\w+):`)
 	var names []string
-	for _, m := range regexp.MustCompile(`(?m)^\s*\d+\.\s+(\w+):`).FindAllStringSubmatch(doc, -1) {
-		names = append(names, strings.ToLower(m[1]))
+	for _, decl := range []string{"rankOrder", "rank"} {
+		for _, m := range item.FindAllStringSubmatch(docs[decl], -1) {
+			names = append(names, strings.ToLower(strings.TrimPrefix(m[1], "crit")))
+		}
+		if len(names) > 0 {
+			break
+		}
 	}
+	require.NotEmpty(t, names, "no numbered list of criteria in the doc comment of rankOrder or rank")
 	var model []string
 	for _, c := range allocatortest.Criteria {
 		model = append(model, strings.ToLower(c))
 	}
-	assert.Equal(t, names, model, "the rank doc comment's criteria (first) and the model's (allocatortest.Criteria)")
+	assert.Equal(t, names, model, "the allocator's criteria (first) and the model's (allocatortest.Criteria)")
 }
 
 // TestCompareRanksOrder: each criterion decides before every later one:

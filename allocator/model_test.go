@@ -528,8 +528,8 @@ func claimCandidate(t *rapid.T, m *topology.Machine, s *allocator.State) allocat
 			}
 			a.Devices[allocatortest.RDMAClass] = append(a.Devices[allocatortest.RDMAClass],
 				rapid.SampledFrom([]string{"mlx5_0", "mlx5_1", "mlx5_9"}).Draw(t, "addRDMA"))
-		case 5:
-			a.Devices = map[string][]string{"RDMA": {"mlx5_0"}}
+		case 5: // a class the machine lacks, or GPUs named as a device class
+			a.Devices = map[string][]string{rapid.SampledFrom([]string{"RDMA", allocator.GPUClass}).Draw(t, "badClass"): {"0"}}
 		case 6:
 			a.Memory = append(a.Memory, allocator.NodeMemory{Node: 99, MiB: 1})
 		case 7:

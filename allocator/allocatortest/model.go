@@ -32,11 +32,16 @@ const MaxModelNodes = 20
 // node and the node types (idle, single, shared). [Model.Decide] answers
 // whether a request is admissible, with its width_cap, width_free and the
 // spans legal for it, by enumerating every NUMA mask; [Model.Check] says
-// what is wrong with an engine's answer.
+// what is wrong with an engine's answer (on machines of at most
+// [MaxPreferNodes] nodes also when its span is not the preferred one,
+// [Model.Preferred]). [Model.DecideResize] and [Model.CheckResize] judge
+// resizes, [Model.Claim] and [Model.CheckClaim] claims.
 //
-// Complexity: Decide, Check, CheckFit and Place cost O(2^n · n · k) for n
-// NUMA nodes and k demanded resource kinds; building a model costs O(size of
-// the machine + size of the live allocations). It is meant for machines of
+// Complexity: Decide, Check, CheckFit, Place, DecideResize, CheckResize and
+// Resize cost O(2^n · n · k) for n NUMA nodes and k demanded resource kinds
+// (and the preference check of Check ranks at most C(4, 2) spans, each in
+// O(machine)); Claim and CheckClaim cost O(what the claim names); building a
+// model costs O(size of the machine + size of the live allocations). It is meant for machines of
 // n <= 8 nodes (see [Machine]); NewModel refuses more than [MaxModelNodes].
 //
 // A Model is immutable: [Model.With] and [Model.Without] return new models.
@@ -909,7 +914,11 @@ func (md *Model) CheckFit(r *allocator.Request, err error) error {
 //     not free before (memory no more than the node's free memory); whole
 //     cores of ThreadsPerCore threads under fullPCPUs; devices of unknown
 //     NUMA node only for None; Span exactly the nodes hosting what it
-//     holds; and that span one the policy allows ([Verdict.DenseSpans]).
+//     holds; and that span one the policy allows ([Verdict.DenseSpans]);
+//   - on a machine of at most [MaxPreferNodes] nodes, for every policy but
+//     None (whose span is free), that span is the top-ranked admissible one
+//     ([Model.Preferred]) for the engine options given to
+//     [Model.WithOptions] (none: the zero Options).
 //
 // The error lists every difference found.
 func (md *Model) Check(r *allocator.Request, a allocator.Allocation, err error) error {
@@ -1150,8 +1159,10 @@ func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) str
 }
 
 // Place is the model's own allocation for r, a slow reference allocator:
-// on the first legal span ([Verdict.DenseSpans]; for None the nodes in ascending
-// order, then devices of unknown NUMA node) each kind is taken greedily
+// on the preferred span ([Model.Preferred]) of a machine of at most
+// [MaxPreferNodes] nodes, else on the first legal span
+// ([Verdict.DenseSpans]; for None the nodes in ascending order, then
+// devices of unknown NUMA node) each kind is taken greedily
 // node by node, the lowest free CPUs (whole cores under fullPCPUs) and
 // device IDs first. It returns an error wrapping the verdict's first
 // sentinel when r is not admissible, or [allocator.ErrDuplicateID] /

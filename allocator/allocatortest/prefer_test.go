@@ -2,6 +2,7 @@ package allocatortest_test
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -303,4 +304,46 @@ func play(t *rapid.T, m *topology.Machine, ops []allocatortest.Op) *allocatortes
 		}
 	}
 	return md
+}
+
+// The preferred span of a 4-GPU BestEffort pod on xeon-2s-snc2-8gpu (two
+// GPUs per NUMA node, NUMA sets {0,1} and {2,3}): on the empty machine the
+// two spans inside one set tie up to the node indices; with GPU 0 held,
+// {0,1} has too few GPUs free and {2,3} beats the spans that cross sets.
+func ExampleModel_Preferred() {
+	m, _ := topology.Preset("xeon-2s-snc2-8gpu")
+	md, _ := allocatortest.NewModel(m, nil)
+	r := &allocator.Request{ID: "train", CPUs: 16, GPUs: 4, Policy: policy.BestEffort}
+	top, best := md.Preferred(r)
+	_, why := allocatortest.CompareRanks(best, md.RankSpan(r, numa.MaskOf(2, 3)))
+	fmt.Println(m.IDsOf(top[0]), "before {2,3} on", why)
+
+	held := allocator.Allocation{ID: "one", GPUs: []int{0}, DenseSpan: numa.MaskOf(0)}
+	md, _ = allocatortest.NewModel(m, []allocator.Allocation{held})
+	top, best = md.Preferred(r)
+	_, why = allocatortest.CompareRanks(best, md.RankSpan(r, numa.MaskOf(1, 2)))
+	fmt.Println(m.IDsOf(top[0]), "before {1,2} on", why)
+	// Output:
+	// [0 1] before {2,3} on Span
+	// [2 3] before {1,2} on Sets
+}
+
+// CheckResize judges an engine's resize: on dgx-h100 (112 CPUs per NUMA
+// node), a SingleNUMANode pod cannot grow to 113 CPUs (no fresh request of
+// that size fits one node), and grows to 16 on its node.
+func ExampleModel_CheckResize() {
+	m, _ := topology.Preset("dgx-h100")
+	s := allocator.MustNew(m, allocator.Options{})
+	a, _ := s.Allocate(&allocator.Request{ID: "a", CPUs: 8, GPUs: 4, Policy: policy.SingleNUMANode})
+	md, _ := allocatortest.NewModel(m, []allocator.Allocation{a})
+	v := md.DecideResize("a", 113)
+	fmt.Println(v.Admissible, v.Refusals)
+	_, err := s.Resize("a", 113)
+	fmt.Println(md.CheckResize("a", 113, allocator.Allocation{}, err))
+	grown, err := s.Resize("a", 16)
+	fmt.Println(md.CheckResize("a", 16, grown, err), md.DecideResize("a", 16).DenseSpans)
+	// Output:
+	// false [no NUMA placement satisfies the policy]
+	// <nil>
+	// <nil> [0]
 }

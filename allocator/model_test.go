@@ -158,15 +158,19 @@ func options(t *rapid.T) allocator.Options {
 // At the end the same stream on two fresh States gives the same answers.
 // The options are mostly the defaults, sometimes others that must not
 // change what is admitted.
-func TestEngineAgainstModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		m := allocatortest.Machine().Draw(t, "machine")
+func TestEngineAgainstModel(t *testing.T) { rapid.Check(t, streamsOn(allocatortest.Machine())) }
+
+// streamsOn is the property of TestEngineAgainstModel on the machines
+// drawn from machines.
+func streamsOn(machines *rapid.Generator[*topology.Machine]) func(*rapid.T) {
+	return func(t *rapid.T) {
+		m := machines.Draw(t, "machine")
 		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
 		opts := options(t)
 		logCase(t, m, ops)
 		t.Logf("options: %+v", opts)
 		checkStream(t, m, opts, ops)
-	})
+	}
 }
 
 // TestEngineAgainstModelOnSmallMachines is the same property on machines
@@ -174,14 +178,7 @@ func TestEngineAgainstModel(t *testing.T) {
 // the model also checks that every span is the top-ranked admissible one
 // and every criterion of the order can decide.
 func TestEngineAgainstModelOnSmallMachines(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		m := allocatortest.SmallMachine().Draw(t, "machine")
-		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
-		opts := options(t)
-		logCase(t, m, ops)
-		t.Logf("options: %+v", opts)
-		checkStream(t, m, opts, ops)
-	})
+	rapid.Check(t, streamsOn(allocatortest.SmallMachine()))
 }
 
 // TestEngineAgainstModelOnPresets is the same property on the built-in
@@ -424,6 +421,47 @@ func TestRefusalsAreTyped(t *testing.T) {
 	})
 }
 
+// played draws a machine and a stream (with device health changes), plays
+// the stream on a fresh State and returns the machine, the State and its
+// model.
+func played(t *rapid.T) (*topology.Machine, *allocator.State, *allocatortest.Model) {
+	m := allocatortest.Machine().Draw(t, "machine")
+	ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
+	logCase(t, m, ops)
+	s := allocator.MustNew(m, allocator.Options{})
+	for _, op := range ops {
+		apply(s, op)
+	}
+	md, err := allocatortest.FromSnapshot(m, s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s, md
+}
+
+// judged ends one step whose answer the model judged (cerr): it fails on
+// the model's complaint; after a refusal (err) it checks that nothing
+// changed since before, else it moves the model on (next) and compares
+// the engine's state with it. It returns the model after the step.
+func judged(t *rapid.T, step string, s *allocator.State, md *allocatortest.Model, before allocator.Snapshot,
+	freeBefore string, err, cerr error, next func() (*allocatortest.Model, error)) *allocatortest.Model {
+	if cerr != nil {
+		t.Fatalf("%s: %v", step, cerr)
+	}
+	if err != nil {
+		unchanged(t, step+": refused", s, before, freeBefore)
+		return md
+	}
+	md, err = next()
+	if err != nil {
+		t.Fatalf("%s: the result is not a possible state: %v", step, err)
+	}
+	if err := sameState(s, md); err != nil {
+		t.Fatalf("after %s: %v", step, err)
+	}
+	return md
+}
+
 // resizeSize draws the new size of a resize of a: mostly near its current
 // size (a few CPUs or cores more or less), sometimes anything up to the
 // machine's CPUs and one more, sometimes negative.
@@ -451,17 +489,7 @@ func resizeSize(t *rapid.T, m *topology.Machine, a allocator.Allocation) int {
 // after each the engine's state is the model's.
 func TestResizeAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m := allocatortest.Machine().Draw(t, "machine")
-		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
-		logCase(t, m, ops)
-		s := allocator.MustNew(m, allocator.Options{})
-		for _, op := range ops {
-			apply(s, op)
-		}
-		md, err := allocatortest.FromSnapshot(m, s.Snapshot())
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, s, md := played(t)
 		for k := range rapid.IntRange(1, 4).Draw(t, "resizes") {
 			live := s.Live()
 			id, a := "ghost", allocator.Allocation{}
@@ -474,19 +502,8 @@ func TestResizeAgainstModel(t *testing.T) {
 			t.Logf("%s (verdict: %s)", step, md.DecideResize(id, cpus).Reason)
 			before, freeBefore := s.Snapshot(), s.FreeCPUs().String()
 			got, err := s.Resize(id, cpus)
-			if cerr := md.CheckResize(id, cpus, got, err); cerr != nil {
-				t.Fatalf("%s: %v", step, cerr)
-			}
-			if err != nil {
-				unchanged(t, step+": a refused resize", s, before, freeBefore)
-				continue
-			}
-			if md, err = md.WithResized(got.Clone()); err != nil {
-				t.Fatalf("%s: the resized allocation is not a possible state: %v", step, err)
-			}
-			if err := sameState(s, md); err != nil {
-				t.Fatalf("after %s: %v", step, err)
-			}
+			md = judged(t, step, s, md, before, freeBefore, err, md.CheckResize(id, cpus, got, err),
+				func() (*allocatortest.Model, error) { return md.WithResized(got.Clone()) })
 		}
 	})
 }
@@ -559,36 +576,15 @@ func claimCandidate(t *rapid.T, m *topology.Machine, s *allocator.State) allocat
 // changes nothing; the engine's state is then the model's.
 func TestClaimAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m := allocatortest.Machine().Draw(t, "machine")
-		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
-		logCase(t, m, ops)
-		s := allocator.MustNew(m, allocator.Options{})
-		for _, op := range ops {
-			apply(s, op)
-		}
-		md, err := allocatortest.FromSnapshot(m, s.Snapshot())
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, s, md := played(t)
 		for k := range rapid.IntRange(1, 3).Draw(t, "claims") {
 			a := claimCandidate(t, m, s)
 			a.ID += strconv.Itoa(k)
 			step := fmt.Sprintf("claim %d of %s memory %v devices %v fullPCPUs %t", k, a, a.Memory, a.Devices, a.FullPCPUs)
 			before, freeBefore := s.Snapshot(), s.FreeCPUs().String()
 			got, err := s.Claim(a.Clone())
-			if cerr := md.CheckClaim(a, got, err); cerr != nil {
-				t.Fatalf("%s: %v", step, cerr)
-			}
-			if err != nil {
-				unchanged(t, step+": a refused claim", s, before, freeBefore)
-				continue
-			}
-			if md, _, err = md.Claim(a); err != nil {
-				t.Fatal(err)
-			}
-			if err := sameState(s, md); err != nil {
-				t.Fatalf("after %s: %v", step, err)
-			}
+			md = judged(t, step, s, md, before, freeBefore, err, md.CheckClaim(a, got, err),
+				func() (*allocatortest.Model, error) { next, _, err := md.Claim(a); return next, err })
 		}
 	})
 }

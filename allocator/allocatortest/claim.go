@@ -39,15 +39,8 @@ func (md *Model) claimProblems(a allocator.Allocation) []claimProblem {
 			sentinels: []error{allocator.ErrConflict, allocator.ErrInvalidRequest}})
 	}
 	for cpu := range a.CPUs.All() {
-		_, known := md.m.CPUNode(cpu)
-		h, held := md.cpuHolder[cpu]
-		switch {
-		case !known:
-			conflict("CPU %d does not exist", cpu)
-		case md.reserved.Contains(cpu):
-			conflict("CPU %d is reserved", cpu)
-		case held:
-			conflict("CPU %d is held by %q", cpu, h)
+		if why := md.cpuTrouble(cpu); why != "" {
+			conflict("%s", why)
 		}
 		if k, ok := md.m.CPUCore(cpu); ok && a.FullPCPUs && (!md.wholeCore(k, md.cpuAllocatable) ||
 			!md.m.CoreCPUs(k).IsSubsetOf(a.CPUs)) {

@@ -426,6 +426,22 @@ func (md *Model) FreeCPUs() numa.CPUSet {
 
 func (md *Model) cpuAllocatable(cpu int) bool { return !md.reserved.Contains(cpu) }
 
+// cpuTrouble says why cpu cannot be handed out or claimed now (unknown,
+// reserved or held), or returns "".
+func (md *Model) cpuTrouble(cpu int) string {
+	_, known := md.m.CPUNode(cpu)
+	h, held := md.cpuHolder[cpu]
+	switch {
+	case !known:
+		return fmt.Sprintf("CPU %d does not exist", cpu)
+	case md.reserved.Contains(cpu):
+		return fmt.Sprintf("CPU %d is reserved", cpu)
+	case held:
+		return fmt.Sprintf("CPU %d was not free: %q holds it", cpu, h)
+	}
+	return ""
+}
+
 func (md *Model) cpuFree(cpu int) bool {
 	_, held := md.cpuHolder[cpu]
 	return md.cpuAllocatable(cpu) && !held
@@ -1030,15 +1046,8 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 		add("%d CPUs (%s), want exactly %d", n, a.CPUs, r.CPUs)
 	}
 	for cpu := range a.CPUs.All() {
-		_, known := md.m.CPUNode(cpu)
-		h, held := md.cpuHolder[cpu]
-		switch {
-		case !known:
-			add("CPU %d does not exist", cpu)
-		case md.reserved.Contains(cpu):
-			add("CPU %d is reserved", cpu)
-		case held:
-			add("CPU %d was not free: %q holds it", cpu, h)
+		if why := md.cpuTrouble(cpu); why != "" {
+			add("%s", why)
 		}
 	}
 	if r.FullPCPUs {

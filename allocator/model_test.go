@@ -135,16 +135,18 @@ func play(m *topology.Machine, opts allocator.Options, ops []allocatortest.Op) [
 }
 
 // options draws the engine's options: mostly the defaults, sometimes
-// spread packing, least-allocated scoring or a tiny search budget, none of
-// which may change what is admitted.
+// spread packing, least-allocated scoring, a tiny search budget or GPU-local
+// CPUs spent, none of which may change what is admitted (the model is told
+// of those that change the preferred span).
 func options(t *rapid.T) allocator.Options {
 	if rapid.IntRange(0, 2).Draw(t, "defaultOptions") != 2 {
 		return allocator.Options{}
 	}
 	return allocator.Options{
-		Packing:      rapid.SampledFrom([]allocator.Packing{allocator.BestFit, allocator.Spread}).Draw(t, "packing"),
-		Scoring:      rapid.SampledFrom([]allocator.Scoring{allocator.MostAllocated, allocator.LeastAllocated}).Draw(t, "scoring"),
-		SearchBudget: rapid.IntRange(0, 3).Draw(t, "searchBudget"),
+		Packing:           rapid.SampledFrom([]allocator.Packing{allocator.BestFit, allocator.Spread}).Draw(t, "packing"),
+		Scoring:           rapid.SampledFrom([]allocator.Scoring{allocator.MostAllocated, allocator.LeastAllocated}).Draw(t, "scoring"),
+		SearchBudget:      rapid.IntRange(0, 3).Draw(t, "searchBudget"),
+		SpendGPULocalCPUs: rapid.Bool().Draw(t, "spendGPULocalCPUs"),
 	}
 }
 

@@ -17,10 +17,10 @@
 // machine) add kinds of the caller's own, which requests ask for in
 // Request.Amounts and allocations hold in Allocation.Amounts (see
 // ExampleOptions_hugepages and docs/design.md for what does not carry
-// them: the decision annotation and the node side). It searches the NUMA node sets
-// jointly for all demanded kinds, narrowest first, with bounds and pruning
-// (see the cover type's comment for the complexity), instead of
-// multiplying per-resource hints.
+// them: the decision annotation and the node side). It searches the NUMA
+// node sets jointly for all demanded kinds, narrowest first, with bounds
+// and pruning (the strategies and their complexity are listed in the
+// searcher type's comment), instead of multiplying per-resource hints.
 //
 // Among admissible spans it takes the top-ranked one: the preference order
 // is stated once, in the doc comment of rankOrder (allocator/rank.go),

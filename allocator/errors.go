@@ -11,8 +11,8 @@ import (
 )
 
 // Sentinel errors. Placement failures are *[PlacementError] values that
-// unwrap to one of the first three; the others are returned wrapped with
-// details.
+// unwrap to one of the first four (and match ErrNeverFits when Never is
+// set); the others are returned wrapped with details.
 var (
 	// ErrInsufficient: the machine's free resources do not cover the
 	// request, whatever the topology (or its allocatable capacity never can).
@@ -49,9 +49,9 @@ var (
 	// ErrUnknownDevice: a device named by a health change does not exist.
 	ErrUnknownDevice = errors.New("unknown device")
 	// ErrConflict: a claim (restore, admission by decision, machine
-	// replacement) names CPUs or devices that are unknown, unhealthy or
-	// already held, more memory than a node has free, or a NUMA node the
-	// machine does not have (a *[NodeError]).
+	// replacement) names CPUs or devices that are unknown or already held,
+	// more memory than a node has free, a resource kind the state does not
+	// have, or a NUMA node the machine does not have (a *[NodeError]).
 	ErrConflict = errors.New("allocation conflicts with the node's state")
 	// ErrNoMachine: allocator.New was given a nil machine, or a method was
 	// called on a nil *State.

@@ -11,13 +11,14 @@ import (
 // Resize grows or shrinks the CPUs of the live allocation id to cpus in
 // place, under its policy's span rule, and returns the allocation as it now
 // is. Growing keeps every CPU the allocation holds and adds free ones;
-// shrinking gives back CPUs and keeps the rest; the GPUs, devices and
-// memory do not move. The result must satisfy the allocation's policy as a
+// shrinking gives back CPUs and keeps the rest; the GPUs, devices, memory
+// and holdings of kinds of the caller's own do not move. The result must satisfy the allocation's policy as a
 // fresh request of the new size would, with the allocation's own resources
 // counted as free and the exclusivity rule judged without it:
 // SingleNUMANode stays on its node; Restricted ends on exactly width_cap
 // nodes (inside one NUMA set when the new size fits in one); BestEffort on
-// exactly width_free nodes; None anywhere. The exclusivity rule binds only
+// exactly width_free nodes (the narrowest the bounded search knows where
+// its bound cuts it, see [ErrSearchLimit]); None anywhere. The exclusivity rule binds only
 // what the resize changes: the nodes it adds to the span, or all of them
 // when the span goes from one node to several or back (a node the
 // allocation keeps in a span of the same kind is never held against it).
@@ -36,9 +37,9 @@ import (
 //
 // Bound: the decision of the widths (Fit's bound) and O(n log n) for n
 // NUMA nodes to find the span (see resizer), then O(CPUs moved · span),
-// under the write lock. A refusal is exact (or ErrSearchLimit when the
-// widths could not be decided within the search bound) and names the
-// allocation's own nodes by ID.
+// under the write lock. A refusal is exact (or, for Restricted,
+// ErrSearchLimit when width_cap could not be decided within the search
+// bound) and names the allocation's own nodes by ID.
 func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	if s == nil {
 		return Allocation{}, errNilState

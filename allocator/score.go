@@ -15,7 +15,9 @@ import (
 // (always true for SingleNUMANode and Restricted, whose admission demands
 // it; for BestEffort, one NUMA node whenever the request fits in one, and
 // the narrowest the hardware allows otherwise, so that a 3-GPU pod on a
-// 2-GPU-per-node machine still prefers a machine where 2 nodes suffice).
+// 2-GPU-per-node machine still prefers a machine where 2 nodes suffice;
+// a width_free or width_cap the search bound left undecided or approximate
+// counts as not aligned).
 //
 // Bound: Fit's decision and, for BestEffort and None, the computation of
 // width_cap (within the same search bound), under the read lock.

@@ -934,7 +934,10 @@ func (md *Model) CheckFit(r *allocator.Request, err error) error {
 //   - on a machine of at most [MaxPreferNodes] nodes, for every policy but
 //     None (whose span is free), that span is the top-ranked admissible one
 //     ([Model.Preferred]) for the engine options given to
-//     [Model.WithOptions] (none: the zero Options).
+//     [Model.WithOptions] (none: the zero Options), and each node gives
+//     what the span's split says ([Model.Split], the design's "within the
+//     chosen span": the first kind from the nodes with the most free, the
+//     others in proportion).
 //
 // The error lists every difference found.
 func (md *Model) Check(r *allocator.Request, a allocator.Allocation, err error) error {
@@ -1137,7 +1140,7 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 	}
 	if !v.AnySpan && !slices.Contains(v.DenseSpans, span) {
 		add("span %s is not legal: %s", md.ids(span), md.whyIllegal(r, span, v))
-	} else if why := md.checkPreferred(r, span, v); why != "" {
+	} else if why := md.checkPreferred(r, a, span, v); why != "" {
 		add("%s", why)
 	}
 	return p
@@ -1168,12 +1171,12 @@ func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) str
 }
 
 // Place is the model's own allocation for r, a slow reference allocator:
-// on the preferred span ([Model.Preferred]) of a machine of at most
-// [MaxPreferNodes] nodes, else on the first legal span
-// ([Verdict.DenseSpans]; for None the nodes in ascending order, then
-// devices of unknown NUMA node) each kind is taken greedily
-// node by node, the lowest free CPUs (whole cores under fullPCPUs) and
-// device IDs first. It returns an error wrapping the verdict's first
+// on a machine of at most [MaxPreferNodes] nodes, the preferred span
+// ([Model.Preferred]) split as [Model.Split] says; else, on the first legal
+// span ([Verdict.DenseSpans]; for None the nodes in ascending order, then
+// devices of unknown NUMA node), each kind taken greedily node by node. On
+// each node the lowest free CPUs (whole cores under fullPCPUs) and device
+// IDs come first. It returns an error wrapping the verdict's first
 // sentinel when r is not admissible, or [allocator.ErrDuplicateID] /
 // [allocator.ErrInvalidRequest] for a live or empty ID. The allocation has
 // no machine attached, so its NUMANodes method returns nil.
@@ -1189,14 +1192,21 @@ func (md *Model) Place(r *allocator.Request) (allocator.Allocation, error) {
 		return allocator.Allocation{}, fmt.Errorf("%w: %s", v.Refusals[0], v.Reason)
 	}
 	nodes := md.m.AllNodes()
+	a := allocator.Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs}
 	if !v.AnySpan {
 		nodes = v.DenseSpans[0]
 		if md.n <= MaxPreferNodes {
 			top, _ := md.preferred(r, v)
-			nodes = top[0]
+			split := md.Split(r, top[0])
+			for j, k := range md.rankKinds(r) {
+				for i, n := range split[j] {
+					md.take(r, &a, k.name, i, n)
+				}
+			}
+			a.DenseSpan = SpanOf(md.m, a)
+			return a, nil
 		}
 	}
-	a := allocator.Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs}
 	for _, k := range md.kinds(r) {
 		rem := k.need
 		for i := range md.n {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
@@ -332,19 +333,70 @@ func (md *Model) preferred(r *allocator.Request, v Verdict) ([]numa.Mask, Rank) 
 	return top, best
 }
 
-// checkPreferred says why span, a legal span for r, is not one the engine
-// may choose, or returns "": on machines of at most MaxPreferNodes nodes
-// it must be a top-ranked one.
-func (md *Model) checkPreferred(r *allocator.Request, span numa.Mask, v Verdict) string {
+// checkPreferred says why a, whose span is legal for r, is not an
+// allocation the engine may choose, or returns "": on machines of at most
+// MaxPreferNodes nodes its span must be a top-ranked one and what each node
+// gives of each kind the span's split ([Model.Split]).
+func (md *Model) checkPreferred(r *allocator.Request, a allocator.Allocation, span numa.Mask, v Verdict) string {
 	if md.n > MaxPreferNodes || md.opts.foreign || v.AnySpan || r.Policy == policy.None {
 		return ""
 	}
 	top, best := md.preferred(r, v)
 	if slices.Contains(top, span) {
-		return ""
+		return md.checkSplit(r, a, span)
 	}
 	got := md.RankSpan(r, span)
 	_, why := CompareRanks(best, got)
 	return fmt.Sprintf("span %s is not the preferred one: %s ranks before it on %s (rank of %s: %s; of %s: %s)",
 		md.ids(span), md.ids(top[0]), why, md.ids(top[0]), best, md.ids(span), got)
+}
+
+// checkSplit says how what a holds per node differs from the split of r
+// over span ([Model.Split]), or returns "".
+func (md *Model) checkSplit(r *allocator.Request, a allocator.Allocation, span numa.Mask) string {
+	want := md.Split(r, span)
+	var diffs []string
+	for j, k := range md.rankKinds(r) {
+		got := md.heldPerNode(a, k)
+		if !slices.Equal(got, want[j]) {
+			diffs = append(diffs, fmt.Sprintf("%s per node %v, the split gives %v", k.name, got, want[j]))
+		}
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("on span %s it does not take the split of the request (the first kind from the nodes with the most free, the others in proportion; dense node order): %s",
+		md.ids(span), strings.Join(diffs, "; "))
+}
+
+// heldPerNode counts what a holds of kind k on each node (dense), in k's
+// units (whole cores for CPUs under fullPCPUs).
+func (md *Model) heldPerNode(a allocator.Allocation, k kind) []int64 {
+	out := make([]int64, md.n)
+	switch k.role {
+	case roleCPU:
+		unit := 1
+		if a.FullPCPUs {
+			unit = md.tpc
+		}
+		for i := range md.n {
+			out[i] = int64(a.CPUs.IntersectionCount(md.m.NodeCPUs(i)) / unit)
+		}
+	case roleMemory:
+		for _, nm := range a.Memory {
+			if i, ok := md.m.NodeIndex(nm.Node); ok {
+				out[i] += nm.MiB
+			}
+		}
+	default:
+		for _, key := range devKeys(a) {
+			if key.class != k.name {
+				continue
+			}
+			if j, ok := md.devIdx[key.class][key.id]; ok && md.devs[key.class][j].node >= 0 {
+				out[md.devs[key.class][j].node]++
+			}
+		}
+	}
+	return out
 }

@@ -347,3 +347,22 @@ func ExampleModel_CheckResize() {
 	// <nil>
 	// <nil> [0]
 }
+
+// TestCheckWantsTheSplit: on a small machine Check refuses an allocation on
+// the preferred span whose amounts per node are not the span's split.
+func TestCheckWantsTheSplit(t *testing.T) {
+	m := rankMachine(t)
+	md := model(t, m)
+	r := &allocator.Request{ID: "g", GPUs: 4, CPUs: 6, Policy: policy.BestEffort}
+	a, err := md.Place(r)
+	require.NoError(t, err)
+	require.NoError(t, md.Check(r, a, nil))
+	assert.Equal(t, []int{0, 1, 2, 3}, a.GPUs, "3 GPUs from node 0, 1 from node 1")
+	assert.Equal(t, 5, a.CPUs.IntersectionCount(m.NodeCPUs(0)))
+	// The same span with the CPUs 3 and 3.
+	even := a.Clone()
+	even.CPUs = numa.NewCPUSet(0, 1, 2, 8, 9, 10)
+	err = md.Check(r, even, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cpu per node [3 3 0 0], the split gives [5 1 0 0]")
+}

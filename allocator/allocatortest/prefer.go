@@ -29,13 +29,13 @@ type options struct {
 // WithOptions returns a copy of the model that expects an engine built with
 // opts: Packing Spread reverses the best-fit criterion and
 // SpendGPULocalCPUs drops the stranded-GPU criterion of the preference
-// order; with Options.Resources (kinds the model does not know) the
-// preference is not checked at all. The other options do not change what
+// order; with Options.Resources or Options.NewResources (kinds the model
+// does not know) the preference is not checked at all. The other options do not change what
 // the model checks. A model from [NewModel] expects the zero Options.
 func (md *Model) WithOptions(opts allocator.Options) *Model {
 	c := *md
 	c.opts = options{spread: opts.Packing == allocator.Spread, spendGPULocal: opts.SpendGPULocalCPUs,
-		foreign: len(opts.Resources) > 0}
+		foreign: len(opts.Resources) > 0 || opts.NewResources != nil}
 	return &c
 }
 

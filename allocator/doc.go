@@ -23,7 +23,7 @@
 // searcher type's comment), instead of multiplying per-resource hints.
 //
 // Among admissible spans it takes the top-ranked one: the preference order
-// is stated once, in the doc comment of rankOrder (allocator/rank.go),
+// is stated once, in the doc comment of the rank type (allocator/rank.go),
 // whose list of criteria the comparison, the enumeration and the local
 // search all read. Within the chosen span, each resource picks its units
 // by its own preferences (devices under one PCIe switch and, for GPUs,

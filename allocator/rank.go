@@ -11,9 +11,27 @@ import (
 
 // rank is where a span stands in the preference order among the admissible
 // spans of one decision: of two spans the one whose rank compares lower
-// ([compareRanks]) is chosen. Its fields are the criteria; their order is
-// that of [rankOrder], whose doc comment is the only statement of it (the
-// package doc and docs/design.md point there).
+// ([compareRanks]) is chosen. This comment is the only statement of the
+// order (the package doc and docs/design.md point here); its fields are the
+// criteria, declared in that order, and [rankOrder] is the list the code
+// compares them by, each lower first, the first that differs deciding:
+//
+//  1. critRule: the span keeps the singleNUMANodeExclusive rule
+//     (ruleBroken);
+//  2. critSets: fewer NUMA sets crossed (sets);
+//  3. critDistance: lower total SLIT distance over the span's pairs
+//     (distance);
+//  4. critPenalty: the resources' own preferences, kind by kind (penalty:
+//     GPUs under one PCIe switch, CPUs as whole free cores);
+//  5. critStranded: for requests without GPUs, fewer free GPUs on the span
+//     (stranded);
+//  6. critLeft: best fit (or spread), kind by kind (left);
+//  7. critSpan: the lowest node indices (span).
+//
+// Each criterion's comment says exactly what it compares. Changing the
+// order is changing rankOrder and the numbered lines above; TestRankOrder
+// ranks two fixed spans both ways, under this order and with two criteria
+// swapped.
 //
 // Which spans are ranked: on pools of at most smallPool nodes, every
 // admissible span of the demanded width up to Options.SearchBudget of them
@@ -75,25 +93,11 @@ var (
 	critSpan criterion = func(a, b *rank, _ int) int { return compareSpans(a.span, b.span) }
 )
 
-// rankOrder is the preference order among the admissible spans of one
-// decision, the only place it is stated: the criteria are compared in this
-// order, each lower first, and the first that differs decides:
-//
-//  1. critRule: the span keeps the singleNUMANodeExclusive rule;
-//  2. critSets: fewer NUMA sets crossed;
-//  3. critDistance: lower total SLIT distance over the span's pairs;
-//  4. critPenalty: the resources' own preferences, kind by kind (GPUs under
-//     one PCIe switch, CPUs as whole free cores);
-//  5. critStranded: for requests without GPUs, fewer free GPUs on the span;
-//  6. critLeft: best fit (or spread), kind by kind;
-//  7. critSpan: the lowest node indices.
-//
-// Changing the order is changing this list (and its numbered lines):
-// compareRanks reads it, the local search of [searcher.improve] and the
+// rankOrder is the preference order of [rank]'s doc comment as the list
+// compareRanks reads. The local search of [searcher.improve] and the
 // set-by-set enumeration of [searcher.choose] take their shortcuts only
-// while the list starts critRule, critSets, critDistance (see setsFirst), and
-// TestRankOrder ranks two fixed spans both ways under this order and with
-// two criteria swapped.
+// while the list starts critRule, critSets, critDistance (setsFirst), so
+// that reordering the list is the whole change in the code.
 var rankOrder = []criterion{critRule, critSets, critDistance, critPenalty, critStranded, critLeft, critSpan}
 
 // setsFirst reports whether rankOrder starts critRule, critSets, critDistance:

@@ -22,9 +22,9 @@ import (
 )
 
 // TestCriteriaFollowTheRankDocComment: the model's order of criteria is the
-// numbered list of the doc comment of the allocator's preference order
-// (rankOrder, else the ranking type rank), the only statement of the order,
-// its names without the "crit" prefix. The model states the order again on
+// numbered list of the doc comment of the allocator's ranking type (rank,
+// else the list rankOrder), the only statement of the order, its names
+// without the "crit" prefix. The model states the order again on
 // purpose (it must not call the engine's comparison); when the engine's
 // order changes, this test says which list to change.
 func TestCriteriaFollowTheRankDocComment(t *testing.T) {
@@ -62,7 +62,7 @@ func TestCriteriaFollowTheRankDocComment(t *testing.T) {
 	}
 	item := regexp.MustCompile(`(?m)^\s*\d+\.\s+(\w+):`)
 	var names []string
-	for _, decl := range []string{"rankOrder", "rank"} {
+	for _, decl := range []string{"rank", "rankOrder"} {
 		for _, m := range item.FindAllStringSubmatch(docs[decl], -1) {
 			names = append(names, strings.ToLower(strings.TrimPrefix(m[1], "crit")))
 		}
@@ -70,7 +70,7 @@ func TestCriteriaFollowTheRankDocComment(t *testing.T) {
 			break
 		}
 	}
-	require.NotEmpty(t, names, "no numbered list of criteria in the doc comment of rankOrder or rank")
+	require.NotEmpty(t, names, "no numbered list of criteria in the doc comment of rank or rankOrder")
 	var model []string
 	for _, c := range allocatortest.Criteria {
 		model = append(model, strings.ToLower(c))

@@ -169,8 +169,15 @@ type classSearch struct {
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
-	keys    [numa.MaxNodes]uint64 // sort buffers
-	vals    [numa.MaxNodes]int64
+	keys [numa.MaxNodes]uint64 // sort buffers
+	vals [numa.MaxNodes]int64
+	// top holds, once a search has taken topAfter steps, the sums bound
+	// reads: for q < k the sum of the t largest amounts of kind q over the
+	// nodes of classes cl and later, for q = k the same of the scores, at
+	// top[(q*nc+cl)*(n+1)+t] (t up to n, saturated beyond their count).
+	top     []int64
+	topOK   bool
+	steps   int // dfs steps taken since the problem was prepared
 	found   numa.Mask
 	budget  int  // steps dfs may still take
 	cut     bool // dfs ran out of budget
@@ -187,7 +194,7 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool, cs.n = p, pool, 0
-	cs.classified, cs.lagrange = false, false
+	cs.classified, cs.lagrange, cs.topOK, cs.steps = false, false, false, 0
 	cs.uniform = true
 	first := &p.val[pool.Lowest()]
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
@@ -697,10 +704,74 @@ func (cs *classSearch) take(cl, t int) int64 {
 	return cs.cum[s+t] - cs.cum[s]
 }
 
+// topAfter is the steps of the search over classes after which bound reads
+// the table of top sums instead of walking the orders: building it takes
+// O((k+1)·classes·n), which a short search does not repay.
+const topAfter = 2048
+
+// buildTop fills cs.top (see its comment) from the orders by kind and by
+// score: O((k+1)·nc·n).
+func (cs *classSearch) buildTop() {
+	p := cs.p
+	k, nc, n := p.k, cs.nc, cs.n
+	size := (k + 1) * nc * (n + 1)
+	if cap(cs.top) < size {
+		cs.top = make([]int64, size)
+	}
+	cs.top = cs.top[:size]
+	for q := 0; q <= k; q++ {
+		ord := cs.byScore[:n]
+		if q < k {
+			ord = cs.byKind[q][:n]
+		}
+		for cl := 0; cl < nc; cl++ {
+			row := cs.top[(q*nc+cl)*(n+1) : (q*nc+cl+1)*(n+1)]
+			row[0] = 0
+			t := 0
+			for _, i := range ord {
+				if int(cs.classOf[i]) < cl {
+					continue
+				}
+				v := cs.score[i]
+				if q < k {
+					v = p.val[i][q]
+				}
+				row[t+1] = row[t] + v
+				t++
+			}
+			for ; t < n; t++ {
+				row[t+1] = row[t]
+			}
+		}
+	}
+	cs.topOK = true
+}
+
 // bound reports whether classes cl.. with rem slots could still complete
-// sums into a cover.
+// sums into a cover: for each short kind, the rem largest amounts of the
+// nodes of those classes must make up the shortfall, and the rem largest
+// scores the shares still missing (the uniform Lagrangian bound). After
+// topAfter steps it reads the sums from the table of buildTop in O(k).
 func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 	p := cs.p
+	if !cs.topOK && cs.steps > topAfter {
+		cs.buildTop()
+	}
+	if cs.topOK {
+		n1 := cs.n + 1
+		var residual int64
+		for r := 0; r < p.k; r++ {
+			short := p.need[r] - sums[r]
+			if short <= 0 {
+				continue
+			}
+			residual += shareBy(short, p.need[r], p.recip[r]) - 1
+			if cs.top[(r*cs.nc+cl)*n1+rem] < short {
+				return false
+			}
+		}
+		return residual <= 0 || cs.top[(p.k*cs.nc+cl)*n1+rem] >= residual
+	}
 	m := cs.members[:cs.n]
 	var residual int64 // uniform share still missing
 	for r := 0; r < p.k; r++ {
@@ -766,6 +837,7 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 		return false
 	}
 	cs.budget--
+	cs.steps++
 	if rem == 0 {
 		for r := 0; r < p.k; r++ {
 			if sums[r] < p.need[r] {

@@ -121,3 +121,43 @@ func TestShareBy(t *testing.T) {
 		}
 	})
 }
+
+// TestBoundTableAgrees: the table of top sums (buildTop) gives bound the
+// same answers as the walk along the orders, on random problems of 17-40
+// nodes and random branches (class, slots left, partial sums).
+func TestBoundTableAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var c problem
+		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
+		n := rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
+		maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")
+		for r := 0; r < c.k; r++ {
+			c.amount[r] = c.store[r][:n]
+			for i := 0; i < n; i++ {
+				c.amount[r][i] = rapid.Int64Range(0, maxVal).Draw(t, "v")
+			}
+			c.need[r] = rapid.Int64Range(1, maxVal*int64(n)/2+1).Draw(t, "need")
+		}
+		c.load(n)
+		var cs classSearch
+		cs.prepare(&c, numa.FirstN(n))
+		if cs.uniform {
+			return
+		}
+		cs.classify()
+		for q := 0; q < 50; q++ {
+			cl := rapid.IntRange(0, cs.nc-1).Draw(t, "cl")
+			rem := rapid.IntRange(1, n).Draw(t, "rem")
+			var sums [maxKinds]int64
+			for r := 0; r < c.k; r++ {
+				sums[r] = rapid.Int64Range(0, c.need[r]).Draw(t, "sum")
+			}
+			cs.topOK = false
+			walk := cs.bound(cl, rem, &sums)
+			cs.buildTop()
+			if table := cs.bound(cl, rem, &sums); table != walk {
+				t.Fatalf("class %d, %d slots, sums %v: the table says %v, the walk %v", cl, rem, sums[:c.k], table, walk)
+			}
+		}
+	})
+}

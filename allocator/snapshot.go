@@ -179,7 +179,7 @@ func (s *State) claim(a Allocation) error {
 
 // normalMemory sorts mem by node ID (a node listed twice is refused by
 // Memory.Claim). Entries of 0 MiB stay: a claim may name them
-// (adapters/kubelet records the kubelet memory manager's group so); they
+// (adapters/topologymanager records the kubelet memory manager's group so); they
 // count in no span.
 func normalMemory(mem []NodeMemory) []NodeMemory {
 	slices.SortStableFunc(mem, func(x, y NodeMemory) int { return cmp.Compare(x.Node, y.Node) })

@@ -8,7 +8,8 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
+	"github.com/numaplace/numaplace/adapters/topologymanager/topologymanagertest"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -16,7 +17,7 @@ import (
 
 // benchHints is docs/design.md's merge benchmark input: at most 24 hints per
 // provider, drawn with seed 1 (the same as the core module's
-// adapters/kubelet BenchmarkMerge).
+// adapters/topologymanager BenchmarkMerge).
 const (
 	benchSeed     = 1
 	benchMaxHints = 24
@@ -26,7 +27,7 @@ const (
 // BenchmarkMerge/{numaplace,kubelet}/numa{2,4,8}/providers{2,4}: the
 // best-effort policy (the kubelet walks the whole cross product for it, as
 // for restricted) on NUMA nodes 0..n-1 with the default distances, merging
-// kubelet.BenchmarkHints(1, n, providers, 24) on both sides. The hints are
+// topologymanagertest.BenchmarkHints(1, n, providers, 24) on both sides. The hints are
 // converted to the kubelet's types once, outside the timed loop, and each
 // side's result is checked against the other's before timing.
 //
@@ -43,8 +44,8 @@ func BenchmarkMerge(b *testing.B) {
 	for _, n := range []int{2, 4, 8, 64} {
 		for _, p := range []int{2, 4} {
 			ids := nodeIDs(n)
-			hints := kubelet.BenchmarkHints(benchSeed, n, p, benchMaxHints)
-			mg, err := kubelet.NewMerger(kubelet.PolicyBestEffort, ids, numa.Distances{}, kubelet.TopologyOptions{})
+			hints := topologymanagertest.BenchmarkHints(benchSeed, n, p, benchMaxHints)
+			mg, err := numaplacetm.NewMerger(numaplacetm.PolicyBestEffort, ids, numa.Distances{}, numaplacetm.PolicyOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -56,12 +57,12 @@ func BenchmarkMerge(b *testing.B) {
 					mg.Merge(hints)
 				}
 			})
-			if n > kubelet.DefaultMaxAllowableNUMANodes {
+			if n > numaplacetm.DefaultMaxAllowableNUMANodes {
 				continue
 			}
 			b.Run(fmt.Sprintf("kubelet/numa%d/providers%d", n, p), func(b *testing.B) {
 				kh := toKubeletHints(hints)
-				pol := mustKubeletPolicy(b, kubelet.PolicyBestEffort, kubeletNUMAInfo(ids, nil), false)
+				pol := mustKubeletPolicy(b, numaplacetm.PolicyBestEffort, kubeletNUMAInfo(ids, nil), false)
 				if got := kubeletRound(b, pol, kh); !got.equal(want) {
 					b.Fatalf("kubelet %v, numaplace %v", got, want)
 				}
@@ -80,13 +81,13 @@ var admitRequest = allocator.Request{CPUs: 24, GPUs: 4, MemoryMiB: 64 << 10}
 
 // admitOptions is the node of the admission benchmark: Topology Manager
 // best-effort, static CPU manager, static memory manager.
-var admitOptions = kubelet.PredictOptions{StaticMemoryManager: true}
+var admitOptions = numaplacetm.PredictOptions{StaticMemoryManager: true}
 
 // BenchmarkAdmit is docs/design.md's side-by-side admission: a 4-GPU, 24-CPU,
 // 64 GiB pod on an empty dgx-a100 under best-effort with the static CPU and
 // memory managers, hints and merge.
 //
-//   - numaplace/dgx-a100: kubelet.Predict (ProviderHints, then Merge).
+//   - numaplace/dgx-a100: numaplacetm.Predict (ProviderHints, then Merge).
 //   - kubelet/dgx-a100: the kubelet's own hint providers (device manager,
 //     static CPU manager policy, static memory manager policy, set up once
 //     as a running kubelet has them; see kubeletNode) generate the pod's
@@ -99,7 +100,7 @@ var admitOptions = kubelet.PredictOptions{StaticMemoryManager: true}
 func BenchmarkAdmit(b *testing.B) {
 	m := mustPreset(b, "dgx-a100")
 	r := admitRequest
-	h, admit, err := kubelet.Predict(kubelet.PolicyBestEffort, admitOptions, m, nil, &r)
+	h, admit, err := numaplacetm.Predict(numaplacetm.PolicyBestEffort, admitOptions, m, nil, &r)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.Run("numaplace/dgx-a100", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := kubelet.Predict(kubelet.PolicyBestEffort, admitOptions, m, nil, &r); err != nil {
+			if _, _, err := numaplacetm.Predict(numaplacetm.PolicyBestEffort, admitOptions, m, nil, &r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -115,7 +116,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.Run("kubelet/dgx-a100", func(b *testing.B) {
 		kn := newKubeletNode(b, m, nil)
 		pod := guaranteedPod(&r)
-		pol := mustKubeletPolicy(b, kubelet.PolicyBestEffort, kubeletNUMAInfo(m.NodeIDs(), m.Distances().Rows()), false)
+		pol := mustKubeletPolicy(b, numaplacetm.PolicyBestEffort, kubeletNUMAInfo(m.NodeIDs(), m.Distances().Rows()), false)
 		if got := kubeletRound(b, pol, kn.providers(pod)); !got.equal(want) {
 			b.Fatalf("kubelet %v, numaplace %v", got, want)
 		}
@@ -132,7 +133,7 @@ func BenchmarkAdmit(b *testing.B) {
 // sets of every NUMA node of the machine (bitmask.IterateBitMasks, the
 // kubelet's own order), GPUs or not, keeping those with enough GPUs,
 // preferred at the narrowest width.
-func everyNodeGPUHints(m *topology.Machine, request int) []kubelet.TopologyHint {
+func everyNodeGPUHints(m *topology.Machine, request int) []numaplacetm.TopologyHint {
 	gpus := map[int]int{}
 	for _, g := range m.GPUs() {
 		gpus[int(g.NUMANode)]++
@@ -141,7 +142,7 @@ func everyNodeGPUHints(m *topology.Machine, request int) []kubelet.TopologyHint 
 	for _, id := range m.NodeIDs() {
 		ids = append(ids, int(id))
 	}
-	var hints []kubelet.TopologyHint
+	var hints []numaplacetm.TopologyHint
 	least := len(ids)
 	bitmask.IterateBitMasks(ids, func(mask bitmask.BitMask) {
 		n := 0
@@ -173,19 +174,19 @@ func everyNodeGPUHints(m *topology.Machine, request int) []kubelet.TopologyHint 
 func BenchmarkAdmitMerge(b *testing.B) {
 	m := mustPreset(b, "dgx-a100")
 	r := admitRequest
-	hints, err := kubelet.ProviderHints(m, nil, &r, admitOptions)
+	hints, err := numaplacetm.ProviderHints(m, nil, &r, admitOptions)
 	if err != nil {
 		b.Fatal(err)
 	}
 	every := slices.Clone(hints)
-	every[0] = map[string][]kubelet.TopologyHint{kubelet.DefaultGPUResource: everyNodeGPUHints(m, r.GPUs)}
-	mg, err := kubelet.NewMerger(kubelet.PolicyBestEffort, m.NodeIDs(), m.Distances(), kubelet.TopologyOptions{})
+	every[0] = map[string][]numaplacetm.TopologyHint{numaplacetm.DefaultGPUResource: everyNodeGPUHints(m, r.GPUs)}
+	mg, err := numaplacetm.NewMerger(numaplacetm.PolicyBestEffort, m.NodeIDs(), m.Distances(), numaplacetm.PolicyOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, c := range []struct {
 		name  string
-		hints []map[string][]kubelet.TopologyHint
+		hints []map[string][]numaplacetm.TopologyHint
 	}{{"dgx-a100", hints}, {"dgx-a100-every-node", every}} {
 		h, admit := mg.Merge(c.hints)
 		want := diffOutcome{h, admit}
@@ -197,7 +198,7 @@ func BenchmarkAdmitMerge(b *testing.B) {
 		})
 		b.Run("kubelet/"+c.name, func(b *testing.B) {
 			kh := toKubeletHints(c.hints)
-			pol := mustKubeletPolicy(b, kubelet.PolicyBestEffort, kubeletNUMAInfo(m.NodeIDs(), m.Distances().Rows()), false)
+			pol := mustKubeletPolicy(b, numaplacetm.PolicyBestEffort, kubeletNUMAInfo(m.NodeIDs(), m.Distances().Rows()), false)
 			if got := kubeletRound(b, pol, kh); !got.equal(want) {
 				b.Fatalf("kubelet %v, numaplace %v", got, want)
 			}

@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/numa"
 )
 
 // casesFile is the kubelet's merge test tables written out as data by the
-// core module (adapters/kubelet/testdata), read here from the repository.
-var casesFile = filepath.Join("..", "adapters", "kubelet", "testdata", "merge_kubelet_cases.json")
+// core module (adapters/topologymanager/testdata), read here from the repository.
+var casesFile = filepath.Join("..", "adapters", "topologymanager", "testdata", "merge_kubelet_cases.json")
 
 type kubeletCases struct {
 	NUMAInfo map[string]struct {
@@ -24,7 +24,7 @@ type kubeletCases struct {
 	Cases []struct {
 		Suite         string                  `json:"suite"`
 		Name          string                  `json:"name"`
-		Policy        kubelet.TopologyPolicy  `json:"policy"`
+		Policy        numaplacetm.Policy      `json:"policy"`
 		NUMAInfo      string                  `json:"numaInfo"`
 		PreferClosest bool                    `json:"preferClosestNUMANodes"`
 		Providers     []map[string][]jsonHint `json:"providers"`
@@ -40,26 +40,26 @@ type jsonHint struct {
 	Preferred bool   `json:"preferred"`
 }
 
-func (j jsonHint) hint() kubelet.TopologyHint {
+func (j jsonHint) hint() numaplacetm.TopologyHint {
 	if j.Affinity == nil {
-		return kubelet.AnyHint(j.Preferred)
+		return numaplacetm.AnyHint(j.Preferred)
 	}
-	return kubelet.Hint(kubelet.MustIDMask(*j.Affinity...), j.Preferred)
+	return numaplacetm.Hint(numaplacetm.MustIDMask(*j.Affinity...), j.Preferred)
 }
 
-func jsonProviders(ps []map[string][]jsonHint) []map[string][]kubelet.TopologyHint {
-	out := make([]map[string][]kubelet.TopologyHint, len(ps))
+func jsonProviders(ps []map[string][]jsonHint) []map[string][]numaplacetm.TopologyHint {
+	out := make([]map[string][]numaplacetm.TopologyHint, len(ps))
 	for i, p := range ps {
 		if p == nil {
 			continue
 		}
-		out[i] = map[string][]kubelet.TopologyHint{}
+		out[i] = map[string][]numaplacetm.TopologyHint{}
 		for res, hs := range p {
 			if hs == nil {
 				out[i][res] = nil
 				continue
 			}
-			l := make([]kubelet.TopologyHint, len(hs))
+			l := make([]numaplacetm.TopologyHint, len(hs))
 			for k, h := range hs {
 				l[k] = h.hint()
 			}
@@ -82,7 +82,7 @@ func TestKubeletTableCases(t *testing.T) {
 	var tc kubeletCases
 	require.NoError(t, json.Unmarshal(data, &tc))
 	require.NotEmpty(t, tc.Cases)
-	perPolicy := map[kubelet.TopologyPolicy]int{}
+	perPolicy := map[numaplacetm.Policy]int{}
 	for _, c := range tc.Cases {
 		t.Run(c.Suite+"/"+c.Name, func(t *testing.T) {
 			info, ok := tc.NUMAInfo[c.NUMAInfo]
@@ -101,8 +101,8 @@ func TestKubeletTableCases(t *testing.T) {
 
 			dist, err := numa.NewDistances(info.Nodes, info.Distances)
 			require.NoError(t, err)
-			h, admit, err := kubelet.Merge(c.Policy, info.Nodes, dist, providers,
-				kubelet.TopologyOptions{PreferClosestNUMANodes: c.PreferClosest})
+			h, admit, err := numaplacetm.Merge(c.Policy, info.Nodes, dist, providers,
+				numaplacetm.PolicyOptions{PreferClosestNUMANodes: c.PreferClosest})
 			require.NoError(t, err)
 			got := diffOutcome{h, admit}
 			require.Truef(t, got.equal(want), "numaplace: got %v, the file says %v", got, want)

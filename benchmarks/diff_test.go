@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -34,12 +34,12 @@ const maxPermutations = 1024
 type diffInput struct {
 	n         int
 	rows      [][]int
-	providers []map[string][]kubelet.TopologyHint
+	providers []map[string][]numaplacetm.TopologyHint
 }
 
 // diffConfig is one kubelet configuration the inputs are merged under.
 type diffConfig struct {
-	policy  kubelet.TopologyPolicy
+	policy  numaplacetm.Policy
 	closest bool
 }
 
@@ -54,10 +54,10 @@ func (c diffConfig) String() string {
 // each with and without prefer-closest-numa-nodes (the kubelet ignores the
 // option under single-numa-node; so must numaplace), and none.
 var diffConfigs = []diffConfig{
-	{kubelet.PolicyBestEffort, false}, {kubelet.PolicyBestEffort, true},
-	{kubelet.PolicyRestricted, false}, {kubelet.PolicyRestricted, true},
-	{kubelet.PolicySingleNUMANode, false}, {kubelet.PolicySingleNUMANode, true},
-	{kubelet.PolicyNone, false},
+	{numaplacetm.PolicyBestEffort, false}, {numaplacetm.PolicyBestEffort, true},
+	{numaplacetm.PolicyRestricted, false}, {numaplacetm.PolicyRestricted, true},
+	{numaplacetm.PolicySingleNUMANode, false}, {numaplacetm.PolicySingleNUMANode, true},
+	{numaplacetm.PolicyNone, false},
 }
 
 // genDistances draws a valid SLIT for n nodes (10 on the diagonal, every
@@ -117,7 +117,7 @@ func genInputNodes(r *rand.Rand, lo, hi int) diffInput {
 	n := lo + r.IntN(hi-lo+1)
 	in := diffInput{n: n, rows: genDistances(r, n)}
 	machine := uint64(1)<<uint(n) - 1 // all ones for n = 64
-	randomMask := func() kubelet.IDMask {
+	randomMask := func() numaplacetm.IDMask {
 		var m uint64
 		for m == 0 {
 			m = r.Uint64() & machine
@@ -128,14 +128,14 @@ func genInputNodes(r *rand.Rand, lo, hi int) diffInput {
 		if n < 64 && r.IntN(10) == 0 {
 			m |= 1 << uint(n+r.IntN(64-n))
 		}
-		return kubelet.IDMask(m)
+		return numaplacetm.IDMask(m)
 	}
-	pool := make([]kubelet.IDMask, 1+r.IntN(6))
+	pool := make([]numaplacetm.IDMask, 1+r.IntN(6))
 	for i := range pool {
 		pool[i] = randomMask()
 	}
 	if r.IntN(4) == 0 {
-		pool = append(pool, kubelet.IDMask(machine))
+		pool = append(pool, numaplacetm.IDMask(machine))
 	}
 
 	type slot struct {
@@ -144,16 +144,16 @@ func genInputNodes(r *rand.Rand, lo, hi int) diffInput {
 	}
 	var slots []slot
 	providers := 1 + r.IntN(4)
-	in.providers = make([]map[string][]kubelet.TopologyHint, providers)
+	in.providers = make([]map[string][]numaplacetm.TopologyHint, providers)
 	for p := range in.providers {
 		switch r.IntN(20) {
 		case 0:
 			continue // nil map
 		case 1:
-			in.providers[p] = map[string][]kubelet.TopologyHint{}
+			in.providers[p] = map[string][]numaplacetm.TopologyHint{}
 			continue
 		}
-		in.providers[p] = map[string][]kubelet.TopologyHint{}
+		in.providers[p] = map[string][]numaplacetm.TopologyHint{}
 		for k := range 1 + r.IntN(3) {
 			slots = append(slots, slot{p, fmt.Sprintf("resource%d", k)})
 		}
@@ -187,17 +187,17 @@ func genInputNodes(r *rand.Rand, lo, hi int) diffInput {
 			in.providers[s.p][s.res] = nil
 			continue
 		}
-		hs := make([]kubelet.TopologyHint, lengths[i])
+		hs := make([]numaplacetm.TopologyHint, lengths[i])
 		for k := range hs {
 			switch x := r.IntN(100); {
 			case x < 10:
-				hs[k] = kubelet.AnyHint(false)
+				hs[k] = numaplacetm.AnyHint(false)
 			case x < 13:
-				hs[k] = kubelet.Hint(0, false)
+				hs[k] = numaplacetm.Hint(0, false)
 			case x < 75:
-				hs[k] = kubelet.Hint(pool[r.IntN(len(pool))], false)
+				hs[k] = numaplacetm.Hint(pool[r.IntN(len(pool))], false)
 			default:
-				hs[k] = kubelet.Hint(randomMask(), false)
+				hs[k] = numaplacetm.Hint(randomMask(), false)
 			}
 		}
 		if r.IntN(2) == 0 {
@@ -252,7 +252,7 @@ func (in diffInput) String() string {
 
 // diffOutcome is a merge result in numaplace's terms.
 type diffOutcome struct {
-	hint  kubelet.TopologyHint
+	hint  numaplacetm.TopologyHint
 	admit bool
 }
 
@@ -268,7 +268,7 @@ func mergeBoth(in diffInput, c diffConfig) (np, kl diffOutcome, err error) {
 	if err != nil {
 		return np, kl, err
 	}
-	mg, err := kubelet.NewMerger(c.policy, ids, dist, kubelet.TopologyOptions{PreferClosestNUMANodes: c.closest})
+	mg, err := numaplacetm.NewMerger(c.policy, ids, dist, numaplacetm.PolicyOptions{PreferClosestNUMANodes: c.closest})
 	if err != nil {
 		return np, kl, err
 	}
@@ -293,12 +293,12 @@ func mismatch(in diffInput, c diffConfig) bool {
 func shrink(in diffInput, c diffConfig) diffInput {
 	clone := func(in diffInput) diffInput {
 		out := in
-		out.providers = make([]map[string][]kubelet.TopologyHint, len(in.providers))
+		out.providers = make([]map[string][]numaplacetm.TopologyHint, len(in.providers))
 		for p, m := range in.providers {
 			if m == nil {
 				continue
 			}
-			out.providers[p] = map[string][]kubelet.TopologyHint{}
+			out.providers[p] = map[string][]numaplacetm.TopologyHint{}
 			for k, hs := range m {
 				if hs == nil {
 					out.providers[p][k] = nil
@@ -410,7 +410,7 @@ func (s *diffStats) count(in diffInput) {
 }
 
 // TestMergeDifferential merges seeded random inputs with numaplace's
-// kubelet.Merger and with the kubelet's own Topology Manager policies
+// numaplacetm.Merger and with the kubelet's own Topology Manager policies
 // (k8s.io/kubernetes v1.37.2, pkg/kubelet/cm/topologymanager) under
 // best-effort, restricted and single-numa-node, each with and without
 // prefer-closest-numa-nodes, and none, and requires identical results: the
@@ -420,7 +420,7 @@ func (s *diffStats) count(in diffInput) {
 // The machines have 2-8 NUMA nodes with IDs 0..n-1: with sparse IDs and
 // prefer-closest-numa-nodes the kubelet indexes each node's distance row
 // (positional in sysfs) by node ID and reads the wrong column or panics, a
-// kubelet bug numaplace does not reproduce (see kubelet.NewMerger).
+// kubelet bug numaplace does not reproduce (see numaplacetm.NewMerger).
 //
 // Map order: the kubelet walks each provider's map in Go's random order;
 // TestKubeletMapOrder shows that its result does not depend on it, so the

@@ -7,17 +7,17 @@
 //
 // The tests:
 //
-//   - TestMergeDifferential: adapters/kubelet's Merger against the
+//   - TestMergeDifferential: adapters/topologymanager's Merger against the
 //     Topology Manager's best-effort, restricted and single-numa-node
 //     policies (each with and without prefer-closest-numa-nodes) and none,
 //     on 100,000 seeded random inputs of 2-8 NUMA nodes (-diff.n), and
 //     TestMergeDifferentialLarge on 10,000 of 9-64 nodes (-diff.large).
 //   - TestKubeletTableCases: every case of
-//     adapters/kubelet/testdata/merge_kubelet_cases.json through the
+//     adapters/topologymanager/testdata/merge_kubelet_cases.json through the
 //     kubelet's policies.
 //   - TestKubeletMapOrder: whether the kubelet's merge depends on Go's map
 //     iteration order (it does not; the test says why).
-//   - TestProviderHints: adapters/kubelet's model of the device, CPU and
+//   - TestProviderHints: adapters/topologymanager's model of the device, CPU and
 //     memory managers' hints against the kubelet's real managers, and the
 //     admissions that follow.
 //   - TestKubeletRefuses64Nodes: what the kubelet does with more than 8

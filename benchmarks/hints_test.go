@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
 )
 
 // describeProviders writes provider maps out canonically (resources
 // sorted, hints in order, nil and empty lists and maps told apart).
-func describeProviders(ps []map[string][]kubelet.TopologyHint) string {
+func describeProviders(ps []map[string][]numaplacetm.TopologyHint) string {
 	var b strings.Builder
 	for i, p := range ps {
 		switch {
@@ -47,7 +47,7 @@ func describeProviders(ps []map[string][]kubelet.TopologyHint) string {
 // anything" to the kubelet's merge: a nil or empty map, or one whose every
 // list is nil (each nil list, like an empty map, becomes one preferred
 // "any" hint, which changes no merge).
-func noPreference(p map[string][]kubelet.TopologyHint) bool {
+func noPreference(p map[string][]numaplacetm.TopologyHint) bool {
 	for _, l := range p {
 		if l != nil {
 			return false
@@ -127,11 +127,12 @@ func hintCases(t *testing.T) []hintCase {
 //
 // This test found that the kubelet v1.37's device manager lists only the
 // sets of the NUMA nodes that hold devices of the resource (kubernetes
-// pull request 138244), where adapters/kubelet listed the sets of every
+// pull request 138244), where numaplace's emulation listed the sets of every
 // node, as earlier kubelets do: on dgx-a100 (GPUs on nodes 1, 3, 5, 7) 11
 // GPU hints against 176 for 4 GPUs, and a best-effort merge of {1,3}
-// against {0,1} for a 4-GPU, 24-CPU pod. adapters/kubelet follows v1.37
-// since commit 4252a27.
+// against {0,1} for a 4-GPU, 24-CPU pod. The emulation (then in
+// adapters/kubelet, now adapters/topologymanager) follows v1.37 since
+// commit 4252a27.
 func TestProviderHints(t *testing.T) {
 	cases := hintCases(t)
 	nodes := map[string]*kubeletNode{}
@@ -144,8 +145,8 @@ func TestProviderHints(t *testing.T) {
 				kn = newKubeletNode(t, m, c.st)
 				nodes[c.machine+"/"+c.state] = kn
 			}
-			opts := kubelet.PredictOptions{StaticMemoryManager: true}
-			np, err := kubelet.ProviderHints(m, c.st, c.r, opts)
+			opts := numaplacetm.PredictOptions{StaticMemoryManager: true}
+			np, err := numaplacetm.ProviderHints(m, c.st, c.r, opts)
 			require.NoError(t, err)
 			kh := kn.providers(guaranteedPod(c.r))
 			kl := fromKubeletProviders(kh)
@@ -165,13 +166,13 @@ func TestProviderHints(t *testing.T) {
 
 			ids := m.NodeIDs()
 			info := kubeletNUMAInfo(ids, m.Distances().Rows())
-			for _, p := range []kubelet.TopologyPolicy{kubelet.PolicyBestEffort, kubelet.PolicyRestricted, kubelet.PolicySingleNUMANode} {
+			for _, p := range []numaplacetm.Policy{numaplacetm.PolicyBestEffort, numaplacetm.PolicyRestricted, numaplacetm.PolicySingleNUMANode} {
 				pol := mustKubeletPolicy(t, p, info, false)
 				kmerge := kubeletRound(t, pol, kh)
-				h, admit, err := kubelet.Merge(p, ids, m.Distances(), kl, kubelet.TopologyOptions{})
+				h, admit, err := numaplacetm.Merge(p, ids, m.Distances(), kl, numaplacetm.PolicyOptions{})
 				require.NoError(t, err)
 				require.Truef(t, diffOutcome{h, admit}.equal(kmerge), "%s: numaplace Merge %v, kubelet %v", p, diffOutcome{h, admit}, kmerge)
-				ph, padmit, err := kubelet.Predict(p, opts, m, c.st, c.r)
+				ph, padmit, err := numaplacetm.Predict(p, opts, m, c.st, c.r)
 				require.NoError(t, err)
 				require.Truef(t, ph.Equal(kmerge.hint), "%s: Predict %v, kubelet %v", p, ph, kmerge)
 				require.Falsef(t, padmit && !kmerge.admit, "%s: Predict admits, the kubelet's policy refuses (%v)", p, kmerge)

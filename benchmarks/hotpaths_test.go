@@ -8,6 +8,7 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/adapters/scheduler"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -143,7 +144,7 @@ func BenchmarkHotAdapters(b *testing.B) {
 	b.Run("kubelet/Predict/dgx-a100", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := kubelet.Predict(kubelet.PolicySingleNUMANode, kubelet.PredictOptions{}, m, st, &r); err != nil {
+			if _, _, err := numaplacetm.Predict(numaplacetm.PolicySingleNUMANode, numaplacetm.PredictOptions{}, m, st, &r); err != nil {
 				b.Fatal(err)
 			}
 		}

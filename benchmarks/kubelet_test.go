@@ -9,7 +9,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -22,7 +22,7 @@ var quiet = logr.Discard()
 // keeping every distinction the kubelet makes: a nil map stays nil, a nil
 // list stays nil, an empty list stays empty, an Any hint gets a nil
 // NUMANodeAffinity and an empty non-Any hint an empty, non-nil bitmask.
-func toKubeletHints(ps []map[string][]kubelet.TopologyHint) []map[string][]topologymanager.TopologyHint {
+func toKubeletHints(ps []map[string][]numaplacetm.TopologyHint) []map[string][]topologymanager.TopologyHint {
 	out := make([]map[string][]topologymanager.TopologyHint, len(ps))
 	for i, p := range ps {
 		if p == nil {
@@ -45,7 +45,7 @@ func toKubeletHints(ps []map[string][]kubelet.TopologyHint) []map[string][]topol
 }
 
 // toKubeletHint converts one hint.
-func toKubeletHint(h kubelet.TopologyHint) topologymanager.TopologyHint {
+func toKubeletHint(h numaplacetm.TopologyHint) topologymanager.TopologyHint {
 	if h.Any {
 		return topologymanager.TopologyHint{Preferred: h.Preferred}
 	}
@@ -54,7 +54,7 @@ func toKubeletHint(h kubelet.TopologyHint) topologymanager.TopologyHint {
 
 // toBitMask converts an IDMask to the kubelet's bitmask (same bit layout:
 // bit i is node ID i).
-func toBitMask(m kubelet.IDMask) bitmask.BitMask {
+func toBitMask(m numaplacetm.IDMask) bitmask.BitMask {
 	b := bitmask.NewEmptyBitMask()
 	for w := uint64(m); w != 0; w &= w - 1 {
 		if err := b.Add(bits.TrailingZeros64(w)); err != nil {
@@ -65,31 +65,31 @@ func toBitMask(m kubelet.IDMask) bitmask.BitMask {
 }
 
 // fromKubeletHint converts a kubelet hint back: a nil affinity is Any.
-func fromKubeletHint(h topologymanager.TopologyHint) kubelet.TopologyHint {
+func fromKubeletHint(h topologymanager.TopologyHint) numaplacetm.TopologyHint {
 	if h.NUMANodeAffinity == nil {
-		return kubelet.AnyHint(h.Preferred)
+		return numaplacetm.AnyHint(h.Preferred)
 	}
-	var m kubelet.IDMask
+	var m numaplacetm.IDMask
 	for _, b := range h.NUMANodeAffinity.GetBits() {
 		m |= 1 << uint(b)
 	}
-	return kubelet.Hint(m, h.Preferred)
+	return numaplacetm.Hint(m, h.Preferred)
 }
 
 // fromKubeletProviders converts the kubelet's provider maps to numaplace's.
-func fromKubeletProviders(ps []map[string][]topologymanager.TopologyHint) []map[string][]kubelet.TopologyHint {
-	out := make([]map[string][]kubelet.TopologyHint, len(ps))
+func fromKubeletProviders(ps []map[string][]topologymanager.TopologyHint) []map[string][]numaplacetm.TopologyHint {
+	out := make([]map[string][]numaplacetm.TopologyHint, len(ps))
 	for i, p := range ps {
 		if p == nil {
 			continue
 		}
-		out[i] = make(map[string][]kubelet.TopologyHint, len(p))
+		out[i] = make(map[string][]numaplacetm.TopologyHint, len(p))
 		for res, hs := range p {
 			if hs == nil {
 				out[i][res] = nil
 				continue
 			}
-			l := make([]kubelet.TopologyHint, len(hs))
+			l := make([]numaplacetm.TopologyHint, len(hs))
 			for k, h := range hs {
 				l[k] = fromKubeletHint(h)
 			}
@@ -122,23 +122,23 @@ func kubeletNUMAInfo(ids []numa.NodeID, rows [][]int) *topologymanager.NUMAInfo 
 
 // kubeletPolicy builds the kubelet's Topology Manager policy object, as its
 // NewManager does once it has read the machine.
-func kubeletPolicy(policy kubelet.TopologyPolicy, info *topologymanager.NUMAInfo, closest bool) (topologymanager.Policy, error) {
-	opts := topologymanager.PolicyOptions{PreferClosestNUMA: closest, MaxAllowableNUMANodes: kubelet.DefaultMaxAllowableNUMANodes}
+func kubeletPolicy(policy numaplacetm.Policy, info *topologymanager.NUMAInfo, closest bool) (topologymanager.Policy, error) {
+	opts := topologymanager.PolicyOptions{PreferClosestNUMA: closest, MaxAllowableNUMANodes: numaplacetm.DefaultMaxAllowableNUMANodes}
 	switch policy {
-	case kubelet.PolicyNone:
+	case numaplacetm.PolicyNone:
 		return topologymanager.NewNonePolicy(), nil
-	case kubelet.PolicyBestEffort:
+	case numaplacetm.PolicyBestEffort:
 		return topologymanager.NewBestEffortPolicy(info, opts), nil
-	case kubelet.PolicyRestricted:
+	case numaplacetm.PolicyRestricted:
 		return topologymanager.NewRestrictedPolicy(info, opts), nil
-	case kubelet.PolicySingleNUMANode:
+	case numaplacetm.PolicySingleNUMANode:
 		return topologymanager.NewSingleNumaNodePolicy(info, opts), nil
 	}
 	return nil, fmt.Errorf("unknown policy %q", policy)
 }
 
 // mustKubeletPolicy is kubeletPolicy for tests and benchmarks.
-func mustKubeletPolicy(tb testing.TB, policy kubelet.TopologyPolicy, info *topologymanager.NUMAInfo, closest bool) topologymanager.Policy {
+func mustKubeletPolicy(tb testing.TB, policy numaplacetm.Policy, info *topologymanager.NUMAInfo, closest bool) topologymanager.Policy {
 	tb.Helper()
 	p, err := kubeletPolicy(policy, info, closest)
 	if err != nil {

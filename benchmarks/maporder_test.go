@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -54,35 +54,35 @@ func genTieInput(r *rand.Rand) diffInput {
 		}
 	}
 	width := 1 + r.IntN(n)
-	var all []kubelet.IDMask
+	var all []numaplacetm.IDMask
 	for m := uint64(1); m < 1<<uint(n); m++ {
 		if popcount(m) == width {
-			all = append(all, kubelet.IDMask(m))
+			all = append(all, numaplacetm.IDMask(m))
 		}
 	}
 	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	pool := all[:min(len(all), 1+r.IntN(4))]
-	list := func() []kubelet.TopologyHint {
-		hs := make([]kubelet.TopologyHint, 1+r.IntN(5))
+	list := func() []numaplacetm.TopologyHint {
+		hs := make([]numaplacetm.TopologyHint, 1+r.IntN(5))
 		for k := range hs {
 			switch x := r.IntN(20); {
 			case x == 0:
-				hs[k] = kubelet.AnyHint(r.IntN(2) == 0)
+				hs[k] = numaplacetm.AnyHint(r.IntN(2) == 0)
 			case x == 1:
-				hs[k] = kubelet.Hint(0, r.IntN(2) == 0)
+				hs[k] = numaplacetm.Hint(0, r.IntN(2) == 0)
 			default:
-				hs[k] = kubelet.Hint(pool[r.IntN(len(pool))], r.IntN(3) != 0)
+				hs[k] = numaplacetm.Hint(pool[r.IntN(len(pool))], r.IntN(3) != 0)
 			}
 		}
 		return hs
 	}
-	first := map[string][]kubelet.TopologyHint{}
+	first := map[string][]numaplacetm.TopologyHint{}
 	for k := range 2 + r.IntN(2) {
 		first[fmt.Sprintf("resource%d", k)] = list()
 	}
-	in.providers = []map[string][]kubelet.TopologyHint{first}
+	in.providers = []map[string][]numaplacetm.TopologyHint{first}
 	if r.IntN(2) == 0 {
-		in.providers = append(in.providers, map[string][]kubelet.TopologyHint{"other": list()})
+		in.providers = append(in.providers, map[string][]numaplacetm.TopologyHint{"other": list()})
 	}
 	return in
 }
@@ -101,26 +101,26 @@ func popcount(m uint64) int {
 // provider's resources in map order, so these are exactly the list orders
 // Go's map iteration can produce, made deterministic. With reverse, every
 // list is also reversed.
-func resourceOrders(in diffInput, reverse bool) [][]map[string][]kubelet.TopologyHint {
+func resourceOrders(in diffInput, reverse bool) [][]map[string][]numaplacetm.TopologyHint {
 	keys := make([]string, 0, len(in.providers[0]))
 	for k := range in.providers[0] {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var out [][]map[string][]kubelet.TopologyHint
+	var out [][]map[string][]numaplacetm.TopologyHint
 	var permute func(k int)
 	permute = func(k int) {
 		if k == len(keys) {
-			var ps []map[string][]kubelet.TopologyHint
+			var ps []map[string][]numaplacetm.TopologyHint
 			for _, key := range keys {
 				l := slices.Clone(in.providers[0][key])
 				if reverse {
 					slices.Reverse(l)
 				}
-				ps = append(ps, map[string][]kubelet.TopologyHint{key: l})
+				ps = append(ps, map[string][]numaplacetm.TopologyHint{key: l})
 			}
 			for _, p := range in.providers[1:] {
-				q := map[string][]kubelet.TopologyHint{}
+				q := map[string][]numaplacetm.TopologyHint{}
 				for key, l := range p {
 					l = slices.Clone(l)
 					if reverse {
@@ -191,7 +191,7 @@ func TestKubeletMapOrder(t *testing.T) {
 		info := kubeletNUMAInfo(ids, in.rows)
 		variants := append(resourceOrders(in, false), resourceOrders(in, true)...)
 		for _, c := range diffConfigs {
-			mg, err := kubelet.NewMerger(c.policy, ids, dist, kubelet.TopologyOptions{PreferClosestNUMANodes: c.closest})
+			mg, err := numaplacetm.NewMerger(c.policy, ids, dist, numaplacetm.PolicyOptions{PreferClosestNUMANodes: c.closest})
 			require.NoError(t, err)
 			h, admit := mg.Merge(in.providers)
 			want := diffOutcome{h, admit}
@@ -230,19 +230,19 @@ func TestKubeletMapOrder(t *testing.T) {
 func equalCandidates(in diffInput, c diffConfig) bool {
 	ids := nodeIDs(in.n)
 	dist, _ := numa.NewDistances(ids, in.rows)
-	mg, _ := kubelet.NewMerger(c.policy, ids, dist, kubelet.TopologyOptions{PreferClosestNUMANodes: c.closest})
+	mg, _ := numaplacetm.NewMerger(c.policy, ids, dist, numaplacetm.PolicyOptions{PreferClosestNUMANodes: c.closest})
 	best, _ := mg.Merge(in.providers)
-	if best.Any || c.policy == kubelet.PolicyNone {
+	if best.Any || c.policy == numaplacetm.PolicyNone {
 		return false
 	}
-	var lists [][]kubelet.TopologyHint
+	var lists [][]numaplacetm.TopologyHint
 	for _, p := range in.providers {
 		for _, l := range p {
 			if len(l) == 0 {
-				l = []kubelet.TopologyHint{kubelet.AnyHint(l == nil)}
+				l = []numaplacetm.TopologyHint{numaplacetm.AnyHint(l == nil)}
 			}
-			if c.policy == kubelet.PolicySingleNUMANode {
-				l = slices.DeleteFunc(slices.Clone(l), func(h kubelet.TopologyHint) bool {
+			if c.policy == numaplacetm.PolicySingleNUMANode {
+				l = slices.DeleteFunc(slices.Clone(l), func(h numaplacetm.TopologyHint) bool {
 					return !h.Preferred || !h.Any && h.NUMANodeAffinity.Count() != 1
 				})
 			}
@@ -251,8 +251,8 @@ func equalCandidates(in diffInput, c diffConfig) bool {
 	}
 	machine := mg.DefaultAffinity()
 	count := 0
-	var walk func(i int, aff kubelet.IDMask)
-	walk = func(i int, aff kubelet.IDMask) {
+	var walk func(i int, aff numaplacetm.IDMask)
+	walk = func(i int, aff numaplacetm.IDMask) {
 		if count > 1 {
 			return
 		}

@@ -24,7 +24,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	"k8s.io/utils/cpuset"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -54,7 +54,7 @@ const reservedMemoryPerNode = 1 << 30
 // kubeletNode is a kubelet's three hint providers, the real ones from
 // k8s.io/kubernetes, set up for a numaplace machine in a given state the
 // way the kubelet sets them up at start: the device manager (with the
-// machine's GPUs registered under kubelet.DefaultGPUResource through the
+// machine's GPUs registered under numaplacetm.DefaultGPUResource through the
 // device plugin ListAndWatch path), the static CPU manager policy with its
 // in-memory state, and the static memory manager policy with its in-memory
 // state. Nothing runs in the background and nothing is written outside a
@@ -139,7 +139,7 @@ func newKubeletNode(tb testing.TB, m *topology.Machine, st *allocator.State) *ku
 		devs = append(devs, d)
 	}
 	if len(devs) > 0 {
-		dm.PluginListAndWatchReceiver(quiet, kubelet.DefaultGPUResource, &pluginapi.ListAndWatchResponse{Devices: devs})
+		dm.PluginListAndWatchReceiver(quiet, numaplacetm.DefaultGPUResource, &pluginapi.ListAndWatchResponse{Devices: devs})
 	}
 	k.devices = dm
 
@@ -220,7 +220,7 @@ func guaranteedPod(r *allocator.Request) *v1.Pod {
 		v1.ResourceMemory: *resource.NewQuantity(r.MemoryMiB<<20, resource.BinarySI),
 	}
 	if r.GPUs > 0 {
-		res[kubelet.DefaultGPUResource] = *resource.NewQuantity(int64(r.GPUs), resource.DecimalSI)
+		res[numaplacetm.DefaultGPUResource] = *resource.NewQuantity(int64(r.GPUs), resource.DecimalSI)
 	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pod", Namespace: "default", UID: types.UID("pod-" + r.String())},

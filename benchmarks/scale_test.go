@@ -9,7 +9,8 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	numaplacetm "github.com/numaplace/numaplace/adapters/topologymanager"
+	"github.com/numaplace/numaplace/adapters/topologymanager/topologymanagertest"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -64,10 +65,10 @@ func TestKubeletRefuses64Nodes(t *testing.T) {
 
 	ids := nodeIDs(64)
 	for _, providers := range []int{2, 4} {
-		hints := kubelet.BenchmarkHints(benchSeed, 64, providers, benchMaxHints)
-		for _, policy := range []kubelet.TopologyPolicy{kubelet.PolicyBestEffort, kubelet.PolicyRestricted, kubelet.PolicySingleNUMANode} {
+		hints := topologymanagertest.BenchmarkHints(benchSeed, 64, providers, benchMaxHints)
+		for _, policy := range []numaplacetm.Policy{numaplacetm.PolicyBestEffort, numaplacetm.PolicyRestricted, numaplacetm.PolicySingleNUMANode} {
 			t.Run(fmt.Sprintf("%s/providers%d", policy, providers), func(t *testing.T) {
-				h, admit, err := kubelet.Merge(policy, ids, numa.Distances{}, hints, kubelet.TopologyOptions{})
+				h, admit, err := numaplacetm.Merge(policy, ids, numa.Distances{}, hints, numaplacetm.PolicyOptions{})
 				require.NoError(t, err)
 				pol := mustKubeletPolicy(t, policy, kubeletNUMAInfo(ids, nil), false)
 				want := kubeletRound(t, pol, toKubeletHints(hints))

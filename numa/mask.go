@@ -109,8 +109,11 @@ func (m Mask) Highest() int {
 
 // IsNarrowerThan orders masks the way placement prefers them: fewer nodes
 // first; at equal count, the mask whose lowest differing index belongs to it
-// (that is, lower indices first, compared as sorted index lists).
-// It is a strict order: m.IsNarrowerThan(m) is false.
+// (that is, lower indices first, compared as sorted index lists: {0,3}
+// before {1,2}). It is a strict order: m.IsNarrowerThan(m) is false. The
+// kubelet's bitmask.IsNarrowerThan breaks the tie otherwise, by the smaller
+// integer ({1,2} before {0,3}); adapters/topologymanager emulates it as
+// IDMask.IsNarrowerThanByValue.
 func (m Mask) IsNarrowerThan(o Mask) bool {
 	cm, co := m.Count(), o.Count()
 	if cm != co {

@@ -1,8 +1,8 @@
 // Package kubelet is numaplace's node-side reference adapter: what a node
 // agent beside the kubelet (or inside it, or a containerd NRI plugin) needs
-// so that a pod the scheduler placed is never refused at admission, plus a
-// kubelet-compatible view of topology hints for nodes that still run the
-// kubelet's own Topology Manager.
+// so that a pod the scheduler placed is never refused at admission. The
+// emulation of the kubelet's own Topology Manager (for nodes that still run
+// it) is the package adapters/topologymanager.
 //
 // The node agent is a [Node], opened on one machine with a checkpoint file.
 // [Node.Admit] admits a pod: with the scheduler's numaplace.io/allocation
@@ -25,17 +25,6 @@
 // question (which GPUs of those available) preferring one NUMA node, then
 // one PCIe switch, then NVLink links, in microseconds. [Node.Report]
 // publishes the node's NodeResourceTopology for the scheduler.
-//
-// The kubelet-compatible side generates the topology hints
-// ([TopologyHint], over node-ID masks [IDMask]) that the kubelet's CPU,
-// device and memory managers would give for a pod ([CPUHints],
-// [DeviceHints], [MemoryHints], [ProviderHints]), and [Merge] (or a reusable
-// [Merger]) returns exactly what the Topology Manager's best-effort,
-// restricted and single-numa-node policies return (with and without
-// prefer-closest-numa-nodes), without walking the cross product of the
-// providers' hints. [Predict] combines the two: what a node that runs the
-// kubelet's policies instead of numaplace would do with a pod, which the
-// scheduler adapter and the cluster simulation use.
 //
 // The common calls:
 //

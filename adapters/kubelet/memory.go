@@ -22,9 +22,3 @@ func memoryNodeID(m *topology.Machine, x allocator.NodeMemory) numa.NodeID {
 	}
 	return -1
 }
-
-// memoryOn returns the memory entry of mib MiB on the NUMA node with ID id
-// of m, which the caller knows m has.
-func memoryOn(_ *topology.Machine, id numa.NodeID, mib int64) allocator.NodeMemory {
-	return allocator.NodeMemory{Node: id, MiB: mib}
-}

@@ -12,8 +12,10 @@ import (
 // and dgx-a100, each about half full: half of its GPUs held by
 // SingleNUMANode pods of one GPU and 8-24 CPUs (the CPU count varies with
 // the node, so that the nodes score differently), plus a pod without a
-// NUMA spec of 4.5 CPUs in the shared pool.
-func benchCluster(b *testing.B, n int) *scheduler.Cache {
+// NUMA spec of 4.5 CPUs in the shared pool. With distinct, that pod asks
+// for 4.5 CPUs and i thousandths on node i, so that no two nodes are in the
+// same state (the cache cannot judge a pod once for several nodes).
+func benchCluster(b *testing.B, n int, distinct bool) *scheduler.Cache {
 	b.Helper()
 	c := newCache(b, scheduler.Config{})
 	h100, a100 := preset(b, "dgx-h100"), preset(b, "dgx-a100")
@@ -32,7 +34,11 @@ func benchCluster(b *testing.B, n int) *scheduler.Cache {
 				b.Fatal(err)
 			}
 		}
-		if err := c.Reserve(plainPod(fmt.Sprintf("web-%d", i), "4500m", 0), name); err != nil {
+		web := "4500m"
+		if distinct {
+			web = fmt.Sprintf("%dm", 4500+i)
+		}
+		if err := c.Reserve(plainPod(fmt.Sprintf("web-%d", i), web, 0), name); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -42,11 +48,22 @@ func benchCluster(b *testing.B, n int) *scheduler.Cache {
 // BenchmarkScheduleOne schedules a text-generation pod (4 GPUs, 24 CPUs,
 // SingleNUMANode) on half-full clusters of dgx-h100 and dgx-a100 nodes,
 // every node filtered and scored (PercentageOfNodesToScore 100), and
-// unreserves it so that every iteration sees the same cluster.
+// unreserves it so that every iteration sees the same cluster. Each
+// iteration reads the pod afresh, as a scheduler does with each pod. The
+// nodes fall in ten states (machine and fill), which the cache judges once
+// each; distinct-nodes5000 gives every node a state of its own, where every node is
+// judged.
 func BenchmarkScheduleOne(b *testing.B) {
-	for _, n := range []int{1000, 5000} {
-		b.Run(fmt.Sprintf("nodes%d", n), func(b *testing.B) {
-			c := benchCluster(b, n)
+	for _, bc := range []struct {
+		n        int
+		distinct bool
+	}{{1000, false}, {5000, false}, {5000, true}} {
+		name := fmt.Sprintf("nodes%d", bc.n)
+		if bc.distinct {
+			name = "distinct-" + name
+		}
+		b.Run(name, func(b *testing.B) {
+			c := benchCluster(b, bc.n, bc.distinct)
 			pod := numaPod("textgen", 24, 4, "SingleNUMANode")
 			res, err := c.ScheduleOne(pod)
 			if err != nil {

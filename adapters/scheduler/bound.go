@@ -440,7 +440,7 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 		return fmt.Errorf("%w %s: %w", ErrInvalidNode, ni.name, err)
 	}
 	ni.state = st
-	ni.exclCPUs, ni.gpusHeld, ni.plainMilli, ni.memUsed, ni.inexact = 0, 0, 0, 0, 0
+	ni.exclCPUs, ni.gpusHeld, ni.plainMilli, ni.memUsed, ni.inexact = 0, 0, 0, 0, 0 // the pods' part of the totals
 	keys := slices.Sorted(maps.Keys(ni.pods))
 	var decided, reserved, predicted []*podInfo
 	for _, k := range keys {
@@ -568,13 +568,5 @@ func (ni *nodeInfo) misfitsLocked() []Misfit {
 // caller holds the node's lock): the shared pool and memory, after a
 // machine change or pods bound by someone else.
 func (ni *nodeInfo) overcommitLocked() []string {
-	var out []string
-	if pool := int64(ni.allocCPUs-ni.exclCPUs) * 1000; ni.plainMilli > pool {
-		out = append(out, fmt.Sprintf("the pods without a NUMA spec request %s CPUs, the shared pool has %s",
-			milliString(ni.plainMilli), milliString(max(pool, 0))))
-	}
-	if ni.memCap > 0 && ni.memUsed > ni.memCap {
-		out = append(out, fmt.Sprintf("the pods request %d MiB of memory, the machine has %d MiB", ni.memUsed, ni.memCap))
-	}
-	return out
+	return ni.overcommit()
 }

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -56,16 +56,16 @@ type Node struct {
 	// node agent. The cache then predicts the kubelet's admission of every
 	// pod that gets exclusive CPUs (a Guaranteed pod with whole CPUs) or
 	// GPUs (aliyun.com/gpu or nvidia.com/gpu) with the kubelet-compatible
-	// hints and merge of adapters/kubelet, so that no pod is sent where the
+	// hints and merge of adapters/topologymanager, so that no pod is sent where the
 	// kubelet would refuse it with a TopologyAffinityError, and accounts
-	// what the kubelet's managers would take (kubelet.KubeletAllocation).
+	// what the kubelet's managers would take (topologymanager.KubeletAllocation).
 	// Pods with a NUMA spec are not placed on such nodes.
-	KubeletPolicy kubelet.TopologyPolicy
+	KubeletPolicy topologymanager.Policy
 	// KubeletOptions are the kubelet's options on such a node. With
 	// StaticMemoryManager, the memory of a Guaranteed pod joins the
 	// prediction and is accounted per NUMA node as the kubelet's memory
 	// manager would pin it (when the machine describes memory).
-	KubeletOptions kubelet.PredictOptions
+	KubeletOptions topologymanager.PredictOptions
 }
 
 // Cache holds the nodes of a cluster with their allocation state and the
@@ -83,34 +83,35 @@ type Cache struct {
 	podsMu sync.Mutex // guards pods and every podInfo's node and bound
 	pods   map[string]*podInfo
 
+	groupsMu sync.Mutex // guards groups and every nodeGroup's refs; taken last
+	groups   map[[sha256.Size]byte]*nodeGroup
+
 	nextStart atomic.Int64 // where the next partial search starts
 	results   sync.Pool    // *[]verdict for ScheduleOne
 }
 
 // nodeInfo is one node. Lock order: Cache.mu, then Cache.podsMu, then
-// nodeInfo.mu.
+// nodeInfo.mu, then Cache.groupsMu. The write lock is taken by
+// Cache.lockNode only.
 type nodeInfo struct {
 	name string
+	// group is the node's group while it has not changed since it was
+	// worked out (nil else); read without the lock (see nodeGroup).
+	group atomic.Pointer[nodeGroup]
 
-	mu         sync.RWMutex // guards everything below
-	labels     map[string]string
-	kpol       kubelet.TopologyPolicy // "" unless the kubelet's Topology Manager admits pods
-	kopts      kubelet.PredictOptions
-	m          *topology.Machine
-	optedIn    bool
-	alignMem   bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
-	class      *machineClass
-	state      *allocator.State
-	allocCPUs  int   // allocatable CPUs (reserved ones excluded)
-	gpuCap     int   // GPUs
-	memCap     int64 // MiB, 0 when unknown
-	exclCPUs   int   // CPUs held by allocations
-	gpusHeld   int
-	plainMilli int64 // CPU requests of the pods without a NUMA spec
-	memUsed    int64 // memory requests of every pod
-	pods       map[string]*podInfo
-	inexact    int // pods whose accounting depends on the order (podInfo.inexact)
-	removed    bool
+	mu       sync.RWMutex // guards everything below
+	labels   map[string]string
+	kpol     topologymanager.Policy // "" unless the kubelet's Topology Manager admits pods
+	kopts    topologymanager.PredictOptions
+	m        *topology.Machine
+	optedIn  bool
+	alignMem bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
+	class    *machineClass
+	state    *allocator.State
+	totals   // the machine's and the pods' counts, for the cache's own rules
+	pods     map[string]*podInfo
+	inexact  int // pods whose accounting depends on the order (podInfo.inexact)
+	removed  bool
 }
 
 // podInfo is a pod the cache has placed (reserved) or been told is bound.
@@ -139,16 +140,12 @@ type podInfo struct {
 	reason string
 }
 
+// usage is what pi takes of its node's totals.
+func (pi *podInfo) usage() usage { return usageOf(&pi.req, pi.cpus, pi.gpus) }
+
 // account adds (sign 1) or removes (sign -1) what pi holds to n's totals.
 // The caller holds n.mu.
-func (n *nodeInfo) account(pi *podInfo, sign int) {
-	n.exclCPUs += sign * pi.cpus
-	n.gpusHeld += sign * pi.gpus
-	if !pi.req.NUMA && pi.cpus == 0 { // exclusive CPUs are not the shared pool's
-		n.plainMilli += int64(sign) * pi.req.MilliCPU
-	}
-	n.memUsed += int64(sign) * pi.req.MemoryMiB
-}
+func (n *nodeInfo) account(pi *podInfo, sign int) { n.add(pi.usage(), sign) }
 
 // New returns an empty cache, or an error wrapping [ErrConfig].
 func New(cfg Config) (*Cache, error) {
@@ -156,7 +153,7 @@ func New(cfg Config) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{cfg: cfg, nodes: map[string]*nodeInfo{}, pods: map[string]*podInfo{},
+	return &Cache{cfg: cfg, nodes: map[string]*nodeInfo{}, pods: map[string]*podInfo{}, groups: map[[sha256.Size]byte]*nodeGroup{},
 		classes: map[[sha256.Size]byte]*machineClass{}, byPtr: map[*topology.Machine]*machineClass{}}, nil
 }
 
@@ -191,7 +188,7 @@ func checkNode(n Node) error {
 		return fmt.Errorf("%w %s: %w", ErrInvalidNode, n.Name, err)
 	}
 	switch n.KubeletPolicy {
-	case "", kubelet.PolicyNone, kubelet.PolicyBestEffort, kubelet.PolicyRestricted, kubelet.PolicySingleNUMANode:
+	case "", topologymanager.PolicyNone, topologymanager.PolicyBestEffort, topologymanager.PolicyRestricted, topologymanager.PolicySingleNUMANode:
 	default:
 		return fmt.Errorf("%w %s: unknown kubelet Topology Manager policy %q", ErrInvalidNode, n.Name, n.KubeletPolicy)
 	}
@@ -200,9 +197,9 @@ func checkNode(n Node) error {
 
 // kubeletPolicy returns the node's kubelet policy ("" when numaplace's node
 // agent admits pods, or the kubelet's policy is none).
-func kubeletPolicy(n Node) (kubelet.TopologyPolicy, kubelet.PredictOptions) {
-	if n.KubeletPolicy == "" || n.KubeletPolicy == kubelet.PolicyNone {
-		return "", kubelet.PredictOptions{}
+func kubeletPolicy(n Node) (topologymanager.Policy, topologymanager.PredictOptions) {
+	if n.KubeletPolicy == "" || n.KubeletPolicy == topologymanager.PolicyNone {
+		return "", topologymanager.PredictOptions{}
 	}
 	return n.KubeletPolicy, n.KubeletOptions
 }
@@ -284,7 +281,7 @@ func (c *Cache) UpdateNode(n Node) error {
 	}
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	kpol, kopts := kubeletPolicy(n)
 	if n.Machine == ni.m && kpol == ni.kpol {
@@ -322,7 +319,7 @@ func (c *Cache) UpdateNode(n Node) error {
 // machine to by its decision, the 0 MiB memory entries of a, which a
 // decision leaves out: on a node running the kubelet's own Topology Manager
 // they record the nodes of the memory manager's group
-// (kubelet.KubeletAllocation).
+// (topologymanager.KubeletAllocation).
 func keepEmptyMemory(from, to *topology.Machine, a, na *allocator.Allocation) {
 	added := false
 	for _, x := range a.Memory {
@@ -353,7 +350,7 @@ func (c *Cache) RemoveNode(name string) error {
 	c.dirty = true
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	for key := range ni.pods {
 		delete(c.pods, key)
@@ -489,7 +486,7 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 			c.dropLocked(old)
 		}
 	}
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	if ni.removed {
 		err := fmt.Errorf("%w: %s", ErrUnknownNode, ni.name)
@@ -585,7 +582,7 @@ func (c *Cache) reservedAsDecided(pi *podInfo, d *kube.Decision) bool {
 // node when its accounting depended on pi (the caller holds podsMu).
 func (c *Cache) dropLocked(pi *podInfo) {
 	ni := pi.node
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	if c.forgetLocked(ni, pi) {
 		// An error leaves the node's state as it was without pi, which

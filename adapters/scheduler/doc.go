@@ -22,13 +22,16 @@
 // allocation holds) by its CPU request, and gets its aliyun.com/gpu GPUs,
 // if any, from the allocator under policy None. An exclusive placement may
 // not shrink the shared pool below what the node's pods without a NUMA spec
-// request, nor below Config.MinSharedCPUs.
+// request, nor below Config.MinSharedCPUs. These rules, and memory's, are
+// one function of a node's totals that every path uses (Filter, Reserve,
+// ScheduleOne, Preempt, the what-if and victims dry-runs); a pod's CPU
+// request counts against the shared pool unless it holds exclusive CPUs.
 //
 // Nodes whose kubelet runs its own Topology Manager instead of numaplace's
 // node agent (Node.KubeletPolicy) take no pod with a NUMA spec; for every
 // other pod that gets exclusive CPUs (Guaranteed, whole CPUs) or GPUs, the
 // cache predicts the kubelet's admission with the kubelet-compatible hints
-// and merge of adapters/kubelet, so that no pod is sent where the kubelet
+// and merge of adapters/topologymanager, so that no pod is sent where the kubelet
 // would refuse it with a TopologyAffinityError.
 //
 // [Cache.Preempt] is a PostFilter-style dry-run: the smallest set of
@@ -42,6 +45,11 @@
 // Filter and Score take one node's read lock, so they run in parallel
 // across nodes (and on one node) while Reserve holds one node's write lock
 // for the few microseconds it takes to check the shared pool and allocate.
+// Nodes in the same state (the same machine but for its name and GPU
+// UUIDs, labels' effect, kubelet policy, totals and allocations) form a
+// group, and a pod is judged once per group in a scheduling cycle: the
+// other nodes of the group take that verdict without their lock. Any
+// change of a node takes it out of its group at once.
 //
 // The common calls:
 //

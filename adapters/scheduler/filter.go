@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -103,6 +103,19 @@ type podReq struct {
 	// needsKubeletMem when it asks for any of the three.
 	kreq, kreqMem                 allocator.Request
 	needsKubelet, needsKubeletMem bool
+	// use is what the pod would take of a node's totals on a node of
+	// numaplace's node agent (its exclusive CPUs and GPUs as the allocator
+	// gives them), kuse on a node of the kubelet's own Topology Manager
+	// (what the kubelet's managers give it).
+	use, kuse usage
+}
+
+// usage returns what the pod would take of n's totals (see podReq.use).
+func (pr *podReq) usage(kubelet bool) *usage {
+	if kubelet {
+		return &pr.kuse
+	}
+	return &pr.use
 }
 
 // request returns the allocator request and its shape on node n (the
@@ -172,6 +185,15 @@ func (c *Cache) parse(p *kube.Pod) (*podReq, error) {
 		}
 		pr.needsKubeletMem = pr.needsKubelet || pr.kreqMem.MemoryMiB > 0
 	}
+	var excl, gpus int
+	if r.NUMA {
+		excl = r.CPUs
+	}
+	if pr.needsAlloc {
+		gpus = pr.areq.GPUs // areqNoMem's are the same
+	}
+	pr.use = usageOf(&pr.PodRequest, excl, gpus)
+	pr.kuse = usageOf(&pr.PodRequest, pr.kreq.CPUs, pr.kreq.GPUs)
 	return pr, nil
 }
 
@@ -201,9 +223,10 @@ const (
 // verdict is a node's answer for a pod, cheap to produce: the error text
 // is built only when asked for (refusalError).
 type verdict struct {
-	why   why
-	never bool  // allocRefused on the empty machine
-	short uint8 // short totals, with every why
+	why     why
+	never   bool  // allocRefused on the empty machine
+	kubelet bool  // judged on a node of the kubelet's own policy (by podReq.kuse)
+	short   uint8 // short totals, with every why
 	// neverShort are the bits of short whose totals the machine itself
 	// does not have (an empty node would refuse too).
 	neverShort uint8
@@ -214,8 +237,6 @@ type verdict struct {
 	mem        int64 // MiB of memory left unrequested (shortMemory)
 	err        error
 }
-
-func ceilThousandths(milli int64) int64 { return (milli + 999) / 1000 }
 
 // classMemo remembers, for one pod and one worker, the never-fit verdicts
 // of the last few machine classes met: comparing a pointer is cheaper than
@@ -248,10 +269,11 @@ func (m *classMemo) never(n *nodeInfo, pr *podReq) error {
 	return err
 }
 
-// checksLocked applies the cache's own rules and the machine's never-fit
-// verdict (the caller holds n.mu; memo may be nil). Short totals are
-// reported with any other refusal, as kube-scheduler lists every
-// insufficient resource.
+// checksLocked applies the cache's own rules ([totals.admit]) and the
+// machine's never-fit verdict (the caller holds n.mu; memo may be nil).
+// Short totals are reported with any other refusal, as kube-scheduler
+// lists every insufficient resource, but for those the allocator's own
+// never-fit refusal names (GPUs, exclusive CPUs).
 func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 	if n.removed {
 		return verdict{why: nodeGone}
@@ -262,114 +284,47 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 	if pr.NUMA && !n.optedIn {
 		return verdict{why: notOptedIn}
 	}
-	var v verdict
-	free := int64(n.allocCPUs - n.exclCPUs)
-	if !pr.NUMA && pr.MilliCPU > 0 && n.plainMilli+pr.MilliCPU > free*1000 {
-		v.short |= shortCPU
-		v.cpu = max(free*1000-n.plainMilli, 0)
-		if pr.MilliCPU > int64(n.allocCPUs)*1000 {
-			v.neverShort |= shortCPU
-		}
-	}
-	if n.memCap > 0 && pr.MemoryMiB > 0 && n.memUsed+pr.MemoryMiB > n.memCap {
-		v.short |= shortMemory
-		v.mem = max(n.memCap-n.memUsed, 0)
-		if pr.MemoryMiB > n.memCap {
-			v.neverShort |= shortMemory
-		}
-	}
+	// Counts the allocator would refuse anyway are checked without it: a
+	// node short of GPUs or of CPUs in total is refused in a few
+	// nanoseconds (most nodes of a saturated cluster).
+	v := n.admit(pr.use, c.cfg.MinSharedCPUs)
 	if pr.needsAlloc {
 		if err := memo.never(n, pr); err != nil {
-			v.why, v.never, v.err = allocRefused, true, err
-			return v
+			v.why, v.never, v.err, v.have, v.need = allocRefused, true, err, 0, 0
+			v.short &^= shortGPU | shortExcl
+			v.neverShort &^= shortGPU | shortExcl
 		}
-	}
-	// Counts the allocator would refuse anyway, checked without it: a node
-	// short of GPUs or of CPUs in total is refused in a few nanoseconds
-	// (most nodes of a saturated cluster).
-	if pr.needsAlloc && pr.areq.GPUs > n.gpuCap-n.gpusHeld { // areqNoMem's GPUs are the same
-		v.short |= shortGPU
-	}
-	if pr.NUMA && int64(pr.CPUs) > free {
-		v.short |= shortExcl
-	}
-	if pr.NUMA {
-		if left := free - int64(pr.CPUs); pr.CPUs > 0 && left >= 0 {
-			if need := ceilThousandths(n.plainMilli); left < need {
-				v.why, v.have, v.need = sharedPlain, left, n.plainMilli
-				return v
-			}
-			if min := int64(c.cfg.MinSharedCPUs); left < min {
-				v.why, v.have, v.need = sharedMin, left, min
-				v.never = int64(n.allocCPUs-pr.CPUs) < min
-				return v
-			}
-		}
-	}
-	if v.short != 0 {
-		v.why = short
 	}
 	return v
 }
 
 // kubeletChecksLocked is checksLocked on a node of the kubelet's own
-// Topology Manager: no pod with a NUMA spec; the totals; and the kubelet's
-// predicted admission for a pod that gets exclusive CPUs or GPUs.
+// Topology Manager: no pod with a NUMA spec; the totals, with what the
+// kubelet's managers give the pod; and the kubelet's predicted admission
+// for a pod that gets exclusive CPUs or GPUs.
 func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 	if pr.NUMA {
-		return verdict{why: kubeletNUMA}
+		return verdict{why: kubeletNUMA, kubelet: true}
 	}
-	var v verdict
-	kreq, needs := pr.kubeletRequest(n)
-	free := int64(n.allocCPUs - n.exclCPUs)
-	if kreq.CPUs > 0 {
-		// Exclusive CPUs leave the shared pool its pods' requests (and
-		// the kubelet keeps at least one CPU shared).
-		if left := free - int64(kreq.CPUs); left < 0 {
-			v.short |= shortExcl
-		} else if need := max(ceilThousandths(n.plainMilli), int64(c.cfg.MinSharedCPUs)); left < need {
-			return verdict{why: sharedPlain, have: left, need: n.plainMilli}
-		}
-	} else if pr.MilliCPU > 0 && n.plainMilli+pr.MilliCPU > free*1000 {
-		v.short |= shortCPU
-		v.cpu = max(free*1000-n.plainMilli, 0)
-		if pr.MilliCPU > int64(n.allocCPUs)*1000 {
-			v.neverShort |= shortCPU
-		}
-	}
-	if n.memCap > 0 && pr.MemoryMiB > 0 && n.memUsed+pr.MemoryMiB > n.memCap {
-		v.short |= shortMemory
-		v.mem = max(n.memCap-n.memUsed, 0)
-		if pr.MemoryMiB > n.memCap {
-			v.neverShort |= shortMemory
-		}
-	}
-	if kreq.GPUs > n.gpuCap-n.gpusHeld {
-		v.short |= shortGPU
-		if pr.kreq.GPUs > n.gpuCap {
-			v.neverShort |= shortGPU
-		}
-	}
-	if pr.kreq.CPUs > n.allocCPUs {
-		v.neverShort |= shortExcl
-	}
-	if v.short != 0 {
-		v.why = short
+	// The minimum shared pool stands for the CPU the kubelet keeps shared.
+	v := n.admit(pr.kuse, c.cfg.MinSharedCPUs)
+	v.kubelet = true
+	if v.why != fits {
 		return v
 	}
-	if needs {
-		hint, admit, err := kubelet.Predict(n.kpol, n.kopts, n.m, n.state, kreq)
+	if kreq, needs := pr.kubeletRequest(n); needs {
+		hint, admit, err := topologymanager.Predict(n.kpol, n.kopts, n.m, n.state, kreq)
 		if err != nil {
-			return verdict{why: allocRefused, err: err}
+			return verdict{why: allocRefused, err: err, kubelet: true}
 		}
 		if !admit {
-			return verdict{why: kubeletRefused, need: kreq.MemoryMiB}
+			return verdict{why: kubeletRefused, need: kreq.MemoryMiB, kubelet: true}
 		}
 		if kreq.MemoryMiB > 0 {
 			// The memory manager may still fail to extend the merged
 			// hint to nodes with enough free memory: Reserve would.
-			if _, err := kubelet.KubeletAllocation(n.m, n.state, "", kreq, hint); err != nil {
-				return verdict{why: kubeletRefused, need: kreq.MemoryMiB}
+			if _, err := topologymanager.KubeletAllocation(n.m, n.state, "", kreq, hint); err != nil {
+				return verdict{why: kubeletRefused, need: kreq.MemoryMiB, kubelet: true}
 			}
 		}
 	}
@@ -380,6 +335,11 @@ func (c *Cache) kubeletChecksLocked(n *nodeInfo, pr *podReq) verdict {
 func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	return c.evaluateLocked(n, pr, scored, memo)
+}
+
+// evaluateLocked is evaluate under n's read lock, which the caller holds.
+func (c *Cache) evaluateLocked(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
 	v := c.checksLocked(n, pr, memo)
 	if v.why != fits {
 		return v
@@ -422,10 +382,11 @@ func (c *Cache) plainScoreLocked(n *nodeInfo, pr *podReq) int {
 			k++
 		}
 	}
-	add(float64(int64(n.exclCPUs)*1000+n.plainMilli+pr.MilliCPU), float64(n.allocCPUs)*1000)
-	add(float64(n.memUsed+pr.MemoryMiB), float64(n.memCap))
-	if pr.GPUs > 0 {
-		add(float64(n.gpusHeld+pr.GPUs), float64(n.gpuCap))
+	d := pr.usage(n.kpol != "")
+	add(float64(int64(n.exclCPUs+d.exclCPUs)*1000+n.plainMilli+d.sharedMilli), float64(n.allocCPUs)*1000)
+	add(float64(n.memUsed+d.memMiB), float64(n.memCap))
+	if d.gpus > 0 {
+		add(float64(n.gpusHeld+d.gpus), float64(n.gpuCap))
 	}
 	u := 0.0
 	if k > 0 {
@@ -456,6 +417,7 @@ func cpus(n int64) string {
 // refusalError turns a refusing verdict into its *FilterError.
 func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 	e := &FilterError{Pod: pr.key, Node: node, Never: v.never || v.neverShort != 0}
+	u := pr.usage(v.kubelet)
 	switch v.why {
 	case notOptedIn:
 		label := c.cfg.OptInLabel + "=" + c.cfg.OptInValue
@@ -466,17 +428,17 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 		e.Err = ErrSharedPool
 		e.Reasons = []string{"exclusive CPUs would starve the shared pool of the pods without a NUMA spec now"}
 		e.Detail = fmt.Sprintf("taking %s exclusively would leave a shared pool of %s, but the node's pods without a NUMA spec request %s CPUs",
-			cpus(int64(pr.CPUs)), cpus(v.have), milliString(v.need))
+			cpus(int64(u.exclCPUs)), cpus(v.have), milliString(v.need))
 	case sharedMin:
 		e.Err = ErrSharedPool
 		if v.never {
 			e.Reasons = []string{fmt.Sprintf("the machine has too few CPUs to give %s exclusively and keep a shared pool of %s",
-				cpus(int64(pr.CPUs)), cpus(v.need))}
+				cpus(int64(u.exclCPUs)), cpus(v.need))}
 		} else {
 			e.Reasons = []string{fmt.Sprintf("exclusive CPUs would leave a shared pool below the minimum of %s now", cpus(v.need))}
 		}
 		e.Detail = fmt.Sprintf("taking %s exclusively would leave a shared pool of %s, below the minimum of %s",
-			cpus(int64(pr.CPUs)), cpus(v.have), cpus(v.need))
+			cpus(int64(u.exclCPUs)), cpus(v.have), cpus(v.need))
 	case nodeGone:
 		e.Err = ErrNodeRemoved
 		e.Reasons = []string{"node removed"}
@@ -528,28 +490,22 @@ func (c *Cache) refusalError(node string, pr *podReq, v verdict) *FilterError {
 		return now
 	}
 	if v.short&shortCPU != 0 {
-		add(never(shortCPU, fmt.Sprintf("the machine has fewer than %s allocatable CPUs", milliString(pr.MilliCPU)),
-			fmt.Sprintf("fewer than %s CPUs free in the shared pool now", milliString(pr.MilliCPU))),
-			fmt.Sprintf("the shared CPU pool has %s CPUs left, the pod requests %s", milliString(v.cpu), milliString(pr.MilliCPU)))
+		add(never(shortCPU, fmt.Sprintf("the machine has fewer than %s allocatable CPUs", milliString(u.sharedMilli)),
+			fmt.Sprintf("fewer than %s CPUs free in the shared pool now", milliString(u.sharedMilli))),
+			fmt.Sprintf("the shared CPU pool has %s CPUs left, the pod requests %s", milliString(v.cpu), milliString(u.sharedMilli)))
 	}
 	if v.short&shortMemory != 0 {
-		add(never(shortMemory, fmt.Sprintf("the machine has less than %d MiB of memory", pr.MemoryMiB),
-			fmt.Sprintf("less than %d MiB of memory unrequested now", pr.MemoryMiB)),
-			fmt.Sprintf("%d MiB of memory left unrequested, the pod requests %d MiB", v.mem, pr.MemoryMiB))
+		add(never(shortMemory, fmt.Sprintf("the machine has less than %d MiB of memory", u.memMiB),
+			fmt.Sprintf("less than %d MiB of memory unrequested now", u.memMiB)),
+			fmt.Sprintf("%d MiB of memory left unrequested, the pod requests %d MiB", v.mem, u.memMiB))
 	}
 	if v.short&shortGPU != 0 {
-		n := pr.areq.GPUs
-		if n == 0 {
-			n = pr.kreq.GPUs
-		}
+		n := u.gpus
 		add(never(shortGPU, fmt.Sprintf("the machine has fewer than %d GPUs", n), fmt.Sprintf("fewer than %d free GPUs now", n)),
 			fmt.Sprintf("the node has fewer than %d GPUs left", n))
 	}
 	if v.short&shortExcl != 0 {
-		n := pr.CPUs
-		if n == 0 {
-			n = pr.kreq.CPUs
-		}
+		n := u.exclCPUs
 		add(never(shortExcl, fmt.Sprintf("the machine has fewer than %s allocatable", cpus(int64(n))),
 			fmt.Sprintf("fewer than %d free CPUs now", n)),
 			fmt.Sprintf("the node has fewer than %s left", cpus(int64(n))))

@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
+	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -25,8 +26,8 @@ func guaranteedPod(name string, cpus, gpus int) *kube.Pod {
 
 func TestKubeletPolicyNodes(t *testing.T) {
 	c := newCache(t, scheduler.Config{},
-		scheduler.Node{Name: "snn", Machine: preset(t, "dgx-a100"), KubeletPolicy: kubelet.PolicySingleNUMANode},
-		scheduler.Node{Name: "be", Machine: preset(t, "dgx-a100"), KubeletPolicy: kubelet.PolicyBestEffort})
+		scheduler.Node{Name: "snn", Machine: preset(t, "dgx-a100"), KubeletPolicy: topologymanager.PolicySingleNUMANode},
+		scheduler.Node{Name: "be", Machine: preset(t, "dgx-a100"), KubeletPolicy: topologymanager.PolicyBestEffort})
 
 	// 4 GPUs on a dgx-a100 (2 per GPU node): single-numa-node refuses,
 	// best-effort admits on the GPU nodes {1,3}.
@@ -73,7 +74,7 @@ func TestKubeletPolicyNodes(t *testing.T) {
 // kubelet would have admitted it.
 func TestKubeletPolicyNodeNeverRefusedAtAdmission(t *testing.T) {
 	m := preset(t, "dgx-h100")
-	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Machine: m, KubeletPolicy: kubelet.PolicySingleNUMANode})
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Machine: m, KubeletPolicy: topologymanager.PolicySingleNUMANode})
 	for i, shape := range [][2]int{{24, 4}, {16, 2}, {8, 1}, {24, 4}, {8, 1}, {4, 0}} {
 		p := guaranteedPod("p"+strconv.Itoa(i), shape[0], shape[1])
 		if c.Filter(p, "n") != nil {
@@ -85,4 +86,29 @@ func TestKubeletPolicyNodeNeverRefusedAtAdmission(t *testing.T) {
 		require.Equal(t, "n", ps.Node)
 		require.Len(t, ps.Allocation.NUMANodes(), 1, "%s: single-numa-node admits one NUMA node", p.Name)
 	}
+}
+
+// TestKubeletPolicyNodeTotals: on a node of the kubelet's own policy the
+// cache's rules judge what the kubelet's managers give the pod, with the
+// same words as elsewhere: the minimum shared pool is named as such, and
+// the GPUs counted are every GPU resource the device manager serves.
+func TestKubeletPolicyNodeTotals(t *testing.T) {
+	m := preset(t, "dgx-a100") // 256 CPUs, 8 GPUs
+	c := newCache(t, scheduler.Config{MinSharedCPUs: 250},
+		scheduler.Node{Name: "be", Machine: m, KubeletPolicy: topologymanager.PolicyBestEffort})
+	fe := requireRefusal(t, c.Filter(guaranteedPod("eight", 8, 0), "be"), scheduler.ErrSharedPool,
+		"the machine has too few CPUs to give 8 CPUs exclusively and keep a shared pool of 250 CPUs",
+		"taking 8 CPUs exclusively would leave a shared pool of 248 CPUs, below the minimum of 250 CPUs")
+	require.True(t, fe.Never)
+	require.NoError(t, c.Filter(guaranteedPod("six", 6, 0), "be"))
+
+	c = newCache(t, scheduler.Config{}, scheduler.Node{Name: "be", Machine: m, KubeletPolicy: topologymanager.PolicyBestEffort})
+	for i := range 7 {
+		require.NoError(t, c.Reserve(guaranteedPod("g"+strconv.Itoa(i), 2, 1), "be"))
+	}
+	both := guaranteedPod("both", 2, 1)
+	both.Containers[0].Requests[kube.ResourceAliyunGPU] = "1"
+	both.Containers[0].Limits[kube.ResourceAliyunGPU] = "1"
+	requireRefusal(t, c.Filter(both, "be"), allocator.ErrInsufficient, "fewer than 2 free GPUs now",
+		"the node has fewer than 2 GPUs left")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -366,10 +367,10 @@ func TestMemoryRequestsAndLimits(t *testing.T) {
 func TestMemoryKubeletPolicyNodes(t *testing.T) {
 	m := preset(t, "dgx-a100")
 	perNode := m.Node(0).MemoryMiB
-	static := kubelet.PredictOptions{StaticMemoryManager: true}
+	static := topologymanager.PredictOptions{StaticMemoryManager: true}
 	c := newCache(t, scheduler.Config{},
-		scheduler.Node{Name: "mm", Machine: m, KubeletPolicy: kubelet.PolicySingleNUMANode, KubeletOptions: static},
-		scheduler.Node{Name: "none", Machine: m, KubeletPolicy: kubelet.PolicySingleNUMANode})
+		scheduler.Node{Name: "mm", Machine: m, KubeletPolicy: topologymanager.PolicySingleNUMANode, KubeletOptions: static},
+		scheduler.Node{Name: "none", Machine: m, KubeletPolicy: topologymanager.PolicySingleNUMANode})
 	q := strconv.FormatInt(perNode+1024, 10) + "Mi"
 	p := withMemory(guaranteedPod("p", 4, 0), q, q)
 	err := c.Filter(p, "mm")
@@ -500,8 +501,8 @@ func TestMemoryCacheProperty(t *testing.T) {
 // hint, 0 MiB ones too) is kept when the node's machine is replaced.
 func TestMemoryKubeletGroupSurvivesUpdateNode(t *testing.T) {
 	m := sparseMemMachine(t, 16<<10)
-	static := kubelet.PredictOptions{StaticMemoryManager: true}
-	node := scheduler.Node{Name: "k", Machine: m, KubeletPolicy: kubelet.PolicyBestEffort, KubeletOptions: static}
+	static := topologymanager.PredictOptions{StaticMemoryManager: true}
+	node := scheduler.Node{Name: "k", Machine: m, KubeletPolicy: topologymanager.PolicyBestEffort, KubeletOptions: static}
 	c := newCache(t, scheduler.Config{}, node)
 	wide := withMemory(guaranteedPod("wide", 12, 0), "1Gi", "1Gi")
 	require.NoError(t, c.Reserve(wide, "k"))

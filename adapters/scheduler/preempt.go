@@ -135,8 +135,8 @@ func (c *Cache) preemptSearch(ni *nodeInfo, pr *podReq, cands []*podInfo, budget
 		if !pr.needsAlloc || ni.state.Fit(areq) == nil {
 			return Preemption{}, 0, false // no preemption needed
 		}
-	} else if v.why == notOptedIn || v.never || v.why == nodeGone {
-		return Preemption{}, 0, false
+	} else if v.why == notOptedIn || v.never || v.neverShort != 0 || v.why == nodeGone {
+		return Preemption{}, 0, false // no removal can help
 	}
 	slices.SortFunc(cands, func(a, b *podInfo) int {
 		return cmp.Or(cmp.Compare(a.prio, b.prio), strings.Compare(a.key, b.key))
@@ -144,44 +144,21 @@ func (c *Cache) preemptSearch(ni *nodeInfo, pr *podReq, cands []*podInfo, budget
 	pick := make([]int, 0, len(cands))
 	var ids []string
 	fitsWithout := func() bool {
-		var cpus, gpus int
-		var plain, mem int64
+		// The cache's own rules on the totals without the victims, then
+		// the allocator's on its state without them.
+		t := ni.totals
 		ids = ids[:0]
 		for _, j := range pick {
 			pi := cands[j]
-			cpus += pi.cpus
-			gpus += pi.gpus
-			mem += pi.req.MemoryMiB
-			if !pi.req.NUMA {
-				plain += pi.req.MilliCPU
-			}
+			t.add(pi.usage(), -1)
 			if pi.alloc {
 				ids = append(ids, pi.key)
 			}
 		}
-		// The cache's own rules on the totals without the victims.
-		free := int64(ni.allocCPUs - ni.exclCPUs + cpus)
-		plainLeft := ni.plainMilli - plain
-		if !pr.NUMA && pr.MilliCPU > 0 && plainLeft+pr.MilliCPU > free*1000 {
+		if v := t.admit(pr.use, c.cfg.MinSharedCPUs); v.why != fits {
 			return false
 		}
-		if ni.memCap > 0 && pr.MemoryMiB > 0 && ni.memUsed-mem+pr.MemoryMiB > ni.memCap {
-			return false
-		}
-		if pr.NUMA && pr.CPUs > 0 {
-			left := free - int64(pr.CPUs)
-			if left >= 0 && (left < ceilThousandths(plainLeft) || left < int64(c.cfg.MinSharedCPUs)) {
-				return false
-			}
-		}
-		if !pr.needsAlloc {
-			return true
-		}
-		// Quick necessary totals before the exact allocator check.
-		if int(ni.gpuCap-ni.gpusHeld+gpus) < areq.GPUs {
-			return false
-		}
-		return ni.state.FitWithout(areq, ids) == nil
+		return !pr.needsAlloc || ni.state.FitWithout(areq, ids) == nil
 	}
 	tried := 0
 	for k := 1; k <= len(cands); k++ {

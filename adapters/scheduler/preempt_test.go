@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/scheduler"
 	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
 )
 
 func withPriority(p *kube.Pod, prio int32) *kube.Pod {
@@ -64,11 +67,22 @@ func TestPreemptNeverOnHigherPriority(t *testing.T) {
 
 // TestPreemptIsExact: on random small nodes, the victims returned make the
 // pod fit once removed, and no smaller set of lower-priority pods does.
+// The nodes hold NUMA pods, shared-pool pods and possibly a pod without a
+// NUMA spec bound with a decision naming CPUs (it holds them exclusively),
+// so that the shared-pool and memory rules bind as often as the
+// allocator's.
 func TestPreemptIsExact(t *testing.T) {
 	m := preset(t, "dgx-h100")
 	rapid.Check(t, func(t *rapid.T) {
 		pols := []string{"SingleNUMANode", "Restricted", "BestEffort"}
 		var pods []*kube.Pod
+		isBound := map[*kube.Pod]bool{}
+		place := func(c *scheduler.Cache, p *kube.Pod) error {
+			if isBound[p] {
+				return c.AddPod(p)
+			}
+			return c.Reserve(p, "n")
+		}
 		fresh := func() *scheduler.Cache {
 			c, err := scheduler.New(scheduler.Config{})
 			require.NoError(t, err)
@@ -80,11 +94,11 @@ func TestPreemptIsExact(t *testing.T) {
 		build := func(skip map[int]bool) *scheduler.Cache {
 			c := fresh()
 			for _, p := range pods {
-				require.NoError(t, c.Reserve(p, "n"))
+				require.NoError(t, place(c, p))
 			}
 			for i, p := range pods {
 				if skip[i] {
-					require.NoError(t, c.Unreserve(p))
+					require.NoError(t, c.RemovePod(p))
 				}
 			}
 			return c
@@ -92,15 +106,32 @@ func TestPreemptIsExact(t *testing.T) {
 		c := fresh()
 		// Memory (1 TiB per NUMA node) binds as often as CPUs and GPUs.
 		mems := []string{"", "", "256Gi", "512Gi", "768Gi"}
+		if k := rapid.IntRange(0, 40).Draw(t, "exclusive"); k > 0 {
+			// First on the empty node, so that its CPUs are free.
+			res := map[string]string{kube.ResourceCPU: strconv.Itoa(k)}
+			p := &kube.Pod{Namespace: "default", Name: "x", Priority: int32(rapid.IntRange(0, 9).Draw(t, "xprio")),
+				Containers: []kube.Container{{Name: "main", Requests: res, Limits: res}}}
+			p = bound(p, "n", map[string]string{kube.AnnotationAllocation: fmt.Sprintf(
+				`{"policy":"None","exclusive":"Required","cpuset":"0-%d","numaNodes":[0]}`, k-1)})
+			isBound[p] = true
+			require.NoError(t, place(c, p))
+			pods = append(pods, p)
+		}
 		n := rapid.IntRange(1, 7).Draw(t, "pods")
 		for i := 0; i < n; i++ {
-			p := withPriority(numaPod(fmt.Sprintf("p%d", i),
-				rapid.IntRange(1, 60).Draw(t, "cpus"), rapid.IntRange(0, 4).Draw(t, "gpus"),
-				rapid.SampledFrom(pols).Draw(t, "pol")), int32(rapid.IntRange(0, 9).Draw(t, "prio")))
+			var p *kube.Pod
+			if rapid.IntRange(0, 3).Draw(t, "kind") == 0 {
+				p = withPriority(plainPod(fmt.Sprintf("p%d", i), strconv.Itoa(rapid.IntRange(1, 150).Draw(t, "plaincpus")),
+					rapid.IntRange(0, 2).Draw(t, "plaingpus")), int32(rapid.IntRange(0, 9).Draw(t, "prio")))
+			} else {
+				p = withPriority(numaPod(fmt.Sprintf("p%d", i),
+					rapid.IntRange(1, 60).Draw(t, "cpus"), rapid.IntRange(0, 4).Draw(t, "gpus"),
+					rapid.SampledFrom(pols).Draw(t, "pol")), int32(rapid.IntRange(0, 9).Draw(t, "prio")))
+			}
 			if q := rapid.SampledFrom(mems).Draw(t, "mem"); q != "" {
 				p = withMemory(p, q, q)
 			}
-			if c.Reserve(p, "n") == nil {
+			if place(c, p) == nil {
 				pods = append(pods, p)
 			}
 		}
@@ -252,4 +283,40 @@ func TestWhatIf(t *testing.T) {
 	var fe *scheduler.FilterError
 	require.ErrorAs(t, huge.FilterWhatIf("h1", scheduler.WhatIf{Removed: []string{"default/a", "default/b", "default/c"}}), &fe)
 	require.True(t, fe.Never)
+}
+
+// TestPreemptSharedPoolOfExclusivePlainPod: a pod without a NUMA spec
+// whose decision names CPUs holds them exclusively, and its CPU request is
+// not charged to the shared pool; evicting it gives back its CPUs, not its
+// request. The preemption search judges the shared pool by the same rule
+// as Filter: here only evicting the 5-CPU shared-pool pod makes room.
+func TestPreemptSharedPoolOfExclusivePlainPod(t *testing.T) {
+	m, err := topology.NewBuilder("eight").AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 7)}).Build()
+	require.NoError(t, err)
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Labels: optIn, Machine: m})
+	guaranteed := map[string]string{kube.ResourceCPU: "2"}
+	a := &kube.Pod{Namespace: "default", Name: "a", Priority: 1,
+		Containers: []kube.Container{{Name: "main", Requests: guaranteed, Limits: guaranteed}}}
+	require.NoError(t, c.AddPod(bound(a, "n", map[string]string{
+		kube.AnnotationAllocation: `{"policy":"None","exclusive":"Required","cpuset":"0-1","numaNodes":[0]}`})))
+	require.NoError(t, c.AddPod(bound(withPriority(plainPod("b", "5", 0), 2), "n", nil)))
+	st, _ := c.Node("n")
+	require.Equal(t, int64(5000), st.SharedRequestMilli, "a's request is not the shared pool's")
+	require.Equal(t, 6, st.SharedCPUs.Size())
+
+	x := withPriority(numaPod("x", 4, 0, "SingleNUMANode"), 10)
+	requireRefusal(t, c.Filter(x, "n"), scheduler.ErrSharedPool, "exclusive CPUs would starve the shared pool of the pods without a NUMA spec now")
+	pp, err := c.Prepare(x)
+	require.NoError(t, err)
+	require.Error(t, pp.FilterWhatIf("n", scheduler.WhatIf{Removed: []string{"default/a"}}), "8 CPUs, 4 taken: 4 left for 5 requested")
+	require.NoError(t, pp.FilterWhatIf("n", scheduler.WhatIf{Removed: []string{"default/b"}}))
+
+	pe, err := c.PreemptOn(x, "n")
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/b"}, pe.Victims)
+	pe, err = pp.Victims("n", []string{"default/a", "default/b"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/b"}, pe.Victims)
+	require.NoError(t, c.RemovePod(bound(withPriority(plainPod("b", "5", 0), 2), "n", nil)))
+	require.NoError(t, c.Filter(x, "n"))
 }

@@ -38,7 +38,7 @@ func (pp *PreparedPod) Filter(node string) error {
 	if err != nil {
 		return err
 	}
-	if v := pp.c.evaluate(ni, pp.pr, false, nil); v.why != fits {
+	if v := pp.c.evaluateGrouped(ni, pp.pr, nil, true); v.why != fits {
 		return pp.c.refusalError(ni.name, pp.pr, v)
 	}
 	return nil
@@ -50,7 +50,7 @@ func (pp *PreparedPod) Score(node string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	v := pp.c.evaluate(ni, pp.pr, true, nil)
+	v := pp.c.evaluateGrouped(ni, pp.pr, nil, true)
 	if v.why != fits {
 		return 0, pp.c.refusalError(ni.name, pp.pr, v)
 	}

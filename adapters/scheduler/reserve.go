@@ -5,7 +5,7 @@ import (
 	"maps"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 )
 
@@ -46,7 +46,7 @@ func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
 		}
 		return verdict{}, fmt.Errorf("%w: %s is on node %s", ErrPodPlaced, pr.key, old.node.name)
 	}
-	ni.mu.Lock()
+	c.lockNode(ni)
 	defer ni.mu.Unlock()
 	v := c.checksLocked(ni, pr, nil)
 	if v.why != fits {
@@ -74,14 +74,14 @@ func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted boo
 		if !needs {
 			return nil
 		}
-		hint, admit, err := kubelet.Predict(ni.kpol, ni.kopts, ni.m, ni.state, kreq)
+		hint, admit, err := topologymanager.Predict(ni.kpol, ni.kopts, ni.m, ni.state, kreq)
 		if err != nil {
 			return err
 		}
 		if !admit && !predicted {
 			return fmt.Errorf("%w: node %s", ErrKubeletRefusal, ni.name)
 		}
-		a, err := kubelet.KubeletAllocation(ni.m, ni.state, pr.key, kreq, hint)
+		a, err := topologymanager.KubeletAllocation(ni.m, ni.state, pr.key, kreq, hint)
 		if err != nil {
 			return err
 		}

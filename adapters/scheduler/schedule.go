@@ -227,7 +227,7 @@ func (c *Cache) filterAll(nodes []*nodeInfo, pr *podReq, start, want int, vs []v
 			hi := min(lo+chunk, n)
 			k := 0
 			for i := lo; i < hi; i++ {
-				vs[i] = c.evaluate(nodes[(start+i)%n], pr, true, &memo)
+				vs[i] = c.evaluateGrouped(nodes[(start+i)%n], pr, &memo, false)
 				if vs[i].why == fits {
 					k++
 				}
@@ -274,22 +274,63 @@ func (c *Cache) fitError(nodes []*nodeInfo, pr *podReq, start int, vs []verdict)
 	e := &FitError{Pod: pr.key, NumNodes: n, c: c, pr: pr}
 	counts := map[string]int{}
 	// Nodes refusing in the same way give the same reasons: build them once
-	// per kind of refusal, not once per node.
-	memo := map[reasonKey][]string{}
+	// per kind of refusal, not once per node. Nodes of one group (or one
+	// machine class) refuse with the very same verdict, so the verdict is
+	// looked up first, then what its reasons depend on.
+	type tally struct {
+		reasons []string
+		nodes   int
+	}
+	same := map[verdictKey]*tally{}
+	memo := map[reasonKey]*tally{}
+	// The last few verdicts met (nodes of a few kinds alternate).
+	var recent [4]struct {
+		key verdictKey
+		t   *tally
+	}
+	next := 0
+scan:
 	for i := range vs {
 		if vs[i].why == fits {
 			continue // taken meanwhile by a concurrent reservation: not a refusal of this filter
 		}
-		key, ok := keyOf(&vs[i])
-		reasons, seen := memo[key]
-		if !ok || !seen {
-			reasons = c.refusalError(nodes[(start+i)%n].name, pr, vs[i]).Reasons
-			if ok {
-				memo[key] = reasons
+		vk, fast := verdictKeyOf(&vs[i])
+		if fast {
+			for j := range recent {
+				if recent[j].t != nil && recent[j].key == vk {
+					recent[j].t.nodes++
+					continue scan
+				}
 			}
 		}
-		for _, r := range reasons {
-			counts[r]++
+		t := same[vk]
+		if !fast || t == nil {
+			key, ok := keyOf(&vs[i])
+			if t = memo[key]; !ok || t == nil {
+				t = &tally{reasons: c.refusalError(nodes[(start+i)%n].name, pr, vs[i]).Reasons}
+				if ok {
+					memo[key] = t
+				}
+				if !ok { // reasons of their own: counted at once
+					for _, r := range t.reasons {
+						counts[r]++
+					}
+					continue
+				}
+			}
+			if fast {
+				same[vk] = t
+			}
+		}
+		t.nodes++
+		if fast {
+			recent[next].key, recent[next].t = vk, t
+			next = (next + 1) % len(recent)
+		}
+	}
+	for _, t := range memo {
+		for _, r := range t.reasons {
+			counts[r] += t.nodes
 		}
 	}
 	for _, r := range slices.Sorted(maps.Keys(counts)) {
@@ -299,22 +340,46 @@ func (c *Cache) fitError(nodes []*nodeInfo, pr *podReq, start int, vs []verdict)
 	return e
 }
 
+// verdictKey is a verdict whose error is none or a placement error, by
+// identity: equal keys are equal verdicts as far as their reasons go.
+type verdictKey struct {
+	why     why
+	kubelet bool
+	short   uint8
+	never   bool
+	nshort  uint8
+	pe      *allocator.PlacementError
+}
+
+// verdictKeyOf returns v's verdict key, or false when its error is of
+// another kind.
+func verdictKeyOf(v *verdict) (verdictKey, bool) {
+	k := verdictKey{why: v.why, kubelet: v.kubelet, short: v.short, never: v.never, nshort: v.neverShort}
+	if v.err == nil {
+		return k, true
+	}
+	pe, ok := v.err.(*allocator.PlacementError)
+	k.pe = pe
+	return k, ok
+}
+
 // reasonKey is what a refusal's reasons depend on.
 type reasonKey struct {
-	why    why
-	short  uint8
-	never  bool
-	nshort uint8
-	cat    error
-	width  int
-	inSet  bool
-	shortK string
+	why     why
+	kubelet bool
+	short   uint8
+	never   bool
+	nshort  uint8
+	cat     error
+	width   int
+	inSet   bool
+	shortK  string
 }
 
 // keyOf returns v's reason key, or false when its reasons are not
 // determined by one (an error of another kind than a PlacementError).
 func keyOf(v *verdict) (reasonKey, bool) {
-	k := reasonKey{why: v.why, short: v.short, never: v.never, nshort: v.neverShort}
+	k := reasonKey{why: v.why, kubelet: v.kubelet, short: v.short, never: v.never, nshort: v.neverShort}
 	if v.why != allocRefused {
 		return k, true
 	}

@@ -25,9 +25,7 @@ type WhatIf struct {
 // caller holds the node's read lock.
 func (c *Cache) scratchLocked(ni *nodeInfo, w WhatIf) *nodeInfo {
 	s := &nodeInfo{name: ni.name, labels: ni.labels, kpol: ni.kpol, kopts: ni.kopts, m: ni.m, optedIn: ni.optedIn, alignMem: ni.alignMem,
-		class: ni.class, state: ni.state.Clone(), allocCPUs: ni.allocCPUs, gpuCap: ni.gpuCap, memCap: ni.memCap,
-		exclCPUs: ni.exclCPUs, gpusHeld: ni.gpusHeld, plainMilli: ni.plainMilli, memUsed: ni.memUsed,
-		pods: maps.Clone(ni.pods), removed: ni.removed}
+		class: ni.class, state: ni.state.Clone(), totals: ni.totals, pods: maps.Clone(ni.pods), removed: ni.removed}
 	for _, key := range w.Removed {
 		pi, ok := s.pods[key]
 		if !ok {

@@ -64,7 +64,7 @@
 //		three setups on N nodes, alternately dgx-h100 and dgx-a100: (a) a
 //		NUMA-blind scheduler with the kubelet's single-numa-node policy,
 //		(b) the same with best-effort (both through the kubelet-compatible
-//		hints and merge of adapters/kubelet), (c) numaplace's scheduler
+//		hints and merge of adapters/topologymanager), (c) numaplace's scheduler
 //		adapter and node agent. It prints a Markdown table (pods placed,
 //		AdmissionErrors, cross-NUMA placements, unschedulable and queued
 //		pods, GPU allocation, mean wait, scheduling latency p50/p99) and

@@ -23,7 +23,7 @@ three setups on the same cluster of dgx-h100 and dgx-a100 nodes:
   b  the same scheduler and the kubelet's best-effort policy
   c  numaplace's scheduler adapter and node agent
 
-The kubelet baselines use the kubelet-compatible hints and merge of adapters/kubelet.
+The kubelet baselines use the kubelet-compatible hints and merge of adapters/topologymanager.
 The table (pods placed, AdmissionErrors, cross-NUMA placements, unschedulable pods,
 GPU allocation, scheduling latency) is printed and written with the time series and
 the plots (PNG and SVG) into the output folder: DIR, created if needed, or a new

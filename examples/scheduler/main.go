@@ -8,7 +8,7 @@
 // 2+2 over their NUMA nodes. For each pod it prints where numaplace's
 // scheduler side puts it, the decision annotation it writes, and what a
 // kubelet with the single-numa-node Topology Manager policy would do with
-// the pod on that node (adapters/kubelet.Predict, the kubelet's own hint
+// the pod on that node (adapters/topologymanager.Predict, the kubelet's own hint
 // generation and merge). Each Deployment starts from the same cluster so
 // that the two runs compare.
 //
@@ -23,8 +23,8 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -135,8 +135,8 @@ func kubeletAlone(st scheduler.NodeStatus, key string, r allocator.Request) (str
 			return "", err
 		}
 	}
-	hint, admit, err := kubelet.Predict(kubelet.PolicySingleNUMANode,
-		kubelet.PredictOptions{GPUResource: kube.ResourceAliyunGPU}, st.Machine, s, &r)
+	hint, admit, err := topologymanager.Predict(topologymanager.PolicySingleNUMANode,
+		topologymanager.PredictOptions{GPUResource: kube.ResourceAliyunGPU}, st.Machine, s, &r)
 	if err != nil {
 		return "", err
 	}

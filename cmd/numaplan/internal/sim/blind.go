@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -16,7 +16,7 @@ import (
 // policy (single-numa-node or best-effort) with the static CPU manager and
 // the device manager.
 type blindSetup struct {
-	policy kubelet.TopologyPolicy
+	policy topologymanager.Policy
 	cl     *cluster
 	// free totals, shared with the engine (its usedCPUs and usedGPUs).
 	usedCPUs, usedGPUs []int
@@ -24,15 +24,15 @@ type blindSetup struct {
 	gpuHeld            []uint64           // held GPU IDs by node
 	want               int                // feasible nodes to find per cycle
 	next               int                // kube-scheduler's rotation
-	opts               kubelet.PredictOptions
+	opts               topologymanager.PredictOptions
 }
 
-func newBlindSetup(pol kubelet.TopologyPolicy, cl *cluster, e *engine, pct int) *blindSetup {
+func newBlindSetup(pol topologymanager.Policy, cl *cluster, e *engine, pct int) *blindSetup {
 	n := len(cl.names)
 	b := &blindSetup{policy: pol, cl: cl, usedCPUs: e.usedCPUs, usedGPUs: e.usedGPUs,
 		states: make([]*allocator.State, n), gpuHeld: make([]uint64, n),
 		want: numFeasibleToFind(n, pct),
-		opts: kubelet.PredictOptions{GPUResource: kube.ResourceAliyunGPU}}
+		opts: topologymanager.PredictOptions{GPUResource: kube.ResourceAliyunGPU}}
 	for i, mi := range cl.infos {
 		b.states[i] = allocator.MustNew(mi.m, allocator.Options{}) // the cluster's machines are built and valid
 	}
@@ -93,7 +93,7 @@ func (b *blindSetup) attempt(p *PodSpec) (attemptResult, error) {
 	mi := b.cl.infos[x]
 	st := b.states[x]
 	req := allocator.Request{CPUs: p.CPUs, GPUs: p.GPUs}
-	hint, admit, err := kubelet.Predict(b.policy, b.opts, mi.m, st, &req)
+	hint, admit, err := topologymanager.Predict(b.policy, b.opts, mi.m, st, &req)
 	if err != nil {
 		return attemptResult{}, fmt.Errorf("kubelet %s on %s: %w", b.policy, b.cl.names[x], err)
 	}
@@ -105,7 +105,7 @@ func (b *blindSetup) attempt(p *PodSpec) (attemptResult, error) {
 		return attemptResult{}, fmt.Errorf("kubelet %s on %s: %w", b.policy, b.cl.names[x], err)
 	}
 	shape := mi.shapeOf(a.CPUs, a.GPUs)
-	if b.policy == kubelet.PolicySingleNUMANode && shape.span().Count() != 1 {
+	if b.policy == topologymanager.PolicySingleNUMANode && shape.span().Count() != 1 {
 		return attemptResult{}, fmt.Errorf("kubelet single-numa-node on %s admitted %s on NUMA nodes %v (hint %s)",
 			b.cl.names[x], p.Name, a.NUMANodes(), hint)
 	}
@@ -117,7 +117,7 @@ func (b *blindSetup) attempt(p *PodSpec) (attemptResult, error) {
 // GPUs on the hint's NUMA nodes first (ascending ID), then elsewhere; CPUs
 // on the hint's nodes first (whole free cores, then threads), then
 // elsewhere. A hint without affinity means every node.
-func (b *blindSetup) allocate(p *PodSpec, x int, hint kubelet.TopologyHint) (allocator.Allocation, error) {
+func (b *blindSetup) allocate(p *PodSpec, x int, hint topologymanager.TopologyHint) (allocator.Allocation, error) {
 	mi := b.cl.infos[x]
 	st := b.states[x]
 	all := mi.m.AllNodes()
@@ -179,7 +179,7 @@ func (b *blindSetup) verify(x int, running map[string]*PodSpec) error {
 	if b.states[x].FreeCPUs().Size()+sumCPUs(view) != mi.cpus {
 		return fmt.Errorf("free and held CPUs do not add up to the %d allocatable", mi.cpus)
 	}
-	if b.policy == kubelet.PolicySingleNUMANode {
+	if b.policy == topologymanager.PolicySingleNUMANode {
 		for id, h := range view {
 			if s := mi.shapeOf(h.cpus, h.gpus); s.span().Count() != 1 {
 				return fmt.Errorf("pod %s spans NUMA nodes %v under single-numa-node", id, s.span())

@@ -27,7 +27,7 @@
 //     node index), searching like kube-scheduler with
 //     percentageOfNodesToScore (Config.PercentageOfNodesToScore, adaptive
 //     by default: at least 100 nodes, all of them below 100 nodes). The
-//     node's kubelet decides with adapters/kubelet.Predict (the
+//     node's kubelet decides with adapters/topologymanager.Predict (the
 //     kubelet-compatible CPU and device manager hints and Topology Manager
 //     merge, proven identical to the kubelet's by the differential test)
 //     on the node's actual state. A refused pod is an AdmissionError.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 )
 
 // Sample is the state of a setup's cluster at one simulated time.
@@ -203,9 +203,9 @@ func runSetup(cfg Config, s Setup, cl *cluster, trace []PodSpec) (*Result, error
 	e := newEngine(cfg, s, nil, cl, trace)
 	switch s {
 	case KubeletSingleNUMANode:
-		e.run = newBlindSetup(kubelet.PolicySingleNUMANode, cl, e, cfg.PercentageOfNodesToScore)
+		e.run = newBlindSetup(topologymanager.PolicySingleNUMANode, cl, e, cfg.PercentageOfNodesToScore)
 	case KubeletBestEffort:
-		e.run = newBlindSetup(kubelet.PolicyBestEffort, cl, e, cfg.PercentageOfNodesToScore)
+		e.run = newBlindSetup(topologymanager.PolicyBestEffort, cl, e, cfg.PercentageOfNodesToScore)
 	case Numaplace:
 		n, err := newNumaplaceSetup(cl, cfg.PercentageOfNodesToScore, cfg.Parallelism)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/topologymanager"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -283,7 +283,7 @@ func TestWidthCapAndCrossNUMA(t *testing.T) {
 func TestKubeletEmulation(t *testing.T) {
 	cl, err := newCluster(1) // one dgx-h100
 	require.NoError(t, err)
-	mk := func(pol kubelet.TopologyPolicy) (*blindSetup, *engine) {
+	mk := func(pol topologymanager.Policy) (*blindSetup, *engine) {
 		e := newEngine(Config{Samples: 1}, KubeletSingleNUMANode, nil, cl, nil)
 		b := newBlindSetup(pol, cl, e, 0)
 		e.run = b
@@ -302,7 +302,7 @@ func TestKubeletEmulation(t *testing.T) {
 	}
 	pod := &PodSpec{Name: "p", GPUs: 4, CPUs: 24}
 
-	b, e := mk(kubelet.PolicySingleNUMANode)
+	b, e := mk(topologymanager.PolicySingleNUMANode)
 	fill(b, e)
 	r, err := b.attempt(pod)
 	require.NoError(t, err)
@@ -310,7 +310,7 @@ func TestKubeletEmulation(t *testing.T) {
 	_, held := b.states[0].Get("p")
 	assert.False(t, held, "a refused pod holds nothing")
 
-	b, e = mk(kubelet.PolicyBestEffort)
+	b, e = mk(topologymanager.PolicyBestEffort)
 	fill(b, e)
 	r, err = b.attempt(pod)
 	require.NoError(t, err)
@@ -328,7 +328,7 @@ func TestKubeletEmulation(t *testing.T) {
 
 	// On an empty node, single-numa-node aligns the pod on one node with
 	// whole cores first.
-	b, _ = mk(kubelet.PolicySingleNUMANode)
+	b, _ = mk(topologymanager.PolicySingleNUMANode)
 	r, err = b.attempt(pod)
 	require.NoError(t, err)
 	require.Equal(t, placed, r.outcome)

@@ -1,4 +1,4 @@
-package kubelet
+package topologymanager
 
 import (
 	"cmp"
@@ -40,7 +40,7 @@ func MustIDMask(ids ...int) IDMask {
 	var m IDMask
 	for _, id := range ids {
 		if id < 0 || id > 63 {
-			panic(fmt.Sprintf("kubelet.MustIDMask: NUMA node ID %d outside 0-63", id))
+			panic(fmt.Sprintf("topologymanager.MustIDMask: NUMA node ID %d outside 0-63", id))
 		}
 		m |= 1 << uint(id)
 	}
@@ -83,12 +83,20 @@ func (s IDMask) IDs() []numa.NodeID {
 	return ids
 }
 
-// IsNarrowerThan is the kubelet's bitmask.IsNarrowerThan: fewer nodes first;
-// at equal count, the smaller integer, that is the mask whose highest node ID
-// where the two differ is absent ({1,2} is narrower than {0,3}). The kubelet's
-// comment says "more lower-numbered bits set", which is not what its code
-// does; this is what its code does.
-func (s IDMask) IsNarrowerThan(o IDMask) bool {
+// IsNarrowerThanByValue is the kubelet's bitmask.IsNarrowerThan: s has
+// fewer nodes than o, or as many and is the smaller unsigned integer, that
+// is, the highest node ID where the two differ is in o ({1,2} is narrower
+// than {0,3}). It is a strict order: s.IsNarrowerThanByValue(s) is false.
+// The kubelet's comment says the mask "with more lower-numbered bits set"
+// wins; its code compares the integers, and so does this method.
+//
+// The name says how it differs from numa.Mask.IsNarrowerThan (besides that
+// one holding dense indices, this one node IDs): at equal count that one
+// prefers the mask holding the lowest node where the two differ ({0,3}
+// before {1,2}). The two orders agree on two masks of different counts,
+// and on two of equal count exactly when the lowest and the highest node
+// where they differ lie in different masks.
+func (s IDMask) IsNarrowerThanByValue(o IDMask) bool {
 	if cs, co := s.Count(), o.Count(); cs != co {
 		return cs < co
 	}
@@ -385,7 +393,7 @@ const DefaultGPUResource = "nvidia.com/gpu"
 // PredictOptions describe a node whose kubelet runs its own NUMA policy: the
 // Topology Manager's options and the resource managers' settings.
 type PredictOptions struct {
-	TopologyOptions
+	PolicyOptions
 	// StaticMemoryManager is --memory-manager-policy=Static: the memory
 	// manager gives hints for the request's memory. Otherwise (policy None)
 	// it gives none.
@@ -432,12 +440,12 @@ func ProviderHints(m *topology.Machine, st *allocator.State, r *allocator.Reques
 // opts.MaxAllowableNUMANodes (default 8) are refused with an error, as the
 // kubelet refuses to start on them, and so are machines with more than
 // PredictMaxNodes.
-func Predict(policy TopologyPolicy, opts PredictOptions, m *topology.Machine, st *allocator.State, r *allocator.Request) (TopologyHint, bool, error) {
+func Predict(policy Policy, opts PredictOptions, m *topology.Machine, st *allocator.State, r *allocator.Request) (TopologyHint, bool, error) {
 	v, err := observe(m, st, r, opts)
 	if err != nil {
 		return TopologyHint{}, false, err
 	}
-	mg, err := NewMerger(policy, v.m.NodeIDs(), v.m.Distances(), opts.TopologyOptions)
+	mg, err := NewMerger(policy, v.m.NodeIDs(), v.m.Distances(), opts.PolicyOptions)
 	if err != nil {
 		return TopologyHint{}, false, err
 	}
@@ -594,13 +602,13 @@ func memoryNodes(m *topology.Machine, snap *allocator.Snapshot) []MemoryNode {
 		a := &snap.Allocations[i]
 		var group IDMask
 		for _, nm := range a.Memory {
-			if j, ok := memoryIndex(m, nm); ok {
+			if j, ok := m.NodeIndex(nm.Node); ok {
 				out[j].FreeMiB -= nm.MiB
 				group |= 1 << uint(ids[j])
 			}
 		}
 		for _, nm := range a.Memory {
-			if j, ok := memoryIndex(m, nm); ok {
+			if j, ok := m.NodeIndex(nm.Node); ok {
 				out[j].Assignments++
 				out[j].Group = group
 			}

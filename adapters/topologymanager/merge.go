@@ -1,4 +1,4 @@
-package kubelet
+package topologymanager
 
 import (
 	"errors"
@@ -9,24 +9,24 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// TopologyPolicy is a kubelet Topology Manager policy, spelled as in the
+// Policy is a kubelet Topology Manager policy, spelled as in the
 // kubelet's --topology-manager-policy flag.
-type TopologyPolicy string
+type Policy string
 
 // The kubelet's Topology Manager policies.
 const (
 	// PolicyNone admits every pod and merges nothing: the merged hint has no
 	// NUMA affinity.
-	PolicyNone TopologyPolicy = "none"
+	PolicyNone Policy = "none"
 	// PolicyBestEffort admits every pod and reports the best merged hint.
-	PolicyBestEffort TopologyPolicy = "best-effort"
+	PolicyBestEffort Policy = "best-effort"
 	// PolicyRestricted admits a pod only when the best merged hint is
 	// preferred.
-	PolicyRestricted TopologyPolicy = "restricted"
+	PolicyRestricted Policy = "restricted"
 	// PolicySingleNUMANode keeps only preferred hints of one NUMA node (or of
 	// no preference) and admits a pod only when they merge to a preferred
 	// hint.
-	PolicySingleNUMANode TopologyPolicy = "single-numa-node"
+	PolicySingleNUMANode Policy = "single-numa-node"
 )
 
 // DefaultMaxAllowableNUMANodes is the kubelet's default limit on the number
@@ -41,9 +41,9 @@ const DefaultMaxAllowableNUMANodes = 8
 // prefer-closest-numa-nodes, a machine with more NUMA nodes than allowed.
 var ErrHintConfig = errors.New("invalid kubelet topology manager configuration")
 
-// TopologyOptions are the kubelet's Topology Manager policy options
+// PolicyOptions are the kubelet's Topology Manager policy options
 // (--topology-manager-policy-options).
-type TopologyOptions struct {
+type PolicyOptions struct {
 	// PreferClosestNUMANodes is the option prefer-closest-numa-nodes: among
 	// merged hints of the same number of NUMA nodes, prefer the lowest
 	// average distance. The kubelet ignores it under single-numa-node, and
@@ -148,7 +148,7 @@ type TopologyOptions struct {
 // each: 24 µs against the kubelet's 331,776 permutations for 4 providers of
 // 24 hints on 8 nodes (BenchmarkMerge).
 type Merger struct {
-	policy   TopologyPolicy
+	policy   Policy
 	closest  bool
 	def      IDMask
 	n        int
@@ -170,7 +170,7 @@ type Merger struct {
 // node ID: on machines with sparse node IDs it reads the wrong column, or
 // panics beyond the row's end. Merge gives the kubelet's answer wherever the
 // kubelet reads the right column (node IDs 0..n-1).
-func NewMerger(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distances, opts TopologyOptions) (*Merger, error) {
+func NewMerger(policy Policy, nodes []numa.NodeID, distances numa.Distances, opts PolicyOptions) (*Merger, error) {
 	switch policy {
 	case PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode:
 	default:
@@ -222,7 +222,7 @@ func NewMerger(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distan
 }
 
 // Policy returns the merger's policy.
-func (m *Merger) Policy() TopologyPolicy { return m.policy }
+func (m *Merger) Policy() Policy { return m.policy }
 
 // DefaultAffinity returns every NUMA node of the machine (the kubelet's
 // default affinity mask).
@@ -242,8 +242,8 @@ func (m *Merger) Merge(providersHints []map[string][]TopologyHint) (TopologyHint
 }
 
 // Merge is NewMerger followed by Merger.Merge, for one-off calls.
-func Merge(policy TopologyPolicy, nodes []numa.NodeID, distances numa.Distances,
-	providersHints []map[string][]TopologyHint, opts TopologyOptions) (TopologyHint, bool, error) {
+func Merge(policy Policy, nodes []numa.NodeID, distances numa.Distances,
+	providersHints []map[string][]TopologyHint, opts PolicyOptions) (TopologyHint, bool, error) {
 	mg, err := NewMerger(policy, nodes, distances, opts)
 	if err != nil {
 		return TopologyHint{}, false, err
@@ -835,49 +835,4 @@ func (m *Merger) expand(x uint64) IDMask {
 		r |= 1 << uint(m.bitOf[bits.TrailingZeros64(x)])
 	}
 	return r
-}
-
-// BenchmarkHints returns the hint maps of the merge benchmarks
-// (BenchmarkMerge/{numaplace,kubelet}/numaN/providersP), the same for every
-// caller and Go version: providers maps, map i holding one resource named
-// "resource<i>" with maxHints hints. Each hint's affinity is a non-empty
-// random set of the NUMA node IDs 0..numaNodes-1 (repeats allowed), drawn
-// with SplitMix64 seeded by seed; a hint is preferred when its affinity has
-// as few nodes as the narrowest affinity of its list, as the kubelet's
-// providers mark them. numaNodes must be 1-64 and maxHints at least 1, else
-// BenchmarkHints panics.
-func BenchmarkHints(seed int64, numaNodes, providers, maxHints int) []map[string][]TopologyHint {
-	if numaNodes < 1 || numaNodes > 64 || maxHints < 1 || providers < 0 {
-		panic(fmt.Sprintf("kubelet.BenchmarkHints: bad sizes numaNodes=%d providers=%d maxHints=%d", numaNodes, providers, maxHints))
-	}
-	all := ^uint64(0)
-	if numaNodes < 64 {
-		all = 1<<uint(numaNodes) - 1
-	}
-	state := uint64(seed)
-	next := func() uint64 { // SplitMix64
-		state += 0x9e3779b97f4a7c15
-		z := state
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-		return z ^ (z >> 31)
-	}
-	out := make([]map[string][]TopologyHint, providers)
-	for p := range out {
-		hints := make([]TopologyHint, maxHints)
-		least := 64
-		for i := range hints {
-			var m uint64
-			for m == 0 {
-				m = next() & all
-			}
-			hints[i].NUMANodeAffinity = IDMask(m)
-			least = min(least, bits.OnesCount64(m))
-		}
-		for i := range hints {
-			hints[i].Preferred = hints[i].NUMANodeAffinity.Count() == least
-		}
-		out[p] = map[string][]TopologyHint{fmt.Sprintf("resource%d", p): hints}
-	}
-	return out
 }

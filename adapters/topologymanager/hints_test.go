@@ -1,7 +1,8 @@
-package kubelet
+package topologymanager
 
 import (
 	"fmt"
+	"math/bits"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,11 +38,11 @@ func TestIDMask(t *testing.T) {
 	require.ErrorIs(t, err, ErrHintConfig)
 	require.Panics(t, func() { MustIDMask(64) })
 
-	// The kubelet's order: count, then the integer.
-	require.True(t, MustIDMask(1, 2).IsNarrowerThan(MustIDMask(0, 3)))
-	require.False(t, MustIDMask(0, 3).IsNarrowerThan(MustIDMask(1, 2)))
-	require.True(t, MustIDMask(7).IsNarrowerThan(MustIDMask(0, 1)))
-	require.False(t, MustIDMask(1).IsNarrowerThan(MustIDMask(1)))
+	// The kubelet's order: count, then the integer (see TestNarrowerOrders).
+	require.True(t, MustIDMask(1, 2).IsNarrowerThanByValue(MustIDMask(0, 3)))
+	require.False(t, MustIDMask(0, 3).IsNarrowerThanByValue(MustIDMask(1, 2)))
+	require.True(t, MustIDMask(7).IsNarrowerThanByValue(MustIDMask(0, 1)))
+	require.False(t, MustIDMask(1).IsNarrowerThanByValue(MustIDMask(1)))
 
 	// Dense and ID masks on a machine with sparse IDs.
 	b := topology.NewBuilder("sparse")
@@ -56,6 +57,43 @@ func TestIDMask(t *testing.T) {
 	require.Equal(t, numa.MaskOf(2, 3), dense)
 	_, err = MustIDMask(3).Dense(mach)
 	require.Error(t, err)
+}
+
+// TestNarrowerOrders compares IDMask.IsNarrowerThanByValue (the kubelet's
+// order) with numa.Mask.IsNarrowerThan (the allocator's) on every pair of
+// sets of 6 nodes, reading an ID mask and a dense mask of the same bits: both
+// are strict total orders by count first; at equal count they agree exactly
+// when the lowest and the highest differing node lie in different masks.
+func TestNarrowerOrders(t *testing.T) {
+	require.True(t, MustIDMask(1, 2).IsNarrowerThanByValue(MustIDMask(0, 3)), "the kubelet: the smaller integer")
+	require.True(t, numa.MaskOf(0, 3).IsNarrowerThan(numa.MaskOf(1, 2)), "numa: the lowest differing node")
+	disagree := 0
+	for x := IDMask(0); x < 64; x++ {
+		for y := IDMask(0); y < 64; y++ {
+			kub, dense := x.IsNarrowerThanByValue(y), numa.Mask(x).IsNarrowerThan(numa.Mask(y))
+			if x == y {
+				require.False(t, kub || dense, "strict: %v", x)
+				continue
+			}
+			require.NotEqual(t, kub, y.IsNarrowerThanByValue(x), "total and antisymmetric: %v %v", x, y)
+			if x.Count() != y.Count() {
+				require.Equal(t, x.Count() < y.Count(), kub, "%v %v", x, y)
+				require.Equal(t, kub, dense, "different counts: %v %v", x, y)
+				continue
+			}
+			d := uint64(x ^ y)
+			low, high := d&-d, uint64(1)<<(63-bits.LeadingZeros64(d))
+			split := (uint64(x)&low != 0) != (uint64(x)&high != 0)
+			require.Equal(t, split, kub == dense, "%v %v", x, y)
+			if kub != dense {
+				disagree++
+			}
+		}
+	}
+	// The ordered pairs of equal count on which the orders disagree, counted
+	// apart (comparing the sorted ID lists and the integers of every pair of
+	// subsets of 6 nodes): {0,3} and {1,2} is one of them.
+	require.Equal(t, 128, disagree)
 }
 
 func TestTopologyHintString(t *testing.T) {
@@ -243,7 +281,7 @@ func hintPreset(t testing.TB, name string) *topology.Machine {
 func TestPredictDGX(t *testing.T) {
 	a100 := hintPreset(t, "dgx-a100")
 	pod := &allocator.Request{CPUs: 24, GPUs: 4}
-	predict := func(p TopologyPolicy, opts PredictOptions, st *allocator.State, r *allocator.Request) (TopologyHint, bool) {
+	predict := func(p Policy, opts PredictOptions, st *allocator.State, r *allocator.Request) (TopologyHint, bool) {
 		t.Helper()
 		h, ok, err := Predict(p, opts, a100, st, r)
 		require.NoError(t, err)
@@ -258,7 +296,7 @@ func TestPredictDGX(t *testing.T) {
 	h, ok := predict(PolicyBestEffort, PredictOptions{}, nil, pod)
 	require.True(t, ok)
 	require.Equal(t, Hint(MustIDMask(1, 3), false), h)
-	h, ok = predict(PolicyBestEffort, PredictOptions{TopologyOptions: TopologyOptions{PreferClosestNUMANodes: true}}, nil, pod)
+	h, ok = predict(PolicyBestEffort, PredictOptions{PolicyOptions: PolicyOptions{PreferClosestNUMANodes: true}}, nil, pod)
 	require.True(t, ok)
 	require.Equal(t, Hint(MustIDMask(1, 3), false), h)
 	_, ok = predict(PolicyRestricted, PredictOptions{}, nil, pod)
@@ -325,7 +363,7 @@ func TestPredictErrors(t *testing.T) {
 	big := hintPreset(t, "numa64")
 	_, _, err := Predict(PolicyBestEffort, PredictOptions{}, big, nil, &allocator.Request{CPUs: 1})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, _, err = Predict(PolicyBestEffort, PredictOptions{TopologyOptions: TopologyOptions{MaxAllowableNUMANodes: 64}}, big, nil, &allocator.Request{CPUs: 1})
+	_, _, err = Predict(PolicyBestEffort, PredictOptions{PolicyOptions: PolicyOptions{MaxAllowableNUMANodes: 64}}, big, nil, &allocator.Request{CPUs: 1})
 	require.ErrorIs(t, err, ErrHintConfig)
 	a100 := hintPreset(t, "dgx-a100")
 	_, _, err = Predict("strict", PredictOptions{}, a100, nil, &allocator.Request{CPUs: 1})
@@ -410,8 +448,8 @@ func TestPredictMatchesCrossProduct(t *testing.T) {
 			Devices:   map[string]int{"rdma": rapid.IntRange(0, 2).Draw(t, "rrdma")},
 		}
 		opts := PredictOptions{StaticMemoryManager: rapid.Bool().Draw(t, "static"),
-			TopologyOptions: TopologyOptions{PreferClosestNUMANodes: rapid.Bool().Draw(t, "closest")}}
-		pol := rapid.SampledFrom([]TopologyPolicy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
+			PolicyOptions: PolicyOptions{PreferClosestNUMANodes: rapid.Bool().Draw(t, "closest")}}
+		pol := rapid.SampledFrom([]Policy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
 		ps, err := ProviderHints(m, st, r, opts)
 		require.NoError(t, err)
 		want, wantAdmit := refMerge(pol, m.NodeIDs(), dist, opts.PreferClosestNUMANodes, ps, nil)

@@ -1,4 +1,4 @@
-package kubelet
+package topologymanager
 
 import (
 	"encoding/json"
@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
-	"github.com/numaplace/numaplace/topology"
 )
 
 // refMerge is the kubelet's merge written out the kubelet's way: flatten the
@@ -22,7 +20,7 @@ import (
 // product, merge each permutation and keep the best by the kubelet's
 // pairwise comparison, averaging distances in floating point as the kubelet
 // does. dist is by node ID.
-func refMerge(policy TopologyPolicy, nodes []numa.NodeID, dist func(a, b int) int, closest bool,
+func refMerge(policy Policy, nodes []numa.NodeID, dist func(a, b int) int, closest bool,
 	providers []map[string][]TopologyHint, shuffle *rand.Rand) (TopologyHint, bool) {
 	if policy == PolicyNone {
 		return AnyHint(false), true
@@ -85,7 +83,7 @@ func refMerge(policy TopologyPolicy, nodes []numa.NodeID, dist func(a, b int) in
 			if l[i].Any {
 				continue
 			}
-			if narrowest == nil || l[i].NUMANodeAffinity.IsNarrowerThan(narrowest.NUMANodeAffinity) {
+			if narrowest == nil || l[i].NUMANodeAffinity.IsNarrowerThanByValue(narrowest.NUMANodeAffinity) {
 				narrowest = &l[i]
 			}
 		}
@@ -108,7 +106,7 @@ func refMerge(policy TopologyPolicy, nodes []numa.NodeID, dist func(a, b int) in
 		return sum / count
 	}
 	narrowest := func(a, b IDMask) IDMask {
-		if a.IsNarrowerThan(b) {
+		if a.IsNarrowerThanByValue(b) {
 			return a
 		}
 		return b
@@ -233,7 +231,7 @@ type kubeletCases struct {
 	Cases []struct {
 		Suite         string                  `json:"suite"`
 		Name          string                  `json:"name"`
-		Policy        TopologyPolicy          `json:"policy"`
+		Policy        Policy                  `json:"policy"`
 		NUMAInfo      string                  `json:"numaInfo"`
 		PreferClosest bool                    `json:"preferClosestNUMANodes"`
 		Providers     []map[string][]jsonHint `json:"providers"`
@@ -290,7 +288,7 @@ func TestMergeKubeletTables(t *testing.T) {
 			require.NoError(t, err)
 			providers := convertProviders(c.Providers)
 			want := c.Expected.hint()
-			mg, err := NewMerger(c.Policy, info.Nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.PreferClosest})
+			mg, err := NewMerger(c.Policy, info.Nodes, dist, PolicyOptions{PreferClosestNUMANodes: c.PreferClosest})
 			require.NoError(t, err)
 			for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 				got, admit := mg.merge(providers, method)
@@ -309,7 +307,7 @@ func TestMergeKubeletTables(t *testing.T) {
 // cases between two non-preferred hints (nodes 0-3, no distances): true when
 // the candidate replaces the current best.
 func TestCompareNonPreferred(t *testing.T) {
-	mg, err := NewMerger(PolicyBestEffort, []numa.NodeID{0, 1, 2, 3}, numa.Distances{}, TopologyOptions{})
+	mg, err := NewMerger(PolicyBestEffort, []numa.NodeID{0, 1, 2, 3}, numa.Distances{}, PolicyOptions{})
 	require.NoError(t, err)
 	cases := []struct {
 		name               string
@@ -372,7 +370,7 @@ func TestClosest(t *testing.T) {
 			}
 			dist, err := numa.NewDistances(ids, c.rows)
 			require.NoError(t, err)
-			mg, err := NewMerger(PolicyRestricted, ids, dist, TopologyOptions{PreferClosestNUMANodes: true})
+			mg, err := NewMerger(PolicyRestricted, ids, dist, PolicyOptions{PreferClosestNUMANodes: true})
 			require.NoError(t, err)
 			require.Equal(t, c.candidateWins, mg.narrower(mg.compress(c.candidate), mg.compress(c.current)))
 		})
@@ -382,9 +380,9 @@ func TestClosest(t *testing.T) {
 // TestMergeCorners pins behaviours of the kubelet that are easy to get wrong.
 func TestMergeCorners(t *testing.T) {
 	four := []numa.NodeID{0, 1, 2, 3}
-	merge := func(policy TopologyPolicy, nodes []numa.NodeID, ps ...map[string][]TopologyHint) (TopologyHint, bool) {
+	merge := func(policy Policy, nodes []numa.NodeID, ps ...map[string][]TopologyHint) (TopologyHint, bool) {
 		t.Helper()
-		h, ok, err := Merge(policy, nodes, numa.Distances{}, ps, TopologyOptions{})
+		h, ok, err := Merge(policy, nodes, numa.Distances{}, ps, PolicyOptions{})
 		require.NoError(t, err)
 		return h, ok
 	}
@@ -458,16 +456,16 @@ func TestMergeCorners(t *testing.T) {
 }
 
 func TestNewMergerErrors(t *testing.T) {
-	_, err := NewMerger("strict", []numa.NodeID{0}, numa.Distances{}, TopologyOptions{})
+	_, err := NewMerger("strict", []numa.NodeID{0}, numa.Distances{}, PolicyOptions{})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{64}, numa.Distances{}, TopologyOptions{})
+	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{64}, numa.Distances{}, PolicyOptions{})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{1, 1}, numa.Distances{}, TopologyOptions{})
+	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{1, 1}, numa.Distances{}, PolicyOptions{})
 	require.ErrorIs(t, err, ErrHintConfig)
-	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{0, 1}, numa.Distances{}, TopologyOptions{PreferClosestNUMANodes: true})
+	_, err = NewMerger(PolicyBestEffort, []numa.NodeID{0, 1}, numa.Distances{}, PolicyOptions{PreferClosestNUMANodes: true})
 	require.ErrorIs(t, err, ErrHintConfig)
 	// single-numa-node ignores prefer-closest-numa-nodes, so needs no distances.
-	_, err = NewMerger(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{}, TopologyOptions{PreferClosestNUMANodes: true})
+	_, err = NewMerger(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{}, PolicyOptions{PreferClosestNUMANodes: true})
 	require.NoError(t, err)
 }
 
@@ -476,7 +474,7 @@ func TestNewMergerErrors(t *testing.T) {
 // with nil and empty maps, nil and empty lists, "any" hints, empty masks and
 // IDs the machine lacks.
 type mergeCase struct {
-	policy    TopologyPolicy
+	policy    Policy
 	closest   bool
 	nodes     []numa.NodeID
 	rows      [][]int
@@ -512,7 +510,7 @@ func genLargeMergeCase(t *rapid.T) mergeCase {
 
 func genMergeCaseOn(t *rapid.T, drawIDs func(*rapid.T) []int) mergeCase {
 	var c mergeCase
-	c.policy = rapid.SampledFrom([]TopologyPolicy{PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
+	c.policy = rapid.SampledFrom([]Policy{PolicyNone, PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode}).Draw(t, "policy")
 	c.closest = rapid.Bool().Draw(t, "closest")
 	ids := slices.Clone(drawIDs(t))
 	slices.Sort(ids)
@@ -596,7 +594,7 @@ func TestMergeMatchesCrossProduct(t *testing.T) {
 		again, againAdmit := refMerge(c.policy, c.nodes, byID, c.closest, c.providers, rand.New(rand.NewPCG(seed, 2)))
 		require.Equal(t, want, again, "the kubelet's walk depends on map order: %v", c)
 		require.Equal(t, wantAdmit, againAdmit)
-		mg, err := NewMerger(c.policy, c.nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.closest})
+		mg, err := NewMerger(c.policy, c.nodes, dist, PolicyOptions{PreferClosestNUMANodes: c.closest})
 		require.NoError(t, err)
 		for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 			got, admit := mg.merge(c.providers, method)
@@ -615,7 +613,7 @@ func TestMergeLargeMachines(t *testing.T) {
 		require.NoError(t, err)
 		byID := func(a, b int) int { d, _ := dist.Distance(numa.NodeID(a), numa.NodeID(b)); return d }
 		want, wantAdmit := refMerge(c.policy, c.nodes, byID, c.closest, c.providers, nil)
-		mg, err := NewMerger(c.policy, c.nodes, dist, TopologyOptions{PreferClosestNUMANodes: c.closest})
+		mg, err := NewMerger(c.policy, c.nodes, dist, PolicyOptions{PreferClosestNUMANodes: c.closest})
 		require.NoError(t, err)
 		for _, method := range []int{methodAuto, methodLayered, methodDense, methodBranch} {
 			got, admit := mg.merge(c.providers, method)
@@ -623,93 +621,4 @@ func TestMergeLargeMachines(t *testing.T) {
 			require.Equal(t, wantAdmit, admit, "method %d for %v", method, c)
 		}
 	})
-}
-
-// TestMergeBenchmarkInputs checks Merge against the cross product on the
-// benchmark inputs small enough to walk.
-func TestMergeBenchmarkInputs(t *testing.T) {
-	for _, n := range []int{2, 4, 8} {
-		nodes := make([]numa.NodeID, n)
-		rows := make([][]int, n)
-		for i := range nodes {
-			nodes[i] = numa.NodeID(i)
-			rows[i] = make([]int, n)
-			for j := range rows[i] {
-				rows[i][j] = 10 + 10*min(1, abs(i-j)) + (i/4+j/4)%2*11
-			}
-		}
-		dist, err := numa.NewDistances(nodes, rows)
-		require.NoError(t, err)
-		for _, p := range []int{2, 3} {
-			for seed := int64(1); seed <= 5; seed++ {
-				hints := BenchmarkHints(seed, n, p, 24)
-				for _, policy := range []TopologyPolicy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
-					for _, closest := range []bool{false, true} {
-						want, wantAdmit := refMerge(policy, nodes, func(a, b int) int { return rows[a][b] }, closest, hints, nil)
-						got, admit, err := Merge(policy, nodes, dist, hints, TopologyOptions{PreferClosestNUMANodes: closest})
-						require.NoError(t, err)
-						require.Truef(t, want.Equal(got), "n=%d p=%d seed=%d %s closest=%v: got %v want %v", n, p, seed, policy, closest, got, want)
-						require.Equal(t, wantAdmit, admit)
-					}
-				}
-			}
-		}
-	}
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
-func TestBenchmarkHintsDeterministic(t *testing.T) {
-	a := BenchmarkHints(42, 8, 4, 24)
-	b := BenchmarkHints(42, 8, 4, 24)
-	require.Equal(t, a, b)
-	require.Len(t, a, 4)
-	for i, p := range a {
-		hs := p[fmt.Sprintf("resource%d", i)]
-		require.Len(t, hs, 24)
-		for _, h := range hs {
-			require.False(t, h.Any)
-			require.NotZero(t, h.NUMANodeAffinity)
-			require.Less(t, uint64(h.NUMANodeAffinity), uint64(1)<<8)
-		}
-	}
-	// Pin the first hint so that a change of generator is noticed: the
-	// benchmarks module relies on the same inputs.
-	require.Equal(t, "{0,2,4,7 not preferred}", a[0]["resource0"][0].String())
-}
-
-// The GPU provider can only use node 1; the CPUs fit on either node: the
-// policies agree on node 1.
-func ExampleMerge() {
-	cpu := map[string][]TopologyHint{"cpu": {
-		Hint(MustIDMask(0), true), Hint(MustIDMask(1), true), Hint(MustIDMask(0, 1), false)}}
-	gpu := map[string][]TopologyHint{"nvidia.com/gpu": {
-		Hint(MustIDMask(1), true), Hint(MustIDMask(0, 1), false)}}
-	h, admit, err := Merge(PolicySingleNUMANode, []numa.NodeID{0, 1}, numa.Distances{},
-		[]map[string][]TopologyHint{cpu, gpu}, TopologyOptions{})
-	fmt.Println(h, admit, err)
-	// Output: {1 preferred} true <nil>
-}
-
-// A 4-GPU, 24-CPU pod on an empty DGX A100 (two GPUs per GPU node, 32 CPUs
-// per node): the CPUs' narrowest width is one node, the GPUs' two, so no
-// merged hint is preferred. best-effort admits it with the numerically
-// smallest two-node intersection of GPU nodes, {1,3}; restricted and
-// single-numa-node refuse it.
-func ExamplePredict() {
-	m, _ := topology.Preset("dgx-a100")
-	pod := &allocator.Request{CPUs: 24, GPUs: 4}
-	for _, p := range []TopologyPolicy{PolicyBestEffort, PolicyRestricted, PolicySingleNUMANode} {
-		h, admit, err := Predict(p, PredictOptions{}, m, nil, pod)
-		fmt.Println(p, h, admit, err)
-	}
-	// Output:
-	// best-effort {1,3 not preferred} true <nil>
-	// restricted {1,3 not preferred} false <nil>
-	// single-numa-node {any not preferred} false <nil>
 }

@@ -1,4 +1,4 @@
-package kubelet
+package topologymanager
 
 import (
 	"fmt"
@@ -105,7 +105,7 @@ func KubeletAllocation(m *topology.Machine, st *allocator.State, id string, r *a
 	}
 	a := allocator.Allocation{ID: id, Policy: policy.None, CPUs: cpus, GPUs: gpus}
 	if r.MemoryMiB > 0 {
-		mem, err := kubeletMemory(m, memoryNodes(m, &snap), r.MemoryMiB, hint)
+		mem, err := kubeletMemory(memoryNodes(m, &snap), r.MemoryMiB, hint)
 		if err != nil {
 			return allocator.Allocation{}, err
 		}
@@ -117,7 +117,7 @@ func KubeletAllocation(m *topology.Machine, st *allocator.State, id string, r *a
 // kubeletMemory is the static memory manager's allocation of requestMiB
 // with the merged hint, on a machine whose memory state is nodes (ascending
 // ID, as memoryNodes gives it): see KubeletAllocation.
-func kubeletMemory(m *topology.Machine, nodes []MemoryNode, requestMiB int64, hint TopologyHint) ([]allocator.NodeMemory, error) {
+func kubeletMemory(nodes []MemoryNode, requestMiB int64, hint TopologyHint) ([]allocator.NodeMemory, error) {
 	hints := MemoryHints(nodes, requestMiB)
 	best := func(keep func(IDMask) bool) (IDMask, bool) {
 		var b TopologyHint
@@ -127,7 +127,7 @@ func kubeletMemory(m *topology.Machine, nodes []MemoryNode, requestMiB int64, hi
 				continue
 			}
 			if !found || (h.Preferred && !b.Preferred) ||
-				(h.Preferred == b.Preferred && h.NUMANodeAffinity.IsNarrowerThan(b.NUMANodeAffinity)) {
+				(h.Preferred == b.Preferred && h.NUMANodeAffinity.IsNarrowerThanByValue(b.NUMANodeAffinity)) {
 				b, found = h, true
 			}
 		}
@@ -186,7 +186,7 @@ func kubeletMemory(m *topology.Machine, nodes []MemoryNode, requestMiB int64, hi
 	for _, id := range ids {
 		take := min(max(nodes[byID[id]].FreeMiB, 0), left)
 		left -= take
-		out = append(out, memoryOn(m, id, take))
+		out = append(out, allocator.NodeMemory{Node: id, MiB: take})
 	}
 	return out, nil
 }

@@ -1,0 +1,217 @@
+package scheduler
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync/atomic"
+
+	"github.com/numaplace/numaplace/allocator"
+)
+
+// Nodes in the same state give the same verdict: a cluster of thousands of
+// nodes holds few different states (empty machines, machines of one kind
+// filled alike), and ScheduleOne, Filter and Score judge a pod once per
+// state, not once per node.
+//
+// A node's group is the set of nodes whose every input to a verdict is
+// the same: the machine up to its name and GPU UUIDs (the machine class,
+// whose never-fit verdicts are shared already), the labels' effect (opt-in,
+// memory alignment), the kubelet policy and options, the totals, and what
+// the allocator state holds (every live allocation but for its ID, and the
+// device health). Two nodes share a group when the SHA-256 digests of that
+// content are equal (as machines share a class), that is when their states
+// are equal: a verdict found on one is the verdict of every other.
+//
+// A node's group is worked out when a verdict is first asked of it after a
+// change (under its read lock) and forgotten whenever its write lock is
+// taken ([Cache.lockNode]), so that a group found on a node without its
+// lock is one the node had at some moment: a verdict read from it is the
+// node's verdict at that moment, as a verdict under the read lock taken
+// then would be. Groups are counted by their nodes and dropped when none is
+// left, so their memory stays linear in the nodes. A group keeps the
+// verdict of one pod request, the last judged on it (a scheduling cycle's).
+// TestGroupedAnswersMatchUngrouped checks on random, changing clusters that
+// every answer is the one each node judged on its own gives.
+
+// nodeGroup is one group of nodes in the same state.
+type nodeGroup struct {
+	key  [sha256.Size]byte
+	refs atomic.Int32 // the nodes in the group; changed under Cache.groupsMu
+	// last is the verdict of the last pod judged on the group.
+	last atomic.Pointer[groupVerdict]
+}
+
+// groupVerdict is a verdict (always scored) of pr on a group. pr keeps the
+// pod request alive, so that its address is never that of another.
+type groupVerdict struct {
+	pr *podReq
+	v  verdict
+}
+
+// lockNode takes n's write lock and forgets its group: whatever the caller
+// changes, the next verdict is worked out afresh.
+func (c *Cache) lockNode(n *nodeInfo) {
+	n.mu.Lock()
+	if g := n.group.Swap(nil); g != nil {
+		c.releaseGroup(g)
+	}
+}
+
+func (c *Cache) releaseGroup(g *nodeGroup) {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	if g.refs.Add(-1) == 0 {
+		delete(c.groups, g.key)
+	}
+}
+
+// groupLocked returns n's group, working it out when n changed since it
+// was last asked (the caller holds n's read lock); nil for a removed node.
+func (c *Cache) groupLocked(n *nodeInfo) *nodeGroup {
+	if g := n.group.Load(); g != nil || n.removed {
+		return g
+	}
+	key := sha256.Sum256(groupKeyLocked(n))
+	c.groupsMu.Lock()
+	g, ok := c.groups[key]
+	if !ok {
+		g = &nodeGroup{key: key}
+		c.groups[key] = g
+	}
+	g.refs.Add(1)
+	c.groupsMu.Unlock()
+	if !n.group.CompareAndSwap(nil, g) { // another reader found it first
+		c.releaseGroup(g)
+		return n.group.Load()
+	}
+	return g
+}
+
+// groupKeyLocked writes everything a verdict on n reads but the pod (the
+// caller holds n's read lock): see nodeGroup. TestGroupKeyCoversState
+// fails when the totals, a snapshot or an allocation gain a field that it
+// leaves out.
+func groupKeyLocked(n *nodeInfo) []byte {
+	var b []byte
+	b = append(b, n.class.key[:]...)
+	flags := byte(0)
+	if n.optedIn {
+		flags |= 1
+	}
+	if n.alignMem {
+		flags |= 2
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, int64(n.allocCPUs))
+	b = binary.AppendVarint(b, int64(n.gpuCap))
+	b = binary.AppendVarint(b, n.memCap)
+	b = binary.AppendVarint(b, int64(n.exclCPUs))
+	b = binary.AppendVarint(b, int64(n.gpusHeld))
+	b = binary.AppendVarint(b, n.plainMilli)
+	b = binary.AppendVarint(b, n.memUsed)
+	if n.kpol != "" { // else the options are the zero value
+		kubelet, _ := json.Marshal(struct {
+			Policy  string
+			Options any
+		}{string(n.kpol), n.kopts})
+		b = appendString(b, string(kubelet))
+	}
+	snap := n.state.Snapshot()
+	// The multiset of allocations, whatever their IDs: each written apart,
+	// then in the order of their bytes.
+	var buf []byte
+	spans := make([][2]int, len(snap.Allocations))
+	for i := range snap.Allocations {
+		lo := len(buf)
+		buf = appendAllocation(buf, &snap.Allocations[i])
+		spans[i] = [2]int{lo, len(buf)}
+	}
+	slices.SortFunc(spans, func(x, y [2]int) int { return bytes.Compare(buf[x[0]:x[1]], buf[y[0]:y[1]]) })
+	b = binary.AppendUvarint(b, uint64(len(spans)))
+	for _, sp := range spans {
+		b = append(b, buf[sp[0]:sp[1]]...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(snap.Unhealthy)))
+	for _, class := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
+		b = appendStrings(appendString(b, class), snap.Unhealthy[class])
+	}
+	return b
+}
+
+// appendAllocation writes what an allocation holds, but for its ID, self-
+// delimited: every exported field (TestGroupKeyCoversState fails when a
+// field is added that it leaves out).
+func appendAllocation(b []byte, a *allocator.Allocation) []byte {
+	flags := byte(0)
+	if a.FullPCPUs {
+		flags = 1
+	}
+	b = append(b, byte(a.Policy), byte(a.Exclusive), flags)
+	b = binary.AppendUvarint(b, uint64(a.DenseSpan))
+	b = binary.AppendUvarint(b, uint64(a.CPUs.Size()))
+	for cpu := range a.CPUs.All() {
+		b = binary.AppendUvarint(b, uint64(cpu))
+	}
+	b = binary.AppendUvarint(b, uint64(len(a.GPUs)))
+	for _, g := range a.GPUs {
+		b = binary.AppendVarint(b, int64(g))
+	}
+	b = binary.AppendUvarint(b, uint64(len(a.Devices)))
+	if len(a.Devices) > 0 {
+		for _, class := range slices.Sorted(maps.Keys(a.Devices)) {
+			b = appendStrings(appendString(b, class), a.Devices[class])
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(a.Memory)))
+	for _, m := range a.Memory {
+		b = binary.AppendVarint(b, int64(m.Node))
+		b = binary.AppendVarint(b, m.MiB)
+	}
+	return b
+}
+
+// allocationKey is appendAllocation of a alone.
+func allocationKey(a allocator.Allocation) string { return string(appendAllocation(nil, &a)) }
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// evaluateGrouped is evaluate of pr on n, scored, answered from n's group
+// when a node of the same state has been judged for pr already (memo may
+// be nil). The verdict is kept for the group's other nodes, and with again
+// for n itself (a Filter that a Score follows).
+func (c *Cache) evaluateGrouped(n *nodeInfo, pr *podReq, memo *classMemo, again bool) verdict {
+	if g := n.group.Load(); g != nil {
+		if last := g.last.Load(); last != nil && last.pr == pr {
+			return last.v
+		}
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	v := c.evaluateLocked(n, pr, true, memo)
+	if g := c.groupLocked(n); g != nil && (again || g.refs.Load() > 1) {
+		g.last.Store(&groupVerdict{pr: pr, v: v})
+	}
+	return v
+}
+
+// groupCount returns the number of groups (for tests).
+func (c *Cache) groupCount() int {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	return len(c.groups)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/allocator/allocatortest"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -133,16 +135,18 @@ func play(m *topology.Machine, opts allocator.Options, ops []allocatortest.Op) [
 }
 
 // options draws the engine's options: mostly the defaults, sometimes
-// spread packing, least-allocated scoring or a tiny search budget, none of
-// which may change what is admitted.
+// spread packing, least-allocated scoring, a tiny search budget or GPU-local
+// CPUs spent, none of which may change what is admitted (the model is told
+// of those that change the preferred span).
 func options(t *rapid.T) allocator.Options {
 	if rapid.IntRange(0, 2).Draw(t, "defaultOptions") != 2 {
 		return allocator.Options{}
 	}
 	return allocator.Options{
-		Packing:      rapid.SampledFrom([]allocator.Packing{allocator.BestFit, allocator.Spread}).Draw(t, "packing"),
-		Scoring:      rapid.SampledFrom([]allocator.Scoring{allocator.MostAllocated, allocator.LeastAllocated}).Draw(t, "scoring"),
-		SearchBudget: rapid.IntRange(0, 3).Draw(t, "searchBudget"),
+		Packing:           rapid.SampledFrom([]allocator.Packing{allocator.BestFit, allocator.Spread}).Draw(t, "packing"),
+		Scoring:           rapid.SampledFrom([]allocator.Scoring{allocator.MostAllocated, allocator.LeastAllocated}).Draw(t, "scoring"),
+		SearchBudget:      rapid.IntRange(0, 3).Draw(t, "searchBudget"),
+		SpendGPULocalCPUs: rapid.Bool().Draw(t, "spendGPULocalCPUs"),
 	}
 }
 
@@ -156,15 +160,27 @@ func options(t *rapid.T) allocator.Options {
 // At the end the same stream on two fresh States gives the same answers.
 // The options are mostly the defaults, sometimes others that must not
 // change what is admitted.
-func TestEngineAgainstModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		m := allocatortest.Machine().Draw(t, "machine")
+func TestEngineAgainstModel(t *testing.T) { rapid.Check(t, streamsOn(allocatortest.Machine())) }
+
+// streamsOn is the property of TestEngineAgainstModel on the machines
+// drawn from machines.
+func streamsOn(machines *rapid.Generator[*topology.Machine]) func(*rapid.T) {
+	return func(t *rapid.T) {
+		m := machines.Draw(t, "machine")
 		ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
 		opts := options(t)
 		logCase(t, m, ops)
 		t.Logf("options: %+v", opts)
 		checkStream(t, m, opts, ops)
-	})
+	}
+}
+
+// TestEngineAgainstModelOnSmallMachines is the same property on machines
+// of 2-4 NUMA nodes with SMT, distances and PCIe switches always, where
+// the model also checks that every span is the top-ranked admissible one
+// and every criterion of the order can decide.
+func TestEngineAgainstModelOnSmallMachines(t *testing.T) {
+	rapid.Check(t, streamsOn(allocatortest.SmallMachine()))
 }
 
 // TestEngineAgainstModelOnPresets is the same property on the built-in
@@ -198,6 +214,7 @@ func checkStream(t *rapid.T, m *topology.Machine, opts allocator.Options, ops []
 	if err != nil {
 		t.Fatal(err)
 	}
+	md = md.WithOptions(opts)
 	var answers []string
 	// The state before the last allocation, while it was the last
 	// operation and succeeded.
@@ -402,6 +419,174 @@ func TestRefusalsAreTyped(t *testing.T) {
 		}
 		if !v.Valid && (fitErr == nil || err == nil) {
 			t.Fatalf("invalid request (%s) admitted: Fit %v, Allocate %v", v.Reason, fitErr, err)
+		}
+	})
+}
+
+// played draws a machine and a stream (with device health changes), plays
+// the stream on a fresh State and returns the machine, the State and its
+// model.
+func played(t *rapid.T) (*topology.Machine, *allocator.State, *allocatortest.Model) {
+	m := allocatortest.Machine().Draw(t, "machine")
+	ops := allocatortest.StreamWithHealth(m).Draw(t, "ops")
+	logCase(t, m, ops)
+	s := allocator.MustNew(m, allocator.Options{})
+	for _, op := range ops {
+		apply(s, op)
+	}
+	md, err := allocatortest.FromSnapshot(m, s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s, md
+}
+
+// judged ends one step whose answer the model judged (cerr): it fails on
+// the model's complaint; after a refusal (err) it checks that nothing
+// changed since before, else it moves the model on (next) and compares
+// the engine's state with it. It returns the model after the step.
+func judged(t *rapid.T, step string, s *allocator.State, md *allocatortest.Model, before allocator.Snapshot,
+	freeBefore string, err, cerr error, next func() (*allocatortest.Model, error)) *allocatortest.Model {
+	if cerr != nil {
+		t.Fatalf("%s: %v", step, cerr)
+	}
+	if err != nil {
+		unchanged(t, step+": refused", s, before, freeBefore)
+		return md
+	}
+	md, err = next()
+	if err != nil {
+		t.Fatalf("%s: the result is not a possible state: %v", step, err)
+	}
+	if err := sameState(s, md); err != nil {
+		t.Fatalf("after %s: %v", step, err)
+	}
+	return md
+}
+
+// resizeSize draws the new size of a resize of a: mostly near its current
+// size (a few CPUs or cores more or less), sometimes anything up to the
+// machine's CPUs and one more, sometimes negative.
+func resizeSize(t *rapid.T, m *topology.Machine, a allocator.Allocation) int {
+	switch rapid.IntRange(0, 9).Draw(t, "sizeKind") {
+	case 0:
+		return -rapid.IntRange(1, 3).Draw(t, "negative")
+	case 1, 2, 3:
+		return rapid.IntRange(0, m.NumCPUs()+1).Draw(t, "anySize")
+	}
+	step := m.ThreadsPerCore()
+	if !a.FullPCPUs || rapid.IntRange(0, 7).Draw(t, "oddStep") == 0 {
+		step = 1
+	}
+	return max(0, a.CPUs.Size()+step*rapid.IntRange(-3, 3).Draw(t, "steps"))
+}
+
+// TestResizeAgainstModel: after a random stream (with device health
+// changes), a few resizes of random live allocations (and of unknown IDs)
+// are each answered as the reference model decides (allocatortest's
+// DecideResize, by enumerating every NUMA mask): a resize is granted
+// exactly when the model admits it, a refusal is of the model's category
+// and names the allocation's nodes by ID, a granted one holds what the
+// model allows on a span it allows, and a refused one changes nothing;
+// after each the engine's state is the model's.
+func TestResizeAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m, s, md := played(t)
+		for k := range rapid.IntRange(1, 4).Draw(t, "resizes") {
+			live := s.Live()
+			id, a := "ghost", allocator.Allocation{}
+			if len(live) > 0 && rapid.IntRange(0, 9).Draw(t, "unknown") != 0 {
+				a = live[rapid.IntRange(0, len(live)-1).Draw(t, "which")].Clone()
+				id = a.ID
+			}
+			cpus := resizeSize(t, m, a)
+			step := fmt.Sprintf("resize %d: %q to %d CPUs", k, id, cpus)
+			t.Logf("%s (verdict: %s)", step, md.DecideResize(id, cpus).Reason)
+			before, freeBefore := s.Snapshot(), s.FreeCPUs().String()
+			got, err := s.Resize(id, cpus)
+			md = judged(t, step, s, md, before, freeBefore, err, md.CheckResize(id, cpus, got, err),
+				func() (*allocatortest.Model, error) { return md.WithResized(got.Clone()) })
+		}
+	})
+}
+
+// claimCandidate draws an allocation to claim on m: one that a twin state
+// made (after its own stream, so it may conflict with what s holds),
+// sometimes changed to name something unknown, reserved, held or twice,
+// memory on a node ID m lacks, negative memory, a class m lacks, a live or
+// empty ID, or fullPCPUs over part of a core.
+func claimCandidate(t *rapid.T, m *topology.Machine, s *allocator.State) allocator.Allocation {
+	twin := allocator.MustNew(m, allocator.Options{})
+	for _, op := range allocatortest.Stream(m).Draw(t, "twinOps") {
+		apply(twin, op)
+	}
+	var a allocator.Allocation
+	if live := twin.Live(); len(live) > 0 {
+		a = live[rapid.IntRange(0, len(live)-1).Draw(t, "twinWhich")].Clone()
+	}
+	a.ID = "claim"
+	a.DenseSpan = numa.Mask(rapid.Uint64().Draw(t, "ignoredSpan")) // Claim ignores it
+	cpus := m.CPUs().List()
+	for range rapid.IntRange(0, 2).Draw(t, "changes") {
+		switch rapid.IntRange(0, 11).Draw(t, "change") {
+		case 0:
+			if len(cpus) > 0 {
+				a.CPUs.Add(rapid.SampledFrom(cpus).Draw(t, "addCPU")) // maybe held or reserved
+			}
+		case 1:
+			a.CPUs.Add(1000) // unknown
+		case 2:
+			if gpus := m.GPUs(); len(gpus) > 0 {
+				a.GPUs = append(a.GPUs, rapid.SampledFrom(gpus).Draw(t, "addGPU").ID)
+			}
+		case 3:
+			a.GPUs = append(a.GPUs, 999)
+		case 4:
+			if a.Devices == nil {
+				a.Devices = map[string][]string{}
+			}
+			a.Devices[allocatortest.RDMAClass] = append(a.Devices[allocatortest.RDMAClass],
+				rapid.SampledFrom([]string{"mlx5_0", "mlx5_1", "mlx5_9"}).Draw(t, "addRDMA"))
+		case 5: // a class the machine lacks, or GPUs named as a device class
+			a.Devices = map[string][]string{rapid.SampledFrom([]string{"RDMA", allocator.GPUClass}).Draw(t, "badClass"): {"0"}}
+		case 6:
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: 99, MiB: 1})
+		case 7:
+			node := m.NodeID(rapid.IntRange(0, m.NumNodes()-1).Draw(t, "memNode"))
+			a.Memory = append(a.Memory, allocator.NodeMemory{Node: node,
+				MiB: rapid.Int64Range(-1, 4096).Draw(t, "memMiB")})
+		case 8:
+			if live := s.Live(); len(live) > 0 {
+				a.ID = rapid.SampledFrom(live).Draw(t, "liveID").ID
+			}
+		case 9:
+			a.ID = ""
+		case 10:
+			a.FullPCPUs = !a.FullPCPUs
+		case 11:
+			a.Policy = policy.Policy(len(policy.Policies) + 1)
+		}
+	}
+	return a
+}
+
+// TestClaimAgainstModel: after a random stream, claims of allocations
+// decided elsewhere (a twin state's, sometimes changed to conflict) are
+// granted exactly when the reference model accepts them (allocatortest's
+// Model.Claim), returning the model's allocation; a refusal is of the
+// model's category (a *NodeError for a NUMA node ID the machine lacks) and
+// changes nothing; the engine's state is then the model's.
+func TestClaimAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m, s, md := played(t)
+		for k := range rapid.IntRange(1, 3).Draw(t, "claims") {
+			a := claimCandidate(t, m, s)
+			a.ID += strconv.Itoa(k)
+			step := fmt.Sprintf("claim %d of %s memory %v devices %v fullPCPUs %t", k, a, a.Memory, a.Devices, a.FullPCPUs)
+			before, freeBefore := s.Snapshot(), s.FreeCPUs().String()
+			got, err := s.Claim(a.Clone())
+			md = judged(t, step, s, md, before, freeBefore, err, md.CheckClaim(a, got, err),
+				func() (*allocatortest.Model, error) { next, _, err := md.Claim(a); return next, err })
 		}
 	})
 }

@@ -198,7 +198,7 @@ func (s *State) claim(a Allocation) error {
 	}
 	for kind, units := range a.Amounts {
 		if !s.customKind(kind) {
-			return fmt.Errorf("%w: the state has no resource of kind %q (%s)", ErrConflict, kind, s.customKinds())
+			return fmt.Errorf("%w: the state has no resource of kind %s (%s)", ErrConflict, quote.Short(kind), s.customKinds())
 		}
 		slices.SortStableFunc(units, func(x, y NodeUnits) int { return cmp.Compare(x.Node, y.Node) })
 	}

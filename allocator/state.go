@@ -130,8 +130,8 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 		return nil, fmt.Errorf("%w: SearchBudget %d is negative (0 means the default, 512)", ErrInvalidOptions, opts.SearchBudget)
 	}
 	if tpc := m.ThreadsPerCore(); tpc > MaxThreadsPerCore {
-		return nil, fmt.Errorf("%w: machine %q has a core of %d threads; the allocator takes at most %d threads per core (SMT8 is the most hardware has)",
-			ErrTooManyThreads, m.Name(), tpc, MaxThreadsPerCore)
+		return nil, fmt.Errorf("%w: machine %s has a core of %d threads; the allocator takes at most %d threads per core (SMT8 is the most hardware has)",
+			ErrTooManyThreads, quote.Short(m.Name()), tpc, MaxThreadsPerCore)
 	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
@@ -167,7 +167,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	if opts.NewResources != nil {
 		extra, err := opts.NewResources(m)
 		if err != nil {
-			return nil, fmt.Errorf("%w: NewResources for machine %q: %w", ErrInvalidOptions, m.Name(), err)
+			return nil, fmt.Errorf("%w: NewResources for machine %s: %w", ErrInvalidOptions, quote.Short(m.Name()), err)
 		}
 		for i, r := range extra {
 			if err := s.addResource(fmt.Sprintf("NewResources' resource %d", i), r); err != nil {
@@ -231,7 +231,7 @@ func (s *State) checkAmounts(r *Request) error {
 			if s.classes[kind] != nil {
 				what = "; devices of a class are asked for in Devices"
 			}
-			return invalidRequest(r, "amounts["+kind+"]", "the state has no resource of kind %q (%s%s)", kind, s.customKinds(), what)
+			return invalidRequest(r, "amounts["+quote.Bare(kind)+"]", "the state has no resource of kind %s (%s%s)", quote.Short(kind), s.customKinds(), what)
 		}
 	}
 	return nil

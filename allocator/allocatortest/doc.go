@@ -11,7 +11,16 @@
 // what is wrong with an engine's answer: a refusal of an admissible request
 // (completeness), an admission of one that is not (soundness), a span the
 // policy does not allow, wrong amounts, anything handed out twice, reserved,
-// unhealthy or not free.
+// unhealthy or not free, and on machines of at most [MaxPreferNodes] nodes
+// a span that is not the top-ranked admissible one under the preference
+// order ([Rank], computed by the model from the order's statement in the
+// allocator's doc comments, never by the engine's comparison; [SmallMachine]
+// generates machines where every criterion can decide).
+// [Model.CheckResize] and [Model.CheckClaim] do the same for
+// [allocator.State.Resize] (the width of a fresh request with its own
+// resources free, in place, the rule on what changes, refusals exact and
+// of their category) and [allocator.State.Claim] (exactly what it names, or
+// refused for what conflicts).
 //
 // A property test plays a stream against the engine and the model:
 //

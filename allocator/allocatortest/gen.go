@@ -35,15 +35,32 @@ const RDMAClass = "rdma"
 //   - sometimes 1-2 devices of class [RDMAClass], of a known or unknown node;
 //   - 0-4096 MiB of memory per node; sometimes reserved CPUs; sometimes
 //     explicit NUMA sets.
-func Machine() *rapid.Generator[*topology.Machine] {
+func Machine() *rapid.Generator[*topology.Machine] { return machine(shape{minNodes: 1, maxNodes: 6}) }
+
+// SmallMachine generates machines like [Machine] with 2 to [MaxPreferNodes]
+// NUMA nodes, always with SMT, random distances and named PCIe switches
+// on nodes with GPUs, so that every criterion of the preference order
+// ([Rank]) comes into play where [Model.Check] checks the preferred span.
+func SmallMachine() *rapid.Generator[*topology.Machine] {
+	return machine(shape{minNodes: 2, maxNodes: MaxPreferNodes, varied: true})
+}
+
+// shape bounds what machine generates: the number of nodes and, when
+// varied, SMT, distances and switches always.
+type shape struct {
+	minNodes, maxNodes int
+	varied             bool
+}
+
+func machine(sh shape) *rapid.Generator[*topology.Machine] {
 	return rapid.Custom(func(t *rapid.T) *topology.Machine {
-		n := rapid.IntRange(1, 6).Draw(t, "nodes")
+		n := rapid.IntRange(sh.minNodes, sh.maxNodes).Draw(t, "nodes")
 		ids := rapid.SliceOfNDistinct(rapid.IntRange(0, 80), n, n, rapid.ID[int]).Draw(t, "ids")
 		if rapid.Bool().Draw(t, "sortIDs") {
 			slices.Sort(ids)
 		}
 		sockets := rapid.IntRange(0, 3).Draw(t, "sockets") // 0: no socket information
-		smt := rapid.Bool().Draw(t, "smt")
+		smt := sh.varied || rapid.Bool().Draw(t, "smt")
 		memOnly := -1
 		if n > 1 && rapid.IntRange(0, 3).Draw(t, "hasMemOnly") == 0 {
 			memOnly = rapid.IntRange(0, n-1).Draw(t, "memOnly")
@@ -108,6 +125,9 @@ func Machine() *rapid.Generator[*topology.Machine] {
 			}
 			gpus := rapid.IntRange(0, 4).Draw(t, fmt.Sprintf("gpus%d", k))
 			switches := rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("switches%d", k)) // 0: none named
+			if sh.varied {
+				switches = rapid.IntRange(1, 3).Draw(t, fmt.Sprintf("switchesNamed%d", k))
+			}
 			for j := range gpus {
 				sw := ""
 				if switches > 0 {
@@ -137,7 +157,7 @@ func Machine() *rapid.Generator[*topology.Machine] {
 			}
 			b.SetReservedCPUs(set)
 		}
-		if n > 1 && rapid.IntRange(0, 3).Draw(t, "hasDistances") == 0 {
+		if n > 1 && (sh.varied || rapid.IntRange(0, 3).Draw(t, "hasDistances") == 0) {
 			rows := make([][]int, n)
 			for i := range rows {
 				rows[i] = make([]int, n)

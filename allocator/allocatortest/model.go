@@ -32,11 +32,16 @@ const MaxModelNodes = 20
 // node and the node types (idle, single, shared). [Model.Decide] answers
 // whether a request is admissible, with its width_cap, width_free and the
 // spans legal for it, by enumerating every NUMA mask; [Model.Check] says
-// what is wrong with an engine's answer.
+// what is wrong with an engine's answer (on machines of at most
+// [MaxPreferNodes] nodes also when its span is not the preferred one,
+// [Model.Preferred]). [Model.DecideResize] and [Model.CheckResize] judge
+// resizes, [Model.Claim] and [Model.CheckClaim] claims.
 //
-// Complexity: Decide, Check, CheckFit and Place cost O(2^n · n · k) for n
-// NUMA nodes and k demanded resource kinds; building a model costs O(size of
-// the machine + size of the live allocations). It is meant for machines of
+// Complexity: Decide, Check, CheckFit, Place, DecideResize, CheckResize and
+// Resize cost O(2^n · n · k) for n NUMA nodes and k demanded resource kinds
+// (and the preference check of Check ranks at most C(4, 2) spans, each in
+// O(machine)); Claim and CheckClaim cost O(what the claim names); building a
+// model costs O(size of the machine + size of the live allocations). It is meant for machines of
 // n <= 8 nodes (see [Machine]); NewModel refuses more than [MaxModelNodes].
 //
 // A Model is immutable: [Model.With] and [Model.Without] return new models.
@@ -58,11 +63,14 @@ type Model struct {
 	memUsed   []int64
 	single    numa.Mask
 	shared    numa.Mask
+
+	opts options // what the preference check knows of the engine's options
 }
 
 type device struct {
 	id   string
-	node int // dense index, -1 when the NUMA node is unknown
+	node int    // dense index, -1 when the NUMA node is unknown
+	sw   string // the PCIe switch, "" when not named
 }
 
 type devKey struct{ class, id string }
@@ -82,7 +90,7 @@ func (k devKey) String() string {
 // Span field that is not the nodes hosting what the allocation holds. It
 // also refuses a machine of more than [MaxModelNodes] NUMA nodes.
 func NewModel(m *topology.Machine, live []allocator.Allocation) (*Model, error) {
-	return build(m, live, nil)
+	return build(m, live, nil, options{})
 }
 
 // FromSnapshot returns the model of machine m holding the allocations of
@@ -94,10 +102,10 @@ func FromSnapshot(m *topology.Machine, snap allocator.Snapshot) (*Model, error) 
 			unhealthy[devKey{class, id}] = true
 		}
 	}
-	return build(m, snap.Allocations, unhealthy)
+	return build(m, snap.Allocations, unhealthy, options{})
 }
 
-func build(m *topology.Machine, live []allocator.Allocation, unhealthy map[devKey]bool) (*Model, error) {
+func build(m *topology.Machine, live []allocator.Allocation, unhealthy map[devKey]bool, opts options) (*Model, error) {
 	if m.NumNodes() > MaxModelNodes {
 		return nil, fmt.Errorf("allocatortest: the model enumerates 2^n NUMA masks; %d nodes is more than %d",
 			m.NumNodes(), MaxModelNodes)
@@ -105,17 +113,17 @@ func build(m *topology.Machine, live []allocator.Allocation, unhealthy map[devKe
 	md := &Model{m: m, n: m.NumNodes(), tpc: m.ThreadsPerCore(), reserved: m.ReservedCPUs(),
 		devs: map[string][]device{}, devIdx: map[string]map[string]int{},
 		unhealthy: map[devKey]bool{}, spans: map[string]numa.Mask{}, cpuHolder: map[int]string{},
-		devHolder: map[devKey]string{}, memUsed: make([]int64, m.NumNodes())}
+		devHolder: map[devKey]string{}, memUsed: make([]int64, m.NumNodes()), opts: opts}
 	md.addDevClass(allocator.GPUClass)
 	for _, g := range m.GPUs() {
-		md.addDev(allocator.GPUClass, strconv.Itoa(g.ID), g.NUMANode)
+		md.addDev(allocator.GPUClass, strconv.Itoa(g.ID), g.NUMANode, g.PCIeSwitch)
 	}
 	for _, d := range m.Devices() {
 		if _, ok := md.devIdx[d.Class]; !ok {
 			md.addDevClass(d.Class)
 			md.classes = append(md.classes, d.Class)
 		}
-		md.addDev(d.Class, d.ID, d.NUMANode)
+		md.addDev(d.Class, d.ID, d.NUMANode, d.PCIeSwitch)
 	}
 	slices.Sort(md.classes)
 	for k := range unhealthy {
@@ -201,13 +209,13 @@ func (md *Model) addDevClass(class string) {
 	md.devIdx[class] = map[string]int{}
 }
 
-func (md *Model) addDev(class, id string, node numa.NodeID) {
+func (md *Model) addDev(class, id string, node numa.NodeID, sw string) {
 	i := -1
 	if node != topology.UnknownNode {
 		i, _ = md.m.NodeIndex(node)
 	}
 	md.devIdx[class][id] = len(md.devs[class])
-	md.devs[class] = append(md.devs[class], device{id: id, node: i})
+	md.devs[class] = append(md.devs[class], device{id: id, node: i, sw: sw})
 }
 
 // hold records what a holds, refusing anything unknown or held twice.
@@ -312,7 +320,7 @@ func SpanOf(m *topology.Machine, a allocator.Allocation) numa.Mask {
 // With returns a new model with a added as a live allocation (see
 // [NewModel] for the errors).
 func (md *Model) With(a allocator.Allocation) (*Model, error) {
-	return build(md.m, append(slices.Clone(md.live), a), md.unhealthy)
+	return build(md.m, append(slices.Clone(md.live), a), md.unhealthy, md.opts)
 }
 
 // Without returns a new model without the live allocation id, or an error
@@ -322,7 +330,7 @@ func (md *Model) Without(id string) (*Model, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("%w: %q", allocator.ErrUnknownID, id)
 	}
-	return build(md.m, slices.Delete(slices.Clone(md.live), i, i+1), md.unhealthy)
+	return build(md.m, slices.Delete(slices.Clone(md.live), i, i+1), md.unhealthy, md.opts)
 }
 
 // WithHealth returns a new model in which the device of the given class
@@ -341,7 +349,7 @@ func (md *Model) WithHealth(class, id string, healthy bool) (*Model, error) {
 	} else {
 		unhealthy[k] = true
 	}
-	return build(md.m, md.live, unhealthy)
+	return build(md.m, md.live, unhealthy, md.opts)
 }
 
 // Unhealthy returns the unhealthy devices by class (allocator.GPUClass for
@@ -417,6 +425,22 @@ func (md *Model) FreeCPUs() numa.CPUSet {
 }
 
 func (md *Model) cpuAllocatable(cpu int) bool { return !md.reserved.Contains(cpu) }
+
+// cpuTrouble says why cpu cannot be handed out or claimed now (unknown,
+// reserved or held), or returns "".
+func (md *Model) cpuTrouble(cpu int) string {
+	_, known := md.m.CPUNode(cpu)
+	h, held := md.cpuHolder[cpu]
+	switch {
+	case !known:
+		return fmt.Sprintf("CPU %d does not exist", cpu)
+	case md.reserved.Contains(cpu):
+		return fmt.Sprintf("CPU %d is reserved", cpu)
+	case held:
+		return fmt.Sprintf("CPU %d was not free: %q holds it", cpu, h)
+	}
+	return ""
+}
 
 func (md *Model) cpuFree(cpu int) bool {
 	_, held := md.cpuHolder[cpu]
@@ -532,20 +556,30 @@ func (md *Model) Unplaced() map[string]int64 {
 // kind is one demanded resource kind of a request, with its amounts per node.
 type kind struct {
 	name      string
+	role      role
 	need      int64
 	cap, free []int64
 	unplaced  int64 // free units of unknown NUMA node (devices only)
 }
 
+// role says which of the machine's resources a kind is.
+type role uint8
+
+const (
+	roleCPU role = iota
+	roleDevice
+	roleMemory
+)
+
 // kinds returns r's demanded kinds: cpu (whole cores for fullPCPUs), GPUs,
 // device classes (ascending), memory. r must be valid.
 func (md *Model) kinds(r *allocator.Request) []kind {
 	var ks []kind
-	add := func(name string, need int64, amount func(i int, free bool) int64, unplaced int64) {
+	add := func(name string, rl role, need int64, amount func(i int, free bool) int64, unplaced int64) {
 		if need <= 0 {
 			return
 		}
-		k := kind{name: name, need: need, cap: make([]int64, md.n), free: make([]int64, md.n), unplaced: unplaced}
+		k := kind{name: name, role: rl, need: need, cap: make([]int64, md.n), free: make([]int64, md.n), unplaced: unplaced}
 		for i := range md.n {
 			k.cap[i], k.free[i] = amount(i, false), amount(i, true)
 		}
@@ -557,15 +591,15 @@ func (md *Model) kinds(r *allocator.Request) []kind {
 		cpus /= int64(md.tpc)
 		name = "cpu (whole cores)"
 	}
-	add(name, cpus, func(i int, free bool) int64 { return md.cpuUnits(i, r.FullPCPUs, free) }, 0)
+	add(name, roleCPU, cpus, func(i int, free bool) int64 { return md.cpuUnits(i, r.FullPCPUs, free) }, 0)
 	dev := func(class string) func(int, bool) int64 {
 		return func(i int, free bool) int64 { return md.devUnits(class, i, free) }
 	}
-	add(allocator.GPUClass, int64(r.GPUs), dev(allocator.GPUClass), md.devUnits(allocator.GPUClass, -1, true))
+	add(allocator.GPUClass, roleDevice, int64(r.GPUs), dev(allocator.GPUClass), md.devUnits(allocator.GPUClass, -1, true))
 	for _, c := range slices.Sorted(maps.Keys(r.Devices)) {
-		add(c, int64(r.Devices[c]), dev(c), md.devUnits(c, -1, true))
+		add(c, roleDevice, int64(r.Devices[c]), dev(c), md.devUnits(c, -1, true))
 	}
-	add("memory", r.MemoryMiB, func(i int, free bool) int64 { return md.memUnits(i, free) }, 0)
+	add("memory", roleMemory, r.MemoryMiB, func(i int, free bool) int64 { return md.memUnits(i, free) }, 0)
 	return ks
 }
 
@@ -896,7 +930,14 @@ func (md *Model) CheckFit(r *allocator.Request, err error) error {
 //     not free before (memory no more than the node's free memory); whole
 //     cores of ThreadsPerCore threads under fullPCPUs; devices of unknown
 //     NUMA node only for None; Span exactly the nodes hosting what it
-//     holds; and that span one the policy allows ([Verdict.DenseSpans]).
+//     holds; and that span one the policy allows ([Verdict.DenseSpans]);
+//   - on a machine of at most [MaxPreferNodes] nodes, for every policy but
+//     None (whose span is free), that span is the top-ranked admissible one
+//     ([Model.Preferred]) for the engine options given to
+//     [Model.WithOptions] (none: the zero Options), and each node gives
+//     what the span's split says ([Model.Split], the design's "within the
+//     chosen span": the first kind from the nodes with the most free, the
+//     others in proportion).
 //
 // The error lists every difference found.
 func (md *Model) Check(r *allocator.Request, a allocator.Allocation, err error) error {
@@ -1008,15 +1049,8 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 		add("%d CPUs (%s), want exactly %d", n, a.CPUs, r.CPUs)
 	}
 	for cpu := range a.CPUs.All() {
-		_, known := md.m.CPUNode(cpu)
-		h, held := md.cpuHolder[cpu]
-		switch {
-		case !known:
-			add("CPU %d does not exist", cpu)
-		case md.reserved.Contains(cpu):
-			add("CPU %d is reserved", cpu)
-		case held:
-			add("CPU %d was not free: %q holds it", cpu, h)
+		if why := md.cpuTrouble(cpu); why != "" {
+			add("%s", why)
 		}
 	}
 	if r.FullPCPUs {
@@ -1106,6 +1140,8 @@ func (md *Model) checkAllocation(r *allocator.Request, a allocator.Allocation, v
 	}
 	if !v.AnySpan && !slices.Contains(v.DenseSpans, span) {
 		add("span %s is not legal: %s", md.ids(span), md.whyIllegal(r, span, v))
+	} else if why := md.checkPreferred(r, a, span, v); why != "" {
+		add("%s", why)
 	}
 	return p
 }
@@ -1135,10 +1171,12 @@ func (md *Model) whyIllegal(r *allocator.Request, span numa.Mask, v Verdict) str
 }
 
 // Place is the model's own allocation for r, a slow reference allocator:
-// on the first legal span ([Verdict.DenseSpans]; for None the nodes in ascending
-// order, then devices of unknown NUMA node) each kind is taken greedily
-// node by node, the lowest free CPUs (whole cores under fullPCPUs) and
-// device IDs first. It returns an error wrapping the verdict's first
+// on a machine of at most [MaxPreferNodes] nodes, the preferred span
+// ([Model.Preferred]) split as [Model.Split] says; else, on the first legal
+// span ([Verdict.DenseSpans]; for None the nodes in ascending order, then
+// devices of unknown NUMA node), each kind taken greedily node by node. On
+// each node the lowest free CPUs (whole cores under fullPCPUs) and device
+// IDs come first. It returns an error wrapping the verdict's first
 // sentinel when r is not admissible, or [allocator.ErrDuplicateID] /
 // [allocator.ErrInvalidRequest] for a live or empty ID. The allocation has
 // no machine attached, so its NUMANodes method returns nil.
@@ -1154,10 +1192,21 @@ func (md *Model) Place(r *allocator.Request) (allocator.Allocation, error) {
 		return allocator.Allocation{}, fmt.Errorf("%w: %s", v.Refusals[0], v.Reason)
 	}
 	nodes := md.m.AllNodes()
+	a := allocator.Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs}
 	if !v.AnySpan {
 		nodes = v.DenseSpans[0]
+		if md.n <= MaxPreferNodes {
+			top, _ := md.preferred(r, v)
+			split := md.Split(r, top[0])
+			for j, k := range md.rankKinds(r) {
+				for i, n := range split[j] {
+					md.take(r, &a, k.name, i, n)
+				}
+			}
+			a.DenseSpan = SpanOf(md.m, a)
+			return a, nil
+		}
 	}
-	a := allocator.Allocation{ID: r.ID, Policy: r.Policy, Exclusive: r.Exclusive, FullPCPUs: r.FullPCPUs}
 	for _, k := range md.kinds(r) {
 		rem := k.need
 		for i := range md.n {

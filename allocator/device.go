@@ -136,26 +136,42 @@ func (d *Devices) add(m *topology.Machine, i int, node numa.NodeID, sw string, s
 func (d *Devices) finish() *Devices {
 	copy(d.nodeFree, d.nodeCap)
 	d.unFree = d.unCap
-	// The switch groups, node by node, in order of their lowest device.
+	// The switch groups, node by node, in order of their lowest device,
+	// each group's devices in the node's order: one pass that numbers the
+	// groups and counts their devices, one that places the devices (linear
+	// in the devices, whatever the number of switches per node).
 	for i := range d.groupOf {
 		d.groupOf[i] = -1
 	}
 	d.groupOff = append(d.groupOff[:0], 0)
+	groupOfSwitch := make(map[int32]int32)
+	var next []int32
 	for n, devs := range d.byNode {
+		clear(groupOfSwitch)
+		base := int32(len(d.groupOff) - 1)
 		for _, i := range devs {
-			if d.groupOf[i] >= 0 {
-				continue
+			g, ok := groupOfSwitch[d.sw[i]]
+			if !ok {
+				g = int32(len(d.groupOff) - 1)
+				groupOfSwitch[d.sw[i]] = g
+				d.nodeGroups[n] = append(d.nodeGroups[n], g)
+				d.groupOff = append(d.groupOff, 0)
 			}
-			g := int32(len(d.groupOff) - 1)
-			d.nodeGroups[n] = append(d.nodeGroups[n], g)
-			for _, j := range devs {
-				if d.groupOf[j] < 0 && d.sw[j] == d.sw[i] {
-					d.groupOf[j] = g
-					d.groupDev = append(d.groupDev, j)
-				}
-			}
-			d.groupOff = append(d.groupOff, int32(len(d.groupDev)))
-			d.groupFree = append(d.groupFree, d.groupOff[g+1]-d.groupOff[g])
+			d.groupOf[i] = g
+			d.groupOff[g+1]++
+		}
+		end := int32(len(d.groupOff) - 1)
+		next = next[:0]
+		for g := base; g < end; g++ {
+			d.groupFree = append(d.groupFree, d.groupOff[g+1])
+			d.groupOff[g+1] += d.groupOff[g]
+			next = append(next, d.groupOff[g])
+		}
+		d.groupDev = append(d.groupDev, make([]int32, len(devs))...)
+		for _, i := range devs {
+			k := d.groupOf[i] - base
+			d.groupDev[next[k]] = i
+			next[k]++
 		}
 	}
 	return d

@@ -85,3 +85,50 @@ func TestNVLinkPreferenceLargeGroups(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, many.GPUs, 140)
 }
+
+// switchedGPUs builds manyGPUs's machine with each GPU g under the PCIe
+// switch switchOf(g).
+func switchedGPUs(tb testing.TB, n int, switchOf func(g int) string) *topology.Machine {
+	tb.Helper()
+	b := topology.NewBuilder(fmt.Sprintf("switched%d", n))
+	b.AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 63), MemoryMiB: 1 << 20})
+	b.AddNode(topology.Node{ID: 1, Socket: 0, CPUs: numa.CPURange(64, 127), MemoryMiB: 1 << 20})
+	for g := range n {
+		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g % 2), PCIeSwitch: switchOf(g)})
+	}
+	m, err := b.Build()
+	require.NoError(tb, err)
+	return m
+}
+
+// TestSwitchGroupsInterleaved: GPUs of one node whose switches alternate
+// (0, 2, 4, 6 of node 0 under sw0, sw1, sw0, sw1) form one group per switch,
+// so a pair takes two GPUs under one switch, and a lone GPU on a switch of
+// its own is what a single-GPU request takes while whole pairs stay free.
+func TestSwitchGroupsInterleaved(t *testing.T) {
+	m := switchedGPUs(t, 10, func(g int) string {
+		if g == 8 {
+			return "lone"
+		}
+		return fmt.Sprintf("sw%d", (g/2)%2)
+	})
+	s := allocator.MustNew(m, allocator.Options{})
+	pair, err := s.Allocate(&allocator.Request{ID: "pair", GPUs: 2, CPUs: 1})
+	require.NoError(t, err)
+	require.Len(t, pair.GPUs, 2)
+	sw := func(g int) string { return m.GPUs()[g].PCIeSwitch }
+	require.Equal(t, sw(pair.GPUs[0]), sw(pair.GPUs[1]), "a pair under one switch: %v", pair.GPUs)
+}
+
+// BenchmarkNewSwitchPerGPU: New on 100,000 GPUs, each under a PCIe switch of
+// its own (the switch groups are built in one pass, not by comparing every
+// GPU of a node with every group).
+func BenchmarkNewSwitchPerGPU(b *testing.B) {
+	m := switchedGPUs(b, 100000, func(g int) string { return fmt.Sprintf("sw%d", g) })
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := allocator.New(m, allocator.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

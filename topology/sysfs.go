@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/internal/readfile"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -347,7 +348,7 @@ func (d *discovery) read(p string) (string, bool, error) {
 		return "", false, discoveryError(p, err)
 	}
 	if !info.Mode().IsRegular() {
-		return "", false, malformed(p, "not a regular file (%s)", fileKind(info.Mode()))
+		return "", false, malformed(p, "not a regular file (%s)", readfile.Kind(info.Mode()))
 	}
 	f, err := d.fsys.Open(p)
 	if err != nil {
@@ -358,7 +359,7 @@ func (d *discovery) read(p string) (string, bool, error) {
 	if info, err := f.Stat(); err != nil {
 		return "", false, discoveryError(p, err)
 	} else if !info.Mode().IsRegular() {
-		return "", false, malformed(p, "not a regular file (%s)", fileKind(info.Mode()))
+		return "", false, malformed(p, "not a regular file (%s)", readfile.Kind(info.Mode()))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSysfsFileBytes+1))
 	if err != nil {
@@ -371,26 +372,6 @@ func (d *discovery) read(p string) (string, bool, error) {
 		b = b[:i]
 	}
 	return string(b), true, nil
-}
-
-// fileKind names the type of a file that is not regular.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	default:
-		return "mode " + m.String()
-	}
 }
 
 // readAttr returns the value of the one-value attribute file p with the
@@ -417,7 +398,7 @@ func (d *discovery) readDir(p string) ([]fs.DirEntry, bool, error) {
 		return nil, false, discoveryError(p, err)
 	}
 	if !info.IsDir() {
-		return nil, false, malformed(p, "not a directory (%s)", fileKind(info.Mode()))
+		return nil, false, malformed(p, "not a directory (%s)", readfile.Kind(info.Mode()))
 	}
 	f, err := d.fsys.Open(p)
 	if err != nil {

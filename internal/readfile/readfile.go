@@ -61,21 +61,24 @@ func Bounded(r io.Reader, what string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// Kind names the type of a file that is not regular, such as "a FIFO".
+// Kind names the type of a file that is not regular, such as "a named
+// pipe" or "a symbolic link" (for an unexpected type, its mode).
 func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
 	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
 	case m&fs.ModeCharDevice != 0:
 		return "a character device"
 	case m&fs.ModeDevice != 0:
 		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	case m&fs.ModeIrregular != 0:
 		return "an irregular file"
 	}
-	return "not a regular file"
+	return "mode " + m.String()
 }

@@ -51,16 +51,23 @@ func benchCluster(b *testing.B, n int, distinct bool) *scheduler.Cache {
 // unreserves it so that every iteration sees the same cluster. Each
 // iteration reads the pod afresh, as a scheduler does with each pod. The
 // nodes fall in ten states (machine and fill), which the cache judges once
-// each; distinct-nodes5000 gives every node a state of its own, where every node is
-// judged.
+// each; distinct-nodes5000 gives every node a state of its own. The pod asks
+// for the same in every iteration (as the replicas of a workload do), so
+// the verdicts kept for its request class answer the nodes that did not
+// change; the -fresh cases give each iteration's pod a memory request of its
+// own (1 to 50,000 MiB), a request no pod asked for before, so that every
+// state is judged: on distinct-nodes5000-fresh, every node.
 func BenchmarkScheduleOne(b *testing.B) {
 	for _, bc := range []struct {
-		n        int
-		distinct bool
-	}{{1000, false}, {5000, false}, {5000, true}} {
+		n               int
+		distinct, fresh bool
+	}{{1000, false, false}, {5000, false, false}, {5000, true, false}, {5000, false, true}, {5000, true, true}} {
 		name := fmt.Sprintf("nodes%d", bc.n)
 		if bc.distinct {
 			name = "distinct-" + name
+		}
+		if bc.fresh {
+			name += "-fresh"
 		}
 		b.Run(name, func(b *testing.B) {
 			c := benchCluster(b, bc.n, bc.distinct)
@@ -74,7 +81,17 @@ func BenchmarkScheduleOne(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			i := 0
 			for b.Loop() {
+				if bc.fresh {
+					b.StopTimer()
+					i++
+					mem := fmt.Sprintf("%dMi", i%50000+1)
+					pod = numaPod("textgen", 24, 4, "SingleNUMANode")
+					pod.Containers[0].Requests[kube.ResourceMemory] = mem
+					pod.Containers[0].Limits[kube.ResourceMemory] = mem
+					b.StartTimer()
+				}
 				if _, err := c.ScheduleOne(pod); err != nil {
 					b.Fatal(err)
 				}

@@ -87,6 +87,10 @@ type Cache struct {
 	groupsMu sync.Mutex // guards groups and every nodeGroup's refs; taken last
 	groups   map[[sha256.Size]byte]*nodeGroup
 
+	reqsMu sync.Mutex // guards reqs and reqSeq (see Cache.classify)
+	reqs   map[reqKey]reqClass
+	reqSeq uint64
+
 	nextStart atomic.Int64 // where the next partial search starts
 	results   sync.Pool    // *[]verdict for ScheduleOne
 }

@@ -116,6 +116,10 @@ type podReq struct {
 	// gives them), kuse on a node of the kubelet's own Topology Manager
 	// (what the kubelet's managers give it).
 	use, kuse usage
+	// class is the request class (see Cache.classify; 0 when not
+	// classified), repeated whether a pod of it was classified before.
+	class    uint64
+	repeated bool
 }
 
 // usage returns what the pod would take of n's totals (see podReq.use).

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
 )
 
@@ -32,8 +33,16 @@ import (
 // lock is one the node had at some moment: a verdict read from it is the
 // node's verdict at that moment, as a verdict under the read lock taken
 // then would be. Groups are counted by their nodes and dropped when none is
-// left, so their memory stays linear in the nodes. A group keeps the
-// verdict of one pod request, the last judged on it (a scheduling cycle's).
+// left, so their memory stays linear in the nodes.
+//
+// A group keeps the verdict of one request, the last judged on it. A
+// verdict reads of the pod only its request (kube.PodRequest and the
+// amounts of kinds of the caller's own): pods asking for the same are one
+// request class ([reqClass], numbered by [Cache.classify]), and the verdict
+// kept for a class answers every later pod of that class (the replicas of a
+// workload, scheduled one after another) until the node changes. A group
+// of one node keeps a verdict only for a class seen before (a request that
+// repeats), so that one-off requests cost no memory.
 // TestGroupedAnswersMatchUngrouped checks on random, changing clusters that
 // every answer is the one each node judged on its own gives.
 
@@ -45,11 +54,10 @@ type nodeGroup struct {
 	last atomic.Pointer[groupVerdict]
 }
 
-// groupVerdict is a verdict (always scored) of pr on a group. pr keeps the
-// pod request alive, so that its address is never that of another.
+// groupVerdict is a verdict (always scored) of a request class on a group.
 type groupVerdict struct {
-	pr *podReq
-	v  verdict
+	class uint64 // the request class (podReq.class)
+	v     verdict
 }
 
 // lockNode takes n's write lock and forgets its group: whatever the caller
@@ -202,22 +210,64 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 // evaluateGrouped is evaluate of pr on n, scored, answered from n's group
-// when a node of the same state has been judged for pr already (memo may
-// be nil). The verdict is kept for the group's other nodes, and with again
-// for n itself (a Filter that a Score follows).
+// when a node of the same state has been judged for pr's request class
+// already (memo may be nil; pr was classified). The verdict is kept for the
+// group's other nodes, for later pods of the class when it repeats, and
+// with again for n itself (a Filter that a Score follows).
 func (c *Cache) evaluateGrouped(n *nodeInfo, pr *podReq, memo *classMemo, again bool) verdict {
-	if g := n.group.Load(); g != nil {
-		if last := g.last.Load(); last != nil && last.pr == pr {
+	if g := n.group.Load(); g != nil && pr.class != 0 {
+		if last := g.last.Load(); last != nil && last.class == pr.class {
 			return last.v
 		}
 	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	v := c.evaluateLocked(n, pr, true, memo)
-	if g := c.groupLocked(n); g != nil && (again || g.refs.Load() > 1) {
-		g.last.Store(&groupVerdict{pr: pr, v: v})
+	if g := c.groupLocked(n); g != nil && pr.class != 0 && (again || pr.repeated || g.refs.Load() > 1) {
+		g.last.Store(&groupVerdict{class: pr.class, v: v})
 	}
 	return v
+}
+
+// reqKey is everything of a pod that a verdict reads: its request, and the
+// amounts of kinds of the caller's own written canonically.
+type reqKey struct {
+	req     kube.PodRequest
+	amounts string
+}
+
+// reqClass is the number of a request class and whether a pod of it was
+// classified before.
+type reqClass struct {
+	id       uint64
+	repeated bool
+}
+
+// maxReqClasses bounds the request classes remembered; they start afresh
+// (with new numbers) when full.
+const maxReqClasses = 4096
+
+// classify numbers pr's request class (pr.class, never 0): pods whose
+// requests are equal get the same number while the class is remembered, so
+// that a verdict kept for one answers the others. Numbers are never reused,
+// so a verdict kept under a forgotten class answers no pod.
+func (c *Cache) classify(pr *podReq) {
+	k := reqKey{req: pr.PodRequest, amounts: pr.sh.amounts}
+	c.reqsMu.Lock()
+	defer c.reqsMu.Unlock()
+	rc, ok := c.reqs[k]
+	switch {
+	case !ok:
+		if len(c.reqs) >= maxReqClasses || c.reqs == nil {
+			c.reqs = map[reqKey]reqClass{}
+		}
+		c.reqSeq++
+		rc = reqClass{id: c.reqSeq}
+		c.reqs[k] = rc
+	case !rc.repeated:
+		c.reqs[k] = reqClass{id: rc.id, repeated: true}
+	}
+	pr.class, pr.repeated = rc.id, ok
 }
 
 // groupCount returns the number of groups (for tests).

@@ -30,36 +30,58 @@ type groupCluster struct {
 	nodes    []string
 	placed   []*kube.Pod // reserved or bound
 	next     int
+	kinds    []func(name string) *kube.Pod // the kinds of pods made so far
 }
 
 func (g *groupCluster) pick(n int) int { return g.rng.IntN(n) }
 
-// pod returns a new pod of a random kind: a NUMA pod under any policy, a
-// plain pod (with or without a GPU), or a Guaranteed pod of whole CPUs for
-// the kubelet-policy nodes.
+// pod returns a new pod: a third of the time one asking for what an earlier
+// pod asked for (a replica, of the same request class), else one of a
+// random kind (see podKind).
 func (g *groupCluster) pod() *kube.Pod {
 	g.next++
 	name := fmt.Sprintf("p%04d", g.next)
-	var p *kube.Pod
+	if len(g.kinds) > 0 && g.pick(3) == 0 {
+		return g.kinds[g.pick(len(g.kinds))](name)
+	}
+	kind := g.podKind()
+	g.kinds = append(g.kinds, kind)
+	return kind(name)
+}
+
+// podKind returns a random kind of pod, made under any name: a NUMA pod
+// under any policy, a plain pod (with or without a GPU), or a Guaranteed
+// pod of whole CPUs for the kubelet-policy nodes, with a memory request now
+// and then.
+func (g *groupCluster) podKind() func(name string) *kube.Pod {
+	var p func(name string) *kube.Pod
 	switch g.pick(4) {
 	case 0, 1:
 		pols := []string{"SingleNUMANode", "Restricted", "BestEffort", "None"}
-		p = numaPod(name, []int{2, 4, 8, 16, 24, 48}[g.pick(6)], []int{0, 0, 1, 2, 4}[g.pick(5)], pols[g.pick(len(pols))])
+		cpus, gpus, pol := []int{2, 4, 8, 16, 24, 48}[g.pick(6)], []int{0, 0, 1, 2, 4}[g.pick(5)], pols[g.pick(len(pols))]
+		p = func(name string) *kube.Pod { return numaPod(name, cpus, gpus, pol) }
 	case 2:
-		p = plainPod(name, []string{"500m", "1", "2500m", "8", "30"}[g.pick(5)], []int{0, 0, 1}[g.pick(3)])
+		cpu, gpus := []string{"500m", "1", "2500m", "8", "30"}[g.pick(5)], []int{0, 0, 1}[g.pick(3)]
+		p = func(name string) *kube.Pod { return plainPod(name, cpu, gpus) }
 	default:
-		return guaranteedPod(name, []int{1, 4, 16}[g.pick(3)], g.pick(3))
+		cpus, gpus := []int{1, 4, 16}[g.pick(3)], g.pick(3)
+		return func(name string) *kube.Pod { return guaranteedPod(name, cpus, gpus) }
 	}
 	// A memory request now and then: small-1s has little memory, and
 	// memory alignment changes the NUMA pods' placements.
-	if mem := []string{"", "", "1Gi", "12Gi", "200Gi"}[g.pick(5)]; mem != "" {
-		ctr := &p.Containers[0]
+	mem := []string{"", "", "1Gi", "12Gi", "200Gi"}[g.pick(5)]
+	if mem == "" {
+		return p
+	}
+	return func(name string) *kube.Pod {
+		q := p(name)
+		ctr := &q.Containers[0]
 		ctr.Requests[kube.ResourceMemory] = mem
 		if ctr.Limits != nil {
 			ctr.Limits[kube.ResourceMemory] = mem
 		}
+		return q
 	}
-	return p
 }
 
 // node returns a random node spec named name: any machine, opted in or
@@ -115,6 +137,8 @@ func (g *groupCluster) change() {
 		name := g.nodes[g.pick(len(g.nodes))]
 		err := g.c.UpdateNode(g.node(name))
 		require.True(g.t, err == nil || errors.Is(err, scheduler.ErrInvalidNode), "%v", err)
+		// A reservation the new machine cannot keep is dropped.
+		g.placed = slices.DeleteFunc(g.placed, func(p *kube.Pod) bool { _, ok := g.c.Pod(p.Key()); return !ok })
 	case 5: // a node replaced by a new one of the same name
 		name := g.nodes[g.pick(len(g.nodes))]
 		require.NoError(g.t, g.c.RemoveNode(name))
@@ -445,4 +469,49 @@ func TestGroupedKubeletPolicies(t *testing.T) {
 		require.ErrorIs(t, pp.Filter("snn"), scheduler.ErrKubeletRefusal)
 	}
 	require.Equal(t, 2, scheduler.GroupCount(c))
+}
+
+// TestRequestClassVerdict: pods asking for the same are judged once per
+// node state (the verdict kept for the first answers the next), and a pod
+// of the same request after a node changed, or a pod asking for something
+// else, gets the answer of every node judged on its own.
+func TestRequestClassVerdict(t *testing.T) {
+	h100 := preset(t, "dgx-h100")
+	c := newCache(t, scheduler.Config{Parallelism: 1})
+	for i, fill := range []int{8, 40, 24} { // every node in a state of its own
+		name := fmt.Sprintf("n%d", i)
+		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Labels: optIn, Machine: h100}))
+		require.NoError(t, c.Reserve(numaPod(fmt.Sprintf("fill%d", i), fill, 2, "SingleNUMANode"), name))
+	}
+	check := func(p *kube.Pod, wantNode string) {
+		t.Helper()
+		pp, err := c.Prepare(p)
+		require.NoError(t, err)
+		best, bestScore := "", -1
+		for _, n := range c.Nodes() {
+			s, err := scheduler.UngroupedScore(pp, n)
+			require.Equal(t, err, pp.Filter(n), "%s on %s", p.Name, n)
+			got, gerr := pp.Score(n)
+			require.Equal(t, err, gerr, "%s on %s", p.Name, n)
+			require.Equal(t, s, got, "%s on %s", p.Name, n)
+			if err == nil && s > bestScore {
+				best, bestScore = n, s
+			}
+		}
+		res, err := c.ScheduleOne(p)
+		require.NoError(t, err)
+		require.Equal(t, best, res.Node, p.Name)
+		require.Equal(t, wantNode, res.Node, p.Name)
+		require.Equal(t, bestScore, res.Score, p.Name)
+		require.NoError(t, c.Unreserve(p))
+	}
+	check(numaPod("a", 24, 4, "SingleNUMANode"), "n1")
+	check(numaPod("b", 24, 4, "SingleNUMANode"), "n1") // the verdicts kept for a
+	// n1 fills up: the next pod of the class sees it at once.
+	require.NoError(t, c.Reserve(numaPod("more", 60, 4, "SingleNUMANode"), "n1"))
+	check(numaPod("c", 24, 4, "SingleNUMANode"), "n2")
+	check(numaPod("d", 24, 4, "SingleNUMANode"), "n2")
+	// Another request on the same states: judged afresh.
+	check(numaPod("e", 4, 1, "SingleNUMANode"), "n1")
+	check(numaPod("f", 4, 1, "SingleNUMANode"), "n1")
 }

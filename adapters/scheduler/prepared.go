@@ -26,6 +26,7 @@ func (c *Cache) Prepare(p *kube.Pod) (*PreparedPod, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.classify(pr)
 	return &PreparedPod{c: c, pr: pr, prio: p.Priority}, nil
 }
 

@@ -136,6 +136,7 @@ func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
 	if placed {
 		return Result{}, fmt.Errorf("%w: %s is on node %s", ErrPodPlaced, pr.key, old.node.name)
 	}
+	c.classify(pr)
 	nodes := c.sortedNodes()
 	n := len(nodes)
 	if n == 0 {

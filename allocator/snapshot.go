@@ -36,18 +36,7 @@ func (s *State) Snapshot() Snapshot {
 	for i := range live {
 		live[i] = live[i].Clone()
 	}
-	snap := Snapshot{Allocations: live}
-	for _, d := range s.devices() {
-		for i, h := range d.healthy {
-			if !h {
-				if snap.Unhealthy == nil {
-					snap.Unhealthy = map[string][]string{}
-				}
-				snap.Unhealthy[d.class] = append(snap.Unhealthy[d.class], d.ids[i])
-			}
-		}
-	}
-	return snap
+	return Snapshot{Allocations: live, Unhealthy: s.unhealthyLocked()}
 }
 
 func (s *State) devices() []*Devices {

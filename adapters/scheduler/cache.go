@@ -729,8 +729,13 @@ type machineClass struct {
 	once  sync.Once
 	empty *allocator.State
 
-	mu       sync.Mutex // serialises writers of verdicts
+	// verdicts are the never-fit verdicts by request shape: read without a
+	// lock, replaced (never changed) by writers, who hold mu; dirty are
+	// the newest verdicts, not yet in verdicts (guarded by mu), moved there
+	// in batches so that a new verdict copies O(1) entries on average.
 	verdicts atomic.Pointer[map[shape]error]
+	mu       sync.Mutex
+	dirty    map[shape]error
 }
 
 // maxVerdicts bounds a class's verdict memo; it starts afresh when full.
@@ -744,21 +749,37 @@ func (mc *machineClass) never(sh shape, r *allocator.Request) error {
 			return err
 		}
 	}
+	mc.mu.Lock()
+	err, ok := mc.dirty[sh]
+	mc.mu.Unlock()
+	if ok {
+		return err
+	}
 	// AddNode built a state of this machine and options already, so New
 	// succeeds; were it to fail, the nil state's Fit returns the error.
 	mc.once.Do(func() { mc.empty, _ = allocator.New(mc.m, mc.opts) })
-	err := mc.empty.Fit(r)
+	err = mc.empty.Fit(r)
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	var next map[shape]error
-	if p := mc.verdicts.Load(); p != nil && len(*p) < maxVerdicts {
-		next = make(map[shape]error, len(*p)+1)
-		maps.Copy(next, *p)
-	} else {
-		next = map[shape]error{}
+	var old map[shape]error
+	if p := mc.verdicts.Load(); p != nil {
+		old = *p
 	}
-	next[sh] = err
-	mc.verdicts.Store(&next)
+	if len(old)+len(mc.dirty) >= maxVerdicts {
+		old, mc.dirty = nil, nil
+		mc.verdicts.Store(nil)
+	}
+	if mc.dirty == nil {
+		mc.dirty = map[shape]error{}
+	}
+	mc.dirty[sh] = err
+	if len(mc.dirty) > len(old)/8 {
+		next := make(map[shape]error, len(old)+len(mc.dirty))
+		maps.Copy(next, old)
+		maps.Copy(next, mc.dirty)
+		mc.verdicts.Store(&next)
+		clear(mc.dirty)
+	}
 	return err
 }
 

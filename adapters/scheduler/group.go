@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/numaplace/numaplace/adapters/kube"
@@ -83,7 +84,9 @@ func (c *Cache) groupLocked(n *nodeInfo) *nodeGroup {
 	if g := n.group.Load(); g != nil || n.removed {
 		return g
 	}
-	key := sha256.Sum256(groupKeyLocked(n))
+	ks := keyScratches.Get().(*keyScratch)
+	key := sha256.Sum256(ks.groupKeyLocked(n))
+	keyScratches.Put(ks)
 	c.groupsMu.Lock()
 	g, ok := c.groups[key]
 	if !ok {
@@ -99,12 +102,20 @@ func (c *Cache) groupLocked(n *nodeInfo) *nodeGroup {
 	return g
 }
 
+// keyScratch is the working memory of one group key, pooled.
+type keyScratch struct {
+	b, buf []byte
+	spans  [][2]int
+}
+
+var keyScratches = sync.Pool{New: func() any { return new(keyScratch) }}
+
 // groupKeyLocked writes everything a verdict on n reads but the pod (the
-// caller holds n's read lock): see nodeGroup. TestGroupKeyCoversState
-// fails when the totals, a snapshot or an allocation gain a field that it
-// leaves out.
-func groupKeyLocked(n *nodeInfo) []byte {
-	var b []byte
+// caller holds n's read lock) into ks.b and returns it: see nodeGroup.
+// TestGroupKeyCoversState fails when the totals, a snapshot or an
+// allocation gain a field that it leaves out.
+func (ks *keyScratch) groupKeyLocked(n *nodeInfo) []byte {
+	b := ks.b[:0]
 	b = append(b, n.class.key[:]...)
 	flags := byte(0)
 	if n.optedIn {
@@ -128,25 +139,27 @@ func groupKeyLocked(n *nodeInfo) []byte {
 		}{string(n.kpol), n.kopts})
 		b = appendString(b, string(kubelet))
 	}
-	snap := n.state.Snapshot()
-	// The multiset of allocations, whatever their IDs: each written apart,
-	// then in the order of their bytes.
-	var buf []byte
-	spans := make([][2]int, len(snap.Allocations))
-	for i := range snap.Allocations {
+	// What a snapshot holds (allocator.Snapshot), read in place: the
+	// multiset of allocations, whatever their IDs (each written apart,
+	// then in the order of their bytes), and the device health.
+	live := n.state.Live()
+	buf, spans := ks.buf[:0], ks.spans[:0]
+	for i := range live {
 		lo := len(buf)
-		buf = appendAllocation(buf, &snap.Allocations[i])
-		spans[i] = [2]int{lo, len(buf)}
+		buf = appendAllocation(buf, &live[i])
+		spans = append(spans, [2]int{lo, len(buf)})
 	}
 	slices.SortFunc(spans, func(x, y [2]int) int { return bytes.Compare(buf[x[0]:x[1]], buf[y[0]:y[1]]) })
 	b = binary.AppendUvarint(b, uint64(len(spans)))
 	for _, sp := range spans {
 		b = append(b, buf[sp[0]:sp[1]]...)
 	}
-	b = binary.AppendUvarint(b, uint64(len(snap.Unhealthy)))
-	for _, class := range slices.Sorted(maps.Keys(snap.Unhealthy)) {
-		b = appendStrings(appendString(b, class), snap.Unhealthy[class])
+	unhealthy := n.state.Unhealthy()
+	b = binary.AppendUvarint(b, uint64(len(unhealthy)))
+	for _, class := range slices.Sorted(maps.Keys(unhealthy)) {
+		b = appendStrings(appendString(b, class), unhealthy[class])
 	}
+	ks.b, ks.buf, ks.spans = b, buf, spans
 	return b
 }
 

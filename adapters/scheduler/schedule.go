@@ -218,44 +218,60 @@ func (c *Cache) filterAll(nodes []*nodeInfo, pr *podReq, start, want int, vs []v
 		// No early stop: fewer, larger chunks cost less coordination.
 		chunk = max(chunk, (n+workers*4-1)/(workers*4))
 	}
-	var next atomic.Int64
-	var found atomic.Int64
-	var doneTo atomic.Int64
-	work := func() {
-		var memo classMemo
-		for found.Load() < int64(want) {
-			lo := int(next.Add(int64(chunk))) - chunk
-			if lo >= n {
-				return
-			}
-			hi := min(lo+chunk, n)
-			k := 0
-			for i := lo; i < hi; i++ {
-				vs[i] = c.evaluateGrouped(nodes[(start+i)%n], pr, &memo, false)
-				if vs[i].why == fits {
-					k++
-				}
-			}
-			found.Add(int64(k))
-			for {
-				cur := doneTo.Load()
-				if int64(hi) <= cur || doneTo.CompareAndSwap(cur, int64(hi)) {
-					break
-				}
-			}
-		}
-	}
 	if workers <= 1 {
-		work()
-	} else {
-		var wg sync.WaitGroup
-		for range workers - 1 {
-			wg.Go(work)
-		}
-		work()
-		wg.Wait()
+		f := filtering{c: c, nodes: nodes, pr: pr, start: start, want: int64(want), chunk: chunk, vs: vs}
+		f.work()
+		return int(f.doneTo.Load())
 	}
-	return int(doneTo.Load())
+	f := &filtering{c: c, nodes: nodes, pr: pr, start: start, want: int64(want), chunk: chunk, vs: vs}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(f.work)
+	}
+	f.work()
+	wg.Wait()
+	return int(f.doneTo.Load())
+}
+
+// filtering is one filterAll: its inputs and the workers' shared counters.
+type filtering struct {
+	c           *Cache
+	nodes       []*nodeInfo
+	pr          *podReq
+	start       int
+	want        int64
+	chunk       int
+	vs          []verdict
+	next, found atomic.Int64 // the next chunk's start, the feasible nodes found
+	doneTo      atomic.Int64 // the end of the prefix of finished chunks
+}
+
+// work is one worker of f: it evaluates chunks until none is left or want
+// nodes are feasible.
+func (f *filtering) work() {
+	var memo classMemo
+	n, chunk := len(f.nodes), f.chunk
+	for f.found.Load() < f.want {
+		lo := int(f.next.Add(int64(chunk))) - chunk
+		if lo >= n {
+			return
+		}
+		hi := min(lo+chunk, n)
+		k := 0
+		for i := lo; i < hi; i++ {
+			f.vs[i] = f.c.evaluateGrouped(f.nodes[(f.start+i)%n], f.pr, &memo, false)
+			if f.vs[i].why == fits {
+				k++
+			}
+		}
+		f.found.Add(int64(k))
+		for {
+			cur := f.doneTo.Load()
+			if int64(hi) <= cur || f.doneTo.CompareAndSwap(cur, int64(hi)) {
+				break
+			}
+		}
+	}
 }
 
 func (c *Cache) getResults(n int) *[]verdict {

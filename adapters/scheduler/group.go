@@ -222,24 +222,38 @@ func appendStrings(b []byte, ss []string) []byte {
 	return b
 }
 
-// evaluateGrouped is evaluate of pr on n, scored, answered from n's group
-// when a node of the same state has been judged for pr's request class
-// already (memo may be nil; pr was classified). The verdict is kept for the
-// group's other nodes, for later pods of the class when it repeats, and
-// with again for n itself (a Filter that a Score follows).
-func (c *Cache) evaluateGrouped(n *nodeInfo, pr *podReq, memo *classMemo, again bool) verdict {
-	if g := n.group.Load(); g != nil && pr.class != 0 {
-		if last := g.last.Load(); last != nil && last.class == pr.class {
-			return last.v
+// evaluateGrouped writes to dst evaluate of pr on n, scored, answered from
+// n's group when a node of the same state has been judged for pr's request
+// class already (memo may be nil; pr was classified). The verdict is kept
+// for the group's other nodes, for later pods of the class when it
+// repeats, and with again for n itself (a Filter that a Score follows).
+func (c *Cache) evaluateGrouped(n *nodeInfo, pr *podReq, memo *classMemo, again bool, dst *verdict) {
+	if kept := n.kept(pr.class); kept != nil {
+		*dst = kept.v
+		return
+	}
+	c.evaluateAlone(n, pr, memo, again, dst)
+}
+
+// kept returns the verdict n's group keeps for the request class (nil when
+// none, and for class 0), read without n's lock (see nodeGroup).
+func (n *nodeInfo) kept(class uint64) *groupVerdict {
+	if g := n.group.Load(); g != nil {
+		if last := g.last.Load(); last != nil && last.class == class && class != 0 {
+			return last
 		}
 	}
+	return nil
+}
+
+// evaluateAlone is evaluateGrouped when n's group has no verdict for pr.
+func (c *Cache) evaluateAlone(n *nodeInfo, pr *podReq, memo *classMemo, again bool, dst *verdict) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	v := c.evaluateLocked(n, pr, true, memo)
+	*dst = c.evaluateLocked(n, pr, true, memo)
 	if g := c.groupLocked(n); g != nil && pr.class != 0 && (again || pr.repeated || g.refs.Load() > 1) {
-		g.last.Store(&groupVerdict{class: pr.class, v: v})
+		g.last.Store(&groupVerdict{class: pr.class, v: *dst})
 	}
-	return v
 }
 
 // reqKey is everything of a pod that a verdict reads: its request, and the

@@ -39,7 +39,8 @@ func (pp *PreparedPod) Filter(node string) error {
 	if err != nil {
 		return err
 	}
-	if v := pp.c.evaluateGrouped(ni, pp.pr, nil, true); v.why != fits {
+	var v verdict
+	if pp.c.evaluateGrouped(ni, pp.pr, nil, true, &v); v.why != fits {
 		return pp.c.refusalError(ni.name, pp.pr, v)
 	}
 	return nil
@@ -51,8 +52,8 @@ func (pp *PreparedPod) Score(node string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	v := pp.c.evaluateGrouped(ni, pp.pr, nil, true)
-	if v.why != fits {
+	var v verdict
+	if pp.c.evaluateGrouped(ni, pp.pr, nil, true, &v); v.why != fits {
 		return 0, pp.c.refusalError(ni.name, pp.pr, v)
 	}
 	return int(v.score), nil

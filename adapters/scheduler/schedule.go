@@ -153,8 +153,12 @@ func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
 
 	// The first want feasible nodes in rotation order, the best of them.
 	feasible, last := 0, -1
-	for i := 0; i < done && feasible < want; i++ {
-		if (*vs)[i].why == fits {
+	res := (*vs)[:done]
+	for i := range res {
+		if res[i].why == fits {
+			if feasible == want {
+				break
+			}
 			feasible++
 			last = i
 		}
@@ -167,22 +171,25 @@ func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
 	}
 	considered := (*vs)[:last+1]
 	for {
-		best, bestScore := -1, int32(math.MinInt32)
+		best, bestJ, bestScore := -1, 0, int32(math.MinInt32)
 		for i := range considered {
 			v := &considered[i]
-			if v.why != fits {
+			if v.why != fits || v.score < bestScore {
 				continue
 			}
-			j := (start + i) % n
-			if v.score > bestScore || (v.score == bestScore && j < (start+best)%n) {
-				best, bestScore = i, v.score
+			j := start + i // the node's index, (start+i) mod n
+			if j >= n {
+				j -= n
+			}
+			if v.score > bestScore || j < bestJ {
+				best, bestJ, bestScore = i, j, v.score
 			}
 		}
 		if best < 0 {
 			// Every feasible node refused the reservation meanwhile.
 			return Result{}, c.fitError(nodes, pr, start, *vs)
 		}
-		ni := nodes[(start+best)%n]
+		ni := nodes[bestJ]
 		v, err := c.reserve(ni, pr, p.Priority)
 		if err != nil {
 			return Result{}, err
@@ -258,10 +265,22 @@ func (f *filtering) work() {
 		}
 		hi := min(lo+chunk, n)
 		k := 0
+		j := f.start + lo // the node's index, (start+i) mod n
+		if j >= n {
+			j -= n
+		}
 		for i := lo; i < hi; i++ {
-			f.vs[i] = f.c.evaluateGrouped(f.nodes[(f.start+i)%n], f.pr, &memo, false)
-			if f.vs[i].why == fits {
+			v := &f.vs[i]
+			if kept := f.nodes[j].kept(f.pr.class); kept != nil { // evaluateGrouped, inlined
+				*v = kept.v
+			} else {
+				f.c.evaluateAlone(f.nodes[j], f.pr, &memo, false, v)
+			}
+			if v.why == fits {
 				k++
+			}
+			if j++; j == n {
+				j = 0
 			}
 		}
 		f.found.Add(int64(k))

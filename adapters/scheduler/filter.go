@@ -264,8 +264,8 @@ type classMemo struct {
 }
 
 func (m *classMemo) never(n *nodeInfo, pr *podReq) error {
-	r, sh := pr.request(n)
 	if m == nil {
+		r, sh := pr.request(n)
 		return n.class.never(sh, r)
 	}
 	for i := 0; i < m.n; i++ {
@@ -273,6 +273,7 @@ func (m *classMemo) never(n *nodeInfo, pr *podReq) error {
 			return m.err[i]
 		}
 	}
+	r, sh := pr.request(n)
 	err := n.class.never(sh, r)
 	i := m.next
 	m.mc[i], m.mem[i], m.err[i] = n.class, n.alignMem, err
@@ -286,20 +287,29 @@ func (m *classMemo) never(n *nodeInfo, pr *podReq) error {
 // Short totals are reported with any other refusal, as kube-scheduler
 // lists every insufficient resource, but for those the allocator's own
 // never-fit refusal names (GPUs, exclusive CPUs).
-func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
-	if n.removed {
-		return verdict{why: nodeGone}
-	}
-	if n.kpol != "" {
-		return c.kubeletChecksLocked(n, pr)
-	}
-	if pr.NUMA && !n.optedIn {
-		return verdict{why: notOptedIn}
+func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) (v verdict) {
+	c.checksInto(n, pr, memo, &v)
+	return v
+}
+
+// checksInto is checksLocked writing the verdict to v (in place: a verdict
+// is copied once on ScheduleOne's path).
+func (c *Cache) checksInto(n *nodeInfo, pr *podReq, memo *classMemo, v *verdict) {
+	switch {
+	case n.removed:
+		*v = verdict{why: nodeGone}
+		return
+	case n.kpol != "":
+		*v = c.kubeletChecksLocked(n, pr)
+		return
+	case pr.NUMA && !n.optedIn:
+		*v = verdict{why: notOptedIn}
+		return
 	}
 	// Counts the allocator would refuse anyway are checked without it: a
 	// node short of GPUs or of CPUs in total is refused in a few
 	// nanoseconds (most nodes of a saturated cluster).
-	v := n.admit(pr.use, c.cfg.MinSharedCPUs)
+	n.admitInto(&pr.use, c.cfg.MinSharedCPUs, v)
 	if pr.needsAlloc {
 		if err := memo.never(n, pr); err != nil {
 			v.why, v.never, v.err, v.have, v.need = allocRefused, true, err, 0, 0
@@ -307,7 +317,6 @@ func (c *Cache) checksLocked(n *nodeInfo, pr *podReq, memo *classMemo) verdict {
 			v.neverShort &^= shortGPU | shortExcl
 		}
 	}
-	return v
 }
 
 // kubeletChecksLocked is checksLocked on a node of the kubelet's own
@@ -351,34 +360,43 @@ func (c *Cache) evaluate(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) 
 }
 
 // evaluateLocked is evaluate under n's read lock, which the caller holds.
-func (c *Cache) evaluateLocked(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) verdict {
-	v := c.checksLocked(n, pr, memo)
-	if v.why != fits {
-		return v
+func (c *Cache) evaluateLocked(n *nodeInfo, pr *podReq, scored bool, memo *classMemo) (v verdict) {
+	c.evaluateInto(n, pr, scored, memo, &v)
+	return v
+}
+
+// evaluateInto is evaluateLocked writing the verdict to v.
+func (c *Cache) evaluateInto(n *nodeInfo, pr *podReq, scored bool, memo *classMemo, v *verdict) {
+	if c.checksInto(n, pr, memo, v); v.why != fits {
+		return
 	}
 	if n.kpol != "" {
+		*v = verdict{}
 		if scored {
-			return verdict{score: int32(c.plainScoreLocked(n, pr))}
+			v.score = int32(c.plainScoreLocked(n, pr))
 		}
-		return verdict{}
+		return
 	}
 	if pr.needsAlloc {
 		r, _ := pr.request(n)
 		if scored && pr.NUMA {
 			s, err := n.state.Score(r)
 			if err != nil {
-				return verdict{why: allocRefused, err: err}
+				*v = verdict{why: allocRefused, err: err}
+				return
 			}
-			return verdict{score: int32(s)}
+			*v = verdict{score: int32(s)}
+			return
 		}
 		if err := n.state.Fit(r); err != nil {
-			return verdict{why: allocRefused, err: err}
+			*v = verdict{why: allocRefused, err: err}
+			return
 		}
 	}
+	*v = verdict{}
 	if scored {
-		return verdict{score: int32(c.plainScoreLocked(n, pr))}
+		v.score = int32(c.plainScoreLocked(n, pr))
 	}
-	return verdict{}
 }
 
 // plainScoreLocked scores a pod without a NUMA spec on the node's totals:

@@ -250,7 +250,7 @@ func (n *nodeInfo) kept(class uint64) *groupVerdict {
 func (c *Cache) evaluateAlone(n *nodeInfo, pr *podReq, memo *classMemo, again bool, dst *verdict) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	*dst = c.evaluateLocked(n, pr, true, memo)
+	c.evaluateInto(n, pr, true, memo, dst)
 	if g := c.groupLocked(n); g != nil && pr.class != 0 && (again || pr.repeated || g.refs.Load() > 1) {
 		g.last.Store(&groupVerdict{class: pr.class, v: *dst})
 	}

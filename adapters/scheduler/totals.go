@@ -74,8 +74,14 @@ func (t *totals) memLeft() int64 { return t.memCap - t.memUsed }
 // Every short total is reported (with neverShort where the machine itself
 // falls short), as kube-scheduler lists every insufficient resource; the
 // verdict's why is the shared pool's refusal, else short, else fits.
-func (t *totals) admit(u usage, minShared int) verdict {
-	var v verdict
+func (t *totals) admit(u usage, minShared int) (v verdict) {
+	t.admitInto(&u, minShared, &v)
+	return v
+}
+
+// admitInto is admit writing the verdict to v.
+func (t *totals) admitInto(u *usage, minShared int, v *verdict) {
+	*v = verdict{}
 	if u.sharedMilli > 0 {
 		if left := t.poolMilli() - t.plainMilli; u.sharedMilli > left {
 			v.short |= shortCPU
@@ -107,17 +113,16 @@ func (t *totals) admit(u usage, minShared int) verdict {
 			}
 		case left < ceilThousandths(t.plainMilli):
 			v.why, v.have, v.need = sharedPlain, left, t.plainMilli
-			return v
+			return
 		case left < int64(minShared):
 			v.why, v.have, v.need = sharedMin, left, int64(minShared)
 			v.never = t.allocCPUs-u.exclCPUs < minShared
-			return v
+			return
 		}
 	}
 	if v.short != 0 {
 		v.why = short
 	}
-	return v
 }
 
 // overcommit describes the totals that the pods already placed exceed (the

@@ -99,25 +99,37 @@ type Cache struct {
 // nodeInfo.mu, then Cache.groupsMu. The write lock is taken by
 // Cache.lockNode only.
 type nodeInfo struct {
-	name string
+	// The fields a verdict reads come first, within the first 128 bytes
+	// (ScheduleOne reads them on thousands of nodes, mostly out of the
+	// caches); TestNodeInfoLayout keeps them there.
+
 	// group is the node's group while it has not changed since it was
 	// worked out (nil else); read without the lock (see nodeGroup).
 	group atomic.Pointer[nodeGroup]
 
 	mu       sync.RWMutex // guards everything below
-	labels   map[string]string
-	kpol     topologymanager.Policy // "" unless the kubelet's Topology Manager admits pods
-	kopts    topologymanager.PredictOptions
-	m        *topology.Machine
+	removed  bool
 	optedIn  bool
-	alignMem bool // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
+	alignMem bool                   // NUMA pods' memory is reserved per NUMA node (see Cache.alignsMemory)
+	kpol     topologymanager.Policy // "" unless the kubelet's Topology Manager admits pods
 	class    *machineClass
 	state    *allocator.State
 	totals   // the machine's and the pods' counts, for the cache's own rules
-	pods     map[string]*podInfo
-	inexact  int // pods whose accounting depends on the order (podInfo.inexact)
-	removed  bool
+
+	name    string // immutable
+	kopts   topologymanager.PredictOptions
+	labels  map[string]string
+	m       *topology.Machine
+	pods    map[string]*podInfo
+	inexact int // pods whose accounting depends on the order (podInfo.inexact)
+
+	// Up to 256 bytes: a size class whose objects start on a cache line,
+	// so that the fields a verdict reads span two lines.
+	_ [nodeInfoPad]byte
 }
+
+// nodeInfoPad pads nodeInfo to 256 bytes (TestNodeInfoLayout).
+const nodeInfoPad = 40
 
 // podInfo is a pod the cache has placed (reserved) or been told is bound.
 type podInfo struct {

@@ -23,22 +23,20 @@ type CPUs struct {
 	free      numa.CPUSet
 	nodeCap   []int64
 	nodeFree  []int64
-	wholeCap  []int64  // per node: cores with tpc allocatable threads
-	wholeFree []int64  // per node: such cores with every thread free
-	coreAlloc []int8   // allocatable threads per core
-	freeBits  []uint64 // by core: bit t set when its thread threadsOf(k)[t] is free
-	// wholeMask[k] is every bit of freeBits[k] set when core k can be
-	// handed out whole (all of its tpc threads are allocatable), 0 when it
-	// cannot: the core is whole and free exactly when freeBits[k] equals it
-	// and it is not 0.
-	wholeMask []uint64
-	cpuTab    []cpuEntry // by CPU: its core, its position in the core's threads, its node
-	nodeCores [][]int32  // by node: its cores, ascending
-	coreSlot  []int32    // by core: its position in its node's nodeCores
-	// wholeBits[node] has bit s set when core nodeCores[node][s] can be
-	// handed out whole and every thread of it is free.
-	wholeBits [][]uint64
-	coreNode  []int32 // by core: its node
+	wholeCap  []int64     // per node: cores with tpc allocatable threads
+	wholeFree []int64     // per node: such cores with every thread free
+	coreAlloc []int8      // allocatable threads per core
+	freeBits  []uint64    // by core: bit t set when its thread threadsOf(k)[t] is free
+	coreTab   []coreEntry // by core: its whole mask and its bit in wholeWords
+	cpuTab    []cpuEntry  // by CPU: its core, its position in the core's threads, its node
+	nodeCores [][]int32   // by node: its cores, ascending
+	// The whole free cores, as bits: node i's words are
+	// wholeWords[wholeOff[i]:wholeOff[i+1]], whose bit s is set when core
+	// nodeCores[i][s] can be handed out whole and every thread of it is
+	// free.
+	wholeWords []uint64
+	wholeOff   []int32
+	coreNode   []int32 // by core: its node
 	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
 	// ascending.
 	threads   []int32
@@ -58,6 +56,27 @@ type cpuEntry struct {
 	node   uint8
 }
 
+// coreEntry is what the CPU resource keeps of one core: whole, every bit of
+// the core's freeBits set when it can be handed out whole (all of its tpc
+// threads are allocatable), 0 when it cannot (the core is whole and free
+// exactly when its freeBits equal a whole that is not 0); and the core's
+// bit in wholeWords, bit bit of word word.
+type coreEntry struct {
+	whole uint64
+	word  int32
+	bit   uint8
+}
+
+// setWhole sets (on) or clears core k's bit in wholeWords.
+func (c *CPUs) setWhole(k int32, on bool) {
+	e := &c.coreTab[k]
+	if on {
+		c.wholeWords[e.word] |= 1 << (e.bit & 63)
+	} else {
+		c.wholeWords[e.word] &^= 1 << (e.bit & 63)
+	}
+}
+
 var (
 	_ Resource   = (*CPUs)(nil)
 	_ Penalizer  = (*CPUs)(nil)
@@ -71,7 +90,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		m: m, tpc: m.ThreadsPerCore(),
 		nodeCap: make([]int64, n), nodeFree: make([]int64, n),
 		wholeCap: make([]int64, n), wholeFree: make([]int64, n),
-		coreAlloc: make([]int8, m.NumCores()), wholeMask: make([]uint64, m.NumCores()),
+		coreAlloc: make([]int8, m.NumCores()), coreTab: make([]coreEntry, m.NumCores()),
 		nodeCores: make([][]int32, n),
 	}
 	c.alloc = m.CPUs()
@@ -90,14 +109,16 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	copy(c.nodeFree, c.nodeCap)
 	copy(c.wholeFree, c.wholeCap)
-	c.coreSlot = make([]int32, m.NumCores())
-	c.wholeBits = make([][]uint64, n)
+	c.wholeOff = make([]int32, n+1)
 	for node, cores := range c.nodeCores {
-		c.wholeBits[node] = make([]uint64, (len(cores)+63)/64)
+		c.wholeOff[node+1] = c.wholeOff[node] + int32((len(cores)+63)/64)
+	}
+	c.wholeWords = make([]uint64, c.wholeOff[n])
+	for node, cores := range c.nodeCores {
 		for slot, k := range cores {
-			c.coreSlot[k] = int32(slot)
+			c.coreTab[k].word, c.coreTab[k].bit = c.wholeOff[node]+int32(slot>>6), uint8(slot&63)
 			if c.full(int(k)) {
-				c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+				c.setWhole(k, true)
 			}
 		}
 	}
@@ -123,7 +144,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		}
 		c.threadOff[k+1] = int32(len(c.threads))
 		if c.full(k) {
-			c.wholeMask[k] = c.freeBits[k]
+			c.coreTab[k].whole = c.freeBits[k]
 		}
 	}
 	c.pickBits = make([]uint64, max(m.CPUs().Max(), 0)/64+1)
@@ -237,15 +258,14 @@ func (c *CPUs) count(cpu int, delta int8) {
 	c.nodeFree[node] += int64(delta)
 	if isWhole := c.wholeFree1(k); isWhole != wasWhole {
 		c.wholeFree[node] += int64(delta)
-		slot := c.coreSlot[k]
-		c.wholeBits[node][slot>>6] ^= 1 << (uint(slot) & 63)
+		c.setWhole(k, isWhole)
 	}
 }
 
 // wholeFree1 reports whether core k can be handed out whole and every
 // thread of it is free.
 func (c *CPUs) wholeFree1(k int32) bool {
-	m := c.wholeMask[k]
+	m := c.coreTab[k].whole
 	return m != 0 && c.freeBits[k] == m
 }
 
@@ -296,7 +316,7 @@ func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
 	// Pass 1: whole free cores, the lowest first, found by their bits.
-	whole, tpc := c.wholeBits[node], c.tpc
+	whole, tpc := c.wholeWords[c.wholeOff[node]:c.wholeOff[node+1]], c.tpc
 	threads, off, pick, freeBits := c.threads, c.threadOff, c.pickBits, c.freeBits
 	taken := 0
 	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
@@ -330,7 +350,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			if fb == 0 {
 				continue
 			}
-			untouched := fb == c.wholeMask[k] // a whole free core
+			untouched := fb == c.coreTab[k].whole // a whole free core
 			if (pass == 0) == untouched {
 				continue
 			}
@@ -346,8 +366,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			c.nodeFree[node] -= int64(n)
 			if untouched { // a whole free core split
 				c.wholeFree[node]--
-				slot := c.coreSlot[k]
-				c.wholeBits[node][slot>>6] &^= 1 << (uint(slot) & 63)
+				c.setWhole(k, false)
 			}
 		}
 	}
@@ -355,7 +374,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 
 // Give returns a's CPUs, walking them word by word.
 func (c *CPUs) Give(a *Allocation) {
-	tab, freeBits, wholeMask, nodeFree := c.cpuTab, c.freeBits, c.wholeMask, c.nodeFree
+	tab, cores, freeBits, nodeFree := c.cpuTab, c.coreTab, c.freeBits, c.nodeFree
 	for wi, w := range a.CPUs.Words() {
 		base := wi << 6
 		for ; w != 0; w &= w - 1 {
@@ -364,10 +383,9 @@ func (c *CPUs) Give(a *Allocation) {
 			fb := freeBits[k] | 1<<(e.thread&63)
 			freeBits[k] = fb
 			nodeFree[e.node]++
-			if fb == wholeMask[k] { // the core is whole and free again (fb is not 0)
+			if ce := &cores[k]; fb == ce.whole { // the core is whole and free again (fb is not 0)
 				c.wholeFree[e.node]++
-				slot := c.coreSlot[k]
-				c.wholeBits[e.node][slot>>6] |= 1 << (uint(slot) & 63)
+				c.wholeWords[ce.word] |= 1 << (ce.bit & 63)
 			}
 		}
 	}
@@ -419,10 +437,7 @@ func (c *CPUs) Clone() Resource {
 	d.free = c.free.Clone()
 	d.nodeFree = append([]int64(nil), c.nodeFree...)
 	d.wholeFree = append([]int64(nil), c.wholeFree...)
-	d.wholeBits = make([][]uint64, len(c.wholeBits))
-	for i, b := range c.wholeBits {
-		d.wholeBits[i] = slices.Clone(b)
-	}
+	d.wholeWords = slices.Clone(c.wholeWords)
 	d.freeBits = slices.Clone(c.freeBits)
 	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
 	return &d

@@ -26,7 +26,6 @@ type CPUs struct {
 	wholeCap  []int64     // per node: cores with tpc allocatable threads
 	wholeFree []int64     // per node: such cores with every thread free
 	coreAlloc []int8      // allocatable threads per core
-	freeBits  []uint64    // by core: bit t set when its thread threadsOf(k)[t] is free
 	coreTab   []coreEntry // by core: its whole mask and its bit in wholeWords
 	cpuTab    []cpuEntry  // by CPU: its core, its position in the core's threads, its node
 	nodeCores [][]int32   // by node: its cores, ascending
@@ -49,19 +48,21 @@ type CPUs struct {
 
 // cpuEntry is what the CPU resource keeps of one logical CPU: its core (-1
 // for a CPU the machine does not have), the CPU's position among the core's
-// allocatable threads (its bit in freeBits) and the core's node.
+// allocatable threads (its bit in the core's free bits) and the core's node.
 type cpuEntry struct {
 	core   int32
 	thread uint8
 	node   uint8
 }
 
-// coreEntry is what the CPU resource keeps of one core: whole, every bit of
-// the core's freeBits set when it can be handed out whole (all of its tpc
-// threads are allocatable), 0 when it cannot (the core is whole and free
-// exactly when its freeBits equal a whole that is not 0); and the core's
-// bit in wholeWords, bit bit of word word.
+// coreEntry is what the CPU resource keeps of one core: free, bit t set
+// when its allocatable thread threadsOf(k)[t] is free; whole, every bit of
+// free set when the core can be handed out whole (all of its tpc threads
+// are allocatable), 0 when it cannot (the core is whole and free exactly
+// when free equals a whole that is not 0); and the core's bit in
+// wholeWords, bit bit of word word.
 type coreEntry struct {
+	free  uint64
 	whole uint64
 	word  int32
 	bit   uint8
@@ -131,20 +132,19 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	c.coreNode = make([]int32, m.NumCores())
 	c.threadOff = make([]int32, m.NumCores()+1)
-	c.freeBits = make([]uint64, m.NumCores())
 	for k := range c.coreNode {
 		c.coreNode[k] = int32(m.CoreNode(k))
 		for cpu := range m.CoreCPUs(k).All() {
 			if c.alloc.Contains(cpu) {
 				t := len(c.threads) - int(c.threadOff[k])
 				c.cpuTab[cpu].thread = uint8(t)
-				c.freeBits[k] |= 1 << uint(t)
+				c.coreTab[k].free |= 1 << uint(t)
 				c.threads = append(c.threads, int32(cpu))
 			}
 		}
 		c.threadOff[k+1] = int32(len(c.threads))
 		if c.full(k) {
-			c.coreTab[k].whole = c.freeBits[k]
+			c.coreTab[k].whole = c.coreTab[k].free
 		}
 	}
 	c.pickBits = make([]uint64, max(m.CPUs().Max(), 0)/64+1)
@@ -254,7 +254,7 @@ func (c *CPUs) count(cpu int, delta int8) {
 	e := c.cpuTab[cpu]
 	k, node := e.core, e.node
 	wasWhole := c.wholeFree1(k)
-	c.freeBits[k] ^= 1 << (e.thread & 63)
+	c.coreTab[k].free ^= 1 << (e.thread & 63)
 	c.nodeFree[node] += int64(delta)
 	if isWhole := c.wholeFree1(k); isWhole != wasWhole {
 		c.wholeFree[node] += int64(delta)
@@ -265,12 +265,12 @@ func (c *CPUs) count(cpu int, delta int8) {
 // wholeFree1 reports whether core k can be handed out whole and every
 // thread of it is free.
 func (c *CPUs) wholeFree1(k int32) bool {
-	m := c.coreTab[k].whole
-	return m != 0 && c.freeBits[k] == m
+	ce := &c.coreTab[k]
+	return ce.whole != 0 && ce.free == ce.whole
 }
 
 // freeThreads returns the free allocatable threads of core k.
-func (c *CPUs) freeThreads(k int32) int8 { return int8(bits.OnesCount64(c.freeBits[k])) }
+func (c *CPUs) freeThreads(k int32) int8 { return int8(bits.OnesCount64(c.coreTab[k].free)) }
 
 // threadsOf returns the allocatable threads of core k, ascending.
 func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.threadOff[k+1]] }
@@ -317,18 +317,24 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
 	// Pass 1: whole free cores, the lowest first, found by their bits.
 	whole, tpc := c.wholeWords[c.wholeOff[node]:c.wholeOff[node+1]], c.tpc
-	threads, off, pick, freeBits := c.threads, c.threadOff, c.pickBits, c.freeBits
+	threads, off, pick, coreTab := c.threads, c.threadOff, c.pickBits, c.coreTab
 	taken := 0
 	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
 		w := whole[wi]
 		for want >= tpc && w != 0 {
 			k := cores[wi<<6|bits.TrailingZeros64(w)]
 			w &= w - 1
-			for t, end := off[k], off[k+1]; t < end; t++ {
-				cpu := uint(threads[t])
-				pick[cpu>>6] |= 1 << (cpu & 63)
+			// A whole core has tpc allocatable threads from off[k].
+			if t := off[k]; tpc == 2 { // the common SMT machine, unrolled
+				c0, c1 := uint(threads[t]), uint(threads[t+1])
+				pick[c0>>6] |= 1 << (c0 & 63)
+				pick[c1>>6] |= 1 << (c1 & 63)
+			} else {
+				for _, cpu := range threads[t : t+int32(tpc)] {
+					pick[uint(cpu)>>6] |= 1 << (uint(cpu) & 63)
+				}
 			}
-			freeBits[k] = 0
+			coreTab[k].free = 0
 			taken++
 			want -= tpc
 		}
@@ -346,7 +352,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			if want == 0 {
 				break
 			}
-			fb := c.freeBits[k]
+			fb := c.coreTab[k].free
 			if fb == 0 {
 				continue
 			}
@@ -362,7 +368,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 				n++
 				want--
 			}
-			c.freeBits[k] = fb
+			c.coreTab[k].free = fb
 			c.nodeFree[node] -= int64(n)
 			if untouched { // a whole free core split
 				c.wholeFree[node]--
@@ -374,16 +380,17 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 
 // Give returns a's CPUs, walking them word by word.
 func (c *CPUs) Give(a *Allocation) {
-	tab, cores, freeBits, nodeFree := c.cpuTab, c.coreTab, c.freeBits, c.nodeFree
+	tab, cores, nodeFree := c.cpuTab, c.coreTab, c.nodeFree
 	for wi, w := range a.CPUs.Words() {
 		base := wi << 6
 		for ; w != 0; w &= w - 1 {
 			e := tab[base|bits.TrailingZeros64(w)]
 			k := e.core
-			fb := freeBits[k] | 1<<(e.thread&63)
-			freeBits[k] = fb
+			ce := &cores[k]
+			fb := ce.free | 1<<(e.thread&63)
+			ce.free = fb
 			nodeFree[e.node]++
-			if ce := &cores[k]; fb == ce.whole { // the core is whole and free again (fb is not 0)
+			if fb == ce.whole { // the core is whole and free again (fb is not 0)
 				c.wholeFree[e.node]++
 				c.wholeWords[ce.word] |= 1 << (ce.bit & 63)
 			}
@@ -438,7 +445,7 @@ func (c *CPUs) Clone() Resource {
 	d.nodeFree = append([]int64(nil), c.nodeFree...)
 	d.wholeFree = append([]int64(nil), c.wholeFree...)
 	d.wholeWords = slices.Clone(c.wholeWords)
-	d.freeBits = slices.Clone(c.freeBits)
+	d.coreTab = slices.Clone(c.coreTab)
 	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
 	return &d
 }

@@ -26,7 +26,7 @@ type CPUs struct {
 	wholeCap  []int64     // per node: cores with tpc allocatable threads
 	wholeFree []int64     // per node: such cores with every thread free
 	coreAlloc []int8      // allocatable threads per core
-	coreTab   []coreEntry // by core: its whole mask and its bit in wholeWords
+	coreTab   []coreEntry // by core: its free threads as bits, its whole mask, its bit in wholeWords
 	cpuTab    []cpuEntry  // by CPU: its core, its position in the core's threads, its node
 	nodeCores [][]int32   // by node: its cores, ascending
 	// The whole free cores, as bits: node i's words are

@@ -172,20 +172,31 @@ func comparePrefix(a, b peerKey) int {
 // for the peer) run only without -short.
 func TestPeerAgreement(t *testing.T) {
 	policy := gpuallocator.NewBestEffortPolicy()
-	type tally struct{ same, total, nvMore int }
-	var all tally
-	var diffs, nvMore []string
+	// Per group of requests: how many, the same answer, and the
+	// differences by where they differ: numaplace's answer better on the
+	// exact criteria (fewer nodes, nearer, fewer switches); equal there
+	// and the peer's with more NVLink links; equal there and numaplace's
+	// with more; equal in both (best fit or the lowest indices decided).
+	type tally struct{ total, same, better, peerLinks, moreLinks, tie int }
+	tallies := map[string]*tally{}
+	var groups, diffs, nvMore []string
 	shown := map[string]int{}
-	compare := func(name string, c prefCase, p *kubelet.DevicePlugin, peer peerSide) {
+	compare := func(group, name string, c prefCase, p *kubelet.DevicePlugin, peer peerSide) {
+		tl := tallies[group]
+		if tl == nil {
+			tl = &tally{}
+			tallies[group] = tl
+			groups = append(groups, group)
+		}
 		got, err := p.GetPreferredAllocation(c.available, c.must, c.size)
 		require.NoError(t, err, name)
 		np := atoiAll(t, got)
 		checkAnswer(t, "numaplace "+name, np, c)
 		pg := indices(policy.Allocate(peer.list(t, c.available), peer.list(t, c.must), c.size))
 		checkAnswer(t, "gpuallocator "+name, pg, c)
-		all.total++
+		tl.total++
 		if slices.Equal(np, pg) {
-			all.same++
+			tl.same++
 			return
 		}
 		nk, pk := keyOf(t, c.m, p, np), keyOf(t, c.m, p, pg)
@@ -193,9 +204,16 @@ func TestPeerAgreement(t *testing.T) {
 			"%s: numaplace %v %+v ranks below go-gpuallocator's %v %+v", name, np, nk, pg, pk)
 		line := fmt.Sprintf("%s (%d of %v, must %v): numaplace %v %+v, go-gpuallocator %v %+v",
 			name, c.size, c.available, c.must, np, nk, pg, pk)
-		if comparePrefix(nk, pk) == 0 && pk.nvlinks > nk.nvlinks {
-			all.nvMore++
+		switch {
+		case comparePrefix(nk, pk) < 0:
+			tl.better++
+		case pk.nvlinks > nk.nvlinks:
+			tl.peerLinks++
 			nvMore = append(nvMore, line)
+		case pk.nvlinks < nk.nvlinks:
+			tl.moreLinks++
+		default:
+			tl.tie++
 		}
 		if shown[c.m.Name()] < 4 {
 			shown[c.m.Name()]++
@@ -206,10 +224,8 @@ func TestPeerAgreement(t *testing.T) {
 		if testing.Short() && (c.name == "devices16/gpus2" || c.name == "devices16/gpus4") {
 			continue
 		}
-		compare(c.name, c, kubelet.NewDevicePlugin(c.m), newPeerSide(c.m))
+		compare("benchmark cases", c.name, c, kubelet.NewDevicePlugin(c.m), newPeerSide(c.m))
 	}
-	bench := all
-	t.Logf("benchmark cases: the same GPUs in %d of %d", bench.same, bench.total)
 
 	a100, err := topology.Preset("dgx-a100")
 	require.NoError(t, err)
@@ -234,11 +250,16 @@ func TestPeerAgreement(t *testing.T) {
 			for _, g := range must {
 				c.must = append(c.must, strconv.Itoa(g))
 			}
-			compare(fmt.Sprintf("%s/random%d", m.Name(), i), c, p, peer)
+			compare(m.Name()+" random", fmt.Sprintf("%s/random%d", m.Name(), i), c, p, peer)
 		}
 	}
-	t.Logf("random requests: the same GPUs in %d of %d", all.same-bench.same, all.total-bench.total)
-	t.Logf("where they differ, go-gpuallocator found more NVLink links at an equal node, distance and switch rank in %d:", all.nvMore)
+	for _, g := range groups {
+		tl := tallies[g]
+		t.Logf("%s: the same GPUs in %d of %d; of the %d differences, numaplace's fewer nodes, nearer or fewer switches %d, "+
+			"go-gpuallocator's more NVLink links %d, numaplace's more NVLink links %d, equal in both %d",
+			g, tl.same, tl.total, tl.total-tl.same, tl.better, tl.peerLinks, tl.moreLinks, tl.tie)
+	}
+	t.Log("go-gpuallocator's answer with more NVLink links at equal nodes, distance and switches:")
 	for _, d := range nvMore {
 		t.Log(d)
 	}

@@ -195,6 +195,9 @@ func TestPeerAgreement(t *testing.T) {
 		pg := indices(policy.Allocate(peer.list(t, c.available), peer.list(t, c.must), c.size))
 		checkAnswer(t, "gpuallocator "+name, pg, c)
 		tl.total++
+		if group == "benchmark cases" {
+			t.Logf("%s: numaplace %v, go-gpuallocator %v", name, np, pg)
+		}
 		if slices.Equal(np, pg) {
 			tl.same++
 			return

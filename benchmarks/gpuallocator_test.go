@@ -136,7 +136,8 @@ func newPeerSide(m *topology.Machine) peerSide {
 }
 
 // list returns the devices of the GPU IDs in ids (decimal strings), in
-// ascending index, as the NVIDIA device plugin hands them to the policy.
+// ascending index (the best-effort policy keeps the first partition and
+// set of equal scores, so the order decides its ties).
 func (p peerSide) list(tb testing.TB, ids []string) []*gpuallocator.Device {
 	tb.Helper()
 	var out []*gpuallocator.Device

@@ -158,6 +158,22 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 	}
 	sc := p.scratch()
 	defer p.release(sc)
+	if len(sc.free) == 1 { // at most 64 GPUs: the sets are words
+		if err := p.check(sc, available, mustInclude, size); err != nil {
+			return nil, err
+		}
+		chosen, err := sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
+		if err != nil { // cannot happen after the checks
+			return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)
+		}
+		out := make([]string, size)
+		k := 0
+		for w := chosen; w != 0 && k < len(out); w &= w - 1 {
+			out[k] = available[sc.pos[bits.TrailingZeros64(w)]]
+			k++
+		}
+		return out, nil
+	}
 	res, err := p.choose(sc, available, mustInclude, size)
 	if err != nil {
 		return nil, err
@@ -200,7 +216,7 @@ func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Prefer
 	pref := Preference{Devices: make([]string, 0, size), GPUs: make([]int, 0, size),
 		UnknownNUMA: res.UnknownNUMA, Switches: res.Rank.Switches, NVLinks: res.Rank.NVLinks}
 	for i := range res.Devices(0).All() {
-		pref.Devices = append(pref.Devices, sc.str[i])
+		pref.Devices = append(pref.Devices, sc.spelling(available, i))
 		pref.GPUs = append(pref.GPUs, p.gpuIDs[i])
 	}
 	pref.NUMANodes = p.m.IDsOf(res.NUMA)
@@ -211,9 +227,21 @@ func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Prefer
 type dpScratch struct {
 	ch         *devchoice.Chooser
 	free, must devchoice.Set
-	str        []string // dense index -> the caller's spelling
-	want       [1]devchoice.Want
-	req        devchoice.Request
+	str        []string // dense index -> the caller's spelling (more than 64 GPUs)
+	// pos[i] is the position in available of GPU i's spelling (at most 64
+	// GPUs: one word; positions, not strings, so that reading stores no
+	// pointers).
+	pos  [64]uint8
+	want [1]devchoice.Want
+	req  devchoice.Request
+}
+
+// spelling returns the spelling of GPU i in available, as read into sc.
+func (sc *dpScratch) spelling(available []string, i int) string {
+	if len(sc.free) == 1 {
+		return available[sc.pos[i]]
+	}
+	return sc.str[i]
 }
 
 // scratch returns working memory for one call.
@@ -244,7 +272,7 @@ func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) erro
 			return p.notGPU("available", s)
 		}
 		if sc.free.Has(i) {
-			return p.twice(sc, i, s)
+			return p.twice(sc, available, i, s)
 		}
 		sc.free.Add(i)
 		sc.str[i] = s
@@ -260,36 +288,60 @@ func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) erro
 }
 
 // readWord is read for machines of at most 64 GPUs: the sets are one
-// word.
+// word, and each GPU's spelling is recorded by its position in available.
+// IDs of one or two decimal digits are read inline through byID (when no
+// UUID is decimal) in a loop without calls; at the first other ID, or a
+// repeated GPU, readWordRest goes on from there.
 func (p *DevicePlugin) readWord(sc *dpScratch, available, mustInclude []string) error {
-	var free, must uint64
-	byID, str := p.byID, sc.str
-	fast := !p.decimalUUID
-	for _, s := range available {
-		i := -1
-		if n := len(s); fast && n > 0 && n <= 2 { // "0" to "99", inline
-			id := int(s[0]) - '0'
+	var free uint64
+	byID := p.byID
+	j := 0
+	if !p.decimalUUID {
+		for ; j < len(available); j++ {
+			s := available[j]
+			n := len(s)
+			if uint(n-1) >= 2 { // not "0" to "99"
+				break
+			}
+			d := uint(s[0]) - '0'
+			id := d
 			if n == 2 {
-				id = id*10 + int(s[1]) - '0'
+				d1 := uint(s[1]) - '0'
+				id = d*10 + d1
+				d = max(d, d1) // both digits, or above 9
 			}
-			if uint(id) < uint(len(byID)) && s[0]-'0' <= 9 && (n == 1 || s[1]-'0' <= 9) {
-				i = int(byID[id])
+			if d > 9 || id >= uint(len(byID)) {
+				break
 			}
+			i := uint(byID[id])
+			bit := uint64(1) << (i & 63)
+			if i >= 64 || free&bit != 0 { // no such GPU (-1), or listed twice
+				break
+			}
+			free |= bit
+			sc.pos[i] = uint8(j) // j < 64: the 65th ID repeats a GPU
 		}
-		if i < 0 {
-			j, ok := p.lookup(s)
-			if !ok {
-				return p.notGPU("available", s)
-			}
-			i = j
+	}
+	return p.readWordRest(sc, available, j, free, mustInclude)
+}
+
+// readWordRest is readWord from available position j on, with the GPUs
+// before it in free.
+func (p *DevicePlugin) readWordRest(sc *dpScratch, available []string, j int, free uint64, mustInclude []string) error {
+	for ; j < len(available); j++ {
+		s := available[j]
+		i, ok := p.index(s)
+		if !ok {
+			return p.notGPU("available", s)
 		}
-		bit := uint64(1) << uint(i)
+		bit := uint64(1) << uint(i&63)
 		if free&bit != 0 {
-			return p.twice(sc, i, s)
+			return p.twice(sc, available, i, s)
 		}
 		free |= bit
-		str[i] = s
+		sc.pos[i] = uint8(j) // j < 64: the 65th ID repeats a GPU
 	}
+	var must uint64
 	for _, s := range mustInclude {
 		i, ok := p.index(s)
 		bit := uint64(1) << uint(i&63)
@@ -311,8 +363,8 @@ func (p *DevicePlugin) notGPU(list, s string) error {
 }
 
 // twice is the error for GPU i listed again as s in available.
-func (p *DevicePlugin) twice(sc *dpScratch, i int, s string) error {
-	return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpuIDs[i], quote.Short(sc.str[i]), quote.Short(s))
+func (p *DevicePlugin) twice(sc *dpScratch, available []string, i int, s string) error {
+	return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpuIDs[i], quote.Short(sc.spelling(available, i)), quote.Short(s))
 }
 
 // checkMust checks must-include ID s (GPU i when found): found, available
@@ -349,19 +401,26 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 	return p.lookup(s)
 }
 
-// choose reads and checks the request into sc and chooses.
-func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
-
+// check reads and checks the request into sc.
+func (p *DevicePlugin) check(sc *dpScratch, available, mustInclude []string, size int) error {
 	if err := p.read(sc, available, mustInclude); err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case size < 1:
-		return nil, fmt.Errorf("%w: size %d: at least one device must be asked for", ErrDeviceRequest, size)
+		return fmt.Errorf("%w: size %d: at least one device must be asked for", ErrDeviceRequest, size)
 	case size < len(mustInclude):
-		return nil, fmt.Errorf("%w: size %d is below the %d must-include devices", ErrDeviceRequest, size, len(mustInclude))
+		return fmt.Errorf("%w: size %d is below the %d must-include devices", ErrDeviceRequest, size, len(mustInclude))
 	case size > len(available):
-		return nil, fmt.Errorf("%w: size %d is above the %d available devices", ErrDeviceRequest, size, len(available))
+		return fmt.Errorf("%w: size %d is above the %d available devices", ErrDeviceRequest, size, len(available))
+	}
+	return nil
+}
+
+// choose reads and checks the request into sc and chooses.
+func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
+	if err := p.check(sc, available, mustInclude, size); err != nil {
+		return nil, err
 	}
 	sc.want[0] = devchoice.Want{Class: 0, Count: size, Free: sc.free, Must: sc.must}
 	sc.req.Nodes, sc.req.Unknown = p.m.AllNodes(), true

@@ -565,10 +565,7 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		// device of their difference).
 		nd := len(c.x.classes[0].ids)
 		e := &c.ex
-		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
-		for i := range n {
-			e.ml[i] = 0
-		}
+		clear(e.ml[:n])
 		for w := must; w != 0; w &= w - 1 {
 			row := c.x.dense[bits.TrailingZeros64(w)*nd:]
 			for i := range n {
@@ -587,6 +584,10 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 			}
 			return must | 1<<pos[bi] | 1<<pos[bj]
 		}
+		if k := n - rest; k < rest {
+			return must | free&^c.exactDrop(&pos, n, k)
+		}
+		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
 		c.exactDFS(0, rest, 0, 0)
 		return must | e.best
 	}
@@ -616,11 +617,75 @@ func (c *Chooser) groupLinksWord() int {
 	return min(c.linksUB, int(c.topSum/2))
 }
 
+// exactDrop is exactWord's search when fewer devices are left out than
+// chosen (k of the n candidates at pos, with c.ex.ml their links to the
+// must-include devices): it returns the k devices to leave out. The links
+// of a choice (among its devices and to the must-include ones) are those
+// of all the candidates, less each left-out device's links to the
+// candidates and must-include devices (its degree), plus the links within
+// the left-out set D (subtracted twice in the degrees, once too often), so
+// the best choice leaves out the D of the least sum of degrees less its
+// links within. Of two choices of equal links, the one holding the lowest
+// device of their difference comes first, which is the one whose D does
+// not hold it: so the last best D in lexicographic order wins, where
+// exactDFS keeps the first best choice.
+func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
+	e := &c.ex
+	nd := len(c.x.classes[0].ids)
+	dense := c.x.dense
+	for i := range n {
+		row := dense[int(pos[i])*nd:][:nd]
+		d := e.ml[i]
+		for j := range n {
+			d += row[pos[j]]
+		}
+		e.deg[i] = d
+	}
+	if k == 1 {
+		bi, bd := 0, e.deg[0]
+		for i := 1; i < n; i++ {
+			if d := e.deg[i]; d <= bd {
+				bi, bd = i, d
+			}
+		}
+		return 1 << pos[bi]
+	}
+	e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, *pos, 0, -1<<31
+	c.dropDFS(0, k, 0, 0)
+	return e.best
+}
+
+// dropDFS extends the left-out set of c.ex.chosen[:depth] (whose score,
+// links within it less its degrees, is acc, and whose devices are out) by
+// left more candidates from from on, keeping the last best.
+func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
+	e := &c.ex
+	depth := popcount(out)
+	if left == 0 {
+		if acc >= e.bestLinks {
+			e.best, e.bestLinks = out, acc
+		}
+		return
+	}
+	dense := c.x.dense
+	for i := from; i+left <= e.n; i++ {
+		v := int(e.pos[i])
+		l := acc - e.deg[i]
+		row := dense[v*e.nd:]
+		for _, u := range e.chosen[:depth] {
+			l += row[u]
+		}
+		e.chosen[depth] = uint8(v)
+		c.dropDFS(i+1, left-1, l, out|1<<uint(v))
+	}
+}
+
 // exactState is the working memory of exactDFS.
 type exactState struct {
 	n, nd     int
 	pos       [64]uint8 // the candidates' device indices
 	ml        [64]int32 // each candidate's links to the must-include devices
+	deg       [64]int32 // exactDrop: each candidate's links to all candidates and must-include devices
 	chosen    [64]uint8 // the devices of the combination being built
 	best      uint64
 	bestLinks int32

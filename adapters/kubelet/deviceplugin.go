@@ -40,6 +40,12 @@ type DevicePlugin struct {
 	// decimalUUID: some UUID is written in decimal digits only, so decimal
 	// strings are looked up as UUIDs first (as every string is).
 	decimalUUID bool
+	// idle[k-1] is the answer for k GPUs when every GPU is available and
+	// none must be included (an idle node), 0 until the first such call
+	// stores what the chooser answered (machines of at most 64 GPUs, whose
+	// every GPU is the word all).
+	idle []atomic.Uint64
+	all  uint64
 	// Working memory: spare is taken and given back by one call at a time
 	// (a swap, cheaper than the pool), the pool serves concurrent calls.
 	spare atomic.Pointer[dpScratch]
@@ -69,6 +75,10 @@ func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 			p.byUUID[g.UUID] = i
 			p.decimalUUID = p.decimalUUID || isDecimal(g.UUID)
 		}
+	}
+	if n := len(gpus); n <= 64 {
+		p.idle = make([]atomic.Uint64, n)
+		p.all = uint64(1)<<uint(n) - 1 // n = 64: all bits
 	}
 	p.pool.New = func() any {
 		n := len(p.gpuIDs)
@@ -162,7 +172,7 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 		if err := p.check(sc, available, mustInclude, size); err != nil {
 			return nil, err
 		}
-		chosen, err := sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
+		chosen, err := p.chooseWord(sc, size)
 		if err != nil { // cannot happen after the checks
 			return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)
 		}
@@ -399,6 +409,24 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 		}
 	}
 	return p.lookup(s)
+}
+
+// chooseWord chooses size GPUs of the request read into sc, on a machine
+// of at most 64 GPUs: the chooser's answer, which for an idle node (every
+// GPU available, none must-include) is computed once per size and kept in
+// p.idle (the chooser is deterministic, so the answer is the same).
+func (p *DevicePlugin) chooseWord(sc *dpScratch, size int) (uint64, error) {
+	idle := sc.free[0] == p.all && sc.must[0] == 0 && size-1 < len(p.idle)
+	if idle {
+		if w := p.idle[size-1].Load(); w != 0 {
+			return w, nil
+		}
+	}
+	w, err := sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
+	if err == nil && idle {
+		p.idle[size-1].Store(w)
+	}
+	return w, err
 }
 
 // check reads and checks the request into sc.

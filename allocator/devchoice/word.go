@@ -23,47 +23,59 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	c.wFree, c.wMust = free, must
 	need := c.need[0]
 	ng := x.nodes + 1
-	c.pick, c.gitems = c.pick[:0], c.gitems[:0]
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
+	// Locals for the loop (stores through c would make the compiler reload
+	// every slice header).
+	pick, items := c.pick[:0], c.gitems[:0]
+	gw := c.gw
+	bm := cl.bm
+	nodes, unknownOK, unknown := c.nodes, c.unknown, int32(x.nodes)
 	var allowed uint64
-	for _, g := range cl.groups {
-		if !c.allowedGroup(int(g)) {
+	var gcap int32
+	for _, wg := range cl.wg {
+		g := wg.g
+		if g == unknown && !unknownOK || g != unknown && !nodes.Contains(int(g)) {
 			continue
 		}
-		gm := cl.gm[g]
-		allowed |= gm
-		f := free & gm
+		allowed |= wg.gm
+		f := free & wg.gm
 		if f == 0 {
 			continue
 		}
 		n := int32(popcount(f))
-		fit := int32(-1)
-		if lo, hi := cl.cbStart[g], cl.cbStart[g+1]; hi == lo+1 { // one bucket
+		fit, nb := int32(-1), int32(1)
+		if wg.hi == wg.lo+1 { // one bucket
 			if n >= need {
 				fit = n
 			}
 		} else {
-			for i := lo; i < hi; i++ {
-				if bn := int32(popcount(free & cl.bm[i])); bn >= need && (fit < 0 || bn < fit) {
+			nb = 0
+			for _, m := range bm[wg.lo:wg.hi] {
+				if m&free == 0 {
+					continue
+				}
+				nb++
+				if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
 					fit = bn
 				}
 			}
 		}
 		low := int32(bits.TrailingZeros64(f))
-		c.gcnt[0][g], c.gfit[g], c.glow[g] = n, fit, low
-		if must&gm == 0 {
-			c.gitems = append(c.gitems, gItem{g: g, c0: n, low: low})
+		gw[g] = groupWord{free: f, fit: fit, low: low, nb: nb}
+		if must&wg.gm == 0 {
+			items = append(items, gItem{g: g, c0: n, low: low})
 			continue
 		}
-		for _, h := range c.pick {
+		for _, h := range pick {
 			c.key.dist += x.gdist[int(g)*ng+int(h)]
 		}
-		if g == int32(x.nodes) {
+		if g == unknown {
 			c.key.unk = 1
 		}
-		c.pick = append(c.pick, g)
-		c.gcap[0] += n
+		pick = append(pick, g)
+		gcap += n
 	}
+	c.pick, c.gitems, c.gcap[0] = pick, items, gcap
 	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
 }
 
@@ -199,14 +211,14 @@ func (c *Chooser) boundBeatsWord() bool {
 	low := int32(-1)
 	if len(c.pick) == 1 {
 		g := c.pick[0]
-		if f := c.gfit[g]; f >= 0 {
+		if f := c.gw[g].fit; f >= 0 {
 			lb.SwitchLeft = int(f - need)
 		} else {
 			lb.Switches = 2
 		}
-		low = c.glow[g]
+		low = c.gw[g].low
 	} else {
-		low = c.lowestFree0()
+		low = c.lowestFreeWord()
 	}
 	d := compareRanks(&lb, &c.bestRank)
 	return d < 0 || d == 0 && low <= int32(bits.TrailingZeros64(c.bestWord))
@@ -219,22 +231,13 @@ func (c *Chooser) leafWord() {
 	free, must, need0 := c.wFree, c.wMust, c.need[0]
 	if c.gcap[0] == need0 && x.switchInGroup {
 		// Every free device of the groups is taken, and their switches are
-		// their non-empty buckets: no items to build.
+		// their non-empty buckets (counted by countWord): no items to
+		// build.
 		sel, n := uint64(0), 0
+		gw := c.gw
 		for _, g := range c.pick {
-			if lo, hi := cl.cbStart[g], cl.cbStart[g+1]; hi == lo+1 {
-				if m := free & cl.gm[g]; m != 0 {
-					sel |= m
-					n++
-				}
-			} else {
-				for i := lo; i < hi; i++ {
-					if m := free & cl.bm[i]; m != 0 {
-						sel |= m
-						n++
-					}
-				}
-			}
+			sel |= gw[g].free
+			n += int(gw[g].nb)
 		}
 		c.gLinks = c.groupLinksWord()
 		c.everyDevice(n, sel)
@@ -337,7 +340,7 @@ func (c *Chooser) leafWord() {
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
 			return
 		}
 	}
@@ -351,6 +354,19 @@ func (c *Chooser) leafWord() {
 	c.dfsWord(0, smin-forced, capF, smin)
 }
 
+// lowestFreeWord is lowestFree0 for the word path.
+func (c *Chooser) lowestFreeWord() int32 {
+	var f uint64
+	gw := c.gw
+	for _, g := range c.pick {
+		f |= gw[g].free
+	}
+	if f == 0 {
+		return -1
+	}
+	return int32(bits.TrailingZeros64(f))
+}
+
 // everyDevice is leafWord's search when the groups hold exactly the
 // count: the bounds and the one choice sel, every free device of the
 // groups, under n switches.
@@ -361,7 +377,7 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 	lb.NVLinks = c.gLinks
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
 			return
 		}
 	}

@@ -304,35 +304,45 @@ func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) erro
 // repeated GPU, readWordRest goes on from there.
 func (p *DevicePlugin) readWord(sc *dpScratch, available, mustInclude []string) error {
 	var free uint64
-	byID := p.byID
 	j := 0
 	if !p.decimalUUID {
-		for ; j < len(available); j++ {
-			s := available[j]
-			n := len(s)
-			if uint(n-1) >= 2 { // not "0" to "99"
-				break
-			}
-			d := uint(s[0]) - '0'
-			id := d
-			if n == 2 {
-				d1 := uint(s[1]) - '0'
-				id = d*10 + d1
-				d = max(d, d1) // both digits, or above 9
-			}
-			if d > 9 || id >= uint(len(byID)) {
-				break
-			}
-			i := uint(byID[id])
-			bit := uint64(1) << (i & 63)
-			if i >= 64 || free&bit != 0 { // no such GPU (-1), or listed twice
-				break
-			}
-			free |= bit
-			sc.pos[i] = uint8(j) // j < 64: the 65th ID repeats a GPU
-		}
+		free, j = readShortIDs(available, p.byID, &sc.pos)
 	}
 	return p.readWordRest(sc, available, j, free, mustInclude)
+}
+
+// readShortIDs reads the IDs of available from the first on while they
+// are one or two decimal digits naming distinct GPUs in byID (a GPU ID
+// below len(byID) -> its dense index, or -1), recording each GPU's
+// position in pos; it returns the GPUs read and the position of the first
+// ID left unread. It has no calls and few live values, so its loop stays
+// in registers.
+func readShortIDs(available []string, byID []int32, pos *[64]uint8) (free uint64, j int) {
+	for ; j < len(available); j++ {
+		s := available[j]
+		n := len(s)
+		if uint(n-1) >= 2 { // not "0" to "99"
+			break
+		}
+		d := uint(s[0]) - '0'
+		id := d
+		if n == 2 {
+			d1 := uint(s[1]) - '0'
+			id = d*10 + d1
+			d = max(d, d1) // both digits, or above 9
+		}
+		if d > 9 || id >= uint(len(byID)) {
+			break
+		}
+		i := uint(byID[id])
+		bit := uint64(1) << (i & 63)
+		if i >= 64 || free&bit != 0 { // no such GPU (-1), or listed twice
+			break
+		}
+		free |= bit
+		pos[i] = uint8(j) // j < 64: the 65th ID repeats a GPU
+	}
+	return free, j
 }
 
 // readWordRest is readWord from available position j on, with the GPUs

@@ -529,16 +529,24 @@ func (c *Chooser) linksWord(sel uint64) int {
 		n := popcount(sel)
 		return n * (n - 1) / 2 * int(x.maxLink)
 	}
-	links := 0
-	n := len(x.classes[0].ids)
+	// The devices' indices first, then the pairs by rows of the dense
+	// table (fewer instructions per pair than walking the bits twice).
+	var idx [64]uint8
+	k := 0
 	for w := sel; w != 0; w &= w - 1 {
-		u := bits.TrailingZeros64(w)
-		row := x.dense[u*n : u*n+n]
-		for v := w & (w - 1); v != 0; v &= v - 1 {
-			links += int(row[bits.TrailingZeros64(v)])
+		idx[k&63] = uint8(bits.TrailingZeros64(w))
+		k++
+	}
+	n := len(x.classes[0].ids)
+	dense := x.dense
+	links := int32(0)
+	for a := 1; a < k; a++ {
+		base := int(idx[a&63]) * n
+		for _, u := range idx[:a&63] {
+			links += dense[base+int(u)]
 		}
 	}
-	return links
+	return int(links)
 }
 
 // exactWord is exactFirst for the word path: of the combinations of rest
@@ -650,10 +658,10 @@ func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	nd := len(c.x.classes[0].ids)
 	dense := c.x.dense
 	for i := range n {
-		row := dense[int(pos[i])*nd:][:nd]
+		base := int(pos[i]) * nd
 		d := e.ml[i]
-		for j := range n {
-			d += row[pos[j]]
+		for _, v := range pos[:n] {
+			d += dense[base+int(v)]
 		}
 		e.deg[i] = d
 	}

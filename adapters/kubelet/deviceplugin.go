@@ -26,8 +26,11 @@ var errNilPlugin = fmt.Errorf("%w: a device plugin without a machine (nil)", Err
 // DevicePlugin answers the kubelet device plugin API's
 // GetPreferredAllocation for the GPUs of one machine, with the project's
 // one device chooser (allocator/devchoice), so that it prefers what the
-// allocator prefers. It is immutable and safe for concurrent use; its
-// memory is linear in the machine's GPUs and NVLinks.
+// allocator prefers. It is safe for concurrent use, and immutable but for
+// the answers it keeps for an idle node (every GPU available, none
+// must-include: one word per size, stored by the first such call, the
+// chooser's own answer); its memory is linear in the machine's GPUs and
+// NVLinks.
 type DevicePlugin struct {
 	m      *topology.Machine
 	x      *devchoice.Index
@@ -167,13 +170,14 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 		return nil, errNilPlugin
 	}
 	sc := p.scratch()
-	defer p.release(sc)
 	if len(sc.free) == 1 { // at most 64 GPUs: the sets are words
 		if err := p.check(sc, available, mustInclude, size); err != nil {
+			p.release(sc)
 			return nil, err
 		}
 		chosen, err := p.chooseWord(sc, size)
 		if err != nil { // cannot happen after the checks
+			p.release(sc)
 			return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)
 		}
 		out := make([]string, size)
@@ -182,8 +186,10 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 			out[k] = available[sc.pos[bits.TrailingZeros64(w)]]
 			k++
 		}
+		p.release(sc)
 		return out, nil
 	}
+	defer p.release(sc)
 	res, err := p.choose(sc, available, mustInclude, size)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,9 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	nodes, unknownOK, unknown := c.nodes, c.unknown, int32(x.nodes)
 	var allowed uint64
 	var gcap int32
-	for _, wg := range cl.wg {
+	wgs := cl.wg
+	for i := range wgs {
+		wg := &wgs[i]
 		g := wg.g
 		if g == unknown && !unknownOK || g != unknown && !nodes.Contains(int(g)) {
 			continue

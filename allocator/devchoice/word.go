@@ -96,9 +96,12 @@ func (c *Chooser) levelOneWord() {
 		}
 	}
 	sortGItems(items)
-	prefix := append(c.prefix[:0], 0)
+	prefix := grow(c.prefix, len(items)+1)
+	sum := int32(0)
+	prefix[0] = 0
 	for i := range items {
-		prefix = append(prefix, prefix[i]+items[i].c0)
+		sum += items[i].c0
+		prefix[i+1] = sum
 	}
 	c.prefix = prefix
 	need0 := c.need[0]
@@ -161,6 +164,7 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 	ng := x.nodes + 1
 	items, prefix, need := c.gitems, c.prefix, c.need[0]
 	unknown := int32(x.nodes)
+	gdist := x.gdist
 	for i := from; i+left <= len(items); i++ {
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
 			return
@@ -168,10 +172,11 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		it := &items[i]
 		key := c.key
 		if len(c.pick) > 0 {
-			row := x.gdist[int(it.g)*ng : int(it.g+1)*ng]
+			base, dist := int(it.g)*ng, c.key.dist
 			for _, h := range c.pick {
-				c.key.dist += row[h]
+				dist += gdist[base+int(h)]
 			}
+			c.key.dist = dist
 		}
 		if it.g == unknown {
 			c.key.unk = 1

@@ -165,6 +165,7 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 	items, prefix, need := c.gitems, c.prefix, c.need[0]
 	unknown := int32(x.nodes)
 	gdist := x.gdist
+	links := c.links
 	for i := from; i+left <= len(items); i++ {
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
 			return
@@ -183,7 +184,10 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		c.gcap[0] += it.c0
 		c.pick = append(c.pick, it.g)
-		top := x.groupTop(it.g, need)
+		top := int32(0)
+		if links { // topSum bounds the links only then (groupLinksWord)
+			top = x.groupTop(it.g, need)
+		}
 		c.topSum += top
 		if left > 1 {
 			c.dfsGroupsWord(i+1, left-1)

@@ -23,19 +23,19 @@ type CPUs struct {
 	free      numa.CPUSet
 	nodeCap   []int64
 	nodeFree  []int64
-	wholeCap  []int64   // per node: cores with tpc allocatable threads
-	wholeFree []int64   // per node: such cores with every thread free
-	coreAlloc []int8    // allocatable threads per core
-	coreFree  []int8    // free allocatable threads per core
-	freeBits  []uint64  // by core: bit t set when its thread threadsOf(k)[t] is free
-	cpuThread []uint8   // by allocatable CPU: its position in its core's threads
-	nodeCores [][]int32 // by node: its cores, ascending
-	coreSlot  []int32   // by core: its position in its node's nodeCores
-	// wholeBits[node] has bit s set when core nodeCores[node][s] can be
-	// handed out whole and every thread of it is free.
-	wholeBits [][]uint64
-	cpuCore   []int32 // by CPU: its core (-1: none)
-	coreNode  []int32 // by core: its node
+	wholeCap  []int64     // per node: cores with tpc allocatable threads
+	wholeFree []int64     // per node: such cores with every thread free
+	coreAlloc []int8      // allocatable threads per core
+	coreTab   []coreEntry // by core: its free threads as bits, its whole mask, its bit in wholeWords
+	cpuTab    []cpuEntry  // by CPU: its core, its position in the core's threads, its node
+	nodeCores [][]int32   // by node: its cores, ascending
+	// The whole free cores, as bits: node i's words are
+	// wholeWords[wholeOff[i]:wholeOff[i+1]], whose bit s is set when core
+	// nodeCores[i][s] can be handed out whole and every thread of it is
+	// free.
+	wholeWords []uint64
+	wholeOff   []int32
+	coreNode   []int32 // by core: its node
 	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
 	// ascending.
 	threads   []int32
@@ -44,6 +44,38 @@ type CPUs struct {
 	// from the start of a Take (or of a grown Resize) to its end.
 	pickBits []uint64
 	list     []int
+}
+
+// cpuEntry is what the CPU resource keeps of one logical CPU: its core (-1
+// for a CPU the machine does not have), the CPU's position among the core's
+// allocatable threads (its bit in the core's free bits) and the core's node.
+type cpuEntry struct {
+	core   int32
+	thread uint8
+	node   uint8
+}
+
+// coreEntry is what the CPU resource keeps of one core: free, bit t set
+// when its allocatable thread threadsOf(k)[t] is free; whole, every bit of
+// free set when the core can be handed out whole (all of its tpc threads
+// are allocatable), 0 when it cannot (the core is whole and free exactly
+// when free equals a whole that is not 0); and the core's bit in
+// wholeWords, bit bit of word word.
+type coreEntry struct {
+	free  uint64
+	whole uint64
+	word  int32
+	bit   uint8
+}
+
+// setWhole sets (on) or clears core k's bit in wholeWords.
+func (c *CPUs) setWhole(k int32, on bool) {
+	e := &c.coreTab[k]
+	if on {
+		c.wholeWords[e.word] |= 1 << (e.bit & 63)
+	} else {
+		c.wholeWords[e.word] &^= 1 << (e.bit & 63)
+	}
 }
 
 var (
@@ -59,7 +91,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		m: m, tpc: m.ThreadsPerCore(),
 		nodeCap: make([]int64, n), nodeFree: make([]int64, n),
 		wholeCap: make([]int64, n), wholeFree: make([]int64, n),
-		coreAlloc: make([]int8, m.NumCores()), coreFree: make([]int8, m.NumCores()),
+		coreAlloc: make([]int8, m.NumCores()), coreTab: make([]coreEntry, m.NumCores()),
 		nodeCores: make([][]int32, n),
 	}
 	c.alloc = m.CPUs()
@@ -69,7 +101,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		node := m.CoreNode(k)
 		cpus := m.CoreCPUs(k)
 		a := cpus.IntersectionCount(c.alloc)
-		c.coreAlloc[k], c.coreFree[k] = int8(a), int8(a)
+		c.coreAlloc[k] = int8(a)
 		c.nodeCap[node] += int64(a)
 		if c.full(k) {
 			c.wholeCap[node]++
@@ -78,40 +110,42 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	copy(c.nodeFree, c.nodeCap)
 	copy(c.wholeFree, c.wholeCap)
-	c.coreSlot = make([]int32, m.NumCores())
-	c.wholeBits = make([][]uint64, n)
+	c.wholeOff = make([]int32, n+1)
 	for node, cores := range c.nodeCores {
-		c.wholeBits[node] = make([]uint64, (len(cores)+63)/64)
+		c.wholeOff[node+1] = c.wholeOff[node] + int32((len(cores)+63)/64)
+	}
+	c.wholeWords = make([]uint64, c.wholeOff[n])
+	for node, cores := range c.nodeCores {
 		for slot, k := range cores {
-			c.coreSlot[k] = int32(slot)
+			c.coreTab[k].word, c.coreTab[k].bit = c.wholeOff[node]+int32(slot>>6), uint8(slot&63)
 			if c.full(int(k)) {
-				c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+				c.setWhole(k, true)
 			}
 		}
 	}
-	c.cpuCore = make([]int32, m.CPUs().Max()+1)
-	for cpu := range c.cpuCore {
-		k, ok := m.CPUCore(cpu)
-		if !ok {
-			k = -1
+	c.cpuTab = make([]cpuEntry, m.CPUs().Max()+1)
+	for cpu := range c.cpuTab {
+		c.cpuTab[cpu].core = -1
+		if k, ok := m.CPUCore(cpu); ok {
+			c.cpuTab[cpu] = cpuEntry{core: int32(k), node: uint8(m.CoreNode(k))}
 		}
-		c.cpuCore[cpu] = int32(k)
 	}
 	c.coreNode = make([]int32, m.NumCores())
 	c.threadOff = make([]int32, m.NumCores()+1)
-	c.freeBits = make([]uint64, m.NumCores())
-	c.cpuThread = make([]uint8, len(c.cpuCore))
 	for k := range c.coreNode {
 		c.coreNode[k] = int32(m.CoreNode(k))
 		for cpu := range m.CoreCPUs(k).All() {
 			if c.alloc.Contains(cpu) {
 				t := len(c.threads) - int(c.threadOff[k])
-				c.cpuThread[cpu] = uint8(t)
-				c.freeBits[k] |= 1 << uint(t)
+				c.cpuTab[cpu].thread = uint8(t)
+				c.coreTab[k].free |= 1 << uint(t)
 				c.threads = append(c.threads, int32(cpu))
 			}
 		}
 		c.threadOff[k+1] = int32(len(c.threads))
+		if c.full(k) {
+			c.coreTab[k].whole = c.coreTab[k].free
+		}
 	}
 	c.pickBits = make([]uint64, max(m.CPUs().Max(), 0)/64+1)
 	return c
@@ -217,21 +251,26 @@ func (c *CPUs) Penalty(r *Request, span numa.Mask, amounts []int64) int64 {
 // count marks cpu taken (delta -1) or given back (+1) in the per-core and
 // per-node counters; the caller updates the free set.
 func (c *CPUs) count(cpu int, delta int8) {
-	k := c.cpuCore[cpu]
-	node := c.coreNode[k]
-	f, a := c.coreFree[k], c.coreAlloc[k]
-	whole := int(a) == c.tpc // the core can be whole at all
-	wasWhole := whole && f == a
-	f += delta
-	c.coreFree[k] = f
-	c.freeBits[k] ^= 1 << (c.cpuThread[cpu] & 63)
+	e := c.cpuTab[cpu]
+	k, node := e.core, e.node
+	wasWhole := c.wholeFree1(k)
+	c.coreTab[k].free ^= 1 << (e.thread & 63)
 	c.nodeFree[node] += int64(delta)
-	if isWhole := whole && f == a; isWhole != wasWhole {
+	if isWhole := c.wholeFree1(k); isWhole != wasWhole {
 		c.wholeFree[node] += int64(delta)
-		slot := c.coreSlot[k]
-		c.wholeBits[node][slot>>6] ^= 1 << (uint(slot) & 63)
+		c.setWhole(k, isWhole)
 	}
 }
+
+// wholeFree1 reports whether core k can be handed out whole and every
+// thread of it is free.
+func (c *CPUs) wholeFree1(k int32) bool {
+	ce := &c.coreTab[k]
+	return ce.whole != 0 && ce.free == ce.whole
+}
+
+// freeThreads returns the free allocatable threads of core k.
+func (c *CPUs) freeThreads(k int32) int8 { return int8(bits.OnesCount64(c.coreTab[k].free)) }
 
 // threadsOf returns the allocatable threads of core k, ascending.
 func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.threadOff[k+1]] }
@@ -277,18 +316,25 @@ func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
 	// Pass 1: whole free cores, the lowest first, found by their bits.
-	whole, tpc := c.wholeBits[node], c.tpc
-	threads, off, pick := c.threads, c.threadOff, c.pickBits
+	whole, tpc := c.wholeWords[c.wholeOff[node]:c.wholeOff[node+1]], c.tpc
+	threads, off, pick, coreTab := c.threads, c.threadOff, c.pickBits, c.coreTab
 	taken := 0
 	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
 		w := whole[wi]
 		for want >= tpc && w != 0 {
 			k := cores[wi<<6|bits.TrailingZeros64(w)]
 			w &= w - 1
-			for _, cpu := range threads[off[k]:off[k+1]] {
-				pick[cpu>>6] |= 1 << (uint(cpu) & 63)
+			// A whole core has tpc allocatable threads from off[k].
+			if t := off[k]; tpc == 2 { // the common SMT machine, unrolled
+				c0, c1 := uint(threads[t]), uint(threads[t+1])
+				pick[c0>>6] |= 1 << (c0 & 63)
+				pick[c1>>6] |= 1 << (c1 & 63)
+			} else {
+				for _, cpu := range threads[t : t+int32(tpc)] {
+					pick[uint(cpu)>>6] |= 1 << (uint(cpu) & 63)
+				}
 			}
-			c.coreFree[k], c.freeBits[k] = 0, 0
+			coreTab[k].free = 0
 			taken++
 			want -= tpc
 		}
@@ -306,11 +352,11 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			if want == 0 {
 				break
 			}
-			fb := c.freeBits[k]
+			fb := c.coreTab[k].free
 			if fb == 0 {
 				continue
 			}
-			untouched := c.coreFree[k] == c.coreAlloc[k] && c.full(int(k))
+			untouched := fb == c.coreTab[k].whole // a whole free core
 			if (pass == 0) == untouched {
 				continue
 			}
@@ -322,36 +368,32 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 				n++
 				want--
 			}
-			c.freeBits[k] = fb
-			c.coreFree[k] -= int8(n)
+			c.coreTab[k].free = fb
 			c.nodeFree[node] -= int64(n)
 			if untouched { // a whole free core split
 				c.wholeFree[node]--
-				slot := c.coreSlot[k]
-				c.wholeBits[node][slot>>6] &^= 1 << (uint(slot) & 63)
+				c.setWhole(k, false)
 			}
 		}
 	}
 }
 
-// Give returns a's CPUs.
+// Give returns a's CPUs, walking them word by word.
 func (c *CPUs) Give(a *Allocation) {
-	c.list = a.CPUs.AppendTo(c.list[:0])
-	tpc := int8(c.tpc)
-	// count(cpu, +1), inlined, with the tables in locals.
-	cpuCore, coreFree, coreAlloc, freeBits := c.cpuCore, c.coreFree, c.coreAlloc, c.freeBits
-	cpuThread, coreNode, nodeFree := c.cpuThread, c.coreNode, c.nodeFree
-	for _, cpu := range c.list {
-		k := cpuCore[cpu]
-		f := coreFree[k] + 1
-		coreFree[k] = f
-		freeBits[k] |= 1 << (cpuThread[cpu] & 63)
-		node := coreNode[k]
-		nodeFree[node]++
-		if f == tpc && coreAlloc[k] == tpc {
-			c.wholeFree[node]++
-			slot := c.coreSlot[k]
-			c.wholeBits[node][slot>>6] |= 1 << (uint(slot) & 63)
+	tab, cores, nodeFree := c.cpuTab, c.coreTab, c.nodeFree
+	for wi, w := range a.CPUs.Words() {
+		base := wi << 6
+		for ; w != 0; w &= w - 1 {
+			e := tab[base|bits.TrailingZeros64(w)]
+			k := e.core
+			ce := &cores[k]
+			fb := ce.free | 1<<(e.thread&63)
+			ce.free = fb
+			nodeFree[e.node]++
+			if fb == ce.whole { // the core is whole and free again (fb is not 0)
+				c.wholeFree[e.node]++
+				c.wholeWords[ce.word] |= 1 << (ce.bit & 63)
+			}
 		}
 	}
 	c.free.UnionWith(a.CPUs)
@@ -402,20 +444,16 @@ func (c *CPUs) Clone() Resource {
 	d.free = c.free.Clone()
 	d.nodeFree = append([]int64(nil), c.nodeFree...)
 	d.wholeFree = append([]int64(nil), c.wholeFree...)
-	d.wholeBits = make([][]uint64, len(c.wholeBits))
-	for i, b := range c.wholeBits {
-		d.wholeBits[i] = slices.Clone(b)
-	}
-	d.coreFree = append([]int8(nil), c.coreFree...)
-	d.freeBits = slices.Clone(c.freeBits)
+	d.wholeWords = slices.Clone(c.wholeWords)
+	d.coreTab = slices.Clone(c.coreTab)
 	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
 	return &d
 }
 
 // coreOf returns cpu's core, or -1 for a CPU the machine does not have.
 func (c *CPUs) coreOf(cpu int) int32 {
-	if cpu < 0 || cpu >= len(c.cpuCore) {
+	if cpu < 0 || cpu >= len(c.cpuTab) {
 		return -1
 	}
-	return c.cpuCore[cpu]
+	return c.cpuTab[cpu].core
 }

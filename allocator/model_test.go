@@ -590,3 +590,71 @@ func TestClaimAgainstModel(t *testing.T) {
 		}
 	})
 }
+
+// TestEngineAgainstModelOnSMT4 is the property of TestEngineAgainstModel
+// on machines of four threads per core (as POWER's SMT4), where a node's
+// last core may have one to three threads (never whole) and some CPUs
+// are reserved: the CPU resource's whole-core bookkeeping for more than
+// two threads.
+func TestEngineAgainstModelOnSMT4(t *testing.T) {
+	rapid.Check(t, streamsOn(smt4Machine()))
+}
+
+// smt4Machine generates machines of 1-3 NUMA nodes with 0-13 CPUs each in
+// cores of four threads (the last one of a node shorter when the count is
+// not a multiple of four), CPU numbers sometimes interleaved across nodes,
+// 0-2 GPUs per node and sometimes 1-3 reserved CPUs.
+func smt4Machine() *rapid.Generator[*topology.Machine] {
+	return rapid.Custom(func(t *rapid.T) *topology.Machine {
+		n := rapid.IntRange(1, 3).Draw(t, "nodes")
+		counts := make([]int, n)
+		total := 0
+		for k := range counts {
+			counts[k] = rapid.IntRange(0, 13).Draw(t, fmt.Sprintf("cpus%d", k))
+			total += counts[k]
+		}
+		perm := make([]int, total)
+		for i := range perm {
+			perm[i] = i
+		}
+		if total > 1 && rapid.Bool().Draw(t, "shuffle") {
+			perm = rapid.Permutation(perm).Draw(t, "cpuOrder")
+		}
+		b := topology.NewBuilder("smt4")
+		first, gpuID := 0, 0
+		for k, c := range counts {
+			var set numa.CPUSet
+			for j := range c {
+				set.Add(perm[first+j])
+			}
+			for j := 0; j < c; j += 4 {
+				var core numa.CPUSet
+				for x := j; x < min(j+4, c); x++ {
+					core.Add(perm[first+x])
+				}
+				b.AddCore(core)
+			}
+			first += c
+			b.AddNode(topology.Node{ID: numa.NodeID(k), Socket: topology.UnknownSocket, CPUs: set, MemoryMiB: 1024})
+			for range rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("gpus%d", k)) {
+				b.AddGPU(topology.GPU{ID: gpuID, NUMANode: numa.NodeID(k)})
+				gpuID++
+			}
+		}
+		if total > 0 && rapid.IntRange(0, 2).Draw(t, "hasReserved") == 0 {
+			var set numa.CPUSet
+			for _, i := range rapid.SliceOfNDistinct(rapid.IntRange(0, total-1), 1, min(total, 3), rapid.ID[int]).Draw(t, "reserved") {
+				set.Add(perm[i])
+			}
+			b.SetReservedCPUs(set)
+		}
+		m, err := b.Build()
+		if err != nil {
+			t.Fatalf("smt4Machine built an invalid machine: %v", err)
+		}
+		if slices.Max(counts) >= 4 && m.ThreadsPerCore() != 4 {
+			t.Fatalf("smt4Machine: %d threads per core, want 4", m.ThreadsPerCore())
+		}
+		return m
+	})
+}

@@ -122,8 +122,32 @@ func (sr *searcher) done() {
 // cut reports whether the bound cut a search of the decision.
 func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
 
-// loadDemands finds the demanded kinds (at most maxKinds).
+// loadDemands finds the demanded kinds (at most maxKinds). A request of
+// built-in amounts only (no Devices, no Amounts) on a state without kinds
+// of the caller's own can demand only GPUs, CPUs and memory: their
+// demands are read directly, in the engine's kind order (GPUs first, then
+// the device classes, which such a request does not demand, then CPUs and
+// memory); any other request asks every resource.
 func (sr *searcher) loadDemands() error {
+	r, s, k := sr.r, sr.s, 0
+	if len(r.Devices) == 0 && len(r.Amounts) == 0 && len(s.res) == s.builtin {
+		add := func(j int, d int64) {
+			if d > 0 {
+				sr.kinds[k], sr.demand[k] = j, d
+				k++
+			}
+		}
+		add(0, s.gpu.Demand(r))
+		add(s.builtin-2, s.cpu.Demand(r))
+		add(s.builtin-1, s.mem.Demand(r))
+		sr.k, sr.freeP.k, sr.capP.k = k, k, k
+		return nil
+	}
+	return sr.loadDemandsOfAll()
+}
+
+// loadDemandsOfAll finds the demanded kinds by asking every resource.
+func (sr *searcher) loadDemandsOfAll() error {
 	r, k := sr.r, 0
 	for j, res := range sr.s.res {
 		d := res.Demand(r)

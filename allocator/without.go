@@ -123,13 +123,13 @@ func (c *CPUs) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	freed := map[int32]int8{}
 	for _, a := range victims {
 		for cpu := range a.CPUs.All() {
-			if k := c.cpuCore[cpu]; k >= 0 {
+			if k := c.coreOf(cpu); k >= 0 {
 				freed[k]++
 			}
 		}
 	}
 	for k, n := range freed {
-		if c.full(int(k)) && c.coreFree[k] < c.coreAlloc[k] && c.coreFree[k]+n == c.coreAlloc[k] {
+		if f := c.freeThreads(k); c.full(int(k)) && f < c.coreAlloc[k] && f+n == c.coreAlloc[k] {
 			dst[c.coreNode[k]]++
 		}
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // The hot paths of every package of the core module in one place, so that
-// `go test -run x -bench Hot ./...` here measures numa, topology,
+// `go test -run '^$' -bench Hot ./...` here measures numa, topology,
 // allocator and the adapters side by side (each package also has its own,
 // more detailed benchmarks next to it).
 

@@ -71,6 +71,12 @@ func CPURange(lo, hi int) CPUSet {
 
 func (s *CPUSet) words() []uint64 { return s.b.Words() }
 
+// Words returns the set's storage: CPU 64*i+b is in s when bit b of word i
+// is set (words past the highest CPU may be zero, and an empty set may have
+// none). It is a read-only view for hot paths that walk a set word by word:
+// the caller must not modify it, and it is valid until s is next modified.
+func (s CPUSet) Words() []uint64 { return s.b.Words() }
+
 // Add puts cpu into s, in place. It panics on a negative CPU number.
 func (s *CPUSet) Add(cpu int) {
 	if cpu < 0 {

@@ -544,3 +544,26 @@ func TestCPUSetFromWords(t *testing.T) {
 		t.Fatal("CPUSetFromWords(nil) is not the empty set")
 	}
 }
+
+func TestCPUSetWords(t *testing.T) {
+	var empty numa.CPUSet
+	for _, w := range empty.Words() {
+		require.Zero(t, w, "the empty set has no CPU in its words")
+	}
+	s := numa.NewCPUSet(0, 5, 63, 64, 130)
+	words := s.Words()
+	require.GreaterOrEqual(t, len(words), 3)
+	require.Equal(t, uint64(1)|1<<5|1<<63, words[0])
+	require.Equal(t, uint64(1), words[1])
+	require.Equal(t, uint64(1)<<2, words[2])
+	// Rebuilding the set from the view gives the same CPUs.
+	var got []int
+	for i, w := range words {
+		for b := 0; b < 64; b++ {
+			if w&(1<<uint(b)) != 0 {
+				got = append(got, 64*i+b)
+			}
+		}
+	}
+	require.Equal(t, s.List(), got)
+}

@@ -122,16 +122,17 @@ func (sc *specScanner) str() (string, bool) {
 	if !sc.eat('"') {
 		return "", false
 	}
-	start := sc.i
-	for sc.i < len(sc.s) {
-		switch c := sc.s[sc.i]; {
+	s, start := sc.s, sc.i
+	for i := start; i < len(s); i++ { // in locals: the loop reads no field
+		switch c := s[i]; {
 		case c == '"':
-			sc.i++
-			return sc.s[start : sc.i-1], true
+			sc.i = i + 1
+			return s[start:i], true
 		case c < 0x20 || c >= 0x7f || c == '\\':
+			sc.i = i
 			return "", false
 		}
-		sc.i++
 	}
+	sc.i = len(s)
 	return "", false
 }

@@ -361,8 +361,8 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	} else {
 		mustSeen[0], total[0] = c.countWord()
 	}
-	if err := c.checkCounts(&mustSeen, &total); err != nil {
-		return 0, err
+	if int(mustSeen[0]) != popcount(must) || total[0] < int32(count) {
+		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
 	switch {
 	case one && must == 0:

@@ -27,10 +27,8 @@ var errNilPlugin = fmt.Errorf("%w: a device plugin without a machine (nil)", Err
 // GetPreferredAllocation for the GPUs of one machine, with the project's
 // one device chooser (allocator/devchoice), so that it prefers what the
 // allocator prefers. It is safe for concurrent use, and immutable but for
-// the answers it keeps for an idle node (every GPU available, none
-// must-include: one word per size, stored by the first such call, the
-// chooser's own answer); its memory is linear in the machine's GPUs and
-// NVLinks.
+// its working memory; every call runs the chooser (no answer is kept
+// between calls). Its memory is linear in the machine's GPUs and NVLinks.
 type DevicePlugin struct {
 	m      *topology.Machine
 	x      *devchoice.Index
@@ -43,12 +41,6 @@ type DevicePlugin struct {
 	// decimalUUID: some UUID is written in decimal digits only, so decimal
 	// strings are looked up as UUIDs first (as every string is).
 	decimalUUID bool
-	// idle[k-1] is the answer for k GPUs when every GPU is available and
-	// none must be included (an idle node), 0 until the first such call
-	// stores what the chooser answered (machines of at most 64 GPUs, whose
-	// every GPU is the word all).
-	idle []atomic.Uint64
-	all  uint64
 	// Working memory: spare is taken and given back by one call at a time
 	// (a swap, cheaper than the pool), the pool serves concurrent calls.
 	spare atomic.Pointer[dpScratch]
@@ -78,10 +70,6 @@ func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 			p.byUUID[g.UUID] = i
 			p.decimalUUID = p.decimalUUID || isDecimal(g.UUID)
 		}
-	}
-	if n := len(gpus); n <= 64 {
-		p.idle = make([]atomic.Uint64, n)
-		p.all = uint64(1)<<uint(n) - 1 // n = 64: all bits
 	}
 	p.pool.New = func() any {
 		n := len(p.gpuIDs)
@@ -428,21 +416,9 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 }
 
 // chooseWord chooses size GPUs of the request read into sc, on a machine
-// of at most 64 GPUs: the chooser's answer, which for an idle node (every
-// GPU available, none must-include) is computed once per size and kept in
-// p.idle (the chooser is deterministic, so the answer is the same).
+// of at most 64 GPUs: the chooser's answer for one class as words.
 func (p *DevicePlugin) chooseWord(sc *dpScratch, size int) (uint64, error) {
-	idle := sc.free[0] == p.all && sc.must[0] == 0 && size-1 < len(p.idle)
-	if idle {
-		if w := p.idle[size-1].Load(); w != 0 {
-			return w, nil
-		}
-	}
-	w, err := sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
-	if err == nil && idle {
-		p.idle[size-1].Store(w)
-	}
-	return w, err
+	return sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
 }
 
 // check reads and checks the request into sc.

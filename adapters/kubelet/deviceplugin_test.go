@@ -432,10 +432,8 @@ func machine16Worst(t testing.TB) *topology.Machine {
 // dgx-a100/fragmented has GPU 2 taken and asks for 4; devices16/fragmented
 // has 3 GPUs taken, one must-include and asks for 6 (the search crosses
 // switches and compares NVLink choices); devices16-worst asks for 8 of the
-// 16 GPUs of machine16Worst, where the search budgets are reached. With
-// every GPU available a node is idle, and the plugin answers from the
-// answers it keeps per size after the first call (DevicePlugin.idle):
-// devices16-worst-busy, with GPU 15 taken, measures the search itself.
+// 16 GPUs of machine16Worst, where the search budgets are reached, and
+// devices16-worst-busy the same with GPU 15 taken.
 func BenchmarkGetPreferredAllocation(b *testing.B) {
 	type bcase struct {
 		name      string

@@ -3,6 +3,7 @@ module github.com/numaplace/numaplace/benchmarks
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-gpuallocator v0.6.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/cadvisor/lib v0.60.5
 	github.com/numaplace/numaplace v0.0.0
@@ -20,6 +21,8 @@ require (
 	cyphar.com/go-pathrs v0.2.5 // indirect
 	github.com/JeffAshton/win_pdh v0.0.0-20161109143554-76bb4ee9f0ab // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
+	github.com/NVIDIA/go-nvlib v0.7.3 // indirect
+	github.com/NVIDIA/go-nvml v0.12.9-0 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bits-and-blooms/bitset v1.29.0 // indirect

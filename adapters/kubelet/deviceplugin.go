@@ -26,8 +26,9 @@ var errNilPlugin = fmt.Errorf("%w: a device plugin without a machine (nil)", Err
 // DevicePlugin answers the kubelet device plugin API's
 // GetPreferredAllocation for the GPUs of one machine, with the project's
 // one device chooser (allocator/devchoice), so that it prefers what the
-// allocator prefers. It is immutable and safe for concurrent use; its
-// memory is linear in the machine's GPUs and NVLinks.
+// allocator prefers. It is safe for concurrent use, and immutable but for
+// its working memory; every call runs the chooser (no answer is kept
+// between calls). Its memory is linear in the machine's GPUs and NVLinks.
 type DevicePlugin struct {
 	m      *topology.Machine
 	x      *devchoice.Index
@@ -157,6 +158,25 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 		return nil, errNilPlugin
 	}
 	sc := p.scratch()
+	if len(sc.free) == 1 { // at most 64 GPUs: the sets are words
+		if err := p.check(sc, available, mustInclude, size); err != nil {
+			p.release(sc)
+			return nil, err
+		}
+		chosen, err := p.chooseWord(sc, size)
+		if err != nil { // cannot happen after the checks
+			p.release(sc)
+			return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)
+		}
+		out := make([]string, size)
+		k := 0
+		for w := chosen; w != 0 && k < len(out); w &= w - 1 {
+			out[k] = available[sc.pos[bits.TrailingZeros64(w)]]
+			k++
+		}
+		p.release(sc)
+		return out, nil
+	}
 	defer p.release(sc)
 	res, err := p.choose(sc, available, mustInclude, size)
 	if err != nil {
@@ -200,7 +220,7 @@ func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Prefer
 	pref := Preference{Devices: make([]string, 0, size), GPUs: make([]int, 0, size),
 		UnknownNUMA: res.UnknownNUMA, Switches: res.Rank.Switches, NVLinks: res.Rank.NVLinks}
 	for i := range res.Devices(0).All() {
-		pref.Devices = append(pref.Devices, sc.str[i])
+		pref.Devices = append(pref.Devices, sc.spelling(available, i))
 		pref.GPUs = append(pref.GPUs, p.gpuIDs[i])
 	}
 	pref.NUMANodes = p.m.IDsOf(res.NUMA)
@@ -211,9 +231,21 @@ func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Prefer
 type dpScratch struct {
 	ch         *devchoice.Chooser
 	free, must devchoice.Set
-	str        []string // dense index -> the caller's spelling
-	want       [1]devchoice.Want
-	req        devchoice.Request
+	str        []string // dense index -> the caller's spelling (more than 64 GPUs)
+	// pos[i] is the position in available of GPU i's spelling (at most 64
+	// GPUs: one word; positions, not strings, so that reading stores no
+	// pointers).
+	pos  [64]uint8
+	want [1]devchoice.Want
+	req  devchoice.Request
+}
+
+// spelling returns the spelling of GPU i in available, as read into sc.
+func (sc *dpScratch) spelling(available []string, i int) string {
+	if len(sc.free) == 1 {
+		return available[sc.pos[i]]
+	}
+	return sc.str[i]
 }
 
 // scratch returns working memory for one call.
@@ -244,7 +276,7 @@ func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) erro
 			return p.notGPU("available", s)
 		}
 		if sc.free.Has(i) {
-			return p.twice(sc, i, s)
+			return p.twice(sc, available, i, s)
 		}
 		sc.free.Add(i)
 		sc.str[i] = s
@@ -260,36 +292,70 @@ func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) erro
 }
 
 // readWord is read for machines of at most 64 GPUs: the sets are one
-// word.
+// word, and each GPU's spelling is recorded by its position in available.
+// IDs of one or two decimal digits are read inline through byID (when no
+// UUID is decimal) in a loop without calls; at the first other ID, or a
+// repeated GPU, readWordRest goes on from there.
 func (p *DevicePlugin) readWord(sc *dpScratch, available, mustInclude []string) error {
-	var free, must uint64
-	byID, str := p.byID, sc.str
-	fast := !p.decimalUUID
-	for _, s := range available {
-		i := -1
-		if n := len(s); fast && n > 0 && n <= 2 { // "0" to "99", inline
-			id := int(s[0]) - '0'
-			if n == 2 {
-				id = id*10 + int(s[1]) - '0'
-			}
-			if uint(id) < uint(len(byID)) && s[0]-'0' <= 9 && (n == 1 || s[1]-'0' <= 9) {
-				i = int(byID[id])
-			}
+	var free uint64
+	j := 0
+	if !p.decimalUUID {
+		free, j = readShortIDs(available, p.byID, &sc.pos)
+	}
+	return p.readWordRest(sc, available, j, free, mustInclude)
+}
+
+// readShortIDs reads the IDs of available from the first on while they
+// are one or two decimal digits naming distinct GPUs in byID (a GPU ID
+// below len(byID) -> its dense index, or -1), recording each GPU's
+// position in pos; it returns the GPUs read and the position of the first
+// ID left unread. It has no calls and few live values, so its loop stays
+// in registers.
+func readShortIDs(available []string, byID []int32, pos *[64]uint8) (free uint64, j int) {
+	for ; j < len(available); j++ {
+		s := available[j]
+		n := len(s)
+		if uint(n-1) >= 2 { // not "0" to "99"
+			break
 		}
-		if i < 0 {
-			j, ok := p.lookup(s)
-			if !ok {
-				return p.notGPU("available", s)
-			}
-			i = j
+		d := uint(s[0]) - '0'
+		id := d
+		if n == 2 {
+			d1 := uint(s[1]) - '0'
+			id = d*10 + d1
+			d = max(d, d1) // both digits, or above 9
 		}
-		bit := uint64(1) << uint(i)
-		if free&bit != 0 {
-			return p.twice(sc, i, s)
+		if d > 9 || id >= uint(len(byID)) {
+			break
+		}
+		i := uint(byID[id])
+		bit := uint64(1) << (i & 63)
+		if i >= 64 || free&bit != 0 { // no such GPU (-1), or listed twice
+			break
 		}
 		free |= bit
-		str[i] = s
+		pos[i] = uint8(j) // j < 64: the 65th ID repeats a GPU
 	}
+	return free, j
+}
+
+// readWordRest is readWord from available position j on, with the GPUs
+// before it in free.
+func (p *DevicePlugin) readWordRest(sc *dpScratch, available []string, j int, free uint64, mustInclude []string) error {
+	for ; j < len(available); j++ {
+		s := available[j]
+		i, ok := p.index(s)
+		if !ok {
+			return p.notGPU("available", s)
+		}
+		bit := uint64(1) << uint(i&63)
+		if free&bit != 0 {
+			return p.twice(sc, available, i, s)
+		}
+		free |= bit
+		sc.pos[i] = uint8(j) // j < 64: the 65th ID repeats a GPU
+	}
+	var must uint64
 	for _, s := range mustInclude {
 		i, ok := p.index(s)
 		bit := uint64(1) << uint(i&63)
@@ -311,8 +377,8 @@ func (p *DevicePlugin) notGPU(list, s string) error {
 }
 
 // twice is the error for GPU i listed again as s in available.
-func (p *DevicePlugin) twice(sc *dpScratch, i int, s string) error {
-	return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpuIDs[i], quote.Short(sc.str[i]), quote.Short(s))
+func (p *DevicePlugin) twice(sc *dpScratch, available []string, i int, s string) error {
+	return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpuIDs[i], quote.Short(sc.spelling(available, i)), quote.Short(s))
 }
 
 // checkMust checks must-include ID s (GPU i when found): found, available
@@ -349,19 +415,32 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 	return p.lookup(s)
 }
 
-// choose reads and checks the request into sc and chooses.
-func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
+// chooseWord chooses size GPUs of the request read into sc, on a machine
+// of at most 64 GPUs: the chooser's answer for one class as words.
+func (p *DevicePlugin) chooseWord(sc *dpScratch, size int) (uint64, error) {
+	return sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
+}
 
+// check reads and checks the request into sc.
+func (p *DevicePlugin) check(sc *dpScratch, available, mustInclude []string, size int) error {
 	if err := p.read(sc, available, mustInclude); err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case size < 1:
-		return nil, fmt.Errorf("%w: size %d: at least one device must be asked for", ErrDeviceRequest, size)
+		return fmt.Errorf("%w: size %d: at least one device must be asked for", ErrDeviceRequest, size)
 	case size < len(mustInclude):
-		return nil, fmt.Errorf("%w: size %d is below the %d must-include devices", ErrDeviceRequest, size, len(mustInclude))
+		return fmt.Errorf("%w: size %d is below the %d must-include devices", ErrDeviceRequest, size, len(mustInclude))
 	case size > len(available):
-		return nil, fmt.Errorf("%w: size %d is above the %d available devices", ErrDeviceRequest, size, len(available))
+		return fmt.Errorf("%w: size %d is above the %d available devices", ErrDeviceRequest, size, len(available))
+	}
+	return nil
+}
+
+// choose reads and checks the request into sc and chooses.
+func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
+	if err := p.check(sc, available, mustInclude, size); err != nil {
+		return nil, err
 	}
 	sc.want[0] = devchoice.Want{Class: 0, Count: size, Free: sc.free, Must: sc.must}
 	sc.req.Nodes, sc.req.Unknown = p.m.AllNodes(), true

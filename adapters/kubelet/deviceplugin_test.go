@@ -432,7 +432,8 @@ func machine16Worst(t testing.TB) *topology.Machine {
 // dgx-a100/fragmented has GPU 2 taken and asks for 4; devices16/fragmented
 // has 3 GPUs taken, one must-include and asks for 6 (the search crosses
 // switches and compares NVLink choices); devices16-worst asks for 8 of the
-// 16 GPUs of machine16Worst, where the search budgets are reached.
+// 16 GPUs of machine16Worst, where the search budgets are reached, and
+// devices16-worst-busy the same with GPU 15 taken.
 func BenchmarkGetPreferredAllocation(b *testing.B) {
 	type bcase struct {
 		name      string
@@ -451,7 +452,8 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 		cases = append(cases, bcase{"devices16/gpus" + strconv.Itoa(size), m16, ids(0, 15), nil, size})
 	}
 	cases = append(cases, bcase{"devices16/fragmented", m16, ids(0, 15, 1, 6, 11), []string{"9"}, 6},
-		bcase{"devices16-worst", machine16Worst(b), ids(0, 15), nil, 8})
+		bcase{"devices16-worst", machine16Worst(b), ids(0, 15), nil, 8},
+		bcase{"devices16-worst-busy", machine16Worst(b), ids(0, 15, 15), nil, 8})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			p := NewDevicePlugin(c.m)

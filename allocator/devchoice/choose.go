@@ -107,6 +107,9 @@ type Chooser struct {
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
 	gon   []bool  // group already in active (during load only)
+	// The word path, per group (written for the allowed groups with free
+	// devices).
+	gw []groupWord
 	// active are the allowed groups with free devices of some want,
 	// ascending.
 	active []int32
@@ -155,7 +158,8 @@ type Chooser struct {
 	tmp       []int32
 	taken     []bool
 	combo     []int32
-	pot       [MaxWants]int32
+	pot       pairPot
+	mneed     [MaxWants]int32 // must-include devices of each want (see potential)
 	bestPairs int32
 	bestLinks int
 
@@ -177,10 +181,20 @@ type Chooser struct {
 	inC      []bool // GPU -> a candidate of greedyFirst (cleared after use)
 	best     [MaxWants][]int32
 	res      Result
-	sets     []Set // per class, the result sets
+	// ChooseWord's request sets.
+	wordFree, wordMust [1]uint64
+	sets               []Set // per class, the result sets
 }
 
 type gItem struct{ g, c0, tie, low int32 }
+
+// groupWord is what the word path counts of a group: its free devices,
+// the fewest free devices of a bucket holding the count (-1 when none),
+// the lowest free device and the buckets holding free devices.
+type groupWord struct {
+	free         uint64
+	fit, low, nb int32
+}
 
 // groupKey is the node-level part of a rank.
 type groupKey struct{ nodes, unk, dist int32 }
@@ -198,6 +212,7 @@ func (x *Index) NewChooser() *Chooser {
 	c.glow = make([]int32, ng)
 	c.gfit = make([]int32, ng)
 	c.gon = make([]bool, ng)
+	c.gw = make([]groupWord, ng)
 	c.swItem = make([]int32, x.nswitch)
 	for i := range c.swItem {
 		c.swItem[i] = -1
@@ -291,6 +306,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 		return nil, err
 	}
 	switch {
+	case one && c.word && c.wMust == 0:
+		c.chooseOneWord()
 	case one:
 		c.chooseOne()
 	case c.word:
@@ -299,6 +316,64 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 		c.searchGroups()
 	}
 	return c.result(req), nil
+}
+
+// ChooseWord is [Chooser.Choose] for a request of one class of at most 64
+// devices on the NUMA nodes of nodes (and of unknown node when unknown),
+// with every Set a single word: count devices out of free including every
+// device of must. It returns the devices Choose returns for that request,
+// as a word, and allocates nothing unless it returns an error; the errors
+// are Choose's (a class of more than 64 devices is an invalid request). It
+// is the device plugin's entry: Choose without reading a Request or
+// writing a Result.
+func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
+	x := c.x
+	if class < 0 || class >= len(x.classes) {
+		return 0, fmt.Errorf("%w: unknown class %d (the machine's classes are %q)", ErrRequest, class, x.Classes())
+	}
+	n := len(x.classes[class].ids)
+	if n > 64 {
+		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
+	}
+	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || c.general {
+		// Refused, empty or the general path: Choose says which.
+		c.wordFree[0], c.wordMust[0] = free, must
+		w := Words(n)
+		req := Request{Nodes: nodes, Unknown: unknown, Wants: []Want{{Class: class, Count: count, Free: c.wordFree[:w], Must: c.wordMust[:w]}}}
+		res, err := c.Choose(&req)
+		if err != nil {
+			return 0, err
+		}
+		var out uint64
+		if d := res.Devices(0); len(d) > 0 {
+			out = d[0]
+		}
+		return out, nil
+	}
+	c.wordFree[0], c.wordMust[0] = free, must
+	c.nw, c.cls[0], c.need[0], c.free[0], c.must[0] = 1, class, int32(count), c.wordFree[:], c.wordMust[:]
+	c.links = class == 0 && x.maxLink > 0 && !x.uniform
+	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
+	c.have, c.word = false, true
+	var mustSeen, total [MaxWants]int32
+	one := count == 1 && x.switchInGroup
+	if one {
+		mustSeen[0], total[0] = c.countOneWord()
+	} else {
+		mustSeen[0], total[0] = c.countWord()
+	}
+	if int(mustSeen[0]) != popcount(must) || total[0] < int32(count) {
+		return 0, c.checkCounts(&mustSeen, &total) // says which
+	}
+	switch {
+	case one && must == 0:
+		c.chooseOneWord()
+	case one:
+		c.chooseOne()
+	default:
+		c.levelOneWord()
+	}
+	return c.bestWord, nil
 }
 
 // load reads and checks the request and counts the free devices of every

@@ -90,6 +90,16 @@ type classInfo struct {
 	// of each class bucket (parallel to cb), as words.
 	gm []uint64
 	bm []uint64
+	// wg are the groups of groups (ascending) with their words, for the
+	// word path's count.
+	wg []wordGroup
+}
+
+// wordGroup is a group of a class of at most 64 devices: its devices gm
+// and its buckets' words bm[lo:hi].
+type wordGroup struct {
+	gm        uint64
+	g, lo, hi int32
 }
 
 // classBucket is a bucket's devices of one class: the bits
@@ -275,6 +285,9 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 					cl.bm[i] |= m.bits
 				}
 				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
+			}
+			for _, g := range cl.groups {
+				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
 			}
 		}
 	}

@@ -115,7 +115,7 @@ func firstOf(s Set) (int, bool) {
 }
 
 // countOneWord is countWord for chooseOne: the must-include and free
-// devices on the allowed groups, nothing else.
+// devices on the allowed groups (and c.wFree and c.wMust), nothing else.
 func (c *Chooser) countOneWord() (mustSeen, total int32) {
 	cl := &c.x.classes[c.cls[0]]
 	var allowed uint64
@@ -128,5 +128,44 @@ func (c *Chooser) countOneWord() (mustSeen, total int32) {
 	if c.must[0] != nil {
 		must = c.must[0][0]
 	}
+	c.wFree, c.wMust = c.free[0][0], must
 	return int32(popcount(must & allowed)), int32(popcount(c.free[0][0] & allowed))
+}
+
+// chooseOneWord is chooseOne on the word path without a must-include
+// device: the keys of chooseOne's comparison (unknown node, free left
+// under the switch, then in the node, then the index) packed in one
+// integer per bucket, the lowest kept.
+func (c *Chooser) chooseOneWord() {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	free := c.wFree
+	unknown := int32(x.nodes)
+	best := uint32(1<<32 - 1)
+	for _, g := range cl.groups {
+		f := free & cl.gm[g]
+		if f == 0 || !c.allowedGroup(int(g)) {
+			continue
+		}
+		key := uint32(popcount(f)-1) << 6
+		if g == unknown {
+			key |= 1 << 18
+		}
+		lo, hi := cl.cbStart[g], cl.cbStart[g+1]
+		if hi == lo+1 { // one bucket: the group's lowest device
+			best = min(best, key|uint32(popcount(f)-1)<<12|uint32(bits.TrailingZeros64(f)))
+			continue
+		}
+		for _, bm := range cl.bm[lo:hi] {
+			if m := free & bm; m != 0 {
+				best = min(best, key|uint32(popcount(m)-1)<<12|uint32(bits.TrailingZeros64(m)))
+			}
+		}
+	}
+	if best == 1<<32-1 {
+		return // nothing free (refused before)
+	}
+	d := int32(best & 63)
+	c.have, c.bestOne, c.bestWord = true, d, 1<<uint(d)
+	c.bestRank = Rank{Nodes: 1, Unknown: int(best >> 18), Switches: 1, SwitchLeft: int(best >> 12 & 63), NodeLeft: int(best >> 6 & 63)}
 }

@@ -480,12 +480,31 @@ func combos(n, k int) int {
 	return r
 }
 
+// pairPot is the potential pairs of a first-want selection, for each
+// other want k: must[k] pairs with its must-include devices (under each
+// switch, min(first-want devices, must-include ones)) and extra[k] more
+// first-want devices under switches with free devices of k that are not
+// must-include left over. The want's devices go must-include first, then
+// one under each such switch (see selectOther), so it pairs
+// must[k] + min(extra[k], need[k] - its must-include count) of them.
+type pairPot struct {
+	must, extra [MaxWants]int32
+}
+
+// pairs returns the devices of want k that pot pairs.
+func (c *Chooser) pairs(pot *pairPot, k int) int32 {
+	return pot.must[k] + min(pot.extra[k], c.need[k]-c.mneed[k])
+}
+
 // pairGain returns the pairs that one more first-want device under item
 // it adds, given the potential pairs pot of every other want.
-func (c *Chooser) pairGain(it int32, pot *[MaxWants]int32) int32 {
+func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
 	g := int32(0)
 	for k := 1; k < c.nw; k++ {
-		if c.ip[it] < c.icnt[k][it] && pot[k] < c.need[k] {
+		switch ip := c.ip[it]; {
+		case ip < c.imcnt[k][it]:
+			g++ // pairs with one more must-include device
+		case ip < c.icnt[k][it] && pot.extra[k] < c.need[k]-c.mneed[k]:
 			g++
 		}
 	}
@@ -495,20 +514,31 @@ func (c *Chooser) pairGain(it int32, pot *[MaxWants]int32) int32 {
 // addPot records one more (sign 1) or one fewer (sign -1) first-want
 // device under item it in the potential pairs; c.ip[it] is the count
 // without that device (before the increment, after the decrement).
-func (c *Chooser) addPot(it int32, pot *[MaxWants]int32, sign int32) {
+func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 	for k := 1; k < c.nw; k++ {
-		if c.ip[it] < c.icnt[k][it] {
-			pot[k] += sign
+		switch ip := c.ip[it]; {
+		case ip < c.imcnt[k][it]:
+			pot.must[k] += sign
+		case ip < c.icnt[k][it]:
+			pot.extra[k] += sign
 		}
 	}
 }
 
 // potential returns the potential pairs of the current first-want
-// selection: for each other want, how many of its devices could be paired.
-func (c *Chooser) potential() (pot [MaxWants]int32) {
+// selection, and sets c.mneed to the must-include devices of each other
+// want.
+func (c *Chooser) potential() (pot pairPot) {
+	for k := 1; k < c.nw; k++ {
+		c.mneed[k] = 0
+	}
 	for i := range c.itSW {
 		for k := 1; k < c.nw; k++ {
-			pot[k] += min(c.ip[i], c.icnt[k][i])
+			ip, m := c.ip[i], c.imcnt[k][i]
+			c.mneed[k] += m
+			pm := min(ip, m)
+			pot.must[k] += pm
+			pot.extra[k] += min(ip-pm, c.icnt[k][i]-m)
 		}
 	}
 	return pot
@@ -535,7 +565,7 @@ func (c *Chooser) enumFirst(from int, links int) {
 	if len(c.sel[0]) == need {
 		pairs := int32(0)
 		for k := 1; k < c.nw; k++ {
-			pairs += min(c.pot[k], c.need[k])
+			pairs += c.pairs(&c.pot, k)
 		}
 		if pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
 			c.bestPairs, c.bestLinks = pairs, links

@@ -23,47 +23,61 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	c.wFree, c.wMust = free, must
 	need := c.need[0]
 	ng := x.nodes + 1
-	c.pick, c.gitems = c.pick[:0], c.gitems[:0]
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
+	// Locals for the loop (stores through c would make the compiler reload
+	// every slice header).
+	pick, items := c.pick[:0], c.gitems[:0]
+	gw := c.gw
+	bm := cl.bm
+	nodes, unknownOK, unknown := c.nodes, c.unknown, int32(x.nodes)
 	var allowed uint64
-	for _, g := range cl.groups {
-		if !c.allowedGroup(int(g)) {
+	var gcap int32
+	wgs := cl.wg
+	for i := range wgs {
+		wg := &wgs[i]
+		g := wg.g
+		if g == unknown && !unknownOK || g != unknown && !nodes.Contains(int(g)) {
 			continue
 		}
-		gm := cl.gm[g]
-		allowed |= gm
-		f := free & gm
+		allowed |= wg.gm
+		f := free & wg.gm
 		if f == 0 {
 			continue
 		}
 		n := int32(popcount(f))
-		fit := int32(-1)
-		if lo, hi := cl.cbStart[g], cl.cbStart[g+1]; hi == lo+1 { // one bucket
+		fit, nb := int32(-1), int32(1)
+		if wg.hi == wg.lo+1 { // one bucket
 			if n >= need {
 				fit = n
 			}
 		} else {
-			for i := lo; i < hi; i++ {
-				if bn := int32(popcount(free & cl.bm[i])); bn >= need && (fit < 0 || bn < fit) {
+			nb = 0
+			for _, m := range bm[wg.lo:wg.hi] {
+				if m&free == 0 {
+					continue
+				}
+				nb++
+				if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
 					fit = bn
 				}
 			}
 		}
 		low := int32(bits.TrailingZeros64(f))
-		c.gcnt[0][g], c.gfit[g], c.glow[g] = n, fit, low
-		if must&gm == 0 {
-			c.gitems = append(c.gitems, gItem{g: g, c0: n, low: low})
+		gw[g] = groupWord{free: f, fit: fit, low: low, nb: nb}
+		if must&wg.gm == 0 {
+			items = append(items, gItem{g: g, c0: n, low: low})
 			continue
 		}
-		for _, h := range c.pick {
+		for _, h := range pick {
 			c.key.dist += x.gdist[int(g)*ng+int(h)]
 		}
-		if g == int32(x.nodes) {
+		if g == unknown {
 			c.key.unk = 1
 		}
-		c.pick = append(c.pick, g)
-		c.gcap[0] += n
+		pick = append(pick, g)
+		gcap += n
 	}
+	c.pick, c.gitems, c.gcap[0] = pick, items, gcap
 	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
 }
 
@@ -82,9 +96,12 @@ func (c *Chooser) levelOneWord() {
 		}
 	}
 	sortGItems(items)
-	prefix := append(c.prefix[:0], 0)
+	prefix := grow(c.prefix, len(items)+1)
+	sum := int32(0)
+	prefix[0] = 0
 	for i := range items {
-		prefix = append(prefix, prefix[i]+items[i].c0)
+		sum += items[i].c0
+		prefix[i+1] = sum
 	}
 	c.prefix = prefix
 	need0 := c.need[0]
@@ -147,6 +164,8 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 	ng := x.nodes + 1
 	items, prefix, need := c.gitems, c.prefix, c.need[0]
 	unknown := int32(x.nodes)
+	gdist := x.gdist
+	links := c.links
 	for i := from; i+left <= len(items); i++ {
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
 			return
@@ -154,17 +173,21 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		it := &items[i]
 		key := c.key
 		if len(c.pick) > 0 {
-			row := x.gdist[int(it.g)*ng : int(it.g+1)*ng]
+			base, dist := int(it.g)*ng, c.key.dist
 			for _, h := range c.pick {
-				c.key.dist += row[h]
+				dist += gdist[base+int(h)]
 			}
+			c.key.dist = dist
 		}
 		if it.g == unknown {
 			c.key.unk = 1
 		}
 		c.gcap[0] += it.c0
 		c.pick = append(c.pick, it.g)
-		top := x.groupTop(it.g, need)
+		top := int32(0)
+		if links { // topSum bounds the links only then (groupLinksWord)
+			top = x.groupTop(it.g, need)
+		}
 		c.topSum += top
 		if left > 1 {
 			c.dfsGroupsWord(i+1, left-1)
@@ -199,14 +222,14 @@ func (c *Chooser) boundBeatsWord() bool {
 	low := int32(-1)
 	if len(c.pick) == 1 {
 		g := c.pick[0]
-		if f := c.gfit[g]; f >= 0 {
+		if f := c.gw[g].fit; f >= 0 {
 			lb.SwitchLeft = int(f - need)
 		} else {
 			lb.Switches = 2
 		}
-		low = c.glow[g]
+		low = c.gw[g].low
 	} else {
-		low = c.lowestFree0()
+		low = c.lowestFreeWord()
 	}
 	d := compareRanks(&lb, &c.bestRank)
 	return d < 0 || d == 0 && low <= int32(bits.TrailingZeros64(c.bestWord))
@@ -219,22 +242,13 @@ func (c *Chooser) leafWord() {
 	free, must, need0 := c.wFree, c.wMust, c.need[0]
 	if c.gcap[0] == need0 && x.switchInGroup {
 		// Every free device of the groups is taken, and their switches are
-		// their non-empty buckets: no items to build.
+		// their non-empty buckets (counted by countWord): no items to
+		// build.
 		sel, n := uint64(0), 0
+		gw := c.gw
 		for _, g := range c.pick {
-			if lo, hi := cl.cbStart[g], cl.cbStart[g+1]; hi == lo+1 {
-				if m := free & cl.gm[g]; m != 0 {
-					sel |= m
-					n++
-				}
-			} else {
-				for i := lo; i < hi; i++ {
-					if m := free & cl.bm[i]; m != 0 {
-						sel |= m
-						n++
-					}
-				}
-			}
+			sel |= gw[g].free
+			n += int(gw[g].nb)
 		}
 		c.gLinks = c.groupLinksWord()
 		c.everyDevice(n, sel)
@@ -337,7 +351,7 @@ func (c *Chooser) leafWord() {
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
 			return
 		}
 	}
@@ -351,6 +365,19 @@ func (c *Chooser) leafWord() {
 	c.dfsWord(0, smin-forced, capF, smin)
 }
 
+// lowestFreeWord is lowestFree0 for the word path.
+func (c *Chooser) lowestFreeWord() int32 {
+	var f uint64
+	gw := c.gw
+	for _, g := range c.pick {
+		f |= gw[g].free
+	}
+	if f == 0 {
+		return -1
+	}
+	return int32(bits.TrailingZeros64(f))
+}
+
 // everyDevice is leafWord's search when the groups hold exactly the
 // count: the bounds and the one choice sel, every free device of the
 // groups, under n switches.
@@ -361,7 +388,7 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 	lb.NVLinks = c.gLinks
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
 			return
 		}
 	}
@@ -513,16 +540,24 @@ func (c *Chooser) linksWord(sel uint64) int {
 		n := popcount(sel)
 		return n * (n - 1) / 2 * int(x.maxLink)
 	}
-	links := 0
-	n := len(x.classes[0].ids)
+	// The devices' indices first, then the pairs by rows of the dense
+	// table (fewer instructions per pair than walking the bits twice).
+	var idx [64]uint8
+	k := 0
 	for w := sel; w != 0; w &= w - 1 {
-		u := bits.TrailingZeros64(w)
-		row := x.dense[u*n : u*n+n]
-		for v := w & (w - 1); v != 0; v &= v - 1 {
-			links += int(row[bits.TrailingZeros64(v)])
+		idx[k&63] = uint8(bits.TrailingZeros64(w))
+		k++
+	}
+	n := len(x.classes[0].ids)
+	dense := x.dense
+	links := int32(0)
+	for a := 1; a < k; a++ {
+		base := int(idx[a&63]) * n
+		for _, u := range idx[:a&63] {
+			links += dense[base+int(u)]
 		}
 	}
-	return links
+	return int(links)
 }
 
 // exactWord is exactFirst for the word path: of the combinations of rest
@@ -565,10 +600,7 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		// device of their difference).
 		nd := len(c.x.classes[0].ids)
 		e := &c.ex
-		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
-		for i := range n {
-			e.ml[i] = 0
-		}
+		clear(e.ml[:n])
 		for w := must; w != 0; w &= w - 1 {
 			row := c.x.dense[bits.TrailingZeros64(w)*nd:]
 			for i := range n {
@@ -587,6 +619,10 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 			}
 			return must | 1<<pos[bi] | 1<<pos[bj]
 		}
+		if k := n - rest; k < rest {
+			return must | free&^c.exactDrop(&pos, n, k)
+		}
+		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
 		c.exactDFS(0, rest, 0, 0)
 		return must | e.best
 	}
@@ -616,11 +652,75 @@ func (c *Chooser) groupLinksWord() int {
 	return min(c.linksUB, int(c.topSum/2))
 }
 
+// exactDrop is exactWord's search when fewer devices are left out than
+// chosen (k of the n candidates at pos, with c.ex.ml their links to the
+// must-include devices): it returns the k devices to leave out. The links
+// of a choice (among its devices and to the must-include ones) are those
+// of all the candidates, less each left-out device's links to the
+// candidates and must-include devices (its degree), plus the links within
+// the left-out set D (subtracted twice in the degrees, once too often), so
+// the best choice leaves out the D of the least sum of degrees less its
+// links within. Of two choices of equal links, the one holding the lowest
+// device of their difference comes first, which is the one whose D does
+// not hold it: so the last best D in lexicographic order wins, where
+// exactDFS keeps the first best choice.
+func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
+	e := &c.ex
+	nd := len(c.x.classes[0].ids)
+	dense := c.x.dense
+	for i := range n {
+		base := int(pos[i]) * nd
+		d := e.ml[i]
+		for _, v := range pos[:n] {
+			d += dense[base+int(v)]
+		}
+		e.deg[i] = d
+	}
+	if k == 1 {
+		bi, bd := 0, e.deg[0]
+		for i := 1; i < n; i++ {
+			if d := e.deg[i]; d <= bd {
+				bi, bd = i, d
+			}
+		}
+		return 1 << pos[bi]
+	}
+	e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, *pos, 0, -1<<31
+	c.dropDFS(0, k, 0, 0)
+	return e.best
+}
+
+// dropDFS extends the left-out set of c.ex.chosen[:depth] (whose score,
+// links within it less its degrees, is acc, and whose devices are out) by
+// left more candidates from from on, keeping the last best.
+func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
+	e := &c.ex
+	depth := popcount(out)
+	if left == 0 {
+		if acc >= e.bestLinks {
+			e.best, e.bestLinks = out, acc
+		}
+		return
+	}
+	dense := c.x.dense
+	for i := from; i+left <= e.n; i++ {
+		v := int(e.pos[i])
+		l := acc - e.deg[i]
+		row := dense[v*e.nd:]
+		for _, u := range e.chosen[:depth] {
+			l += row[u]
+		}
+		e.chosen[depth] = uint8(v)
+		c.dropDFS(i+1, left-1, l, out|1<<uint(v))
+	}
+}
+
 // exactState is the working memory of exactDFS.
 type exactState struct {
 	n, nd     int
 	pos       [64]uint8 // the candidates' device indices
 	ml        [64]int32 // each candidate's links to the must-include devices
+	deg       [64]int32 // exactDrop: each candidate's links to all candidates and must-include devices
 	chosen    [64]uint8 // the devices of the combination being built
 	best      uint64
 	bestLinks int32

@@ -1,16 +1,19 @@
 // Command ratios reads `go test -bench` output and prints, for every
 // side-by-side benchmark named BenchmarkX/numaplace/CASE and
-// BenchmarkX/kubelet/CASE, a markdown table of the two sides' time and
-// allocations per operation and the ratio kubelet / numaplace (how many
-// times faster numaplace is). Cases that only numaplace runs (such as
-// numa64, which the kubelet refuses) are listed with the kubelet's columns
-// empty. With several runs of a benchmark (-count), the median of each
-// column is used.
+// BenchmarkX/PEER/CASE, a markdown table of the two sides' time and
+// allocations per operation and the ratio PEER / numaplace (how many
+// times faster numaplace is). PEER is the flag -peer: kubelet (the
+// default) or gpuallocator (NVIDIA's go-gpuallocator). Cases that only
+// numaplace runs (such as numa64, which the kubelet refuses) are listed
+// with the peer's columns empty; benchmarks without any case of the peer
+// are left out. With several runs of a benchmark (-count), the median of
+// each column is used.
 //
 // Usage:
 //
 //	go test -run '^$' -bench . -benchmem . | go run ./cmd/ratios
 //	go run ./cmd/ratios FILE...
+//	go run ./cmd/ratios -peer gpuallocator FILE...
 //
 // The flag -target "CASE=N" (repeatable) adds a line saying whether
 // numaplace is at least N times faster on CASE, for instance
@@ -36,6 +39,7 @@ func (t *targets) Set(v string) error { *t = append(*t, v); return nil }
 func main() {
 	var tg targets
 	flag.Var(&tg, "target", "CASE=N: report whether numaplace is at least N times faster on CASE (repeatable)")
+	peer := flag.String("peer", "kubelet", "the other side: the benchmarks' second name element, BenchmarkX/PEER/CASE")
 	flag.Parse()
 	var in io.Reader = os.Stdin
 	if flag.NArg() > 0 {
@@ -56,12 +60,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ratios:", err)
 		os.Exit(1)
 	}
-	rows := pair(results, order)
+	rows := pair(results, order, *peer)
 	if len(rows) == 0 {
-		fmt.Fprintln(os.Stderr, "ratios: no BenchmarkX/numaplace/CASE results in the input")
+		fmt.Fprintf(os.Stderr, "ratios: no BenchmarkX/numaplace/CASE results beside BenchmarkX/%s/CASE in the input\n", *peer)
 		os.Exit(1)
 	}
-	fmt.Print(table(rows))
+	fmt.Print(table(rows, *peer))
 	for _, t := range tg {
 		line, err := checkTarget(rows, t)
 		if err != nil {

@@ -20,20 +20,21 @@ type side struct {
 	ns, bytes, allocs float64
 }
 
-// row is one side-by-side case, such as Merge numa8/providers4.
+// row is one side-by-side case, such as Merge numa8/providers4: numaplace's
+// side and the peer's (the kubelet's, go-gpuallocator's, ...).
 type row struct {
 	bench, cas string
-	np, kl     side
-	hasKubelet bool
+	np, peer   side
+	hasPeer    bool
 }
 
-// ratio is how many times faster numaplace is (kubelet / numaplace ns/op),
-// NaN without a kubelet side.
+// ratio is how many times faster numaplace is (peer ns/op / numaplace
+// ns/op), NaN without a peer side.
 func (r row) ratio() float64 {
-	if !r.hasKubelet || r.np.ns == 0 {
+	if !r.hasPeer || r.np.ns == 0 {
 		return math.NaN()
 	}
-	return r.kl.ns / r.np.ns
+	return r.peer.ns / r.np.ns
 }
 
 var (
@@ -101,24 +102,33 @@ func sideOf(r *result) side {
 // "numaplace" and "numa8/providers4".
 func split(name string) (bench, who, cas string, ok bool) {
 	parts := strings.SplitN(strings.TrimPrefix(name, "Benchmark"), "/", 3)
-	if len(parts) != 3 || (parts[1] != "numaplace" && parts[1] != "kubelet") {
+	if len(parts) != 3 {
 		return "", "", "", false
 	}
 	return parts[0], parts[1], parts[2], true
 }
 
-// pair builds the side-by-side rows, in the order their numaplace side
-// first appears.
-func pair(results map[string]*result, order []string) []row {
+// pair builds the side-by-side rows of numaplace against peer, in the
+// order their numaplace side first appears: every numaplace case of a
+// benchmark that has a peer side in some case (cases numaplace alone runs,
+// such as Merge's numa64 against the kubelet, are listed without the peer's
+// columns; benchmarks without any case of the peer are left out).
+func pair(results map[string]*result, order []string, peer string) []row {
+	withPeer := map[string]bool{}
+	for _, name := range order {
+		if bench, who, _, ok := split(name); ok && who == peer {
+			withPeer[bench] = true
+		}
+	}
 	var rows []row
 	for _, name := range order {
 		bench, who, cas, ok := split(name)
-		if !ok || who != "numaplace" {
+		if !ok || who != "numaplace" || !withPeer[bench] {
 			continue
 		}
 		r := row{bench: bench, cas: cas, np: sideOf(results[name])}
-		if kl, ok := results["Benchmark"+bench+"/kubelet/"+cas]; ok {
-			r.kl, r.hasKubelet = sideOf(kl), true
+		if p, ok := results["Benchmark"+bench+"/"+peer+"/"+cas]; ok {
+			r.peer, r.hasPeer = sideOf(p), true
 		}
 		rows = append(rows, r)
 	}
@@ -147,25 +157,34 @@ func count(x float64) string {
 	return strconv.FormatFloat(x, 'f', 0, 64)
 }
 
-// table renders the rows as a markdown table.
-func table(rows []row) string {
+// times writes a ratio: whole below 10 only when it is a whole number of
+// times at two significant digits (1.5x, 0.047x, 3400x).
+func times(x float64) string {
+	if x >= 10 {
+		return fmt.Sprintf("%.0fx", x)
+	}
+	return fmt.Sprintf("%.2gx", x)
+}
+
+// table renders the rows of numaplace against peer as a markdown table.
+func table(rows []row, peer string) string {
 	var b strings.Builder
-	b.WriteString("| benchmark | case | numaplace | kubelet | kubelet / numaplace | numaplace allocs/op | kubelet allocs/op | numaplace B/op | kubelet B/op |\n")
+	fmt.Fprintf(&b, "| benchmark | case | numaplace | %[1]s | %[1]s / numaplace | numaplace allocs/op | %[1]s allocs/op | numaplace B/op | %[1]s B/op |\n", peer)
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
-		kl, ratio, klAllocs, klBytes := "-", "-", "-", "-"
-		if m := numaNodes.FindStringSubmatch(r.cas); m != nil {
+		pt, ratio, pAllocs, pBytes := "-", "-", "-", "-"
+		if m := numaNodes.FindStringSubmatch(r.cas); m != nil && peer == "kubelet" {
 			if n, _ := strconv.Atoi(m[1]); n > 8 {
-				kl = "refused (more than 8 NUMA nodes)"
+				pt = "refused (more than 8 NUMA nodes)"
 			}
 		}
-		if r.hasKubelet {
-			kl = human(r.kl.ns)
-			ratio = fmt.Sprintf("%.0fx", r.ratio())
-			klAllocs, klBytes = count(r.kl.allocs), count(r.kl.bytes)
+		if r.hasPeer {
+			pt = human(r.peer.ns)
+			ratio = times(r.ratio())
+			pAllocs, pBytes = count(r.peer.allocs), count(r.peer.bytes)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.bench, r.cas, human(r.np.ns), kl, ratio,
-			count(r.np.allocs), klAllocs, count(r.np.bytes), klBytes)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.bench, r.cas, human(r.np.ns), pt, ratio,
+			count(r.np.allocs), pAllocs, count(r.np.bytes), pBytes)
 	}
 	return b.String()
 }
@@ -182,14 +201,14 @@ func checkTarget(rows []row, target string) (string, error) {
 		if r.bench+"/"+r.cas != key {
 			continue
 		}
-		if !r.hasKubelet {
-			return fmt.Sprintf("target %s: no kubelet side", target), nil
+		if !r.hasPeer {
+			return fmt.Sprintf("target %s: no peer side", target), nil
 		}
 		verdict := "met"
 		if r.ratio() < n {
 			verdict = "NOT met"
 		}
-		return fmt.Sprintf("target %s: numaplace is %.0fx faster: %s", target, r.ratio(), verdict), nil
+		return fmt.Sprintf("target %s: numaplace is %s faster: %s", target, times(r.ratio()), verdict), nil
 	}
 	return fmt.Sprintf("target %s: case not in the input", target), nil
 }

@@ -1,0 +1,57 @@
+package devchoice_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// TestPairsWithMustIncludeNIC: two GPUs and one NIC that must be included
+// (mlx5_2, under switch s2). GPUs 4 and 5 share the node's undescribed
+// switch, where a free NIC (mlx5_5) lies too, and GPU 4 must be included;
+// GPU 6 is under s2. Only [4 6] pairs the NIC (Unpaired 0): the NIC under
+// the undescribed switch cannot be chosen, since the one NIC asked for is
+// the must-include one. The pair potential once counted that NIC and
+// chose [4 5] (found by TestChooseAgainstBruteForce at 20,000 checks).
+func TestPairsWithMustIncludeNIC(t *testing.T) {
+	b := topology.NewBuilder("pair-must").AddNode(topology.Node{ID: 0, CPUs: numa.CPURange(0, 7)})
+	gpuSwitch := []string{"s0", "", "", "", "", "", "s2"}
+	for id, sw := range gpuSwitch {
+		b.AddGPU(topology.GPU{ID: id, NUMANode: 0, PCIeSwitch: sw})
+	}
+	for d := range 6 {
+		sw := ""
+		if d == 2 {
+			sw = "s2"
+		}
+		b.AddDevice(topology.Device{ID: fmt.Sprintf("mlx5_%d", d), Class: "rdma", NUMANode: 0, PCIeSwitch: sw})
+	}
+	m, err := b.Build()
+	require.NoError(t, err)
+	x, err := devchoice.NewIndex(m)
+	require.NoError(t, err)
+	rdma, ok := x.Class("rdma")
+	require.True(t, ok)
+	gpus, gpuMust := devchoice.NewSet(x.Len(0)), devchoice.NewSet(x.Len(0))
+	for _, g := range []int{4, 5, 6} {
+		gpus.Add(g)
+	}
+	gpuMust.Add(4)
+	nics, nicMust := devchoice.NewSet(x.Len(rdma)), devchoice.NewSet(x.Len(rdma))
+	nics.Add(2)
+	nics.Add(5)
+	nicMust.Add(2)
+	res, err := x.NewChooser().Choose(&devchoice.Request{Nodes: m.AllNodes(), Wants: []devchoice.Want{
+		{Class: 0, Count: 2, Free: gpus, Must: gpuMust},
+		{Class: rdma, Count: 1, Free: nics, Must: nicMust},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []int{4, 6}, res.Devices(0).AppendTo(nil))
+	require.Equal(t, []int{2}, res.Devices(1).AppendTo(nil))
+	require.Zero(t, res.Rank.Unpaired)
+}

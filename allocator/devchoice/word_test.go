@@ -1,0 +1,104 @@
+package devchoice_test
+
+import (
+	"errors"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// ChooseWord chooses exactly what Choose chooses for the same request of
+// one class, on small and large random machines (with must-include
+// devices, one device or many, budgets reached or not), and one Chooser
+// serves both calls in turn.
+func TestChooseWordIsChoose(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var m *topology.Machine
+		switch rapid.IntRange(0, 3).Draw(rt, "kind") {
+		case 0:
+			m = bigMachine(rt)
+		case 1, 2:
+			m = flatLinkedMachine(rt)
+		default:
+			m = randomMachine(rt, rapid.Bool().Draw(rt, "withLinks"))
+		}
+		x, err := devchoice.NewIndex(m)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		_, devs := refClasses(m)
+		nodes := numa.Mask(rapid.Uint64Range(0, uint64(m.AllNodes())).Draw(rt, "allowed")) | numa.Mask(1)
+		unknown := rapid.Bool().Draw(rt, "unknown")
+		allowed := func(g int) bool {
+			if g < 0 {
+				return unknown
+			}
+			return nodes.Contains(g)
+		}
+		cl := 0
+		if len(devs) > 1 && rapid.IntRange(0, 3).Draw(rt, "nicClass") == 0 {
+			cl = 1
+		}
+		w, ok := drawWant(rt, devs[cl], cl, "want", allowed)
+		if !ok {
+			return
+		}
+		n := len(devs[cl])
+		free, must := toSet(n, w.free), toSet(n, w.must)
+		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: cl, Count: w.count, Free: free, Must: must}}}
+		c := x.NewChooser()
+		for range 2 {
+			res, err := c.Choose(req)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want := res.Devices(0)[0]
+			got, err := c.ChooseWord(cl, w.count, free[0], must[0], nodes, unknown)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if got != want {
+				rt.Fatalf("ChooseWord %#x, Choose %#x", got, want)
+			}
+		}
+	})
+}
+
+// ChooseWord refuses what Choose refuses, with Choose's categories.
+func TestChooseWordErrors(t *testing.T) {
+	m, err := topology.Preset("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := devchoice.NewIndex(m)
+	c := x.NewChooser()
+	all := m.AllNodes()
+	for _, tc := range []struct {
+		name              string
+		class, count      int
+		free, must        uint64
+		nodes             numa.Mask
+		wantErr, wantErr2 error
+	}{
+		{"unknown class", 9, 1, 1, 0, all, devchoice.ErrRequest, nil},
+		{"negative count", 0, -1, 1, 0, all, devchoice.ErrRequest, nil},
+		{"must not free", 0, 1, 1, 2, all, devchoice.ErrRequest, nil},
+		{"count below must", 0, 1, 3, 3, all, devchoice.ErrRequest, nil},
+		{"too few", 0, 3, 3, 0, all, devchoice.ErrTooFew, nil},
+		{"must not a device", 0, 2, 1 | 1<<20, 1 << 20, all, devchoice.ErrRequest, nil},
+		{"must outside the nodes", 0, 1, 1, 1, 1, devchoice.ErrRequest, nil}, // GPU 0 is on node 3
+	} {
+		_, err := c.ChooseWord(tc.class, tc.count, tc.free, tc.must, tc.nodes, true)
+		if !errors.Is(err, tc.wantErr) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantErr)
+		}
+	}
+	got, err := c.ChooseWord(0, 0, 0xff, 0, all, true)
+	if err != nil || got != 0 {
+		t.Errorf("count 0: %#x, %v; want nothing chosen", got, err)
+	}
+}

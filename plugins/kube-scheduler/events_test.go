@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,8 +34,13 @@ import (
 type world struct {
 	*events
 	nodeStore, podStore cache.Indexer
-	rv                  int
 }
+
+// lastRV is the last resource version store gave: one counter for every
+// world, as the API server's resource versions only grow (a restarted
+// plugin over the same stores, newWorld, must not see an object changed
+// under a version it already recorded).
+var lastRV atomic.Int64
 
 // newTestEvents returns the bookkeeping of a plugin without informers.
 func newTestEvents(t testing.TB) *world {
@@ -60,8 +66,7 @@ func newWorld(t testing.TB, nodes, pods cache.Indexer) *world {
 
 // store puts an object (a copy with a new resource version) in its store.
 func (w *world) store(s cache.Indexer, obj metav1.Object) {
-	w.rv++
-	obj.SetResourceVersion(strconv.Itoa(w.rv))
+	obj.SetResourceVersion(strconv.FormatInt(lastRV.Add(1), 10))
 	if _, ok, _ := s.Get(obj); ok {
 		_ = s.Update(obj)
 	} else {

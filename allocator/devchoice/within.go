@@ -221,14 +221,20 @@ func (c *Chooser) lowestFree0() int32 {
 }
 
 // dfsSwitches extends the set of switches in c.inB by left more items from
-// c.order2[from:]; s is the size of the complete set.
+// c.order2[from:]; s is the size of the complete set. Each complete set is
+// a leaf of the general path ([Chooser.leafSwitches]) or, on the word path
+// (c.word), of [Chooser.leafSwitchesWord].
 func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
 		return
 	}
 	c.bsteps++
 	if left == 0 {
-		if capacity >= c.need[0] {
+		switch {
+		case capacity < c.need[0]:
+		case c.word:
+			c.leafSwitchesWord(s)
+		default:
 			c.leafSwitches(s)
 		}
 		return

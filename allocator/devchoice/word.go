@@ -362,7 +362,7 @@ func (c *Chooser) leafWord() {
 		c.leafSwitchesWord(1)
 		return
 	}
-	c.dfsWord(0, smin-forced, capF, smin)
+	c.dfsSwitches(0, smin-forced, capF, smin)
 }
 
 // lowestFreeWord is lowestFree0 for the word path.
@@ -414,32 +414,6 @@ func (c *Chooser) keepWord(r *Rank, sel uint64) {
 		}
 	}
 	c.have, c.bestRank, c.bestWord = true, *r, sel
-}
-
-// dfsWord is dfsSwitches for the word path.
-func (c *Chooser) dfsWord(from, left int, capacity int32, s int) {
-	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
-		return
-	}
-	c.bsteps++
-	if left == 0 {
-		if capacity >= c.need[0] {
-			c.leafSwitchesWord(s)
-		}
-		return
-	}
-	for i := from; i+left <= len(c.order2); i++ {
-		if capacity+c.prefix2[i+left]-c.prefix2[i] < c.need[0] {
-			return
-		}
-		it := c.order2[i]
-		c.inB[it] = true
-		c.dfsWord(i+1, left-1, capacity+c.icnt[0][it], s)
-		c.inB[it] = false
-		if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
-			return
-		}
-	}
 }
 
 // leafSwitchesWord is leafSwitches for the word path.

@@ -116,25 +116,8 @@ func (c *Chooser) searchSwitches() {
 			c.order2 = append(c.order2, int32(i))
 		}
 	}
-	// By free devices of the first want, descending, then by switch ID.
-	sw := c.itSW
+	smin := c.orderSwitches(cnt0, forced, capF)
 	o := c.order2
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
-	c.prefix2 = append(c.prefix2[:0], 0)
-	for i, it := range o {
-		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
-	}
-	extra, need := 0, need0-capF
-	for need > 0 && extra < len(o) {
-		need -= cnt0[o[extra]]
-		extra++
-	}
-	smin := forced + extra
-	c.smin = smin
 	// An optimistic rank of these groups: cut them when it cannot beat the
 	// best choice so far.
 	lb := c.groupRank()
@@ -142,17 +125,7 @@ func (c *Chooser) searchSwitches() {
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
 	if c.nw == 1 && smin == 1 {
-		if forced == 1 {
-			lb.SwitchLeft = int(capF - need0)
-		} else {
-			best := int32(-1)
-			for _, i := range o {
-				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
-					best = n
-				}
-			}
-			lb.SwitchLeft = int(best - need0)
-		}
+		lb.SwitchLeft = c.oneSwitchLeft(cnt0, forced, capF)
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
@@ -174,6 +147,49 @@ func (c *Chooser) searchSwitches() {
 			break
 		}
 	}
+}
+
+// orderSwitches sorts the switches of c.order2 (those without a
+// must-include device of the first want) by the first want's free devices
+// cnt0, descending, then by switch ID; fills c.prefix2 with their running
+// sums; and returns, and records in c.smin, the fewest switches that hold
+// the first want's count with the forced ones (forced switches holding
+// capF devices): the greedy count, exact for one class.
+func (c *Chooser) orderSwitches(cnt0 []int32, forced int, capF int32) int {
+	sw, o := c.itSW, c.order2
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+	c.prefix2 = append(c.prefix2[:0], 0)
+	for i, it := range o {
+		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
+	}
+	extra, need := 0, c.need[0]-capF
+	for need > 0 && extra < len(o) {
+		need -= cnt0[o[extra]]
+		extra++
+	}
+	c.smin = forced + extra
+	return c.smin
+}
+
+// oneSwitchLeft returns the free devices of the first want that the best
+// single switch leaves when one switch holds the count (orderSwitches
+// returned 1): the forced switch's, else the smallest that fits.
+func (c *Chooser) oneSwitchLeft(cnt0 []int32, forced int, capF int32) int {
+	need0 := c.need[0]
+	if forced == 1 {
+		return int(capF - need0)
+	}
+	best := int32(-1)
+	for _, i := range c.order2 {
+		if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
+			best = n
+		}
+	}
+	return int(best - need0)
 }
 
 // groupRank returns the node-level part of a rank for the current groups.

@@ -315,39 +315,12 @@ func (c *Chooser) leafWord() {
 	}
 	c.nodeLeft = c.gcap[0] - need0
 	// The rest is searchSwitches' for one want.
-	sw := c.itSW
-	o := c.order2
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
-	c.prefix2 = append(c.prefix2[:0], 0)
-	for i, it := range o {
-		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
-	}
-	extra, need := 0, need0-capF
-	for need > 0 && extra < len(o) {
-		need -= cnt0[o[extra]]
-		extra++
-	}
-	smin := forced + extra
-	c.smin = smin
+	smin := c.orderSwitches(cnt0, forced, capF)
 	lb := c.groupRank()
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
 	if smin == 1 {
-		if forced == 1 {
-			lb.SwitchLeft = int(capF - need0)
-		} else {
-			best := int32(-1)
-			for _, i := range o {
-				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
-					best = n
-				}
-			}
-			lb.SwitchLeft = int(best - need0)
-		}
+		lb.SwitchLeft = c.oneSwitchLeft(cnt0, forced, capF)
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)

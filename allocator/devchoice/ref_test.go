@@ -305,25 +305,45 @@ func toSet(n int, xs []int) devchoice.Set {
 	return s
 }
 
+// anyMachine draws a machine of bigMachine, flatLinkedMachine or
+// randomMachine (with or without NVLinks).
+func anyMachine(t *rapid.T) *topology.Machine {
+	switch rapid.IntRange(0, 3).Draw(t, "kind") {
+	case 0:
+		return bigMachine(t)
+	case 1, 2:
+		return flatLinkedMachine(t)
+	}
+	return randomMachine(t, rapid.Bool().Draw(t, "withLinks"))
+}
+
+// drawCase makes m's index and reference devices and draws the nodes a
+// request may use (node 0 always) and whether devices of unknown node
+// may be used; allowed reports whether a device of group g may be chosen.
+func drawCase(t *rapid.T, m *topology.Machine) (x *devchoice.Index, devs [][]refDev, nodes numa.Mask, unknown bool, allowed func(g int) bool) {
+	x, err := devchoice.NewIndex(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, devs = refClasses(m)
+	nodes = numa.Mask(rapid.Uint64Range(0, uint64(m.AllNodes())).Draw(t, "allowed")) | numa.Mask(1)
+	unknown = rapid.Bool().Draw(t, "unknown")
+	allowed = func(g int) bool {
+		if g < 0 {
+			return unknown
+		}
+		return nodes.Contains(g)
+	}
+	return x, devs, nodes, unknown, allowed
+}
+
 // check runs the chooser on a random case and compares it with the
 // reference; exact says which criteria must be optimal.
 func TestChooseAgainstBruteForce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		links := rapid.Bool().Draw(rt, "withLinks")
 		m := randomMachine(rt, links)
-		x, err := devchoice.NewIndex(m)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		_, devs := refClasses(m)
-		nodes := numa.Mask(rapid.Uint64Range(0, uint64(m.AllNodes())).Draw(rt, "allowed")) | numa.Mask(1)
-		unknown := rapid.Bool().Draw(rt, "unknown")
-		allowed := func(g int) bool {
-			if g < 0 {
-				return unknown
-			}
-			return nodes.Contains(g)
-		}
+		x, devs, nodes, unknown, allowed := drawCase(rt, m)
 		var wants []refWant
 		gpu, okG := drawWant(rt, devs[0], 0, "gpu", allowed)
 		if okG && rapid.IntRange(0, 4).Draw(rt, "withGPUs") > 0 {
@@ -480,28 +500,8 @@ func flatLinkedMachine(t *rapid.T) *topology.Machine {
 // the general path chooses, on small and large random machines.
 func TestWordPathIsTheGeneralPath(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		var m *topology.Machine
-		switch rapid.IntRange(0, 3).Draw(rt, "kind") {
-		case 0:
-			m = bigMachine(rt)
-		case 1, 2:
-			m = flatLinkedMachine(rt)
-		default:
-			m = randomMachine(rt, rapid.Bool().Draw(rt, "withLinks"))
-		}
-		x, err := devchoice.NewIndex(m)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		_, devs := refClasses(m)
-		nodes := numa.Mask(rapid.Uint64Range(0, uint64(m.AllNodes())).Draw(rt, "allowed")) | numa.Mask(1)
-		unknown := rapid.Bool().Draw(rt, "unknown")
-		allowed := func(g int) bool {
-			if g < 0 {
-				return unknown
-			}
-			return nodes.Contains(g)
-		}
+		m := anyMachine(rt)
+		x, devs, nodes, unknown, allowed := drawCase(rt, m)
 		w, ok := drawWant(rt, devs[0], 0, "gpu", allowed)
 		if !ok {
 			return

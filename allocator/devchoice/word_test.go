@@ -17,28 +17,8 @@ import (
 // serves both calls in turn.
 func TestChooseWordIsChoose(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		var m *topology.Machine
-		switch rapid.IntRange(0, 3).Draw(rt, "kind") {
-		case 0:
-			m = bigMachine(rt)
-		case 1, 2:
-			m = flatLinkedMachine(rt)
-		default:
-			m = randomMachine(rt, rapid.Bool().Draw(rt, "withLinks"))
-		}
-		x, err := devchoice.NewIndex(m)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		_, devs := refClasses(m)
-		nodes := numa.Mask(rapid.Uint64Range(0, uint64(m.AllNodes())).Draw(rt, "allowed")) | numa.Mask(1)
-		unknown := rapid.Bool().Draw(rt, "unknown")
-		allowed := func(g int) bool {
-			if g < 0 {
-				return unknown
-			}
-			return nodes.Contains(g)
-		}
+		m := anyMachine(rt)
+		x, devs, nodes, unknown, allowed := drawCase(rt, m)
 		cl := 0
 		if len(devs) > 1 && rapid.IntRange(0, 3).Draw(rt, "nicClass") == 0 {
 			cl = 1

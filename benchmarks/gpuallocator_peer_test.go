@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/kubelet/kubelettest"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -54,13 +55,13 @@ func TestPeerLinkTypes(t *testing.T) {
 	require.Equal(t, "P2PLinkCrossCPU TwelveNVLINKLinks", links(devs[0], 4))
 	require.Equal(t, "0000:07:00.0", devs[0].PCI.BusID)
 	require.Equal(t, uint(3), *devs[0].CPUAffinity)
-	m16 := peerDevices(machine16(t))
+	m16 := peerDevices(kubelettest.Machine16(t))
 	require.Equal(t, "P2PLinkSingleSwitch TwelveNVLINKLinks", links(m16[0], 1))
 	require.Equal(t, "P2PLinkSingleSwitch TwoNVLINKLinks", links(m16[0], 2))
 	require.Equal(t, "P2PLinkHostBridge", links(m16[0], 4))
 	require.Equal(t, "P2PLinkCrossCPU", links(m16[0], 8))
 	require.Equal(t, "GPU-5", m16[5].UUID)
-	worst := peerDevices(machine16Worst(t))
+	worst := peerDevices(kubelettest.Machine16Worst(t))
 	// One GPU per node, one socket: same CPU; 1+(3*4)%5 = 3 links.
 	require.Equal(t, "P2PLinkSameCPU ThreeNVLINKLinks", links(worst[3], 4))
 	for _, ds := range [][]*gpuallocator.Device{devs, m16, worst} {
@@ -81,7 +82,7 @@ func TestPeerLinkTypes(t *testing.T) {
 func TestPeerDevicesDrivePolicy(t *testing.T) {
 	a100, err := topology.Preset("dgx-a100")
 	require.NoError(t, err)
-	m16 := machine16(t)
+	m16 := kubelettest.Machine16(t)
 	policy := gpuallocator.NewBestEffortPolicy()
 	for _, c := range []struct {
 		why       string
@@ -157,8 +158,8 @@ func comparePrefix(a, b peerKey) int {
 
 // TestPeerAgreement compares numaplace's and go-gpuallocator's answers on
 // the benchmark's cases and on seeded random requests (free GPUs, must
-// include, size) on dgx-a100, xeon-2s-snc2-8gpu, machine16 and
-// machine16Worst, and logs how often they choose the same GPUs and the
+// include, size) on dgx-a100, xeon-2s-snc2-8gpu, kubelettest.Machine16 and
+// kubelettest.Machine16Worst, and logs how often they choose the same GPUs and the
 // first differences. It requires both answers to be answers, and where
 // they differ, numaplace's answer to rank no worse than the peer's on the
 // criteria its chooser finds exactly (NUMA nodes, distance, PCIe switches):
@@ -237,7 +238,7 @@ func TestPeerAgreement(t *testing.T) {
 	xeon, err := topology.Preset("xeon-2s-snc2-8gpu")
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(1, 12))
-	for _, m := range []*topology.Machine{a100, xeon, machine16(t), machine16Worst(t)} {
+	for _, m := range []*topology.Machine{a100, xeon, kubelettest.Machine16(t), kubelettest.Machine16Worst(t)} {
 		p, peer := kubelet.NewDevicePlugin(m), newPeerSide(m)
 		n := m.NumGPUs()
 		for i := range 200 {

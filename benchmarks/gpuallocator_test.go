@@ -3,7 +3,6 @@
 package benchmarks
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-gpuallocator/gpuallocator"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/adapters/kubelet/kubelettest"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -182,62 +182,6 @@ func gpuIDs(from, to int, except ...int) []string {
 	return out
 }
 
-// machine16 is adapters/kubelet's test machine of the same name (built the
-// same way; test helpers are not exported across modules): 16 GPUs on 2
-// NUMA nodes of 2 sockets, 4 PCIe switches of 4 GPUs (GPUs 4s..4s+3 under
-// sw<s>, node g/8), NVLinks within each switch: 12 links between GPUs 2k
-// and 2k+1, 2 between the other pairs.
-func machine16(tb testing.TB) *topology.Machine {
-	tb.Helper()
-	b := topology.NewBuilder("gpu16").
-		AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 31), MemoryMiB: 1 << 18}).
-		AddNode(topology.Node{ID: 1, Socket: 1, CPUs: numa.CPURange(32, 63), MemoryMiB: 1 << 18}).
-		SetDistances([][]int{{10, 21}, {21, 10}})
-	for g := range 16 {
-		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g / 8), PCIeSwitch: "sw" + strconv.Itoa(g/4),
-			UUID: "GPU-" + strconv.Itoa(g), BusID: fmt.Sprintf("0000:%02x:00.0", 0x10+g)})
-	}
-	for s := range 4 {
-		for a := 4 * s; a < 4*s+4; a++ {
-			for c := a + 1; c < 4*s+4; c++ {
-				links := 2
-				if a%2 == 0 && c == a+1 {
-					links = 12
-				}
-				b.AddNVLink(a, c, links)
-			}
-		}
-	}
-	m, err := b.Build()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
-}
-
-// machine16Worst is adapters/kubelet's machine16Worst: 16 NUMA nodes of one
-// socket at equal distance with one GPU each (no switch) and NVLink counts
-// 1+(a*b)%5 between GPUs a and b, where numaplace's search reaches its
-// budgets.
-func machine16Worst(tb testing.TB) *topology.Machine {
-	tb.Helper()
-	b := topology.NewBuilder("gpu16-worst")
-	for i := range 16 {
-		b.AddNode(topology.Node{ID: numa.NodeID(i), Socket: 0, CPUs: numa.NewCPUSet(i)})
-	}
-	for g := range 16 {
-		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g)})
-		for c := g + 1; c < 16; c++ {
-			b.AddNVLink(g, c, 1+(g*c)%5)
-		}
-	}
-	m, err := b.Build()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
-}
-
 // prefCase is one GetPreferredAllocation question.
 type prefCase struct {
 	name      string
@@ -251,13 +195,13 @@ type prefCase struct {
 // BenchmarkGetPreferredAllocation: dgx-a100/gpusN and devices16/gpusN ask
 // for N GPUs with every GPU free; dgx-a100/fragmented has GPU 2 taken and
 // asks for 4; devices16/fragmented has GPUs 1, 6 and 11 taken, must include
-// 9 and asks for 6; devices16-worst asks for 8 of machine16Worst's 16.
+// 9 and asks for 6; devices16-worst asks for 8 of kubelettest.Machine16Worst's 16.
 func prefCases(tb testing.TB) []prefCase {
 	a100, err := topology.Preset("dgx-a100")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m16 := machine16(tb)
+	m16 := kubelettest.Machine16(tb)
 	var cases []prefCase
 	for _, size := range []int{1, 2, 4, 8} {
 		cases = append(cases, prefCase{"dgx-a100/gpus" + strconv.Itoa(size), a100, gpuIDs(0, 7), nil, size})
@@ -267,7 +211,7 @@ func prefCases(tb testing.TB) []prefCase {
 		cases = append(cases, prefCase{"devices16/gpus" + strconv.Itoa(size), m16, gpuIDs(0, 15), nil, size})
 	}
 	return append(cases, prefCase{"devices16/fragmented", m16, gpuIDs(0, 15, 1, 6, 11), []string{"9"}, 6},
-		prefCase{"devices16-worst", machine16Worst(tb), gpuIDs(0, 15), nil, 8})
+		prefCase{"devices16-worst", kubelettest.Machine16Worst(tb), gpuIDs(0, 15), nil, 8})
 }
 
 // BenchmarkGetPreferredAllocation is

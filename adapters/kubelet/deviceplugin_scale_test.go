@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/numaplace/numaplace/adapters/kubelet/kubelettest"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -89,12 +90,12 @@ func BenchmarkNewDevicePlugin(b *testing.B) {
 }
 
 // preferredCases returns the machines and the answers to the requests of
-// testdata/preferred_answers.txt: the presets with GPUs, machine16,
-// machine16Worst and random machines with NVLinks, each with random
+// testdata/preferred_answers.txt: the presets with GPUs, kubelettest.Machine16,
+// kubelettest.Machine16Worst and random machines with NVLinks, each with random
 // requests (fixed seeds).
 func preferredCases(t testing.TB) ([]*topology.Machine, []string) {
 	machines := []*topology.Machine{preset(t, "dgx-h100"), preset(t, "dgx-a100"),
-		preset(t, "xeon-2s-snc2-8gpu"), preset(t, "numa64"), machine16(t), machine16Worst(t)}
+		preset(t, "xeon-2s-snc2-8gpu"), preset(t, "numa64"), kubelettest.Machine16(t), kubelettest.Machine16Worst(t)}
 	rng := rand.New(rand.NewPCG(11, 6))
 	for k := range 6 {
 		b := topology.NewBuilder("random" + strconv.Itoa(k))

@@ -10,39 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/numaplace/numaplace/adapters/kubelet/kubelettest"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
-
-// machine16 is a 16-GPU machine: 2 NUMA nodes (one per socket) of 8 GPUs,
-// 4 PCIe switches of 4 GPUs (sw0, sw1 on node 0; sw2, sw3 on node 1), and
-// NVLink bridges: 12 links between GPUs 2k and 2k+1, 2 links between the
-// other pairs of a switch. UUIDs are "GPU-<id>".
-func machine16(t testing.TB) *topology.Machine {
-	t.Helper()
-	b := topology.NewBuilder("gpu16").
-		AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 31), MemoryMiB: 1 << 18}).
-		AddNode(topology.Node{ID: 1, Socket: 1, CPUs: numa.CPURange(32, 63), MemoryMiB: 1 << 18}).
-		SetDistances([][]int{{10, 21}, {21, 10}})
-	for g := range 16 {
-		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g / 8), PCIeSwitch: "sw" + strconv.Itoa(g/4),
-			UUID: "GPU-" + strconv.Itoa(g), BusID: fmt.Sprintf("0000:%02x:00.0", 0x10+g)})
-	}
-	for s := range 4 {
-		for a := 4 * s; a < 4*s+4; a++ {
-			for c := a + 1; c < 4*s+4; c++ {
-				links := 2
-				if a%2 == 0 && c == a+1 {
-					links = 12
-				}
-				b.AddNVLink(a, c, links)
-			}
-		}
-	}
-	m, err := b.Build()
-	require.NoError(t, err)
-	return m
-}
 
 func ids(from, to int, except ...int) []string {
 	var out []string
@@ -55,7 +26,7 @@ func ids(from, to int, except ...int) []string {
 }
 
 func TestGetPreferredAllocation(t *testing.T) {
-	m16 := machine16(t)
+	m16 := kubelettest.Machine16(t)
 	a100 := preset(t, "dgx-a100")
 	// Eight GPUs without switches (those of one NUMA node count as one
 	// switch) or links; two of unknown NUMA node.
@@ -117,7 +88,7 @@ func TestGetPreferredAllocation(t *testing.T) {
 }
 
 func TestGetPreferredAllocationErrors(t *testing.T) {
-	p := NewDevicePlugin(machine16(t))
+	p := NewDevicePlugin(kubelettest.Machine16(t))
 	tests := []struct {
 		name      string
 		available []string
@@ -397,7 +368,7 @@ func TestGetPreferredAllocationLargeMachine(t *testing.T) {
 }
 
 func TestPreferenceString(t *testing.T) {
-	p := NewDevicePlugin(machine16(t))
+	p := NewDevicePlugin(kubelettest.Machine16(t))
 	pref, err := p.Prefer(ids(0, 15), nil, 2)
 	require.NoError(t, err)
 	require.Equal(t, "GPUs [0 1] on NUMA nodes [0], 1 PCIe switch, 12 NVLink links", pref.String())
@@ -406,33 +377,13 @@ func TestPreferenceString(t *testing.T) {
 	require.Equal(t, "GPUs [0 15] on NUMA nodes [0 1], 2 PCIe switches", pref.String())
 }
 
-// machine16Worst is a contrived 16-GPU machine where the search reaches
-// its budgets: 16 NUMA nodes at equal distance with one GPU each (no
-// switch) and NVLink counts that differ between pairs.
-func machine16Worst(t testing.TB) *topology.Machine {
-	t.Helper()
-	b := topology.NewBuilder("gpu16-worst")
-	for i := range 16 {
-		b.AddNode(topology.Node{ID: numa.NodeID(i), Socket: 0, CPUs: numa.NewCPUSet(i)})
-	}
-	for g := range 16 {
-		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(g)})
-		for c := g + 1; c < 16; c++ {
-			b.AddNVLink(g, c, 1+(g*c)%5)
-		}
-	}
-	m, err := b.Build()
-	require.NoError(t, err)
-	return m
-}
-
 // BenchmarkGetPreferredAllocation measures one answer at every size:
 // dgx-a100/gpusN and devices16/gpusN ask for N of the GPUs with every GPU
-// free (devices16 is machine16: 2 NUMA nodes, 4 switches, NVLink bridges);
+// free (devices16 is kubelettest.Machine16: 2 NUMA nodes, 4 switches, NVLink bridges);
 // dgx-a100/fragmented has GPU 2 taken and asks for 4; devices16/fragmented
 // has 3 GPUs taken, one must-include and asks for 6 (the search crosses
 // switches and compares NVLink choices); devices16-worst asks for 8 of the
-// 16 GPUs of machine16Worst, where the search budgets are reached, and
+// 16 GPUs of kubelettest.Machine16Worst, where the search budgets are reached, and
 // devices16-worst-busy the same with GPU 15 taken.
 func BenchmarkGetPreferredAllocation(b *testing.B) {
 	type bcase struct {
@@ -442,7 +393,7 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 		must      []string
 		size      int
 	}
-	a100, m16 := preset(b, "dgx-a100"), machine16(b)
+	a100, m16 := preset(b, "dgx-a100"), kubelettest.Machine16(b)
 	var cases []bcase
 	for _, size := range []int{1, 2, 4, 8} {
 		cases = append(cases, bcase{"dgx-a100/gpus" + strconv.Itoa(size), a100, ids(0, 7), nil, size})
@@ -452,8 +403,8 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 		cases = append(cases, bcase{"devices16/gpus" + strconv.Itoa(size), m16, ids(0, 15), nil, size})
 	}
 	cases = append(cases, bcase{"devices16/fragmented", m16, ids(0, 15, 1, 6, 11), []string{"9"}, 6},
-		bcase{"devices16-worst", machine16Worst(b), ids(0, 15), nil, 8},
-		bcase{"devices16-worst-busy", machine16Worst(b), ids(0, 15, 15), nil, 8})
+		bcase{"devices16-worst", kubelettest.Machine16Worst(b), ids(0, 15), nil, 8},
+		bcase{"devices16-worst-busy", kubelettest.Machine16Worst(b), ids(0, 15, 15), nil, 8})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			p := NewDevicePlugin(c.m)

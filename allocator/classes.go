@@ -241,26 +241,7 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 
 // uniformWidth returns the fewest identical nodes that cover, or -1.
 func (cs *classSearch) uniformWidth() int {
-	p := cs.p
-	v := &p.val[cs.nodes[0]]
-	w := 1
-	for r := 0; r < p.k; r++ {
-		if p.need[r] == 0 {
-			continue
-		}
-		if v[r] == 0 {
-			return -1
-		}
-		t := p.need[r] / v[r]
-		if p.need[r]%v[r] != 0 {
-			t++
-		}
-		if t > int64(cs.n) {
-			return -1
-		}
-		w = max(w, int(t))
-	}
-	return w
+	return cs.p.uniformWidth(&cs.p.val[cs.nodes[0]], cs.n)
 }
 
 // run runs one search over classes for width w with at most limit steps

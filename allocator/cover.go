@@ -157,6 +157,119 @@ func insertionSortDesc(s []int64) {
 	}
 }
 
+// sumLargest returns the sum of the w largest values of v, which it
+// reorders so that they come first: a selection (three-way partitions
+// around a median of three, insertion sort below 12 values), O(len(v))
+// steps on average and O(len(v)²) at worst.
+func sumLargest(v []int64, w int) int64 {
+	lo, hi := 0, len(v) // v[:lo] >= v[lo:hi] >= v[hi:], lo <= w <= hi
+	for w > lo && w < hi {
+		if hi-lo <= 12 {
+			insertionSortDesc(v[lo:hi])
+			break
+		}
+		a, b, c := v[lo], v[int(uint(lo+hi)>>1)], v[hi-1]
+		pivot := max(min(a, b), min(max(a, b), c))
+		lt, i, gt := lo, lo, hi // v[lo:lt] > pivot, v[lt:i] == pivot, v[gt:hi] < pivot
+		for i < gt {
+			switch x := v[i]; {
+			case x > pivot:
+				v[i], v[lt] = v[lt], x
+				lt++
+				i++
+			case x < pivot:
+				gt--
+				v[i], v[gt] = v[gt], x
+			default:
+				i++
+			}
+		}
+		switch {
+		case w < lt:
+			hi = lt
+		case w > gt:
+			lo = gt
+		default:
+			lo, hi = w, w
+		}
+	}
+	var t int64
+	for _, x := range v[:min(w, len(v))] {
+		t += x
+	}
+	return t
+}
+
+// mayCover reports whether, kind by kind, the w largest amounts of pool
+// reach the demand: false proves that no w nodes of pool cover (it is
+// the per-kind bound of the searches' first step). O(k·n) on average for
+// n nodes of the pool (see sumLargest).
+func (p *problem) mayCover(pool numa.Mask, w int) bool {
+	p.clip()
+	var vals [numa.MaxNodes]int64
+	for r := 0; r < p.k; r++ {
+		if p.need[r] == 0 {
+			continue
+		}
+		n := 0
+		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+			vals[n] = p.val[bits.TrailingZeros64(wd)][r]
+			n++
+		}
+		if sumLargest(vals[:n], w) < p.need[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// uniformOn reports whether every node of pool has the same amounts
+// clipped at the demands (val must be made).
+func (p *problem) uniformOn(pool numa.Mask) bool {
+	first := &p.val[pool.Lowest()]
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		v := &p.val[bits.TrailingZeros64(wd)]
+		for r := 0; r < p.k; r++ {
+			if v[r] != first[r] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// lowest returns the w lowest nodes of pool (all of them when it has fewer).
+func lowest(pool numa.Mask, w int) numa.Mask {
+	m := uint64(pool)
+	for range max(pool.Count()-w, 0) {
+		m &^= 1 << uint(63-bits.LeadingZeros64(m))
+	}
+	return numa.Mask(m)
+}
+
+// uniformWidth returns the fewest of n identical nodes, each with the
+// amounts v clipped at the demands, that cover, or -1.
+func (p *problem) uniformWidth(v *[maxKinds]int64, n int) int {
+	w := 1
+	for r := 0; r < p.k; r++ {
+		if p.need[r] == 0 {
+			continue
+		}
+		if v[r] == 0 {
+			return -1
+		}
+		t := p.need[r] / v[r]
+		if p.need[r]%v[r] != 0 {
+			t++
+		}
+		if t > int64(n) {
+			return -1
+		}
+		w = max(w, int(t))
+	}
+	return w
+}
+
 // visitor receives the covers an enumeration finds; visit returns false to
 // stop it.
 type visitor interface {
@@ -217,7 +330,9 @@ func (s *subsetSearch) promising(q, chosen int, sums *[maxKinds]int64) bool {
 // w >= 2 nodes that covers the demands, trying first the nodes that cover
 // most of the demands (so the first branch usually succeeds).
 func (s *subsetSearch) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
-	p.clip()
+	if !p.mayCover(pool, w) {
+		return 0, false
+	}
 	var score [smallPool]uint64
 	s.n = 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {

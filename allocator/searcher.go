@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"math/bits"
-	"slices"
 	"sync"
 
 	"github.com/numaplace/numaplace/numa"
@@ -267,6 +266,13 @@ func (sr *searcher) capacity() *problem {
 // place where the strategy is chosen: one node for width 1, the exact
 // subset search on pools of at most smallPool nodes, the class search
 // (within the decision's bound) on larger pools.
+//
+// Before preparing the class search for a pool it does not hold, the
+// per-kind bound of the search's first step is judged without sorting
+// ([problem.mayCover]): when it fails, no w nodes cover, and the answer is
+// the class search's (false, that one step counted in the decision's
+// bound) without its preparation. A pool of identical nodes, or a
+// decision whose bound is spent, takes the class search's own path.
 func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
 	switch n := pool.Count(); {
 	case w <= 0 || w > n:
@@ -275,6 +281,14 @@ func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) 
 		return p.oneNode(pool)
 	case n <= smallPool:
 		return sr.sub.exists(p, pool, w)
+	}
+	if !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
+		p.clip()
+		if !p.uniformOn(pool) && !p.mayCover(pool, w) {
+			sr.large.p = nil // as if prepared for pool: the next pool is prepared anew
+			sr.bound.used++
+			return 0, false
+		}
 	}
 	sr.prepareLarge(p, pool)
 	return sr.large.exists(w)
@@ -298,6 +312,14 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 	if pool.Count() > smallPool {
 		sr.prepareLarge(p, pool)
 		return sr.large.minWidth()
+	}
+	p.clip()
+	if pool != 0 && p.uniformOn(pool) { // identical nodes: arithmetic
+		w := p.uniformWidth(&p.val[pool.Lowest()], pool.Count())
+		if w < 0 {
+			return -1, 0
+		}
+		return w, lowest(pool, w)
 	}
 	lb := p.lowerBound(pool)
 	if lb < 0 {
@@ -503,7 +525,7 @@ func (sr *searcher) demandedIndex(kind string) int {
 }
 
 // topSum returns the sum of the w largest values of v over pool, in
-// O(n log n) for n nodes.
+// O(n) on average for n nodes (see sumLargest).
 func topSum(v []int64, pool numa.Mask, w int) int64 {
 	var vals [numa.MaxNodes]int64
 	n := 0
@@ -511,11 +533,5 @@ func topSum(v []int64, pool numa.Mask, w int) int64 {
 		vals[n] = v[bits.TrailingZeros64(wd)]
 		n++
 	}
-	s := vals[:n]
-	slices.Sort(s)
-	var t int64
-	for j := n - 1; j >= 0 && j >= n-w; j-- {
-		t += s[j]
-	}
-	return t
+	return sumLargest(vals[:n], w)
 }

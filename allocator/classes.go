@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 
@@ -47,6 +48,12 @@ func shareBy(v, need int64, r uint64) int64 {
 	if r == 0 || v <= 0 {
 		return share(v, need)
 	}
+	return shareFast(v, need, r)
+}
+
+// shareFast is shareBy for 0 <= v <= need and r = recip(need) != 0, small
+// enough to be inlined into the loops that take a share per node.
+func shareFast(v, need int64, r uint64) int64 {
 	x := uint64(v) << 20 // v <= need < 2^43: no overflow
 	q, _ := bits.Mul64(x, r)
 	rem := x - q*uint64(need)
@@ -150,9 +157,12 @@ type classSearch struct {
 	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
 	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand
 	score    [numa.MaxNodes]int64           // by node: the sum of its shares
-	byScore  [numa.MaxNodes]int8            // pool nodes by score descending
-	byKind   [maxKinds][numa.MaxNodes]int8  // pool nodes by amount of kind r, descending
-	distinct [maxKinds]int                  // distinct amounts of kind r in the pool
+	scoreMax int64                          // the largest and smallest score
+	scoreMin int64
+	byScore  [numa.MaxNodes]int8           // pool nodes by score descending
+	byKind   [maxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
+	distinct [maxKinds]int                 // distinct amounts of kind r in the pool
+	sorted   uint32                        // bit 0: byScore is made; bit r+1: byKind[r] and distinct[r]
 
 	classified bool
 	sk         int                           // the kind sorted inside classes
@@ -189,54 +199,102 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 	return cs.p == p && cs.pool == pool
 }
 
-// prepare loads pool into cs for problem p and sorts the orders every
-// width reuses.
+// prepare loads pool into cs for problem p: its nodes, whether they are
+// identical, and each node's shares and score. The orders by score and by
+// each kind's amount are sorted when first read (sortScore, sortKind): a
+// first width that the greedy cover by score settles needs no other.
 func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
-	cs.p, cs.pool, cs.n = p, pool, 0
-	cs.classified, cs.lagrange, cs.topOK, cs.steps = false, false, false, 0
-	cs.uniform = true
-	first := &p.val[pool.Lowest()]
+	cs.p, cs.pool = p, pool
+	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
+	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-		i := bits.TrailingZeros64(wd)
-		cs.nodes[cs.n] = int8(i)
-		cs.n++
-		if cs.uniform {
-			v := &p.val[i]
-			for r := 0; r < p.k; r++ {
-				if v[r] != first[r] {
-					cs.uniform = false
-					break
-				}
-			}
-		}
+		cs.nodes[n] = int8(bits.TrailingZeros64(wd))
+		n++
 	}
+	cs.n = n
+	cs.uniform = p.uniformOn(pool)
 	if cs.uniform {
 		return
 	}
-	nodes := cs.nodes[:cs.n]
+	nodes := cs.nodes[:n]
 	k := p.k
 	for _, i := range nodes {
-		var s int64
-		v, sh := &p.val[i], &cs.shares[i]
-		for r := 0; r < k; r++ {
-			x := shareBy(v[r], p.need[r], p.recip[r])
-			sh[r] = x
-			s += x
-		}
-		cs.score[i] = s
+		cs.score[i] = 0
 	}
-	copy(cs.byScore[:], nodes)
-	sortDesc(cs.byScore[:cs.n], &cs.score, &cs.keys)
 	for r := 0; r < k; r++ {
+		need, rc := p.need[r], p.recip[r]
+		for _, i := range nodes {
+			var x int64
+			if v := p.val[i][r]; rc != 0 && v >= 0 {
+				x = shareFast(v, need, rc)
+			} else {
+				x = shareBy(v, need, rc)
+			}
+			cs.shares[i][r] = x
+			cs.score[i] += x
+		}
+	}
+	cs.scoreMax, cs.scoreMin = cs.score[nodes[0]], cs.score[nodes[0]]
+	for _, i := range nodes {
+		cs.scoreMax, cs.scoreMin = max(cs.scoreMax, cs.score[i]), min(cs.scoreMin, cs.score[i])
+	}
+}
+
+// sortScore sorts the pool's nodes by score, descending, the lower index
+// first on a tie (once per preparation).
+func (cs *classSearch) sortScore() {
+	if cs.sorted&1 == 0 {
+		copy(cs.byScore[:], cs.nodes[:cs.n])
+		sortAscendingDesc(cs.byScore[:cs.n], &cs.score, cs.scoreMax, cs.scoreMin)
+		cs.sorted |= 1
+	}
+}
+
+// sortKind sorts the pool's nodes by their amount of kind r (clipped at
+// the demand), descending, the lower index first on a tie, and counts its
+// distinct amounts (once per preparation).
+func (cs *classSearch) sortKind(r int) {
+	if cs.sorted&(2<<uint(r)) == 0 {
+		p, nodes := cs.p, cs.nodes[:cs.n]
 		ord := cs.byKind[r][:cs.n]
 		copy(ord, nodes)
-		amt, need := p.amount[r], p.need[r]
+		mx, mn := p.val[nodes[0]][r], p.val[nodes[0]][r]
 		for _, i := range nodes {
-			cs.vals[i] = min(amt[i], need)
+			v := p.val[i][r]
+			cs.vals[i] = v
+			mx, mn = max(mx, v), min(mn, v)
 		}
-		cs.distinct[r] = sortDesc(ord, &cs.vals, &cs.keys)
+		cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
+		cs.sorted |= 2 << uint(r)
 	}
+}
+
+// sortOrders sorts every order (see sortScore, sortKind): O(k·n log n) at
+// most (see sortDesc).
+func (cs *classSearch) sortOrders() {
+	cs.sortScore()
+	for r := 0; r < cs.p.k; r++ {
+		cs.sortKind(r)
+	}
+}
+
+// greedy returns the first greedy cover of width w (step 2 of exists):
+// the w nodes first by score, else the w first by the amount of one kind,
+// kind by kind. Each order is sorted when first read.
+func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
+	p := cs.p
+	cs.sortScore()
+	if m := maskOf(cs.byScore[:w]); p.covers(m) {
+		return m, true
+	}
+	for r := 0; r < p.k; r++ {
+		cs.sortKind(r)
+		if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
+			return m, true
+		}
+	}
+	return 0, false
 }
 
 // uniformWidth returns the fewest identical nodes that cover, or -1.
@@ -259,7 +317,6 @@ func (cs *classSearch) run(w, limit int) (found, cut bool) {
 // (see the steps above). A search the bound cuts answers false and counts
 // as undecided.
 func (cs *classSearch) exists(w int) (numa.Mask, bool) {
-	p := cs.p
 	cs.w, cs.lastCut = w, false
 	if w <= 0 || w > cs.n {
 		return 0, false
@@ -272,13 +329,8 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 		return 0, false
 	}
 	// 2. Greedy.
-	if m := maskOf(cs.byScore[:w]); p.covers(m) {
+	if m, ok := cs.greedy(w); ok {
 		return m, true
-	}
-	for r := 0; r < p.k; r++ {
-		if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
-			return m, true
-		}
 	}
 	// 3. A short search over classes.
 	if !cs.classified {
@@ -334,16 +386,16 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 	}
 	lb := 1
 	for r := 0; r < p.k; r++ {
-		var acc int64
-		t := 0
-		for _, i := range cs.byKind[r][:cs.n] {
-			if acc >= p.need[r] {
-				break
+		var t int
+		if cs.sorted&(2<<uint(r)) != 0 {
+			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
+		} else {
+			for j, i := range cs.nodes[:cs.n] {
+				cs.vals[j] = p.val[i][r]
 			}
-			acc += p.val[i][r]
-			t++
+			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
-		if acc < p.need[r] {
+		if t < 0 {
 			return -1, 0
 		}
 		lb = max(lb, t)
@@ -370,29 +422,28 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 }
 
 // sortDesc orders nodes by key descending, the lower index first on a tie,
-// and returns how many distinct keys they have.
-// When the keys fit (their spread below 2^56, as amounts and shares do
-// unless a demand is beyond 2^56 units), the key's distance below the
-// largest key and the index are packed into one integer and sorted without
-// a comparison closure.
+// and returns how many distinct keys they have. Nodes in ascending order
+// (as the searches list them) are sorted stably by key alone: by counting
+// when the keys' spread is below countingRange, else by bucket
+// (bucketSortDesc). Otherwise, when the keys' spread is below 2^56, the
+// key's distance below the largest key and the index are packed into one
+// integer and sorted without a comparison closure; beyond, by a closure.
 func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint64) int {
-	var mx, mn int64
+	if len(nodes) == 0 {
+		return 0
+	}
+	mx, mn := key[nodes[0]], key[nodes[0]]
 	ascending := true
-	for j, i := range nodes {
-		if j == 0 || key[i] > mx {
-			mx = key[i]
-		}
-		if j == 0 || key[i] < mn {
-			mn = key[i]
-		}
-		if j > 0 && i <= nodes[j-1] {
-			ascending = false
-		}
+	for j := 1; j < len(nodes); j++ {
+		i := nodes[j]
+		mx, mn = max(mx, key[i]), min(mn, key[i])
+		ascending = ascending && i > nodes[j-1]
 	}
-	if ascending && uint64(mx-mn) < countingRange {
-		return countingSortDesc(nodes, key, mx, mn)
+	if ascending {
+		return sortAscendingDesc(nodes, key, mx, mn)
 	}
-	if uint64(mx-mn) >= 1<<56 {
+	switch spread := uint64(mx - mn); {
+	case spread >= 1<<56:
 		slices.SortFunc(nodes, func(a, b int8) int { return cmpDesc(key[a], key[b], a, b) })
 		d := 0
 		for j, i := range nodes {
@@ -411,6 +462,66 @@ func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint6
 	for j, x := range b {
 		nodes[j] = int8(x & 127)
 		if j == 0 || x>>7 != b[j-1]>>7 {
+			d++
+		}
+	}
+	return d
+}
+
+// sortAscendingDesc is sortDesc for nodes in ascending order whose keys
+// are at most mx and at least mn: by counting when the spread is below
+// countingRange, else by bucket.
+func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
+	switch spread := uint64(mx - mn); {
+	case spread < countingRange:
+		return countingSortDesc(nodes, key, mx, mn)
+	case spread < 1<<62:
+		return bucketSortDesc(nodes, key, mx, spread)
+	}
+	slices.SortStableFunc(nodes, func(a, b int8) int { return cmp.Compare(key[b], key[a]) })
+	d := 0
+	for j, i := range nodes {
+		if j == 0 || key[i] != key[nodes[j-1]] {
+			d++
+		}
+	}
+	return d
+}
+
+// bucketSortDesc sorts nodes (ascending, keys at most mx and spread
+// apart, spread below 2^62) by key descending, stably: it deals them into
+// 64 buckets by the top bits of their distance below mx, in order, then
+// finishes by insertion: O(n) when the keys spread evenly, O(n²) at worst
+// (for n nodes at most 64, no slower than a comparison sort by much).
+func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) int {
+	shift := uint(max(bits.Len64(spread)-6, 0))
+	var count [65]uint8
+	for _, i := range nodes {
+		count[uint64(mx-key[i])>>shift+1]++
+	}
+	for b := 1; b <= 64; b++ {
+		count[b] += count[b-1]
+	}
+	var out [numa.MaxNodes]int8
+	for _, i := range nodes {
+		b := uint64(mx-key[i]) >> shift
+		out[count[b]] = i
+		count[b]++
+	}
+	n := len(nodes)
+	for a := 1; a < n; a++ {
+		x := out[a]
+		kx := key[x]
+		b := a
+		for ; b > 0 && key[out[b-1]] < kx; b-- {
+			out[b] = out[b-1]
+		}
+		out[b] = x
+	}
+	copy(nodes, out[:n])
+	d := 1
+	for j := 1; j < n; j++ {
+		if key[out[j]] != key[out[j-1]] {
 			d++
 		}
 	}
@@ -589,7 +700,7 @@ func sortSearch(n int, f func(int) bool) int {
 // orders of the classes by each kind from the orders of the nodes.
 func (cs *classSearch) classify() {
 	p := cs.p
-	nodes := cs.nodes[:cs.n]
+	cs.sortOrders()
 	best, bestDistinct := 0, -1
 	for r := 0; r < p.k; r++ {
 		if d := cs.distinct[r]; d > bestDistinct {
@@ -598,48 +709,38 @@ func (cs *classSearch) classify() {
 	}
 	cs.sk = best
 	sk := best
-	// Group: sort by the other kinds' amounts (lexicographic, descending),
-	// then the sorted kind descending, then the node. When every amount
-	// (at most its demand) and the node fit in 64 bits together, the sort
-	// runs on packed integers instead of a comparison closure.
+	// Group: order by the other kinds' amounts (lexicographic, descending),
+	// then the sorted kind descending, then the node: from the order by the
+	// sorted kind, a stable counting sort by each other kind's rank among
+	// its distinct amounts, the last kind first (a radix sort).
 	m := cs.members[:cs.n]
-	copy(m, nodes)
-	width := 7
-	var shift [maxKinds]uint
-	for r := 0; r < p.k; r++ {
-		shift[r] = uint(bits.Len64(uint64(p.need[r])))
-		width += int(shift[r])
-	}
-	if width <= 64 {
-		keys := cs.keys[:cs.n]
-		need := &p.need
-		for j, i := range m {
-			var key uint64
-			v := &p.val[i]
-			for r := 0; r < p.k; r++ {
-				if r != sk {
-					key = key<<shift[r] | uint64(need[r]-v[r])
-				}
-			}
-			key = key<<shift[sk] | uint64(need[sk]-v[sk])
-			keys[j] = key<<7 | uint64(i)
+	copy(m, cs.byKind[sk][:cs.n])
+	var rank [numa.MaxNodes]uint8 // by node: its amount's rank, 0 for the largest
+	var out [numa.MaxNodes]int8
+	for r := p.k - 1; r >= 0; r-- {
+		if r == sk {
+			continue
 		}
-		slices.Sort(keys)
-		for j, key := range keys {
-			m[j] = int8(key & 127)
-		}
-	} else {
-		slices.SortFunc(m, func(a, b int8) int {
-			for r := 0; r < p.k; r++ {
-				if r != sk && p.val[a][r] != p.val[b][r] {
-					if p.val[a][r] > p.val[b][r] {
-						return -1
-					}
-					return 1
-				}
+		ord := cs.byKind[r][:cs.n]
+		d := 0
+		for j, i := range ord {
+			if j > 0 && p.val[i][r] != p.val[ord[j-1]][r] {
+				d++
 			}
-			return cmpDesc(p.val[a][sk], p.val[b][sk], a, b)
-		})
+			rank[i] = uint8(d)
+		}
+		var count [numa.MaxNodes + 1]uint8
+		for _, i := range m {
+			count[rank[i]+1]++
+		}
+		for b := 1; b <= d; b++ {
+			count[b] += count[b-1]
+		}
+		for _, i := range m {
+			out[count[rank[i]]] = i
+			count[rank[i]]++
+		}
+		copy(m, out[:cs.n])
 	}
 	cs.nc = 0
 	cs.cum[0] = 0
@@ -864,17 +965,11 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 // greedyCover's. The pool's totals must cover the demands. It takes
 // O(k·n²) for n nodes of the pool and k kinds.
 func (cs *classSearch) narrowestKnown(from int) (int, numa.Mask) {
-	p := cs.p
 	g := cs.greedyCover()
 	gw := g.Count()
 	for w := max(from, 1); w < gw; w++ {
-		if m := maskOf(cs.byScore[:w]); p.covers(m) {
+		if m, ok := cs.greedy(w); ok {
 			return w, m
-		}
-		for r := 0; r < p.k; r++ {
-			if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
-				return w, m
-			}
 		}
 	}
 	return gw, g

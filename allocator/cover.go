@@ -148,7 +148,7 @@ func (p *problem) lowerBound(pool numa.Mask) int {
 	return lb
 }
 
-// insertionSortDesc sorts s descending: for the short lists of small pools.
+// insertionSortDesc sorts s descending: for short lists.
 func insertionSortDesc(s []int64) {
 	for a := 1; a < len(s); a++ {
 		for b := a; b > 0 && s[b] > s[b-1]; b-- {
@@ -157,47 +157,126 @@ func insertionSortDesc(s []int64) {
 	}
 }
 
-// sumLargest returns the sum of the w largest values of v, which it
-// reorders so that they come first: a selection (three-way partitions
-// around a median of three, insertion sort below 12 values), O(len(v))
-// steps on average and O(len(v)²) at worst.
-func sumLargest(v []int64, w int) int64 {
-	lo, hi := 0, len(v) // v[:lo] >= v[lo:hi] >= v[hi:], lo <= w <= hi
-	for w > lo && w < hi {
-		if hi-lo <= 12 {
-			insertionSortDesc(v[lo:hi])
-			break
-		}
-		a, b, c := v[lo], v[int(uint(lo+hi)>>1)], v[hi-1]
-		pivot := max(min(a, b), min(max(a, b), c))
-		lt, i, gt := lo, lo, hi // v[lo:lt] > pivot, v[lt:i] == pivot, v[gt:hi] < pivot
-		for i < gt {
-			switch x := v[i]; {
-			case x > pivot:
-				v[i], v[lt] = v[lt], x
-				lt++
-				i++
-			case x < pivot:
-				gt--
-				v[i], v[gt] = v[gt], x
-			default:
-				i++
-			}
-		}
-		switch {
-		case w < lt:
-			hi = lt
-		case w > gt:
-			lo = gt
+// selectShort is the length below which the selections sort.
+const selectShort = 12
+
+// partition3 reorders v into the values above pivot, those equal to it and
+// those below, and returns where the second and third parts start.
+func partition3(v []int64, pivot int64) (lt, gt int) {
+	i, gt := 0, len(v) // v[:lt] > pivot, v[lt:i] == pivot, v[gt:] < pivot
+	for i < gt {
+		switch x := v[i]; {
+		case x > pivot:
+			v[i], v[lt] = v[lt], x
+			lt++
+			i++
+		case x < pivot:
+			gt--
+			v[i], v[gt] = v[gt], x
 		default:
-			lo, hi = w, w
+			i++
 		}
 	}
+	return lt, gt
+}
+
+// median3 returns the median of the first, middle and last of v (not empty).
+func median3(v []int64) int64 {
+	a, b, c := v[0], v[len(v)/2], v[len(v)-1]
+	return max(min(a, b), min(max(a, b), c))
+}
+
+// selectLargest reorders v so that its w largest values come first (in no
+// particular order): O(len(v)) steps on average, O(len(v)²) at worst.
+func selectLargest(v []int64, w int) {
+	lo, hi := 0, len(v) // v[:lo] >= v[lo:hi] >= v[hi:], lo <= w <= hi
+	for w > lo && w < hi {
+		if hi-lo <= selectShort {
+			insertionSortDesc(v[lo:hi])
+			return
+		}
+		lt, gt := partition3(v[lo:hi], median3(v[lo:hi]))
+		switch {
+		case w < lo+lt:
+			hi = lo + lt
+		case w > lo+gt:
+			lo += gt
+		default:
+			return
+		}
+	}
+}
+
+// sumLargest returns the sum of the w largest values of v, which it
+// reorders (see selectLargest).
+func sumLargest(v []int64, w int) int64 {
+	w = min(max(w, 0), len(v))
+	selectLargest(v, w)
 	var t int64
-	for _, x := range v[:min(w, len(v))] {
+	for _, x := range v[:w] {
 		t += x
 	}
 	return t
+}
+
+// fewestLargest returns the fewest of the largest values of v (none
+// negative) whose sum reaches need, or -1 when all of them fall short; it
+// reorders v. Like selectLargest, O(len(v)) steps on average.
+func fewestLargest(v []int64, need int64) int {
+	if need <= 0 {
+		return 0
+	}
+	lo, hi := 0, len(v) // v[:lo] taken (need is what they leave), v[:lo] >= v[lo:hi] >= v[hi:]
+	for hi-lo > selectShort {
+		pivot := median3(v[lo:hi])
+		lt, gt := partition3(v[lo:hi], pivot)
+		lt, gt = lo+lt, lo+gt
+		var above int64 // the values above pivot, up to need
+		for _, x := range v[lo:lt] {
+			if above += x; above >= need {
+				break
+			}
+		}
+		if above >= need {
+			hi = lt
+			continue
+		}
+		need -= above
+		if pivot > 0 {
+			c := need / pivot
+			if need%pivot != 0 {
+				c++
+			}
+			if c <= int64(gt-lt) {
+				return lt + int(c)
+			}
+			need -= pivot * int64(gt-lt)
+		}
+		lo = gt
+	}
+	insertionSortDesc(v[lo:hi])
+	for j, x := range v[lo:hi] {
+		if need -= x; need <= 0 {
+			return lo + j + 1
+		}
+	}
+	return -1
+}
+
+// fewestFirst returns the fewest of ord's first nodes (ord by amount of
+// kind r descending) whose amounts of kind r reach the demand, or -1.
+func fewestFirst(p *problem, r int, ord []int8) int {
+	var acc int64
+	for t, i := range ord {
+		if acc >= p.need[r] {
+			return t
+		}
+		acc += p.val[i][r]
+	}
+	if acc < p.need[r] {
+		return -1
+	}
+	return len(ord)
 }
 
 // mayCover reports whether, kind by kind, the w largest amounts of pool

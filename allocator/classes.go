@@ -132,9 +132,11 @@ func (b *stepBound) cutOne() {
 //     other way round) that per-kind bounds miss; then the whole search
 //     over classes within what the decision has left of its bound.
 //
-// Complexity: preparing sorts the pool k+1 times and classifying once more
-// (O(k·n log n) for k kinds and n nodes); each step of the search over
-// classes is O(k·n). The worst case of the search is exponential in the
+// Complexity: preparing takes the shares in O(k·n) for k kinds and n
+// nodes; the pool is sorted at most k+1 times (by score and by each kind,
+// each when first read: by counting or by bucket, O(n) when the amounts
+// spread evenly, O(n²) at worst) and classifying adds k-1 counting passes;
+// each step of the search over classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no
 // weighting separates), hence the bound: at most searchSteps steps in one
 // decision (a Fit, an Allocate, a Score, the widths of a Resize; softSteps

@@ -134,50 +134,72 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 		inSet[s.setOf[bits.TrailingZeros64(wd)]]++
 	}
 	sums := p.sums(m)
-	// toM[x] is the total distance from node x to the nodes of m, kept up
-	// to date across swaps.
+	// toM[x] is the total distance from node x of the pool to the nodes of
+	// m, kept up to date across swaps.
 	var toM [numa.MaxNodes]int64
-	for wo := uint64(m); wo != 0; wo &= wo - 1 {
-		for x, d := range s.distRow(bits.TrailingZeros64(wo)) {
-			toM[x] += int64(d)
-		}
+	s.distBy.toAll(pool, m, &toM)
+	// setMask[q] holds the pool's nodes of NUMA set q.
+	var setMask [numa.MaxNodes]numa.Mask
+	for wp := uint64(pool); wp != 0; wp &= wp - 1 {
+		x := bits.TrailingZeros64(wp) & 63
+		setMask[s.setOf[x]] |= 1 << uint(x)
 	}
 	cur := &sr.cur // the full rank of m, when known
 	known := false
 	tieRound := full // the current sweep ranks the swaps that tie
 	for budget > 0 {
 		swapped := false
+		var occ numa.Mask // the pool's nodes in the sets m uses
+		for wd := uint64(m); wd != 0; wd &= wd - 1 {
+			occ |= setMask[s.setOf[bits.TrailingZeros64(wd)&63]]
+		}
 		for wi := uint64(m); wi != 0 && !swapped; wi &= wi - 1 {
-			i := bits.TrailingZeros64(wi)
+			i := bits.TrailingZeros64(wi) & 63
 			rowI := s.distRow(i)
 			di := toM[i] - int64(rowI[i]) // distances from i to the rest of m
 			si := s.setOf[i]
+			// The sets crossed after swapping i for j, relative to now:
+			// one fewer for j in neg (i leaves its set, j joins a set of
+			// m), one more for j in pos (j opens a set, i's stays), the
+			// same elsewhere.
+			var neg, pos numa.Mask
+			if same := setMask[si]; inSet[si] == 1 {
+				neg = occ &^ same
+			} else {
+				pos = ^occ &^ same
+			}
+			var want [maxKinds]int64 // what j must give for m without i to cover
 			vi := &p.val[i]
+			for r := 0; r < p.k; r++ {
+				want[r] = p.need[r] - sums[r] + vi[r]
+			}
 			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
-				j := bits.TrailingZeros64(wj)
+				j := bits.TrailingZeros64(wj) & 63
 				if budget--; budget < 0 {
 					sr.curOK = known
 					return m
 				}
-				sj := s.setOf[j]
-				dSets := 0 // sets crossed after the swap, relative to now
-				if si != sj {
-					if inSet[si] == 1 {
-						dSets--
+				tie := full
+				if !full {
+					bit := numa.Mask(1) << uint(j)
+					if pos&bit != 0 {
+						continue
 					}
-					if inSet[sj] == 0 {
-						dSets++
+					if neg&bit == 0 { // the same sets: the distance decides
+						dDist := toM[j] - int64(rowI[j]) - di
+						if dDist > 0 {
+							continue
+						}
+						tie = dDist == 0
 					}
-				}
-				dDist := toM[j] - int64(rowI[j]) - di
-				tie := full || dSets == 0 && dDist == 0
-				if !full && (dSets > 0 || (dSets == 0 && dDist > 0) || tie != tieRound) {
-					continue
+					if tie != tieRound {
+						continue
+					}
 				}
 				ok := true
 				vj := &p.val[j]
 				for r := 0; r < p.k && ok; r++ {
-					ok = sums[r]-vi[r]+vj[r] >= p.need[r]
+					ok = vj[r] >= want[r]
 				}
 				if !ok {
 					continue
@@ -213,7 +235,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					toM[x] += int64(d) - int64(rowI[x])
 				}
 				inSet[si]--
-				inSet[sj]++
+				inSet[s.setOf[j]]++
 				swapped = true
 				break
 			}

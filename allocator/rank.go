@@ -158,6 +158,82 @@ func compareSpans(a, b numa.Mask) int {
 	return 1
 }
 
+// maxDistValues is the most distinct distances distClasses indexes.
+const maxDistValues = 8
+
+// distClasses is a machine's symmetric distance table (State.distTab) by
+// value: for each node i and each distinct distance v of the table, the
+// nodes at distance v from i. The distances from a node to a set of nodes
+// then sum in O(distinct distances) instead of O(nodes). A table of more
+// than maxDistValues distinct distances is not indexed (nv is 0) and sums
+// row by row. States of one machine share it.
+type distClasses struct {
+	tab  []int32 // the table, tab[i*n+j]
+	n    int     // nodes
+	nv   int     // distinct distances (0: not indexed)
+	vals [maxDistValues]int64
+	near [numa.MaxNodes][maxDistValues]numa.Mask // near[i][v]: the nodes at distance vals[v] from i
+}
+
+// newDistClasses indexes the symmetric table tab of n nodes by value.
+func newDistClasses(tab []int32, n int) *distClasses {
+	dc := &distClasses{tab: tab, n: n}
+	vals := slices.Compact(slices.Sorted(slices.Values(tab)))
+	if len(vals) > maxDistValues {
+		return dc
+	}
+	dc.nv = len(vals)
+	for v, d := range vals {
+		dc.vals[v] = int64(d)
+	}
+	for i := 0; i < n; i++ {
+		for j, d := range tab[i*n : (i+1)*n] {
+			v, _ := slices.BinarySearch(vals, d)
+			dc.near[i][v] |= 1 << uint(j)
+		}
+	}
+	return dc
+}
+
+// to returns the sum of the distances from node i to the nodes of m (i
+// itself, when in m, adds the table's distance of i to itself).
+func (dc *distClasses) to(i int, m numa.Mask) int64 {
+	var t int64
+	if dc.nv > 0 {
+		near := &dc.near[i]
+		for v := range dc.nv {
+			t += dc.vals[v] * int64(bits.OnesCount64(uint64(near[v]&m)))
+		}
+		return t
+	}
+	row := dc.tab[i*dc.n : (i+1)*dc.n]
+	for w := uint64(m); w != 0; w &= w - 1 {
+		t += int64(row[bits.TrailingZeros64(w)])
+	}
+	return t
+}
+
+// toAll sets to[x] to the sum of the distances from x to the nodes of m
+// (to(x, m)) for every node x of pool, and leaves the other entries at 0
+// or set likewise: by value, or row by row when m has few nodes (then
+// cheaper).
+func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
+	if dc.nv > 0 && m.Count() > 3*dc.nv {
+		for w := uint64(pool); w != 0; w &= w - 1 {
+			x := bits.TrailingZeros64(w)
+			to[x] = dc.to(x, m)
+		}
+		return
+	}
+	clear(to[:dc.n])
+	for w := uint64(m); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
+		for x, d := range dc.tab[i*dc.n : (i+1)*dc.n] { // the table is symmetric
+			to[x] += int64(d)
+		}
+	}
+}
+
 // rankOf fills rk with the rank of span m for the decision's request,
 // leaving m's split in sr.amt. It costs O(k·|m| + |m|²) plus the
 // resources' penalties.
@@ -170,13 +246,11 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 		sets |= s.setBit[bits.TrailingZeros64(w)]
 	}
 	rk.sets = bits.OnesCount64(sets)
-	rk.distance = 0
+	var dist int64 // each pair once, from its lower node
 	for w := uint64(m); w != 0; w &= w - 1 {
-		row := s.distRow(bits.TrailingZeros64(w))
-		for v := w & (w - 1); v != 0; v &= v - 1 {
-			rk.distance += int(row[bits.TrailingZeros64(v)])
-		}
+		dist += s.distBy.to(bits.TrailingZeros64(w), numa.Mask(w&(w-1)))
 	}
+	rk.distance = int(dist)
 	sr.rankTail(m, rk)
 }
 

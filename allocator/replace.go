@@ -130,5 +130,5 @@ func (s *State) ReplaceMachine(m *topology.Machine) error {
 func (s *State) adoptMachine(t *State) {
 	s.adopt(t)
 	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.setBit, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.setBit, t.allPool
-	s.distTab, s.setOf = t.distTab, t.setOf
+	s.distTab, s.distBy, s.setOf = t.distTab, t.distBy, t.setOf
 }

@@ -225,6 +225,7 @@ func (s *State) cloneLocked() *State {
 		freeRecs: slices.Clone(s.freeRecs), single: s.single, multi: s.multi,
 		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
 		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab,
+		distBy:  s.distBy,
 		builtin: s.builtin}
 	for id, idx := range s.ids {
 		c.ids[id] = idx

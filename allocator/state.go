@@ -105,6 +105,7 @@ type State struct {
 	setBit                 [numa.MaxNodes]uint64 // by node: 1 << its NUMA set's index
 	setOf                  [numa.MaxNodes]uint8  // by node: its NUMA set's index
 	distTab                []int32               // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
+	distBy                 *distClasses          // distTab by value
 	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
 	builtin                int                   // res[builtin:] are the kinds of the caller's own
 }
@@ -263,6 +264,7 @@ func (s *State) initSets() {
 			s.distTab[i*s.n+j] = int32(s.dist.At(min(i, j), max(i, j)))
 		}
 	}
+	s.distBy = newDistClasses(s.distTab, s.n)
 }
 
 // distRow returns the distances from node i to every node.

@@ -219,28 +219,27 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	if cs.uniform {
 		return
 	}
-	nodes := cs.nodes[:n]
-	k := p.k
-	for _, i := range nodes {
-		cs.score[i] = 0
-	}
-	for r := 0; r < k; r++ {
-		need, rc := p.need[r], p.recip[r]
-		for _, i := range nodes {
-			var x int64
-			if v := p.val[i][r]; rc != 0 && v >= 0 {
-				x = shareFast(v, need, rc)
+	k := min(p.k, maxKinds)
+	need, rc := &p.need, &p.recip
+	mx, mn := int64(0), int64(1<<62)
+	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+		i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
+		v, sh := &p.val[i], &cs.shares[i]
+		var sc int64
+		for r := 0; r < k; r++ {
+			x := v[r]
+			if rc[r] != 0 && x >= 0 {
+				x = shareFast(x, need[r], rc[r])
 			} else {
-				x = shareBy(v, need, rc)
+				x = shareBy(x, need[r], rc[r])
 			}
-			cs.shares[i][r] = x
-			cs.score[i] += x
+			sh[r] = x
+			sc += x
 		}
+		cs.score[i] = sc
+		mx, mn = max(mx, sc), min(mn, sc)
 	}
-	cs.scoreMax, cs.scoreMin = cs.score[nodes[0]], cs.score[nodes[0]]
-	for _, i := range nodes {
-		cs.scoreMax, cs.scoreMin = max(cs.scoreMax, cs.score[i]), min(cs.scoreMin, cs.score[i])
-	}
+	cs.scoreMax, cs.scoreMin = mx, mn
 }
 
 // sortScore sorts the pool's nodes by score, descending, the lower index
@@ -719,17 +718,25 @@ func (cs *classSearch) classify() {
 	copy(m, cs.byKind[sk][:cs.n])
 	var rank [numa.MaxNodes]uint8 // by node: its amount's rank, 0 for the largest
 	var out [numa.MaxNodes]int8
+	// ranks packs each node's ranks of the other kinds, 6 bits each (a kind
+	// has at most 64 distinct amounts), while they fit: two nodes are of one
+	// class when their packed ranks are equal.
+	var ranks [numa.MaxNodes]uint64
+	packed := p.k-1 <= 64/6
 	for r := p.k - 1; r >= 0; r-- {
 		if r == sk {
 			continue
 		}
 		ord := cs.byKind[r][:cs.n]
 		d := 0
-		for j, i := range ord {
-			if j > 0 && p.val[i][r] != p.val[ord[j-1]][r] {
+		prev := p.val[ord[0]][r]
+		for _, i := range ord {
+			if v := p.val[i][r]; v != prev {
 				d++
+				prev = v
 			}
 			rank[i] = uint8(d)
+			ranks[i] = ranks[i]<<6 | uint64(d)
 		}
 		var count [numa.MaxNodes + 1]uint8
 		for _, i := range m {
@@ -747,7 +754,7 @@ func (cs *classSearch) classify() {
 	cs.nc = 0
 	cs.cum[0] = 0
 	for j, i := range m {
-		if j == 0 || !sameOthers(p, sk, m[j-1], i) {
+		if j == 0 || packed && ranks[i] != ranks[m[j-1]] || !packed && !sameOthers(p, sk, m[j-1], i) {
 			cs.start[cs.nc] = int16(j)
 			cs.nc++
 		}
@@ -767,7 +774,9 @@ func (cs *classSearch) classify() {
 		for _, i := range cs.byKind[r][:cs.n] {
 			if cl := cs.classOf[i]; seen&(1<<uint(cl)) == 0 {
 				seen |= 1 << uint(cl)
-				ord = append(ord, cl)
+				if ord = append(ord, cl); len(ord) == cs.nc {
+					break
+				}
 			}
 		}
 	}

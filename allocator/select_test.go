@@ -102,11 +102,13 @@ func TestSelectionsAgree(t *testing.T) {
 
 // TestClassifyOrder: the members of the classes come ordered by the other
 // kinds' amounts (lexicographic, descending), then the sorted kind
-// descending, then the node, on random problems of 17-64 nodes.
+// descending, then the node, and two nodes share a class exactly when
+// their other kinds' amounts are equal, on random problems of 17-64 nodes
+// of up to 12 kinds (beyond the packing of ranks).
 func TestClassifyOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var c problem
-		c.k = rapid.IntRange(1, 5).Draw(t, "kinds")
+		c.k = rapid.SampledFrom([]int{1, 2, 3, 5, 11, 12}).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, numa.MaxNodes).Draw(t, "nodes")
 		for r := 0; r < c.k; r++ {
 			maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000, 1 << 40}).Draw(t, "maxVal")
@@ -138,6 +140,47 @@ func TestClassifyOrder(t *testing.T) {
 		})
 		if got := cs.members[:n]; !slices.Equal(got, want) {
 			t.Fatalf("members %v, want %v", got, want)
+		}
+		for j := 1; j < n; j++ {
+			a, b := want[j-1], want[j]
+			if same := cs.classOf[a] == cs.classOf[b]; same != sameOthers(&c, sk, a, b) {
+				t.Fatalf("nodes %d and %d: one class %v, equal amounts %v", a, b, same, !same)
+			}
+		}
+	})
+}
+
+// TestDistClassesAgree: the distances from a node to a set, summed by
+// value (to, toAll), are the sums along the table's row, for tables of few
+// distinct distances (indexed) and of many (not indexed).
+func TestDistClassesAgree(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, numa.MaxNodes).Draw(t, "n")
+		values := rapid.IntRange(1, 2*maxDistValues).Draw(t, "values")
+		tab := make([]int32, n*n)
+		for i := 0; i < n; i++ {
+			for j := i; j < n; j++ {
+				d := int32(10 + rapid.IntRange(0, values-1).Draw(t, "d"))
+				tab[i*n+j], tab[j*n+i] = d, d
+			}
+		}
+		dc := newDistClasses(tab, n)
+		all := numa.FirstN(n)
+		m := numa.Mask(rapid.Uint64().Draw(t, "m")) & all
+		pool := (numa.Mask(rapid.Uint64().Draw(t, "pool")) | m) & all
+		var to [numa.MaxNodes]int64
+		dc.toAll(pool, m, &to)
+		for i := 0; i < n; i++ {
+			var want int64
+			for j := range m.All() {
+				want += int64(tab[i*n+j])
+			}
+			if got := dc.to(i, m); got != want {
+				t.Fatalf("to(%d, %v) = %d, want %d", i, m, got, want)
+			}
+			if pool.Contains(i) && to[i] != want {
+				t.Fatalf("toAll(%v, %v)[%d] = %d, want %d", pool, m, i, to[i], want)
+			}
 		}
 	})
 }

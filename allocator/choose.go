@@ -170,7 +170,8 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 			}
 			var want [maxKinds]int64 // what j must give for m without i to cover
 			vi := &p.val[i]
-			for r := 0; r < p.k; r++ {
+			k := min(p.k, maxKinds)
+			for r := range k {
 				want[r] = p.need[r] - sums[r] + vi[r]
 			}
 			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
@@ -196,12 +197,12 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 						continue
 					}
 				}
-				ok := true
 				vj := &p.val[j]
-				for r := 0; r < p.k && ok; r++ {
-					ok = vj[r] >= want[r]
+				r := 0
+				for r < k && vj[r] >= want[r] {
+					r++
 				}
-				if !ok {
+				if r < k {
 					continue
 				}
 				next := m&^(1<<uint(i)) | 1<<uint(j)

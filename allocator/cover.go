@@ -477,7 +477,9 @@ func (s *subsetSearch) each(p *problem, pool numa.Mask, w int, visit visitor) {
 		}
 		return
 	}
-	p.clip()
+	if !p.mayCover(pool, w) {
+		return // no cover at all
+	}
 	s.n = 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		s.ord[s.n] = int8(bits.TrailingZeros64(wd))

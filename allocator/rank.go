@@ -168,10 +168,11 @@ const maxDistValues = 8
 // than maxDistValues distinct distances is not indexed (nv is 0) and sums
 // row by row. States of one machine share it.
 type distClasses struct {
-	tab  []int32 // the table, tab[i*n+j]
-	n    int     // nodes
-	nv   int     // distinct distances (0: not indexed)
-	vals [maxDistValues]int64
+	tab  []int32                                 // the table, tab[i*n+j]
+	n    int                                     // nodes
+	nv   int                                     // distinct distances (0: not indexed)
+	vals [maxDistValues]int64                    // the distinct distances, ascending
+	over [maxDistValues]int64                    // vals[v] - vals[0]
 	near [numa.MaxNodes][maxDistValues]numa.Mask // near[i][v]: the nodes at distance vals[v] from i
 }
 
@@ -184,7 +185,7 @@ func newDistClasses(tab []int32, n int) *distClasses {
 	}
 	dc.nv = len(vals)
 	for v, d := range vals {
-		dc.vals[v] = int64(d)
+		dc.vals[v], dc.over[v] = int64(d), int64(d-vals[0])
 	}
 	for i := 0; i < n; i++ {
 		for j, d := range tab[i*n : (i+1)*n] {
@@ -199,10 +200,11 @@ func newDistClasses(tab []int32, n int) *distClasses {
 // itself, when in m, adds the table's distance of i to itself).
 func (dc *distClasses) to(i int, m numa.Mask) int64 {
 	var t int64
-	if dc.nv > 0 {
+	if dc.nv > 0 { // every node of m is at one of the distances: vals[0] each, plus what is over it
+		t = dc.vals[0] * int64(m.Count())
 		near := &dc.near[i]
-		for v := range dc.nv {
-			t += dc.vals[v] * int64(bits.OnesCount64(uint64(near[v]&m)))
+		for v := 1; v < dc.nv; v++ {
+			t += dc.over[v] * int64(bits.OnesCount64(uint64(near[v]&m)))
 		}
 		return t
 	}
@@ -371,15 +373,15 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 		}
 		if rem > 0 && total < 1<<56 {
 			// The largest fractional parts, the earlier position on a tie:
-			// keys packed as (total - frac, position), sorted ascending.
-			keys := &scr.keys
+			// keys packed as (frac, last position first), the rem largest
+			// selected.
+			keys := scr.fracKeys[:len(order)]
 			for p, i := range order {
-				keys[p] = uint64(total-frac[i])<<7 | uint64(p)
+				keys[p] = frac[i]<<7 | int64(127-p)
 			}
-			ks := keys[:len(order)]
-			slices.Sort(ks)
-			for _, key := range ks[:rem] {
-				out[order[key&127]]++
+			selectLargest(keys, int(rem))
+			for _, key := range keys[:rem] {
+				out[order[127-key&127]]++
 			}
 			rem = 0
 		}
@@ -413,9 +415,10 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 
 // splitScratch is the working memory of split and proportional.
 type splitScratch struct {
-	order [numa.MaxNodes]int8
-	key   [numa.MaxNodes]int64
-	keys  [numa.MaxNodes]uint64
+	order    [numa.MaxNodes]int8
+	key      [numa.MaxNodes]int64
+	keys     [numa.MaxNodes]uint64
+	fracKeys [numa.MaxNodes]int64
 }
 
 // mulDivMod returns a*b/c and a*b mod c for non-negative a, b and positive

@@ -536,9 +536,13 @@ const countingRange = 256
 // than countingRange apart) by key descending, stably, so the lower index
 // comes first on a tie: O(n + countingRange).
 func countingSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
+	n := min(len(nodes), numa.MaxNodes)
+	var dist [numa.MaxNodes]uint8 // by position: the key's distance below mx
 	var count [countingRange + 1]uint8
-	for _, i := range nodes {
-		count[mx-key[i]+1]++
+	for j, i := range nodes[:n] {
+		d := uint8(mx - key[i&(numa.MaxNodes-1)])
+		dist[j] = d
+		count[int(d)+1]++
 	}
 	d := 0
 	for v := 1; v <= int(mx-mn)+1; v++ {
@@ -548,12 +552,12 @@ func countingSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int
 		count[v] += count[v-1]
 	}
 	var out [numa.MaxNodes]int8
-	for _, i := range nodes {
-		d := mx - key[i]
-		out[count[d]] = i
-		count[d]++
+	for j, i := range nodes[:n] {
+		x := dist[j]
+		out[count[x]&(numa.MaxNodes-1)] = i
+		count[x]++
 	}
-	copy(nodes, out[:len(nodes)])
+	copy(nodes, out[:n])
 	return d
 }
 

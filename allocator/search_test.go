@@ -122,23 +122,31 @@ func TestShareBy(t *testing.T) {
 	})
 }
 
+// loadRandom loads into c k kinds on n nodes, the amounts of kind r drawn
+// from 0 to maxVal(r) and its demand from 1 to maxVal(r)·n/2+1.
+func (c *problem) loadRandom(t *rapid.T, k, n int, maxVal func(r int) int64) {
+	c.k = k
+	for r := 0; r < k; r++ {
+		mv := maxVal(r)
+		c.amount[r] = c.store[r][:n]
+		for i := 0; i < n; i++ {
+			c.amount[r][i] = rapid.Int64Range(0, mv).Draw(t, "v")
+		}
+		c.need[r] = rapid.Int64Range(1, mv*int64(n)/2+1).Draw(t, "need")
+	}
+	c.load(n)
+}
+
 // TestBoundTableAgrees: the table of top sums (buildTop) gives bound the
 // same answers as the walk along the orders, on random problems of 17-40
 // nodes and random branches (class, slots left, partial sums).
 func TestBoundTableAgrees(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var c problem
-		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
+		k := rapid.IntRange(1, 4).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")
-		for r := 0; r < c.k; r++ {
-			c.amount[r] = c.store[r][:n]
-			for i := 0; i < n; i++ {
-				c.amount[r][i] = rapid.Int64Range(0, maxVal).Draw(t, "v")
-			}
-			c.need[r] = rapid.Int64Range(1, maxVal*int64(n)/2+1).Draw(t, "need")
-		}
-		c.load(n)
+		c.loadRandom(t, k, n, func(int) int64 { return maxVal })
 		var cs classSearch
 		cs.prepare(&c, numa.FirstN(n))
 		if cs.uniform {

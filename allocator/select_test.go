@@ -108,17 +108,11 @@ func TestSelectionsAgree(t *testing.T) {
 func TestClassifyOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var c problem
-		c.k = rapid.SampledFrom([]int{1, 2, 3, 5, 11, 12}).Draw(t, "kinds")
+		k := rapid.SampledFrom([]int{1, 2, 3, 5, 11, 12}).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, numa.MaxNodes).Draw(t, "nodes")
-		for r := 0; r < c.k; r++ {
-			maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000, 1 << 40}).Draw(t, "maxVal")
-			c.amount[r] = c.store[r][:n]
-			for i := 0; i < n; i++ {
-				c.amount[r][i] = rapid.Int64Range(0, maxVal).Draw(t, "v")
-			}
-			c.need[r] = rapid.Int64Range(1, maxVal*int64(n)/2+1).Draw(t, "need")
-		}
-		c.load(n)
+		c.loadRandom(t, k, n, func(int) int64 {
+			return rapid.SampledFrom([]int64{1, 3, 40, 1000, 1 << 40}).Draw(t, "maxVal")
+		})
 		var cs classSearch
 		cs.prepare(&c, numa.FirstN(n))
 		if cs.uniform {

@@ -197,10 +197,12 @@ func newDistClasses(tab []int32, n int) *distClasses {
 }
 
 // to returns the sum of the distances from node i to the nodes of m (i
-// itself, when in m, adds the table's distance of i to itself).
+// itself, when in m, adds the table's distance of i to itself): by value
+// when m has more than two nodes per distinct distance, else along the row
+// (then cheaper).
 func (dc *distClasses) to(i int, m numa.Mask) int64 {
 	var t int64
-	if dc.nv > 0 { // every node of m is at one of the distances: vals[0] each, plus what is over it
+	if dc.nv > 0 && m.Count() > 2*dc.nv { // every node of m is at one of the distances: vals[0] each, plus what is over it
 		t = dc.vals[0] * int64(m.Count())
 		near := &dc.near[i]
 		for v := 1; v < dc.nv; v++ {
@@ -249,7 +251,7 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 	}
 	rk.sets = bits.OnesCount64(sets)
 	var dist int64 // each pair once, from its lower node
-	for w := uint64(m); w != 0; w &= w - 1 {
+	for w := uint64(m); w&(w-1) != 0; w &= w - 1 {
 		dist += s.distBy.to(bits.TrailingZeros64(w), numa.Mask(w&(w-1)))
 	}
 	rk.distance = int(dist)

@@ -177,10 +177,17 @@ type Chooser struct {
 	bestRank Rank
 	bestOne  int32 // the device of chooseOne's best
 	topSum   int32 // the word path: the sum of groupTop over c.pick
-	ex       exactState
-	inC      []bool // GPU -> a candidate of greedyFirst (cleared after use)
-	best     [MaxWants][]int32
-	res      Result
+	// The word path's level 1: the items in countWord's order, their sort
+	// keys and the items in search order (levelOneWord), and the free
+	// devices of c.pick's groups and their buckets holding free devices.
+	witems, wsorted []wItem
+	wkeys           []uint64
+	pickFree        uint64
+	pickNB          int32
+	ex              exactState
+	inC             []bool // GPU -> a candidate of greedyFirst (cleared after use)
+	best            [MaxWants][]int32
+	res             Result
 	// ChooseWord's request sets.
 	wordFree, wordMust [1]uint64
 	sets               []Set // per class, the result sets

@@ -1,6 +1,9 @@
 package devchoice
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // The word path: one want whose class has at most 64 devices (every real
 // server's GPUs), with every set of devices a single word. It makes the
@@ -10,8 +13,9 @@ import "math/bits"
 
 // countWord is countAll for the word path: the groups' free devices,
 // must-include groups, lowest free devices and best-fitting buckets, and
-// c.pick, c.key, c.gcap and c.gitems for levelOne. It returns the
-// must-include devices on allowed groups and the free devices there.
+// c.pick, c.key and c.gcap of the forced groups and c.witems of the others
+// for levelOneWord. It returns the must-include devices on allowed groups
+// and the free devices there.
 func (c *Chooser) countWord() (mustSeen, total int32) {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
@@ -24,17 +28,16 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	need := c.need[0]
 	ng := x.nodes + 1
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
+	c.pickFree, c.pickNB = 0, 0
 	// Locals for the loop (stores through c would make the compiler reload
 	// every slice header).
-	pick, items := c.pick[:0], c.gitems[:0]
+	pick, items := c.pick[:0], c.witems[:0]
 	gw := c.gw
 	bm := cl.bm
 	nodes, unknownOK, unknown := c.nodes, c.unknown, int32(x.nodes)
 	var allowed uint64
 	var gcap int32
-	wgs := cl.wg
-	for i := range wgs {
-		wg := &wgs[i]
+	for _, wg := range cl.wg {
 		g := wg.g
 		if g == unknown && !unknownOK || g != unknown && !nodes.Contains(int(g)) {
 			continue
@@ -62,10 +65,9 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 				}
 			}
 		}
-		low := int32(bits.TrailingZeros64(f))
-		gw[g] = groupWord{free: f, fit: fit, low: low, nb: nb}
+		gw[g] = groupWord{free: f, fit: fit, low: int32(bits.TrailingZeros64(f)), nb: nb}
 		if must&wg.gm == 0 {
-			items = append(items, gItem{g: g, c0: n, low: low})
+			items = append(items, wItem{free: f, g: g, c0: n, nb: nb})
 			continue
 		}
 		for _, h := range pick {
@@ -76,9 +78,21 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 		}
 		pick = append(pick, g)
 		gcap += n
+		c.pickFree |= f
+		c.pickNB += nb
 	}
-	c.pick, c.gitems, c.gcap[0] = pick, items, gcap
+	c.pick, c.witems, c.gcap[0] = pick, items, gcap
 	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
+}
+
+// wItem is a group of levelOneWord's search (one with free devices and no
+// must-include device): its free devices and their count, its buckets
+// holding free devices, its groupTop for the count when NVLinks bound the
+// links (c.links; 0 otherwise), and dto, the sum of its distances to the
+// groups picked so far (kept by dfsGroupsWord as groups are picked).
+type wItem struct {
+	free                uint64
+	g, c0, nb, top, dto int32
 }
 
 // levelOneWord is levelOne for the word path, step for step: the same
@@ -87,24 +101,48 @@ func (c *Chooser) levelOneWord() {
 	x := c.x
 	ng := x.nodes + 1
 	forced := len(c.pick)
-	items := c.gitems
+	need0 := c.need[0]
+	// The items in sortGItems' order (free devices descending, then the
+	// distance to the forced groups, then the lowest free device, then the
+	// group, as countWord appended them in ascending group order), by keys
+	// packed in one integer: the distances are at most 1000 per pair
+	// (unknownDistance) and the groups at most 65, so each field fits.
+	items := c.witems
+	keys := grow(c.wkeys, len(items))
 	for i := range items {
 		it := &items[i]
-		it.tie = 0
+		tie := int32(0)
 		for _, h := range c.pick {
-			it.tie += x.gdist[int(it.g)*ng+int(h)]
+			tie += x.gdist[int(it.g)*ng+int(h)]
 		}
+		it.dto = tie
+		if c.links { // topSum bounds the links only then (groupLinksWord)
+			it.top = x.groupTop(it.g, need0)
+		} else {
+			it.top = 0
+		}
+		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(bits.TrailingZeros64(it.free))<<8 | uint64(i)
 	}
-	sortGItems(items)
+	if len(keys) <= 16 {
+		for i := 1; i < len(keys); i++ {
+			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+				keys[j], keys[j-1] = keys[j-1], keys[j]
+			}
+		}
+	} else {
+		slices.Sort(keys)
+	}
+	sorted := grow(c.wsorted, len(items))
 	prefix := grow(c.prefix, len(items)+1)
 	sum := int32(0)
 	prefix[0] = 0
-	for i := range items {
-		sum += items[i].c0
+	for i, k := range keys {
+		sorted[i] = items[k&255]
+		sum += sorted[i].c0
 		prefix[i+1] = sum
 	}
-	c.prefix = prefix
-	need0 := c.need[0]
+	c.wkeys, c.wsorted, c.prefix = keys, sorted, prefix
+	items = sorted
 	extra, need := 0, need0-c.gcap[0]
 	for need > 0 && extra < len(items) {
 		need -= items[extra].c0
@@ -113,8 +151,10 @@ func (c *Chooser) levelOneWord() {
 	c.steps, c.leaves = 0, 0
 	c.linksUB = c.linksBound()
 	c.topSum = 0
-	for _, g := range c.pick {
-		c.topSum += x.groupTop(g, need0)
+	if c.links {
+		for _, g := range c.pick {
+			c.topSum += x.groupTop(g, need0)
+		}
 	}
 	for ; extra <= len(items); extra++ {
 		c.key.nodes = int32(forced + extra)
@@ -129,25 +169,46 @@ func (c *Chooser) levelOneWord() {
 		}
 	}
 	if !c.have { // every group (the whole loop when no smaller set holds it)
-		for _, it := range items {
+		for i := range items {
+			it := &items[i]
+			it.dto = 0
 			for _, h := range c.pick {
-				c.key.dist += x.gdist[int(it.g)*ng+int(h)]
+				it.dto += x.gdist[int(it.g)*ng+int(h)]
 			}
-			if it.g == int32(x.nodes) {
-				c.key.unk = 1
-			}
-			c.pick = append(c.pick, it.g)
-			c.gcap[0] += it.c0
-			c.topSum += x.groupTop(it.g, c.need[0])
+			c.push(it)
 		}
 		c.key.nodes = int32(len(c.pick))
 		c.leafWord()
 	}
 }
 
-// dfsGroupsWord is dfsGroups for the word path.
+// push adds the group of item it to c.pick, with c.key (but for its node
+// count), c.gcap, c.topSum, c.pickFree and c.pickNB; it.dto must be its
+// distance to the groups of c.pick.
+func (c *Chooser) push(it *wItem) {
+	c.key.dist += it.dto
+	if it.g == int32(c.x.nodes) {
+		c.key.unk = 1
+	}
+	c.gcap[0] += it.c0
+	c.topSum += it.top
+	c.pickFree |= it.free
+	c.pickNB += it.nb
+	c.pick = append(c.pick, it.g)
+}
+
+// spent reports whether level 1's budgets are spent (dfsGroups' test).
+func (c *Chooser) spent() bool {
+	return c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget
+}
+
+// dfsGroupsWord is dfsGroups for the word path, on the items of
+// c.wsorted, step for step. The distance of a set of groups grows by each
+// added group's dto, which it keeps for the items after the one added; the
+// sets of the last group added are tried in a loop of their own
+// (lastGroupWord).
 func (c *Chooser) dfsGroupsWord(from, left int) {
-	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+	if c.spent() {
 		return
 	}
 	c.steps++
@@ -160,54 +221,69 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		return
 	}
+	if left == 1 {
+		c.lastGroupWord(from)
+		return
+	}
 	x := c.x
 	ng := x.nodes + 1
-	items, prefix, need := c.gitems, c.prefix, c.need[0]
-	unknown := int32(x.nodes)
+	items, prefix, need := c.wsorted, c.prefix, c.need[0]
 	gdist := x.gdist
-	links := c.links
 	for i := from; i+left <= len(items); i++ {
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
 			return
 		}
 		it := &items[i]
-		key := c.key
-		if len(c.pick) > 0 {
-			base, dist := int(it.g)*ng, c.key.dist
-			for _, h := range c.pick {
-				dist += gdist[base+int(h)]
-			}
-			c.key.dist = dist
+		key, gcap, top, pf, nb := c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB
+		c.push(it)
+		row := gdist[int(it.g)*ng : int(it.g+1)*ng]
+		rest := items[i+1:]
+		for j := range rest {
+			rest[j].dto += row[rest[j].g]
 		}
-		if it.g == unknown {
-			c.key.unk = 1
-		}
-		c.gcap[0] += it.c0
-		c.pick = append(c.pick, it.g)
-		top := int32(0)
-		if links { // topSum bounds the links only then (groupLinksWord)
-			top = x.groupTop(it.g, need)
-		}
-		c.topSum += top
-		if left > 1 {
-			c.dfsGroupsWord(i+1, left-1)
-		} else if c.steps < stepBudget && (!c.have || c.leaves < nodeSetBudget) {
-			// The child call for the last group, inline: its budget
-			// check, step, cut by distance, capacity and bound.
-			c.steps++
-			if !c.have || !(int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-				if c.gcap[0] >= need && (!c.have || c.boundBeatsWord()) {
-					c.leafWord()
-				}
-			}
+		c.dfsGroupsWord(i+1, left-1)
+		for j := range rest {
+			rest[j].dto -= row[rest[j].g]
 		}
 		c.pick = c.pick[:len(c.pick)-1]
-		c.gcap[0] -= it.c0
-		c.topSum -= top
-		c.key = key
-		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = key, gcap, top, pf, nb
+		if c.spent() {
 			return
 		}
+	}
+}
+
+// lastGroupWord is dfsGroupsWord(from, 1) after its step and cut: each
+// item from from on completes a set (the child call of dfsGroups, inline:
+// its budget check, step, cut by distance, capacity and bound).
+func (c *Chooser) lastGroupWord(from int) {
+	items, need := c.wsorted, c.need[0]
+	base, gcap := c.key, c.gcap[0]
+	unknown := int32(c.x.nodes)
+	for i := from; i < len(items); i++ {
+		it := &items[i]
+		if gcap+it.c0 < need {
+			return
+		}
+		if c.spent() {
+			return
+		}
+		c.steps++
+		unk := base.unk
+		if it.g == unknown {
+			unk = 1
+		}
+		dist := base.dist + it.dto
+		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
+			continue
+		}
+		top, pf, nb := c.topSum, c.pickFree, c.pickNB
+		c.push(it)
+		if !c.have || c.boundBeatsWord() {
+			c.leafWord()
+		}
+		c.pick = c.pick[:len(c.pick)-1]
+		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = base, gcap, top, pf, nb
 	}
 }
 
@@ -219,20 +295,15 @@ func (c *Chooser) boundBeatsWord() bool {
 	if c.x.switchInGroup { // each group holds a switch of its own
 		lb.Switches = len(c.pick)
 	}
-	low := int32(-1)
 	if len(c.pick) == 1 {
-		g := c.pick[0]
-		if f := c.gw[g].fit; f >= 0 {
+		if f := c.gw[c.pick[0]].fit; f >= 0 {
 			lb.SwitchLeft = int(f - need)
 		} else {
 			lb.Switches = 2
 		}
-		low = c.gw[g].low
-	} else {
-		low = c.lowestFreeWord()
 	}
 	d := compareRanks(&lb, &c.bestRank)
-	return d < 0 || d == 0 && low <= int32(bits.TrailingZeros64(c.bestWord))
+	return d < 0 || d == 0 && bits.TrailingZeros64(c.pickFree) <= bits.TrailingZeros64(c.bestWord)
 }
 
 // leafWord is leafGroups and searchSwitches for the word path.
@@ -244,14 +315,8 @@ func (c *Chooser) leafWord() {
 		// Every free device of the groups is taken, and their switches are
 		// their non-empty buckets (counted by countWord): no items to
 		// build.
-		sel, n := uint64(0), 0
-		gw := c.gw
-		for _, g := range c.pick {
-			sel |= gw[g].free
-			n += int(gw[g].nb)
-		}
 		c.gLinks = c.groupLinksWord()
-		c.everyDevice(n, sel)
+		c.everyDevice(int(c.pickNB), c.pickFree)
 		return
 	}
 	c.itSW, c.itMask, c.itDeg = c.itSW[:0], c.itMask[:0], c.itDeg[:0]
@@ -340,15 +405,10 @@ func (c *Chooser) leafWord() {
 
 // lowestFreeWord is lowestFree0 for the word path.
 func (c *Chooser) lowestFreeWord() int32 {
-	var f uint64
-	gw := c.gw
-	for _, g := range c.pick {
-		f |= gw[g].free
-	}
-	if f == 0 {
+	if c.pickFree == 0 {
 		return -1
 	}
-	return int32(bits.TrailingZeros64(f))
+	return int32(bits.TrailingZeros64(c.pickFree))
 }
 
 // everyDevice is leafWord's search when the groups hold exactly the

@@ -107,9 +107,6 @@ type Chooser struct {
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
 	gon   []bool  // group already in active (during load only)
-	// The word path, per group (written for the allowed groups with free
-	// devices).
-	gw []groupWord
 	// active are the allowed groups with free devices of some want,
 	// ascending.
 	active []int32
@@ -184,24 +181,22 @@ type Chooser struct {
 	wkeys           []uint64
 	pickFree        uint64
 	pickNB          int32
-	ex              exactState
-	inC             []bool // GPU -> a candidate of greedyFirst (cleared after use)
-	best            [MaxWants][]int32
-	res             Result
+	fit1            int32 // the fit of c.pick's first group (see wItem)
+	// In lastGroupWord's loop: the last picked group's free devices (0
+	// elsewhere) and the links among the free devices of the groups before
+	// it (-1 until pickLinks computes them).
+	lastFree  uint64
+	baseLinks int
+	ex        exactState
+	inC       []bool // GPU -> a candidate of greedyFirst (cleared after use)
+	best      [MaxWants][]int32
+	res       Result
 	// ChooseWord's request sets.
 	wordFree, wordMust [1]uint64
 	sets               []Set // per class, the result sets
 }
 
 type gItem struct{ g, c0, tie, low int32 }
-
-// groupWord is what the word path counts of a group: its free devices,
-// the fewest free devices of a bucket holding the count (-1 when none),
-// the lowest free device and the buckets holding free devices.
-type groupWord struct {
-	free         uint64
-	fit, low, nb int32
-}
 
 // groupKey is the node-level part of a rank.
 type groupKey struct{ nodes, unk, dist int32 }
@@ -219,7 +214,6 @@ func (x *Index) NewChooser() *Chooser {
 	c.glow = make([]int32, ng)
 	c.gfit = make([]int32, ng)
 	c.gon = make([]bool, ng)
-	c.gw = make([]groupWord, ng)
 	c.swItem = make([]int32, x.nswitch)
 	for i := range c.swItem {
 		c.swItem[i] = -1

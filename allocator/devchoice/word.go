@@ -3,6 +3,8 @@ package devchoice
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/numaplace/numaplace/numa"
 )
 
 // The word path: one want whose class has at most 64 devices (every real
@@ -11,11 +13,11 @@ import (
 // groups and switches, bounds, budgets and tie-breaks), only on words, and
 // the tests check that both choose the same.
 
-// countWord is countAll for the word path: the groups' free devices,
-// must-include groups, lowest free devices and best-fitting buckets, and
-// c.pick, c.key and c.gcap of the forced groups and c.witems of the others
-// for levelOneWord. It returns the must-include devices on allowed groups
-// and the free devices there.
+// countWord is countAll for the word path: the free devices of the
+// allowed groups, by group (c.witems, ascending), with their buckets
+// holding free devices and best-fitting bucket; then forceWord moves the
+// groups of must-include devices into c.pick, c.key and c.gcap. It returns
+// the must-include devices on allowed groups and the free devices there.
 func (c *Chooser) countWord() (mustSeen, total int32) {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
@@ -25,24 +27,31 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 		must = c.must[0][0]
 	}
 	c.wFree, c.wMust = free, must
-	need := c.need[0]
-	ng := x.nodes + 1
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
 	c.pickFree, c.pickNB = 0, 0
-	// Locals for the loop (stores through c would make the compiler reload
-	// every slice header).
-	pick, items := c.pick[:0], c.witems[:0]
-	gw := c.gw
-	bm := cl.bm
-	nodes, unknownOK, unknown := c.nodes, c.unknown, int32(x.nodes)
-	var allowed uint64
-	var gcap int32
-	for _, wg := range cl.wg {
-		g := wg.g
-		if g == unknown && !unknownOK || g != unknown && !nodes.Contains(int(g)) {
-			continue
+	c.pick = c.pick[:0]
+	allowed := ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
+	if all := numa.FirstN(x.nodes); c.nodes&all != all || !c.unknown {
+		allowed = 0
+		for _, g := range cl.groups {
+			if c.allowedGroup(int(g)) {
+				allowed |= cl.gm[g]
+			}
 		}
-		allowed |= wg.gm
+	}
+	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
+	if must != 0 {
+		c.forceWord(must)
+	}
+	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
+}
+
+// countGroups appends to items the groups of wgs with devices in free,
+// their counts and best-fitting buckets (bm are the class's bucket words),
+// and returns it.
+func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need int32) []wItem {
+	for i := range wgs {
+		wg := &wgs[i]
 		f := free & wg.gm
 		if f == 0 {
 			continue
@@ -54,35 +63,51 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 				fit = n
 			}
 		} else {
-			nb = 0
-			for _, m := range bm[wg.lo:wg.hi] {
-				if m&free == 0 {
-					continue
-				}
-				nb++
-				if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
-					fit = bn
-				}
-			}
+			nb, fit = bucketFit(bm[wg.lo:wg.hi], f, need)
 		}
-		gw[g] = groupWord{free: f, fit: fit, low: int32(bits.TrailingZeros64(f)), nb: nb}
-		if must&wg.gm == 0 {
-			items = append(items, wItem{free: f, g: g, c0: n, nb: nb})
+		items = append(items, wItem{free: f, g: wg.g, c0: n, nb: nb, fit: fit})
+	}
+	return items
+}
+
+// bucketFit returns the buckets of bm holding devices of free and the
+// fewest devices of free of one holding need (-1 when none does).
+func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
+	fit = -1
+	for _, m := range bm {
+		if m&free == 0 {
 			continue
 		}
-		for _, h := range pick {
-			c.key.dist += x.gdist[int(g)*ng+int(h)]
+		nb++
+		if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
+			fit = bn
 		}
-		if g == unknown {
-			c.key.unk = 1
-		}
-		pick = append(pick, g)
-		gcap += n
-		c.pickFree |= f
-		c.pickNB += nb
 	}
-	c.pick, c.witems, c.gcap[0] = pick, items, gcap
-	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
+	return nb, fit
+}
+
+// forceWord moves the items holding devices of must into c.pick (in
+// ascending group order), with c.key (but for its node count), c.gcap,
+// c.pickFree and c.pickNB theirs.
+func (c *Chooser) forceWord(must uint64) {
+	x := c.x
+	ng := x.nodes + 1
+	items := c.witems
+	k := 0
+	for _, it := range items {
+		if it.free&must == 0 {
+			items[k] = it
+			k++
+			continue
+		}
+		it.dto = 0
+		for _, h := range c.pick {
+			it.dto += x.gdist[int(it.g)*ng+int(h)]
+		}
+		it.top = 0
+		c.push(&it)
+	}
+	c.witems = items[:k]
 }
 
 // wItem is a group of levelOneWord's search (one with free devices and no
@@ -91,8 +116,8 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 // links (c.links; 0 otherwise), and dto, the sum of its distances to the
 // groups picked so far (kept by dfsGroupsWord as groups are picked).
 type wItem struct {
-	free                uint64
-	g, c0, nb, top, dto int32
+	free                     uint64
+	g, c0, nb, fit, top, dto int32
 }
 
 // levelOneWord is levelOne for the word path, step for step: the same
@@ -183,9 +208,13 @@ func (c *Chooser) levelOneWord() {
 }
 
 // push adds the group of item it to c.pick, with c.key (but for its node
-// count), c.gcap, c.topSum, c.pickFree and c.pickNB; it.dto must be its
+// count), c.gcap, c.topSum, c.pickFree and c.pickNB (and c.fit1 for the
+// first); it.dto must be its
 // distance to the groups of c.pick.
 func (c *Chooser) push(it *wItem) {
+	if len(c.pick) == 0 {
+		c.fit1 = it.fit
+	}
 	c.key.dist += it.dto
 	if it.g == int32(c.x.nodes) {
 		c.key.unk = 1
@@ -260,6 +289,13 @@ func (c *Chooser) lastGroupWord(from int) {
 	items, need := c.wsorted, c.need[0]
 	base, gcap := c.key, c.gcap[0]
 	unknown := int32(c.x.nodes)
+	c.baseLinks = -1
+	c.lastGroupLoop(from, items, need, base, gcap, unknown)
+	c.lastFree = 0
+}
+
+// lastGroupLoop is lastGroupWord's loop.
+func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupKey, gcap, unknown int32) {
 	for i := from; i < len(items); i++ {
 		it := &items[i]
 		if gcap+it.c0 < need {
@@ -280,6 +316,7 @@ func (c *Chooser) lastGroupWord(from int) {
 		top, pf, nb := c.topSum, c.pickFree, c.pickNB
 		c.push(it)
 		if !c.have || c.boundBeatsWord() {
+			c.lastFree = it.free
 			c.leafWord()
 		}
 		c.pick = c.pick[:len(c.pick)-1]
@@ -296,7 +333,7 @@ func (c *Chooser) boundBeatsWord() bool {
 		lb.Switches = len(c.pick)
 	}
 	if len(c.pick) == 1 {
-		if f := c.gw[c.pick[0]].fit; f >= 0 {
+		if f := c.fit1; f >= 0 {
 			lb.SwitchLeft = int(f - need)
 		} else {
 			lb.Switches = 2
@@ -428,11 +465,35 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 	c.leaves++
 	r := lb
 	if c.cls[0] == 0 {
-		r.NVLinks = c.linksWord(sel)
+		r.NVLinks = c.pickLinks(sel)
 	} else {
 		r.NVLinks = 0
 	}
 	c.keepWord(&r, sel)
+}
+
+// pickLinks returns linksWord(sel). Inside lastGroupWord's loop, when sel
+// is every free device of the picked groups, it adds the links of the
+// groups before the last (computed once per loop, in c.baseLinks), those
+// of the last group's free devices c.lastFree, and those between the two.
+func (c *Chooser) pickLinks(sel uint64) int {
+	last := c.lastFree
+	if last == 0 || sel != c.pickFree || c.x.rows == nil || c.x.uniform {
+		return c.linksWord(sel)
+	}
+	base := sel &^ last
+	if c.baseLinks < 0 {
+		c.baseLinks = c.linksWord(base)
+	}
+	rows := c.x.rows
+	cross := int32(0)
+	for w := last; w != 0; w &= w - 1 {
+		row := &rows[bits.TrailingZeros64(w)]
+		for v := base; v != 0; v &= v - 1 {
+			cross += row[bits.TrailingZeros64(v)&63]
+		}
+	}
+	return c.baseLinks + int(cross) + c.linksWord(last)
 }
 
 // keepWord keeps the choice sel of rank r when it beats the best.
@@ -547,21 +608,20 @@ func (c *Chooser) linksWord(sel uint64) int {
 		n := popcount(sel)
 		return n * (n - 1) / 2 * int(x.maxLink)
 	}
-	// The devices' indices first, then the pairs by rows of the dense
-	// table (fewer instructions per pair than walking the bits twice).
+	// The devices' indices first, then the pairs by rows of the table
+	// (fewer instructions per pair than walking the bits twice).
 	var idx [64]uint8
 	k := 0
 	for w := sel; w != 0; w &= w - 1 {
 		idx[k&63] = uint8(bits.TrailingZeros64(w))
 		k++
 	}
-	n := len(x.classes[0].ids)
-	dense := x.dense
+	rows := x.rows
 	links := int32(0)
 	for a := 1; a < k; a++ {
-		base := int(idx[a&63]) * n
+		row := &rows[idx[a&63]]
 		for _, u := range idx[:a&63] {
-			links += dense[base+int(u)]
+			links += row[u&63]
 		}
 	}
 	return int(links)

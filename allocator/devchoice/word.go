@@ -647,12 +647,12 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	}
 	if rest == 1 { // the device with the most links to the must-include ones
 		best, bestLinks := uint64(0), int32(-1)
-		nd := len(c.x.classes[0].ids)
+		rows := c.x.rows
 		for i := range n {
-			v := int(pos[i])
+			v := pos[i] & 63
 			l := int32(0)
 			for w := must; w != 0; w &= w - 1 {
-				l += c.x.dense[bits.TrailingZeros64(w)*nd+v]
+				l += rows[bits.TrailingZeros64(w)][v]
 			}
 			if l > bestLinks {
 				best, bestLinks = 1<<uint(v), l
@@ -666,20 +666,23 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		// combinations, the one first in this order holds the lowest
 		// device of their difference).
 		nd := len(c.x.classes[0].ids)
+		rows := c.x.rows
 		e := &c.ex
-		clear(e.ml[:n])
+		ml := &e.ml
+		clear(ml[:n])
 		for w := must; w != 0; w &= w - 1 {
-			row := c.x.dense[bits.TrailingZeros64(w)*nd:]
+			row := &rows[bits.TrailingZeros64(w)]
 			for i := range n {
-				e.ml[i] += row[pos[i]]
+				ml[i] += row[pos[i]&63]
 			}
 		}
 		if rest == 2 { // the pairs, as exactDFS visits them, in two loops
 			bi, bj, bl := 0, 1, int32(-1)
 			for i := 0; i < n-1; i++ {
-				row := c.x.dense[int(pos[i])*nd:]
+				row := &rows[pos[i]&63]
+				mi := ml[i]
 				for j := i + 1; j < n; j++ {
-					if l := e.ml[i] + e.ml[j] + row[pos[j]]; l > bl {
+					if l := mi + ml[j&63] + row[pos[j&63]&63]; l > bl {
 						bi, bj, bl = i, j, l
 					}
 				}
@@ -734,12 +737,12 @@ func (c *Chooser) groupLinksWord() int {
 func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
 	nd := len(c.x.classes[0].ids)
-	dense := c.x.dense
+	rows := c.x.rows
 	for i := range n {
-		base := int(pos[i]) * nd
+		row := &rows[pos[i]&63]
 		d := e.ml[i]
 		for _, v := range pos[:n] {
-			d += dense[base+int(v)]
+			d += row[v&63]
 		}
 		e.deg[i] = d
 	}
@@ -769,13 +772,13 @@ func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
 		}
 		return
 	}
-	dense := c.x.dense
+	rows := c.x.rows
 	for i := from; i+left <= e.n; i++ {
-		v := int(e.pos[i])
+		v := int(e.pos[i] & 63)
 		l := acc - e.deg[i]
-		row := dense[v*e.nd:]
+		row := &rows[v]
 		for _, u := range e.chosen[:depth] {
-			l += row[u]
+			l += row[u&63]
 		}
 		e.chosen[depth] = uint8(v)
 		c.dropDFS(i+1, left-1, l, out|1<<uint(v))
@@ -805,13 +808,13 @@ func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 		}
 		return
 	}
-	dense := c.x.dense
+	rows := c.x.rows
 	for i := from; i+left <= e.n; i++ {
-		v := int(e.pos[i])
+		v := int(e.pos[i] & 63)
 		l := acc + e.ml[i]
-		row := dense[v*e.nd:]
+		row := &rows[v]
 		for _, u := range e.chosen[:depth] {
-			l += row[u]
+			l += row[u&63]
 		}
 		e.chosen[depth] = uint8(v)
 		c.exactDFS(i+1, left-1, l, sel|1<<uint(v))

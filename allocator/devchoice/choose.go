@@ -179,6 +179,7 @@ type Chooser struct {
 	// devices of c.pick's groups and their buckets holding free devices.
 	witems, wsorted []wItem
 	wkeys           []uint64
+	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
 	pickFree        uint64
 	pickNB          int32
 	fit1            int32 // the fit of c.pick's first group (see wItem)

@@ -100,12 +100,12 @@ func (c *Chooser) forceWord(must uint64) {
 			k++
 			continue
 		}
-		it.dto = 0
+		dto := int32(0)
 		for _, h := range c.pick {
-			it.dto += x.gdist[int(it.g)*ng+int(h)]
+			dto += x.gdist[int(it.g)*ng+int(h)]
 		}
 		it.top = 0
-		c.push(&it)
+		c.push(&it, dto)
 	}
 	c.witems = items[:k]
 }
@@ -113,11 +113,10 @@ func (c *Chooser) forceWord(must uint64) {
 // wItem is a group of levelOneWord's search (one with free devices and no
 // must-include device): its free devices and their count, its buckets
 // holding free devices, its groupTop for the count when NVLinks bound the
-// links (c.links; 0 otherwise), and dto, the sum of its distances to the
-// groups picked so far (kept by dfsGroupsWord as groups are picked).
+// links (c.links; 0 otherwise).
 type wItem struct {
-	free                     uint64
-	g, c0, nb, fit, top, dto int32
+	free                uint64
+	g, c0, nb, fit, top int32
 }
 
 // levelOneWord is levelOne for the word path, step for step: the same
@@ -140,7 +139,6 @@ func (c *Chooser) levelOneWord() {
 		for _, h := range c.pick {
 			tie += x.gdist[int(it.g)*ng+int(h)]
 		}
-		it.dto = tie
 		if c.links { // topSum bounds the links only then (groupLinksWord)
 			it.top = x.groupTop(it.g, need0)
 		} else {
@@ -159,14 +157,17 @@ func (c *Chooser) levelOneWord() {
 	}
 	sorted := grow(c.wsorted, len(items))
 	prefix := grow(c.prefix, len(items)+1)
+	dto, grp := grow(c.wdto, len(items)), grow(c.wgrp, len(items))
 	sum := int32(0)
 	prefix[0] = 0
 	for i, k := range keys {
-		sorted[i] = items[k&255]
-		sum += sorted[i].c0
+		it := &items[k&255]
+		sorted[i] = *it
+		sum += it.c0
 		prefix[i+1] = sum
+		dto[i], grp[i] = int32(k>>20), it.g // the tie: the distance to the forced groups
 	}
-	c.wkeys, c.wsorted, c.prefix = keys, sorted, prefix
+	c.wkeys, c.wsorted, c.prefix, c.wdto, c.wgrp = keys, sorted, prefix, dto, grp
 	items = sorted
 	extra, need := 0, need0-c.gcap[0]
 	for need > 0 && extra < len(items) {
@@ -196,11 +197,11 @@ func (c *Chooser) levelOneWord() {
 	if !c.have { // every group (the whole loop when no smaller set holds it)
 		for i := range items {
 			it := &items[i]
-			it.dto = 0
+			dto := int32(0)
 			for _, h := range c.pick {
-				it.dto += x.gdist[int(it.g)*ng+int(h)]
+				dto += x.gdist[int(it.g)*ng+int(h)]
 			}
-			c.push(it)
+			c.push(it, dto)
 		}
 		c.key.nodes = int32(len(c.pick))
 		c.leafWord()
@@ -209,13 +210,13 @@ func (c *Chooser) levelOneWord() {
 
 // push adds the group of item it to c.pick, with c.key (but for its node
 // count), c.gcap, c.topSum, c.pickFree and c.pickNB (and c.fit1 for the
-// first); it.dto must be its
+// first); dto must be its
 // distance to the groups of c.pick.
-func (c *Chooser) push(it *wItem) {
+func (c *Chooser) push(it *wItem, dto int32) {
 	if len(c.pick) == 0 {
 		c.fit1 = it.fit
 	}
-	c.key.dist += it.dto
+	c.key.dist += dto
 	if it.g == int32(c.x.nodes) {
 		c.key.unk = 1
 	}
@@ -233,7 +234,8 @@ func (c *Chooser) spent() bool {
 
 // dfsGroupsWord is dfsGroups for the word path, on the items of
 // c.wsorted, step for step. The distance of a set of groups grows by each
-// added group's dto, which it keeps for the items after the one added; the
+// added group's distance to the others, which c.wdto keeps for the items
+// after the one added (c.wgrp are their groups); the
 // sets of the last group added are tried in a loop of their own
 // (lastGroupWord).
 func (c *Chooser) dfsGroupsWord(from, left int) {
@@ -264,15 +266,16 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		it := &items[i]
 		key, gcap, top, pf, nb := c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB
-		c.push(it)
+		c.push(it, c.wdto[i])
 		row := gdist[int(it.g)*ng : int(it.g+1)*ng]
-		rest := items[i+1:]
-		for j := range rest {
-			rest[j].dto += row[rest[j].g]
+		dto, grp := c.wdto[i+1:], c.wgrp[i+1:]
+		grp = grp[:len(dto)]
+		for j, g := range grp {
+			dto[j] += row[g]
 		}
 		c.dfsGroupsWord(i+1, left-1)
-		for j := range rest {
-			rest[j].dto -= row[rest[j].g]
+		for j, g := range grp {
+			dto[j] -= row[g]
 		}
 		c.pick = c.pick[:len(c.pick)-1]
 		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = key, gcap, top, pf, nb
@@ -309,13 +312,17 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupK
 		if it.g == unknown {
 			unk = 1
 		}
-		dist := base.dist + it.dto
+		dist := base.dist + c.wdto[i]
 		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
 			continue
 		}
 		top, pf, nb := c.topSum, c.pickFree, c.pickNB
-		c.push(it)
-		if !c.have || c.boundBeatsWord() {
+		c.push(it, dist-base.dist)
+		// When the groups hold exactly the count (and switches lie in
+		// groups), leafWord's own bound (everyDevice's) is never below this
+		// one and cuts what it cuts (the same lowest free device on a tie),
+		// so the bound is left to it.
+		if !c.have || gcap+it.c0 == need && c.x.switchInGroup || c.boundBeatsWord() {
 			c.lastFree = it.free
 			c.leafWord()
 		}

@@ -180,6 +180,8 @@ type Chooser struct {
 	witems, wsorted []wItem
 	wkeys           []uint64
 	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
+	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
+	wforced         int     // the forced groups at the start of c.pick
 	pickFree        uint64
 	pickNB          int32
 	fit1            int32 // the fit of c.pick's first group (see wItem)
@@ -188,6 +190,8 @@ type Chooser struct {
 	// it (-1 until pickLinks computes them).
 	lastFree  uint64
 	baseLinks int
+	baseIdx   [64]uint8 // the devices of the groups before the last
+	baseN     int
 	ex        exactState
 	inC       []bool // GPU -> a candidate of greedyFirst (cleared after use)
 	best      [MaxWants][]int32

@@ -157,7 +157,10 @@ func (c *Chooser) levelOneWord() {
 	}
 	sorted := grow(c.wsorted, len(items))
 	prefix := grow(c.prefix, len(items)+1)
-	dto, grp := grow(c.wdto, len(items)), grow(c.wgrp, len(items))
+	// One row of distances per depth of the search (a set of groups picked
+	// in the search has at most len(items) of them).
+	buf := grow(c.wdtoBuf, (len(items)+1)*len(items))
+	dto, grp := buf[:len(items)], grow(c.wgrp, len(items))
 	sum := int32(0)
 	prefix[0] = 0
 	for i, k := range keys {
@@ -167,7 +170,8 @@ func (c *Chooser) levelOneWord() {
 		prefix[i+1] = sum
 		dto[i], grp[i] = int32(k>>20), it.g // the tie: the distance to the forced groups
 	}
-	c.wkeys, c.wsorted, c.prefix, c.wdto, c.wgrp = keys, sorted, prefix, dto, grp
+	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
+	c.wforced = forced
 	items = sorted
 	extra, need := 0, need0-c.gcap[0]
 	for need > 0 && extra < len(items) {
@@ -235,7 +239,8 @@ func (c *Chooser) spent() bool {
 // dfsGroupsWord is dfsGroups for the word path, on the items of
 // c.wsorted, step for step. The distance of a set of groups grows by each
 // added group's distance to the others, which c.wdto keeps for the items
-// after the one added (c.wgrp are their groups); the
+// (c.wgrp are their groups; each depth of the search has a row of its own
+// in c.wdtoBuf, written for the items after the one added); the
 // sets of the last group added are tried in a loop of their own
 // (lastGroupWord).
 func (c *Chooser) dfsGroupsWord(from, left int) {
@@ -266,17 +271,21 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		it := &items[i]
 		key, gcap, top, pf, nb := c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB
-		c.push(it, c.wdto[i])
+		cur := c.wdto
+		c.push(it, cur[i])
+		// The next depth's distances, for the items after i.
 		row := gdist[int(it.g)*ng : int(it.g+1)*ng]
-		dto, grp := c.wdto[i+1:], c.wgrp[i+1:]
-		grp = grp[:len(dto)]
+		n := len(items)
+		d := len(c.pick) - c.wforced
+		next := c.wdtoBuf[d*n : (d+1)*n]
+		src, dst, grp := cur[i+1:], next[i+1:], c.wgrp[i+1:]
+		dst, grp = dst[:len(src)], grp[:len(src)]
 		for j, g := range grp {
-			dto[j] += row[g]
+			dst[j] = src[j] + row[g]
 		}
+		c.wdto = next
 		c.dfsGroupsWord(i+1, left-1)
-		for j, g := range grp {
-			dto[j] -= row[g]
-		}
+		c.wdto = cur
 		c.pick = c.pick[:len(c.pick)-1]
 		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = key, gcap, top, pf, nb
 		if c.spent() {
@@ -481,26 +490,36 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 
 // pickLinks returns linksWord(sel). Inside lastGroupWord's loop, when sel
 // is every free device of the picked groups, it adds the links of the
-// groups before the last (computed once per loop, in c.baseLinks), those
-// of the last group's free devices c.lastFree, and those between the two.
+// groups before the last (computed once per loop, in c.baseLinks, with
+// their devices listed in c.baseIdx), those of the last group's free
+// devices c.lastFree, and those between the two.
 func (c *Chooser) pickLinks(sel uint64) int {
 	last := c.lastFree
 	if last == 0 || sel != c.pickFree || c.x.rows == nil || c.x.uniform {
 		return c.linksWord(sel)
 	}
-	base := sel &^ last
 	if c.baseLinks < 0 {
+		base := sel &^ last
 		c.baseLinks = c.linksWord(base)
-	}
-	rows := c.x.rows
-	cross := int32(0)
-	for w := last; w != 0; w &= w - 1 {
-		row := &rows[bits.TrailingZeros64(w)]
-		for v := base; v != 0; v &= v - 1 {
-			cross += row[bits.TrailingZeros64(v)&63]
+		c.baseN = 0
+		for w := base; w != 0; w &= w - 1 {
+			c.baseIdx[c.baseN&63] = uint8(bits.TrailingZeros64(w))
+			c.baseN++
 		}
 	}
-	return c.baseLinks + int(cross) + c.linksWord(last)
+	rows := c.x.rows
+	idx := c.baseIdx[:c.baseN&63]
+	links := int32(c.baseLinks)
+	for w := last; w != 0; w &= w - 1 {
+		row := &rows[bits.TrailingZeros64(w)]
+		for _, v := range idx {
+			links += row[v&63]
+		}
+	}
+	if last&(last-1) != 0 { // more than one device: the links among them
+		links += int32(c.linksWord(last))
+	}
+	return int(links)
 }
 
 // keepWord keeps the choice sel of rank r when it beats the best.

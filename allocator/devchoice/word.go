@@ -325,15 +325,29 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupK
 		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
 			continue
 		}
-		top, pf, nb := c.topSum, c.pickFree, c.pickNB
-		c.push(it, dist-base.dist)
 		// When the groups hold exactly the count (and switches lie in
-		// groups), leafWord's own bound (everyDevice's) is never below this
-		// one and cuts what it cuts (the same lowest free device on a tie),
-		// so the bound is left to it.
-		if !c.have || gcap+it.c0 == need && c.x.switchInGroup || c.boundBeatsWord() {
-			c.lastFree = it.free
-			c.leafWord()
+		// groups), leafWord's own bound (everyDevice's) is never below
+		// boundBeatsWord's and cuts what it cuts (the same lowest free
+		// device on a tie), so it is the one tested, here, before the group
+		// is added, and leafWord's search goes on from there.
+		top, pf, nb := c.topSum, c.pickFree, c.pickNB
+		if gcap+it.c0 == need && c.x.switchInGroup {
+			lb := c.everyBound(unk, dist, nb+it.nb, c.linksFor(top+it.top))
+			if c.have {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && bits.TrailingZeros64(pf|it.free) > bits.TrailingZeros64(c.bestWord) {
+					continue
+				}
+			}
+			// leafWord's search from here on (everyDevice's).
+			c.push(it, dist-base.dist)
+			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
+			c.everyLeaf(&lb, c.pickFree)
+		} else {
+			c.push(it, dist-base.dist)
+			if !c.have || c.boundBeatsWord() {
+				c.lastFree = it.free
+				c.leafWord()
+			}
 		}
 		c.pick = c.pick[:len(c.pick)-1]
 		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = base, gcap, top, pf, nb
@@ -469,17 +483,21 @@ func (c *Chooser) lowestFreeWord() int32 {
 // groups, under n switches.
 func (c *Chooser) everyDevice(n int, sel uint64) {
 	c.nodeLeft = 0
-	lb := c.groupRank()
-	lb.Switches = n
-	lb.NVLinks = c.gLinks
+	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
 		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
 			return
 		}
 	}
+	c.everyLeaf(&lb, sel)
+}
+
+// everyLeaf is everyDevice past its bound lb: the one choice sel, kept
+// when it beats the best.
+func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 	c.leaves++
-	r := lb
+	r := *lb
 	if c.cls[0] == 0 {
 		r.NVLinks = c.pickLinks(sel)
 	} else {
@@ -520,6 +538,13 @@ func (c *Chooser) pickLinks(sel uint64) int {
 		links += int32(c.linksWord(last))
 	}
 	return int(links)
+}
+
+// everyBound is everyDevice's bound on the groups of c.key's node count
+// with unknown node unk and distance dist: n switches, at most links
+// links, nothing left.
+func (c *Chooser) everyBound(unk, dist, n int32, links int) Rank {
+	return Rank{Nodes: int(c.key.nodes), Unknown: int(unk), Distance: int(dist), Switches: int(n), NVLinks: links}
 }
 
 // keepWord keeps the choice sel of rank r when it beats the best.
@@ -741,11 +766,14 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 
 // groupLinksWord is groupLinks for the word path, from the sum of the
 // picked groups' top degrees that levelOneWord and dfsGroupsWord keep.
-func (c *Chooser) groupLinksWord() int {
+func (c *Chooser) groupLinksWord() int { return c.linksFor(c.topSum) }
+
+// linksFor is groupLinksWord for groups whose top degrees sum to top.
+func (c *Chooser) linksFor(top int32) int {
 	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
 		return c.linksUB
 	}
-	return min(c.linksUB, int(c.topSum/2))
+	return min(c.linksUB, int(top/2))
 }
 
 // exactDrop is exactWord's search when fewer devices are left out than

@@ -82,7 +82,8 @@ func (r *Result) Devices(k int) Set { return r.sets[k] }
 // one call at a time, reused from call to call (no state of one call is
 // read by the next), so it is not safe for concurrent use: give each
 // goroutine its own, or keep them in a sync.Pool. Its memory is linear in
-// the machine's devices.
+// the machine's devices, plus, like the Index's distance table, a row of
+// distances per NUMA node for the word path's search (at most 65×65).
 type Chooser struct {
 	x *Index
 

@@ -102,7 +102,7 @@ func TestPeerKoordinatorRestrictedDiffers(t *testing.T) {
 // CPUs bound or not) fit on both or on neither, except Restricted pods of
 // the designed difference (restrictedDiffers), which numaplace may admit
 // where Koordinator refuses (never the other way). (dgx-a100 takes
-// Koordinator 0.2-0.7 s per Filter, so only the benchmark cases run there.)
+// Koordinator 0.03-2.6 s per Filter, so only the benchmark cases run there.)
 func TestPeerKoordinatorAgrees(t *testing.T) {
 	for _, c := range filterCases(t) {
 		p := newPair(t, machine(t, c.preset), c.fill)

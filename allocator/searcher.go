@@ -41,6 +41,7 @@ type searcher struct {
 
 	// The demanded kinds (in the engine's kind order) and their amounts.
 	k        int
+	direct   bool            // the demands are of built-in kinds only, read directly (loadDemands)
 	kinds    [maxKinds]int   // resource index of each demanded kind
 	demand   [maxKinds]int64 // the request's units of each kind
 	unplaced [maxKinds]int64 // units taken from those of unknown NUMA node (None)
@@ -141,8 +142,10 @@ func (sr *searcher) loadDemands() error {
 		add(s.builtin-2, s.cpu.Demand(r))
 		add(s.builtin-1, s.mem.Demand(r))
 		sr.k, sr.freeP.k, sr.capP.k = k, k, k
+		sr.direct = true
 		return nil
 	}
+	sr.direct = false
 	return sr.loadDemandsOfAll()
 }
 
@@ -169,25 +172,29 @@ func (sr *searcher) loadDemandsOfAll() error {
 // units fall short of the demand on the whole machine. Devices of unknown
 // NUMA node count only for None requests, and are taken first by them
 // (nobody else can use them): the known nodes must give the rest. The
-// common case, some node covering alone, costs O(n) for the first kind and
-// O(nodes left) for the others: no kind can then be short.
+// common case, some node covering alone, costs O(k·n): no kind can then be
+// short.
 func (sr *searcher) loadFree() []Shortage {
 	s, r, p := sr.s, sr.r, &sr.freeP
-	ones := numa.FirstN(s.n)
+	none := r.Policy == policy.None
+	var ones uint64
 	for j := 0; j < sr.k; j++ {
 		res := sr.kinds[j]
 		var raw []int64
 		var un int64
-		if sr.without != nil {
+		switch {
+		case sr.without != nil:
 			raw = p.store[j][:s.n]
 			ret := s.res[res].(Returner)
 			ret.FreeWithout(r, sr.without, raw)
-			if r.Policy == policy.None {
+			if none {
 				un = ret.UnplacedWithout(r, sr.without)
 			}
-		} else {
+		case sr.direct:
+			raw, un = s.builtinFree(res, r, none)
+		default:
 			raw = s.freeOf(res, r, p.store[j][:s.n])
-			if r.Policy == policy.None {
+			if none {
 				un = s.res[res].Unplaced(r)
 			}
 		}
@@ -197,21 +204,17 @@ func (sr *searcher) loadFree() []Shortage {
 		sr.unplaced[j] = min(un, need)
 		known := need - sr.unplaced[j]
 		p.need[j], sr.capP.need[j] = known, known
+		m := atLeast(raw[:s.n], known)
 		if j == 0 {
-			for i, v := range raw {
-				if v < known {
-					ones &^= 1 << uint(i)
-				}
-			}
-			continue
-		}
-		for w := uint64(ones); w != 0; w &= w - 1 {
-			if i := bits.TrailingZeros64(w); raw[i] < known {
-				ones &^= 1 << uint(i)
-			}
+			ones = m
+		} else {
+			ones &= m
 		}
 	}
-	p.n, p.ones, p.clipped = s.n, ones, false
+	if sr.k == 0 {
+		ones = uint64(numa.FirstN(s.n))
+	}
+	p.n, p.ones, p.clipped = s.n, numa.Mask(ones), false
 	sr.sumsOK = false
 	if ones != 0 {
 		return nil
@@ -224,6 +227,18 @@ func (sr *searcher) loadFree() []Shortage {
 		}
 	}
 	return short
+}
+
+// atLeast returns the indices i with v[i] >= min, as bits (v has at
+// most 64 entries).
+func atLeast(v []int64, min int64) uint64 {
+	var m uint64
+	for i, x := range v {
+		if x >= min {
+			m |= 1 << (uint(i) & 63)
+		}
+	}
+	return m
 }
 
 // sums computes freeSum, the free units of each kind on known nodes.

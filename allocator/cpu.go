@@ -44,6 +44,7 @@ type CPUs struct {
 	// from the start of a Take (or of a grown Resize) to its end.
 	pickBits []uint64
 	list     []int
+	words    carver[uint64] // the allocations' CPU words (see picked)
 }
 
 // cpuEntry is what the CPU resource keeps of one logical CPU: its core (-1
@@ -83,6 +84,10 @@ var (
 	_ Penalizer  = (*CPUs)(nil)
 	_ BulkReader = (*CPUs)(nil)
 )
+
+// cpuWordChunk is the words of the chunks the CPU sets of allocations are
+// cut from (four sets of a 256-CPU machine).
+const cpuWordChunk = 16
 
 // newCPUs returns the CPU resource of m with every allocatable CPU free.
 func newCPUs(m *topology.Machine) *CPUs {
@@ -294,7 +299,9 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 }
 
 // picked returns the CPUs picked since pickBits was cleared, as a new set
-// (one allocation, of the words up to the highest CPU picked).
+// of the words up to the highest CPU picked (cut from a chunk shared with
+// other allocations' sets: one allocation of memory per cpuWordChunk
+// words).
 func (c *CPUs) picked() numa.CPUSet {
 	n := len(c.pickBits)
 	for n > 0 && c.pickBits[n-1] == 0 {
@@ -303,7 +310,7 @@ func (c *CPUs) picked() numa.CPUSet {
 	if n == 0 {
 		return numa.CPUSet{}
 	}
-	w := make([]uint64, n)
+	w := c.words.cut(n, cpuWordChunk)
 	copy(w, c.pickBits)
 	return numa.CPUSetFromWords(w)
 }
@@ -446,7 +453,7 @@ func (c *CPUs) Clone() Resource {
 	d.wholeFree = append([]int64(nil), c.wholeFree...)
 	d.wholeWords = slices.Clone(c.wholeWords)
 	d.coreTab = slices.Clone(c.coreTab)
-	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
+	d.pickBits, d.list, d.words = make([]uint64, len(c.pickBits)), nil, carver[uint64]{}
 	return &d
 }
 

@@ -60,7 +60,12 @@ type Devices struct {
 	freeSet devchoice.Set
 	joint   *deviceJoint // shared by the state's device classes
 	ci      int          // the class's index in joint
+	gpuCut  carver[int]  // the allocations' GPU IDs (see record)
 }
+
+// gpuChunk is the length of the chunks the GPU IDs of allocations are cut
+// from.
+const gpuChunk = 16
 
 var (
 	_ Resource   = (*Devices)(nil)
@@ -579,7 +584,7 @@ func (d *Devices) record(picked []int32, a *Allocation) {
 	}
 	slices.Sort(picked)
 	if d.class == GPUClass {
-		a.GPUs = make([]int, len(picked))
+		a.GPUs = d.gpuCut.cut(len(picked), gpuChunk)
 		for j, i := range picked {
 			a.GPUs[j] = d.gpuIDs[i]
 		}
@@ -689,6 +694,7 @@ func (d *Devices) Clone() Resource {
 	c.groupFree = slices.Clone(d.groupFree)
 	c.freeSet = slices.Clone(d.freeSet)
 	c.joint = nil // the state's clone links its own (State.linkDevices)
+	c.gpuCut = carver[int]{}
 	return &c
 }
 

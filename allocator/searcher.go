@@ -172,8 +172,8 @@ func (sr *searcher) loadDemandsOfAll() error {
 // units fall short of the demand on the whole machine. Devices of unknown
 // NUMA node count only for None requests, and are taken first by them
 // (nobody else can use them): the known nodes must give the rest. The
-// common case, some node covering alone, costs O(k·n): no kind can then be
-// short.
+// common case, some node covering alone, costs O(n) for the first kind and
+// O(nodes left) for the others: no kind can then be short.
 func (sr *searcher) loadFree() []Shortage {
 	s, r, p := sr.s, sr.r, &sr.freeP
 	none := r.Policy == policy.None
@@ -204,11 +204,14 @@ func (sr *searcher) loadFree() []Shortage {
 		sr.unplaced[j] = min(un, need)
 		known := need - sr.unplaced[j]
 		p.need[j], sr.capP.need[j] = known, known
-		m := atLeast(raw[:s.n], known)
 		if j == 0 {
-			ones = m
-		} else {
-			ones &= m
+			ones = atLeast(raw[:s.n], known)
+			continue
+		}
+		for w := ones; w != 0; w &= w - 1 { // the nodes left
+			if i := bits.TrailingZeros64(w); raw[i] < known {
+				ones &^= 1 << (uint(i) & 63)
+			}
 		}
 	}
 	if sr.k == 0 {

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,4 +69,38 @@ func TestCloneCutsItsOwnChunks(t *testing.T) {
 		require.Equal(t, fromC[i].CPUs.String(), b.CPUs.String())
 		require.Equal(t, fromC[i].GPUs, b.GPUs)
 	}
+}
+
+// TestStateKeepsASmallSearcher checks that after decisions a state's slot
+// holds a searcher without working memory (it went back to the pool) and
+// without references to the decision's state, request or victims, and that
+// such a searcher stays small: memory per state stays small for a cluster
+// of thousands of states.
+func TestStateKeepsASmallSearcher(t *testing.T) {
+	m, err := topology.Preset("numa64")
+	require.NoError(t, err)
+	s := MustNew(m, Options{})
+	for i, r := range []Request{
+		{CPUs: 4, Policy: policy.SingleNUMANode},
+		{ID: "a", CPUs: 60, GPUs: 2, Policy: policy.Restricted},
+		{ID: "b", CPUs: 200, Policy: policy.BestEffort},
+	} {
+		if r.ID == "" {
+			require.NoError(t, s.Fit(&r))
+		} else {
+			_, err := s.Allocate(&r)
+			require.NoError(t, err)
+		}
+		sr := s.spare.Load()
+		require.NotNil(t, sr, "decision %d", i)
+		require.Nil(t, sr.mem, "decision %d: the working memory went back to the pool", i)
+		require.Nil(t, sr.sub)
+		require.Nil(t, sr.large)
+		require.Nil(t, sr.take)
+		require.Nil(t, sr.freeP.val)
+		require.Nil(t, sr.s)
+		require.Nil(t, sr.r)
+		require.Nil(t, sr.without)
+	}
+	require.Less(t, unsafe.Sizeof(searcher{}), uintptr(8<<10), "the searcher a state keeps is small")
 }

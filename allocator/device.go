@@ -640,6 +640,9 @@ func (d *Devices) Give(a *Allocation) {
 		}
 		return
 	}
+	if len(a.Devices) == 0 { // holds no devices of other classes
+		return
+	}
 	_ = d.forEach(a, func(i int32) { d.setHeld(i, false) })
 }
 

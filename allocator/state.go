@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
@@ -101,12 +102,13 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int                   // nodes in the largest NUMA set
-	setBit                 [numa.MaxNodes]uint64 // by node: 1 << its NUMA set's index
-	setOf                  [numa.MaxNodes]uint8  // by node: its NUMA set's index
-	distTab                []int32               // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
-	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
-	builtin                int                   // res[builtin:] are the kinds of the caller's own
+	maxSet                 int                      // nodes in the largest NUMA set
+	setBit                 [numa.MaxNodes]uint64    // by node: 1 << its NUMA set's index
+	setOf                  [numa.MaxNodes]uint8     // by node: its NUMA set's index
+	distTab                []int32                  // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
+	keep                   int                      // the resource whose free units rank.stranded counts (-1: none)
+	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
+	builtin                int                      // res[builtin:] are the kinds of the caller's own
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a

@@ -480,11 +480,7 @@ func (j *deviceJoint) take(a *Allocation) {
 		if d == nil || !j.got[ci] {
 			continue
 		}
-		for node, k := range j.amt[ci] {
-			if k > 0 {
-				nodes |= 1 << uint(node)
-			}
-		}
+		nodes |= numa.Mask(atLeast(j.amt[ci], 1))
 		unplaced = unplaced || j.unplaced[ci] > 0
 	}
 	for w := uint64(nodes); w != 0; w &= w - 1 {

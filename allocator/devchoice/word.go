@@ -513,8 +513,8 @@ func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 // devices c.lastFree, and those between the two.
 func (c *Chooser) pickLinks(sel uint64) int {
 	last := c.lastFree
-	if last == 0 || sel != c.pickFree || c.x.rows == nil || c.x.uniform {
-		return c.linksWord(sel)
+	if last == 0 || sel == last || sel != c.pickFree || c.x.rows == nil || c.x.uniform {
+		return c.linksWord(sel) // no earlier groups, or not the loop's choice
 	}
 	if c.baseLinks < 0 {
 		base := sel &^ last

@@ -45,7 +45,7 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 		}
 		return span
 	}
-	sr.split(span, &sr.take)
+	sr.split(span, sr.take)
 	return span
 }
 

@@ -33,8 +33,8 @@ type problem struct {
 	amount  [maxKinds][]int64 // by kind: one entry per node (a resource's view, or store)
 	ones    numa.Mask         // the nodes whose amounts cover alone
 	clipped bool              // val holds the amounts clipped at the demands
-	val     [numa.MaxNodes][maxKinds]int64
-	store   [maxKinds][numa.MaxNodes]int64 // amounts the problem holds itself
+	val     *[numa.MaxNodes][maxKinds]int64
+	store   *[maxKinds][numa.MaxNodes]int64 // amounts the problem holds itself (val and store are in the searcher's searchMem)
 }
 
 // load finishes loading the amounts of the problem's k kinds on n nodes:

@@ -44,6 +44,7 @@ type CPUs struct {
 	// from the start of a Take (or of a grown Resize) to its end.
 	pickBits []uint64
 	list     []int
+	words    carver[uint64] // the allocations' CPU words (see picked)
 }
 
 // cpuEntry is what the CPU resource keeps of one logical CPU: its core (-1
@@ -60,12 +61,14 @@ type cpuEntry struct {
 // free set when the core can be handed out whole (all of its tpc threads
 // are allocatable), 0 when it cannot (the core is whole and free exactly
 // when free equals a whole that is not 0); and the core's bit in
-// wholeWords, bit bit of word word.
+// wholeWords, bit bit of word word; and its first two allocatable threads
+// (for the unrolled take of a whole core on SMT2 machines).
 type coreEntry struct {
 	free  uint64
 	whole uint64
 	word  int32
 	bit   uint8
+	pair  [2]int32
 }
 
 // setWhole sets (on) or clears core k's bit in wholeWords.
@@ -83,6 +86,10 @@ var (
 	_ Penalizer  = (*CPUs)(nil)
 	_ BulkReader = (*CPUs)(nil)
 )
+
+// cpuWordChunk is the words of the chunks the CPU sets of allocations are
+// cut from (four sets of a 256-CPU machine).
+const cpuWordChunk = 16
 
 // newCPUs returns the CPU resource of m with every allocatable CPU free.
 func newCPUs(m *topology.Machine) *CPUs {
@@ -143,6 +150,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 			}
 		}
 		c.threadOff[k+1] = int32(len(c.threads))
+		copy(c.coreTab[k].pair[:], c.threads[c.threadOff[k]:])
 		if c.full(k) {
 			c.coreTab[k].whole = c.coreTab[k].free
 		}
@@ -294,7 +302,9 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 }
 
 // picked returns the CPUs picked since pickBits was cleared, as a new set
-// (one allocation, of the words up to the highest CPU picked).
+// of the words up to the highest CPU picked (cut from a chunk shared with
+// other allocations' sets: one allocation of memory per cpuWordChunk
+// words).
 func (c *CPUs) picked() numa.CPUSet {
 	n := len(c.pickBits)
 	for n > 0 && c.pickBits[n-1] == 0 {
@@ -303,7 +313,7 @@ func (c *CPUs) picked() numa.CPUSet {
 	if n == 0 {
 		return numa.CPUSet{}
 	}
-	w := make([]uint64, n)
+	w := c.words.cut(n, cpuWordChunk)
 	copy(w, c.pickBits)
 	return numa.CPUSetFromWords(w)
 }
@@ -316,32 +326,7 @@ func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	cores := c.nodeCores[node]
 	// Pass 1: whole free cores, the lowest first, found by their bits.
-	whole, tpc := c.wholeWords[c.wholeOff[node]:c.wholeOff[node+1]], c.tpc
-	threads, off, pick, coreTab := c.threads, c.threadOff, c.pickBits, c.coreTab
-	taken := 0
-	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
-		w := whole[wi]
-		for want >= tpc && w != 0 {
-			k := cores[wi<<6|bits.TrailingZeros64(w)]
-			w &= w - 1
-			// A whole core has tpc allocatable threads from off[k].
-			if t := off[k]; tpc == 2 { // the common SMT machine, unrolled
-				c0, c1 := uint(threads[t]), uint(threads[t+1])
-				pick[c0>>6] |= 1 << (c0 & 63)
-				pick[c1>>6] |= 1 << (c1 & 63)
-			} else {
-				for _, cpu := range threads[t : t+int32(tpc)] {
-					pick[uint(cpu)>>6] |= 1 << (uint(cpu) & 63)
-				}
-			}
-			coreTab[k].free = 0
-			taken++
-			want -= tpc
-		}
-		whole[wi] = w
-	}
-	c.nodeFree[node] -= int64(taken * tpc)
-	c.wholeFree[node] -= int64(taken)
+	want -= c.takeWhole(node, want)
 	if wholeOnly {
 		return
 	}
@@ -376,6 +361,37 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			}
 		}
 	}
+}
+
+// takeWhole takes whole free cores of node, the lowest first, into
+// pickBits and the counters, as many as want CPUs hold, and returns how
+// many CPUs it took.
+func (c *CPUs) takeWhole(node, want int) int {
+	whole := c.wholeWords[c.wholeOff[node]:c.wholeOff[node+1]]
+	cores, tpc, pick, taken := c.nodeCores[node], c.tpc, c.pickBits, 0
+	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
+		w := whole[wi]
+		for ; want >= tpc && w != 0; w &= w - 1 {
+			k := cores[wi<<6|bits.TrailingZeros64(w)]
+			ce := &c.coreTab[k]
+			if tpc == 2 { // the common SMT machine, unrolled
+				c0, c1 := uint(ce.pair[0]), uint(ce.pair[1])
+				pick[c0>>6] |= 1 << (c0 & 63)
+				pick[c1>>6] |= 1 << (c1 & 63)
+			} else {
+				for _, cpu := range c.threadsOf(k) {
+					pick[uint(cpu)>>6] |= 1 << (uint(cpu) & 63)
+				}
+			}
+			ce.free = 0
+			taken++
+			want -= tpc
+		}
+		whole[wi] = w
+	}
+	c.nodeFree[node] -= int64(taken * tpc)
+	c.wholeFree[node] -= int64(taken)
+	return taken * tpc
 }
 
 // Give returns a's CPUs, walking them word by word.
@@ -446,7 +462,7 @@ func (c *CPUs) Clone() Resource {
 	d.wholeFree = append([]int64(nil), c.wholeFree...)
 	d.wholeWords = slices.Clone(c.wholeWords)
 	d.coreTab = slices.Clone(c.coreTab)
-	d.pickBits, d.list = make([]uint64, len(c.pickBits)), nil
+	d.pickBits, d.list, d.words = make([]uint64, len(c.pickBits)), nil, carver[uint64]{}
 	return &d
 }
 

@@ -1,11 +1,14 @@
 package allocator
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -35,6 +38,74 @@ func TestLoadDemandsShortcut(t *testing.T) {
 			require.Equal(rt, all.k, fast.k)
 			require.Equal(rt, all.kinds[:all.k], fast.kinds[:fast.k])
 			require.Equal(rt, all.demand[:all.k], fast.demand[:fast.k])
+		})
+	}
+}
+
+// unknownGPUMachine has two NUMA nodes of two 2-thread cores and one GPU
+// each, and a third GPU of unknown NUMA node.
+func unknownGPUMachine(t *testing.T) *topology.Machine {
+	b := topology.NewBuilder("unknown-gpu")
+	for i := range 2 {
+		b.AddCore(numa.CPURange(4*i, 4*i+1)).AddCore(numa.CPURange(4*i+2, 4*i+3))
+		b.AddNode(topology.Node{ID: numa.NodeID(i), CPUs: numa.CPURange(4*i, 4*i+3), MemoryMiB: 1 << 18})
+		b.AddGPU(topology.GPU{ID: i, NUMANode: numa.NodeID(i)})
+	}
+	b.AddGPU(topology.GPU{ID: 2, NUMANode: topology.UnknownNode})
+	m, err := b.Build()
+	require.NoError(t, err)
+	return m
+}
+
+// TestLoadFreeShortcut checks that the direct reading of the built-in
+// kinds' free units (State.builtinFree) gives loadFree the same amounts,
+// nodes covering alone, unplaced units and shortages as asking the
+// resources through the Resource interface, on states that random
+// allocations (of every policy, whole cores included) have filled in part, a GPU of
+// unknown NUMA node included.
+func TestLoadFreeShortcut(t *testing.T) {
+	machines := []*topology.Machine{unknownGPUMachine(t)}
+	for _, preset := range []string{"dgx-a100", "dgx-h100", "small-1s", "numa64"} {
+		m, err := topology.Preset(preset)
+		require.NoError(t, err)
+		machines = append(machines, m)
+	}
+	for _, m := range machines {
+		rapid.Check(t, func(rt *rapid.T) {
+			s := MustNew(m, Options{})
+			draw := func(label string) *Request {
+				return &Request{
+					ID:        label,
+					CPUs:      rapid.IntRange(0, 48).Draw(rt, label+"-cpus"),
+					GPUs:      rapid.IntRange(0, 4).Draw(rt, label+"-gpus"),
+					MemoryMiB: rapid.Int64Range(0, 1<<19).Draw(rt, label+"-mem"),
+					FullPCPUs: rapid.Bool().Draw(rt, label+"-fullPCPUs"),
+					Policy:    policy.Policy(rapid.IntRange(0, 3).Draw(rt, label+"-policy")),
+				}
+			}
+			for i := range rapid.IntRange(0, 12).Draw(rt, "fills") {
+				r := draw(fmt.Sprint("fill-", i))
+				if r.FullPCPUs {
+					r.CPUs -= r.CPUs % m.ThreadsPerCore()
+				}
+				_, _ = s.Allocate(r) // refusals leave the state as it was
+			}
+			r := draw("r")
+			fast := &searcher{s: s, r: r}
+			require.NoError(rt, fast.loadDemands())
+			require.True(rt, fast.direct, "a request of built-in amounts is read directly")
+			slow := &searcher{s: s, r: r}
+			require.NoError(rt, slow.loadDemands())
+			slow.direct = false
+			fastShort, slowShort := fast.loadFree(), slow.loadFree()
+			require.Equal(rt, slowShort, fastShort)
+			require.Equal(rt, slow.freeP.ones, fast.freeP.ones)
+			for j := 0; j < slow.k; j++ {
+				require.Equal(rt, slow.freeP.amount[j], fast.freeP.amount[j], "kind %d", j)
+				require.Equal(rt, slow.freeP.need[j], fast.freeP.need[j], "kind %d", j)
+				require.Equal(rt, slow.unFree[j], fast.unFree[j], "kind %d", j)
+				require.Equal(rt, slow.unplaced[j], fast.unplaced[j], "kind %d", j)
+			}
 		})
 	}
 }

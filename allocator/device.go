@@ -60,7 +60,12 @@ type Devices struct {
 	freeSet devchoice.Set
 	joint   *deviceJoint // shared by the state's device classes
 	ci      int          // the class's index in joint
+	gpuCut  carver[int]  // the allocations' GPU IDs (see record)
 }
+
+// gpuChunk is the length of the chunks the GPU IDs of allocations are cut
+// from.
+const gpuChunk = 16
 
 var (
 	_ Resource   = (*Devices)(nil)
@@ -475,11 +480,7 @@ func (j *deviceJoint) take(a *Allocation) {
 		if d == nil || !j.got[ci] {
 			continue
 		}
-		for node, k := range j.amt[ci] {
-			if k > 0 {
-				nodes |= 1 << uint(node)
-			}
-		}
+		nodes |= numa.Mask(atLeast(j.amt[ci], 1))
 		unplaced = unplaced || j.unplaced[ci] > 0
 	}
 	for w := uint64(nodes); w != 0; w &= w - 1 {
@@ -579,7 +580,7 @@ func (d *Devices) record(picked []int32, a *Allocation) {
 	}
 	slices.Sort(picked)
 	if d.class == GPUClass {
-		a.GPUs = make([]int, len(picked))
+		a.GPUs = d.gpuCut.cut(len(picked), gpuChunk)
 		for j, i := range picked {
 			a.GPUs[j] = d.gpuIDs[i]
 		}
@@ -633,6 +634,9 @@ func (d *Devices) Give(a *Allocation) {
 				d.setHeld(i, false)
 			}
 		}
+		return
+	}
+	if len(a.Devices) == 0 { // holds no devices of other classes
 		return
 	}
 	_ = d.forEach(a, func(i int32) { d.setHeld(i, false) })
@@ -689,6 +693,7 @@ func (d *Devices) Clone() Resource {
 	c.groupFree = slices.Clone(d.groupFree)
 	c.freeSet = slices.Clone(d.freeSet)
 	c.joint = nil // the state's clone links its own (State.linkDevices)
+	c.gpuCut = carver[int]{}
 	return &c
 }
 

@@ -264,7 +264,7 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 func (sr *searcher) rankTail(m numa.Mask, rk *rank) {
 	s := sr.s
 	rk.span = m
-	sr.split(m, &sr.amt)
+	sr.split(m, sr.amt)
 	sr.amtSpan = m
 	rk.stranded = 0
 	for j := 0; j < sr.k; j++ {

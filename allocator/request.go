@@ -136,8 +136,10 @@ type NodeUnits struct {
 }
 
 // Allocation is what a request received. The CPU set and slices share
-// storage with the allocator's state: treat an Allocation as read-only (use
-// [Allocation.Clone] for a copy to modify).
+// storage with the allocator's state (the CPU words and GPU IDs of several
+// allocations may lie in one chunk of memory, each slice's capacity its
+// length): treat an Allocation as read-only (use [Allocation.Clone] for a
+// copy to modify).
 type Allocation struct {
 	// ID is the request's ID.
 	ID string

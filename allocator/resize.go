@@ -47,7 +47,7 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	idx, ok := s.ids[id]
+	idx, ok := s.ids.get(id)
 	if !ok {
 		return Allocation{}, fmt.Errorf("%w: %s", ErrUnknownID, quote.Short(id))
 	}

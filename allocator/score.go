@@ -29,7 +29,7 @@ func (s *State) Score(r *Request) (int, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r.ID != "" {
-		if _, ok := s.ids[r.ID]; ok {
+		if s.ids.has(r.ID) {
 			return 0, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}

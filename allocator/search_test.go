@@ -41,7 +41,8 @@ func (p *problem) smallExists(pool numa.Mask, w int) bool {
 // feasible, and every cover found is a cover of exactly that width.
 func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var c problem
+		var mem searchMem
+		c := problem{val: &mem.freeVal, store: &mem.freeStore}
 		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, 22).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 2, 3, 8, 40, 1000}).Draw(t, "maxVal")
@@ -142,7 +143,8 @@ func (c *problem) loadRandom(t *rapid.T, k, n int, maxVal func(r int) int64) {
 // nodes and random branches (class, slots left, partial sums).
 func TestBoundTableAgrees(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var c problem
+		var mem searchMem
+		c := problem{val: &mem.freeVal, store: &mem.freeStore}
 		k := rapid.IntRange(1, 4).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")

@@ -17,9 +17,20 @@ import (
 // chosen span and its split). [searcher.begin] sets every field a decision
 // reads before it reads it; the large arrays are written for the nodes and
 // kinds of the decision before they are read, so nothing one decision
-// leaves behind is read by the next. Searchers are pooled only to reuse
-// their memory (about 120 KB each, shared by every State, so that a
-// cluster of thousands of machine states stays small).
+// leaves behind is read by the next.
+//
+// Its memory is in two parts. The searcher itself (about 5 KB) holds what
+// every decision reads; each State keeps one in a slot of its own, taken
+// for a decision and put back after it (a decision that finds the slot
+// taken, by a concurrent reader, takes one from a pool shared by every
+// State), so that a cluster of thousands of machine states keeps about
+// 5 KB per state. The working memory of the strategies, the split of the
+// spans and the problems' own arrays ([searchMem], about 80 KB) come from a
+// pool shared by every State, taken by [searcher.needMem] only when a
+// decision needs more than the nodes that cover the request alone: a
+// search of width 2 or more, the capacities, the choice of a span, the
+// free amounts as if victims were released or of resources without
+// [BulkReader]. It goes back to the pool when the decision is done.
 //
 // The strategies, chosen in one place ([searcher.exists]):
 //   - one node ([problem.oneNode]): width 1, O(k·n), exact;
@@ -40,6 +51,7 @@ type searcher struct {
 
 	// The demanded kinds (in the engine's kind order) and their amounts.
 	k        int
+	direct   bool            // the demands are of built-in kinds only, read directly (loadDemands)
 	kinds    [maxKinds]int   // resource index of each demanded kind
 	demand   [maxKinds]int64 // the request's units of each kind
 	unplaced [maxKinds]int64 // units taken from those of unknown NUMA node (None)
@@ -55,9 +67,10 @@ type searcher struct {
 	single, shared numa.Mask // the node types (without the victims)
 	bound          stepBound
 
-	// Working memory of the strategies.
-	sub   subsetSearch
-	large classSearch
+	// Working memory of the strategies (in mem, nil without it).
+	mem   *searchMem
+	sub   *subsetSearch
+	large *classSearch
 
 	// Results.
 	plan  plan
@@ -75,8 +88,35 @@ type searcher struct {
 	curOK     bool      // cur is the rank of the cover improve returned
 	amtSpan   numa.Mask // the span whose split amt holds (0: none)
 	scr       splitScratch
-	amt       [maxKinds][numa.MaxNodes]int64 // the split of the span being ranked
-	take      [maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere
+	amt       *[maxKinds][numa.MaxNodes]int64 // the split of the span being ranked (in mem)
+	take      *[maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere (in mem)
+}
+
+// searchMem is the large working memory of a decision (see [searcher]):
+// the arrays of its free and capacity problems, the strategies' memory and
+// the splits of the spans it ranks.
+type searchMem struct {
+	freeVal, capVal     [numa.MaxNodes][maxKinds]int64
+	freeStore, capStore [maxKinds][numa.MaxNodes]int64
+	sub                 subsetSearch
+	large               classSearch
+	amt, take           [maxKinds][numa.MaxNodes]int64
+}
+
+var searchMems = sync.Pool{New: func() any { return new(searchMem) }}
+
+// needMem gives the decision its working memory, from the pool, unless it
+// has it already.
+func (sr *searcher) needMem() {
+	if sr.mem != nil {
+		return
+	}
+	m := searchMems.Get().(*searchMem)
+	sr.mem = m
+	sr.freeP.val, sr.freeP.store = &m.freeVal, &m.freeStore
+	sr.capP.val, sr.capP.store = &m.capVal, &m.capStore
+	sr.sub, sr.large, sr.amt, sr.take = &m.sub, &m.large, &m.amt, &m.take
+	m.large.p, m.large.b = nil, &sr.bound
 }
 
 // plan is the answer of a decision's admission: the widths, and the span
@@ -92,10 +132,14 @@ type plan struct {
 var searchers = sync.Pool{New: func() any { return new(searcher) }}
 
 // searcher returns a searcher for one decision of r on s, seeing the live
-// allocations without (nil: none) as released. The caller holds a lock and
-// calls done when the decision's results have been used.
+// allocations without (nil: none) as released: the state's own when its
+// slot holds it, else one from the pool. The caller holds a lock and calls
+// done when the decision's results have been used.
 func (s *State) searcher(r *Request, without []*Allocation) *searcher {
-	sr := searchers.Get().(*searcher)
+	sr := s.spare.Swap(nil)
+	if sr == nil {
+		sr = searchers.Get().(*searcher)
+	}
 	sr.begin(s, r, without)
 	return sr
 }
@@ -105,17 +149,27 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.s, sr.r, sr.without = s, r, without
 	sr.k, sr.capOK = 0, false
 	sr.bound = stepBound{}
-	sr.large.p, sr.large.b = nil, &sr.bound
 	sr.plan, sr.found, sr.have = plan{}, 0, false
 }
 
-// done returns the searcher to the pool, dropping its references.
-// The views of resources' counters in the problems stay until the next
-// decision overwrites them (or the pool drops the searcher at a garbage
-// collection); no decision reads those of another.
+// done gives the working memory back to its pool and the searcher to its
+// state's slot (or, when the slot holds another, to the pool), dropping
+// its references to the state, the request and the victims. The views of
+// resources' counters in the problems stay until the next decision
+// overwrites them (they keep alive only those counters, a few words per
+// node and kind); no decision reads those of another.
 func (sr *searcher) done() {
+	if m := sr.mem; m != nil {
+		sr.mem, sr.sub, sr.large, sr.amt, sr.take = nil, nil, nil, nil, nil
+		sr.freeP.val, sr.freeP.store, sr.capP.val, sr.capP.store = nil, nil, nil, nil
+		m.large.p, m.large.b = nil, nil
+		searchMems.Put(m)
+	}
+	s := sr.s
 	sr.s, sr.r, sr.without = nil, nil, nil
-	searchers.Put(sr)
+	if !s.spare.CompareAndSwap(nil, sr) {
+		searchers.Put(sr)
+	}
 }
 
 // cut reports whether the bound cut a search of the decision.
@@ -140,8 +194,10 @@ func (sr *searcher) loadDemands() error {
 		add(s.builtin-2, s.cpu.Demand(r))
 		add(s.builtin-1, s.mem.Demand(r))
 		sr.k, sr.freeP.k, sr.capP.k = k, k, k
+		sr.direct = true
 		return nil
 	}
+	sr.direct = false
 	return sr.loadDemandsOfAll()
 }
 
@@ -172,21 +228,32 @@ func (sr *searcher) loadDemandsOfAll() error {
 // O(nodes left) for the others: no kind can then be short.
 func (sr *searcher) loadFree() []Shortage {
 	s, r, p := sr.s, sr.r, &sr.freeP
-	ones := numa.FirstN(s.n)
+	none := r.Policy == policy.None
+	var ones uint64
 	for j := 0; j < sr.k; j++ {
 		res := sr.kinds[j]
 		var raw []int64
 		var un int64
-		if sr.without != nil {
+		switch {
+		case sr.without != nil:
+			sr.needMem()
 			raw = p.store[j][:s.n]
 			ret := s.res[res].(Returner)
 			ret.FreeWithout(r, sr.without, raw)
-			if r.Policy == policy.None {
+			if none {
 				un = ret.UnplacedWithout(r, sr.without)
 			}
-		} else {
+		case sr.direct:
+			raw, un = s.builtinFree(res, r, none)
+		case s.bulk[res] != nil:
+			raw = s.bulk[res].FreeView(r)
+			if none {
+				un = s.res[res].Unplaced(r)
+			}
+		default:
+			sr.needMem() // for the problem's own store
 			raw = s.freeOf(res, r, p.store[j][:s.n])
-			if r.Policy == policy.None {
+			if none {
 				un = s.res[res].Unplaced(r)
 			}
 		}
@@ -197,20 +264,19 @@ func (sr *searcher) loadFree() []Shortage {
 		known := need - sr.unplaced[j]
 		p.need[j], sr.capP.need[j] = known, known
 		if j == 0 {
-			for i, v := range raw {
-				if v < known {
-					ones &^= 1 << uint(i)
-				}
-			}
+			ones = atLeast(raw[:s.n], known)
 			continue
 		}
-		for w := uint64(ones); w != 0; w &= w - 1 {
+		for w := ones; w != 0; w &= w - 1 { // the nodes left
 			if i := bits.TrailingZeros64(w); raw[i] < known {
-				ones &^= 1 << uint(i)
+				ones &^= 1 << (uint(i) & 63)
 			}
 		}
 	}
-	p.n, p.ones, p.clipped = s.n, ones, false
+	if sr.k == 0 {
+		ones = uint64(numa.FirstN(s.n))
+	}
+	p.n, p.ones, p.clipped = s.n, numa.Mask(ones), false
 	sr.sumsOK = false
 	if ones != 0 {
 		return nil
@@ -223,6 +289,18 @@ func (sr *searcher) loadFree() []Shortage {
 		}
 	}
 	return short
+}
+
+// atLeast returns the indices i with v[i] >= min, as bits (v has at
+// most 64 entries).
+func atLeast(v []int64, min int64) uint64 {
+	var m uint64
+	for i, x := range v {
+		if x >= min {
+			m |= 1 << (uint(i) & 63)
+		}
+	}
+	return m
 }
 
 // sums computes freeSum, the free units of each kind on known nodes.
@@ -246,6 +324,7 @@ func (sr *searcher) capacity() *problem {
 	if sr.capOK {
 		return p
 	}
+	sr.needMem()
 	s := sr.s
 	for j := 0; j < sr.k; j++ {
 		capa := s.capacityOf(sr.kinds[j], sr.r, p.store[j][:s.n])
@@ -279,7 +358,9 @@ func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) 
 		return 0, false
 	case w == 1:
 		return p.oneNode(pool)
-	case n <= smallPool:
+	}
+	sr.needMem()
+	if pool.Count() <= smallPool {
 		return sr.sub.exists(p, pool, w)
 	}
 	if !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
@@ -309,6 +390,7 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 	if m, ok := sr.exists(p, pool, 1); ok {
 		return 1, m // the common case, without sorting
 	}
+	sr.needMem()
 	if pool.Count() > smallPool {
 		sr.prepareLarge(p, pool)
 		return sr.large.minWidth()
@@ -474,6 +556,7 @@ func (sr *searcher) decide(choose bool) error {
 			return sr.searchLimit()
 		}
 		if choose {
+			sr.needMem()
 			p.span = sr.choose(pools, restrict)
 		}
 		return nil
@@ -501,6 +584,7 @@ func (sr *searcher) decide(choose bool) error {
 		return sr.searchLimit()
 	}
 	if choose {
+		sr.needMem()
 		p.span = sr.choose(pools, restrict)
 	}
 	return nil
@@ -508,6 +592,7 @@ func (sr *searcher) decide(choose bool) error {
 
 // clearTake zeroes the split of the chosen span.
 func (sr *searcher) clearTake() {
+	sr.needMem()
 	for j := 0; j < sr.k; j++ {
 		clear(sr.take[j][:sr.s.n])
 	}

@@ -107,7 +107,8 @@ func TestSelectionsAgree(t *testing.T) {
 // of up to 12 kinds (beyond the packing of ranks).
 func TestClassifyOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var c problem
+		var mem searchMem
+		c := problem{val: &mem.freeVal, store: &mem.freeStore}
 		k := rapid.SampledFrom([]int{1, 2, 3, 5, 11, 12}).Draw(t, "kinds")
 		n := rapid.IntRange(smallPool+1, numa.MaxNodes).Draw(t, "nodes")
 		c.loadRandom(t, k, n, func(int) int64 {

@@ -159,7 +159,7 @@ func (s *State) Claim(a Allocation) (Allocation, error) {
 	if err := s.claim(a.Clone()); err != nil {
 		return Allocation{}, &RestoreError{ID: a.ID, Err: err}
 	}
-	idx := s.ids[a.ID]
+	idx, _ := s.ids.get(a.ID)
 	return s.recs[idx], nil
 }
 
@@ -170,7 +170,7 @@ func (s *State) claim(a Allocation) error {
 	if a.ID == "" {
 		return errors.New("empty allocation ID")
 	}
-	if _, ok := s.ids[a.ID]; ok {
+	if s.ids.has(a.ID) {
 		return ErrDuplicateID
 	}
 	if !a.Policy.Valid() || !a.Exclusive.Valid() {
@@ -221,15 +221,12 @@ func normalMemory(mem []NodeMemory) []NodeMemory {
 // lock).
 func (s *State) cloneLocked() *State {
 	c := &State{m: s.m, n: s.n, opts: s.opts, classes: map[string]*Devices{},
-		ids: make(map[string]int32, len(s.ids)), recs: slices.Clone(s.recs),
+		ids: s.ids.clone(), recs: slices.Clone(s.recs),
 		freeRecs: slices.Clone(s.freeRecs), single: s.single, multi: s.multi,
 		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
 		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab,
 		distBy:  s.distBy,
 		builtin: s.builtin}
-	for id, idx := range s.ids {
-		c.ids[id] = idx
-	}
 	c.res = make([]Resource, len(s.res))
 	for j, r := range s.res {
 		c.res[j] = r.Clone()
@@ -308,7 +305,7 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 	d.setHealthy(i, healthy)
 	var affected []string
 	if d.held[i] {
-		for aid, idx := range s.ids {
+		for aid, idx := range s.ids.all() {
 			a := &s.recs[idx]
 			if d.holds(a, i) {
 				affected = append(affected, aid)

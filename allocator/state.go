@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
@@ -90,7 +91,7 @@ type State struct {
 	gpu      *Devices
 	mem      *Memory
 	classes  map[string]*Devices
-	ids      map[string]int32
+	ids      idTable
 	recs     []Allocation
 	freeRecs []int32
 	single   [numa.MaxNodes]int32 // live one-node spans using the node
@@ -101,13 +102,14 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int                   // nodes in the largest NUMA set
-	setBit                 [numa.MaxNodes]uint64 // by node: 1 << its NUMA set's index
-	setOf                  [numa.MaxNodes]uint8  // by node: its NUMA set's index
-	distTab                []int32               // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
-	distBy                 *distClasses          // distTab by value
-	keep                   int                   // the resource whose free units rank.stranded counts (-1: none)
-	builtin                int                   // res[builtin:] are the kinds of the caller's own
+	maxSet                 int                      // nodes in the largest NUMA set
+	setBit                 [numa.MaxNodes]uint64    // by node: 1 << its NUMA set's index
+	setOf                  [numa.MaxNodes]uint8     // by node: its NUMA set's index
+	distTab                []int32                  // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
+	distBy                 *distClasses             // distTab by value
+	keep                   int                      // the resource whose free units rank.stranded counts (-1: none)
+	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
+	builtin                int                      // res[builtin:] are the kinds of the caller's own
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a
@@ -134,7 +136,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 		return nil, fmt.Errorf("%w: machine %s has a core of %d threads; the allocator takes at most %d threads per core (SMT8 is the most hardware has)",
 			ErrTooManyThreads, quote.Short(m.Name()), tpc, MaxThreadsPerCore)
 	}
-	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: map[string]int32{},
+	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: newIDTable(),
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
 		allPool: [1]numa.Mask{m.AllNodes()}}
 	if s.opts.SearchBudget == 0 {
@@ -306,6 +308,25 @@ func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 	return buf
 }
 
+// builtinFree returns the free units on every node of built-in resource j
+// (the GPUs, the CPUs or memory) for r, as freeOf does (a view of the
+// resource's counters), and its free units of unknown NUMA node when
+// unplaced is set (else 0), read from the resources' types directly
+// rather than through the Resource interface (TestLoadFreeShortcut keeps
+// them equal).
+func (s *State) builtinFree(j int, r *Request, unplaced bool) ([]int64, int64) {
+	switch j {
+	case 0:
+		if unplaced {
+			return s.gpu.nodeFree, int64(s.gpu.unFree)
+		}
+		return s.gpu.nodeFree, 0
+	case s.builtin - 2:
+		return s.cpu.FreeView(r), 0
+	}
+	return s.mem.free, 0
+}
+
 // capacityOf returns resource j's capacity on every node, as freeOf does
 // its free units.
 func (s *State) capacityOf(j int, r *Request, buf []int64) []int64 {
@@ -339,7 +360,7 @@ func (s *State) Fit(r *Request) error {
 	}
 	s.mu.RLock()
 	if r.ID != "" {
-		if _, ok := s.ids[r.ID]; ok {
+		if s.ids.has(r.ID) {
 			s.mu.RUnlock()
 			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
@@ -370,7 +391,8 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if r.ID == "" {
 		return Allocation{}, invalidRequest(r, "id", "is empty")
 	}
-	if _, ok := s.ids[r.ID]; ok {
+	pos, hash, dup := s.ids.probe(r.ID)
+	if dup {
 		return Allocation{}, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 	}
 	sr := s.searcher(r, nil)
@@ -387,7 +409,8 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	for j := 0; j < sr.k; j++ {
 		s.res[sr.kinds[j]].Take(r, sr.take[j][:s.n], sr.unplaced[j], a)
 	}
-	s.commit(idx)
+	s.ids.insertAt(pos, hash, r.ID, idx)
+	s.count(a.DenseSpan, 1)
 	return *a, nil
 }
 
@@ -405,7 +428,7 @@ func (s *State) slot() int32 {
 // commit makes the record at idx live.
 func (s *State) commit(idx int32) {
 	a := &s.recs[idx]
-	s.ids[a.ID] = idx
+	s.ids.set(a.ID, idx)
 	s.count(a.DenseSpan, 1)
 }
 
@@ -438,11 +461,11 @@ func (s *State) Release(id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	idx, ok := s.ids[id]
+	pos, _, ok := s.ids.probe(id)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownID, quote.Short(id))
 	}
-	s.releaseAt(idx)
+	s.releaseAt(pos)
 	return nil
 }
 
@@ -453,7 +476,7 @@ func (s *State) Get(id string) (Allocation, bool) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	idx, ok := s.ids[id]
+	idx, ok := s.ids.get(id)
 	if !ok {
 		return Allocation{}, false
 	}
@@ -472,8 +495,8 @@ func (s *State) Live() []Allocation {
 }
 
 func (s *State) liveLocked() []Allocation {
-	out := make([]Allocation, 0, len(s.ids))
-	for _, idx := range s.ids {
+	out := make([]Allocation, 0, s.ids.len())
+	for _, idx := range s.ids.all() {
 		out = append(out, s.recs[idx])
 	}
 	slices.SortFunc(out, func(a, b Allocation) int { return strings.Compare(a.ID, b.ID) })

@@ -28,7 +28,7 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 	recs := make([]*Allocation, 0, len(victims))
 	seen := make(map[string]bool, len(victims))
 	for _, id := range victims {
-		idx, ok := s.ids[id]
+		idx, ok := s.ids.get(id)
 		if !ok {
 			return fmt.Errorf("%w: victim %s", ErrUnknownID, quote.Short(id))
 		}
@@ -38,7 +38,7 @@ func (s *State) FitWithout(r *Request, victims []string) error {
 		}
 	}
 	if r.ID != "" && !seen[r.ID] {
-		if _, ok := s.ids[r.ID]; ok {
+		if s.ids.has(r.ID) {
 			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
@@ -90,19 +90,21 @@ func (s *State) typesWithout(victims []*Allocation) (single, shared numa.Mask) {
 // releaseLocked releases a live allocation (the caller holds the write lock
 // or owns the state).
 func (s *State) releaseLocked(id string) {
-	if idx, ok := s.ids[id]; ok {
-		s.releaseAt(idx)
+	if pos, _, ok := s.ids.probe(id); ok {
+		s.releaseAt(pos)
 	}
 }
 
-// releaseAt releases the live allocation of record idx.
-func (s *State) releaseAt(idx int32) {
+// releaseAt releases the live allocation whose ID is at position pos of
+// the ID table.
+func (s *State) releaseAt(pos uint32) {
+	idx := s.ids.slots[pos].idx
+	s.ids.deleteAt(pos)
 	a := &s.recs[idx]
 	for _, res := range s.res {
 		res.Give(a)
 	}
 	s.count(a.DenseSpan, -1)
-	delete(s.ids, a.ID)
 	s.recs[idx] = Allocation{}
 	s.freeRecs = append(s.freeRecs, idx)
 }

@@ -82,7 +82,8 @@ func (r *Result) Devices(k int) Set { return r.sets[k] }
 // one call at a time, reused from call to call (no state of one call is
 // read by the next), so it is not safe for concurrent use: give each
 // goroutine its own, or keep them in a sync.Pool. Its memory is linear in
-// the machine's devices.
+// the machine's devices, plus, like the Index's distance table, a row of
+// distances per NUMA node for the word path's search (at most 65×65).
 type Chooser struct {
 	x *Index
 
@@ -107,9 +108,6 @@ type Chooser struct {
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
 	gon   []bool  // group already in active (during load only)
-	// The word path, per group (written for the allowed groups with free
-	// devices).
-	gw []groupWord
 	// active are the allowed groups with free devices of some want,
 	// ascending.
 	active []int32
@@ -177,24 +175,34 @@ type Chooser struct {
 	bestRank Rank
 	bestOne  int32 // the device of chooseOne's best
 	topSum   int32 // the word path: the sum of groupTop over c.pick
-	ex       exactState
-	inC      []bool // GPU -> a candidate of greedyFirst (cleared after use)
-	best     [MaxWants][]int32
-	res      Result
+	// The word path's level 1: the items in countWord's order, their sort
+	// keys and the items in search order (levelOneWord), and the free
+	// devices of c.pick's groups and their buckets holding free devices.
+	witems, wsorted []wItem
+	wkeys           []uint64
+	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
+	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
+	wforced         int     // the forced groups at the start of c.pick
+	pickFree        uint64
+	pickNB          int32
+	fit1            int32 // the fit of c.pick's first group (see wItem)
+	// In lastGroupWord's loop: the last picked group's free devices (0
+	// elsewhere) and the links among the free devices of the groups before
+	// it (-1 until pickLinks computes them).
+	lastFree  uint64
+	baseLinks int
+	baseIdx   [64]uint8 // the devices of the groups before the last
+	baseN     int
+	ex        exactState
+	inC       []bool // GPU -> a candidate of greedyFirst (cleared after use)
+	best      [MaxWants][]int32
+	res       Result
 	// ChooseWord's request sets.
 	wordFree, wordMust [1]uint64
 	sets               []Set // per class, the result sets
 }
 
 type gItem struct{ g, c0, tie, low int32 }
-
-// groupWord is what the word path counts of a group: its free devices,
-// the fewest free devices of a bucket holding the count (-1 when none),
-// the lowest free device and the buckets holding free devices.
-type groupWord struct {
-	free         uint64
-	fit, low, nb int32
-}
 
 // groupKey is the node-level part of a rank.
 type groupKey struct{ nodes, unk, dist int32 }
@@ -212,7 +220,6 @@ func (x *Index) NewChooser() *Chooser {
 	c.glow = make([]int32, ng)
 	c.gfit = make([]int32, ng)
 	c.gon = make([]bool, ng)
-	c.gw = make([]groupWord, ng)
 	c.swItem = make([]int32, x.nswitch)
 	for i := range c.swItem {
 		c.swItem[i] = -1

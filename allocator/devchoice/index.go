@@ -60,7 +60,10 @@ type Index struct {
 	linkTo    []int32
 	linkN     []int32
 	dense     []int32
-	maxLink   int32
+	// rows is dense again, row by row in arrays of denseLinkGPUs counts
+	// (256 bytes per GPU), for the word path's loops without bounds checks.
+	rows    [][denseLinkGPUs]int32
+	maxLink int32
 	// uniform: every pair of GPUs is joined by the same positive number of
 	// links (an NVSwitch fabric), so every choice of k GPUs has the same
 	// links.
@@ -359,8 +362,10 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 	}
 	if n <= denseLinkGPUs && len(edges) > 0 {
 		x.dense = make([]int32, n*n)
+		x.rows = make([][denseLinkGPUs]int32, n)
 		for _, e := range edges {
 			x.dense[int(e.from)*n+int(e.to)] = e.n
+			x.rows[e.from][e.to] = e.n
 		}
 	}
 }

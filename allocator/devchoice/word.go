@@ -1,6 +1,11 @@
 package devchoice
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/numaplace/numaplace/numa"
+)
 
 // The word path: one want whose class has at most 64 devices (every real
 // server's GPUs), with every set of devices a single word. It makes the
@@ -8,10 +13,11 @@ import "math/bits"
 // groups and switches, bounds, budgets and tie-breaks), only on words, and
 // the tests check that both choose the same.
 
-// countWord is countAll for the word path: the groups' free devices,
-// must-include groups, lowest free devices and best-fitting buckets, and
-// c.pick, c.key, c.gcap and c.gitems for levelOne. It returns the
-// must-include devices on allowed groups and the free devices there.
+// countWord is countAll for the word path: the free devices of the
+// allowed groups, by group (c.witems, ascending), with their buckets
+// holding free devices and best-fitting bucket; then forceWord moves the
+// groups of must-include devices into c.pick, c.key and c.gcap. It returns
+// the must-include devices on allowed groups and the free devices there.
 func (c *Chooser) countWord() (mustSeen, total int32) {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
@@ -21,25 +27,31 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 		must = c.must[0][0]
 	}
 	c.wFree, c.wMust = free, must
-	need := c.need[0]
-	ng := x.nodes + 1
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
-	// Locals for the loop (stores through c would make the compiler reload
-	// every slice header).
-	pick, items := c.pick[:0], c.gitems[:0]
-	gw := c.gw
-	bm := cl.bm
-	nodes, unknownOK, unknown := c.nodes, c.unknown, int32(x.nodes)
-	var allowed uint64
-	var gcap int32
-	wgs := cl.wg
+	c.pickFree, c.pickNB = 0, 0
+	c.pick = c.pick[:0]
+	allowed := ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
+	if all := numa.FirstN(x.nodes); c.nodes&all != all || !c.unknown {
+		allowed = 0
+		for _, g := range cl.groups {
+			if c.allowedGroup(int(g)) {
+				allowed |= cl.gm[g]
+			}
+		}
+	}
+	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
+	if must != 0 {
+		c.forceWord(must)
+	}
+	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
+}
+
+// countGroups appends to items the groups of wgs with devices in free,
+// their counts and best-fitting buckets (bm are the class's bucket words),
+// and returns it.
+func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need int32) []wItem {
 	for i := range wgs {
 		wg := &wgs[i]
-		g := wg.g
-		if g == unknown && !unknownOK || g != unknown && !nodes.Contains(int(g)) {
-			continue
-		}
-		allowed |= wg.gm
 		f := free & wg.gm
 		if f == 0 {
 			continue
@@ -51,34 +63,60 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 				fit = n
 			}
 		} else {
-			nb = 0
-			for _, m := range bm[wg.lo:wg.hi] {
-				if m&free == 0 {
-					continue
-				}
-				nb++
-				if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
-					fit = bn
-				}
-			}
+			nb, fit = bucketFit(bm[wg.lo:wg.hi], f, need)
 		}
-		low := int32(bits.TrailingZeros64(f))
-		gw[g] = groupWord{free: f, fit: fit, low: low, nb: nb}
-		if must&wg.gm == 0 {
-			items = append(items, gItem{g: g, c0: n, low: low})
+		items = append(items, wItem{free: f, g: wg.g, c0: n, nb: nb, fit: fit})
+	}
+	return items
+}
+
+// bucketFit returns the buckets of bm holding devices of free and the
+// fewest devices of free of one holding need (-1 when none does).
+func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
+	fit = -1
+	for _, m := range bm {
+		if m&free == 0 {
 			continue
 		}
-		for _, h := range pick {
-			c.key.dist += x.gdist[int(g)*ng+int(h)]
+		nb++
+		if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
+			fit = bn
 		}
-		if g == unknown {
-			c.key.unk = 1
-		}
-		pick = append(pick, g)
-		gcap += n
 	}
-	c.pick, c.gitems, c.gcap[0] = pick, items, gcap
-	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
+	return nb, fit
+}
+
+// forceWord moves the items holding devices of must into c.pick (in
+// ascending group order), with c.key (but for its node count), c.gcap,
+// c.pickFree and c.pickNB theirs.
+func (c *Chooser) forceWord(must uint64) {
+	x := c.x
+	ng := x.nodes + 1
+	items := c.witems
+	k := 0
+	for _, it := range items {
+		if it.free&must == 0 {
+			items[k] = it
+			k++
+			continue
+		}
+		dto := int32(0)
+		for _, h := range c.pick {
+			dto += x.gdist[int(it.g)*ng+int(h)]
+		}
+		it.top = 0
+		c.push(&it, dto)
+	}
+	c.witems = items[:k]
+}
+
+// wItem is a group of levelOneWord's search (one with free devices and no
+// must-include device): its free devices and their count, its buckets
+// holding free devices, its groupTop for the count when NVLinks bound the
+// links (c.links; 0 otherwise).
+type wItem struct {
+	free                uint64
+	g, c0, nb, fit, top int32
 }
 
 // levelOneWord is levelOne for the word path, step for step: the same
@@ -87,24 +125,54 @@ func (c *Chooser) levelOneWord() {
 	x := c.x
 	ng := x.nodes + 1
 	forced := len(c.pick)
-	items := c.gitems
+	need0 := c.need[0]
+	// The items in sortGItems' order (free devices descending, then the
+	// distance to the forced groups, then the lowest free device, then the
+	// group, as countWord appended them in ascending group order), by keys
+	// packed in one integer: the distances are at most 1000 per pair
+	// (unknownDistance) and the groups at most 65, so each field fits.
+	items := c.witems
+	keys := grow(c.wkeys, len(items))
 	for i := range items {
 		it := &items[i]
-		it.tie = 0
+		tie := int32(0)
 		for _, h := range c.pick {
-			it.tie += x.gdist[int(it.g)*ng+int(h)]
+			tie += x.gdist[int(it.g)*ng+int(h)]
 		}
+		if c.links { // topSum bounds the links only then (groupLinksWord)
+			it.top = x.groupTop(it.g, need0)
+		} else {
+			it.top = 0
+		}
+		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(bits.TrailingZeros64(it.free))<<8 | uint64(i)
 	}
-	sortGItems(items)
+	if len(keys) <= 16 {
+		for i := 1; i < len(keys); i++ {
+			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+				keys[j], keys[j-1] = keys[j-1], keys[j]
+			}
+		}
+	} else {
+		slices.Sort(keys)
+	}
+	sorted := grow(c.wsorted, len(items))
 	prefix := grow(c.prefix, len(items)+1)
+	// One row of distances per depth of the search (a set of groups picked
+	// in the search has at most len(items) of them).
+	buf := grow(c.wdtoBuf, (len(items)+1)*len(items))
+	dto, grp := buf[:len(items)], grow(c.wgrp, len(items))
 	sum := int32(0)
 	prefix[0] = 0
-	for i := range items {
-		sum += items[i].c0
+	for i, k := range keys {
+		it := &items[k&255]
+		sorted[i] = *it
+		sum += it.c0
 		prefix[i+1] = sum
+		dto[i], grp[i] = int32(k>>20), it.g // the tie: the distance to the forced groups
 	}
-	c.prefix = prefix
-	need0 := c.need[0]
+	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
+	c.wforced = forced
+	items = sorted
 	extra, need := 0, need0-c.gcap[0]
 	for need > 0 && extra < len(items) {
 		need -= items[extra].c0
@@ -113,8 +181,10 @@ func (c *Chooser) levelOneWord() {
 	c.steps, c.leaves = 0, 0
 	c.linksUB = c.linksBound()
 	c.topSum = 0
-	for _, g := range c.pick {
-		c.topSum += x.groupTop(g, need0)
+	if c.links {
+		for _, g := range c.pick {
+			c.topSum += x.groupTop(g, need0)
+		}
 	}
 	for ; extra <= len(items); extra++ {
 		c.key.nodes = int32(forced + extra)
@@ -129,25 +199,52 @@ func (c *Chooser) levelOneWord() {
 		}
 	}
 	if !c.have { // every group (the whole loop when no smaller set holds it)
-		for _, it := range items {
+		for i := range items {
+			it := &items[i]
+			dto := int32(0)
 			for _, h := range c.pick {
-				c.key.dist += x.gdist[int(it.g)*ng+int(h)]
+				dto += x.gdist[int(it.g)*ng+int(h)]
 			}
-			if it.g == int32(x.nodes) {
-				c.key.unk = 1
-			}
-			c.pick = append(c.pick, it.g)
-			c.gcap[0] += it.c0
-			c.topSum += x.groupTop(it.g, c.need[0])
+			c.push(it, dto)
 		}
 		c.key.nodes = int32(len(c.pick))
 		c.leafWord()
 	}
 }
 
-// dfsGroupsWord is dfsGroups for the word path.
+// push adds the group of item it to c.pick, with c.key (but for its node
+// count), c.gcap, c.topSum, c.pickFree and c.pickNB (and c.fit1 for the
+// first); dto must be its
+// distance to the groups of c.pick.
+func (c *Chooser) push(it *wItem, dto int32) {
+	if len(c.pick) == 0 {
+		c.fit1 = it.fit
+	}
+	c.key.dist += dto
+	if it.g == int32(c.x.nodes) {
+		c.key.unk = 1
+	}
+	c.gcap[0] += it.c0
+	c.topSum += it.top
+	c.pickFree |= it.free
+	c.pickNB += it.nb
+	c.pick = append(c.pick, it.g)
+}
+
+// spent reports whether level 1's budgets are spent (dfsGroups' test).
+func (c *Chooser) spent() bool {
+	return c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget
+}
+
+// dfsGroupsWord is dfsGroups for the word path, on the items of
+// c.wsorted, step for step. The distance of a set of groups grows by each
+// added group's distance to the others, which c.wdto keeps for the items
+// (c.wgrp are their groups; each depth of the search has a row of its own
+// in c.wdtoBuf, written for the items after the one added); the
+// sets of the last group added are tried in a loop of their own
+// (lastGroupWord).
 func (c *Chooser) dfsGroupsWord(from, left int) {
-	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
+	if c.spent() {
 		return
 	}
 	c.steps++
@@ -160,54 +257,100 @@ func (c *Chooser) dfsGroupsWord(from, left int) {
 		}
 		return
 	}
+	if left == 1 {
+		c.lastGroupWord(from)
+		return
+	}
 	x := c.x
 	ng := x.nodes + 1
-	items, prefix, need := c.gitems, c.prefix, c.need[0]
-	unknown := int32(x.nodes)
+	items, prefix, need := c.wsorted, c.prefix, c.need[0]
 	gdist := x.gdist
-	links := c.links
 	for i := from; i+left <= len(items); i++ {
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
 			return
 		}
 		it := &items[i]
-		key := c.key
-		if len(c.pick) > 0 {
-			base, dist := int(it.g)*ng, c.key.dist
-			for _, h := range c.pick {
-				dist += gdist[base+int(h)]
-			}
-			c.key.dist = dist
+		key, gcap, top, pf, nb := c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB
+		cur := c.wdto
+		c.push(it, cur[i])
+		// The next depth's distances, for the items after i.
+		row := gdist[int(it.g)*ng : int(it.g+1)*ng]
+		n := len(items)
+		d := len(c.pick) - c.wforced
+		next := c.wdtoBuf[d*n : (d+1)*n]
+		src, dst, grp := cur[i+1:], next[i+1:], c.wgrp[i+1:]
+		dst, grp = dst[:len(src)], grp[:len(src)]
+		for j, g := range grp {
+			dst[j] = src[j] + row[g]
 		}
+		c.wdto = next
+		c.dfsGroupsWord(i+1, left-1)
+		c.wdto = cur
+		c.pick = c.pick[:len(c.pick)-1]
+		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = key, gcap, top, pf, nb
+		if c.spent() {
+			return
+		}
+	}
+}
+
+// lastGroupWord is dfsGroupsWord(from, 1) after its step and cut: each
+// item from from on completes a set (the child call of dfsGroups, inline:
+// its budget check, step, cut by distance, capacity and bound).
+func (c *Chooser) lastGroupWord(from int) {
+	items, need := c.wsorted, c.need[0]
+	base, gcap := c.key, c.gcap[0]
+	unknown := int32(c.x.nodes)
+	c.baseLinks = -1
+	c.lastGroupLoop(from, items, need, base, gcap, unknown)
+	c.lastFree = 0
+}
+
+// lastGroupLoop is lastGroupWord's loop.
+func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupKey, gcap, unknown int32) {
+	for i := from; i < len(items); i++ {
+		it := &items[i]
+		if gcap+it.c0 < need {
+			return
+		}
+		if c.spent() {
+			return
+		}
+		c.steps++
+		unk := base.unk
 		if it.g == unknown {
-			c.key.unk = 1
+			unk = 1
 		}
-		c.gcap[0] += it.c0
-		c.pick = append(c.pick, it.g)
-		top := int32(0)
-		if links { // topSum bounds the links only then (groupLinksWord)
-			top = x.groupTop(it.g, need)
+		dist := base.dist + c.wdto[i]
+		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
+			continue
 		}
-		c.topSum += top
-		if left > 1 {
-			c.dfsGroupsWord(i+1, left-1)
-		} else if c.steps < stepBudget && (!c.have || c.leaves < nodeSetBudget) {
-			// The child call for the last group, inline: its budget
-			// check, step, cut by distance, capacity and bound.
-			c.steps++
-			if !c.have || !(int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-				if c.gcap[0] >= need && (!c.have || c.boundBeatsWord()) {
-					c.leafWord()
+		// When the groups hold exactly the count (and switches lie in
+		// groups), leafWord's own bound (everyDevice's) is never below
+		// boundBeatsWord's and cuts what it cuts (the same lowest free
+		// device on a tie), so it is the one tested, here, before the group
+		// is added, and leafWord's search goes on from there.
+		top, pf, nb := c.topSum, c.pickFree, c.pickNB
+		if gcap+it.c0 == need && c.x.switchInGroup {
+			lb := c.everyBound(unk, dist, nb+it.nb, c.linksFor(top+it.top))
+			if c.have {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && bits.TrailingZeros64(pf|it.free) > bits.TrailingZeros64(c.bestWord) {
+					continue
 				}
+			}
+			// leafWord's search from here on (everyDevice's).
+			c.push(it, dist-base.dist)
+			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
+			c.everyLeaf(&lb, c.pickFree)
+		} else {
+			c.push(it, dist-base.dist)
+			if !c.have || c.boundBeatsWord() {
+				c.lastFree = it.free
+				c.leafWord()
 			}
 		}
 		c.pick = c.pick[:len(c.pick)-1]
-		c.gcap[0] -= it.c0
-		c.topSum -= top
-		c.key = key
-		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-			return
-		}
+		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = base, gcap, top, pf, nb
 	}
 }
 
@@ -219,20 +362,15 @@ func (c *Chooser) boundBeatsWord() bool {
 	if c.x.switchInGroup { // each group holds a switch of its own
 		lb.Switches = len(c.pick)
 	}
-	low := int32(-1)
 	if len(c.pick) == 1 {
-		g := c.pick[0]
-		if f := c.gw[g].fit; f >= 0 {
+		if f := c.fit1; f >= 0 {
 			lb.SwitchLeft = int(f - need)
 		} else {
 			lb.Switches = 2
 		}
-		low = c.gw[g].low
-	} else {
-		low = c.lowestFreeWord()
 	}
 	d := compareRanks(&lb, &c.bestRank)
-	return d < 0 || d == 0 && low <= int32(bits.TrailingZeros64(c.bestWord))
+	return d < 0 || d == 0 && bits.TrailingZeros64(c.pickFree) <= bits.TrailingZeros64(c.bestWord)
 }
 
 // leafWord is leafGroups and searchSwitches for the word path.
@@ -244,14 +382,8 @@ func (c *Chooser) leafWord() {
 		// Every free device of the groups is taken, and their switches are
 		// their non-empty buckets (counted by countWord): no items to
 		// build.
-		sel, n := uint64(0), 0
-		gw := c.gw
-		for _, g := range c.pick {
-			sel |= gw[g].free
-			n += int(gw[g].nb)
-		}
 		c.gLinks = c.groupLinksWord()
-		c.everyDevice(n, sel)
+		c.everyDevice(int(c.pickNB), c.pickFree)
 		return
 	}
 	c.itSW, c.itMask, c.itDeg = c.itSW[:0], c.itMask[:0], c.itDeg[:0]
@@ -340,15 +472,10 @@ func (c *Chooser) leafWord() {
 
 // lowestFreeWord is lowestFree0 for the word path.
 func (c *Chooser) lowestFreeWord() int32 {
-	var f uint64
-	gw := c.gw
-	for _, g := range c.pick {
-		f |= gw[g].free
-	}
-	if f == 0 {
+	if c.pickFree == 0 {
 		return -1
 	}
-	return int32(bits.TrailingZeros64(f))
+	return int32(bits.TrailingZeros64(c.pickFree))
 }
 
 // everyDevice is leafWord's search when the groups hold exactly the
@@ -356,23 +483,68 @@ func (c *Chooser) lowestFreeWord() int32 {
 // groups, under n switches.
 func (c *Chooser) everyDevice(n int, sel uint64) {
 	c.nodeLeft = 0
-	lb := c.groupRank()
-	lb.Switches = n
-	lb.NVLinks = c.gLinks
+	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
 		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
 			return
 		}
 	}
+	c.everyLeaf(&lb, sel)
+}
+
+// everyLeaf is everyDevice past its bound lb: the one choice sel, kept
+// when it beats the best.
+func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 	c.leaves++
-	r := lb
+	r := *lb
 	if c.cls[0] == 0 {
-		r.NVLinks = c.linksWord(sel)
+		r.NVLinks = c.pickLinks(sel)
 	} else {
 		r.NVLinks = 0
 	}
 	c.keepWord(&r, sel)
+}
+
+// pickLinks returns linksWord(sel). Inside lastGroupWord's loop, when sel
+// is every free device of the picked groups, it adds the links of the
+// groups before the last (computed once per loop, in c.baseLinks, with
+// their devices listed in c.baseIdx), those of the last group's free
+// devices c.lastFree, and those between the two.
+func (c *Chooser) pickLinks(sel uint64) int {
+	last := c.lastFree
+	if last == 0 || sel == last || sel != c.pickFree || c.x.rows == nil || c.x.uniform {
+		return c.linksWord(sel) // no earlier groups, or not the loop's choice
+	}
+	if c.baseLinks < 0 {
+		base := sel &^ last
+		c.baseLinks = c.linksWord(base)
+		c.baseN = 0
+		for w := base; w != 0; w &= w - 1 {
+			c.baseIdx[c.baseN&63] = uint8(bits.TrailingZeros64(w))
+			c.baseN++
+		}
+	}
+	rows := c.x.rows
+	idx := c.baseIdx[:c.baseN&63]
+	links := int32(c.baseLinks)
+	for w := last; w != 0; w &= w - 1 {
+		row := &rows[bits.TrailingZeros64(w)]
+		for _, v := range idx {
+			links += row[v&63]
+		}
+	}
+	if last&(last-1) != 0 { // more than one device: the links among them
+		links += int32(c.linksWord(last))
+	}
+	return int(links)
+}
+
+// everyBound is everyDevice's bound on the groups of c.key's node count
+// with unknown node unk and distance dist: n switches, at most links
+// links, nothing left.
+func (c *Chooser) everyBound(unk, dist, n int32, links int) Rank {
+	return Rank{Nodes: int(c.key.nodes), Unknown: int(unk), Distance: int(dist), Switches: int(n), NVLinks: links}
 }
 
 // keepWord keeps the choice sel of rank r when it beats the best.
@@ -487,21 +659,20 @@ func (c *Chooser) linksWord(sel uint64) int {
 		n := popcount(sel)
 		return n * (n - 1) / 2 * int(x.maxLink)
 	}
-	// The devices' indices first, then the pairs by rows of the dense
-	// table (fewer instructions per pair than walking the bits twice).
+	// The devices' indices first, then the pairs by rows of the table
+	// (fewer instructions per pair than walking the bits twice).
 	var idx [64]uint8
 	k := 0
 	for w := sel; w != 0; w &= w - 1 {
 		idx[k&63] = uint8(bits.TrailingZeros64(w))
 		k++
 	}
-	n := len(x.classes[0].ids)
-	dense := x.dense
+	rows := x.rows
 	links := int32(0)
 	for a := 1; a < k; a++ {
-		base := int(idx[a&63]) * n
+		row := &rows[idx[a&63]]
 		for _, u := range idx[:a&63] {
-			links += dense[base+int(u)]
+			links += row[u&63]
 		}
 	}
 	return int(links)
@@ -527,12 +698,12 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	}
 	if rest == 1 { // the device with the most links to the must-include ones
 		best, bestLinks := uint64(0), int32(-1)
-		nd := len(c.x.classes[0].ids)
+		rows := c.x.rows
 		for i := range n {
-			v := int(pos[i])
+			v := pos[i] & 63
 			l := int32(0)
 			for w := must; w != 0; w &= w - 1 {
-				l += c.x.dense[bits.TrailingZeros64(w)*nd+v]
+				l += rows[bits.TrailingZeros64(w)][v]
 			}
 			if l > bestLinks {
 				best, bestLinks = 1<<uint(v), l
@@ -546,20 +717,23 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		// combinations, the one first in this order holds the lowest
 		// device of their difference).
 		nd := len(c.x.classes[0].ids)
+		rows := c.x.rows
 		e := &c.ex
-		clear(e.ml[:n])
+		ml := &e.ml
+		clear(ml[:n])
 		for w := must; w != 0; w &= w - 1 {
-			row := c.x.dense[bits.TrailingZeros64(w)*nd:]
+			row := &rows[bits.TrailingZeros64(w)]
 			for i := range n {
-				e.ml[i] += row[pos[i]]
+				ml[i] += row[pos[i]&63]
 			}
 		}
 		if rest == 2 { // the pairs, as exactDFS visits them, in two loops
 			bi, bj, bl := 0, 1, int32(-1)
 			for i := 0; i < n-1; i++ {
-				row := c.x.dense[int(pos[i])*nd:]
+				row := &rows[pos[i]&63]
+				mi := ml[i]
 				for j := i + 1; j < n; j++ {
-					if l := e.ml[i] + e.ml[j] + row[pos[j]]; l > bl {
+					if l := mi + ml[j&63] + row[pos[j&63]&63]; l > bl {
 						bi, bj, bl = i, j, l
 					}
 				}
@@ -592,11 +766,14 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 
 // groupLinksWord is groupLinks for the word path, from the sum of the
 // picked groups' top degrees that levelOneWord and dfsGroupsWord keep.
-func (c *Chooser) groupLinksWord() int {
+func (c *Chooser) groupLinksWord() int { return c.linksFor(c.topSum) }
+
+// linksFor is groupLinksWord for groups whose top degrees sum to top.
+func (c *Chooser) linksFor(top int32) int {
 	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
 		return c.linksUB
 	}
-	return min(c.linksUB, int(c.topSum/2))
+	return min(c.linksUB, int(top/2))
 }
 
 // exactDrop is exactWord's search when fewer devices are left out than
@@ -614,12 +791,12 @@ func (c *Chooser) groupLinksWord() int {
 func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
 	nd := len(c.x.classes[0].ids)
-	dense := c.x.dense
+	rows := c.x.rows
 	for i := range n {
-		base := int(pos[i]) * nd
+		row := &rows[pos[i]&63]
 		d := e.ml[i]
 		for _, v := range pos[:n] {
-			d += dense[base+int(v)]
+			d += row[v&63]
 		}
 		e.deg[i] = d
 	}
@@ -649,13 +826,13 @@ func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
 		}
 		return
 	}
-	dense := c.x.dense
+	rows := c.x.rows
 	for i := from; i+left <= e.n; i++ {
-		v := int(e.pos[i])
+		v := int(e.pos[i] & 63)
 		l := acc - e.deg[i]
-		row := dense[v*e.nd:]
+		row := &rows[v]
 		for _, u := range e.chosen[:depth] {
-			l += row[u]
+			l += row[u&63]
 		}
 		e.chosen[depth] = uint8(v)
 		c.dropDFS(i+1, left-1, l, out|1<<uint(v))
@@ -685,13 +862,13 @@ func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 		}
 		return
 	}
-	dense := c.x.dense
+	rows := c.x.rows
 	for i := from; i+left <= e.n; i++ {
-		v := int(e.pos[i])
+		v := int(e.pos[i] & 63)
 		l := acc + e.ml[i]
-		row := dense[v*e.nd:]
+		row := &rows[v]
 		for _, u := range e.chosen[:depth] {
-			l += row[u]
+			l += row[u&63]
 		}
 		e.chosen[depth] = uint8(v)
 		c.exactDFS(i+1, left-1, l, sel|1<<uint(v))

@@ -21,6 +21,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/koordinator-sh/koordinator/apis/extension"
+	schedulingv1alpha1 "github.com/koordinator-sh/koordinator/apis/scheduling/v1alpha1"
 	koordfake "github.com/koordinator-sh/koordinator/pkg/client/clientset/versioned/fake"
 	koordinatorinformers "github.com/koordinator-sh/koordinator/pkg/client/informers/externalversions"
 	schedulingconfig "github.com/koordinator-sh/koordinator/pkg/scheduler/apis/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/koordinator-sh/koordinator/pkg/scheduler/apis/config/v1beta3"
 	"github.com/koordinator-sh/koordinator/pkg/scheduler/frameworkext"
 	frameworkexttesting "github.com/koordinator-sh/koordinator/pkg/scheduler/frameworkext/testing"
+	"github.com/koordinator-sh/koordinator/pkg/scheduler/plugins/deviceshare"
 	"github.com/koordinator-sh/koordinator/pkg/scheduler/plugins/nodenumaresource"
 
 	"github.com/numaplace/numaplace/allocator"
@@ -36,12 +38,15 @@ import (
 )
 
 // koordNode is one node of a scheduler running Koordinator's
-// NodeNUMAResource plugin: the plugin as koord-scheduler builds it (its
-// framework extender, over a scheduler framework with fake API clients),
-// the node's topology given to it directly (as its NodeResourceTopology
-// event handler would from koordlet's report), and the node's NodeInfo.
+// NodeNUMAResource and DeviceShare plugins as koord-scheduler builds them
+// (one framework extender, over a scheduler framework with fake API
+// clients): the node's CPU and memory topology given to NodeNUMAResource
+// directly (as its NodeResourceTopology event handler would from
+// koordlet's report), its GPUs as the Device object koordlet reports
+// (read by DeviceShare's informer), and the node's NodeInfo.
 type koordNode struct {
 	pl   *nodenumaresource.Plugin
+	ds   *deviceshare.Plugin
 	info *framework.NodeInfo
 	name string
 }
@@ -96,7 +101,29 @@ func koordTopology(m *topology.Machine) nodenumaresource.TopologyOptions {
 	return opts
 }
 
-// newKoordNode builds Koordinator's plugin for one node of machine m, as
+// koordDevices is the Device object koordlet reports for m's GPUs: each
+// whole (gpu-core and gpu-memory-ratio 100), healthy, with its socket,
+// NUMA node, PCIe switch and bus.
+func koordDevices(m *topology.Machine) *schedulingv1alpha1.Device {
+	d := &schedulingv1alpha1.Device{ObjectMeta: metav1.ObjectMeta{Name: m.Name()}}
+	for _, g := range m.GPUs() {
+		i, _ := m.NodeIndex(g.NUMANode)
+		minor := int32(g.ID)
+		d.Spec.Devices = append(d.Spec.Devices, schedulingv1alpha1.DeviceInfo{
+			UUID: g.UUID, Minor: &minor, Health: true, Type: schedulingv1alpha1.GPU,
+			Resources: corev1.ResourceList{
+				extension.ResourceGPUCore:        resource.MustParse("100"),
+				extension.ResourceGPUMemoryRatio: resource.MustParse("100"),
+				extension.ResourceGPUMemory:      resource.MustParse("80Gi"),
+			},
+			Topology: &schedulingv1alpha1.DeviceTopology{SocketID: int32(m.Node(i).Socket), NodeID: int32(g.NUMANode),
+				PCIEID: g.PCIeSwitch, BusID: g.BusID},
+		})
+	}
+	return d
+}
+
+// newKoordNode builds Koordinator's plugins for one node of machine m, as
 // Koordinator's own plugin tests do.
 func newKoordNode(tb testing.TB, m *topology.Machine) *koordNode {
 	tb.Helper()
@@ -106,10 +133,17 @@ func newKoordNode(tb testing.TB, m *topology.Machine) *koordNode {
 	if err := v1beta3.Convert_v1beta3_NodeNUMAResourceArgs_To_config_NodeNUMAResourceArgs(&v1beta3args, &args, nil); err != nil {
 		tb.Fatal(err)
 	}
-	koordClient := koordfake.NewSimpleClientset()
+	var dsV1beta3 v1beta3.DeviceShareArgs
+	v1beta3.SetDefaults_DeviceShareArgs(&dsV1beta3)
+	var dsArgs schedulingconfig.DeviceShareArgs
+	if err := v1beta3.Convert_v1beta3_DeviceShareArgs_To_config_DeviceShareArgs(&dsV1beta3, &dsArgs, nil); err != nil {
+		tb.Fatal(err)
+	}
+	koordClient := koordfake.NewSimpleClientset(koordDevices(m))
+	koordInf := koordinatorinformers.NewSharedInformerFactory(koordClient, 0)
 	factory, err := frameworkext.NewFrameworkExtenderFactory(
 		frameworkext.WithKoordinatorClientSet(koordClient),
-		frameworkext.WithKoordinatorSharedInformerFactory(koordinatorinformers.NewSharedInformerFactory(koordClient, 0)),
+		frameworkext.WithKoordinatorSharedInformerFactory(koordInf),
 		frameworkext.WithReservationNominator(frameworkexttesting.NewFakeReservationNominator()),
 	)
 	if err != nil {
@@ -155,10 +189,17 @@ func newKoordNode(tb testing.TB, m *topology.Machine) *koordNode {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx := context.Background()
+	ds, err := frameworkext.PluginFactoryProxy(factory, deviceshare.New)(&dsArgs, fh)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
 	inf.Start(ctx.Done())
 	inf.WaitForCacheSync(ctx.Done())
-	return &koordNode{pl: p.(*nodenumaresource.Plugin), info: info, name: name}
+	koordInf.Start(ctx.Done())
+	koordInf.WaitForCacheSync(ctx.Done())
+	return &koordNode{pl: p.(*nodenumaresource.Plugin), ds: ds.(*deviceshare.Plugin), info: info, name: name}
 }
 
 // koordPod is a pod of whole CPUs bound to it (QoS LSR, priority
@@ -166,12 +207,13 @@ func newKoordNode(tb testing.TB, m *topology.Machine) *koordNode {
 // singleNUMANodeExclusive Required, in Koordinator's annotations (those of
 // ACK's NUMA topology-aware scheduling).
 func koordPod(name string, cpus int, memMiB int64, p policy.Policy) *corev1.Pod {
-	return koordPodBind(name, cpus, memMiB, p, true)
+	return koordPodBind(name, cpus, 0, memMiB, p, true)
 }
 
-// koordPodBind is koordPod, or without bind the same amounts with no CPUs
-// bound (QoS LS): Koordinator then places amounts on NUMA nodes only.
-func koordPodBind(name string, cpus int, memMiB int64, p policy.Policy, bind bool) *corev1.Pod {
+// koordPodBind is koordPod with gpus whole GPUs (nvidia.com/gpu), or
+// without bind the same amounts with no CPUs bound (QoS LS): Koordinator
+// then places amounts on NUMA nodes only.
+func koordPodBind(name string, cpus, gpus int, memMiB int64, p policy.Policy, bind bool) *corev1.Pod {
 	spec, _ := json.Marshal(extension.NUMATopologySpec{
 		NUMATopologyPolicy:      extension.NUMATopologyPolicy(p.String()),
 		SingleNUMANodeExclusive: extension.NumaTopologyExclusiveRequired,
@@ -180,6 +222,9 @@ func koordPodBind(name string, cpus int, memMiB int64, p policy.Policy, bind boo
 	req := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(cpus), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(memMiB<<20, resource.BinarySI),
+	}
+	if gpus > 0 {
+		req[extension.ResourceNvidiaGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name),
@@ -199,14 +244,34 @@ func koordPodBind(name string, cpus int, memMiB int64, p policy.Policy, bind boo
 }
 
 // filter is one Koordinator scheduling cycle's PreFilter and Filter of pod
-// on the node; nil when the node fits.
+// on the node, by both plugins in koord-scheduler's order (every
+// PreFilter, then every Filter: NodeNUMAResource's Filter merges its own
+// hints with DeviceShare's); success when the node fits. A plugin's Skip
+// at PreFilter leaves it out of the Filters, as the framework does.
 func (k *koordNode) filter(pod *corev1.Pod) (*framework.CycleState, *framework.Status) {
 	ctx := context.Background()
 	cs := framework.NewCycleState()
-	if _, s := k.pl.PreFilter(ctx, cs, pod); !s.IsSuccess() {
+	_, s := k.pl.PreFilter(ctx, cs, pod)
+	numaSkip := s.IsSkip()
+	if !s.IsSuccess() && !numaSkip {
 		return cs, s
 	}
-	return cs, k.pl.Filter(ctx, cs, pod, k.info)
+	_, s = k.ds.PreFilter(ctx, cs, pod)
+	devSkip := s.IsSkip()
+	if !s.IsSuccess() && !devSkip {
+		return cs, s
+	}
+	if !numaSkip {
+		if s := k.pl.Filter(ctx, cs, pod, k.info); !s.IsSuccess() {
+			return cs, s
+		}
+	}
+	if !devSkip {
+		if s := k.ds.Filter(ctx, cs, pod, k.info); !s.IsSuccess() {
+			return cs, s
+		}
+	}
+	return cs, nil
 }
 
 // place filters pod and, when it fits, reserves it on the node, as the
@@ -220,6 +285,9 @@ func (k *koordNode) place(tb testing.TB, pod *corev1.Pod) {
 	pod.Spec.NodeName = k.name
 	if s := k.pl.Reserve(context.Background(), cs, pod, k.name); !s.IsSuccess() {
 		tb.Fatalf("Koordinator cannot reserve fill pod %s: %v", pod.Name, s.AsError())
+	}
+	if s := k.ds.Reserve(context.Background(), cs, pod, k.name); !s.IsSuccess() {
+		tb.Fatalf("Koordinator cannot reserve the devices of fill pod %s: %v", pod.Name, s.AsError())
 	}
 	k.info.AddPod(pod)
 }
@@ -238,16 +306,32 @@ type pair struct {
 // of these machines have equal CPUs and memory.
 func newPair(tb testing.TB, m *topology.Machine, fill int) *pair {
 	tb.Helper()
-	p := &pair{m: m, koord: newKoordNode(tb, m), state: allocator.MustNew(m, allocator.Options{})}
-	for i := range fill {
-		n := m.Node(i)
-		name := fmt.Sprintf("fill-%d", i)
-		r := allocator.Request{ID: name, CPUs: n.CPUs.Size(), MemoryMiB: n.MemoryMiB / 2,
-			Policy: policy.SingleNUMANode, Exclusive: policy.Required}
-		if _, err := p.state.Allocate(&r); err != nil {
-			tb.Fatalf("numaplace refuses fill pod %s: %v", name, err)
-		}
-		p.koord.place(tb, koordPod(name, r.CPUs, r.MemoryMiB, policy.SingleNUMANode))
+	p := &pair{m: m, koord: newKoordNode(tb, m), state: newState(tb, m, fill)}
+	for _, r := range fillRequests(m, fill) {
+		p.koord.place(tb, koordPod(r.ID, r.CPUs, r.MemoryMiB, policy.SingleNUMANode))
 	}
 	return p
+}
+
+// fillRequests are the fill pods of newPair.
+func fillRequests(m *topology.Machine, fill int) []allocator.Request {
+	var out []allocator.Request
+	for i := range fill {
+		n := m.Node(i)
+		out = append(out, allocator.Request{ID: fmt.Sprintf("fill-%d", i), CPUs: n.CPUs.Size(), MemoryMiB: n.MemoryMiB / 2,
+			Policy: policy.SingleNUMANode, Exclusive: policy.Required})
+	}
+	return out
+}
+
+// newState is numaplace's side of newPair.
+func newState(tb testing.TB, m *topology.Machine, fill int) *allocator.State {
+	tb.Helper()
+	s := allocator.MustNew(m, allocator.Options{})
+	for _, r := range fillRequests(m, fill) {
+		if _, err := s.Allocate(&r); err != nil {
+			tb.Fatalf("numaplace refuses fill pod %s: %v", r.ID, err)
+		}
+	}
+	return s
 }

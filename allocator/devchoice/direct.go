@@ -1,0 +1,122 @@
+package devchoice
+
+import "github.com/numaplace/numaplace/numa"
+
+// The word path's direct decisions: requests whose best choice the search
+// would reach without comparing sets of groups or switches. Each makes the
+// search's choice (TestChooseWordIsChoose and the kubelet differential
+// compare them with the general path) and bails out to the search
+// whenever one of its conditions fails.
+
+// directWord decides, without the search, a request of the word path for
+// count devices (at least 2) out of free including must (checked: must
+// within free, count at least its devices) and reports whether it did,
+// with the choice in c.bestWord:
+//
+//   - forced: the free devices on the allowed groups are exactly count
+//     (and hold every must-include device): every choice is all of them;
+//   - one switch: with no must-include device, on a machine whose every
+//     switch lies in one NUMA node, when a switch of a known allowed node
+//     holds count free devices, every best choice lies under one such
+//     switch (one node, no distance, no unknown node and one switch are
+//     each the least a choice can have), so the best is the best of the
+//     switches' own choices: the devices leafSwitches chooses inside the
+//     switch (all of them, the lowest without NVLinks to tell them apart,
+//     or exactWord's when its combinations are few), ranked by their
+//     links, then the free devices left in the switch, then in the node,
+//     then the lowest indices. The search reaches the same leaves when no
+//     budget binds, so this is taken only when at most nodeSetBudget
+//     groups and switchSetBudget switches per group can hold count, and
+//     when no switch would need the greedy choice.
+//
+// It takes O(g + b) for the class's g groups and b buckets (plus exactWord's
+// at most exactCombos combinations per switch).
+func (c *Chooser) directWord(count int32, free, must uint64) bool {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	allowed := ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
+	if all := numa.FirstN(x.nodes); c.nodes&all != all || !c.unknown {
+		allowed = 0
+		for _, g := range cl.groups {
+			if c.allowedGroup(int(g)) {
+				allowed |= cl.gm[g]
+			}
+		}
+	}
+	free &= allowed
+	if n := int32(popcount(free)); n <= count {
+		if n == count && must&^allowed == 0 {
+			c.have, c.bestWord = true, free
+			return true
+		}
+		return false // too few: the search's checks say why
+	}
+	if must != 0 || !x.switchInGroup {
+		return false
+	}
+	unknown := int32(x.nodes)
+	c.wFree, c.wMust = free, 0
+	// Every candidate has one node, no unknown node, no distance and one
+	// switch; the rest of its rank is its links (the same for every choice
+	// of count devices without c.links), then left, the free devices it
+	// leaves in its switch and then in its node packed in one integer (each
+	// below 64).
+	groups := 0 // allowed groups holding count
+	best, bestLinks, bestLeft := uint64(0), -1, uint32(0)
+	for i := range cl.wg {
+		wg := &cl.wg[i]
+		f := free & wg.gm
+		nf := int32(popcount(f))
+		if nf < count {
+			continue
+		}
+		groups++
+		if wg.g == unknown {
+			continue // a choice there loses to one on a known node
+		}
+		switches := 0
+		for _, bm := range cl.bm[wg.lo:wg.hi] {
+			m := f & bm
+			nb := int32(popcount(m))
+			if nb < count {
+				continue
+			}
+			switches++
+			left := uint32(nb-count)<<8 | uint32(nf-count)
+			sel, links := m, 0
+			switch {
+			case !c.links:
+				if nb > count {
+					sel = lowestBits(m, int(count))
+				}
+			case nb == count:
+				links = c.linksWord(sel)
+			case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
+				sel = c.exactWord(m, int(count))
+				links = c.linksWord(sel)
+			default:
+				return false // leafSwitchesWord's greedy choice
+			}
+			if best != 0 && (links < bestLinks || links == bestLinks && (left > bestLeft ||
+				left == bestLeft && lowerIDs(Set{sel}, Set{best}) >= 0)) {
+				continue
+			}
+			best, bestLinks, bestLeft = sel, links, left
+		}
+		if switches > switchSetBudget {
+			return false
+		}
+	}
+	if best == 0 || groups > nodeSetBudget {
+		return false
+	}
+	bestRank := Rank{Nodes: 1, Switches: 1, NVLinks: bestLinks, SwitchLeft: int(bestLeft >> 8), NodeLeft: int(bestLeft & 255)}
+	if !c.links {
+		bestRank.NVLinks = 0
+		if c.cls[0] == 0 {
+			bestRank.NVLinks = c.linksWord(best)
+		}
+	}
+	c.have, c.bestRank, c.bestWord = true, bestRank, best
+	return true
+}

@@ -51,7 +51,7 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		}
 		return false // too few: the search's checks say why
 	}
-	if must != 0 || !x.switchInGroup {
+	if must != 0 || !x.switchInGroup || count > cl.maxBucket {
 		return false
 	}
 	unknown := int32(x.nodes)
@@ -75,7 +75,8 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 			continue // a choice there loses to one on a known node
 		}
 		switches := 0
-		for _, bm := range cl.bm[wg.lo:wg.hi] {
+		for bi := wg.lo; bi < wg.hi; bi++ {
+			bm := cl.bm[bi]
 			m := f & bm
 			nb := int32(popcount(m))
 			if nb < count {
@@ -89,8 +90,12 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 				if nb > count {
 					sel = lowestBits(m, int(count))
 				}
+			case nb == count && m == bm: // the whole bucket
+				links = int(cl.bLinks[bi])
 			case nb == count:
 				links = c.linksWord(sel)
+			case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
+				sel, links = x.bestPairWord(m) // exactWord's pair
 			case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
 				sel = c.exactWord(m, int(count))
 				links = c.linksWord(sel)

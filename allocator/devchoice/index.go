@@ -96,6 +96,12 @@ type classInfo struct {
 	// wg are the groups of groups (ascending) with their words, for the
 	// word path's count.
 	wg []wordGroup
+	// maxBucket is the most devices of one bucket (classes of at most 64
+	// devices).
+	maxBucket int32
+	// bLinks are the NVLink links among all the GPUs of each bucket
+	// (parallel to bm; class 0 only).
+	bLinks []int32
 }
 
 // wordGroup is a group of a class of at most 64 devices: its devices gm
@@ -288,6 +294,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 					cl.bm[i] |= m.bits
 				}
 				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
+				cl.maxBucket = max(cl.maxBucket, int32(popcount(cl.bm[i])))
 			}
 			for _, g := range cl.groups {
 				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
@@ -324,6 +331,12 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	x.buildLinks(m.NVLinks())
 	x.buildDegrees()
+	if cl := &x.classes[0]; cl.bm != nil {
+		cl.bLinks = make([]int32, len(cl.bm))
+		for i, bm := range cl.bm {
+			cl.bLinks[i] = int32(x.linksWord(bm))
+		}
+	}
 	return x, nil
 }
 

@@ -62,7 +62,12 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	// leaves in its switch and then in its node packed in one integer (each
 	// below 64).
 	groups := 0 // allowed groups holding count
-	best, bestLinks, bestLeft := uint64(0), -1, uint32(0)
+	var d directBest
+	// The buckets whose choice needs a call (exactWord's, or links not in
+	// the index's tables) wait in pend, so that the loop keeps its values
+	// in registers.
+	var pend [64]uint8
+	np := 0
 	for i := range cl.wg {
 		wg := &cl.wg[i]
 		f := free & wg.gm
@@ -74,7 +79,9 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		if wg.g == unknown {
 			continue // a choice there loses to one on a known node
 		}
-		switches := 0
+		if wg.hi-wg.lo > switchSetBudget {
+			return false // more switches than the search compares per group
+		}
 		for bi := wg.lo; bi < wg.hi; bi++ {
 			bm := cl.bm[bi]
 			m := f & bm
@@ -82,36 +89,44 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 			if nb < count {
 				continue
 			}
-			switches++
 			left := uint32(nb-count)<<8 | uint32(nf-count)
-			sel, links := m, 0
 			switch {
 			case !c.links:
+				sel := m
 				if nb > count {
 					sel = lowestBits(m, int(count))
 				}
+				d.offer(sel, 0, left)
 			case nb == count && m == bm: // the whole bucket
-				links = int(cl.bLinks[bi])
-			case nb == count:
-				links = c.linksWord(sel)
-			case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
-				sel, links = x.bestPairWord(m) // exactWord's pair
-			case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
-				sel = c.exactWord(m, int(count))
-				links = c.linksWord(sel)
+				d.offer(m, int(cl.bLinks[bi]), left)
+			case m>>63 == 0 && count == 2 && nb <= 11 && m == bm: // the whole bucket's best pair
+				d.offer(cl.bPair[bi], int(cl.bPairLinks[bi]), left)
 			default:
-				return false // leafSwitchesWord's greedy choice
+				pend[np&63] = uint8(bi)
+				np++
 			}
-			if best != 0 && (links < bestLinks || links == bestLinks && (left > bestLeft ||
-				left == bestLeft && lowerIDs(Set{sel}, Set{best}) >= 0)) {
-				continue
-			}
-			best, bestLinks, bestLeft = sel, links, left
-		}
-		if switches > switchSetBudget {
-			return false
 		}
 	}
+	for k := range np {
+		bi := int32(pend[k&63])
+		m := free & cl.bm[bi]
+		nb := int32(popcount(m))
+		nf := int32(popcount(free & cl.gm[x.buckets[cl.cb[bi].b].group]))
+		left := uint32(nb-count)<<8 | uint32(nf-count)
+		switch {
+		case nb == count:
+			d.offer(m, c.linksWord(m), left)
+		case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
+			sel, links := x.bestPairWord(m) // exactWord's pair
+			d.offer(sel, links, left)
+		case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
+			sel := c.exactWord(m, int(count))
+			d.offer(sel, c.linksWord(sel), left)
+		default:
+			return false // leafSwitchesWord's greedy choice
+		}
+	}
+	best, bestLinks, bestLeft := d.sel, d.links, d.left
 	if best == 0 || groups > nodeSetBudget {
 		return false
 	}
@@ -124,4 +139,24 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	}
 	c.have, c.bestRank, c.bestWord = true, bestRank, best
 	return true
+}
+
+// directBest is directWord's best choice so far: its devices (0 before
+// the first), links and packed left.
+type directBest struct {
+	sel   uint64
+	links int
+	left  uint32
+}
+
+// offer keeps the choice sel when it beats the best: more links, then
+// less left, then the lowest indices.
+func (d *directBest) offer(sel uint64, links int, left uint32) {
+	if d.sel != 0 {
+		diff := sel ^ d.sel // lowerIDs on words: the lower set holds diff's lowest device
+		if links < d.links || links == d.links && (left > d.left || left == d.left && sel&(diff&-diff) == 0) {
+			return
+		}
+	}
+	d.sel, d.links, d.left = sel, links, left
 }

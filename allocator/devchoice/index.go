@@ -102,6 +102,11 @@ type classInfo struct {
 	// bLinks are the NVLink links among all the GPUs of each bucket
 	// (parallel to bm; class 0 only).
 	bLinks []int32
+	// bPair is bestPairWord's pair of each bucket's GPUs (0 for a bucket
+	// of one GPU, or without the dense table), with its links in
+	// bPairLinks.
+	bPair      []uint64
+	bPairLinks []int32
 }
 
 // wordGroup is a group of a class of at most 64 devices: its devices gm
@@ -333,8 +338,14 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	x.buildDegrees()
 	if cl := &x.classes[0]; cl.bm != nil {
 		cl.bLinks = make([]int32, len(cl.bm))
+		cl.bPair = make([]uint64, len(cl.bm))
+		cl.bPairLinks = make([]int32, len(cl.bm))
 		for i, bm := range cl.bm {
 			cl.bLinks[i] = int32(x.linksWord(bm))
+			if x.dense != nil && popcount(bm) >= 2 {
+				p, l := x.bestPairWord(bm)
+				cl.bPair[i], cl.bPairLinks[i] = p, int32(l)
+			}
 		}
 	}
 	return x, nil

@@ -27,7 +27,14 @@ import "github.com/numaplace/numaplace/numa"
 //     then the lowest indices. The search reaches the same leaves when no
 //     budget binds, so this is taken only when at most nodeSetBudget
 //     groups and switchSetBudget switches per group can hold count, and
-//     when no switch would need the greedy choice.
+//     when no switch would need the greedy choice;
+//   - whole groups: otherwise, with no must-include device and every
+//     switch in one node, when every known allowed node holding count
+//     free devices holds exactly count (and one does), every best choice
+//     is all the free devices of one such node: the best is the one of
+//     the fewest switches, then the most links, then the lowest indices
+//     (the search's leaves of one group each, taken under the same
+//     budget of groups).
 //
 // It takes O(g + b) for the class's g groups and b buckets (plus exactWord's
 // at most exactCombos combinations per switch).
@@ -51,11 +58,22 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		}
 		return false // too few: the search's checks say why
 	}
-	if must != 0 || !x.switchInGroup || count > cl.maxBucket {
+	if must != 0 || !x.switchInGroup || count > cl.maxGroup {
 		return false
 	}
-	unknown := int32(x.nodes)
 	c.wFree, c.wMust = free, 0
+	if count <= cl.maxBucket && c.oneSwitchWord(count, free) {
+		return true
+	}
+	return c.wholeGroupWord(count, free)
+}
+
+// oneSwitchWord is directWord's one-switch decision for count devices out
+// of free (on the allowed groups), reporting whether it decided.
+func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	unknown := int32(x.nodes)
 	// Every candidate has one node, no unknown node, no distance and one
 	// switch; the rest of its rank is its links (the same for every choice
 	// of count devices without c.links), then left, the free devices it
@@ -126,23 +144,74 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 			return false // leafSwitchesWord's greedy choice
 		}
 	}
-	best, bestLinks, bestLeft := d.sel, d.links, d.left
-	if best == 0 || groups > nodeSetBudget {
+	if d.sel == 0 || groups > nodeSetBudget {
 		return false
 	}
-	bestRank := Rank{Nodes: 1, Switches: 1, NVLinks: bestLinks, SwitchLeft: int(bestLeft >> 8), NodeLeft: int(bestLeft & 255)}
-	if !c.links {
-		bestRank.NVLinks = 0
-		if c.cls[0] == 0 {
-			bestRank.NVLinks = c.linksWord(best)
+	c.have, c.bestWord = true, d.sel // (ChooseWord returns the word only)
+	return true
+}
+
+// wholeGroupWord is directWord's whole-group decision for count devices
+// out of free (on the allowed groups), reporting whether it decided.
+func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	unknown := int32(x.nodes)
+	groups := 0 // allowed groups holding count
+	var d directBest
+	var pend [64]uint8 // groups of known node whose links need a call (see oneSwitchWord)
+	np := 0
+	for i := range cl.wg {
+		wg := &cl.wg[i]
+		f := free & wg.gm
+		nf := int32(popcount(f))
+		if nf < count {
+			continue
+		}
+		groups++
+		if wg.g == unknown {
+			continue // a choice there loses to one on a known node
+		}
+		if nf > count || np == len(pend) {
+			return false // choices inside a group: the search's
+		}
+		nb := uint32(0) // the switches of the choice: its group's buckets holding free devices
+		for _, bm := range cl.bm[wg.lo:wg.hi] {
+			if f&bm != 0 {
+				nb++
+			}
+		}
+		switch {
+		case !c.links:
+			d.offerGroup(f, 0, nb)
+		case f == wg.gm:
+			d.offerGroup(f, int(cl.wgLinks[i]), nb)
+		default:
+			pend[np] = uint8(i)
+			np++
 		}
 	}
-	c.have, c.bestRank, c.bestWord = true, bestRank, best
+	for _, i := range pend[:np] {
+		wg := &cl.wg[i]
+		f := free & wg.gm
+		nb := uint32(0)
+		for _, bm := range cl.bm[wg.lo:wg.hi] {
+			if f&bm != 0 {
+				nb++
+			}
+		}
+		d.offerGroup(f, c.linksWord(f), nb)
+	}
+	if d.sel == 0 || groups > nodeSetBudget {
+		return false
+	}
+	c.have, c.bestWord = true, d.sel // (ChooseWord returns the word only)
 	return true
 }
 
 // directBest is directWord's best choice so far: its devices (0 before
-// the first), links and packed left.
+// the first), links and left (oneSwitchWord's packed free devices left,
+// wholeGroupWord's switches).
 type directBest struct {
 	sel   uint64
 	links int
@@ -159,4 +228,16 @@ func (d *directBest) offer(sel uint64, links int, left uint32) {
 		}
 	}
 	d.sel, d.links, d.left = sel, links, left
+}
+
+// offerGroup keeps the choice sel of a whole group when it beats the best:
+// fewer switches, then more links, then the lowest indices.
+func (d *directBest) offerGroup(sel uint64, links int, switches uint32) {
+	if d.sel != 0 {
+		diff := sel ^ d.sel
+		if switches > d.left || switches == d.left && (links < d.links || links == d.links && sel&(diff&-diff) == 0) {
+			return
+		}
+	}
+	d.sel, d.links, d.left = sel, links, switches
 }

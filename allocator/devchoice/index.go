@@ -96,12 +96,15 @@ type classInfo struct {
 	// wg are the groups of groups (ascending) with their words, for the
 	// word path's count.
 	wg []wordGroup
-	// maxBucket is the most devices of one bucket (classes of at most 64
-	// devices).
-	maxBucket int32
+	// maxBucket and maxGroup are the most devices of one bucket and of
+	// one group (classes of at most 64 devices).
+	maxBucket, maxGroup int32
 	// bLinks are the NVLink links among all the GPUs of each bucket
 	// (parallel to bm; class 0 only).
 	bLinks []int32
+	// wgLinks are the NVLink links among all the GPUs of each group of wg
+	// (class 0 only).
+	wgLinks []int32
 	// bPair is bestPairWord's pair of each bucket's GPUs (0 for a bucket
 	// of one GPU, or without the dense table), with its links in
 	// bPairLinks.
@@ -301,6 +304,9 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
 				cl.maxBucket = max(cl.maxBucket, int32(popcount(cl.bm[i])))
 			}
+			for _, m := range cl.gm {
+				cl.maxGroup = max(cl.maxGroup, int32(popcount(m)))
+			}
 			for _, g := range cl.groups {
 				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
 			}
@@ -337,6 +343,10 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	x.buildLinks(m.NVLinks())
 	x.buildDegrees()
 	if cl := &x.classes[0]; cl.bm != nil {
+		cl.wgLinks = make([]int32, len(cl.wg))
+		for i, wg := range cl.wg {
+			cl.wgLinks[i] = int32(x.linksWord(wg.gm))
+		}
 		cl.bLinks = make([]int32, len(cl.bm))
 		cl.bPair = make([]uint64, len(cl.bm))
 		cl.bPairLinks = make([]int32, len(cl.bm))

@@ -365,7 +365,11 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
 	c.have, c.word = false, true
 	one := count == 1 && x.switchInGroup
-	if !one && c.directWord(int32(count), free, must) {
+	// directWord's own first tests, cheaper (its forced choice when the
+	// free devices are the count, its other decisions when a group can
+	// hold the count and no device must be included).
+	direct := popcount(free) == count || must == 0 && x.switchInGroup && int32(count) <= x.classes[class].maxGroup
+	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
 	var mustSeen, total [MaxWants]int32

@@ -1,7 +1,5 @@
 package devchoice
 
-import "github.com/numaplace/numaplace/numa"
-
 // The word path's direct decisions: requests whose best choice the search
 // would reach without comparing sets of groups or switches. Each makes the
 // search's choice (TestChooseWordIsChoose and the kubelet differential
@@ -41,15 +39,7 @@ import "github.com/numaplace/numaplace/numa"
 func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
-	allowed := ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
-	if all := numa.FirstN(x.nodes); c.nodes&all != all || !c.unknown {
-		allowed = 0
-		for _, g := range cl.groups {
-			if c.allowedGroup(int(g)) {
-				allowed |= cl.gm[g]
-			}
-		}
-	}
+	allowed := c.allowedWord(cl)
 	free &= allowed
 	if n := int32(popcount(free)); n <= count {
 		if n == count && must&^allowed == 0 {
@@ -175,12 +165,7 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 		if nf > count || np == len(pend) {
 			return false // choices inside a group: the search's
 		}
-		nb := uint32(0) // the switches of the choice: its group's buckets holding free devices
-		for _, bm := range cl.bm[wg.lo:wg.hi] {
-			if f&bm != 0 {
-				nb++
-			}
-		}
+		nb := holding(f, cl.bm[wg.lo:wg.hi]) // the switches of the choice
 		switch {
 		case !c.links:
 			d.offerGroup(f, 0, nb)
@@ -194,12 +179,7 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 	for _, i := range pend[:np] {
 		wg := &cl.wg[i]
 		f := free & wg.gm
-		nb := uint32(0)
-		for _, bm := range cl.bm[wg.lo:wg.hi] {
-			if f&bm != 0 {
-				nb++
-			}
-		}
+		nb := holding(f, cl.bm[wg.lo:wg.hi])
 		d.offerGroup(f, c.linksWord(f), nb)
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
@@ -240,4 +220,35 @@ func (d *directBest) offerGroup(sel uint64, links int, switches uint32) {
 		}
 	}
 	d.sel, d.links, d.left = sel, links, switches
+}
+
+// holding returns how many of the words bms hold devices of f.
+func holding(f uint64, bms []uint64) uint32 {
+	n := uint32(0)
+	for _, bm := range bms {
+		if f&bm != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// allowedWord returns the devices of class cl (of at most 64 devices) on
+// the allowed groups.
+func (c *Chooser) allowedWord(cl *classInfo) uint64 {
+	if c.nodes == c.x.nodeMask && c.unknown { // (c.nodes is within the machine's nodes)
+		return ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
+	}
+	return c.allowedGroupsWord(cl)
+}
+
+// allowedGroupsWord is allowedWord group by group.
+func (c *Chooser) allowedGroupsWord(cl *classInfo) uint64 {
+	allowed := uint64(0)
+	for _, g := range cl.groups {
+		if c.allowedGroup(int(g)) {
+			allowed |= cl.gm[g]
+		}
+	}
+	return allowed
 }

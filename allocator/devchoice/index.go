@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -37,8 +38,10 @@ const denseLinkGPUs = 64
 type Index struct {
 	m       *topology.Machine
 	classes []classInfo
-	nodes   int     // NUMA nodes; group index nodes is the unknown node
-	gdist   []int32 // (nodes+1)² distances between groups
+	nodes   int // NUMA nodes; group index nodes is the unknown node
+	// nodeMask has every NUMA node of the machine.
+	nodeMask numa.Mask
+	gdist    []int32 // (nodes+1)² distances between groups
 	// Buckets are the devices of one group under one switch. A bucket's
 	// devices of class c are the bits masks[off[b*stride+c]:off[b*stride+c+1]],
 	// stride = classes+1: one entry per word that holds any of them, so the
@@ -140,6 +143,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		return nil, errors.New("devchoice: nil machine")
 	}
 	x := &Index{m: m, nodes: m.NumNodes()}
+	x.nodeMask = numa.FirstN(x.nodes)
 	type dev struct {
 		class     int
 		group, sw int32

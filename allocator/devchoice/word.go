@@ -3,8 +3,6 @@ package devchoice
 import (
 	"math/bits"
 	"slices"
-
-	"github.com/numaplace/numaplace/numa"
 )
 
 // The word path: one want whose class has at most 64 devices (every real
@@ -30,15 +28,7 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
 	c.pickFree, c.pickNB = 0, 0
 	c.pick = c.pick[:0]
-	allowed := ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
-	if all := numa.FirstN(x.nodes); c.nodes&all != all || !c.unknown {
-		allowed = 0
-		for _, g := range cl.groups {
-			if c.allowedGroup(int(g)) {
-				allowed |= cl.gm[g]
-			}
-		}
-	}
+	allowed := c.allowedWord(cl)
 	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
 	if must != 0 {
 		c.forceWord(must)

@@ -2,7 +2,7 @@ package devchoice
 
 // The word path's direct decisions: requests whose best choice the search
 // would reach without comparing sets of groups or switches. Each makes the
-// search's choice (TestChooseWordIsChoose and the kubelet differential
+// search's choice (TestChooseWordDirectIsChoose and TestChooseWordIsChoose
 // compare them with the general path) and bails out to the search
 // whenever one of its conditions fails.
 
@@ -18,7 +18,7 @@ package devchoice
 //     holds count free devices, every best choice lies under one such
 //     switch (one node, no distance, no unknown node and one switch are
 //     each the least a choice can have), so the best is the best of the
-//     switches' own choices: the devices leafSwitches chooses inside the
+//     switches' own choices: the devices leafSwitchesWord chooses inside the
 //     switch (all of them, the lowest without NVLinks to tell them apart,
 //     or exactWord's when its combinations are few), ranked by their
 //     links, then the free devices left in the switch, then in the node,

@@ -181,6 +181,8 @@ type classSearch struct {
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
+	greedied bool // greedy ran since the preparation
+
 	keys [numa.MaxNodes]uint64 // sort buffers
 	vals [numa.MaxNodes]int64
 	// top holds, once a search has taken topAfter steps, the sums bound
@@ -209,6 +211,7 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool = p, pool
 	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
+	cs.greedied = false
 	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		cs.nodes[n] = int8(bits.TrailingZeros64(wd))
@@ -282,11 +285,22 @@ func (cs *classSearch) sortOrders() {
 
 // greedy returns the first greedy cover of width w (step 2 of exists):
 // the w nodes first by score, else the w first by the amount of one kind,
-// kind by kind. Each order is sorted when first read.
+// kind by kind. Each order is sorted when first read, but for the first
+// call of a preparation, which takes the w first by score by selection
+// (largestMask) when that order is not sorted yet: a cover the score
+// settles then needs no sort by score, and a search over several widths
+// sorts once.
 func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 	p := cs.p
-	cs.sortScore()
-	if m := maskOf(cs.byScore[:w]); p.covers(m) {
+	var m numa.Mask
+	if !cs.greedied && cs.sorted&1 == 0 {
+		m = largestMask(cs.nodes[:cs.n], &cs.score, w, cs.scoreMax, cs.scoreMin)
+	} else {
+		cs.sortScore()
+		m = maskOf(cs.byScore[:w])
+	}
+	cs.greedied = true
+	if p.covers(m) {
 		return m, true
 	}
 	for r := 0; r < p.k; r++ {
@@ -296,6 +310,54 @@ func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 		}
 	}
 	return 0, false
+}
+
+// largestMask returns the w nodes of nodes (ascending, keys between mn and
+// mx) with the largest keys, the lower index first on a tie: the first w
+// of nodes as sortAscendingDesc orders them. It deals the nodes into 64
+// buckets by the top bits of their key's distance below mx, takes the
+// buckets wholly above the w-th node and deals the w-th node's bucket
+// again, finer, until the nodes left tie (then the lowest indices): O(n)
+// per round, each round dividing the keys' spread by 64.
+func largestMask(nodes []int8, key *[numa.MaxNodes]int64, w int, mx, mn int64) numa.Mask {
+	var m, cand numa.Mask
+	for _, i := range nodes {
+		cand |= 1 << uint(i&(numa.MaxNodes-1))
+	}
+	for w > 0 && w < cand.Count() {
+		spread := uint64(mx - mn)
+		if spread == 0 { // the nodes left tie
+			return m | lowest(cand, w)
+		}
+		shift := uint(max(bits.Len64(spread)-6, 0))
+		var count [64]int
+		for wd := uint64(cand); wd != 0; wd &= wd - 1 {
+			count[uint64(mx-key[bits.TrailingZeros64(wd)])>>shift&63]++
+		}
+		b, above := uint64(0), 0 // the w-th node's bucket, the nodes above it
+		for above+count[b] < w {
+			above += count[b]
+			b++
+		}
+		var in numa.Mask
+		for wd := uint64(cand); wd != 0; wd &= wd - 1 {
+			i := bits.TrailingZeros64(wd)
+			switch d := uint64(mx-key[i]) >> shift; {
+			case d < b:
+				m |= 1 << uint(i)
+			case d == b:
+				in |= 1 << uint(i)
+			}
+		}
+		w -= above
+		cand = in
+		mn = max(mn, mx-int64((b+1)<<shift-1))
+		mx -= int64(b << shift)
+	}
+	if w > 0 {
+		m |= cand
+	}
+	return m
 }
 
 // uniformWidth returns the fewest identical nodes that cover, or -1.
@@ -720,6 +782,7 @@ func (cs *classSearch) classify() {
 	// its distinct amounts, the last kind first (a radix sort).
 	m := cs.members[:cs.n]
 	copy(m, cs.byKind[sk][:cs.n])
+	val := p.val
 	var rank [numa.MaxNodes]uint8 // by node: its amount's rank, 0 for the largest
 	var out [numa.MaxNodes]int8
 	// ranks packs each node's ranks of the other kinds, 6 bits each (a kind
@@ -733,37 +796,42 @@ func (cs *classSearch) classify() {
 		}
 		ord := cs.byKind[r][:cs.n]
 		d := 0
-		prev := p.val[ord[0]][r]
+		prev := val[ord[0]&(numa.MaxNodes-1)][r]
 		for _, i := range ord {
-			if v := p.val[i][r]; v != prev {
+			x := i & (numa.MaxNodes - 1)
+			if v := val[x][r]; v != prev {
 				d++
 				prev = v
 			}
-			rank[i] = uint8(d)
-			ranks[i] = ranks[i]<<6 | uint64(d)
+			rank[x] = uint8(d)
+			ranks[x] = ranks[x]<<6 | uint64(d)
 		}
 		var count [numa.MaxNodes + 1]uint8
 		for _, i := range m {
-			count[rank[i]+1]++
+			count[rank[i&(numa.MaxNodes-1)]&(numa.MaxNodes-1)+1]++
 		}
 		for b := 1; b <= d; b++ {
 			count[b] += count[b-1]
 		}
 		for _, i := range m {
-			out[count[rank[i]]] = i
-			count[rank[i]]++
+			c := &count[rank[i&(numa.MaxNodes-1)]&(numa.MaxNodes-1)]
+			out[*c&(numa.MaxNodes-1)] = i
+			*c++
 		}
 		copy(m, out[:cs.n])
 	}
 	cs.nc = 0
 	cs.cum[0] = 0
+	var cum int64
 	for j, i := range m {
-		if j == 0 || packed && ranks[i] != ranks[m[j-1]] || !packed && !sameOthers(p, sk, m[j-1], i) {
-			cs.start[cs.nc] = int16(j)
+		x := i & (numa.MaxNodes - 1)
+		if j == 0 || packed && ranks[x] != ranks[m[j-1]&(numa.MaxNodes-1)] || !packed && !sameOthers(p, sk, m[j-1], i) {
+			cs.start[cs.nc&(numa.MaxNodes-1)] = int16(j)
 			cs.nc++
 		}
-		cs.classOf[i] = int8(cs.nc - 1)
-		cs.cum[j+1] = cs.cum[j] + p.val[i][sk]
+		cs.classOf[x] = int8(cs.nc - 1)
+		cum += val[x][sk]
+		cs.cum[j+1] = cum
 	}
 	cs.start[cs.nc] = int16(cs.n)
 	// The classes by each other kind, descending: the order of their first

@@ -260,13 +260,14 @@ func (cs *classSearch) sortScore() {
 // distinct amounts (once per preparation).
 func (cs *classSearch) sortKind(r int) {
 	if cs.sorted&(2<<uint(r)) == 0 {
-		p, nodes := cs.p, cs.nodes[:cs.n]
+		val, nodes := cs.p.val, cs.nodes[:cs.n]
 		ord := cs.byKind[r][:cs.n]
 		copy(ord, nodes)
-		mx, mn := p.val[nodes[0]][r], p.val[nodes[0]][r]
+		mx, mn := val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
 		for _, i := range nodes {
-			v := p.val[i][r]
-			cs.vals[i] = v
+			x := i & (numa.MaxNodes - 1)
+			v := val[x][r]
+			cs.vals[x] = v
 			mx, mn = max(mx, v), min(mn, v)
 		}
 		cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
@@ -453,8 +454,9 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
 		} else {
+			val := p.val
 			for j, i := range cs.nodes[:cs.n] {
-				cs.vals[j] = p.val[i][r]
+				cs.vals[j&(numa.MaxNodes-1)] = val[i&(numa.MaxNodes-1)][r]
 			}
 			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}

@@ -224,23 +224,43 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	}
 	k := min(p.k, maxKinds)
 	need, rc := &p.need, &p.recip
+	// The shares by multiplication (shareFast, without a call in the
+	// loop), then, when a demand is beyond what it takes (recip 0), those
+	// kinds' shares by division and the scores again.
+	slow := false
 	mx, mn := int64(0), int64(1<<62)
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
 		v, sh := &p.val[i], &cs.shares[i]
 		var sc int64
 		for r := 0; r < k; r++ {
-			x := v[r]
-			if rc[r] != 0 && x >= 0 {
-				x = shareFast(x, need[r], rc[r])
+			var x int64
+			if rc[r] != 0 {
+				x = shareFast(max(v[r], 0), need[r], rc[r]) // share of a negative amount: 0
 			} else {
-				x = shareBy(x, need[r], rc[r])
+				slow = true
 			}
 			sh[r] = x
 			sc += x
 		}
 		cs.score[i] = sc
 		mx, mn = max(mx, sc), min(mn, sc)
+	}
+	if slow {
+		mx, mn = 0, 1<<62
+		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+			i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
+			v, sh := &p.val[i], &cs.shares[i]
+			var sc int64
+			for r := 0; r < k; r++ {
+				if rc[r] == 0 {
+					sh[r] = share(v[r], need[r])
+				}
+				sc += sh[r]
+			}
+			cs.score[i] = sc
+			mx, mn = max(mx, sc), min(mn, sc)
+		}
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
 }

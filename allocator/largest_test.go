@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -45,4 +47,44 @@ func TestLargestMaskIsSortedPrefix(t *testing.T) {
 			t.Fatalf("trial %d: w=%d of %v keys %v: largestMask %v, sorted prefix %v", trial, w, nodes, key, got, want)
 		}
 	}
+}
+
+// TestPrepareShares: prepare's shares and scores are share's, for demands
+// that shareFast takes and for those beyond recip's bound (the division
+// pass), mixed in one problem.
+func TestPrepareShares(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var mem searchMem
+		c := problem{val: &mem.freeVal, store: &mem.freeStore}
+		k := rapid.IntRange(1, 4).Draw(t, "kinds")
+		n := rapid.IntRange(smallPool+1, numa.MaxNodes).Draw(t, "nodes")
+		maxVals := make([]int64, k)
+		for r := range maxVals {
+			maxVals[r] = rapid.SampledFrom([]int64{1, 40, 1 << 20, 1 << 45, 1 << 55}).Draw(t, "maxVal")
+		}
+		c.loadRandom(t, k, n, func(r int) int64 { return maxVals[r] })
+		var cs classSearch
+		cs.prepare(&c, numa.FirstN(n))
+		if cs.uniform {
+			return
+		}
+		mx, mn := int64(0), int64(1<<62)
+		for i := 0; i < n; i++ {
+			var sc int64
+			for r := 0; r < k; r++ {
+				want := share(c.val[i][r], c.need[r])
+				if got := cs.shares[i][r]; got != want {
+					t.Fatalf("node %d kind %d: share %d of %d is %d, want %d", i, r, c.val[i][r], c.need[r], got, want)
+				}
+				sc += want
+			}
+			if cs.score[i] != sc {
+				t.Fatalf("node %d: score %d, want %d", i, cs.score[i], sc)
+			}
+			mx, mn = max(mx, sc), min(mn, sc)
+		}
+		if cs.scoreMax != mx || cs.scoreMin != mn {
+			t.Fatalf("scores between %d and %d, want %d and %d", cs.scoreMin, cs.scoreMax, mn, mx)
+		}
+	})
 }

@@ -315,7 +315,7 @@ func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 	p := cs.p
 	var m numa.Mask
 	if !cs.greedied && cs.sorted&1 == 0 {
-		m = largestMask(cs.nodes[:cs.n], &cs.score, w, cs.scoreMax, cs.scoreMin)
+		m = largestMask(cs.pool, &cs.score, w, cs.scoreMax, cs.scoreMin)
 	} else {
 		cs.sortScore()
 		m = maskOf(cs.byScore[:w])
@@ -333,36 +333,34 @@ func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 	return 0, false
 }
 
-// largestMask returns the w nodes of nodes (ascending, keys between mn and
-// mx) with the largest keys, the lower index first on a tie: the first w
-// of nodes as sortAscendingDesc orders them. It deals the nodes into 64
+// largestMask returns the w nodes of pool (keys between mn and mx) with
+// the largest keys, the lower index first on a tie: the first w of pool's
+// nodes as sortAscendingDesc orders them. It deals the nodes into 64
 // buckets by the top bits of their key's distance below mx, takes the
 // buckets wholly above the w-th node and deals the w-th node's bucket
 // again, finer, until the nodes left tie (then the lowest indices): O(n)
 // per round, each round dividing the keys' spread by 64.
-func largestMask(nodes []int8, key *[numa.MaxNodes]int64, w int, mx, mn int64) numa.Mask {
-	var m, cand numa.Mask
-	for _, i := range nodes {
-		cand |= 1 << uint(i&(numa.MaxNodes-1))
-	}
+func largestMask(pool numa.Mask, key *[numa.MaxNodes]int64, w int, mx, mn int64) numa.Mask {
+	var m numa.Mask
+	cand := pool
 	for w > 0 && w < cand.Count() {
 		spread := uint64(mx - mn)
 		if spread == 0 { // the nodes left tie
 			return m | lowest(cand, w)
 		}
 		shift := uint(max(bits.Len64(spread)-6, 0))
-		var count [64]int
+		var count [64]uint8
 		for wd := uint64(cand); wd != 0; wd &= wd - 1 {
-			count[uint64(mx-key[bits.TrailingZeros64(wd)])>>shift&63]++
+			count[uint64(mx-key[bits.TrailingZeros64(wd)&(numa.MaxNodes-1)])>>shift&63]++
 		}
 		b, above := uint64(0), 0 // the w-th node's bucket, the nodes above it
-		for above+count[b] < w {
-			above += count[b]
+		for above+int(count[b&63]) < w {
+			above += int(count[b&63])
 			b++
 		}
 		var in numa.Mask
 		for wd := uint64(cand); wd != 0; wd &= wd - 1 {
-			i := bits.TrailingZeros64(wd)
+			i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
 			switch d := uint64(mx-key[i]) >> shift; {
 			case d < b:
 				m |= 1 << uint(i)

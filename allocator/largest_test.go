@@ -43,7 +43,7 @@ func TestLargestMaskIsSortedPrefix(t *testing.T) {
 		ord := append([]int8(nil), nodes...)
 		sortAscendingDesc(ord, &key, mx, mn)
 		w := 1 + rng.IntN(len(nodes))
-		if got, want := largestMask(nodes, &key, w, mx, mn), maskOf(ord[:w]); got != want {
+		if got, want := largestMask(pool, &key, w, mx, mn), maskOf(ord[:w]); got != want {
 			t.Fatalf("trial %d: w=%d of %v keys %v: largestMask %v, sorted prefix %v", trial, w, nodes, key, got, want)
 		}
 	}

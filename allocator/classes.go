@@ -135,7 +135,9 @@ func (b *stepBound) cutOne() {
 // Complexity: preparing takes the shares in O(k·n) for k kinds and n
 // nodes; the pool is sorted at most k+1 times (by score and by each kind,
 // each when first read: by counting or by bucket, O(n) when the amounts
-// spread evenly, O(n²) at worst) and classifying adds k-1 counting passes;
+// spread evenly, O(n²) at worst; the first greedy cover by score selects
+// its nodes instead, O(n) per round of largestMask, at most ten rounds)
+// and classifying adds k-1 counting passes;
 // each step of the search over classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no
 // weighting separates), hence the bound: at most searchSteps steps in one

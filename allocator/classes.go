@@ -579,26 +579,27 @@ func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) in
 // finishes by insertion: O(n) when the keys spread evenly, O(n²) at worst
 // (for n nodes at most 64, no slower than a comparison sort by much).
 func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) int {
+	const mask = numa.MaxNodes - 1 // node indices and buckets are below 64
 	shift := uint(max(bits.Len64(spread)-6, 0))
 	var count [65]uint8
 	for _, i := range nodes {
-		count[uint64(mx-key[i])>>shift+1]++
+		count[uint64(mx-key[i&mask])>>shift&mask+1]++
 	}
 	for b := 1; b <= 64; b++ {
 		count[b] += count[b-1]
 	}
 	var out [numa.MaxNodes]int8
 	for _, i := range nodes {
-		b := uint64(mx-key[i]) >> shift
-		out[count[b]] = i
-		count[b]++
+		c := &count[uint64(mx-key[i&mask])>>shift&mask]
+		out[*c&mask] = i
+		*c++
 	}
-	n := len(nodes)
+	n := min(len(nodes), numa.MaxNodes)
 	for a := 1; a < n; a++ {
 		x := out[a]
-		kx := key[x]
+		kx := key[x&mask]
 		b := a
-		for ; b > 0 && key[out[b-1]] < kx; b-- {
+		for ; b > 0 && key[out[b-1]&mask] < kx; b-- {
 			out[b] = out[b-1]
 		}
 		out[b] = x
@@ -606,7 +607,7 @@ func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread ui
 	copy(nodes, out[:n])
 	d := 1
 	for j := 1; j < n; j++ {
-		if key[out[j]] != key[out[j-1]] {
+		if key[out[j]&mask] != key[out[j-1]&mask] {
 			d++
 		}
 	}
@@ -866,7 +867,7 @@ func (cs *classSearch) classify() {
 		var seen uint64 // nc <= 64 classes
 		ord := cs.kindOrd[r][:0]
 		for _, i := range cs.byKind[r][:cs.n] {
-			if cl := cs.classOf[i]; seen&(1<<uint(cl)) == 0 {
+			if cl := cs.classOf[i&(numa.MaxNodes-1)]; seen&(1<<uint(cl)) == 0 {
 				seen |= 1 << uint(cl)
 				if ord = append(ord, cl); len(ord) == cs.nc {
 					break
@@ -974,8 +975,8 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 				if left == 0 {
 					break
 				}
-				if int(cs.classOf[i]) >= cl {
-					best += p.val[i][r]
+				if x := i & (numa.MaxNodes - 1); int(cs.classOf[x]) >= cl {
+					best += p.val[x][r]
 					left--
 				}
 			}
@@ -1006,8 +1007,8 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 		if left == 0 {
 			break
 		}
-		if int(cs.classOf[i]) >= cl {
-			got += cs.score[i]
+		if x := i & (numa.MaxNodes - 1); int(cs.classOf[x]) >= cl {
+			got += cs.score[x]
 			left--
 		}
 	}

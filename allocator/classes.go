@@ -1047,16 +1047,16 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 	}
 	for t := min(size, rem); t >= lo; t-- {
 		next := sums
-		first := m[s]
+		first := &p.val[m[s]&(numa.MaxNodes-1)]
 		for r := 0; r < p.k; r++ {
 			if r != cs.sk {
-				next[r] += int64(t) * p.val[first][r]
+				next[r] += int64(t) * first[r]
 			}
 		}
 		next[cs.sk] += cs.take(cl, t)
 		mk := mask
 		for _, i := range m[s : s+t] {
-			mk |= 1 << uint(i)
+			mk |= 1 << uint(i&(numa.MaxNodes-1))
 		}
 		if cs.dfs(cl+1, rem-t, next, mk) {
 			return true

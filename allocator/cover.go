@@ -81,9 +81,10 @@ func (p *problem) nothing() bool {
 
 // sums returns Σ_{i∈m} val[i][r] for each kind (val must be made).
 func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
+	val, k := p.val, min(p.k, maxKinds)
 	for w := uint64(m); w != 0; w &= w - 1 {
-		v := &p.val[bits.TrailingZeros64(w)]
-		for r := 0; r < p.k; r++ {
+		v := &val[bits.TrailingZeros64(w)&(numa.MaxNodes-1)]
+		for r := 0; r < k; r++ {
 			s[r] += v[r]
 		}
 	}

@@ -318,8 +318,8 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	order := &sr.scr.order
 	n := 0
 	for w := uint64(m); w != 0; w &= w - 1 {
-		i := bits.TrailingZeros64(w)
-		order[n] = int8(i)
+		i := bits.TrailingZeros64(w) & (numa.MaxNodes - 1)
+		order[n&(numa.MaxNodes-1)] = int8(i)
 		n++
 		for j := 0; j < sr.k; j++ {
 			dst[j][i] = 0
@@ -372,14 +372,15 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order []int8, out *[numa.MaxNodes]int64, scr *splitScratch) {
 	var total int64
 	for _, i := range order {
-		total += weights[i]
+		total += weights[i&(numa.MaxNodes-1)]
 	}
 	rem := need
 	if total > 0 {
 		frac := &scr.key
 		for _, i := range order {
-			out[i], frac[i] = mulDivMod(need, weights[i], total)
-			rem -= out[i]
+			x := i & (numa.MaxNodes - 1)
+			out[x], frac[x] = mulDivMod(need, weights[x], total)
+			rem -= out[x]
 		}
 		if rem > 0 && total < 1<<56 {
 			// The largest fractional parts, the earlier position on a tie:
@@ -387,7 +388,7 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 			// selected.
 			keys := scr.fracKeys[:len(order)]
 			for p, i := range order {
-				keys[p] = frac[i]<<7 | int64(127-p)
+				keys[p] = frac[i&(numa.MaxNodes-1)]<<7 | int64(127-p)
 			}
 			selectLargest(keys, int(rem))
 			for _, key := range keys[:rem] {

@@ -136,7 +136,8 @@ func (b *stepBound) cutOne() {
 // nodes; the pool is sorted at most k+1 times (by score and by each kind,
 // each when first read: by counting or by bucket, O(n) when the amounts
 // spread evenly, O(n²) at worst; the first greedy cover by score selects
-// its nodes instead, O(n) per round of largestMask, at most ten rounds)
+// its nodes instead, O(n) per round of largestMask, a round per six bits
+// of the scores' spread)
 // and classifying adds k-1 counting passes;
 // each step of the search over classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no

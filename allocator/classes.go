@@ -135,7 +135,10 @@ func (b *stepBound) cutOne() {
 // Complexity: preparing takes the shares in O(k·n) for k kinds and n
 // nodes; the pool is sorted at most k+1 times (by score and by each kind,
 // each when first read: by counting or by bucket, O(n) when the amounts
-// spread evenly, O(n²) at worst) and classifying adds k-1 counting passes;
+// spread evenly, O(n²) at worst; the first greedy cover by score selects
+// its nodes instead, O(n) per round of largestMask, a round per six bits
+// of the scores' spread)
+// and classifying adds k-1 counting passes;
 // each step of the search over classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no
 // weighting separates), hence the bound: at most searchSteps steps in one
@@ -181,6 +184,8 @@ type classSearch struct {
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
+	greedied bool // greedy ran since the preparation
+
 	keys [numa.MaxNodes]uint64 // sort buffers
 	vals [numa.MaxNodes]int64
 	// top holds, once a search has taken topAfter steps, the sums bound
@@ -209,6 +214,7 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool = p, pool
 	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
+	cs.greedied = false
 	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		cs.nodes[n] = int8(bits.TrailingZeros64(wd))
@@ -221,23 +227,43 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	}
 	k := min(p.k, maxKinds)
 	need, rc := &p.need, &p.recip
+	// The shares by multiplication (shareFast, without a call in the
+	// loop), then, when a demand is beyond what it takes (recip 0), those
+	// kinds' shares by division and the scores again.
+	slow := false
 	mx, mn := int64(0), int64(1<<62)
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
 		v, sh := &p.val[i], &cs.shares[i]
 		var sc int64
 		for r := 0; r < k; r++ {
-			x := v[r]
-			if rc[r] != 0 && x >= 0 {
-				x = shareFast(x, need[r], rc[r])
+			var x int64
+			if rc[r] != 0 {
+				x = shareFast(max(v[r], 0), need[r], rc[r]) // share of a negative amount: 0
 			} else {
-				x = shareBy(x, need[r], rc[r])
+				slow = true
 			}
 			sh[r] = x
 			sc += x
 		}
 		cs.score[i] = sc
 		mx, mn = max(mx, sc), min(mn, sc)
+	}
+	if slow {
+		mx, mn = 0, 1<<62
+		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
+			i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
+			v, sh := &p.val[i], &cs.shares[i]
+			var sc int64
+			for r := 0; r < k; r++ {
+				if rc[r] == 0 {
+					sh[r] = share(v[r], need[r])
+				}
+				sc += sh[r]
+			}
+			cs.score[i] = sc
+			mx, mn = max(mx, sc), min(mn, sc)
+		}
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
 }
@@ -257,13 +283,14 @@ func (cs *classSearch) sortScore() {
 // distinct amounts (once per preparation).
 func (cs *classSearch) sortKind(r int) {
 	if cs.sorted&(2<<uint(r)) == 0 {
-		p, nodes := cs.p, cs.nodes[:cs.n]
+		val, nodes := cs.p.val, cs.nodes[:cs.n]
 		ord := cs.byKind[r][:cs.n]
 		copy(ord, nodes)
-		mx, mn := p.val[nodes[0]][r], p.val[nodes[0]][r]
+		mx, mn := val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
 		for _, i := range nodes {
-			v := p.val[i][r]
-			cs.vals[i] = v
+			x := i & (numa.MaxNodes - 1)
+			v := val[x][r]
+			cs.vals[x] = v
 			mx, mn = max(mx, v), min(mn, v)
 		}
 		cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
@@ -282,11 +309,22 @@ func (cs *classSearch) sortOrders() {
 
 // greedy returns the first greedy cover of width w (step 2 of exists):
 // the w nodes first by score, else the w first by the amount of one kind,
-// kind by kind. Each order is sorted when first read.
+// kind by kind. Each order is sorted when first read, but for the first
+// call of a preparation, which takes the w first by score by selection
+// (largestMask) when that order is not sorted yet: a cover the score
+// settles then needs no sort by score, and a search over several widths
+// sorts once.
 func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 	p := cs.p
-	cs.sortScore()
-	if m := maskOf(cs.byScore[:w]); p.covers(m) {
+	var m numa.Mask
+	if !cs.greedied && cs.sorted&1 == 0 {
+		m = largestMask(cs.pool, &cs.score, w, cs.scoreMax, cs.scoreMin)
+	} else {
+		cs.sortScore()
+		m = maskOf(cs.byScore[:w])
+	}
+	cs.greedied = true
+	if p.covers(m) {
 		return m, true
 	}
 	for r := 0; r < p.k; r++ {
@@ -296,6 +334,52 @@ func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 		}
 	}
 	return 0, false
+}
+
+// largestMask returns the w nodes of pool (keys between mn and mx) with
+// the largest keys, the lower index first on a tie: the first w of pool's
+// nodes as sortAscendingDesc orders them. It deals the nodes into 64
+// buckets by the top bits of their key's distance below mx, takes the
+// buckets wholly above the w-th node and deals the w-th node's bucket
+// again, finer, until the nodes left tie (then the lowest indices): O(n)
+// per round, each round dividing the keys' spread by 64.
+func largestMask(pool numa.Mask, key *[numa.MaxNodes]int64, w int, mx, mn int64) numa.Mask {
+	var m numa.Mask
+	cand := pool
+	for w > 0 && w < cand.Count() {
+		spread := uint64(mx - mn)
+		if spread == 0 { // the nodes left tie
+			return m | lowest(cand, w)
+		}
+		shift := uint(max(bits.Len64(spread)-6, 0))
+		var count [64]uint8
+		for wd := uint64(cand); wd != 0; wd &= wd - 1 {
+			count[uint64(mx-key[bits.TrailingZeros64(wd)&(numa.MaxNodes-1)])>>shift&63]++
+		}
+		b, above := uint64(0), 0 // the w-th node's bucket, the nodes above it
+		for above+int(count[b&63]) < w {
+			above += int(count[b&63])
+			b++
+		}
+		var in numa.Mask
+		for wd := uint64(cand); wd != 0; wd &= wd - 1 {
+			i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
+			switch d := uint64(mx-key[i]) >> shift; {
+			case d < b:
+				m |= 1 << uint(i)
+			case d == b:
+				in |= 1 << uint(i)
+			}
+		}
+		w -= above
+		cand = in
+		mn = max(mn, mx-int64((b+1)<<shift-1))
+		mx -= int64(b << shift)
+	}
+	if w > 0 {
+		m |= cand
+	}
+	return m
 }
 
 // uniformWidth returns the fewest identical nodes that cover, or -1.
@@ -391,8 +475,9 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
 		} else {
+			val := p.val
 			for j, i := range cs.nodes[:cs.n] {
-				cs.vals[j] = p.val[i][r]
+				cs.vals[j&(numa.MaxNodes-1)] = val[i&(numa.MaxNodes-1)][r]
 			}
 			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
@@ -495,26 +580,27 @@ func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) in
 // finishes by insertion: O(n) when the keys spread evenly, O(n²) at worst
 // (for n nodes at most 64, no slower than a comparison sort by much).
 func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) int {
+	const mask = numa.MaxNodes - 1 // node indices and buckets are below 64
 	shift := uint(max(bits.Len64(spread)-6, 0))
 	var count [65]uint8
 	for _, i := range nodes {
-		count[uint64(mx-key[i])>>shift+1]++
+		count[uint64(mx-key[i&mask])>>shift&mask+1]++
 	}
 	for b := 1; b <= 64; b++ {
 		count[b] += count[b-1]
 	}
 	var out [numa.MaxNodes]int8
 	for _, i := range nodes {
-		b := uint64(mx-key[i]) >> shift
-		out[count[b]] = i
-		count[b]++
+		c := &count[uint64(mx-key[i&mask])>>shift&mask]
+		out[*c&mask] = i
+		*c++
 	}
-	n := len(nodes)
+	n := min(len(nodes), numa.MaxNodes)
 	for a := 1; a < n; a++ {
 		x := out[a]
-		kx := key[x]
+		kx := key[x&mask]
 		b := a
-		for ; b > 0 && key[out[b-1]] < kx; b-- {
+		for ; b > 0 && key[out[b-1]&mask] < kx; b-- {
 			out[b] = out[b-1]
 		}
 		out[b] = x
@@ -522,7 +608,7 @@ func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread ui
 	copy(nodes, out[:n])
 	d := 1
 	for j := 1; j < n; j++ {
-		if key[out[j]] != key[out[j-1]] {
+		if key[out[j]&mask] != key[out[j-1]&mask] {
 			d++
 		}
 	}
@@ -720,6 +806,7 @@ func (cs *classSearch) classify() {
 	// its distinct amounts, the last kind first (a radix sort).
 	m := cs.members[:cs.n]
 	copy(m, cs.byKind[sk][:cs.n])
+	val := p.val
 	var rank [numa.MaxNodes]uint8 // by node: its amount's rank, 0 for the largest
 	var out [numa.MaxNodes]int8
 	// ranks packs each node's ranks of the other kinds, 6 bits each (a kind
@@ -733,37 +820,42 @@ func (cs *classSearch) classify() {
 		}
 		ord := cs.byKind[r][:cs.n]
 		d := 0
-		prev := p.val[ord[0]][r]
+		prev := val[ord[0]&(numa.MaxNodes-1)][r]
 		for _, i := range ord {
-			if v := p.val[i][r]; v != prev {
+			x := i & (numa.MaxNodes - 1)
+			if v := val[x][r]; v != prev {
 				d++
 				prev = v
 			}
-			rank[i] = uint8(d)
-			ranks[i] = ranks[i]<<6 | uint64(d)
+			rank[x] = uint8(d)
+			ranks[x] = ranks[x]<<6 | uint64(d)
 		}
 		var count [numa.MaxNodes + 1]uint8
 		for _, i := range m {
-			count[rank[i]+1]++
+			count[rank[i&(numa.MaxNodes-1)]&(numa.MaxNodes-1)+1]++
 		}
 		for b := 1; b <= d; b++ {
 			count[b] += count[b-1]
 		}
 		for _, i := range m {
-			out[count[rank[i]]] = i
-			count[rank[i]]++
+			c := &count[rank[i&(numa.MaxNodes-1)]&(numa.MaxNodes-1)]
+			out[*c&(numa.MaxNodes-1)] = i
+			*c++
 		}
 		copy(m, out[:cs.n])
 	}
 	cs.nc = 0
 	cs.cum[0] = 0
+	var cum int64
 	for j, i := range m {
-		if j == 0 || packed && ranks[i] != ranks[m[j-1]] || !packed && !sameOthers(p, sk, m[j-1], i) {
-			cs.start[cs.nc] = int16(j)
+		x := i & (numa.MaxNodes - 1)
+		if j == 0 || packed && ranks[x] != ranks[m[j-1]&(numa.MaxNodes-1)] || !packed && !sameOthers(p, sk, m[j-1], i) {
+			cs.start[cs.nc&(numa.MaxNodes-1)] = int16(j)
 			cs.nc++
 		}
-		cs.classOf[i] = int8(cs.nc - 1)
-		cs.cum[j+1] = cs.cum[j] + p.val[i][sk]
+		cs.classOf[x] = int8(cs.nc - 1)
+		cum += val[x][sk]
+		cs.cum[j+1] = cum
 	}
 	cs.start[cs.nc] = int16(cs.n)
 	// The classes by each other kind, descending: the order of their first
@@ -776,7 +868,7 @@ func (cs *classSearch) classify() {
 		var seen uint64 // nc <= 64 classes
 		ord := cs.kindOrd[r][:0]
 		for _, i := range cs.byKind[r][:cs.n] {
-			if cl := cs.classOf[i]; seen&(1<<uint(cl)) == 0 {
+			if cl := cs.classOf[i&(numa.MaxNodes-1)]; seen&(1<<uint(cl)) == 0 {
 				seen |= 1 << uint(cl)
 				if ord = append(ord, cl); len(ord) == cs.nc {
 					break
@@ -884,8 +976,8 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 				if left == 0 {
 					break
 				}
-				if int(cs.classOf[i]) >= cl {
-					best += p.val[i][r]
+				if x := i & (numa.MaxNodes - 1); int(cs.classOf[x]) >= cl {
+					best += p.val[x][r]
 					left--
 				}
 			}
@@ -916,8 +1008,8 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 		if left == 0 {
 			break
 		}
-		if int(cs.classOf[i]) >= cl {
-			got += cs.score[i]
+		if x := i & (numa.MaxNodes - 1); int(cs.classOf[x]) >= cl {
+			got += cs.score[x]
 			left--
 		}
 	}
@@ -956,16 +1048,16 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 	}
 	for t := min(size, rem); t >= lo; t-- {
 		next := sums
-		first := m[s]
+		first := &p.val[m[s]&(numa.MaxNodes-1)]
 		for r := 0; r < p.k; r++ {
 			if r != cs.sk {
-				next[r] += int64(t) * p.val[first][r]
+				next[r] += int64(t) * first[r]
 			}
 		}
 		next[cs.sk] += cs.take(cl, t)
 		mk := mask
 		for _, i := range m[s : s+t] {
-			mk |= 1 << uint(i)
+			mk |= 1 << uint(i&(numa.MaxNodes-1))
 		}
 		if cs.dfs(cl+1, rem-t, next, mk) {
 			return true

@@ -81,9 +81,10 @@ func (p *problem) nothing() bool {
 
 // sums returns Σ_{i∈m} val[i][r] for each kind (val must be made).
 func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
+	val, k := p.val, min(p.k, maxKinds)
 	for w := uint64(m); w != 0; w &= w - 1 {
-		v := &p.val[bits.TrailingZeros64(w)]
-		for r := 0; r < p.k; r++ {
+		v := &val[bits.TrailingZeros64(w)&(numa.MaxNodes-1)]
+		for r := 0; r < k; r++ {
 			s[r] += v[r]
 		}
 	}
@@ -221,10 +222,21 @@ func sumLargest(v []int64, w int) int64 {
 
 // fewestLargest returns the fewest of the largest values of v (none
 // negative) whose sum reaches need, or -1 when all of them fall short; it
-// reorders v. Like selectLargest, O(len(v)) steps on average.
+// may reorder v. Values less than countingRange apart are counted
+// (fewestCounted, O(len(v) + countingRange)); others are selected like
+// selectLargest does, O(len(v)) steps on average.
 func fewestLargest(v []int64, need int64) int {
 	if need <= 0 {
 		return 0
+	}
+	if len(v) > 0 {
+		mx, mn := v[0], v[0]
+		for _, x := range v {
+			mx, mn = max(mx, x), min(mn, x)
+		}
+		if mx-mn < countingRange && mn >= 0 && mx < 1<<55 && len(v) < 1<<8 {
+			return fewestCounted(v, need, mx, mn)
+		}
 	}
 	lo, hi := 0, len(v) // v[:lo] taken (need is what they leave), v[:lo] >= v[lo:hi] >= v[hi:]
 	for hi-lo > selectShort {
@@ -259,6 +271,29 @@ func fewestLargest(v []int64, need int64) int {
 		if need -= x; need <= 0 {
 			return lo + j + 1
 		}
+	}
+	return -1
+}
+
+// fewestCounted is fewestLargest for need > 0 and fewer than 256 values
+// between mn >= 0 and mx < 2^55, less than countingRange apart: it counts the values of each
+// amount and takes the amounts from the largest down.
+func fewestCounted(v []int64, need int64, mx, mn int64) int {
+	var count [countingRange]uint8
+	for _, x := range v {
+		count[uint64(x-mn)%countingRange]++
+	}
+	taken := 0
+	for x := mx; x > 0 && x >= mn; x-- {
+		c := int64(count[uint64(x-mn)%countingRange])
+		if c == 0 {
+			continue
+		}
+		if x*c >= need {
+			return taken + int((need+x-1)/x)
+		}
+		taken += int(c)
+		need -= x * c
 	}
 	return -1
 }

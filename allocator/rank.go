@@ -202,13 +202,8 @@ func newDistClasses(tab []int32, n int) *distClasses {
 // (then cheaper).
 func (dc *distClasses) to(i int, m numa.Mask) int64 {
 	var t int64
-	if dc.nv > 0 && m.Count() > 2*dc.nv { // every node of m is at one of the distances: vals[0] each, plus what is over it
-		t = dc.vals[0] * int64(m.Count())
-		near := &dc.near[i]
-		for v := 1; v < dc.nv; v++ {
-			t += dc.over[v] * int64(bits.OnesCount64(uint64(near[v]&m)))
-		}
-		return t
+	if c := m.Count(); dc.nv > 0 && c > 2*dc.nv { // every node of m is at one of the distances: vals[0] each, plus what is over it
+		return dc.byValue(i&(numa.MaxNodes-1), m, dc.vals[0]*int64(c))
 	}
 	row := dc.tab[i*dc.n : (i+1)*dc.n]
 	for w := uint64(m); w != 0; w &= w - 1 {
@@ -217,15 +212,28 @@ func (dc *distClasses) to(i int, m numa.Mask) int64 {
 	return t
 }
 
+// byValue returns base plus, for each distinct distance above the
+// smallest, what it is over the smallest times the nodes of m at that
+// distance from node i: to(i, m) when base is the smallest distance times
+// m's nodes.
+func (dc *distClasses) byValue(i int, m numa.Mask, base int64) int64 {
+	near := &dc.near[i&(numa.MaxNodes-1)]
+	for v := 1; v < dc.nv && v < maxDistValues; v++ {
+		base += dc.over[v] * int64(bits.OnesCount64(uint64(near[v]&m)))
+	}
+	return base
+}
+
 // toAll sets to[x] to the sum of the distances from x to the nodes of m
 // (to(x, m)) for every node x of pool, and leaves the other entries at 0
 // or set likewise: by value, or row by row when m has few nodes (then
 // cheaper).
 func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
-	if dc.nv > 0 && m.Count() > 3*dc.nv {
+	if c := m.Count(); dc.nv > 0 && c > 3*dc.nv {
+		base := dc.vals[0] * int64(c)
 		for w := uint64(pool); w != 0; w &= w - 1 {
-			x := bits.TrailingZeros64(w)
-			to[x] = dc.to(x, m)
+			x := bits.TrailingZeros64(w) & (numa.MaxNodes - 1)
+			to[x] = dc.byValue(x, m, base)
 		}
 		return
 	}
@@ -310,8 +318,8 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	order := &sr.scr.order
 	n := 0
 	for w := uint64(m); w != 0; w &= w - 1 {
-		i := bits.TrailingZeros64(w)
-		order[n] = int8(i)
+		i := bits.TrailingZeros64(w) & (numa.MaxNodes - 1)
+		order[n&(numa.MaxNodes-1)] = int8(i)
 		n++
 		for j := 0; j < sr.k; j++ {
 			dst[j][i] = 0
@@ -364,14 +372,15 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order []int8, out *[numa.MaxNodes]int64, scr *splitScratch) {
 	var total int64
 	for _, i := range order {
-		total += weights[i]
+		total += weights[i&(numa.MaxNodes-1)]
 	}
 	rem := need
 	if total > 0 {
 		frac := &scr.key
 		for _, i := range order {
-			out[i], frac[i] = mulDivMod(need, weights[i], total)
-			rem -= out[i]
+			x := i & (numa.MaxNodes - 1)
+			out[x], frac[x] = mulDivMod(need, weights[x], total)
+			rem -= out[x]
 		}
 		if rem > 0 && total < 1<<56 {
 			// The largest fractional parts, the earlier position on a tie:
@@ -379,7 +388,7 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 			// selected.
 			keys := scr.fracKeys[:len(order)]
 			for p, i := range order {
-				keys[p] = frac[i]<<7 | int64(127-p)
+				keys[p] = frac[i&(numa.MaxNodes-1)]<<7 | int64(127-p)
 			}
 			selectLargest(keys, int(rem))
 			for _, key := range keys[:rem] {

@@ -624,3 +624,30 @@ func TestMachineConcurrentReads(t *testing.T) {
 		require.Equal(t, want, <-done)
 	}
 }
+
+// TestNodeIndex finds every node of machines of 1 to 64 nodes with sparse
+// IDs (even IDs only, so every odd ID, and every ID past the last, is
+// absent) at its dense index, and reports absent IDs and a nil machine as
+// not found.
+func TestNodeIndex(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 8, 33, 64} {
+		b := topology.NewBuilder("sparse")
+		for i := range n {
+			b.AddNode(topology.Node{ID: numa.NodeID(i * 2), Socket: topology.UnknownSocket, CPUs: numa.NewCPUSet(i)})
+		}
+		m := mustBuild(t, b)
+		for id := -1; id <= 2*n+1; id++ {
+			i, ok := m.NodeIndex(numa.NodeID(id))
+			if id >= 0 && id%2 == 0 && id < 2*n {
+				require.True(t, ok, "%d nodes, id %d", n, id)
+				require.Equal(t, id/2, i, "%d nodes, id %d", n, id)
+				require.Equal(t, numa.NodeID(id), m.NodeID(i))
+			} else {
+				require.False(t, ok, "%d nodes, id %d", n, id)
+			}
+		}
+	}
+	var nilMachine *topology.Machine
+	_, ok := nilMachine.NodeIndex(0)
+	require.False(t, ok)
+}

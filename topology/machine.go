@@ -163,11 +163,26 @@ func (m *Machine) NodeIDs() []numa.NodeID {
 	return ids
 }
 
-// NodeIndex returns the dense index of the node with the given ID.
+// NodeIndex returns the dense index of the node with the given ID, and
+// false when the machine (or a nil machine) has no such node. It takes
+// O(log n) comparisons.
 func (m *Machine) NodeIndex(id numa.NodeID) (int, bool) {
-	return slices.BinarySearchFunc(m.nodes, id, func(n Node, id numa.NodeID) int {
-		return int(n.ID) - int(id)
-	})
+	if m == nil {
+		return 0, false
+	}
+	// A binary search over the IDs in place: comparing Node values (as
+	// slices.BinarySearchFunc would) copies each probed node.
+	nodes := m.nodes
+	lo, hi := 0, len(nodes)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if nodes[mid].ID < id {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, lo < len(nodes) && nodes[lo].ID == id
 }
 
 // MaskOf returns the mask of the given node IDs, or an error naming the

@@ -51,9 +51,11 @@ type CPUs struct {
 	nodeWordOff []int32
 	cpuNode     []wordMask
 	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
-	// ascending.
-	threads   []int32
-	threadOff []int32
+	// ascending; its t-th thread (ascending, the thread of plane t) is
+	// coreThread[k*tpc+t] (-1 when it has fewer threads).
+	threads    []int32
+	threadOff  []int32
+	coreThread []int32
 	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
 	// from the start of a Take (or of a grown Resize) to its end; planes
 	// holds one node's planes, its whole free cores and the cores taken
@@ -65,11 +67,14 @@ type CPUs struct {
 	words    carver[uint64] // the allocations' CPU words (see picked)
 }
 
-// cpuRun is a run of a node's plane: the plane's bits [slot, slot+n) are
-// the CPUs [cpu, cpu+n); they are the bits [at, at+n) of the node's planes
-// laid one after the other (at is slot plus the plane's first bit).
+// cpuRun is a run of a node's plane inside one word of the plane and one
+// word of a CPU set: bits mask of the node's planes' word pw (its planes
+// laid one after the other) are the bits of CPU word cw shifted left by ps
+// after a right shift by cs.
 type cpuRun struct {
-	cpu, slot, at, n int32
+	cw, pw int32
+	cs, ps uint8
+	mask   uint64
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of word w
@@ -122,7 +127,14 @@ func newCPUs(m *topology.Machine) *CPUs {
 		}
 	}
 	c.threadOff = make([]int32, m.NumCores()+1)
+	c.coreThread = make([]int32, m.NumCores()*c.tpc)
 	for k := 0; k < m.NumCores(); k++ {
+		for t := range c.tpc {
+			c.coreThread[k*c.tpc+t] = -1
+		}
+		for t, cpu := range m.CoreCPUs(k).List() {
+			c.coreThread[k*c.tpc+t] = int32(cpu)
+		}
 		for cpu := range m.CoreCPUs(k).All() {
 			if c.alloc.Contains(cpu) {
 				c.threads = append(c.threads, int32(cpu))
@@ -137,21 +149,30 @@ func newCPUs(m *topology.Machine) *CPUs {
 		nw := (len(cores) + 63) / 64
 		widest = max(widest, nw)
 		c.slotWords[node], c.slotOff[node+1] = int32(nw), c.slotOff[node]+int32(nw)
-		var runs []cpuRun
+		// A run: slots [slot, slot+n) whose t-th threads are the CPUs
+		// [cpu, cpu+n), in one word of each.
+		type span struct{ t, cpu, slot, n int }
+		var spans []span
 		for t := 0; t < c.tpc; t++ {
-			first := len(runs)
+			first := len(spans)
 			for slot, k := range cores {
 				cpus := m.CoreCPUs(int(k)).List()
 				if t >= len(cpus) {
 					continue
 				}
-				cpu, s := int32(cpus[t]), int32(slot)
-				if r := len(runs) - 1; r >= first && runs[r].cpu+runs[r].n == cpu && runs[r].slot+runs[r].n == s {
-					runs[r].n++
+				cpu := cpus[t]
+				if r := len(spans) - 1; r >= first && spans[r].cpu+spans[r].n == cpu && spans[r].slot+spans[r].n == slot &&
+					spans[r].cpu>>6 == cpu>>6 && spans[r].slot>>6 == slot>>6 {
+					spans[r].n++
 				} else {
-					runs = append(runs, cpuRun{cpu: cpu, slot: s, at: int32(t*nw*64) + s, n: 1})
+					spans = append(spans, span{t: t, cpu: cpu, slot: slot, n: 1})
 				}
 			}
+		}
+		runs := make([]cpuRun, len(spans))
+		for i, s := range spans {
+			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
+				mask: (1<<uint(s.n) - 1) << uint(s.slot&63)}
 		}
 		c.nodeRuns[node] = runs
 	}
@@ -181,35 +202,6 @@ func newCPUs(m *topology.Machine) *CPUs {
 	return c
 }
 
-// orBits ORs the n bits of src from bit from on into dst from bit to on
-// (src's bits beyond its words read as 0), a word at a time.
-func orBits(dst []uint64, to int, src []uint64, from, n int) {
-	for n > 0 {
-		o := uint(to) & 63
-		k := min(n, 64-int(o))
-		v := bitsAt(src, from)
-		if k < 64 {
-			v &= 1<<uint(k) - 1
-		}
-		dst[uint(to)>>6] |= v << o
-		to, from, n = to+k, from+k, n-k
-	}
-}
-
-// bitsAt returns the 64 bits of src from bit from on (those beyond its
-// words read as 0).
-func bitsAt(src []uint64, from int) uint64 {
-	w, o := uint(from)>>6, uint(from)&63
-	var v uint64
-	if w < uint(len(src)) {
-		v = src[w] >> o
-		if o != 0 && w+1 < uint(len(src)) {
-			v |= src[w+1] << (64 - o)
-		}
-	}
-	return v
-}
-
 // loadPlanes fills c.planes with node's planes of free threads (plane t at
 // [t*nw, (t+1)*nw)) and its whole free cores (at [tpc*nw, (tpc+1)*nw)), nw
 // being its slot words, and returns nw.
@@ -221,7 +213,9 @@ func (c *CPUs) loadPlanes(node int) int {
 	}
 	free := c.free.Words()
 	for _, r := range c.nodeRuns[node] {
-		orBits(p, int(r.at), free, int(r.cpu), int(r.n))
+		if int(r.cw) < len(free) {
+			p[r.pw] |= free[r.cw] >> r.cs << r.ps & r.mask
+		}
 	}
 	able := c.wholeable[c.slotOff[node]:]
 	for j := 0; j < nw; j++ {
@@ -425,14 +419,19 @@ func (c *CPUs) picked() numa.CPUSet {
 // node's counters (the caller takes them out of the free set, see
 // takePicked); it reads the free set, so every node is picked from at most
 // once between two takePicked.
+//
+// Pass 1 takes whole free cores, the lowest first; pass 2 every free
+// thread of the cores already partly used (or never whole), the lowest
+// cores first; pass 3 splits whole free cores; the lowest free threads of a
+// core first. The cores a pass takes entirely are bits of a mask by slot,
+// whose threads go to pickBits plane by plane, run by run; only the last
+// core of a pass is taken thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	nw, tpc := c.loadPlanes(node), c.tpc
 	p := c.planes[:(tpc+2)*nw]
-	whole, taken := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
-	// Pass 1: whole free cores, the lowest first, found by their bits;
-	// their threads go to pickBits run by run.
+	whole, sel := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
 	n, got, split := want/tpc, 0, 0
-	for j := range taken {
+	for j := range sel {
 		w := whole[j]
 		if n == 0 {
 			w = 0
@@ -441,48 +440,73 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 		} else {
 			w, n = lowestBits(w, n), 0
 		}
-		taken[j] = w
+		sel[j] = w
+		whole[j] &^= w
 	}
-	if n < want/tpc {
-		for _, r := range c.nodeRuns[node] {
-			orBits(c.pickBits, int(r.cpu), taken, int(r.slot), int(r.n))
+	got = (want/tpc - n) * tpc
+	if !wholeOnly {
+		for j := 0; j < nw && got < want; j++ {
+			var part uint64 // the cores of pass 2
+			for t := 0; t < tpc; t++ {
+				part |= p[t*nw+j]
+			}
+			part &^= sel[j] | whole[j]
+			if k := c.threadsIn(p, nw, j, part); got+k <= want {
+				sel[j] |= part
+				got += k
+				continue
+			}
+			// The cores below slot m hold fewer than want-got free
+			// threads: they go whole, core m thread by thread.
+			m := 0
+			for step := 32; step > 0; step >>= 1 {
+				if c.threadsIn(p, nw, j, part&(1<<uint(m+step)-1)) < want-got {
+					m += step
+				}
+			}
+			below := part & (1<<uint(m) - 1)
+			sel[j] |= below
+			got += c.threadsIn(p, nw, j, below)
+			got = c.pickThreads(node, j, m, want, got)
 		}
-		got = (want/tpc - n) * tpc
-	}
-	if !wholeOnly && got < want {
-		// Pass 2: cores already partly used (or never whole) with a
-		// free thread; pass 3: split a whole free core; the lowest free
-		// threads of each core.
-		cores := c.nodeCores[node]
-		for pass := 0; pass < 2 && got < want; pass++ {
-			for j := 0; j < nw && got < want; j++ {
-				rest := whole[j] &^ taken[j]
-				w := rest
-				if pass == 0 {
-					var any uint64
-					for t := 0; t < tpc; t++ {
-						any |= p[t*nw+j]
-					}
-					w = any &^ taken[j] &^ rest
-				}
-				for ; w != 0 && got < want; w &= w - 1 {
-					k := cores[j<<6|bits.TrailingZeros64(w)]
-					for _, cpu := range c.threadsOf(k) {
-						if got == want {
-							break
-						}
-						if c.free.Contains(int(cpu)) {
-							c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
-							got++
-						}
-					}
-					split += pass
-				}
+		for j := 0; j < nw && got < want; j++ { // pass 3
+			for w := whole[j]; w != 0 && got < want; w &= w - 1 {
+				got = c.pickThreads(node, j, bits.TrailingZeros64(w), want, got)
+				split++
 			}
 		}
 	}
+	for _, r := range c.nodeRuns[node] {
+		c.pickBits[r.cw] |= p[r.pw] & sel[int(r.pw)%nw] & r.mask >> r.ps << r.cs
+	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(want/tpc - n + split)
+}
+
+// threadsIn counts the free threads (in the planes p of nw words) of the
+// cores of cores, a mask of slot word j.
+func (c *CPUs) threadsIn(p []uint64, nw, j int, cores uint64) int {
+	k := 0
+	for t := 0; t < c.tpc; t++ {
+		k += bits.OnesCount64(p[t*nw+j] & cores)
+	}
+	return k
+}
+
+// pickThreads adds the lowest free threads of the core of slot j*64+s of
+// node to pickBits while got is below want (the planes being in c.planes),
+// and returns got.
+func (c *CPUs) pickThreads(node, j, s, want, got int) int {
+	nw, tpc := int(c.slotWords[node]), c.tpc
+	k := int(c.nodeCores[node][j<<6|s])
+	for t := 0; t < tpc && got < want; t++ {
+		if c.planes[t*nw+j]>>uint(s)&1 != 0 {
+			cpu := uint(c.coreThread[k*tpc+t])
+			c.pickBits[cpu>>6] |= 1 << (cpu & 63)
+			got++
+		}
+	}
+	return got
 }
 
 // lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)),

@@ -43,8 +43,10 @@ type CPUs struct {
 	slotWords []int32
 	slotOff   []int32
 	wholeable []uint64
-	// The runs of node i's planes (plane by plane) are nodeRuns[i].
-	nodeRuns [][]cpuRun
+	// The runs of node i's planes (plane by plane, slot by slot) are
+	// nodeRuns[i]; planeGaps[i] when a word of its planes has none.
+	nodeRuns  [][]cpuRun
+	planeGaps []bool
 	// Node i's CPUs by word: nodeWords[nodeWordOff[i]:nodeWordOff[i+1]];
 	// by CPU: its node and the node's CPUs in the CPU's word.
 	nodeWords   []wordMask
@@ -71,9 +73,12 @@ type CPUs struct {
 // word of a CPU set: bits mask of the node's planes' word pw (its planes
 // laid one after the other) are the bits of CPU word cw shifted left by ps
 // after a right shift by cs.
+// A run that is the first of its plane word sets the word (see
+// loadPlanes).
 type cpuRun struct {
 	cw, pw int32
 	cs, ps uint8
+	first  bool
 	mask   uint64
 }
 
@@ -143,7 +148,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		c.threadOff[k+1] = int32(len(c.threads))
 	}
 	c.slotWords, c.slotOff = make([]int32, n), make([]int32, n+1)
-	c.nodeRuns = make([][]cpuRun, n)
+	c.nodeRuns, c.planeGaps = make([][]cpuRun, n), make([]bool, n)
 	widest := 0
 	for node, cores := range c.nodeCores {
 		nw := (len(cores) + 63) / 64
@@ -169,11 +174,15 @@ func newCPUs(m *topology.Machine) *CPUs {
 				}
 			}
 		}
-		runs := make([]cpuRun, len(spans))
+		runs, words := make([]cpuRun, len(spans)), 0
 		for i, s := range spans {
 			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
 				mask: (1<<uint(s.n) - 1) << uint(s.slot&63)}
+			if runs[i].first = i == 0 || runs[i-1].pw != runs[i].pw; runs[i].first {
+				words++
+			}
 		}
+		c.planeGaps[node] = words < c.tpc*nw
 		c.nodeRuns[node] = runs
 	}
 	c.wholeable = make([]uint64, c.slotOff[n])
@@ -208,13 +217,19 @@ func newCPUs(m *topology.Machine) *CPUs {
 func (c *CPUs) loadPlanes(node int) int {
 	nw, tpc := int(c.slotWords[node]), c.tpc
 	p := c.planes[:(tpc+1)*nw]
-	for j := range p[:tpc*nw] {
-		p[j] = 0
+	if c.planeGaps[node] {
+		clear(p[:tpc*nw])
 	}
 	free := c.free.Words()
 	for _, r := range c.nodeRuns[node] {
+		var v uint64
 		if int(r.cw) < len(free) {
-			p[r.pw] |= free[r.cw] >> r.cs << r.ps & r.mask
+			v = free[r.cw] >> r.cs << r.ps & r.mask
+		}
+		if r.first {
+			p[r.pw] = v
+		} else {
+			p[r.pw] |= v
 		}
 	}
 	able := c.wholeable[c.slotOff[node]:]
@@ -424,8 +439,9 @@ func (c *CPUs) picked() numa.CPUSet {
 // thread of the cores already partly used (or never whole), the lowest
 // cores first; pass 3 splits whole free cores; the lowest free threads of a
 // core first. The cores a pass takes entirely are bits of a mask by slot,
-// whose threads go to pickBits plane by plane, run by run; only the last
-// core of a pass is taken thread by thread.
+// whose threads go to pickBits plane by plane, run by run: all of a word's
+// partly used cores at once when their threads fit, else those that fit
+// one core at a time, the last core of a pass thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	nw, tpc := c.loadPlanes(node), c.tpc
 	p := c.planes[:(tpc+2)*nw]
@@ -456,18 +472,17 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 				got += k
 				continue
 			}
-			// The cores below slot m hold fewer than want-got free
-			// threads: they go whole, core m thread by thread.
-			m := 0
-			for step := 32; step > 0; step >>= 1 {
-				if c.threadsIn(p, nw, j, part&(1<<uint(m+step)-1)) < want-got {
-					m += step
+			// The lowest cores that fit go whole, the next thread by
+			// thread.
+			for w := part; got < want; w &= w - 1 {
+				s := bits.TrailingZeros64(w)
+				if k := c.threadsIn(p, nw, j, 1<<uint(s)); got+k <= want {
+					sel[j] |= 1 << uint(s)
+					got += k
+					continue
 				}
+				got = c.pickThreads(node, j, s, want, got)
 			}
-			below := part & (1<<uint(m) - 1)
-			sel[j] |= below
-			got += c.threadsIn(p, nw, j, below)
-			got = c.pickThreads(node, j, m, want, got)
 		}
 		for j := 0; j < nw && got < want; j++ { // pass 3
 			for w := whole[j]; w != 0 && got < want; w &= w - 1 {

@@ -76,10 +76,10 @@ type CPUs struct {
 // A run that is the first of its plane word sets the word (see
 // loadPlanes).
 type cpuRun struct {
-	cw, pw int32
-	cs, ps uint8
-	first  bool
-	mask   uint64
+	cw, pw, sw int32 // sw: the slot word of pw (pw is t*nw+sw)
+	cs, ps     uint8
+	first      bool
+	mask       uint64
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of word w
@@ -176,7 +176,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		}
 		runs, words := make([]cpuRun, len(spans)), 0
 		for i, s := range spans {
-			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
+			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
 				mask: (1<<uint(s.n) - 1) << uint(s.slot&63)}
 			if runs[i].first = i == 0 || runs[i-1].pw != runs[i].pw; runs[i].first {
 				words++
@@ -446,7 +446,8 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	nw, tpc := c.loadPlanes(node), c.tpc
 	p := c.planes[:(tpc+2)*nw]
 	whole, sel := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
-	n, got, split := want/tpc, 0, 0
+	wantCores := want / tpc
+	n, got, split := wantCores, 0, 0
 	for j := range sel {
 		w := whole[j]
 		if n == 0 {
@@ -459,7 +460,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 		sel[j] = w
 		whole[j] &^= w
 	}
-	got = (want/tpc - n) * tpc
+	got = (wantCores - n) * tpc
 	if !wholeOnly {
 		for j := 0; j < nw && got < want; j++ {
 			var part uint64 // the cores of pass 2
@@ -492,10 +493,10 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 		}
 	}
 	for _, r := range c.nodeRuns[node] {
-		c.pickBits[r.cw] |= p[r.pw] & sel[int(r.pw)%nw] & r.mask >> r.ps << r.cs
+		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> r.ps << r.cs
 	}
 	c.nodeFree[node] -= int64(got)
-	c.wholeFree[node] -= int64(want/tpc - n + split)
+	c.wholeFree[node] -= int64(wantCores - n + split)
 }
 
 // threadsIn counts the free threads (in the planes p of nw words) of the

@@ -56,10 +56,10 @@ func (s *State) Score(r *Request) (int, error) {
 	// Utilisation after the placement, averaged over the demanded kinds.
 	var util float64
 	kinds := 0
-	sr.capacity()
+	capSum := sr.capacitySums()
 	sr.sums()
 	for j := 0; j < sr.k; j++ {
-		if capacity := sr.capSum[j]; capacity > 0 {
+		if capacity := capSum[j]; capacity > 0 {
 			// Devices of unknown NUMA node are left out: the demand may
 			// exceed what the known nodes give, hence the clamp below.
 			util += min(float64(capacity-sr.freeSum[j]+sr.demand[j])/float64(capacity), 1)
@@ -77,4 +77,31 @@ func (s *State) Score(r *Request) (int, error) {
 		return 50 + int(p01*50), nil
 	}
 	return int(p01 * 49), nil
+}
+
+// capacitySums returns the capacity of each demanded kind on the known
+// nodes. It reads the resources' capacity views (or their Capacity, node by
+// node) without loading the capacity problem, which a score does not
+// search: no working memory is taken for it.
+func (sr *searcher) capacitySums() [maxKinds]int64 {
+	if sr.capOK {
+		return sr.capSum
+	}
+	var sums [maxKinds]int64
+	s := sr.s
+	for j := 0; j < sr.k; j++ {
+		res := sr.kinds[j]
+		var t int64
+		if b := s.bulk[res]; b != nil {
+			for _, v := range b.CapacityView(sr.r) {
+				t += v
+			}
+		} else {
+			for i := 0; i < s.n; i++ {
+				t += s.res[res].Capacity(sr.r, i)
+			}
+		}
+		sums[j] = t
+	}
+	return sums
 }

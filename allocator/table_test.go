@@ -1403,3 +1403,42 @@ func tbNodeMem(m *topology.Machine, id numa.NodeID) int64 {
 	}
 	return m.Node(i).MemoryMiB
 }
+
+// TestScoreUtilisation pins the score's packing figure to the machine's own
+// capacities: after a claim of 50 CPUs and 2 GPUs on dgx-h100, a SingleNUMANode
+// pod of 24 CPUs and 4 GPUs would leave the demanded kinds 74/allocatable
+// CPUs and 6/8 GPUs in use, so MostAllocated scores 50 + the mean of those
+// shares times 50 and LeastAllocated 50 + its complement times 50; with
+// 8 GiB of memory demanded too, memory's share joins the mean.
+func TestScoreUtilisation(t *testing.T) {
+	m := tbPreset(t, "dgx-h100")
+	cpuCap := float64(m.NumCPUs() - m.ReservedCPUs().Size())
+	var memCap float64
+	for _, n := range m.Nodes() {
+		memCap += float64(n.MemoryMiB)
+	}
+	require.Positive(t, memCap)
+	for _, scoring := range []allocator.Scoring{allocator.MostAllocated, allocator.LeastAllocated} {
+		s := allocator.MustNew(m, allocator.Options{Scoring: scoring})
+		_, err := s.Claim(allocator.Allocation{ID: "h0", GPUs: []int{0, 1}, CPUs: numa.CPURange(0, 49)})
+		require.NoError(t, err)
+		for _, mem := range []int64{0, 8 << 10} {
+			r := allocator.Request{CPUs: 24, GPUs: 4, MemoryMiB: mem, Policy: policy.SingleNUMANode}
+			shares := []float64{74 / cpuCap, 6.0 / 8}
+			if mem > 0 {
+				shares = append(shares, float64(mem)/memCap)
+			}
+			var u float64
+			for _, x := range shares {
+				u += x
+			}
+			u /= float64(len(shares))
+			if scoring == allocator.LeastAllocated {
+				u = 1 - u
+			}
+			got, err := s.Score(&r)
+			require.NoError(t, err)
+			require.Equal(t, 50+int(u*50), got, "%v, %d MiB", scoring, mem)
+		}
+	}
+}

@@ -332,7 +332,9 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // as a word, and allocates nothing unless it returns an error; the errors
 // are Choose's (a class of more than 64 devices is an invalid request). It
 // is the device plugin's entry: Choose without reading a Request or
-// writing a Result.
+// writing a Result. Requests whose choice is forced (as many free devices
+// as asked for) or lies under one switch are decided without the search
+// (directWord), with the choice the search makes.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {
@@ -362,8 +364,15 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	c.links = class == 0 && x.maxLink > 0 && !x.uniform
 	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
 	c.have, c.word = false, true
-	var mustSeen, total [MaxWants]int32
 	one := count == 1 && x.switchInGroup
+	// directWord's own first tests, cheaper (its forced choice when the
+	// free devices are the count, its other decisions when a group can
+	// hold the count and no device must be included).
+	direct := popcount(free) == count || must == 0 && x.switchInGroup && int32(count) <= x.classes[class].maxGroup
+	if !one && direct && c.directWord(int32(count), free, must) {
+		return c.bestWord, nil
+	}
+	var mustSeen, total [MaxWants]int32
 	if one {
 		mustSeen[0], total[0] = c.countOneWord()
 	} else {

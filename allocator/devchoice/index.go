@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -37,8 +38,10 @@ const denseLinkGPUs = 64
 type Index struct {
 	m       *topology.Machine
 	classes []classInfo
-	nodes   int     // NUMA nodes; group index nodes is the unknown node
-	gdist   []int32 // (nodes+1)² distances between groups
+	nodes   int // NUMA nodes; group index nodes is the unknown node
+	// nodeMask has every NUMA node of the machine.
+	nodeMask numa.Mask
+	gdist    []int32 // (nodes+1)² distances between groups
 	// Buckets are the devices of one group under one switch. A bucket's
 	// devices of class c are the bits masks[off[b*stride+c]:off[b*stride+c+1]],
 	// stride = classes+1: one entry per word that holds any of them, so the
@@ -96,6 +99,20 @@ type classInfo struct {
 	// wg are the groups of groups (ascending) with their words, for the
 	// word path's count.
 	wg []wordGroup
+	// maxBucket and maxGroup are the most devices of one bucket and of
+	// one group (classes of at most 64 devices).
+	maxBucket, maxGroup int32
+	// bLinks are the NVLink links among all the GPUs of each bucket
+	// (parallel to bm; class 0 only).
+	bLinks []int32
+	// wgLinks are the NVLink links among all the GPUs of each group of wg
+	// (class 0 only).
+	wgLinks []int32
+	// bPair is bestPairWord's pair of each bucket's GPUs (0 for a bucket
+	// of one GPU, or without the dense table), with its links in
+	// bPairLinks.
+	bPair      []uint64
+	bPairLinks []int32
 }
 
 // wordGroup is a group of a class of at most 64 devices: its devices gm
@@ -126,6 +143,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		return nil, errors.New("devchoice: nil machine")
 	}
 	x := &Index{m: m, nodes: m.NumNodes()}
+	x.nodeMask = numa.FirstN(x.nodes)
 	type dev struct {
 		class     int
 		group, sw int32
@@ -288,6 +306,10 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 					cl.bm[i] |= m.bits
 				}
 				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
+				cl.maxBucket = max(cl.maxBucket, int32(popcount(cl.bm[i])))
+			}
+			for _, m := range cl.gm {
+				cl.maxGroup = max(cl.maxGroup, int32(popcount(m)))
 			}
 			for _, g := range cl.groups {
 				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
@@ -324,6 +346,22 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	x.buildLinks(m.NVLinks())
 	x.buildDegrees()
+	if cl := &x.classes[0]; cl.bm != nil {
+		cl.wgLinks = make([]int32, len(cl.wg))
+		for i, wg := range cl.wg {
+			cl.wgLinks[i] = int32(x.linksWord(wg.gm))
+		}
+		cl.bLinks = make([]int32, len(cl.bm))
+		cl.bPair = make([]uint64, len(cl.bm))
+		cl.bPairLinks = make([]int32, len(cl.bm))
+		for i, bm := range cl.bm {
+			cl.bLinks[i] = int32(x.linksWord(bm))
+			if x.dense != nil && popcount(bm) >= 2 {
+				p, l := x.bestPairWord(bm)
+				cl.bPair[i], cl.bPairLinks[i] = p, int32(l)
+			}
+		}
+	}
 	return x, nil
 }
 

@@ -3,8 +3,6 @@ package devchoice
 import (
 	"math/bits"
 	"slices"
-
-	"github.com/numaplace/numaplace/numa"
 )
 
 // The word path: one want whose class has at most 64 devices (every real
@@ -30,15 +28,7 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
 	c.pickFree, c.pickNB = 0, 0
 	c.pick = c.pick[:0]
-	allowed := ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
-	if all := numa.FirstN(x.nodes); c.nodes&all != all || !c.unknown {
-		allowed = 0
-		for _, g := range cl.groups {
-			if c.allowedGroup(int(g)) {
-				allowed |= cl.gm[g]
-			}
-		}
-	}
+	allowed := c.allowedWord(cl)
 	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
 	if must != 0 {
 		c.forceWord(must)
@@ -650,8 +640,11 @@ func (c *Chooser) linkedWord(cand uint64) uint64 {
 }
 
 // linksWord is linksAmong for the GPUs of sel.
-func (c *Chooser) linksWord(sel uint64) int {
-	x := c.x
+func (c *Chooser) linksWord(sel uint64) int { return c.x.linksWord(sel) }
+
+// linksWord returns the NVLink links among the GPUs of sel (at most 64
+// GPUs).
+func (x *Index) linksWord(sel uint64) int {
 	if x.maxLink == 0 {
 		return 0
 	}
@@ -686,6 +679,9 @@ func (c *Chooser) linksWord(sel uint64) int {
 // most 63 devices (so that the masks over their positions do not
 // overflow).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
+	if rest == 2 && c.wMust == 0 && c.x.dense != nil {
+		return c.bestPairWord(free)
+	}
 	var pos [64]uint8
 	n := 0
 	for w := free; w != 0; w &= w - 1 {
@@ -762,6 +758,33 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		s = r | ((s^r)>>2)/low
 	}
 	return best
+}
+
+// bestPairWord is exactWord for two devices of free and no must-include
+// device: the pair with the most links, the first in lexicographic order
+// on a tie (as exactWord's loops over the pairs keep it), read from the
+// bits of free without listing them.
+func (c *Chooser) bestPairWord(free uint64) uint64 {
+	pair, _ := c.x.bestPairWord(free)
+	return pair
+}
+
+// bestPairWord returns Chooser.bestPairWord's pair of free (at least two
+// GPUs, with the dense table) and its links.
+func (x *Index) bestPairWord(free uint64) (uint64, int) {
+	rows := x.rows
+	bi, bj, bl := 0, 0, int32(-1)
+	for wi := free; wi&(wi-1) != 0; wi &= wi - 1 {
+		i := bits.TrailingZeros64(wi)
+		row := &rows[i&63]
+		for wj := wi & (wi - 1); wj != 0; wj &= wj - 1 {
+			j := bits.TrailingZeros64(wj)
+			if l := row[j&63]; l > bl {
+				bi, bj, bl = i, j, l
+			}
+		}
+	}
+	return 1<<uint(bi&63) | 1<<uint(bj&63), int(bl)
 }
 
 // groupLinksWord is groupLinks for the word path, from the sum of the

@@ -2,6 +2,8 @@ package devchoice_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -81,4 +83,60 @@ func TestChooseWordErrors(t *testing.T) {
 	if err != nil || got != 0 {
 		t.Errorf("count 0: %#x, %v; want nothing chosen", got, err)
 	}
+}
+
+// ChooseWord's direct decisions (a forced choice, one switch, whole
+// groups) choose what Choose chooses: requests without must-include
+// devices whose count is the free devices of one switch, of one NUMA node
+// or of all the allowed ones, on random machines.
+func TestChooseWordDirectIsChoose(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := anyMachine(rt)
+		x, devs, nodes, unknown, allowed := drawCase(rt, m)
+		gpus := devs[0]
+		if len(gpus) == 0 || len(gpus) > 64 {
+			return
+		}
+		var free []int
+		bySwitch, byGroup := map[string]int{}, map[int]int{}
+		total := 0
+		for d, dev := range gpus {
+			if rapid.IntRange(0, 4).Draw(rt, "taken") == 0 {
+				continue
+			}
+			free = append(free, d)
+			if allowed(dev.group) {
+				bySwitch[fmt.Sprint(dev.group, dev.sw)]++
+				byGroup[dev.group]++
+				total++
+			}
+		}
+		if total == 0 {
+			return
+		}
+		counts := []int{total}
+		for _, n := range bySwitch {
+			counts = append(counts, n)
+		}
+		for _, n := range byGroup {
+			counts = append(counts, n)
+		}
+		slices.Sort(counts)
+		count := rapid.SampledFrom(counts).Draw(rt, "count")
+		set := toSet(len(gpus), free)
+		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: set}}}
+		c := x.NewChooser()
+		res, err := c.Choose(req)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want := res.Devices(0)[0]
+		got, err := c.ChooseWord(0, count, set[0], 0, nodes, unknown)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if got != want {
+			rt.Fatalf("count %d: ChooseWord %#x, Choose %#x", count, got, want)
+		}
+	})
 }

@@ -3,7 +3,6 @@ package allocator
 import (
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -16,6 +15,16 @@ import (
 // Preferences inside a node: whole free cores first (the lowest-numbered);
 // the remainder from cores that are already partly used, then by splitting
 // a free core; the lowest CPU IDs on a tie.
+//
+// The free set is the only record of which CPUs are free; the per-node
+// counters are recounted from it by word operations after every change.
+// Inside a node, cores are slots (ascending core IDs) and the free threads
+// are seen as planes of bits by slot, plane t holding each core's t-th
+// thread (ascending CPU IDs): a plane is copied from and to the free set run
+// by run, a run being slots whose t-th threads are consecutive CPUs (one run
+// per plane on machines that number a node's first threads, then their
+// siblings, in order), so a node's whole free cores are the AND of its
+// planes and taking k of them is k bit operations plus a few copies.
 type CPUs struct {
 	m         *topology.Machine
 	tpc       int
@@ -23,62 +32,61 @@ type CPUs struct {
 	free      numa.CPUSet
 	nodeCap   []int64
 	nodeFree  []int64
-	wholeCap  []int64     // per node: cores with tpc allocatable threads
-	wholeFree []int64     // per node: such cores with every thread free
-	coreAlloc []int8      // allocatable threads per core
-	coreTab   []coreEntry // by core: its free threads as bits, its whole mask, its bit in wholeWords
-	cpuTab    []cpuEntry  // by CPU: its core, its position in the core's threads, its node
-	nodeCores [][]int32   // by node: its cores, ascending
-	// The whole free cores, as bits: node i's words are
-	// wholeWords[wholeOff[i]:wholeOff[i+1]], whose bit s is set when core
-	// nodeCores[i][s] can be handed out whole and every thread of it is
-	// free.
-	wholeWords []uint64
-	wholeOff   []int32
-	coreNode   []int32 // by core: its node
+	wholeCap  []int64 // per node: cores with tpc allocatable threads
+	wholeFree []int64 // per node: such cores with every thread free
+	coreAlloc []int8  // allocatable threads per core
+	cpuCore   []int32 // by CPU: its core, -1 for a CPU the machine does not have
+	nodeCores [][]int32
+	// Node i's slots are nodeCores[i] (its cores, ascending); its planes'
+	// words are slotWords[i] long; slot bits of the cores that can be handed
+	// out whole are wholeable[slotOff[i]:slotOff[i+1]].
+	slotWords []int32
+	slotOff   []int32
+	wholeable []uint64
+	// The runs of node i's planes (plane by plane, slot by slot) are
+	// nodeRuns[i]; planeGaps[i] when a word of its planes has none.
+	nodeRuns  [][]cpuRun
+	planeGaps []bool
+	// Node i's CPUs by word: nodeWords[nodeWordOff[i]:nodeWordOff[i+1]];
+	// by CPU: its node and the node's CPUs in the CPU's word.
+	nodeWords   []wordMask
+	nodeWordOff []int32
+	cpuNode     []wordMask
 	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
-	// ascending.
-	threads   []int32
-	threadOff []int32
+	// ascending; its t-th thread (ascending, the thread of plane t) is
+	// coreThread[k*tpc+t] (-1 when it has fewer threads).
+	threads    []int32
+	threadOff  []int32
+	coreThread []int32
 	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
-	// from the start of a Take (or of a grown Resize) to its end.
+	// from the start of a Take (or of a grown Resize) to its end; planes
+	// holds one node's planes, its whole free cores and the cores taken
+	// whole while it picks or recounts (tpc+2 times the widest node's slot
+	// words).
 	pickBits []uint64
+	planes   []uint64
 	list     []int
 	words    carver[uint64] // the allocations' CPU words (see picked)
 }
 
-// cpuEntry is what the CPU resource keeps of one logical CPU: its core (-1
-// for a CPU the machine does not have), the CPU's position among the core's
-// allocatable threads (its bit in the core's free bits) and the core's node.
-type cpuEntry struct {
-	core   int32
-	thread uint8
-	node   uint8
+// cpuRun is a run of a node's plane inside one word of the plane and one
+// word of a CPU set: bits mask of the node's planes' word pw (its planes
+// laid one after the other) are the bits of CPU word cw shifted left by ps
+// after a right shift by cs.
+// A run that is the first of its plane word sets the word (see
+// loadPlanes).
+type cpuRun struct {
+	cw, pw, sw int32 // sw: the slot word of pw (pw is t*nw+sw)
+	cs, ps     uint8
+	first      bool
+	mask       uint64
 }
 
-// coreEntry is what the CPU resource keeps of one core: free, bit t set
-// when its allocatable thread threadsOf(k)[t] is free; whole, every bit of
-// free set when the core can be handed out whole (all of its tpc threads
-// are allocatable), 0 when it cannot (the core is whole and free exactly
-// when free equals a whole that is not 0); and the core's bit in
-// wholeWords, bit bit of word word; and its first two allocatable threads
-// (for the unrolled take of a whole core on SMT2 machines).
-type coreEntry struct {
-	free  uint64
-	whole uint64
-	word  int32
-	bit   uint8
-	pair  [2]int32
-}
-
-// setWhole sets (on) or clears core k's bit in wholeWords.
-func (c *CPUs) setWhole(k int32, on bool) {
-	e := &c.coreTab[k]
-	if on {
-		c.wholeWords[e.word] |= 1 << (e.bit & 63)
-	} else {
-		c.wholeWords[e.word] &^= 1 << (e.bit & 63)
-	}
+// wordMask is a node's CPUs in one word of a CPU set: bits mask of word w
+// (in nodeWords) or of node w (in cpuNode, whose index says the word).
+type wordMask struct {
+	w    int32
+	mask uint64
 }
 
 var (
@@ -98,7 +106,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 		m: m, tpc: m.ThreadsPerCore(),
 		nodeCap: make([]int64, n), nodeFree: make([]int64, n),
 		wholeCap: make([]int64, n), wholeFree: make([]int64, n),
-		coreAlloc: make([]int8, m.NumCores()), coreTab: make([]coreEntry, m.NumCores()),
+		coreAlloc: make([]int8, m.NumCores()),
 		nodeCores: make([][]int32, n),
 	}
 	c.alloc = m.CPUs()
@@ -106,8 +114,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 	c.free = c.alloc.Clone()
 	for k := 0; k < m.NumCores(); k++ {
 		node := m.CoreNode(k)
-		cpus := m.CoreCPUs(k)
-		a := cpus.IntersectionCount(c.alloc)
+		a := m.CoreCPUs(k).IntersectionCount(c.alloc)
 		c.coreAlloc[k] = int8(a)
 		c.nodeCap[node] += int64(a)
 		if c.full(k) {
@@ -117,46 +124,157 @@ func newCPUs(m *topology.Machine) *CPUs {
 	}
 	copy(c.nodeFree, c.nodeCap)
 	copy(c.wholeFree, c.wholeCap)
-	c.wholeOff = make([]int32, n+1)
-	for node, cores := range c.nodeCores {
-		c.wholeOff[node+1] = c.wholeOff[node] + int32((len(cores)+63)/64)
-	}
-	c.wholeWords = make([]uint64, c.wholeOff[n])
-	for node, cores := range c.nodeCores {
-		for slot, k := range cores {
-			c.coreTab[k].word, c.coreTab[k].bit = c.wholeOff[node]+int32(slot>>6), uint8(slot&63)
-			if c.full(int(k)) {
-				c.setWhole(k, true)
-			}
-		}
-	}
-	c.cpuTab = make([]cpuEntry, m.CPUs().Max()+1)
-	for cpu := range c.cpuTab {
-		c.cpuTab[cpu].core = -1
+	c.cpuCore = make([]int32, m.CPUs().Max()+1)
+	for cpu := range c.cpuCore {
+		c.cpuCore[cpu] = -1
 		if k, ok := m.CPUCore(cpu); ok {
-			c.cpuTab[cpu] = cpuEntry{core: int32(k), node: uint8(m.CoreNode(k))}
+			c.cpuCore[cpu] = int32(k)
 		}
 	}
-	c.coreNode = make([]int32, m.NumCores())
 	c.threadOff = make([]int32, m.NumCores()+1)
-	for k := range c.coreNode {
-		c.coreNode[k] = int32(m.CoreNode(k))
+	c.coreThread = make([]int32, m.NumCores()*c.tpc)
+	for k := 0; k < m.NumCores(); k++ {
+		for t := range c.tpc {
+			c.coreThread[k*c.tpc+t] = -1
+		}
+		for t, cpu := range m.CoreCPUs(k).List() {
+			c.coreThread[k*c.tpc+t] = int32(cpu)
+		}
 		for cpu := range m.CoreCPUs(k).All() {
 			if c.alloc.Contains(cpu) {
-				t := len(c.threads) - int(c.threadOff[k])
-				c.cpuTab[cpu].thread = uint8(t)
-				c.coreTab[k].free |= 1 << uint(t)
 				c.threads = append(c.threads, int32(cpu))
 			}
 		}
 		c.threadOff[k+1] = int32(len(c.threads))
-		copy(c.coreTab[k].pair[:], c.threads[c.threadOff[k]:])
-		if c.full(k) {
-			c.coreTab[k].whole = c.coreTab[k].free
+	}
+	c.slotWords, c.slotOff = make([]int32, n), make([]int32, n+1)
+	c.nodeRuns, c.planeGaps = make([][]cpuRun, n), make([]bool, n)
+	widest := 0
+	for node, cores := range c.nodeCores {
+		nw := (len(cores) + 63) / 64
+		widest = max(widest, nw)
+		c.slotWords[node], c.slotOff[node+1] = int32(nw), c.slotOff[node]+int32(nw)
+		// A run: slots [slot, slot+n) whose t-th threads are the CPUs
+		// [cpu, cpu+n), in one word of each.
+		type span struct{ t, cpu, slot, n int }
+		var spans []span
+		for t := 0; t < c.tpc; t++ {
+			first := len(spans)
+			for slot, k := range cores {
+				cpus := m.CoreCPUs(int(k)).List()
+				if t >= len(cpus) {
+					continue
+				}
+				cpu := cpus[t]
+				if r := len(spans) - 1; r >= first && spans[r].cpu+spans[r].n == cpu && spans[r].slot+spans[r].n == slot &&
+					spans[r].cpu>>6 == cpu>>6 && spans[r].slot>>6 == slot>>6 {
+					spans[r].n++
+				} else {
+					spans = append(spans, span{t: t, cpu: cpu, slot: slot, n: 1})
+				}
+			}
+		}
+		runs, words := make([]cpuRun, len(spans)), 0
+		for i, s := range spans {
+			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
+				mask: (1<<uint(s.n) - 1) << uint(s.slot&63)}
+			if runs[i].first = i == 0 || runs[i-1].pw != runs[i].pw; runs[i].first {
+				words++
+			}
+		}
+		c.planeGaps[node] = words < c.tpc*nw
+		c.nodeRuns[node] = runs
+	}
+	c.wholeable = make([]uint64, c.slotOff[n])
+	for node, cores := range c.nodeCores {
+		for slot, k := range cores {
+			if c.full(int(k)) {
+				c.wholeable[int(c.slotOff[node])+slot>>6] |= 1 << (slot & 63)
+			}
 		}
 	}
-	c.pickBits = make([]uint64, max(m.CPUs().Max(), 0)/64+1)
+	nwords := max(m.CPUs().Max(), 0)/64 + 1
+	c.nodeWordOff, c.cpuNode = make([]int32, n+1), make([]wordMask, nwords*64)
+	for node := 0; node < n; node++ {
+		for wi, w := range m.NodeCPUs(node).Words() {
+			if w != 0 {
+				c.nodeWords = append(c.nodeWords, wordMask{w: int32(wi), mask: w})
+			}
+			for b := w; b != 0; b &= b - 1 {
+				c.cpuNode[wi<<6|bits.TrailingZeros64(b)] = wordMask{w: int32(node), mask: w}
+			}
+		}
+		c.nodeWordOff[node+1] = int32(len(c.nodeWords))
+	}
+	c.pickBits = make([]uint64, nwords)
+	c.planes = make([]uint64, (c.tpc+2)*widest)
 	return c
+}
+
+// loadPlanes fills c.planes with node's planes of free threads (plane t at
+// [t*nw, (t+1)*nw)) and its whole free cores (at [tpc*nw, (tpc+1)*nw)), nw
+// being its slot words, and returns nw.
+func (c *CPUs) loadPlanes(node int) int {
+	nw, tpc := int(c.slotWords[node]), c.tpc
+	p := c.planes[:(tpc+1)*nw]
+	if c.planeGaps[node] {
+		clear(p[:tpc*nw])
+	}
+	free := c.free.Words()
+	for _, r := range c.nodeRuns[node] {
+		var v uint64
+		if int(r.cw) < len(free) {
+			v = free[r.cw] >> r.cs << r.ps & r.mask
+		}
+		if r.first {
+			p[r.pw] = v
+		} else {
+			p[r.pw] |= v
+		}
+	}
+	able := c.wholeable[c.slotOff[node]:]
+	for j := 0; j < nw; j++ {
+		w := able[j]
+		for t := 0; t < tpc; t++ {
+			w &= p[t*nw+j]
+		}
+		p[tpc*nw+j] = w
+	}
+	return nw
+}
+
+// recount sets the counters of every node with a CPU in set from the free
+// set.
+func (c *CPUs) recount(set numa.CPUSet) {
+	var nodes uint64
+	for wi, w := range set.Words() {
+		for w != 0 && wi < len(c.cpuNode)>>6 {
+			x := c.cpuNode[wi<<6|bits.TrailingZeros64(w)]
+			nodes |= 1 << (x.w & 63)
+			w &^= x.mask | w&-w // a CPU of no node is skipped alone
+		}
+	}
+	for ; nodes != 0; nodes &= nodes - 1 {
+		c.recountNode(bits.TrailingZeros64(nodes))
+	}
+}
+
+// recountNode sets node i's counters from the free set.
+func (c *CPUs) recountNode(i int) {
+	free := c.free.Words()
+	var n int
+	for _, x := range c.nodeWords[c.nodeWordOff[i]:c.nodeWordOff[i+1]] {
+		if int(x.w) < len(free) {
+			n += bits.OnesCount64(free[x.w] & x.mask)
+		}
+	}
+	c.nodeFree[i] = int64(n)
+	nw := c.loadPlanes(i)
+	n = 0
+	for _, w := range c.planes[c.tpc*nw : (c.tpc+1)*nw] {
+		n += bits.OnesCount64(w)
+	}
+	c.wholeFree[i] = int64(n)
 }
 
 // full reports whether core k can be handed out whole: all of its tpc
@@ -256,29 +374,16 @@ func (c *CPUs) Penalty(r *Request, span numa.Mask, amounts []int64) int64 {
 	return p
 }
 
-// count marks cpu taken (delta -1) or given back (+1) in the per-core and
-// per-node counters; the caller updates the free set.
-func (c *CPUs) count(cpu int, delta int8) {
-	e := c.cpuTab[cpu]
-	k, node := e.core, e.node
-	wasWhole := c.wholeFree1(k)
-	c.coreTab[k].free ^= 1 << (e.thread & 63)
-	c.nodeFree[node] += int64(delta)
-	if isWhole := c.wholeFree1(k); isWhole != wasWhole {
-		c.wholeFree[node] += int64(delta)
-		c.setWhole(k, isWhole)
-	}
-}
-
-// wholeFree1 reports whether core k can be handed out whole and every
-// thread of it is free.
-func (c *CPUs) wholeFree1(k int32) bool {
-	ce := &c.coreTab[k]
-	return ce.whole != 0 && ce.free == ce.whole
-}
-
 // freeThreads returns the free allocatable threads of core k.
-func (c *CPUs) freeThreads(k int32) int8 { return int8(bits.OnesCount64(c.coreTab[k].free)) }
+func (c *CPUs) freeThreads(k int32) int8 {
+	var n int8
+	for _, cpu := range c.threadsOf(k) {
+		if c.free.Contains(int(cpu)) {
+			n++
+		}
+	}
+	return n
+}
 
 // threadsOf returns the allocatable threads of core k, ascending.
 func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.threadOff[k+1]] }
@@ -297,8 +402,15 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 		}
 		c.pick(node, want, r.FullPCPUs)
 	}
-	a.CPUs = c.picked()
-	c.free.RemoveAll(a.CPUs)
+	a.CPUs = c.takePicked()
+}
+
+// takePicked takes the CPUs picked since pickBits was cleared out of the
+// free set and returns them as a new set.
+func (c *CPUs) takePicked() numa.CPUSet {
+	picked := c.picked()
+	c.free.RemoveAll(picked)
+	return picked
 }
 
 // picked returns the CPUs picked since pickBits was cleared, as a new set
@@ -318,101 +430,117 @@ func (c *CPUs) picked() numa.CPUSet {
 	return numa.CPUSetFromWords(w)
 }
 
-// isPicked reports whether cpu is in pickBits.
-func (c *CPUs) isPicked(cpu int) bool { return c.pickBits[cpu>>6]&(1<<(uint(cpu)&63)) != 0 }
-
-// pick takes want free CPUs of node into pickBits and the counters (the
-// caller removes them from the free set).
+// pick adds want free CPUs of node to pickBits and takes them off the
+// node's counters (the caller takes them out of the free set, see
+// takePicked); it reads the free set, so every node is picked from at most
+// once between two takePicked.
+//
+// Pass 1 takes whole free cores, the lowest first; pass 2 every free
+// thread of the cores already partly used (or never whole), the lowest
+// cores first; pass 3 splits whole free cores; the lowest free threads of a
+// core first. The cores a pass takes entirely are bits of a mask by slot,
+// whose threads go to pickBits plane by plane, run by run: all of a word's
+// partly used cores at once when their threads fit, else those that fit
+// one core at a time, the last core of a pass thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
-	cores := c.nodeCores[node]
-	// Pass 1: whole free cores, the lowest first, found by their bits.
-	want -= c.takeWhole(node, want)
-	if wholeOnly {
-		return
-	}
-	// Pass 2: cores already partly used (or never whole); pass 3: split a
-	// free core.
-	for pass := 0; pass < 2 && want > 0; pass++ {
-		for _, k := range cores {
-			if want == 0 {
-				break
-			}
-			fb := c.coreTab[k].free
-			if fb == 0 {
-				continue
-			}
-			untouched := fb == c.coreTab[k].whole // a whole free core
-			if (pass == 0) == untouched {
-				continue
-			}
-			ts := c.threadsOf(k)
-			n := 0
-			for ; fb != 0 && want > 0; fb &= fb - 1 { // the lowest free threads
-				cpu := ts[bits.TrailingZeros64(fb)]
-				c.pickBits[cpu>>6] |= 1 << (uint(cpu) & 63)
-				n++
-				want--
-			}
-			c.coreTab[k].free = fb
-			c.nodeFree[node] -= int64(n)
-			if untouched { // a whole free core split
-				c.wholeFree[node]--
-				c.setWhole(k, false)
-			}
+	nw, tpc := c.loadPlanes(node), c.tpc
+	p := c.planes[:(tpc+2)*nw]
+	whole, sel := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
+	wantCores := want / tpc
+	n, got, split := wantCores, 0, 0
+	for j := range sel {
+		w := whole[j]
+		if n == 0 {
+			w = 0
+		} else if k := bits.OnesCount64(w); k <= n {
+			n -= k
+		} else {
+			w, n = lowestBits(w, n), 0
 		}
+		sel[j] = w
+		whole[j] &^= w
 	}
-}
-
-// takeWhole takes whole free cores of node, the lowest first, into
-// pickBits and the counters, as many as want CPUs hold, and returns how
-// many CPUs it took.
-func (c *CPUs) takeWhole(node, want int) int {
-	whole := c.wholeWords[c.wholeOff[node]:c.wholeOff[node+1]]
-	cores, tpc, pick, taken := c.nodeCores[node], c.tpc, c.pickBits, 0
-	for wi := 0; wi < len(whole) && want >= tpc; wi++ {
-		w := whole[wi]
-		for ; want >= tpc && w != 0; w &= w - 1 {
-			k := cores[wi<<6|bits.TrailingZeros64(w)]
-			ce := &c.coreTab[k]
-			if tpc == 2 { // the common SMT machine, unrolled
-				c0, c1 := uint(ce.pair[0]), uint(ce.pair[1])
-				pick[c0>>6] |= 1 << (c0 & 63)
-				pick[c1>>6] |= 1 << (c1 & 63)
-			} else {
-				for _, cpu := range c.threadsOf(k) {
-					pick[uint(cpu)>>6] |= 1 << (uint(cpu) & 63)
+	got = (wantCores - n) * tpc
+	if !wholeOnly {
+		for j := 0; j < nw && got < want; j++ {
+			var part uint64 // the cores of pass 2
+			for t := 0; t < tpc; t++ {
+				part |= p[t*nw+j]
+			}
+			part &^= sel[j] | whole[j]
+			if k := c.threadsIn(p, nw, j, part); got+k <= want {
+				sel[j] |= part
+				got += k
+				continue
+			}
+			// The lowest cores that fit go whole, the next thread by
+			// thread.
+			for w := part; got < want; w &= w - 1 {
+				s := bits.TrailingZeros64(w)
+				if k := c.threadsIn(p, nw, j, 1<<uint(s)); got+k <= want {
+					sel[j] |= 1 << uint(s)
+					got += k
+					continue
 				}
+				got = c.pickThreads(node, j, s, want, got)
 			}
-			ce.free = 0
-			taken++
-			want -= tpc
 		}
-		whole[wi] = w
+		for j := 0; j < nw && got < want; j++ { // pass 3
+			for w := whole[j]; w != 0 && got < want; w &= w - 1 {
+				got = c.pickThreads(node, j, bits.TrailingZeros64(w), want, got)
+				split++
+			}
+		}
 	}
-	c.nodeFree[node] -= int64(taken * tpc)
-	c.wholeFree[node] -= int64(taken)
-	return taken * tpc
+	for _, r := range c.nodeRuns[node] {
+		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> r.ps << r.cs
+	}
+	c.nodeFree[node] -= int64(got)
+	c.wholeFree[node] -= int64(wantCores - n + split)
 }
 
-// Give returns a's CPUs, walking them word by word.
-func (c *CPUs) Give(a *Allocation) {
-	tab, cores, nodeFree := c.cpuTab, c.coreTab, c.nodeFree
-	for wi, w := range a.CPUs.Words() {
-		base := wi << 6
-		for ; w != 0; w &= w - 1 {
-			e := tab[base|bits.TrailingZeros64(w)]
-			k := e.core
-			ce := &cores[k]
-			fb := ce.free | 1<<(e.thread&63)
-			ce.free = fb
-			nodeFree[e.node]++
-			if fb == ce.whole { // the core is whole and free again (fb is not 0)
-				c.wholeFree[e.node]++
-				c.wholeWords[ce.word] |= 1 << (ce.bit & 63)
-			}
+// threadsIn counts the free threads (in the planes p of nw words) of the
+// cores of cores, a mask of slot word j.
+func (c *CPUs) threadsIn(p []uint64, nw, j int, cores uint64) int {
+	k := 0
+	for t := 0; t < c.tpc; t++ {
+		k += bits.OnesCount64(p[t*nw+j] & cores)
+	}
+	return k
+}
+
+// pickThreads adds the lowest free threads of the core of slot j*64+s of
+// node to pickBits while got is below want (the planes being in c.planes),
+// and returns got.
+func (c *CPUs) pickThreads(node, j, s, want, got int) int {
+	nw, tpc := int(c.slotWords[node]), c.tpc
+	k := int(c.nodeCores[node][j<<6|s])
+	for t := 0; t < tpc && got < want; t++ {
+		if c.planes[t*nw+j]>>uint(s)&1 != 0 {
+			cpu := uint(c.coreThread[k*tpc+t])
+			c.pickBits[cpu>>6] |= 1 << (cpu & 63)
+			got++
 		}
 	}
+	return got
+}
+
+// lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)),
+// found by halving the width of a mask of w's low bits.
+func lowestBits(w uint64, n int) uint64 {
+	m := 0 // the bits below m hold fewer than n set bits
+	for step := 32; step > 0; step >>= 1 {
+		if bits.OnesCount64(w&(1<<uint(m+step)-1)) < n {
+			m += step
+		}
+	}
+	return w & (1<<uint(m+1) - 1)
+}
+
+// Give returns a's CPUs to the free set and recounts their nodes.
+func (c *CPUs) Give(a *Allocation) {
 	c.free.UnionWith(a.CPUs)
+	c.recount(a.CPUs)
 }
 
 // Claim takes exactly a's CPUs.
@@ -432,10 +560,8 @@ func (c *CPUs) Claim(a *Allocation) error {
 			}
 		}
 	}
-	for cpu := range a.CPUs.All() {
-		c.count(cpu, -1)
-	}
 	c.free.RemoveAll(a.CPUs)
+	c.recount(a.CPUs)
 	return nil
 }
 
@@ -460,16 +586,15 @@ func (c *CPUs) Clone() Resource {
 	d.free = c.free.Clone()
 	d.nodeFree = append([]int64(nil), c.nodeFree...)
 	d.wholeFree = append([]int64(nil), c.wholeFree...)
-	d.wholeWords = slices.Clone(c.wholeWords)
-	d.coreTab = slices.Clone(c.coreTab)
-	d.pickBits, d.list, d.words = make([]uint64, len(c.pickBits)), nil, carver[uint64]{}
+	d.pickBits, d.planes = make([]uint64, len(c.pickBits)), make([]uint64, len(c.planes))
+	d.list, d.words = nil, carver[uint64]{}
 	return &d
 }
 
 // coreOf returns cpu's core, or -1 for a CPU the machine does not have.
 func (c *CPUs) coreOf(cpu int) int32 {
-	if cpu < 0 || cpu >= len(c.cpuTab) {
+	if cpu < 0 || cpu >= len(c.cpuCore) {
 		return -1
 	}
-	return c.cpuTab[cpu].core
+	return c.cpuCore[cpu]
 }

@@ -591,9 +591,7 @@ func (s *State) growCPUs(a *Allocation, r *Request, span numa.Mask, extra int) {
 			s.cpu.pick(int(i), int(k)*unit, r.FullPCPUs)
 		}
 	}
-	picked := s.cpu.picked()
-	s.cpu.free.RemoveAll(picked)
-	a.CPUs = a.CPUs.Union(picked)
+	a.CPUs = a.CPUs.Union(s.cpu.takePicked())
 }
 
 // shrinkCPUs gives back drop of a's CPUs: every CPU outside span first;

@@ -132,7 +132,7 @@ func (c *CPUs) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	}
 	for k, n := range freed {
 		if f := c.freeThreads(k); c.full(int(k)) && f < c.coreAlloc[k] && f+n == c.coreAlloc[k] {
-			dst[c.coreNode[k]]++
+			dst[c.m.CoreNode(int(k))]++
 		}
 	}
 }

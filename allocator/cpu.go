@@ -37,16 +37,9 @@ type CPUs struct {
 	coreAlloc []int8  // allocatable threads per core
 	cpuCore   []int32 // by CPU: its core, -1 for a CPU the machine does not have
 	nodeCores [][]int32
-	// Node i's slots are nodeCores[i] (its cores, ascending); its planes'
-	// words are slotWords[i] long; slot bits of the cores that can be handed
-	// out whole are wholeable[slotOff[i]:slotOff[i+1]].
-	slotWords []int32
-	slotOff   []int32
-	wholeable []uint64
-	// The runs of node i's planes (plane by plane, slot by slot) are
-	// nodeRuns[i]; planeGaps[i] when a word of its planes has none.
-	nodeRuns  [][]cpuRun
-	planeGaps []bool
+	// Node i's slots are nodeCores[i] (its cores, ascending); the layout of
+	// its planes is layout[i].
+	layout []planeLayout
 	// Node i's CPUs by word: nodeWords[nodeWordOff[i]:nodeWordOff[i+1]];
 	// by CPU: its node and the node's CPUs in the CPU's word.
 	nodeWords   []wordMask
@@ -80,6 +73,19 @@ type cpuRun struct {
 	cs, ps     uint8
 	first      bool
 	mask       uint64
+}
+
+// planeLayout is how one node's planes are laid out: each plane is nw
+// words (one bit per slot); able holds the slot bits of the cores that can
+// be handed out whole (nw words); runs are the runs of its planes (plane by
+// plane, slot by slot); gaps is set when a word of its planes has no run
+// (loadPlanes then clears the planes first). One struct per node, so that
+// loading a node's planes reads its layout from one place.
+type planeLayout struct {
+	runs []cpuRun
+	able []uint64
+	nw   int32
+	gaps bool
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of word w
@@ -147,13 +153,13 @@ func newCPUs(m *topology.Machine) *CPUs {
 		}
 		c.threadOff[k+1] = int32(len(c.threads))
 	}
-	c.slotWords, c.slotOff = make([]int32, n), make([]int32, n+1)
-	c.nodeRuns, c.planeGaps = make([][]cpuRun, n), make([]bool, n)
-	widest := 0
+	c.layout = make([]planeLayout, n)
+	widest, slotWords := 0, 0
 	for node, cores := range c.nodeCores {
 		nw := (len(cores) + 63) / 64
 		widest = max(widest, nw)
-		c.slotWords[node], c.slotOff[node+1] = int32(nw), c.slotOff[node]+int32(nw)
+		slotWords += nw
+		c.layout[node].nw = int32(nw)
 		// A run: slots [slot, slot+n) whose t-th threads are the CPUs
 		// [cpu, cpu+n), in one word of each.
 		type span struct{ t, cpu, slot, n int }
@@ -182,16 +188,20 @@ func newCPUs(m *topology.Machine) *CPUs {
 				words++
 			}
 		}
-		c.planeGaps[node] = words < c.tpc*nw
-		c.nodeRuns[node] = runs
+		c.layout[node].gaps = words < c.tpc*nw
+		c.layout[node].runs = runs
 	}
-	c.wholeable = make([]uint64, c.slotOff[n])
+	wholeable := make([]uint64, slotWords) // every node's able, one after the other
 	for node, cores := range c.nodeCores {
+		nw := int(c.layout[node].nw)
+		able := wholeable[:nw:nw]
+		wholeable = wholeable[nw:]
 		for slot, k := range cores {
 			if c.full(int(k)) {
-				c.wholeable[int(c.slotOff[node])+slot>>6] |= 1 << (slot & 63)
+				able[slot>>6] |= 1 << (slot & 63)
 			}
 		}
+		c.layout[node].able = able
 	}
 	nwords := max(m.CPUs().Max(), 0)/64 + 1
 	c.nodeWordOff, c.cpuNode = make([]int32, n+1), make([]wordMask, nwords*64)
@@ -215,13 +225,14 @@ func newCPUs(m *topology.Machine) *CPUs {
 // [t*nw, (t+1)*nw)) and its whole free cores (at [tpc*nw, (tpc+1)*nw)), nw
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
-	nw, tpc := int(c.slotWords[node]), c.tpc
+	l := &c.layout[node]
+	nw, tpc := int(l.nw), c.tpc
 	p := c.planes[:(tpc+1)*nw]
-	if c.planeGaps[node] {
+	if l.gaps {
 		clear(p[:tpc*nw])
 	}
 	free := c.free.Words()
-	for _, r := range c.nodeRuns[node] {
+	for _, r := range l.runs {
 		var v uint64
 		if int(r.cw) < len(free) {
 			v = free[r.cw] >> r.cs << r.ps & r.mask
@@ -232,9 +243,7 @@ func (c *CPUs) loadPlanes(node int) int {
 			p[r.pw] |= v
 		}
 	}
-	able := c.wholeable[c.slotOff[node]:]
-	for j := 0; j < nw; j++ {
-		w := able[j]
+	for j, w := range l.able {
 		for t := 0; t < tpc; t++ {
 			w &= p[t*nw+j]
 		}
@@ -492,7 +501,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			}
 		}
 	}
-	for _, r := range c.nodeRuns[node] {
+	for _, r := range c.layout[node].runs {
 		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> r.ps << r.cs
 	}
 	c.nodeFree[node] -= int64(got)
@@ -513,7 +522,7 @@ func (c *CPUs) threadsIn(p []uint64, nw, j int, cores uint64) int {
 // node to pickBits while got is below want (the planes being in c.planes),
 // and returns got.
 func (c *CPUs) pickThreads(node, j, s, want, got int) int {
-	nw, tpc := int(c.slotWords[node]), c.tpc
+	nw, tpc := int(c.layout[node].nw), c.tpc
 	k := int(c.nodeCores[node][j<<6|s])
 	for t := 0; t < tpc && got < want; t++ {
 		if c.planes[t*nw+j]>>uint(s)&1 != 0 {

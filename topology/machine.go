@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/numaplace/numaplace/numa"
 )
@@ -170,18 +171,10 @@ func (m *Machine) NodeIndex(id numa.NodeID) (int, bool) {
 	if m == nil {
 		return 0, false
 	}
-	// A binary search over the IDs in place: comparing Node values (as
-	// slices.BinarySearchFunc would) copies each probed node.
+	// The IDs are compared in place: slices.BinarySearchFunc would copy
+	// each probed Node.
 	nodes := m.nodes
-	lo, hi := 0, len(nodes)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if nodes[mid].ID < id {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
+	lo := sort.Search(len(nodes), func(i int) bool { return nodes[i].ID >= id })
 	return lo, lo < len(nodes) && nodes[lo].ID == id
 }
 

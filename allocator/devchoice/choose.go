@@ -193,10 +193,12 @@ type Chooser struct {
 	baseLinks int
 	baseIdx   [64]uint8 // the devices of the groups before the last
 	baseN     int
-	ex        exactState
-	inC       []bool // GPU -> a candidate of greedyFirst (cleared after use)
-	best      [MaxWants][]int32
-	res       Result
+	// wholeGroupsWord's tied groups (each written before it is read).
+	tied tiedGroups
+	ex   exactState
+	inC  []bool // GPU -> a candidate of greedyFirst (cleared after use)
+	best [MaxWants][]int32
+	res  Result
 	// ChooseWord's request sets.
 	wordFree, wordMust [1]uint64
 	sets               []Set // per class, the result sets
@@ -333,8 +335,9 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // are Choose's (a class of more than 64 devices is an invalid request). It
 // is the device plugin's entry: Choose without reading a Request or
 // writing a Result. Requests whose choice is forced (as many free devices
-// as asked for) or lies under one switch are decided without the search
-// (directWord), with the choice the search makes.
+// as asked for), lies under one switch or is all the free devices of one
+// or of several whole groups are decided without the search (directWord),
+// with the choice the search makes.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {
@@ -359,16 +362,12 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		}
 		return out, nil
 	}
-	c.wordFree[0], c.wordMust[0] = free, must
-	c.nw, c.cls[0], c.need[0], c.free[0], c.must[0] = 1, class, int32(count), c.wordFree[:], c.wordMust[:]
-	c.links = class == 0 && x.maxLink > 0 && !x.uniform
-	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
-	c.have, c.word = false, true
+	c.startWord(class, count, free, must, nodes, unknown)
 	one := count == 1 && x.switchInGroup
 	// directWord's own first tests, cheaper (its forced choice when the
-	// free devices are the count, its other decisions when a group can
-	// hold the count and no device must be included).
-	direct := popcount(free) == count || must == 0 && x.switchInGroup && int32(count) <= x.classes[class].maxGroup
+	// free devices are the count, its other decisions when no device must
+	// be included and switches lie in groups).
+	direct := popcount(free) == count || must == 0 && x.switchInGroup
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
@@ -390,6 +389,17 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		c.levelOneWord()
 	}
 	return c.bestWord, nil
+}
+
+// startWord sets c up for ChooseWord's request (checked), before any
+// choice.
+func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) {
+	x := c.x
+	c.wordFree[0], c.wordMust[0] = free, must
+	c.nw, c.cls[0], c.need[0], c.free[0], c.must[0] = 1, class, int32(count), c.wordFree[:], c.wordMust[:]
+	c.links = class == 0 && x.maxLink > 0 && !x.uniform
+	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
+	c.have, c.word = false, true
 }
 
 // load reads and checks the request and counts the free devices of every

@@ -1,5 +1,7 @@
 package devchoice
 
+import "math/bits"
+
 // The word path's direct decisions: requests whose best choice the search
 // would reach without comparing sets of groups or switches. Each makes the
 // search's choice (TestChooseWordDirectIsChoose and TestChooseWordIsChoose
@@ -32,7 +34,21 @@ package devchoice
 //     is all the free devices of one such node: the best is the one of
 //     the fewest switches, then the most links, then the lowest indices
 //     (the search's leaves of one group each, taken under the same
-//     budget of groups).
+//     budget of groups);
+//   - several whole groups: otherwise, with no must-include device and
+//     every switch in one node, when k >= 2 groups are needed (the k
+//     largest free counts reach count, k-1 do not) and the k largest
+//     reach exactly count, every set of k groups holding count holds
+//     exactly count: it is the groups of free counts above the k-th
+//     largest and r of the m groups whose free count equals it. Every best
+//     choice is then all the free devices of one such set (k nodes, each
+//     set's leaf in the search): the best is the one without the unknown
+//     node, then of the least distance, the fewest switches, the most
+//     links, the lowest indices. The search compares the same leaves when
+//     no budget binds, so this is taken only when the C(m, r) sets are at
+//     most nodeSetBudget and their prefixes fewer than stepBudget steps
+//     (each step of the search is a prefix of such a set: its capacity
+//     cut, on groups in descending free count, passes no other).
 //
 // It takes O(g + b) for the class's g groups and b buckets (plus exactWord's
 // at most exactCombos combinations per switch).
@@ -48,14 +64,17 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		}
 		return false // too few: the search's checks say why
 	}
-	if must != 0 || !x.switchInGroup || count > cl.maxGroup {
+	if must != 0 || !x.switchInGroup {
 		return false
 	}
 	c.wFree, c.wMust = free, 0
 	if count <= cl.maxBucket && c.oneSwitchWord(count, free) {
 		return true
 	}
-	return c.wholeGroupWord(count, free)
+	if count <= cl.maxGroup && c.wholeGroupWord(count, free) {
+		return true
+	}
+	return c.wholeGroupsWord(count, free)
 }
 
 // oneSwitchWord is directWord's one-switch decision for count devices out
@@ -187,6 +206,174 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 	}
 	c.have, c.bestWord = true, d.sel // (ChooseWord returns the word only)
 	return true
+}
+
+// wholeGroupsWord is directWord's decision over several whole groups for
+// count devices out of free (on the allowed groups), reporting whether it
+// decided.
+func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	wgs := cl.wg
+	if len(wgs) > 65 { // (at most the nodes and the unknown node)
+		return false
+	}
+	// The groups' free counts (at most 64 each: the class has at most 64
+	// devices), and how many groups have each.
+	var cnt, hist [65]uint8
+	for i := range wgs {
+		n := uint8(popcount(free & wgs[i].gm))
+		cnt[i] = n
+		hist[n&63]++
+	}
+	// The k-th largest free count v: the groups above it hold count-rem,
+	// and r of the m groups of v more complete count exactly.
+	rem, k, v, m, r := count, int32(0), cl.maxGroup, int32(0), int32(0)
+	for ; v > 0; v-- {
+		h := int32(hist[v&63])
+		if h*v >= rem {
+			m, r = h, (rem+v-1)/v
+			break
+		}
+		rem -= h * v
+		k += h
+	}
+	if v == 0 || r*v != rem {
+		return false // too few (the search says so), or a set holding more than count
+	}
+	k += r
+	sets := combos(int(m), int(r))
+	if k < 2 || m > 16 || sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
+		return false
+	}
+	// Every set's rank but for its links is one integer, smaller better:
+	// unknown node, distance, switches (sums of the groups' own fields,
+	// and of the distances between them, each field wide enough for
+	// every sum: at most 64 switches, 65·64/2 pairs of distance at most
+	// unknownDistance). The groups above v (in every set) make the base;
+	// those of v (tied) are listed with their devices, own key and
+	// distance to the base, group and row of distances.
+	ng := int32(x.nodes + 1)
+	gdist := x.gdist
+	unknown := int32(x.nodes)
+	t := &c.tied
+	var rows [32]int32 // the base's groups' rows (each holds 2 or more devices)
+	base, baseKey := uint64(0), uint64(0)
+	nf, nt := 0, 0
+	for i := range wgs {
+		n := int32(cnt[i])
+		if n < v {
+			continue
+		}
+		wg := &wgs[i]
+		f := free & wg.gm
+		key := uint64(1)
+		if wg.hi-wg.lo > 1 {
+			key = uint64(holding(f, cl.bm[wg.lo:wg.hi]))
+		}
+		if wg.g == unknown {
+			key |= 1 << unkShift
+		}
+		if n > v {
+			for _, rb := range rows[:nf&31] {
+				key += uint64(gdist[rb+wg.g]) << distShift
+			}
+			base |= f
+			baseKey += key
+			rows[nf&31] = wg.g * ng
+			nf++
+			continue
+		}
+		t.f[nt&15], t.key[nt&15], t.g[nt&15], t.row[nt&15] = f, key, wg.g, wg.g*ng
+		nt++
+	}
+	for i := range t.key[:nt&15] {
+		for _, rb := range rows[:nf&31] {
+			t.key[i] += uint64(gdist[rb+t.g[i]]) << distShift
+		}
+	}
+	// The C(m, r) sets of r tied groups, each ranked in full (the order
+	// met does not matter): pairs in two loops, other sizes as masks over
+	// the tied groups' positions (Gosper's hack).
+	best := groupsBest{key: ^uint64(0), links: -1}
+	if r == 2 {
+		for i := 0; i < nt-1; i++ {
+			fi, ki, ri := base|t.f[i&15], baseKey+t.key[i&15], t.row[i&15]
+			for j := i + 1; j < nt; j++ {
+				key := ki + t.key[j&15] + uint64(gdist[ri+t.g[j&15]])<<distShift
+				if key <= best.key {
+					best.offer(c, fi|t.f[j&15], key)
+				}
+			}
+		}
+	} else {
+		for s := uint32(1)<<uint(r) - 1; s < 1<<uint(m); {
+			sel, key := base, baseKey
+			for w := s; w != 0; w &= w - 1 {
+				i := bits.TrailingZeros32(w) & 15
+				sel |= t.f[i]
+				key += t.key[i]
+				for u := w & (w - 1); u != 0; u &= u - 1 {
+					key += uint64(gdist[t.row[i]+t.g[bits.TrailingZeros32(u)&15]]) << distShift
+				}
+			}
+			if key <= best.key {
+				best.offer(c, sel, key)
+			}
+			low := s & -s
+			n := s + low
+			s = n | ((s^n)>>2)/low
+		}
+	}
+	c.have, c.bestWord = true, best.sel // (ChooseWord returns the word only)
+	return true
+}
+
+// The fields of wholeGroupsWord's packed rank: switches in the low bits,
+// then the distance, then the unknown node.
+const (
+	distShift = 8
+	unkShift  = 40
+)
+
+// tiedGroups are wholeGroupsWord's tied groups, by position: their
+// devices, own packed rank (switches, unknown node, distance to the
+// base's groups), group and row in the index's distances.
+type tiedGroups struct {
+	f      [16]uint64
+	key    [16]uint64
+	g, row [16]int32
+}
+
+// groupsBest is wholeGroupsWord's best set so far: its devices, packed
+// rank (^0 before the first) and links (-1 until counted).
+type groupsBest struct {
+	sel   uint64
+	key   uint64
+	links int
+}
+
+// offer keeps the set of devices sel of packed rank key (no worse than
+// the best's) when it beats the best: a lower key, then (as Rank ranks
+// sets of whole groups of one node count) more links, then the lowest
+// indices. The links are counted only when the keys tie.
+func (b *groupsBest) offer(c *Chooser, sel uint64, key uint64) {
+	links := -1
+	if key == b.key {
+		if c.links {
+			if b.links < 0 {
+				b.links = c.linksWord(b.sel)
+			}
+			links = c.linksWord(sel)
+			if links < b.links {
+				return
+			}
+		}
+		if diff := sel ^ b.sel; (!c.links || links == b.links) && sel&(diff&-diff) == 0 {
+			return // b holds the lowest device of the difference
+		}
+	}
+	b.sel, b.key, b.links = sel, key, links
 }
 
 // directBest is directWord's best choice so far: its devices (0 before

@@ -1,5 +1,23 @@
 package devchoice
 
+import "github.com/numaplace/numaplace/numa"
+
 // ForceGeneral makes c always take the general path, so that tests can
 // compare it with the word path.
 func ForceGeneral(c *Chooser) { c.general = true }
+
+// WholeGroupsWord runs ChooseWord's decision over several whole groups
+// alone (for count at least 2 devices of class 0 out of free, without
+// must-include devices) and returns its choice, or false when it leaves
+// the request to the search.
+func WholeGroupsWord(c *Chooser, count int, free uint64, nodes numa.Mask, unknown bool) (uint64, bool) {
+	c.startWord(0, count, free, 0, nodes, unknown)
+	if !c.x.switchInGroup {
+		return 0, false
+	}
+	c.wFree, c.wMust = free, 0
+	if !c.wholeGroupsWord(int32(count), free&c.allowedWord(&c.x.classes[0])) {
+		return 0, false
+	}
+	return c.bestWord, true
+}

@@ -140,3 +140,76 @@ func TestChooseWordDirectIsChoose(t *testing.T) {
 		}
 	})
 }
+
+// ChooseWord's decision over several whole groups chooses what Choose
+// (the search) chooses: requests without must-include devices for the
+// free devices of the k largest allowed groups (k >= 2), on random
+// machines where many sets of groups tie; the decision itself is run
+// alone too, and must decide a good share of them.
+func TestChooseWordWholeGroupsIsChoose(t *testing.T) {
+	runs, decided := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		m := anyMachine(rt)
+		x, devs, nodes, unknown, allowed := drawCase(rt, m)
+		gpus := devs[0]
+		if len(gpus) == 0 || len(gpus) > 64 {
+			return
+		}
+		var free []int
+		byGroup := map[int]int{}
+		for d, dev := range gpus {
+			if rapid.IntRange(0, 4).Draw(rt, "taken") == 0 {
+				continue
+			}
+			free = append(free, d)
+			if allowed(dev.group) {
+				byGroup[dev.group]++
+			}
+		}
+		var counts []int
+		for _, n := range byGroup {
+			counts = append(counts, n)
+		}
+		if len(counts) < 2 {
+			return
+		}
+		slices.Sort(counts)
+		slices.Reverse(counts)
+		k := rapid.IntRange(2, len(counts)).Draw(rt, "groups")
+		count := 0
+		for _, n := range counts[:k] {
+			count += n
+		}
+		if rapid.IntRange(0, 4).Draw(rt, "off") == 0 { // now and then not a sum of whole groups
+			count = rapid.IntRange(1, count).Draw(rt, "count")
+		}
+		set := toSet(len(gpus), free)
+		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: set}}}
+		c := x.NewChooser()
+		res, err := c.Choose(req)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want := res.Devices(0)[0]
+		got, err := c.ChooseWord(0, count, set[0], 0, nodes, unknown)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if got != want {
+			rt.Fatalf("count %d: ChooseWord %#x, Choose %#x", count, got, want)
+		}
+		runs++
+		if count >= 2 {
+			if got, ok := devchoice.WholeGroupsWord(c, count, set[0], nodes, unknown); ok {
+				decided++
+				if got != want {
+					rt.Fatalf("count %d: the whole-groups decision %#x, Choose %#x", count, got, want)
+				}
+			}
+		}
+	})
+	t.Logf("decided %d of %d", decided, runs)
+	if runs >= 50 && decided < runs/10 {
+		t.Errorf("the whole-groups decision decided %d of %d requests, want at least a tenth", decided, runs)
+	}
+}

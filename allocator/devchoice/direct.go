@@ -218,19 +218,21 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	if len(wgs) > 65 { // (at most the nodes and the unknown node)
 		return false
 	}
-	// The groups' free counts (at most 64 each: the class has at most 64
-	// devices), and how many groups have each.
-	var cnt, hist [65]uint8
-	for i := range wgs {
-		n := uint8(popcount(free & wgs[i].gm))
-		cnt[i] = n
-		hist[n&63]++
+	// How many groups have each free count (at most 64: the class has at
+	// most 64 devices); groups of one device each: the free devices.
+	var hist [65]uint8
+	if cl.maxGroup == 1 {
+		hist[1] = uint8(popcount(free))
+	} else {
+		for i := range wgs {
+			hist[bits.OnesCount64(free&wgs[i].gm)]++
+		}
 	}
 	// The k-th largest free count v: the groups above it hold count-rem,
 	// and r of the m groups of v more complete count exactly.
 	rem, k, v, m, r := count, int32(0), cl.maxGroup, int32(0), int32(0)
 	for ; v > 0; v-- {
-		h := int32(hist[v&63])
+		h := int32(hist[v])
 		if h*v >= rem {
 			m, r = h, (rem+v-1)/v
 			break
@@ -242,8 +244,20 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 		return false // too few (the search says so), or a set holding more than count
 	}
 	k += r
-	sets := combos(int(m), int(r))
-	if k < 2 || m > 16 || sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
+	if k < 2 || m > 16 {
+		return false
+	}
+	sets := int(m) // C(m, r): m for r = 1 or m-1 (at most 16)
+	switch {
+	case r == m:
+		sets = 1
+	case r != 1 && r != m-1: // C(m, r) > 16 for m > 6
+		if m > 6 {
+			return false
+		}
+		sets = combos(int(m), int(r))
+	}
+	if sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
 		return false
 	}
 	// Every set's rank but for its links is one integer, smaller better:
@@ -261,12 +275,12 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	base, baseKey := uint64(0), uint64(0)
 	nf, nt := 0, 0
 	for i := range wgs {
-		n := int32(cnt[i])
+		wg := &wgs[i]
+		f := free & wg.gm
+		n := int32(bits.OnesCount64(f))
 		if n < v {
 			continue
 		}
-		wg := &wgs[i]
-		f := free & wg.gm
 		key := uint64(1)
 		if wg.hi-wg.lo > 1 {
 			key = uint64(holding(f, cl.bm[wg.lo:wg.hi]))

@@ -41,10 +41,13 @@ type DevicePlugin struct {
 	// decimalUUID: some UUID is written in decimal digits only, so decimal
 	// strings are looked up as UUIDs first (as every string is).
 	decimalUUID bool
-	// Working memory: spare is taken and given back by one call at a time
-	// (a swap, cheaper than the pool), the pool serves concurrent calls.
-	spare atomic.Pointer[dpScratch]
-	pool  sync.Pool
+	// Working memory: own serves one call at a time, while busy is set
+	// (a flag, cheaper than the pool and than swapping a pointer, which
+	// takes a write barrier while the GC runs); the pool serves concurrent
+	// calls.
+	own  *dpScratch
+	busy atomic.Bool
+	pool sync.Pool
 }
 
 // NewDevicePlugin returns the device plugin helper of machine m (for a nil
@@ -71,12 +74,8 @@ func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 			p.decimalUUID = p.decimalUUID || isDecimal(g.UUID)
 		}
 	}
-	p.pool.New = func() any {
-		n := len(p.gpuIDs)
-		sc := &dpScratch{ch: x.NewChooser(), free: devchoice.NewSet(n), must: devchoice.NewSet(n), str: make([]string, n)}
-		sc.req.Wants = sc.want[:]
-		return sc
-	}
+	p.pool.New = func() any { return p.newScratch() }
+	p.own = p.newScratch()
 	return p
 }
 
@@ -248,19 +247,29 @@ func (sc *dpScratch) spelling(available []string, i int) string {
 	return sc.str[i]
 }
 
+// newScratch returns new working memory for one call.
+func (p *DevicePlugin) newScratch() *dpScratch {
+	n := len(p.gpuIDs)
+	sc := &dpScratch{ch: p.x.NewChooser(), free: devchoice.NewSet(n), must: devchoice.NewSet(n), str: make([]string, n)}
+	sc.req.Wants = sc.want[:]
+	return sc
+}
+
 // scratch returns working memory for one call.
 func (p *DevicePlugin) scratch() *dpScratch {
-	if sc := p.spare.Swap(nil); sc != nil {
-		return sc
+	if p.busy.CompareAndSwap(false, true) {
+		return p.own
 	}
 	return p.pool.Get().(*dpScratch)
 }
 
 // release gives back what scratch returned.
 func (p *DevicePlugin) release(sc *dpScratch) {
-	if !p.spare.CompareAndSwap(nil, sc) {
-		p.pool.Put(sc)
+	if sc == p.own {
+		p.busy.Store(false)
+		return
 	}
+	p.pool.Put(sc)
 }
 
 // read reads available and mustInclude into sc's sets and spellings.

@@ -335,9 +335,10 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // are Choose's (a class of more than 64 devices is an invalid request). It
 // is the device plugin's entry: Choose without reading a Request or
 // writing a Result. Requests whose choice is forced (as many free devices
-// as asked for), lies under one switch or is all the free devices of one
-// or of several whole groups are decided without the search (directWord),
-// with the choice the search makes.
+// as asked for), lies under one switch, is all the free devices of one or
+// of several whole groups, or lies in the group of the must-include
+// devices under all its switches, are decided without the search
+// (directWord), with the choice the search makes.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {
@@ -365,9 +366,9 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	c.startWord(class, count, free, must, nodes, unknown)
 	one := count == 1 && x.switchInGroup
 	// directWord's own first tests, cheaper (its forced choice when the
-	// free devices are the count, its other decisions when no device must
-	// be included and switches lie in groups).
-	direct := popcount(free) == count || must == 0 && x.switchInGroup
+	// free devices are the count, its other decisions when switches lie
+	// in groups).
+	direct := popcount(free) == count || x.switchInGroup
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}

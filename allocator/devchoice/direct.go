@@ -49,6 +49,15 @@ import "math/bits"
 //     most nodeSetBudget and their prefixes fewer than stepBudget steps
 //     (each step of the search is a prefix of such a set: its capacity
 //     cut, on groups in descending free count, passes no other).
+//   - one forced group: with must-include devices, all in one group
+//     whose free devices hold count, on a machine whose every switch lies
+//     in one NUMA node, when every switch of that group holding free
+//     devices is needed (leaving out any one without must-include devices
+//     leaves fewer than count): every choice is in that group (one node)
+//     under all those switches, leaving the same devices free in them, so
+//     the best is the one leafSwitchesWord makes there (all the devices,
+//     the lowest without NVLinks to tell them apart, or exactWord's when
+//     its combinations are few; otherwise the search decides).
 //
 // It takes O(g + b) for the class's g groups and b buckets (plus exactWord's
 // at most exactCombos combinations per switch).
@@ -64,8 +73,11 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		}
 		return false // too few: the search's checks say why
 	}
-	if must != 0 || !x.switchInGroup {
+	if !x.switchInGroup {
 		return false
+	}
+	if must != 0 {
+		return must&^allowed == 0 && c.forcedGroupWord(count, free, must)
 	}
 	c.wFree, c.wMust = free, 0
 	if count <= cl.maxBucket && c.oneSwitchWord(count, free) {
@@ -205,6 +217,55 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 		return false
 	}
 	c.have, c.bestWord = true, d.sel // (ChooseWord returns the word only)
+	return true
+}
+
+// forcedGroupWord is directWord's one-forced-group decision for count
+// devices out of free (on the allowed groups) including must (on them
+// too), reporting whether it decided.
+func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
+	x := c.x
+	cl := &x.classes[c.cls[0]]
+	g := cl.group[bits.TrailingZeros64(must)]
+	wg := &cl.wg[0]
+	for i := range cl.wg {
+		if cl.wg[i].g == g {
+			wg = &cl.wg[i]
+			break
+		}
+	}
+	cand := free & wg.gm
+	nc := int32(popcount(cand))
+	if must&^wg.gm != 0 || nc < count {
+		return false // must-include devices on two groups, or too few
+	}
+	// Every switch without must-include devices is needed: leaving out
+	// the smallest leaves fewer than count.
+	small := int32(-1)
+	for _, bm := range cl.bm[wg.lo:wg.hi] {
+		if m := cand & bm; m != 0 && m&must == 0 {
+			if n := int32(popcount(m)); small < 0 || n < small {
+				small = n
+			}
+		}
+	}
+	if small >= 0 && nc-small >= count {
+		return false
+	}
+	c.wFree, c.wMust = free, must
+	rest := int(count) - popcount(must)
+	var sel uint64
+	switch rest2 := cand &^ must; {
+	case nc == count:
+		sel = cand
+	case !c.links:
+		sel = must | lowestBits(rest2, rest)
+	case rest2>>63 == 0 && combos(popcount(rest2), rest) <= exactCombos:
+		sel = c.exactWord(rest2, rest)
+	default:
+		return false // linkedWord's greedy choice: the search's
+	}
+	c.have, c.bestWord = true, sel // (ChooseWord returns the word only)
 	return true
 }
 

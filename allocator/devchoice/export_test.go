@@ -21,3 +21,16 @@ func WholeGroupsWord(c *Chooser, count int, free uint64, nodes numa.Mask, unknow
 	}
 	return c.bestWord, true
 }
+
+// ForcedGroupWord runs ChooseWord's one-forced-group decision alone (for
+// count devices of class 0 out of free including must, must non-empty
+// and within free) and returns its choice, or false when it leaves the
+// request to the search (or to the errors).
+func ForcedGroupWord(c *Chooser, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, bool) {
+	c.startWord(0, count, free, must, nodes, unknown)
+	allowed := c.allowedWord(&c.x.classes[0])
+	if !c.x.switchInGroup || must&^allowed != 0 || !c.forcedGroupWord(int32(count), free&allowed, must) {
+		return 0, false
+	}
+	return c.bestWord, true
+}

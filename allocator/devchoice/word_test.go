@@ -213,3 +213,79 @@ func TestChooseWordWholeGroupsIsChoose(t *testing.T) {
 		t.Errorf("the whole-groups decision decided %d of %d requests, want at least a tenth", decided, runs)
 	}
 }
+
+// ChooseWord's one-forced-group decision chooses what Choose (the search)
+// chooses: requests whose must-include devices lie in one group, for a
+// count up to that group's free devices (often all of its switches), on
+// random machines; the decision itself is run alone too, and must decide
+// a good share of them.
+func TestChooseWordForcedGroupIsChoose(t *testing.T) {
+	runs, decided := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		m := anyMachine(rt)
+		x, devs, nodes, unknown, allowed := drawCase(rt, m)
+		gpus := devs[0]
+		if len(gpus) == 0 || len(gpus) > 64 {
+			return
+		}
+		var free []int
+		byGroup := map[int][]int{}
+		for d, dev := range gpus {
+			if rapid.IntRange(0, 4).Draw(rt, "taken") == 0 {
+				continue
+			}
+			free = append(free, d)
+			if allowed(dev.group) {
+				byGroup[dev.group] = append(byGroup[dev.group], d)
+			}
+		}
+		var groups []int
+		for g := range byGroup {
+			groups = append(groups, g)
+		}
+		if len(groups) == 0 {
+			return
+		}
+		slices.Sort(groups)
+		in := byGroup[rapid.SampledFrom(groups).Draw(rt, "group")]
+		var must []int
+		for _, d := range in {
+			if rapid.IntRange(0, 3).Draw(rt, "must") == 0 {
+				must = append(must, d)
+			}
+		}
+		if len(must) == 0 {
+			must = append(must, rapid.SampledFrom(in).Draw(rt, "one"))
+		}
+		count := len(in)
+		if rapid.IntRange(0, 2).Draw(rt, "fewer") > 0 {
+			count = rapid.IntRange(len(must), len(in)).Draw(rt, "count")
+		}
+		set, mset := toSet(len(gpus), free), toSet(len(gpus), must)
+		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: set, Must: mset}}}
+		c := x.NewChooser()
+		res, err := c.Choose(req)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want := res.Devices(0)[0]
+		got, err := c.ChooseWord(0, count, set[0], mset[0], nodes, unknown)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if got != want {
+			rt.Fatalf("count %d, must %v: ChooseWord %#x, Choose %#x", count, must, got, want)
+		}
+		runs++
+		if got, ok := devchoice.ForcedGroupWord(c, count, set[0], mset[0], nodes, unknown); ok {
+			decided++
+			if got != want {
+				rt.Fatalf("count %d, must %v: the forced-group decision %#x, Choose %#x", count, must, got, want)
+			}
+		}
+	})
+	t.Logf("decided %d of %d", decided, runs)
+	if runs >= 50 && decided < runs/10 {
+		t.Errorf("the forced-group decision decided %d of %d requests, want at least a tenth", decided, runs)
+	}
+}

@@ -40,6 +40,9 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 // their counts and best-fitting buckets (bm are the class's bucket words),
 // and returns it.
 func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need int32) []wItem {
+	start := len(items)
+	items = grow(items, start+len(wgs)) // room for every group, written by index
+	k := start
 	for i := range wgs {
 		wg := &wgs[i]
 		f := free & wg.gm
@@ -55,9 +58,11 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 		} else {
 			nb, fit = bucketFit(bm[wg.lo:wg.hi], f, need)
 		}
-		items = append(items, wItem{free: f, g: wg.g, c0: n, nb: nb, fit: fit})
+		it := &items[k]
+		it.free, it.g, it.c0, it.nb, it.fit, it.top = f, wg.g, n, nb, fit, 0
+		k++
 	}
-	return items
+	return items[:k]
 }
 
 // bucketFit returns the buckets of bm holding devices of free and the

@@ -4,9 +4,10 @@ import "math/bits"
 
 // The word path's direct decisions: requests whose best choice the search
 // would reach without comparing sets of groups or switches. Each makes the
-// search's choice (TestChooseWordDirectIsChoose and TestChooseWordIsChoose
-// compare them with the general path) and bails out to the search
-// whenever one of its conditions fails.
+// search's choice (TestChooseWordDirectIsChoose, TestChooseWordIsChoose,
+// TestChooseWordWholeGroupsIsChoose and TestChooseWordForcedGroupIsChoose
+// compare them with the search) and bails out to the search whenever one
+// of its conditions fails.
 
 // directWord decides, without the search, a request of the word path for
 // count devices (at least 2) out of free including must (checked: must
@@ -48,7 +49,7 @@ import "math/bits"
 //     no budget binds, so this is taken only when the C(m, r) sets are at
 //     most nodeSetBudget and their prefixes fewer than stepBudget steps
 //     (each step of the search is a prefix of such a set: its capacity
-//     cut, on groups in descending free count, passes no other).
+//     cut, on groups in descending free count, passes no other);
 //   - one forced group: with must-include devices, all in one group
 //     whose free devices hold count, on a machine whose every switch lies
 //     in one NUMA node, when every switch of that group holding free
@@ -59,8 +60,11 @@ import "math/bits"
 //     the lowest without NVLinks to tell them apart, or exactWord's when
 //     its combinations are few; otherwise the search decides).
 //
-// It takes O(g + b) for the class's g groups and b buckets (plus exactWord's
-// at most exactCombos combinations per switch).
+// It takes O(g + b) for the class's g groups and b buckets, plus exactWord's
+// at most exactCombos combinations per switch (or in the forced group), and
+// for several whole groups O(k) per set of the at most nodeSetBudget sets
+// of k groups (their distances by pairs: O(k²) for the base once, O(r²)
+// per set).
 func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]

@@ -131,8 +131,10 @@ func (c *Chooser) levelOneWord() {
 	for i := range items {
 		it := &items[i]
 		tie := int32(0)
-		for _, h := range c.pick {
-			tie += x.gdist[int(it.g)*ng+int(h)]
+		if forced > 0 {
+			for _, h := range c.pick {
+				tie += x.gdist[int(it.g)*ng+int(h)]
+			}
 		}
 		if c.links { // topSum bounds the links only then (groupLinksWord)
 			it.top = x.groupTop(it.g, need0)

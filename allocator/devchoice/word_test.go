@@ -124,20 +124,8 @@ func TestChooseWordDirectIsChoose(t *testing.T) {
 		slices.Sort(counts)
 		count := rapid.SampledFrom(counts).Draw(rt, "count")
 		set := toSet(len(gpus), free)
-		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: set}}}
 		c := x.NewChooser()
-		res, err := c.Choose(req)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		want := res.Devices(0)[0]
-		got, err := c.ChooseWord(0, count, set[0], 0, nodes, unknown)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if got != want {
-			rt.Fatalf("count %d: ChooseWord %#x, Choose %#x", count, got, want)
-		}
+		chooseBoth(rt, c, count, set, nil, nodes, unknown)
 	})
 }
 
@@ -155,20 +143,10 @@ func TestChooseWordWholeGroupsIsChoose(t *testing.T) {
 		if len(gpus) == 0 || len(gpus) > 64 {
 			return
 		}
-		var free []int
-		byGroup := map[int]int{}
-		for d, dev := range gpus {
-			if rapid.IntRange(0, 4).Draw(rt, "taken") == 0 {
-				continue
-			}
-			free = append(free, d)
-			if allowed(dev.group) {
-				byGroup[dev.group]++
-			}
-		}
+		free, byGroup := drawFreeByGroup(rt, gpus, allowed)
 		var counts []int
-		for _, n := range byGroup {
-			counts = append(counts, n)
+		for _, in := range byGroup {
+			counts = append(counts, len(in))
 		}
 		if len(counts) < 2 {
 			return
@@ -184,20 +162,8 @@ func TestChooseWordWholeGroupsIsChoose(t *testing.T) {
 			count = rapid.IntRange(1, count).Draw(rt, "count")
 		}
 		set := toSet(len(gpus), free)
-		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: set}}}
 		c := x.NewChooser()
-		res, err := c.Choose(req)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		want := res.Devices(0)[0]
-		got, err := c.ChooseWord(0, count, set[0], 0, nodes, unknown)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if got != want {
-			rt.Fatalf("count %d: ChooseWord %#x, Choose %#x", count, got, want)
-		}
+		want := chooseBoth(rt, c, count, set, nil, nodes, unknown)
 		runs++
 		if count >= 2 {
 			if got, ok := devchoice.WholeGroupsWord(c, count, set[0], nodes, unknown); ok {
@@ -228,17 +194,7 @@ func TestChooseWordForcedGroupIsChoose(t *testing.T) {
 		if len(gpus) == 0 || len(gpus) > 64 {
 			return
 		}
-		var free []int
-		byGroup := map[int][]int{}
-		for d, dev := range gpus {
-			if rapid.IntRange(0, 4).Draw(rt, "taken") == 0 {
-				continue
-			}
-			free = append(free, d)
-			if allowed(dev.group) {
-				byGroup[dev.group] = append(byGroup[dev.group], d)
-			}
-		}
+		free, byGroup := drawFreeByGroup(rt, gpus, allowed)
 		var groups []int
 		for g := range byGroup {
 			groups = append(groups, g)
@@ -262,20 +218,8 @@ func TestChooseWordForcedGroupIsChoose(t *testing.T) {
 			count = rapid.IntRange(len(must), len(in)).Draw(rt, "count")
 		}
 		set, mset := toSet(len(gpus), free), toSet(len(gpus), must)
-		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: set, Must: mset}}}
 		c := x.NewChooser()
-		res, err := c.Choose(req)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		want := res.Devices(0)[0]
-		got, err := c.ChooseWord(0, count, set[0], mset[0], nodes, unknown)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if got != want {
-			rt.Fatalf("count %d, must %v: ChooseWord %#x, Choose %#x", count, must, got, want)
-		}
+		want := chooseBoth(rt, c, count, set, mset, nodes, unknown)
 		runs++
 		if got, ok := devchoice.ForcedGroupWord(c, count, set[0], mset[0], nodes, unknown); ok {
 			decided++
@@ -288,4 +232,43 @@ func TestChooseWordForcedGroupIsChoose(t *testing.T) {
 	if runs >= 50 && decided < runs/10 {
 		t.Errorf("the forced-group decision decided %d of %d requests, want at least a tenth", decided, runs)
 	}
+}
+
+// chooseBoth runs Choose and ChooseWord with c on one request of count
+// GPUs (must may be nil), fails when they differ and returns the choice.
+func chooseBoth(rt *rapid.T, c *devchoice.Chooser, count int, free, must devchoice.Set, nodes numa.Mask, unknown bool) uint64 {
+	req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: free, Must: must}}}
+	res, err := c.Choose(req)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	want := res.Devices(0)[0]
+	var m uint64
+	if must != nil {
+		m = must[0]
+	}
+	got, err := c.ChooseWord(0, count, free[0], m, nodes, unknown)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if got != want {
+		rt.Fatalf("count %d, must %#x: ChooseWord %#x, Choose %#x", count, m, got, want)
+	}
+	return want
+}
+
+// drawFreeByGroup draws the free GPUs (about four in five) and lists
+// those of the allowed groups by group.
+func drawFreeByGroup(rt *rapid.T, gpus []refDev, allowed func(int) bool) (free []int, byGroup map[int][]int) {
+	byGroup = map[int][]int{}
+	for d, dev := range gpus {
+		if rapid.IntRange(0, 4).Draw(rt, "taken") == 0 {
+			continue
+		}
+		free = append(free, d)
+		if allowed(dev.group) {
+			byGroup[dev.group] = append(byGroup[dev.group], d)
+		}
+	}
+	return free, byGroup
 }

@@ -31,6 +31,7 @@ var errNilPlugin = fmt.Errorf("%w: a device plugin without a machine (nil)", Err
 // between calls). Its memory is linear in the machine's GPUs and NVLinks.
 type DevicePlugin struct {
 	m      *topology.Machine
+	nodes  numa.Mask // every NUMA node of m
 	x      *devchoice.Index
 	gpuIDs []int // by dense index
 	// byID[id] is the dense index of GPU id, or -1, for IDs below
@@ -58,7 +59,7 @@ func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
 		m = emptyMachine()
 	}
 	x, _ := devchoice.NewIndex(m) // never fails on a machine
-	p := &DevicePlugin{m: m, x: x, byUUID: map[string]int{}}
+	p := &DevicePlugin{m: m, nodes: m.AllNodes(), x: x, byUUID: map[string]int{}}
 	gpus := m.GPUs()
 	p.byID = make([]int32, min(4*len(gpus)+64, maxID(gpus)+1))
 	for i := range p.byID {
@@ -158,11 +159,17 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 	}
 	sc := p.scratch()
 	if len(sc.free) == 1 { // at most 64 GPUs: the sets are words
-		if err := p.check(sc, available, mustInclude, size); err != nil {
+		// check, with the sets read as words
+		err := p.readWord(sc, available, mustInclude)
+		if err == nil {
+			err = checkSize(size, available, mustInclude)
+		}
+		if err != nil {
 			p.release(sc)
 			return nil, err
 		}
-		chosen, err := p.chooseWord(sc, size)
+		// The chooser's answer for one class as words, on every node.
+		chosen, err := sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.nodes, true)
 		if err != nil { // cannot happen after the checks
 			p.release(sc)
 			return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)
@@ -424,17 +431,16 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 	return p.lookup(s)
 }
 
-// chooseWord chooses size GPUs of the request read into sc, on a machine
-// of at most 64 GPUs: the chooser's answer for one class as words.
-func (p *DevicePlugin) chooseWord(sc *dpScratch, size int) (uint64, error) {
-	return sc.ch.ChooseWord(0, size, sc.free[0], sc.must[0], p.m.AllNodes(), true)
-}
-
 // check reads and checks the request into sc.
 func (p *DevicePlugin) check(sc *dpScratch, available, mustInclude []string, size int) error {
 	if err := p.read(sc, available, mustInclude); err != nil {
 		return err
 	}
+	return checkSize(size, available, mustInclude)
+}
+
+// checkSize checks the size of a request read without error.
+func checkSize(size int, available, mustInclude []string) error {
 	switch {
 	case size < 1:
 		return fmt.Errorf("%w: size %d: at least one device must be asked for", ErrDeviceRequest, size)
@@ -452,7 +458,7 @@ func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, si
 		return nil, err
 	}
 	sc.want[0] = devchoice.Want{Class: 0, Count: size, Free: sc.free, Must: sc.must}
-	sc.req.Nodes, sc.req.Unknown = p.m.AllNodes(), true
+	sc.req.Nodes, sc.req.Unknown = p.nodes, true
 	res, err := sc.ch.Choose(&sc.req)
 	if err != nil { // cannot happen after the checks above
 		return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)

@@ -325,26 +325,26 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupK
 		// When the groups hold exactly the count (and switches lie in
 		// groups), leafWord's own bound (everyDevice's) is never below
 		// boundBeatsWord's and cuts what it cuts (the same lowest free
-		// device on a tie), so it is the one tested, here, before the group
-		// is added, and leafWord's search goes on from there.
+		// device on a tie), so it is the one tested, here, and leafWord's
+		// search goes on from there without adding the group to c.pick
+		// (its one choice and rank need only the devices and lb).
 		top, pf, nb := c.topSum, c.pickFree, c.pickNB
 		if gcap+it.c0 == need && c.x.switchInGroup {
 			lb := c.everyBound(unk, dist, nb+it.nb, c.linksFor(top+it.top))
+			sel := pf | it.free
 			if c.have {
-				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && bits.TrailingZeros64(pf|it.free) > bits.TrailingZeros64(c.bestWord) {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && bits.TrailingZeros64(sel) > bits.TrailingZeros64(c.bestWord) {
 					continue
 				}
 			}
-			// leafWord's search from here on (everyDevice's).
-			c.push(it, dist-base.dist)
 			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
-			c.everyLeaf(&lb, c.pickFree)
-		} else {
-			c.push(it, dist-base.dist)
-			if !c.have || c.boundBeatsWord() {
-				c.lastFree = it.free
-				c.leafWord()
-			}
+			c.everyLeaf(&lb, sel, sel)
+			continue
+		}
+		c.push(it, dist-base.dist)
+		if !c.have || c.boundBeatsWord() {
+			c.lastFree = it.free
+			c.leafWord()
 		}
 		c.pick = c.pick[:len(c.pick)-1]
 		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = base, gcap, top, pf, nb
@@ -487,16 +487,17 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 			return
 		}
 	}
-	c.everyLeaf(&lb, sel)
+	c.everyLeaf(&lb, sel, c.pickFree)
 }
 
 // everyLeaf is everyDevice past its bound lb: the one choice sel, kept
-// when it beats the best.
-func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
+// when it beats the best; picked are the free devices of the picked
+// groups (see pickLinks).
+func (c *Chooser) everyLeaf(lb *Rank, sel, picked uint64) {
 	c.leaves++
 	r := *lb
 	if c.cls[0] == 0 {
-		r.NVLinks = c.pickLinks(sel)
+		r.NVLinks = c.pickLinks(sel, picked)
 	} else {
 		r.NVLinks = 0
 	}
@@ -504,13 +505,14 @@ func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 }
 
 // pickLinks returns linksWord(sel). Inside lastGroupWord's loop, when sel
-// is every free device of the picked groups, it adds the links of the
-// groups before the last (computed once per loop, in c.baseLinks, with
-// their devices listed in c.baseIdx), those of the last group's free
-// devices c.lastFree, and those between the two.
-func (c *Chooser) pickLinks(sel uint64) int {
+// is every free device of the picked groups (picked, the groups before
+// the last and the last), it adds the links of the groups before the last
+// (computed once per loop, in c.baseLinks, with their devices listed in
+// c.baseIdx), those of the last group's free devices c.lastFree, and
+// those between the two.
+func (c *Chooser) pickLinks(sel, picked uint64) int {
 	last := c.lastFree
-	if last == 0 || sel == last || sel != c.pickFree || c.x.rows == nil || c.x.uniform {
+	if last == 0 || sel == last || sel != picked || c.x.rows == nil || c.x.uniform {
 		return c.linksWord(sel) // no earlier groups, or not the loop's choice
 	}
 	if c.baseLinks < 0 {

@@ -590,6 +590,63 @@ func (sr *searcher) decide(choose bool) error {
 	return nil
 }
 
+// fitsOneNode reports whether [searcher.decide] admits r with a span of
+// one node inside the nodes the singleNUMANodeExclusive rule allows a
+// one-node span (every policy), or with nothing left to place on known
+// nodes (None served from devices of unknown NUMA node alone), for a
+// valid request of built-in amounts only (no Devices, no Amounts) on a
+// state without kinds of the caller's own. That is the common answer of
+// Fit, read here from the resources' free counters in O(n) without a
+// searcher; false means only that decide must answer (it may still
+// admit, or refuse). The steps are decide's own for that case: the
+// demands on known nodes (loadDemands, loadFree: a None request takes
+// GPUs of unknown node first), the nodes that cover alone, then by
+// policy the first one-node cover decide looks for (anyCover over the
+// whole machine for SingleNUMANode, over the NUMA sets for Restricted,
+// whose width_cap is then 1 inside a set; for BestEffort and None
+// minWidth's one-node answer, whatever the rule).
+// TestFitsOneNodeAgreesWithDecide keeps the two equal.
+func (s *State) fitsOneNode(r *Request) bool {
+	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
+		r.validate(s.m.ThreadsPerCore()) != nil {
+		return false
+	}
+	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+	soft := r.Policy == policy.BestEffort || r.Policy == policy.None
+	if r.Policy == policy.None {
+		gpus -= min(int64(s.gpu.unFree), gpus)
+	}
+	n := s.n
+	ones := uint64(numa.FirstN(n))
+	if gpus > 0 {
+		ones &= atLeast(s.gpu.nodeFree[:n], gpus)
+	}
+	if cpus > 0 {
+		ones &= atLeast(s.cpu.FreeView(r)[:n], cpus)
+	}
+	if mem > 0 {
+		ones &= atLeast(s.mem.free[:n], mem)
+	}
+	switch {
+	case gpus == 0 && cpus == 0 && mem == 0:
+		return true // nothing on known nodes
+	case ones == 0:
+		return false
+	case soft:
+		return true // width_free 1: the rule is soft
+	}
+	ok := numa.Mask(ones) &^ s.sharedMask // policy.AllowedPool of width 1
+	if r.Policy == policy.SingleNUMANode {
+		return ok != 0
+	}
+	for _, set := range s.setMasks {
+		if set&ok != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // clearTake zeroes the split of the chosen span.
 func (sr *searcher) clearTake() {
 	sr.needMem()

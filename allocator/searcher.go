@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 
@@ -603,8 +604,9 @@ func (sr *searcher) decide(choose bool) error {
 // GPUs of unknown node first), the nodes that cover alone, then by
 // policy the first one-node cover decide looks for (anyCover over the
 // whole machine for SingleNUMANode, over the NUMA sets for Restricted,
-// whose width_cap is then 1 inside a set; for BestEffort and None
-// minWidth's one-node answer, whatever the rule).
+// whose width_cap is then 1 inside a set, restricted to the nodes the rule
+// allows; for BestEffort and None minWidth's one-node answer, whatever
+// the rule).
 // TestFitsOneNodeAgreesWithDecide keeps the two equal.
 func (s *State) fitsOneNode(r *Request) bool {
 	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
@@ -616,35 +618,39 @@ func (s *State) fitsOneNode(r *Request) bool {
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
-	n := s.n
-	ones := uint64(numa.FirstN(n))
-	if gpus > 0 {
-		ones &= atLeast(s.gpu.nodeFree[:n], gpus)
+	if gpus == 0 && cpus == 0 && mem == 0 {
+		return true // nothing on known nodes
 	}
-	if cpus > 0 {
-		ones &= atLeast(s.cpu.FreeView(r)[:n], cpus)
-	}
-	if mem > 0 {
-		ones &= atLeast(s.mem.free[:n], mem)
+	// The nodes that cover alone, in one pass; a kind not demanded is no
+	// condition (as if demanding the least int64).
+	gf := s.gpu.nodeFree[:s.n]
+	cf, mf := s.cpu.FreeView(r)[:len(gf)], s.mem.free[:len(gf)]
+	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
+	var ones uint64
+	for i := range gf {
+		if gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
+			ones |= 1 << (uint(i) & 63)
+		}
 	}
 	switch {
-	case gpus == 0 && cpus == 0 && mem == 0:
-		return true // nothing on known nodes
 	case ones == 0:
 		return false
 	case soft:
 		return true // width_free 1: the rule is soft
 	}
-	ok := numa.Mask(ones) &^ s.sharedMask // policy.AllowedPool of width 1
-	if r.Policy == policy.SingleNUMANode {
-		return ok != 0
+	// A one-node cover that keeps the rule (policy.AllowedPool of width
+	// 1): for Restricted inside some NUMA set, which is the same, the sets
+	// partitioning the nodes.
+	return numa.Mask(ones)&^s.sharedMask != 0
+}
+
+// orLeast returns d, or the least int64 for d = 0: every amount is at
+// least that.
+func orLeast(d int64) int64 {
+	if d == 0 {
+		return math.MinInt64
 	}
-	for _, set := range s.setMasks {
-		if set&ok != 0 {
-			return true
-		}
-	}
-	return false
+	return d
 }
 
 // clearTake zeroes the split of the chosen span.

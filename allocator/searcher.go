@@ -81,9 +81,10 @@ type searcher struct {
 	forbidden numa.Mask // nodes a span of the width may not use under the rule
 	strands   bool      // the rank counts stranded units (see rank.stranded)
 	keepFree  [numa.MaxNodes]int64
-	have      bool
+	have      bool // ranks[top] is the best span so far
 	left      int
-	best      rank
+	ranks     [2]rank // the best span so far (ranks[top]) and the one visit ranks
+	top       int
 	cand      rank
 	cur       rank
 	curOK     bool      // cur is the rank of the cover improve returned
@@ -621,17 +622,7 @@ func (s *State) fitsOneNode(r *Request) bool {
 	if gpus == 0 && cpus == 0 && mem == 0 {
 		return true // nothing on known nodes
 	}
-	// The nodes that cover alone, in one pass; a kind not demanded is no
-	// condition (as if demanding the least int64).
-	gf := s.gpu.nodeFree[:s.n]
-	cf, mf := s.cpu.FreeView(r)[:len(gf)], s.mem.free[:len(gf)]
-	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
-	var ones uint64
-	for i := range gf {
-		if gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
-			ones |= 1 << (uint(i) & 63)
-		}
-	}
+	ones := s.coverAlone(r, gpus, cpus, mem)
 	switch {
 	case ones == 0:
 		return false
@@ -642,6 +633,22 @@ func (s *State) fitsOneNode(r *Request) bool {
 	// 1): for Restricted inside some NUMA set, which is the same, the sets
 	// partitioning the nodes.
 	return numa.Mask(ones)&^s.sharedMask != 0
+}
+
+// coverAlone returns the nodes whose free GPUs, CPUs (whole cores for a
+// FullPCPUs request) and memory reach gpus, cpus and mem units (an amount
+// of 0 is no condition), in one pass over the nodes.
+func (s *State) coverAlone(r *Request, gpus, cpus, mem int64) uint64 {
+	gf := s.gpu.nodeFree[:s.n]
+	cf, mf := s.cpu.FreeView(r)[:len(gf)], s.mem.free[:len(gf)]
+	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
+	var ones uint64
+	for i := range gf {
+		if gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
+			ones |= 1 << (uint(i) & 63)
+		}
+	}
+	return ones
 }
 
 // orLeast returns d, or the least int64 for d = 0: every amount is at

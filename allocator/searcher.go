@@ -44,6 +44,10 @@ import (
 //
 // Choosing among admissible spans ([searcher.choose]) ranks candidates by
 // [rank].
+//
+// Fit takes no searcher when [State.fitsOneNode] answers: the decision's
+// own first steps for a request of built-in amounts that some node the
+// rule allows covers alone, read from the free counters.
 type searcher struct {
 	// Inputs.
 	s       *State

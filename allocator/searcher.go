@@ -619,40 +619,36 @@ func (s *State) fitsOneNode(r *Request) bool {
 		return false
 	}
 	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
-	soft := r.Policy == policy.BestEffort || r.Policy == policy.None
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
 	if gpus == 0 && cpus == 0 && mem == 0 {
 		return true // nothing on known nodes
 	}
-	ones := s.coverAlone(r, gpus, cpus, mem)
-	switch {
-	case ones == 0:
-		return false
-	case soft:
-		return true // width_free 1: the rule is soft
+	// BestEffort and None: width_free 1 whatever the rule (it is soft).
+	// Otherwise a one-node cover that keeps the rule (policy.AllowedPool of
+	// width 1); for Restricted inside some NUMA set, which is the same, the
+	// sets partitioning the nodes.
+	pool := s.m.AllNodes()
+	if r.Policy != policy.BestEffort && r.Policy != policy.None {
+		pool &^= s.sharedMask
 	}
-	// A one-node cover that keeps the rule (policy.AllowedPool of width
-	// 1): for Restricted inside some NUMA set, which is the same, the sets
-	// partitioning the nodes.
-	return numa.Mask(ones)&^s.sharedMask != 0
+	return s.coversAlone(r, pool, gpus, cpus, mem)
 }
 
-// coverAlone returns the nodes whose free GPUs, CPUs (whole cores for a
-// FullPCPUs request) and memory reach gpus, cpus and mem units (an amount
-// of 0 is no condition), in one pass over the nodes.
-func (s *State) coverAlone(r *Request, gpus, cpus, mem int64) uint64 {
-	gf := s.gpu.nodeFree[:s.n]
-	cf, mf := s.cpu.FreeView(r)[:len(gf)], s.mem.free[:len(gf)]
+// coversAlone reports whether some node of pool has free GPUs, CPUs
+// (whole cores for a FullPCPUs request) and memory that reach gpus, cpus
+// and mem units (an amount of 0 is no condition), looking at the nodes in
+// ascending order up to the first that does.
+func (s *State) coversAlone(r *Request, pool numa.Mask, gpus, cpus, mem int64) bool {
+	gf, cf, mf := s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free
 	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
-	var ones uint64
-	for i := range gf {
-		if gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
-			ones |= 1 << (uint(i) & 63)
+	for w := uint64(pool); w != 0; w &= w - 1 {
+		if i := bits.TrailingZeros64(w); gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
+			return true
 		}
 	}
-	return ones
+	return false
 }
 
 // orLeast returns d, or the least int64 for d = 0: every amount is at

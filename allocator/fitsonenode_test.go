@@ -19,13 +19,7 @@ import (
 // of unknown NUMA node and device classes included), for requests of
 // every policy, invalid ones and ones for other device classes included.
 func TestFitsOneNodeAgreesWithDecide(t *testing.T) {
-	machines := []*topology.Machine{unknownGPUMachine(t)}
-	for _, preset := range []string{"dgx-a100", "dgx-h100", "small-1s", "numa64", "xeon-2s-snc2-8gpu"} {
-		m, err := topology.Preset(preset)
-		require.NoError(t, err)
-		machines = append(machines, m)
-	}
-	for _, m := range machines {
+	for _, m := range withUnknownGPU(t, "dgx-a100", "dgx-h100", "small-1s", "numa64", "xeon-2s-snc2-8gpu") {
 		rapid.Check(t, func(rt *rapid.T) {
 			s := MustNew(m, Options{})
 			draw := func(label string) *Request {
@@ -66,4 +60,15 @@ func TestFitsOneNodeAgreesWithDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withUnknownGPU returns unknownGPUMachine and the presets named.
+func withUnknownGPU(t *testing.T, presets ...string) []*topology.Machine {
+	machines := []*topology.Machine{unknownGPUMachine(t)}
+	for _, preset := range presets {
+		m, err := topology.Preset(preset)
+		require.NoError(t, err)
+		machines = append(machines, m)
+	}
+	return machines
 }

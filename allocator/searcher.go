@@ -596,22 +596,22 @@ func (sr *searcher) decide(choose bool) error {
 	return nil
 }
 
-// fitsOneNode reports whether [searcher.decide] admits r with a span of
-// one node inside the nodes the singleNUMANodeExclusive rule allows a
-// one-node span (every policy), or with nothing left to place on known
-// nodes (None served from devices of unknown NUMA node alone), for a
-// valid request of built-in amounts only (no Devices, no Amounts) on a
-// state without kinds of the caller's own. That is the common answer of
-// Fit, read here from the resources' free counters in O(n) without a
-// searcher; false means only that decide must answer (it may still
-// admit, or refuse). The steps are decide's own for that case: the
-// demands on known nodes (loadDemands, loadFree: a None request takes
-// GPUs of unknown node first), the nodes that cover alone, then by
-// policy the first one-node cover decide looks for (anyCover over the
-// whole machine for SingleNUMANode, over the NUMA sets for Restricted,
-// whose width_cap is then 1 inside a set, restricted to the nodes the rule
-// allows; for BestEffort and None minWidth's one-node answer, whatever
-// the rule).
+// fitsOneNode reports whether [searcher.decide] admits r on the first
+// cover it looks for, of one node, for a valid request of built-in
+// amounts only (no Devices, no Amounts) on a state without kinds of the
+// caller's own: for SingleNUMANode and Restricted, some node that the
+// singleNUMANodeExclusive rule allows a one-node span covers r alone; for
+// BestEffort and None, some node covers it alone (width_free 1; the rule
+// is soft); or nothing is left to place on known nodes (None served from
+// devices of unknown NUMA node alone). That is the common answer of Fit,
+// read here from the resources' free counters in O(n) without a searcher;
+// false means only that decide must answer (it may still admit, or
+// refuse). The steps are decide's own for that case: the demands on known
+// nodes (loadDemands, loadFree: a None request takes GPUs of unknown node
+// first), then by policy anyCover over the whole machine for
+// SingleNUMANode, over the NUMA sets for Restricted (whose width_cap is
+// then 1 inside a set), restricted to the nodes the rule allows, and
+// minWidth's one-node answer for BestEffort and None.
 // TestFitsOneNodeAgreesWithDecide keeps the two equal.
 func (s *State) fitsOneNode(r *Request) bool {
 	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||

@@ -225,45 +225,36 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	if cs.uniform {
 		return
 	}
-	k := min(p.k, maxKinds)
-	need, rc := &p.need, &p.recip
-	// The shares by multiplication (shareFast, without a call in the
-	// loop), then, when a demand is beyond what it takes (recip 0), those
-	// kinds' shares by division and the scores again.
-	slow := false
-	mx, mn := int64(0), int64(1<<62)
-	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-		i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
-		v, sh := &p.val[i], &cs.shares[i]
-		var sc int64
-		for r := 0; r < k; r++ {
-			var x int64
-			if rc[r] != 0 {
-				x = shareFast(max(v[r], 0), need[r], rc[r]) // share of a negative amount: 0
-			} else {
-				slow = true
-			}
-			sh[r] = x
-			sc += x
-		}
-		cs.score[i] = sc
-		mx, mn = max(mx, sc), min(mn, sc)
+	// The shares kind by kind (the demand and its reciprocal held across
+	// the nodes): by multiplication (shareFast, without a call in the
+	// loop), or by division when the demand is beyond what it takes (recip
+	// 0); the scores summed along.
+	nodes := cs.nodes[:n]
+	for _, i := range nodes {
+		cs.score[i&(numa.MaxNodes-1)] = 0
 	}
-	if slow {
-		mx, mn = 0, 1<<62
-		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-			i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
-			v, sh := &p.val[i], &cs.shares[i]
-			var sc int64
-			for r := 0; r < k; r++ {
-				if rc[r] == 0 {
-					sh[r] = share(v[r], need[r])
-				}
-				sc += sh[r]
+	for r := range min(p.k, maxKinds) {
+		need, rc := p.need[r], p.recip[r]
+		if rc == 0 {
+			for _, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				sh := share(p.val[x][r], need)
+				cs.shares[x][r] = sh
+				cs.score[x] += sh
 			}
-			cs.score[i] = sc
-			mx, mn = max(mx, sc), min(mn, sc)
+			continue
 		}
+		for _, i := range nodes {
+			x := i & (numa.MaxNodes - 1)
+			sh := shareFast(max(p.val[x][r], 0), need, rc) // share of a negative amount: 0
+			cs.shares[x][r] = sh
+			cs.score[x] += sh
+		}
+	}
+	mx, mn := int64(0), int64(1<<62)
+	for _, i := range nodes {
+		sc := cs.score[i&(numa.MaxNodes-1)]
+		mx, mn = max(mx, sc), min(mn, sc)
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
 }

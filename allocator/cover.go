@@ -93,11 +93,16 @@ func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
 	return s
 }
 
-// covers reports whether m covers every demand (val must be made).
+// covers reports whether m covers every demand (val must be made), kind by
+// kind, stopping at the first kind m falls short of.
 func (p *problem) covers(m numa.Mask) bool {
-	s := p.sums(m)
-	for r := 0; r < p.k; r++ {
-		if s[r] < p.need[r] {
+	val := p.val
+	for r := range min(p.k, maxKinds) {
+		var s int64
+		for w := uint64(m); w != 0; w &= w - 1 {
+			s += val[bits.TrailingZeros64(w)&(numa.MaxNodes-1)][r]
+		}
+		if s < p.need[r] {
 			return false
 		}
 	}

@@ -176,6 +176,7 @@ type classSearch struct {
 	members    [numa.MaxNodes]int8           // nodes grouped by class, each class by sorted kind descending
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
+	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
 	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
 
 	lagrange  bool // prepareLagrange ran
@@ -836,8 +837,9 @@ func (cs *classSearch) classify() {
 		copy(m, out[:cs.n])
 	}
 	cs.nc = 0
-	cs.cum[0] = 0
+	cs.cum[0], cs.cumMask[0] = 0, 0
 	var cum int64
+	var cumMask numa.Mask
 	for j, i := range m {
 		x := i & (numa.MaxNodes - 1)
 		if j == 0 || packed && ranks[x] != ranks[m[j-1]&(numa.MaxNodes-1)] || !packed && !sameOthers(p, sk, m[j-1], i) {
@@ -846,7 +848,8 @@ func (cs *classSearch) classify() {
 		}
 		cs.classOf[x] = int8(cs.nc - 1)
 		cum += val[x][sk]
-		cs.cum[j+1] = cum
+		cumMask |= 1 << uint(x)
+		cs.cum[j+1], cs.cumMask[j+1] = cum, cumMask
 	}
 	cs.start[cs.nc] = int16(cs.n)
 	// The classes by each other kind, descending: the order of their first
@@ -1046,10 +1049,7 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 			}
 		}
 		next[cs.sk] += cs.take(cl, t)
-		mk := mask
-		for _, i := range m[s : s+t] {
-			mk |= 1 << uint(i&(numa.MaxNodes-1))
-		}
+		mk := mask | cs.cumMask[s+t]&^cs.cumMask[s] // the first t members of cl
 		if cs.dfs(cl+1, rem-t, next, mk) {
 			return true
 		}

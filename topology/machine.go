@@ -93,6 +93,14 @@ type NVLink struct {
 // JSON, by [Preset] or by discovery, and is safe for concurrent use. Slices
 // and sets returned by its methods are copies unless a method says
 // otherwise.
+//
+// A nil *Machine reads as a machine with nothing in it: its methods report
+// no nodes, CPUs, cores, GPUs or devices (lookups return false), and
+// [Machine.MarshalJSON], [Machine.WriteJSON] and [Machine.Picture] return an
+// error. The accessors that take a dense index ([Machine.Node],
+// [Machine.NodeCPUs], [Machine.NodeID], [Machine.CoreCPUs],
+// [Machine.CoreNode], [Machine.SetOf]) panic on an index out of range, as a
+// slice does; a nil machine has no index in range.
 type Machine struct {
 	name      string
 	nodes     []Node // ascending ID
@@ -112,6 +120,17 @@ type Machine struct {
 	threads   int     // threads of the largest core
 }
 
+// noMachine is what a nil *Machine reads as.
+var noMachine Machine
+
+// orEmpty returns m, or the empty machine when m is nil.
+func (m *Machine) orEmpty() *Machine {
+	if m == nil {
+		return &noMachine
+	}
+	return m
+}
+
 // Name returns the machine's name (may be empty).
 func (m *Machine) Name() string {
 	if m == nil {
@@ -129,7 +148,10 @@ func (m *Machine) NumNodes() int {
 }
 
 // AllNodes returns the mask of every NUMA node.
-func (m *Machine) AllNodes() numa.Mask { return numa.FirstN(len(m.nodes)) }
+func (m *Machine) AllNodes() numa.Mask {
+	m = m.orEmpty()
+	return numa.FirstN(len(m.nodes))
+}
 
 // Node returns the NUMA node at dense index i (its CPUs are a copy).
 // It panics when i is out of range: that is a programmer error.
@@ -141,6 +163,7 @@ func (m *Machine) Node(i int) Node {
 
 // Nodes returns every NUMA node in ascending ID order (copies).
 func (m *Machine) Nodes() []Node {
+	m = m.orEmpty()
 	out := make([]Node, len(m.nodes))
 	for i := range m.nodes {
 		out[i] = m.Node(i)
@@ -149,14 +172,16 @@ func (m *Machine) Nodes() []Node {
 }
 
 // NodeCPUs returns the CPUs of the node at dense index i without copying:
-// the caller must not modify the result.
+// the caller must not modify the result. It panics when i is out of range.
 func (m *Machine) NodeCPUs(i int) numa.CPUSet { return m.nodes[i].CPUs }
 
-// NodeID returns the ID of the node at dense index i.
+// NodeID returns the ID of the node at dense index i. It panics when i is
+// out of range.
 func (m *Machine) NodeID(i int) numa.NodeID { return m.nodes[i].ID }
 
 // NodeIDs returns every node ID in ascending order.
 func (m *Machine) NodeIDs() []numa.NodeID {
+	m = m.orEmpty()
 	ids := make([]numa.NodeID, len(m.nodes))
 	for i, n := range m.nodes {
 		ids[i] = n.ID
@@ -195,6 +220,7 @@ func (m *Machine) MaskOf(ids ...numa.NodeID) (numa.Mask, error) {
 // IDsOf returns the node IDs of mask, ascending. Bits beyond the machine's
 // nodes are ignored.
 func (m *Machine) IDsOf(mask numa.Mask) []numa.NodeID {
+	m = m.orEmpty()
 	mask &= m.AllNodes()
 	ids := make([]numa.NodeID, 0, mask.Count())
 	for i := range mask.All() {
@@ -204,10 +230,14 @@ func (m *Machine) IDsOf(mask numa.Mask) []numa.NodeID {
 }
 
 // Sockets returns the known socket numbers, ascending.
-func (m *Machine) Sockets() []int { return slices.Clone(m.sockets) }
+func (m *Machine) Sockets() []int {
+	m = m.orEmpty()
+	return slices.Clone(m.sockets)
+}
 
 // Cores returns the physical cores, ordered by their lowest CPU (copies).
 func (m *Machine) Cores() []Core {
+	m = m.orEmpty()
 	out := make([]Core, len(m.cores))
 	for i, c := range m.cores {
 		out[i] = Core{CPUs: c.CPUs.Clone(), NodeIndex: c.NodeIndex}
@@ -224,19 +254,24 @@ func (m *Machine) NumCores() int {
 }
 
 // CoreCPUs returns the CPUs of core i without copying: the caller must not
-// modify the result.
+// modify the result. It panics when i is out of range.
 func (m *Machine) CoreCPUs(i int) numa.CPUSet { return m.cores[i].CPUs }
 
 // CoreNode returns the dense index (not the ID) of the NUMA node of core
 // i: its position in ascending ID order; m.NodeID(m.CoreNode(i)) is the ID.
+// It panics when i is out of range.
 func (m *Machine) CoreNode(i int) int { return m.cores[i].NodeIndex }
 
 // ThreadsPerCore returns the number of hardware threads of the machine's
 // largest core (1 without SMT).
-func (m *Machine) ThreadsPerCore() int { return m.threads }
+func (m *Machine) ThreadsPerCore() int {
+	m = m.orEmpty()
+	return m.threads
+}
 
 // L3Groups returns the CPU groups that share a last-level cache (may be empty).
 func (m *Machine) L3Groups() []numa.CPUSet {
+	m = m.orEmpty()
 	out := make([]numa.CPUSet, len(m.l3))
 	for i, g := range m.l3 {
 		out[i] = g.Clone()
@@ -245,7 +280,10 @@ func (m *Machine) L3Groups() []numa.CPUSet {
 }
 
 // CPUs returns every logical CPU of the machine, reserved ones included.
-func (m *Machine) CPUs() numa.CPUSet { return m.allCPUs.Clone() }
+func (m *Machine) CPUs() numa.CPUSet {
+	m = m.orEmpty()
+	return m.allCPUs.Clone()
+}
 
 // NumCPUs returns the number of logical CPUs, reserved ones included.
 func (m *Machine) NumCPUs() int {
@@ -256,11 +294,15 @@ func (m *Machine) NumCPUs() int {
 }
 
 // ReservedCPUs returns the CPUs never handed out (the kubelet's --reserved-cpus).
-func (m *Machine) ReservedCPUs() numa.CPUSet { return m.reserved.Clone() }
+func (m *Machine) ReservedCPUs() numa.CPUSet {
+	m = m.orEmpty()
+	return m.reserved.Clone()
+}
 
 // CPUNode returns the dense index of the node holding cpu, or false when the
 // machine has no such CPU.
 func (m *Machine) CPUNode(cpu int) (int, bool) {
+	m = m.orEmpty()
 	if cpu < 0 || cpu >= len(m.cpuNode) || m.cpuNode[cpu] < 0 {
 		return 0, false
 	}
@@ -270,6 +312,7 @@ func (m *Machine) CPUNode(cpu int) (int, bool) {
 // CPUCore returns the index of the core holding cpu, or false when the
 // machine has no such CPU.
 func (m *Machine) CPUCore(cpu int) (int, bool) {
+	m = m.orEmpty()
 	if cpu < 0 || cpu >= len(m.cpuCore) || m.cpuCore[cpu] < 0 {
 		return 0, false
 	}
@@ -277,18 +320,25 @@ func (m *Machine) CPUCore(cpu int) (int, bool) {
 }
 
 // Distances returns the NUMA distance table.
-func (m *Machine) Distances() numa.Distances { return m.distances }
+func (m *Machine) Distances() numa.Distances {
+	m = m.orEmpty()
+	return m.distances
+}
 
 // NUMASets returns the NUMA sets: a partition of the nodes, by default one
 // set per socket. Sets are ordered by their lowest node.
-func (m *Machine) NUMASets() []numa.Mask { return slices.Clone(m.sets) }
+func (m *Machine) NUMASets() []numa.Mask {
+	m = m.orEmpty()
+	return slices.Clone(m.sets)
+}
 
 // SetOf returns the index (into NUMASets) of the set holding the node at
-// dense index i.
+// dense index i. It panics when i is out of range.
 func (m *Machine) SetOf(i int) int { return m.setOf[i] }
 
 // SetsCrossed returns how many NUMA sets mask touches.
 func (m *Machine) SetsCrossed(mask numa.Mask) int {
+	m = m.orEmpty()
 	n := 0
 	for _, s := range m.sets {
 		if s&mask != 0 {
@@ -299,7 +349,10 @@ func (m *Machine) SetsCrossed(mask numa.Mask) int {
 }
 
 // GPUs returns the GPUs in ascending ID order.
-func (m *Machine) GPUs() []GPU { return slices.Clone(m.gpus) }
+func (m *Machine) GPUs() []GPU {
+	m = m.orEmpty()
+	return slices.Clone(m.gpus)
+}
 
 // NumGPUs returns the number of GPUs.
 func (m *Machine) NumGPUs() int {
@@ -311,6 +364,7 @@ func (m *Machine) NumGPUs() int {
 
 // GPU returns the GPU with the given ID.
 func (m *Machine) GPU(id int) (GPU, bool) {
+	m = m.orEmpty()
 	i, ok := slices.BinarySearchFunc(m.gpus, id, func(g GPU, id int) int { return g.ID - id })
 	if !ok {
 		return GPU{}, false
@@ -319,14 +373,21 @@ func (m *Machine) GPU(id int) (GPU, bool) {
 }
 
 // Devices returns the non-GPU devices, ordered by class then ID.
-func (m *Machine) Devices() []Device { return slices.Clone(m.devices) }
+func (m *Machine) Devices() []Device {
+	m = m.orEmpty()
+	return slices.Clone(m.devices)
+}
 
 // NVLinks returns the NVLink connections, ordered by (A, B) with A < B.
-func (m *Machine) NVLinks() []NVLink { return slices.Clone(m.nvlinks) }
+func (m *Machine) NVLinks() []NVLink {
+	m = m.orEmpty()
+	return slices.Clone(m.nvlinks)
+}
 
 // NVLinkCount returns the number of NVLink links between GPUs a and b (0 when
 // none is described). It takes O(log n) time in the NVLinks.
 func (m *Machine) NVLinkCount(a, b int) int {
+	m = m.orEmpty()
 	if a > b {
 		a, b = b, a
 	}

@@ -161,6 +161,7 @@ type classSearch struct {
 	uniform  bool                           // every node of the pool has the same amounts
 	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
 	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand
+	col      [maxKinds][numa.MaxNodes]int64 // col[r][j]: the amount of kind r of nodes[j] (clipped)
 	score    [numa.MaxNodes]int64           // by node: the sum of its shares
 	scoreMax int64                          // the largest and smallest score
 	scoreMin int64
@@ -237,17 +238,21 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	for r := range min(p.k, maxKinds) {
 		need, rc := p.need[r], p.recip[r]
 		if rc == 0 {
-			for _, i := range nodes {
+			for j, i := range nodes {
 				x := i & (numa.MaxNodes - 1)
+				cs.col[r][j&(numa.MaxNodes-1)] = p.val[x][r]
 				sh := share(p.val[x][r], need)
 				cs.shares[x][r] = sh
 				cs.score[x] += sh
 			}
 			continue
 		}
-		for _, i := range nodes {
+		col := &cs.col[r]
+		for j, i := range nodes {
 			x := i & (numa.MaxNodes - 1)
-			sh := shareFast(max(p.val[x][r], 0), need, rc) // share of a negative amount: 0
+			v := p.val[x][r]
+			col[j&(numa.MaxNodes-1)] = v
+			sh := shareFast(max(v, 0), need, rc) // share of a negative amount: 0
 			cs.shares[x][r] = sh
 			cs.score[x] += sh
 		}
@@ -467,10 +472,7 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
 		} else {
-			val := p.val
-			for j, i := range cs.nodes[:cs.n] {
-				cs.vals[j&(numa.MaxNodes-1)] = val[i&(numa.MaxNodes-1)][r]
-			}
+			copy(cs.vals[:cs.n], cs.col[r][:cs.n]) // fewestLargest reorders them
 			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
 		if t < 0 {

@@ -75,13 +75,16 @@ func TestCloneCutsItsOwnChunks(t *testing.T) {
 // holds a searcher without working memory (it went back to the pool) and
 // without references to the decision's state, request or victims, and that
 // such a searcher stays small: memory per state stays small for a cluster
-// of thousands of states.
+// of thousands of states. A Fit that one node answers (State.fitsOneNode)
+// takes no searcher at all.
 func TestStateKeepsASmallSearcher(t *testing.T) {
 	m, err := topology.Preset("numa64")
 	require.NoError(t, err)
 	s := MustNew(m, Options{})
+	require.NoError(t, s.Fit(&Request{CPUs: 4, Policy: policy.SingleNUMANode}))
+	require.Nil(t, s.spare.Load(), "a Fit on one node takes no searcher")
 	for i, r := range []Request{
-		{CPUs: 4, Policy: policy.SingleNUMANode},
+		{CPUs: 200, Policy: policy.BestEffort}, // wider than one node: the decision proper
 		{ID: "a", CPUs: 60, GPUs: 2, Policy: policy.Restricted},
 		{ID: "b", CPUs: 200, Policy: policy.BestEffort},
 	} {

@@ -27,14 +27,14 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 	if sr.strands {
 		copy(sr.keepFree[:s.n], s.freeOf(s.keep, sr.r, sr.keepFree[:s.n]))
 	}
-	sr.have, sr.amtSpan = false, 0
+	sr.have, sr.top, sr.amtSpan = false, 0, 0
 	if setsFirst && len(pools) == 1 && len(s.setMasks) > 1 && w <= s.maxSet {
 		sr.enumerate(s.setMasks, restrict)
 	}
 	if !sr.have {
 		sr.enumerate(pools, restrict)
 	}
-	span := sr.best.span
+	span := sr.ranks[sr.top].span
 	sr.clearTake()
 	if sr.amtSpan == span { // the last span ranked: its split is in amt
 		for j := 0; j < sr.k; j++ {
@@ -93,16 +93,19 @@ func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
 // visit ranks the candidate m and keeps it when it is the best so far; it
 // returns false when the pool's budget of candidates is spent.
 func (sr *searcher) visit(m numa.Mask) bool {
-	sr.rankOf(m, &sr.cand)
-	sr.keep(&sr.cand)
+	next := &sr.ranks[1-sr.top] // the slot that does not hold the best
+	sr.rankOf(m, next)
+	if !sr.have || compareRanks(next, &sr.ranks[sr.top], sr.k) < 0 {
+		sr.top, sr.have = 1-sr.top, true
+	}
 	sr.left--
 	return sr.left > 0
 }
 
-// keep makes rk the best so far when it is.
+// keep makes a copy of rk the best so far when it is.
 func (sr *searcher) keep(rk *rank) {
-	if !sr.have || compareRanks(rk, &sr.best, sr.k) < 0 {
-		sr.best, sr.have = *rk, true
+	if best := &sr.ranks[sr.top]; !sr.have || compareRanks(rk, best, sr.k) < 0 {
+		*best, sr.have = *rk, true
 	}
 }
 

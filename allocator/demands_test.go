@@ -64,13 +64,7 @@ func unknownGPUMachine(t *testing.T) *topology.Machine {
 // allocations (of every policy, whole cores included) have filled in part, a GPU of
 // unknown NUMA node included.
 func TestLoadFreeShortcut(t *testing.T) {
-	machines := []*topology.Machine{unknownGPUMachine(t)}
-	for _, preset := range []string{"dgx-a100", "dgx-h100", "small-1s", "numa64"} {
-		m, err := topology.Preset(preset)
-		require.NoError(t, err)
-		machines = append(machines, m)
-	}
-	for _, m := range machines {
+	for _, m := range withUnknownGPU(t, "dgx-a100", "dgx-h100", "small-1s", "numa64") {
 		rapid.Check(t, func(rt *rapid.T) {
 			s := MustNew(m, Options{})
 			draw := func(label string) *Request {

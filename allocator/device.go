@@ -247,6 +247,17 @@ func (d *Devices) setHeld(i int32, held bool) {
 	}
 }
 
+// holdFree marks the free healthy devices of node (device indices) held:
+// setHeld(i, true) for each, with the node's counts changed once.
+func (d *Devices) holdFree(devs []int32, node int) {
+	for _, i := range devs {
+		d.held[i] = true
+		d.freeSet.Remove(int(i))
+		d.groupFree[d.groupOf[i]]--
+	}
+	d.nodeFree[node] -= int64(len(devs))
+}
+
 // SetHealthy marks device i (index in ascending ID order) healthy or not.
 // It reports whether the health changed.
 func (d *Devices) setHealthy(i int32, healthy bool) bool {
@@ -519,12 +530,14 @@ func (j *deviceJoint) choose(nodes numa.Mask, unknown bool) {
 		// Every free device of the node: the only choice.
 		ci := j.wants[0].Class
 		d := j.res[ci]
+		picked := j.picked[ci]
 		for _, i := range d.byNode[node] {
 			if d.isFree(i) {
-				d.setHeld(i, true)
-				j.picked[ci] = append(j.picked[ci], i)
+				picked = append(picked, i)
 			}
 		}
+		d.holdFree(picked[len(j.picked[ci]):], node)
+		j.picked[ci] = picked
 	case len(j.wants) > devchoice.MaxWants:
 		// More classes than one choice takes: each class on its own.
 		for k := range j.wants {

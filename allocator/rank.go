@@ -77,7 +77,7 @@ var (
 	// without one), compared kind by kind: for devices the PCIe switch
 	// groups used beyond one per node, so GPUs under one switch come
 	// first; for CPUs the CPUs that cannot come as whole free cores.
-	critPenalty criterion = func(a, b *rank, k int) int { return slices.Compare(a.penalty[:k], b.penalty[:k]) }
+	critPenalty criterion = func(a, b *rank, k int) int { return compareInts(a.penalty[:k], b.penalty[:k]) }
 	// critStranded: for a request that asks for no GPUs, the free GPUs on
 	// the span, so that CPU-only pods leave GPU-local CPUs to GPU pods (0
 	// for every span with Options.SpendGPULocalCPUs).
@@ -86,7 +86,7 @@ var (
 	// span's nodes keep after the placement, compared kind by kind: best
 	// fit (fewer first, keeping large free blocks whole) by default, the
 	// opposite with Options.Packing Spread.
-	critLeft criterion = func(a, b *rank, k int) int { return slices.Compare(a.left[:k], b.left[:k]) }
+	critLeft criterion = func(a, b *rank, k int) int { return compareInts(a.left[:k], b.left[:k]) }
 	// critSpan: lower node indices first (numa.Mask.IsNarrowerThan; the
 	// spans compared have the same width), so that the order is total and
 	// every decision deterministic.
@@ -145,6 +145,21 @@ func compareBools(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// compareInts compares a and b (of one length) element by element, the
+// first that differs deciding, as slices.Compare does.
+func compareInts(a, b []int64) int {
+	b = b[:len(a)]
+	for i, x := range a {
+		if y := b[i]; x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
 }
 
 // compareSpans orders masks by numa.Mask.IsNarrowerThan.
@@ -251,8 +266,16 @@ func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
 // resources' penalties.
 func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 	s := sr.s
-	rk.span = m
 	rk.ruleBroken = m&sr.forbidden != 0
+	if m&(m-1) == 0 && m != 0 { // one node: one set, no pairs, the node gives everything
+		i := bits.TrailingZeros64(uint64(m)) & (numa.MaxNodes - 1)
+		rk.sets, rk.distance = bits.OnesCount64(s.setBit[i]), 0
+		for j := 0; j < sr.k; j++ {
+			sr.amt[j][i] = sr.freeP.need[j]
+		}
+		sr.rankSplit(m, rk)
+		return
+	}
 	var sets uint64
 	for w := uint64(m); w != 0; w &= w - 1 {
 		sets |= s.setBit[bits.TrailingZeros64(w)]
@@ -270,25 +293,34 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 // first criteria are left as they are), leaving m's split in sr.amt:
 // O(k·|m| log |m|) plus the resources' penalties.
 func (sr *searcher) rankTail(m numa.Mask, rk *rank) {
-	s := sr.s
-	rk.span = m
 	sr.split(m, sr.amt)
+	sr.rankSplit(m, rk)
+}
+
+// rankSplit fills the criteria of rk after the distance for span m from
+// m's split, already in sr.amt: O(k·|m|) plus the resources' penalties.
+func (sr *searcher) rankSplit(m numa.Mask, rk *rank) {
+	s, n := sr.s, sr.s.n
+	rk.span = m
 	sr.amtSpan = m
-	rk.stranded = 0
+	spread := s.opts.Packing == Spread
 	for j := 0; j < sr.k; j++ {
-		rk.penalty[j] = 0
-		if pen := s.pen[sr.kinds[j]]; pen != nil {
-			rk.penalty[j] = pen.Penalty(sr.r, m, sr.amt[j][:s.n])
+		var pen int64
+		if p := s.pen[sr.kinds[j]]; p != nil {
+			pen = p.Penalty(sr.r, m, sr.amt[j][:n])
 		}
+		rk.penalty[j] = pen
+		free := sr.freeP.amount[j]
 		left := -sr.freeP.need[j]
 		for w := uint64(m); w != 0; w &= w - 1 {
-			left += sr.freeP.amount[j][bits.TrailingZeros64(w)]
+			left += free[bits.TrailingZeros64(w)]
 		}
-		if s.opts.Packing == Spread {
+		if spread {
 			left = -left
 		}
 		rk.left[j] = left
 	}
+	rk.stranded = 0
 	if sr.strands {
 		for w := uint64(m); w != 0; w &= w - 1 {
 			rk.stranded += sr.keepFree[bits.TrailingZeros64(w)]

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 
@@ -43,6 +44,10 @@ import (
 //
 // Choosing among admissible spans ([searcher.choose]) ranks candidates by
 // [rank].
+//
+// Fit takes no searcher when [State.fitsOneNode] answers: the decision's
+// own first steps for a request of built-in amounts that some node the
+// rule allows covers alone, read from the free counters.
 type searcher struct {
 	// Inputs.
 	s       *State
@@ -80,9 +85,10 @@ type searcher struct {
 	forbidden numa.Mask // nodes a span of the width may not use under the rule
 	strands   bool      // the rank counts stranded units (see rank.stranded)
 	keepFree  [numa.MaxNodes]int64
-	have      bool
+	have      bool // ranks[top] is the best span so far
 	left      int
-	best      rank
+	ranks     [2]rank // the best span so far (ranks[top]) and the one visit ranks
+	top       int
 	cand      rank
 	cur       rank
 	curOK     bool      // cur is the rank of the cover improve returned
@@ -588,6 +594,70 @@ func (sr *searcher) decide(choose bool) error {
 		p.span = sr.choose(pools, restrict)
 	}
 	return nil
+}
+
+// fitsOneNode reports whether [searcher.decide] admits r on the first
+// cover it looks for, of one node, for a valid request of built-in
+// amounts only (no Devices, no Amounts) on a state without kinds of the
+// caller's own: for SingleNUMANode and Restricted, some node that the
+// singleNUMANodeExclusive rule allows a one-node span covers r alone; for
+// BestEffort and None, some node covers it alone (width_free 1; the rule
+// is soft); or nothing is left to place on known nodes (None served from
+// devices of unknown NUMA node alone). That is the common answer of Fit,
+// read here from the resources' free counters in O(n) without a searcher;
+// false means only that decide must answer (it may still admit, or
+// refuse). The steps are decide's own for that case: the demands on known
+// nodes (loadDemands, loadFree: a None request takes GPUs of unknown node
+// first), then by policy anyCover over the whole machine for
+// SingleNUMANode, over the NUMA sets for Restricted (whose width_cap is
+// then 1 inside a set), restricted to the nodes the rule allows, and
+// minWidth's one-node answer for BestEffort and None.
+// TestFitsOneNodeAgreesWithDecide keeps the two equal.
+func (s *State) fitsOneNode(r *Request) bool {
+	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
+		r.validate(s.m.ThreadsPerCore()) != nil {
+		return false
+	}
+	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+	if r.Policy == policy.None {
+		gpus -= min(int64(s.gpu.unFree), gpus)
+	}
+	if gpus == 0 && cpus == 0 && mem == 0 {
+		return true // nothing on known nodes
+	}
+	// BestEffort and None: width_free 1 whatever the rule (it is soft).
+	// Otherwise a one-node cover that keeps the rule (policy.AllowedPool of
+	// width 1); for Restricted inside some NUMA set, which is the same, the
+	// sets partitioning the nodes.
+	pool := s.m.AllNodes()
+	if r.Policy != policy.BestEffort && r.Policy != policy.None {
+		pool &^= s.sharedMask
+	}
+	return s.coversAlone(r, pool, gpus, cpus, mem)
+}
+
+// coversAlone reports whether some node of pool has free GPUs, CPUs
+// (whole cores for a FullPCPUs request) and memory that reach gpus, cpus
+// and mem units (an amount of 0 is no condition), looking at the nodes in
+// ascending order up to the first that does.
+func (s *State) coversAlone(r *Request, pool numa.Mask, gpus, cpus, mem int64) bool {
+	gf, cf, mf := s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free
+	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
+	for w := uint64(pool); w != 0; w &= w - 1 {
+		if i := bits.TrailingZeros64(w); gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
+			return true
+		}
+	}
+	return false
+}
+
+// orLeast returns d, or the least int64 for d = 0: every amount is at
+// least that.
+func orLeast(d int64) int64 {
+	if d == 0 {
+		return math.MinInt64
+	}
+	return d
 }
 
 // clearTake zeroes the split of the chosen span.

@@ -365,6 +365,10 @@ func (s *State) Fit(r *Request) error {
 			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
+	if s.fitsOneNode(r) { // the common answer, without a searcher
+		s.mu.RUnlock()
+		return nil
+	}
 	sr := s.searcher(r, nil)
 	err := sr.decide(false)
 	sr.done()

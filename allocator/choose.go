@@ -177,26 +177,34 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 			for r := range k {
 				want[r] = p.need[r] - sums[r] + vi[r]
 			}
-			for wj := uint64(pool &^ m); wj != 0; wj &= wj - 1 {
-				j := bits.TrailingZeros64(wj) & 63
-				if budget--; budget < 0 {
-					sr.curOK = known
-					return m
+			// Every node outside m is a swap tried, in ascending order, and
+			// counts against the budget; those that cannot lower the rank
+			// by the sets (and, in a sweep of ties, those that change the
+			// sets) are skipped by mask.
+			outside := uint64(pool &^ m)
+			if outside != 0 && budget <= 0 {
+				sr.curOK = known
+				return m
+			}
+			cands, cut := outside, false // cut: the budget ends inside this i's swaps
+			if bits.OnesCount64(outside) > budget {
+				cands, cut = lowestBits(outside, budget), true
+			}
+			if !full {
+				cands &^= uint64(pos)
+				if tieRound {
+					cands &^= uint64(neg)
 				}
+			}
+			for wj := cands; wj != 0; wj &= wj - 1 {
+				j := bits.TrailingZeros64(wj) & 63
 				tie := full
-				if !full {
-					bit := numa.Mask(1) << uint(j)
-					if pos&bit != 0 {
+				if !full && neg&(1<<uint(j)) == 0 { // the same sets: the distance decides
+					dDist := toM[j] - int64(rowI[j]) - di
+					if dDist > 0 {
 						continue
 					}
-					if neg&bit == 0 { // the same sets: the distance decides
-						dDist := toM[j] - int64(rowI[j]) - di
-						if dDist > 0 {
-							continue
-						}
-						tie = dDist == 0
-					}
-					if tie != tieRound {
+					if tie = dDist == 0; tie != tieRound {
 						continue
 					}
 				}
@@ -231,6 +239,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 				} else {
 					known = false
 				}
+				budget -= bits.OnesCount64(outside & (2<<uint(j) - 1)) // the swaps tried up to j
 				for r := 0; r < p.k; r++ {
 					sums[r] += vj[r] - vi[r]
 				}
@@ -242,6 +251,13 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 				inSet[s.setOf[j]]++
 				swapped = true
 				break
+			}
+			if !swapped {
+				if cut {
+					sr.curOK = known
+					return m
+				}
+				budget -= bits.OnesCount64(outside)
 			}
 		}
 		switch {

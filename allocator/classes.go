@@ -161,6 +161,7 @@ type classSearch struct {
 	uniform  bool                           // every node of the pool has the same amounts
 	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
 	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand
+	col      [maxKinds][numa.MaxNodes]int64 // col[r][j]: the amount of kind r of nodes[j] (clipped)
 	score    [numa.MaxNodes]int64           // by node: the sum of its shares
 	scoreMax int64                          // the largest and smallest score
 	scoreMin int64
@@ -176,6 +177,7 @@ type classSearch struct {
 	members    [numa.MaxNodes]int8           // nodes grouped by class, each class by sorted kind descending
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
+	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
 	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
 
 	lagrange  bool // prepareLagrange ran
@@ -225,45 +227,40 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	if cs.uniform {
 		return
 	}
-	k := min(p.k, maxKinds)
-	need, rc := &p.need, &p.recip
-	// The shares by multiplication (shareFast, without a call in the
-	// loop), then, when a demand is beyond what it takes (recip 0), those
-	// kinds' shares by division and the scores again.
-	slow := false
-	mx, mn := int64(0), int64(1<<62)
-	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-		i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
-		v, sh := &p.val[i], &cs.shares[i]
-		var sc int64
-		for r := 0; r < k; r++ {
-			var x int64
-			if rc[r] != 0 {
-				x = shareFast(max(v[r], 0), need[r], rc[r]) // share of a negative amount: 0
-			} else {
-				slow = true
-			}
-			sh[r] = x
-			sc += x
-		}
-		cs.score[i] = sc
-		mx, mn = max(mx, sc), min(mn, sc)
+	// The shares kind by kind (the demand and its reciprocal held across
+	// the nodes): by multiplication (shareFast, without a call in the
+	// loop), or by division when the demand is beyond what it takes (recip
+	// 0); the scores summed along.
+	nodes := cs.nodes[:n]
+	for _, i := range nodes {
+		cs.score[i&(numa.MaxNodes-1)] = 0
 	}
-	if slow {
-		mx, mn = 0, 1<<62
-		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-			i := bits.TrailingZeros64(wd) & (numa.MaxNodes - 1)
-			v, sh := &p.val[i], &cs.shares[i]
-			var sc int64
-			for r := 0; r < k; r++ {
-				if rc[r] == 0 {
-					sh[r] = share(v[r], need[r])
-				}
-				sc += sh[r]
+	for r := range min(p.k, maxKinds) {
+		need, rc := p.need[r], p.recip[r]
+		if rc == 0 {
+			for j, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				cs.col[r][j&(numa.MaxNodes-1)] = p.val[x][r]
+				sh := share(p.val[x][r], need)
+				cs.shares[x][r] = sh
+				cs.score[x] += sh
 			}
-			cs.score[i] = sc
-			mx, mn = max(mx, sc), min(mn, sc)
+			continue
 		}
+		col := &cs.col[r]
+		for j, i := range nodes {
+			x := i & (numa.MaxNodes - 1)
+			v := p.val[x][r]
+			col[j&(numa.MaxNodes-1)] = v
+			sh := shareFast(max(v, 0), need, rc) // share of a negative amount: 0
+			cs.shares[x][r] = sh
+			cs.score[x] += sh
+		}
+	}
+	mx, mn := int64(0), int64(1<<62)
+	for _, i := range nodes {
+		sc := cs.score[i&(numa.MaxNodes-1)]
+		mx, mn = max(mx, sc), min(mn, sc)
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
 }
@@ -475,10 +472,7 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
 		} else {
-			val := p.val
-			for j, i := range cs.nodes[:cs.n] {
-				cs.vals[j&(numa.MaxNodes-1)] = val[i&(numa.MaxNodes-1)][r]
-			}
+			copy(cs.vals[:cs.n], cs.col[r][:cs.n]) // fewestLargest reorders them
 			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
 		if t < 0 {
@@ -845,8 +839,9 @@ func (cs *classSearch) classify() {
 		copy(m, out[:cs.n])
 	}
 	cs.nc = 0
-	cs.cum[0] = 0
+	cs.cum[0], cs.cumMask[0] = 0, 0
 	var cum int64
+	var cumMask numa.Mask
 	for j, i := range m {
 		x := i & (numa.MaxNodes - 1)
 		if j == 0 || packed && ranks[x] != ranks[m[j-1]&(numa.MaxNodes-1)] || !packed && !sameOthers(p, sk, m[j-1], i) {
@@ -855,7 +850,8 @@ func (cs *classSearch) classify() {
 		}
 		cs.classOf[x] = int8(cs.nc - 1)
 		cum += val[x][sk]
-		cs.cum[j+1] = cum
+		cumMask |= 1 << uint(x)
+		cs.cum[j+1], cs.cumMask[j+1] = cum, cumMask
 	}
 	cs.start[cs.nc] = int16(cs.n)
 	// The classes by each other kind, descending: the order of their first
@@ -1055,10 +1051,7 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 			}
 		}
 		next[cs.sk] += cs.take(cl, t)
-		mk := mask
-		for _, i := range m[s : s+t] {
-			mk |= 1 << uint(i&(numa.MaxNodes-1))
-		}
+		mk := mask | cs.cumMask[s+t]&^cs.cumMask[s] // the first t members of cl
 		if cs.dfs(cl+1, rem-t, next, mk) {
 			return true
 		}

@@ -58,11 +58,13 @@ func (p *problem) clip() {
 	if p.clipped {
 		return
 	}
-	for r := 0; r < p.k; r++ {
+	val := p.val
+	for r := range min(p.k, maxKinds) {
 		need := p.need[r]
 		p.recip[r] = recip(need)
-		for i, v := range p.amount[r] {
-			p.val[i][r] = min(v, need)
+		amount := p.amount[r]
+		for i, v := range amount[:min(len(amount), numa.MaxNodes)] {
+			val[i][r] = min(v, need)
 		}
 	}
 	p.clipped = true
@@ -91,11 +93,16 @@ func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
 	return s
 }
 
-// covers reports whether m covers every demand (val must be made).
+// covers reports whether m covers every demand (val must be made), kind by
+// kind, stopping at the first kind m falls short of.
 func (p *problem) covers(m numa.Mask) bool {
-	s := p.sums(m)
-	for r := 0; r < p.k; r++ {
-		if s[r] < p.need[r] {
+	val := p.val
+	for r := range min(p.k, maxKinds) {
+		var s int64
+		for w := uint64(m); w != 0; w &= w - 1 {
+			s += val[bits.TrailingZeros64(w)&(numa.MaxNodes-1)][r]
+		}
+		if s < p.need[r] {
 			return false
 		}
 	}
@@ -321,13 +328,14 @@ func fewestFirst(p *problem, r int, ord []int8) int {
 func (p *problem) mayCover(pool numa.Mask, w int) bool {
 	p.clip()
 	var vals [numa.MaxNodes]int64
-	for r := 0; r < p.k; r++ {
+	val := p.val
+	for r := range min(p.k, maxKinds) {
 		if p.need[r] == 0 {
 			continue
 		}
 		n := 0
 		for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-			vals[n] = p.val[bits.TrailingZeros64(wd)][r]
+			vals[n&(numa.MaxNodes-1)] = val[bits.TrailingZeros64(wd)&(numa.MaxNodes-1)][r]
 			n++
 		}
 		if sumLargest(vals[:n], w) < p.need[r] {

@@ -40,11 +40,8 @@ type CPUs struct {
 	// Node i's slots are nodeCores[i] (its cores, ascending); the layout of
 	// its planes is layout[i].
 	layout []planeLayout
-	// Node i's CPUs by word: nodeWords[nodeWordOff[i]:nodeWordOff[i+1]];
-	// by CPU: its node and the node's CPUs in the CPU's word.
-	nodeWords   []wordMask
-	nodeWordOff []int32
-	cpuNode     []wordMask
+	// By CPU: its node and the node's CPUs in the CPU's word.
+	cpuNode []wordMask
 	// The allocatable threads of core k are threads[threadOff[k]:threadOff[k+1]],
 	// ascending; its t-th thread (ascending, the thread of plane t) is
 	// coreThread[k*tpc+t] (-1 when it has fewer threads).
@@ -88,8 +85,8 @@ type planeLayout struct {
 	gaps bool
 }
 
-// wordMask is a node's CPUs in one word of a CPU set: bits mask of word w
-// (in nodeWords) or of node w (in cpuNode, whose index says the word).
+// wordMask is a node's CPUs in one word of a CPU set: bits mask of node w
+// (in cpuNode, whose index says the word).
 type wordMask struct {
 	w    int32
 	mask uint64
@@ -204,17 +201,13 @@ func newCPUs(m *topology.Machine) *CPUs {
 		c.layout[node].able = able
 	}
 	nwords := max(m.CPUs().Max(), 0)/64 + 1
-	c.nodeWordOff, c.cpuNode = make([]int32, n+1), make([]wordMask, nwords*64)
+	c.cpuNode = make([]wordMask, nwords*64)
 	for node := 0; node < n; node++ {
 		for wi, w := range m.NodeCPUs(node).Words() {
-			if w != 0 {
-				c.nodeWords = append(c.nodeWords, wordMask{w: int32(wi), mask: w})
-			}
 			for b := w; b != 0; b &= b - 1 {
 				c.cpuNode[wi<<6|bits.TrailingZeros64(b)] = wordMask{w: int32(node), mask: w}
 			}
 		}
-		c.nodeWordOff[node+1] = int32(len(c.nodeWords))
 	}
 	c.pickBits = make([]uint64, nwords)
 	c.planes = make([]uint64, (c.tpc+2)*widest)
@@ -235,7 +228,7 @@ func (c *CPUs) loadPlanes(node int) int {
 	for _, r := range l.runs {
 		var v uint64
 		if int(r.cw) < len(free) {
-			v = free[r.cw] >> r.cs << r.ps & r.mask
+			v = free[r.cw] >> (r.cs & 63) << (r.ps & 63) & r.mask
 		}
 		if r.first {
 			p[r.pw] = v
@@ -243,11 +236,12 @@ func (c *CPUs) loadPlanes(node int) int {
 			p[r.pw] |= v
 		}
 	}
+	planes, whole := p[:tpc*nw], p[tpc*nw:]
 	for j, w := range l.able {
-		for t := 0; t < tpc; t++ {
-			w &= p[t*nw+j]
+		for t := j; t < len(planes); t += nw {
+			w &= planes[t]
 		}
-		p[tpc*nw+j] = w
+		whole[j] = w
 	}
 	return nw
 }
@@ -268,19 +262,18 @@ func (c *CPUs) recount(set numa.CPUSet) {
 	}
 }
 
-// recountNode sets node i's counters from the free set.
+// recountNode sets node i's counters from the free set: its free threads
+// and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
-	free := c.free.Words()
+	nw := c.loadPlanes(i)
+	p := c.planes[:(c.tpc+1)*nw]
 	var n int
-	for _, x := range c.nodeWords[c.nodeWordOff[i]:c.nodeWordOff[i+1]] {
-		if int(x.w) < len(free) {
-			n += bits.OnesCount64(free[x.w] & x.mask)
-		}
+	for _, w := range p[:c.tpc*nw] {
+		n += bits.OnesCount64(w)
 	}
 	c.nodeFree[i] = int64(n)
-	nw := c.loadPlanes(i)
 	n = 0
-	for _, w := range c.planes[c.tpc*nw : (c.tpc+1)*nw] {
+	for _, w := range p[c.tpc*nw:] {
 		n += bits.OnesCount64(w)
 	}
 	c.wholeFree[i] = int64(n)
@@ -473,8 +466,8 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	if !wholeOnly {
 		for j := 0; j < nw && got < want; j++ {
 			var part uint64 // the cores of pass 2
-			for t := 0; t < tpc; t++ {
-				part |= p[t*nw+j]
+			for t := j; t < tpc*nw; t += nw {
+				part |= p[t]
 			}
 			part &^= sel[j] | whole[j]
 			if k := c.threadsIn(p, nw, j, part); got+k <= want {
@@ -502,7 +495,7 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 		}
 	}
 	for _, r := range c.layout[node].runs {
-		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> r.ps << r.cs
+		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> (r.ps & 63) << (r.cs & 63)
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)
@@ -512,8 +505,8 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 // cores of cores, a mask of slot word j.
 func (c *CPUs) threadsIn(p []uint64, nw, j int, cores uint64) int {
 	k := 0
-	for t := 0; t < c.tpc; t++ {
-		k += bits.OnesCount64(p[t*nw+j] & cores)
+	for t := j; t < c.tpc*nw; t += nw {
+		k += bits.OnesCount64(p[t] & cores)
 	}
 	return k
 }
@@ -537,6 +530,9 @@ func (c *CPUs) pickThreads(node, j, s, want, got int) int {
 // lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)),
 // found by halving the width of a mask of w's low bits.
 func lowestBits(w uint64, n int) uint64 {
+	if n == 1 {
+		return w & -w
+	}
 	m := 0 // the bits below m hold fewer than n set bits
 	for step := 32; step > 0; step >>= 1 {
 		if bits.OnesCount64(w&(1<<uint(m+step)-1)) < n {

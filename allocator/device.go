@@ -247,15 +247,21 @@ func (d *Devices) setHeld(i int32, held bool) {
 	}
 }
 
-// holdFree marks the free healthy devices of node (device indices) held:
-// setHeld(i, true) for each, with the node's counts changed once.
-func (d *Devices) holdFree(devs []int32, node int) {
-	for _, i := range devs {
-		d.held[i] = true
-		d.freeSet.Remove(int(i))
-		d.groupFree[d.groupOf[i]]--
+// holdFree marks every free healthy device of node held (setHeld(i, true)
+// for each, with the node's count changed once) and appends their indices
+// to dst, in the node's order.
+func (d *Devices) holdFree(node int, dst []int32) []int32 {
+	n := len(dst)
+	for _, i := range d.byNode[node] {
+		if d.isFree(i) {
+			d.held[i] = true
+			d.freeSet.Remove(int(i))
+			d.groupFree[d.groupOf[i]]--
+			dst = append(dst, i)
+		}
 	}
-	d.nodeFree[node] -= int64(len(devs))
+	d.nodeFree[node] -= int64(len(dst) - n)
+	return dst
 }
 
 // SetHealthy marks device i (index in ascending ID order) healthy or not.
@@ -445,6 +451,7 @@ type deviceJoint struct {
 	amt      [][]int64
 	unplaced []int64
 	got      []bool
+	active   []int // the classes whose amounts Take recorded (set by take)
 	picked   [][]int32
 	wants    []devchoice.Want
 	req      devchoice.Request
@@ -486,11 +493,13 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 func (j *deviceJoint) take(a *Allocation) {
 	var nodes numa.Mask
 	unplaced := false
+	j.active = j.active[:0]
 	for ci, d := range j.res {
 		j.picked[ci] = j.picked[ci][:0]
 		if d == nil || !j.got[ci] {
 			continue
 		}
+		j.active = append(j.active, ci)
 		nodes |= numa.Mask(atLeast(j.amt[ci], 1))
 		unplaced = unplaced || j.unplaced[ci] > 0
 	}
@@ -500,10 +509,8 @@ func (j *deviceJoint) take(a *Allocation) {
 	if unplaced {
 		j.choose(0, true)
 	}
-	for ci, d := range j.res {
-		if d != nil && j.got[ci] {
-			d.record(j.picked[ci], a)
-		}
+	for _, ci := range j.active {
+		j.res[ci].record(j.picked[ci], a)
 	}
 }
 
@@ -512,16 +519,13 @@ func (j *deviceJoint) take(a *Allocation) {
 func (j *deviceJoint) choose(nodes numa.Mask, unknown bool) {
 	node := bits.TrailingZeros64(uint64(nodes))
 	j.wants = j.wants[:0]
-	for ci, d := range j.res {
-		if d == nil || !j.got[ci] {
-			continue
-		}
+	for _, ci := range j.active {
 		k := j.unplaced[ci]
 		if !unknown {
 			k = j.amt[ci][node]
 		}
 		if k > 0 {
-			j.wants = append(j.wants, devchoice.Want{Class: ci, Count: int(k), Free: d.freeSet})
+			j.wants = append(j.wants, devchoice.Want{Class: ci, Count: int(k), Free: j.res[ci].freeSet})
 		}
 	}
 	switch {
@@ -529,15 +533,7 @@ func (j *deviceJoint) choose(nodes numa.Mask, unknown bool) {
 	case len(j.wants) == 1 && !unknown && int64(j.wants[0].Count) == j.res[j.wants[0].Class].nodeFree[node]:
 		// Every free device of the node: the only choice.
 		ci := j.wants[0].Class
-		d := j.res[ci]
-		picked := j.picked[ci]
-		for _, i := range d.byNode[node] {
-			if d.isFree(i) {
-				picked = append(picked, i)
-			}
-		}
-		d.holdFree(picked[len(j.picked[ci]):], node)
-		j.picked[ci] = picked
+		j.picked[ci] = j.res[ci].holdFree(node, j.picked[ci])
 	case len(j.wants) > devchoice.MaxWants:
 		// More classes than one choice takes: each class on its own.
 		for k := range j.wants {

@@ -95,7 +95,7 @@ func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
 func (sr *searcher) visit(m numa.Mask) bool {
 	next := &sr.ranks[1-sr.top] // the slot that does not hold the best
 	sr.rankOf(m, next)
-	if !sr.have || compareRanks(next, &sr.ranks[sr.top], sr.k) < 0 {
+	if sr.beats(next) {
 		sr.top, sr.have = 1-sr.top, true
 	}
 	sr.left--
@@ -104,9 +104,15 @@ func (sr *searcher) visit(m numa.Mask) bool {
 
 // keep makes a copy of rk the best so far when it is.
 func (sr *searcher) keep(rk *rank) {
-	if best := &sr.ranks[sr.top]; !sr.have || compareRanks(rk, best, sr.k) < 0 {
-		*best, sr.have = *rk, true
+	if sr.beats(rk) {
+		sr.ranks[sr.top], sr.have = *rk, true
 	}
+}
+
+// beats reports whether rk ranks before the best span so far (or there is
+// none yet).
+func (sr *searcher) beats(rk *rank) bool {
+	return !sr.have || compareRanks(rk, &sr.ranks[sr.top], sr.k) < 0
 }
 
 // improve is the local search of large pools: it swaps one node of the

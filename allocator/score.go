@@ -20,8 +20,10 @@ import (
 // a width_free or width_cap the search bound left undecided or approximate
 // counts as not aligned).
 //
-// Bound: Fit's decision and, for BestEffort and None, the computation of
-// width_cap (within the same search bound), under the read lock.
+// Bound: O(n) reads of the free counters when one node covers r (Fit's
+// shortcut, the common answer: the score is then aligned); otherwise Fit's
+// decision and, for BestEffort and None, the computation of width_cap
+// (within the same search bound); under the read lock.
 func (s *State) Score(r *Request) (int, error) {
 	if err := s.check(r); err != nil {
 		return 0, err
@@ -33,6 +35,14 @@ func (s *State) Score(r *Request) (int, error) {
 			return 0, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
+	if s.fitsOneNode(r) {
+		return s.oneNodeScore(r), nil
+	}
+	return s.searchScore(r)
+}
+
+// searchScore is Score by the decision proper, under the read lock.
+func (s *State) searchScore(r *Request) (int, error) {
 	sr := s.searcher(r, nil)
 	defer sr.done()
 	// The admission decision alone: the score needs the span's width, not
@@ -52,17 +62,66 @@ func (s *State) Score(r *Request) (int, error) {
 		widthCap, _ := sr.widthCap()
 		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut() && !sr.bound.approx
 	}
+	var capSum [maxKinds]int64
+	for j := 0; j < sr.k; j++ {
+		capSum[j] = s.capacitySum(sr.kinds[j], r)
+	}
+	sr.sums()
+	return s.scoreOf(aligned, sr.k, &capSum, &sr.freeSum, &sr.demand), nil
+}
 
-	// Utilisation after the placement, averaged over the demanded kinds.
+// oneNodeScore is Score for a request that [State.fitsOneNode] admits,
+// read from the free counters without a searcher: the span is one node,
+// so the placement is aligned (width_free 1, or nothing to place on known
+// nodes), and the utilisation is that of the demanded built-in kinds, in
+// the decision's order (GPUs, CPUs, memory), from the same sums the
+// decision would make. TestOneNodeScoreAgreesWithScore keeps the two
+// equal.
+func (s *State) oneNodeScore(r *Request) int {
+	var capSum, freeSum, demand [maxKinds]int64
+	k := 0
+	none := r.Policy == policy.None
+	add := func(j int, d int64) {
+		if d > 0 {
+			free, _ := s.builtinFree(j, r, none)
+			var t int64
+			for _, v := range free {
+				t += v
+			}
+			capSum[k], freeSum[k], demand[k] = s.capacitySum(j, r), t, d
+			k++
+		}
+	}
+	add(0, s.gpu.Demand(r))
+	add(s.builtin-2, s.cpu.Demand(r))
+	add(s.builtin-1, s.mem.Demand(r))
+	return s.scoreOf(true, k, &capSum, &freeSum, &demand)
+}
+
+// builtinCap returns built-in resource j's capacity on every node for r,
+// as builtinFree does its free units.
+func (s *State) builtinCap(j int, r *Request) []int64 {
+	switch j {
+	case 0:
+		return s.gpu.nodeCap
+	case s.builtin - 2:
+		return s.cpu.CapacityView(r)
+	}
+	return s.mem.capacity
+}
+
+// scoreOf turns the alignment and, for each of the k demanded kinds, its
+// capacity, free units and demand on the known nodes into Score's 0-100
+// figure: the utilisation after the placement, averaged over the kinds
+// with capacity, in the band of the alignment.
+func (s *State) scoreOf(aligned bool, k int, capSum, freeSum, demand *[maxKinds]int64) int {
 	var util float64
 	kinds := 0
-	capSum := sr.capacitySums()
-	sr.sums()
-	for j := 0; j < sr.k; j++ {
+	for j := 0; j < k; j++ {
 		if capacity := capSum[j]; capacity > 0 {
 			// Devices of unknown NUMA node are left out: the demand may
 			// exceed what the known nodes give, hence the clamp below.
-			util += min(float64(capacity-sr.freeSum[j]+sr.demand[j])/float64(capacity), 1)
+			util += min(float64(capacity-freeSum[j]+demand[j])/float64(capacity), 1)
 			kinds++
 		}
 	}
@@ -74,34 +133,25 @@ func (s *State) Score(r *Request) (int, error) {
 		p01 = 1 - p01
 	}
 	if aligned {
-		return 50 + int(p01*50), nil
+		return 50 + int(p01*50)
 	}
-	return int(p01 * 49), nil
+	return int(p01 * 49)
 }
 
-// capacitySums returns the capacity of each demanded kind on the known
-// nodes. It reads the resources' capacity views (or their Capacity, node by
-// node) without loading the capacity problem, which a score does not
-// search: no working memory is taken for it.
-func (sr *searcher) capacitySums() [maxKinds]int64 {
-	if sr.capOK {
-		return sr.capSum
-	}
-	var sums [maxKinds]int64
-	s := sr.s
-	for j := 0; j < sr.k; j++ {
-		res := sr.kinds[j]
-		var t int64
-		if b := s.bulk[res]; b != nil {
-			for _, v := range b.CapacityView(sr.r) {
-				t += v
-			}
-		} else {
-			for i := 0; i < s.n; i++ {
-				t += s.res[res].Capacity(sr.r, i)
-			}
+// capacitySum returns the capacity of resource j on the known nodes for
+// r. It reads the resource's capacity view (or its Capacity, node by node)
+// without loading the capacity problem, which a score does not search: no
+// working memory is taken for it.
+func (s *State) capacitySum(j int, r *Request) int64 {
+	var t int64
+	if b := s.bulk[j]; b != nil {
+		for _, v := range b.CapacityView(r) {
+			t += v
 		}
-		sums[j] = t
+		return t
 	}
-	return sums
+	for i := 0; i < s.n; i++ {
+		t += s.res[j].Capacity(r, i)
+	}
+	return t
 }

@@ -3,7 +3,6 @@ package allocator
 import (
 	"cmp"
 	"math/bits"
-	"reflect"
 	"slices"
 
 	"github.com/numaplace/numaplace/numa"
@@ -51,24 +50,24 @@ type rank struct {
 	span       numa.Mask
 }
 
-// criterion compares two ranks on one criterion (k demanded kinds):
-// negative when a is preferred, positive when b is, 0 on a tie.
-type criterion func(a, b *rank, k int) int
+// criterion names one criterion of [rank]: [compareRanksBy] compares two
+// ranks on it, lower first.
+type criterion uint8
 
 // The criteria, each lower first.
-var (
+const (
 	// critRule: whether the span breaks the singleNUMANodeExclusive rule (a
 	// one-node span on a shared node, a wider span on a single node).
 	// Where the rule binds hard (SingleNUMANode and Restricted under
 	// Required) such a span is not admissible at all; elsewhere
 	// (Preferred, BestEffort, None) it is chosen only when no span of the
 	// width keeps the rule.
-	critRule criterion = func(a, b *rank, _ int) int { return compareBools(a.ruleBroken, b.ruleBroken) }
+	critRule criterion = iota
 	// critSets: the NUMA sets the span crosses.
-	critSets criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.sets, b.sets) }
+	critSets
 	// critDistance: the sum of the SLIT distances over the pairs of the
 	// span's nodes.
-	critDistance criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.distance, b.distance) }
+	critDistance
 	// critPenalty: for each demanded kind, in the engine's kind order (GPUs,
 	// the other device classes by name, CPUs, memory, then the kinds of
 	// Options.Resources and Options.NewResources as given), how far the
@@ -77,20 +76,20 @@ var (
 	// without one), compared kind by kind: for devices the PCIe switch
 	// groups used beyond one per node, so GPUs under one switch come
 	// first; for CPUs the CPUs that cannot come as whole free cores.
-	critPenalty criterion = func(a, b *rank, k int) int { return compareInts(a.penalty[:k], b.penalty[:k]) }
+	critPenalty
 	// critStranded: for a request that asks for no GPUs, the free GPUs on
 	// the span, so that CPU-only pods leave GPU-local CPUs to GPU pods (0
 	// for every span with Options.SpendGPULocalCPUs).
-	critStranded criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.stranded, b.stranded) }
+	critStranded
 	// critLeft: for each demanded kind in kind order, the free units the
 	// span's nodes keep after the placement, compared kind by kind: best
 	// fit (fewer first, keeping large free blocks whole) by default, the
 	// opposite with Options.Packing Spread.
-	critLeft criterion = func(a, b *rank, k int) int { return compareInts(a.left[:k], b.left[:k]) }
+	critLeft
 	// critSpan: lower node indices first (numa.Mask.IsNarrowerThan; the
 	// spans compared have the same width), so that the order is total and
 	// every decision deterministic.
-	critSpan criterion = func(a, b *rank, _ int) int { return compareSpans(a.span, b.span) }
+	critSpan
 )
 
 // rankOrder is the preference order of [rank]'s doc comment as the list
@@ -109,15 +108,7 @@ var setsFirst = startsWith(rankOrder, critRule, critSets, critDistance)
 
 // startsWith reports whether order starts with the criteria prefix.
 func startsWith(order []criterion, prefix ...criterion) bool {
-	if len(order) < len(prefix) {
-		return false
-	}
-	for i, c := range prefix {
-		if reflect.ValueOf(order[i]).Pointer() != reflect.ValueOf(c).Pointer() {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(order[:min(len(prefix), len(order))], prefix)
 }
 
 // compareRanks compares two ranks of spans of one decision (k demanded
@@ -126,10 +117,28 @@ func startsWith(order []criterion, prefix ...criterion) bool {
 func compareRanks(a, b *rank, k int) int { return compareRanksBy(rankOrder, a, b, k) }
 
 // compareRanksBy compares a and b by the criteria of order, stopping at
-// the first that differs.
+// the first that differs: each criterion is compared here directly, as its
+// comment says.
 func compareRanksBy(order []criterion, a, b *rank, k int) int {
 	for _, c := range order {
-		if d := c(a, b, k); d != 0 {
+		var d int
+		switch c {
+		case critRule:
+			d = compareBools(a.ruleBroken, b.ruleBroken)
+		case critSets:
+			d = cmp.Compare(a.sets, b.sets)
+		case critDistance:
+			d = cmp.Compare(a.distance, b.distance)
+		case critPenalty:
+			d = compareInts(a.penalty[:k], b.penalty[:k])
+		case critStranded:
+			d = cmp.Compare(a.stranded, b.stranded)
+		case critLeft:
+			d = compareInts(a.left[:k], b.left[:k])
+		case critSpan:
+			d = compareSpans(a.span, b.span)
+		}
+		if d != 0 {
 			return d
 		}
 	}

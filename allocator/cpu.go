@@ -61,15 +61,16 @@ type CPUs struct {
 
 // cpuRun is a run of a node's plane inside one word of the plane and one
 // word of a CPU set: bits mask of the node's planes' word pw (its planes
-// laid one after the other) are the bits of CPU word cw shifted left by ps
-// after a right shift by cs.
-// A run that is the first of its plane word sets the word (see
+// laid one after the other) are the bits of CPU word cw rotated left by
+// rot (the run's first slot bit minus its first CPU bit, mod 64: the run
+// lies inside both words, so the rotation moves exactly its bits into
+// place). keep is 0 for a run that is the first of its plane word, which
+// sets the word, and all ones for the others, which add to it (see
 // loadPlanes).
 type cpuRun struct {
+	mask, keep uint64
 	cw, pw, sw int32 // sw: the slot word of pw (pw is t*nw+sw)
-	cs, ps     uint8
-	first      bool
-	mask       uint64
+	rot        uint8
 }
 
 // planeLayout is how one node's planes are laid out: each plane is nw
@@ -179,9 +180,10 @@ func newCPUs(m *topology.Machine) *CPUs {
 		}
 		runs, words := make([]cpuRun, len(spans)), 0
 		for i, s := range spans {
-			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
-				mask: (1<<uint(s.n) - 1) << uint(s.slot&63)}
-			if runs[i].first = i == 0 || runs[i-1].pw != runs[i].pw; runs[i].first {
+			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6),
+				rot: uint8(s.slot-s.cpu) & 63, mask: (1<<uint(s.n) - 1) << uint(s.slot&63), keep: ^uint64(0)}
+			if i == 0 || runs[i-1].pw != runs[i].pw {
+				runs[i].keep = 0
 				words++
 			}
 		}
@@ -219,29 +221,27 @@ func newCPUs(m *topology.Machine) *CPUs {
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
-	nw, tpc := int(l.nw), c.tpc
-	p := c.planes[:(tpc+1)*nw]
+	nw := int(l.nw)
+	np := c.tpc * nw // the planes' words, the whole free cores after them
+	p := c.planes[:np+nw]
 	if l.gaps {
-		clear(p[:tpc*nw])
+		clear(p[:np])
 	}
 	free := c.free.Words()
-	for _, r := range l.runs {
+	runs := l.runs
+	for i := range runs {
+		r := &runs[i]
 		var v uint64
 		if int(r.cw) < len(free) {
-			v = free[r.cw] >> (r.cs & 63) << (r.ps & 63) & r.mask
+			v = bits.RotateLeft64(free[r.cw], int(r.rot)) & r.mask
 		}
-		if r.first {
-			p[r.pw] = v
-		} else {
-			p[r.pw] |= v
-		}
+		p[r.pw] = p[r.pw]&r.keep | v
 	}
-	planes, whole := p[:tpc*nw], p[tpc*nw:]
 	for j, w := range l.able {
-		for t := j; t < len(planes); t += nw {
-			w &= planes[t]
+		for t := j; t < np; t += nw {
+			w &= p[t]
 		}
-		whole[j] = w
+		p[np+j] = w
 	}
 	return nw
 }
@@ -266,17 +266,16 @@ func (c *CPUs) recount(set numa.CPUSet) {
 // and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
 	nw := c.loadPlanes(i)
-	p := c.planes[:(c.tpc+1)*nw]
-	var n int
-	for _, w := range p[:c.tpc*nw] {
+	np := c.tpc * nw
+	p := c.planes[:np+nw]
+	var n, whole int
+	for _, w := range p[:np] {
 		n += bits.OnesCount64(w)
 	}
-	c.nodeFree[i] = int64(n)
-	n = 0
-	for _, w := range p[c.tpc*nw:] {
-		n += bits.OnesCount64(w)
+	for _, w := range p[np:] {
+		whole += bits.OnesCount64(w)
 	}
-	c.wholeFree[i] = int64(n)
+	c.nodeFree[i], c.wholeFree[i] = int64(n), int64(whole)
 }
 
 // full reports whether core k can be handed out whole: all of its tpc
@@ -494,8 +493,10 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			}
 		}
 	}
-	for _, r := range c.layout[node].runs {
-		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> (r.ps & 63) << (r.cs & 63)
+	runs := c.layout[node].runs
+	for i := range runs {
+		r := &runs[i]
+		c.pickBits[r.cw] |= bits.RotateLeft64(p[r.pw]&sel[r.sw]&r.mask, -int(r.rot))
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)
@@ -527,19 +528,21 @@ func (c *CPUs) pickThreads(node, j, s, want, got int) int {
 	return got
 }
 
-// lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)),
-// found by halving the width of a mask of w's low bits.
+// lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)):
+// w without its highest bits when fewer of them go, else the n lowest
+// cleared one by one from a copy; at most 32 steps of one bit.
 func lowestBits(w uint64, n int) uint64 {
-	if n == 1 {
-		return w & -w
-	}
-	m := 0 // the bits below m hold fewer than n set bits
-	for step := 32; step > 0; step >>= 1 {
-		if bits.OnesCount64(w&(1<<uint(m+step)-1)) < n {
-			m += step
+	if drop := bits.OnesCount64(w) - n; drop < n {
+		for ; drop > 0; drop-- {
+			w &^= 1 << (63 - bits.LeadingZeros64(w))
 		}
+		return w
 	}
-	return w & (1<<uint(m+1) - 1)
+	rest := w
+	for ; n > 0; n-- {
+		rest &= rest - 1
+	}
+	return w &^ rest
 }
 
 // Give returns a's CPUs to the free set and recounts their nodes.

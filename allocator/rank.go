@@ -90,6 +90,8 @@ const (
 	// spans compared have the same width), so that the order is total and
 	// every decision deterministic.
 	critSpan
+	// numCriteria is the number of criteria.
+	numCriteria
 )
 
 // rankOrder is the preference order of [rank]'s doc comment as the list
@@ -111,36 +113,91 @@ func startsWith(order []criterion, prefix ...criterion) bool {
 	return slices.Equal(order[:min(len(prefix), len(order))], prefix)
 }
 
+// rankBits is rankOrder as bits by criterion: bit i for the i-th of the
+// list (made with setsFirst, from the list alone).
+var rankBits = orderBits(rankOrder)
+
+// orderBits returns, by criterion, the bit of its position in order.
+func orderBits(order []criterion) (pos [numCriteria]uint64) {
+	for i, c := range order {
+		pos[c] = 1 << uint(i)
+	}
+	return pos
+}
+
 // compareRanks compares two ranks of spans of one decision (k demanded
 // kinds) by rankOrder: negative when a is preferred, positive when b is, 0
 // only for the same span.
-func compareRanks(a, b *rank, k int) int { return compareRanksBy(rankOrder, a, b, k) }
+func compareRanks(a, b *rank, k int) int { return compareRanksAt(rankOrder, &rankBits, a, b, k) }
 
 // compareRanksBy compares a and b by the criteria of order, stopping at
-// the first that differs: each criterion is compared here directly, as its
-// comment says.
+// the first that differs.
 func compareRanksBy(order []criterion, a, b *rank, k int) int {
-	for _, c := range order {
-		var d int
-		switch c {
-		case critRule:
-			d = compareBools(a.ruleBroken, b.ruleBroken)
-		case critSets:
-			d = cmp.Compare(a.sets, b.sets)
-		case critDistance:
-			d = cmp.Compare(a.distance, b.distance)
-		case critPenalty:
-			d = compareInts(a.penalty[:k], b.penalty[:k])
-		case critStranded:
-			d = cmp.Compare(a.stranded, b.stranded)
-		case critLeft:
-			d = compareInts(a.left[:k], b.left[:k])
-		case critSpan:
-			d = compareSpans(a.span, b.span)
+	pos := orderBits(order)
+	return compareRanksAt(order, &pos, a, b, k)
+}
+
+// compareRanksAt is compareRanksBy with order's bits (orderBits): the
+// criteria on which a and b differ are found all at once, as the bits of
+// their positions in order (differing), so that the lowest bit names the
+// first that differs, the only one then compared (compareOn).
+func compareRanksAt(order []criterion, pos *[numCriteria]uint64, a, b *rank, k int) int {
+	diff := differing(pos, a, b, k)
+	if diff == 0 {
+		return 0
+	}
+	return compareOn(order[bits.TrailingZeros64(diff)], a, b, k)
+}
+
+// differing returns the bits (pos, by criterion) of the criteria on which a
+// and b differ (k demanded kinds).
+func differing(pos *[numCriteria]uint64, a, b *rank, k int) uint64 {
+	var diff uint64
+	if a.ruleBroken != b.ruleBroken {
+		diff |= pos[critRule]
+	}
+	if a.sets != b.sets {
+		diff |= pos[critSets]
+	}
+	if a.distance != b.distance {
+		diff |= pos[critDistance]
+	}
+	if a.stranded != b.stranded {
+		diff |= pos[critStranded]
+	}
+	if a.span != b.span {
+		diff |= pos[critSpan]
+	}
+	for j := range min(k, maxKinds) {
+		if a.penalty[j] != b.penalty[j] {
+			diff |= pos[critPenalty]
 		}
-		if d != 0 {
-			return d
+		if a.left[j] != b.left[j] {
+			diff |= pos[critLeft]
 		}
+	}
+	return diff
+}
+
+// compareOn compares a and b on criterion c (k demanded kinds), as the
+// criterion's comment says: negative when a is preferred, positive when b
+// is, 0 on a tie.
+func compareOn(c criterion, a, b *rank, k int) int {
+	switch c {
+	case critRule:
+		return compareBools(a.ruleBroken, b.ruleBroken)
+	case critSets:
+		return cmp.Compare(a.sets, b.sets)
+	case critDistance:
+		return cmp.Compare(a.distance, b.distance)
+	case critPenalty:
+		return compareInts(a.penalty[:k], b.penalty[:k])
+	case critStranded:
+		return cmp.Compare(a.stranded, b.stranded)
+	case critLeft:
+		return compareInts(a.left[:k], b.left[:k])
+	case critSpan:
+		return compareSpans(a.span, b.span)
 	}
 	return 0
 }

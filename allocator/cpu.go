@@ -76,14 +76,14 @@ type cpuRun struct {
 // planeLayout is how one node's planes are laid out: each plane is nw
 // words (one bit per slot); able holds the slot bits of the cores that can
 // be handed out whole (nw words); runs are the runs of its planes (plane by
-// plane, slot by slot); gaps is set when a word of its planes has no run
-// (loadPlanes then clears the planes first). One struct per node, so that
-// loading a node's planes reads its layout from one place.
+// plane, slot by slot, then one empty run, mask 0, for each word of its
+// planes that no run reaches, so that every word is set by a run and
+// loadPlanes clears nothing). One struct per node, so that loading a
+// node's planes reads its layout from one place.
 type planeLayout struct {
 	runs []cpuRun
 	able []uint64
 	nw   int32
-	gaps bool
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of node w
@@ -178,16 +178,20 @@ func newCPUs(m *topology.Machine) *CPUs {
 				}
 			}
 		}
-		runs, words := make([]cpuRun, len(spans)), 0
+		runs, set := make([]cpuRun, len(spans)), make([]bool, c.tpc*nw)
 		for i, s := range spans {
 			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6),
 				rot: uint8(s.slot-s.cpu) & 63, mask: (1<<uint(s.n) - 1) << uint(s.slot&63), keep: ^uint64(0)}
 			if i == 0 || runs[i-1].pw != runs[i].pw {
 				runs[i].keep = 0
-				words++
+				set[runs[i].pw] = true
 			}
 		}
-		c.layout[node].gaps = words < c.tpc*nw
+		for pw, ok := range set {
+			if !ok { // an empty run sets the word to 0
+				runs = append(runs, cpuRun{pw: int32(pw), sw: int32(pw % nw)})
+			}
+		}
 		c.layout[node].runs = runs
 	}
 	wholeable := make([]uint64, slotWords) // every node's able, one after the other
@@ -224,26 +228,29 @@ func (c *CPUs) loadPlanes(node int) int {
 	nw := int(l.nw)
 	np := c.tpc * nw // the planes' words, the whole free cores after them
 	p := c.planes[:np+nw]
-	if l.gaps {
-		clear(p[:np])
-	}
-	free := c.free.Words()
-	runs := l.runs
-	for i := range runs {
-		r := &runs[i]
-		var v uint64
-		if int(r.cw) < len(free) {
-			v = bits.RotateLeft64(free[r.cw], int(r.rot)) & r.mask
-		}
-		p[r.pw] = p[r.pw]&r.keep | v
-	}
+	loadRuns(p, c.free.Words(), l.runs)
+	planes, whole := p[:np], p[np:]
 	for j, w := range l.able {
-		for t := j; t < np; t += nw {
-			w &= p[t]
+		for t := j; t < len(planes); t += nw {
+			w &= planes[t]
 		}
-		p[np+j] = w
+		whole[j] = w
 	}
 	return nw
+}
+
+// loadRuns sets the plane words p from the CPU words free, run by run (a
+// word past free reads as 0).
+func loadRuns(p, free []uint64, runs []cpuRun) {
+	for i := range runs {
+		r := &runs[i]
+		var w uint64
+		if uint(r.cw) < uint(len(free)) {
+			w = free[r.cw]
+		}
+		pw := &p[r.pw]
+		*pw = *pw&r.keep | bits.RotateLeft64(w, int(r.rot))&r.mask
+	}
 }
 
 // recount sets the counters of every node with a CPU in set from the free

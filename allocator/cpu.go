@@ -79,11 +79,14 @@ type cpuRun struct {
 // plane, slot by slot, then one empty run, mask 0, for each word of its
 // planes that no run reaches, so that every word is set by a run and
 // loadPlanes clears nothing). One struct per node, so that loading a
-// node's planes reads its layout from one place.
+// node's planes reads its layout from one place. single is set when the
+// planes are one word each (nw is 1) and each is one run, runs[t] being
+// plane t's: loadPlanes then takes the whole free cores as it goes.
 type planeLayout struct {
-	runs []cpuRun
-	able []uint64
-	nw   int32
+	runs   []cpuRun
+	able   []uint64
+	nw     int32
+	single bool
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of node w
@@ -193,6 +196,11 @@ func newCPUs(m *topology.Machine) *CPUs {
 			}
 		}
 		c.layout[node].runs = runs
+		single := nw == 1 && len(runs) == c.tpc
+		for t := 0; single && t < len(runs); t++ {
+			single = runs[t].pw == int32(t)
+		}
+		c.layout[node].single = single
 	}
 	wholeable := make([]uint64, slotWords) // every node's able, one after the other
 	for node, cores := range c.nodeCores {
@@ -225,6 +233,9 @@ func newCPUs(m *topology.Machine) *CPUs {
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
+	if l.single {
+		return c.loadSingle(l)
+	}
 	nw := int(l.nw)
 	np := c.tpc * nw // the planes' words, the whole free cores after them
 	p := c.planes[:np+nw]
@@ -237,6 +248,26 @@ func (c *CPUs) loadPlanes(node int) int {
 		whole[j] = w
 	}
 	return nw
+}
+
+// loadSingle is loadPlanes for a layout of single planes (see
+// planeLayout): plane t is runs[t] alone, and the whole free cores are the
+// AND of the planes and able, taken as the planes are set. It returns 1.
+func (c *CPUs) loadSingle(l *planeLayout) int {
+	free, p := c.free.Words(), c.planes
+	whole := l.able[0]
+	for t := range l.runs {
+		r := &l.runs[t]
+		var w uint64
+		if uint(r.cw) < uint(len(free)) {
+			w = free[r.cw]
+		}
+		v := bits.RotateLeft64(w, int(r.rot)) & r.mask
+		p[t] = v
+		whole &= v
+	}
+	p[len(l.runs)] = whole
+	return 1
 }
 
 // loadRuns sets the plane words p from the CPU words free, run by run (a

@@ -49,7 +49,8 @@ type CPUs struct {
 	threadOff  []int32
 	coreThread []int32
 	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
-	// from the start of a Take (or of a grown Resize) to its end; planes
+	// from the start of a Take (or of a grown Resize) to its end, and is
+	// all zeros outside one (picked zeroes the words it copies); planes
 	// holds one node's planes, its whole free cores and the cores taken
 	// whole while it picks or recounts (tpc+2 times the widest node's slot
 	// words).
@@ -430,7 +431,6 @@ func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.th
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
-	clear(c.pickBits)
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -444,28 +444,30 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 	a.CPUs = c.takePicked()
 }
 
-// takePicked takes the CPUs picked since pickBits was cleared out of the
-// free set and returns them as a new set.
+// takePicked takes the CPUs picked since the last takePicked (in
+// pickBits) out of the free set and returns them as a new set.
 func (c *CPUs) takePicked() numa.CPUSet {
 	picked := c.picked()
 	c.free.RemoveAll(picked)
 	return picked
 }
 
-// picked returns the CPUs picked since pickBits was cleared, as a new set
-// of the words up to the highest CPU picked (cut from a chunk shared with
-// other allocations' sets: one allocation of memory per cpuWordChunk
-// words).
+// picked returns the CPUs in pickBits as a new set of the words up to the
+// highest CPU picked (cut from a chunk shared with other allocations' sets:
+// one allocation of memory per cpuWordChunk words), and zeroes pickBits.
 func (c *CPUs) picked() numa.CPUSet {
-	n := len(c.pickBits)
-	for n > 0 && c.pickBits[n-1] == 0 {
+	pb := c.pickBits
+	n := len(pb)
+	for n > 0 && pb[n-1] == 0 {
 		n--
 	}
 	if n == 0 {
 		return numa.CPUSet{}
 	}
 	w := c.words.cut(n, cpuWordChunk)
-	copy(w, c.pickBits)
+	for i := range w {
+		w[i], pb[i] = pb[i], 0
+	}
 	return numa.CPUSetFromWords(w)
 }
 

@@ -13,7 +13,8 @@ import (
 // TestTakeIsZeroBetweenDecisions: the working memory a decision takes
 // from the pool has take all zeros (done zeroes what choose wrote), and a
 // decision's take is zero outside its chosen span, over allocations of
-// every width and policy that reuse the memory one after the other.
+// every width and policy that reuse the memory one after the other; the
+// CPUs' pickBits are likewise all zeros after each Allocate.
 func TestTakeIsZeroBetweenDecisions(t *testing.T) {
 	m, err := topology.Preset("numa64")
 	require.NoError(t, err)
@@ -37,5 +38,6 @@ func TestTakeIsZeroBetweenDecisions(t *testing.T) {
 		if _, err := s.Allocate(r); err == nil && i%3 == 0 {
 			require.NoError(t, s.Release(r.ID))
 		}
+		require.Equal(t, make([]uint64, len(s.cpu.pickBits)), s.cpu.pickBits, "pickBits is all zeros outside a Take")
 	}
 }

@@ -50,8 +50,8 @@ type rank struct {
 	span       numa.Mask
 }
 
-// criterion names one criterion of [rank]: [compareRanksBy] compares two
-// ranks on it, lower first.
+// criterion names one criterion of [rank]: compareOn compares two ranks
+// on it, lower first.
 type criterion uint8
 
 // The criteria, each lower first.
@@ -113,8 +113,8 @@ func startsWith(order []criterion, prefix ...criterion) bool {
 	return slices.Equal(order[:min(len(prefix), len(order))], prefix)
 }
 
-// rankBits is rankOrder as bits by criterion: bit i for the i-th of the
-// list (made with setsFirst, from the list alone).
+// rankBits is rankOrder as orderBits gives it (bit i for the i-th
+// criterion of the list), derived from the list as setsFirst is.
 var rankBits = orderBits(rankOrder)
 
 // orderBits returns, by criterion, the bit of its position in order.

@@ -17,7 +17,8 @@ import (
 // strategies) and its results (the plan, a cover the admission found, the
 // chosen span and its split). [searcher.begin] sets every field a decision
 // reads before it reads it; the large arrays are written for the nodes and
-// kinds of the decision before they are read, so nothing one decision
+// kinds of the decision before they are read (but for take, which every
+// decision leaves all zeros, see [searchMem]), so nothing one decision
 // leaves behind is read by the next.
 //
 // Its memory is in two parts. The searcher itself (about 5 KB) holds what

@@ -8,7 +8,8 @@ import (
 )
 
 // choose returns the top-ranked span ([rank]) of the plan's width among the
-// pools restricted to restrict, and leaves its split in sr.take.
+// pools restricted to restrict, and leaves its split in sr.take (0 on the
+// other nodes).
 //
 // Pools of at most smallPool nodes are enumerated ([subsetSearch.each]),
 // up to max(64, Options.SearchBudget / pools) candidates each. A pool
@@ -35,7 +36,8 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 		sr.enumerate(pools, restrict)
 	}
 	span := sr.ranks[sr.top].span
-	sr.clearTake()
+	sr.clearTake(sr.takeSpan &^ span) // take is 0 but on the span it last held
+	sr.takeSpan = span
 	if sr.amtSpan == span { // the last span ranked: its split is in amt
 		for j := 0; j < sr.k; j++ {
 			for w := uint64(span); w != 0; w &= w - 1 {

@@ -49,7 +49,8 @@ type CPUs struct {
 	threadOff  []int32
 	coreThread []int32
 	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
-	// from the start of a Take (or of a grown Resize) to its end; planes
+	// from the start of a Take (or of a grown Resize) to its end, and is
+	// all zeros outside one (picked zeroes the words it copies); planes
 	// holds one node's planes, its whole free cores and the cores taken
 	// whole while it picks or recounts (tpc+2 times the widest node's slot
 	// words).
@@ -61,28 +62,32 @@ type CPUs struct {
 
 // cpuRun is a run of a node's plane inside one word of the plane and one
 // word of a CPU set: bits mask of the node's planes' word pw (its planes
-// laid one after the other) are the bits of CPU word cw shifted left by ps
-// after a right shift by cs.
-// A run that is the first of its plane word sets the word (see
+// laid one after the other) are the bits of CPU word cw rotated left by
+// rot (the run's first slot bit minus its first CPU bit, mod 64: the run
+// lies inside both words, so the rotation moves exactly its bits into
+// place). keep is 0 for a run that is the first of its plane word, which
+// sets the word, and all ones for the others, which add to it (see
 // loadPlanes).
 type cpuRun struct {
+	mask, keep uint64
 	cw, pw, sw int32 // sw: the slot word of pw (pw is t*nw+sw)
-	cs, ps     uint8
-	first      bool
-	mask       uint64
+	rot        uint8
 }
 
 // planeLayout is how one node's planes are laid out: each plane is nw
 // words (one bit per slot); able holds the slot bits of the cores that can
 // be handed out whole (nw words); runs are the runs of its planes (plane by
-// plane, slot by slot); gaps is set when a word of its planes has no run
-// (loadPlanes then clears the planes first). One struct per node, so that
-// loading a node's planes reads its layout from one place.
+// plane, slot by slot, then one empty run, mask 0, for each word of its
+// planes that no run reaches, so that every word is set by a run and
+// loadPlanes clears nothing). One struct per node, so that loading a
+// node's planes reads its layout from one place. single is set when the
+// planes are one word each (nw is 1) and each is one run, runs[t] being
+// plane t's: loadPlanes then takes the whole free cores as it goes.
 type planeLayout struct {
-	runs []cpuRun
-	able []uint64
-	nw   int32
-	gaps bool
+	runs   []cpuRun
+	able   []uint64
+	nw     int32
+	single bool
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of node w
@@ -177,16 +182,26 @@ func newCPUs(m *topology.Machine) *CPUs {
 				}
 			}
 		}
-		runs, words := make([]cpuRun, len(spans)), 0
+		runs, set := make([]cpuRun, len(spans)), make([]bool, c.tpc*nw)
 		for i, s := range spans {
-			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6), cs: uint8(s.cpu & 63), ps: uint8(s.slot & 63),
-				mask: (1<<uint(s.n) - 1) << uint(s.slot&63)}
-			if runs[i].first = i == 0 || runs[i-1].pw != runs[i].pw; runs[i].first {
-				words++
+			runs[i] = cpuRun{cw: int32(s.cpu >> 6), pw: int32(s.t*nw + s.slot>>6), sw: int32(s.slot >> 6),
+				rot: uint8(s.slot-s.cpu) & 63, mask: (1<<uint(s.n) - 1) << uint(s.slot&63), keep: ^uint64(0)}
+			if i == 0 || runs[i-1].pw != runs[i].pw {
+				runs[i].keep = 0
+				set[runs[i].pw] = true
 			}
 		}
-		c.layout[node].gaps = words < c.tpc*nw
+		for pw, ok := range set {
+			if !ok { // an empty run sets the word to 0
+				runs = append(runs, cpuRun{pw: int32(pw), sw: int32(pw % nw)})
+			}
+		}
 		c.layout[node].runs = runs
+		single := nw == 1 && len(runs) == c.tpc
+		for t := 0; single && t < len(runs); t++ {
+			single = runs[t].pw == int32(t)
+		}
+		c.layout[node].single = single
 	}
 	wholeable := make([]uint64, slotWords) // every node's able, one after the other
 	for node, cores := range c.nodeCores {
@@ -219,24 +234,14 @@ func newCPUs(m *topology.Machine) *CPUs {
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
-	nw, tpc := int(l.nw), c.tpc
-	p := c.planes[:(tpc+1)*nw]
-	if l.gaps {
-		clear(p[:tpc*nw])
+	if l.single {
+		return c.loadSingle(l)
 	}
-	free := c.free.Words()
-	for _, r := range l.runs {
-		var v uint64
-		if int(r.cw) < len(free) {
-			v = free[r.cw] >> (r.cs & 63) << (r.ps & 63) & r.mask
-		}
-		if r.first {
-			p[r.pw] = v
-		} else {
-			p[r.pw] |= v
-		}
-	}
-	planes, whole := p[:tpc*nw], p[tpc*nw:]
+	nw := int(l.nw)
+	np := c.tpc * nw // the planes' words, the whole free cores after them
+	p := c.planes[:np+nw]
+	loadRuns(p, c.free.Words(), l.runs)
+	planes, whole := p[:np], p[np:]
 	for j, w := range l.able {
 		for t := j; t < len(planes); t += nw {
 			w &= planes[t]
@@ -244,6 +249,40 @@ func (c *CPUs) loadPlanes(node int) int {
 		whole[j] = w
 	}
 	return nw
+}
+
+// loadSingle is loadPlanes for a layout of single planes (see
+// planeLayout): plane t is runs[t] alone, and the whole free cores are the
+// AND of the planes and able, taken as the planes are set. It returns 1.
+func (c *CPUs) loadSingle(l *planeLayout) int {
+	free, p := c.free.Words(), c.planes
+	whole := l.able[0]
+	for t := range l.runs {
+		r := &l.runs[t]
+		var w uint64
+		if uint(r.cw) < uint(len(free)) {
+			w = free[r.cw]
+		}
+		v := bits.RotateLeft64(w, int(r.rot)) & r.mask
+		p[t] = v
+		whole &= v
+	}
+	p[len(l.runs)] = whole
+	return 1
+}
+
+// loadRuns sets the plane words p from the CPU words free, run by run (a
+// word past free reads as 0).
+func loadRuns(p, free []uint64, runs []cpuRun) {
+	for i := range runs {
+		r := &runs[i]
+		var w uint64
+		if uint(r.cw) < uint(len(free)) {
+			w = free[r.cw]
+		}
+		pw := &p[r.pw]
+		*pw = *pw&r.keep | bits.RotateLeft64(w, int(r.rot))&r.mask
+	}
 }
 
 // recount sets the counters of every node with a CPU in set from the free
@@ -266,17 +305,16 @@ func (c *CPUs) recount(set numa.CPUSet) {
 // and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
 	nw := c.loadPlanes(i)
-	p := c.planes[:(c.tpc+1)*nw]
-	var n int
-	for _, w := range p[:c.tpc*nw] {
+	np := c.tpc * nw
+	p := c.planes[:np+nw]
+	var n, whole int
+	for _, w := range p[:np] {
 		n += bits.OnesCount64(w)
 	}
-	c.nodeFree[i] = int64(n)
-	n = 0
-	for _, w := range p[c.tpc*nw:] {
-		n += bits.OnesCount64(w)
+	for _, w := range p[np:] {
+		whole += bits.OnesCount64(w)
 	}
-	c.wholeFree[i] = int64(n)
+	c.nodeFree[i], c.wholeFree[i] = int64(n), int64(whole)
 }
 
 // full reports whether core k can be handed out whole: all of its tpc
@@ -393,7 +431,6 @@ func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.th
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
-	clear(c.pickBits)
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -407,28 +444,30 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 	a.CPUs = c.takePicked()
 }
 
-// takePicked takes the CPUs picked since pickBits was cleared out of the
-// free set and returns them as a new set.
+// takePicked takes the CPUs picked since the last takePicked (in
+// pickBits) out of the free set and returns them as a new set.
 func (c *CPUs) takePicked() numa.CPUSet {
 	picked := c.picked()
 	c.free.RemoveAll(picked)
 	return picked
 }
 
-// picked returns the CPUs picked since pickBits was cleared, as a new set
-// of the words up to the highest CPU picked (cut from a chunk shared with
-// other allocations' sets: one allocation of memory per cpuWordChunk
-// words).
+// picked returns the CPUs in pickBits as a new set of the words up to the
+// highest CPU picked (cut from a chunk shared with other allocations' sets:
+// one allocation of memory per cpuWordChunk words), and zeroes pickBits.
 func (c *CPUs) picked() numa.CPUSet {
-	n := len(c.pickBits)
-	for n > 0 && c.pickBits[n-1] == 0 {
+	pb := c.pickBits
+	n := len(pb)
+	for n > 0 && pb[n-1] == 0 {
 		n--
 	}
 	if n == 0 {
 		return numa.CPUSet{}
 	}
 	w := c.words.cut(n, cpuWordChunk)
-	copy(w, c.pickBits)
+	for i := range w {
+		w[i], pb[i] = pb[i], 0
+	}
 	return numa.CPUSetFromWords(w)
 }
 
@@ -494,8 +533,10 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 			}
 		}
 	}
-	for _, r := range c.layout[node].runs {
-		c.pickBits[r.cw] |= p[r.pw] & sel[r.sw] & r.mask >> (r.ps & 63) << (r.cs & 63)
+	runs := c.layout[node].runs
+	for i := range runs {
+		r := &runs[i]
+		c.pickBits[r.cw] |= bits.RotateLeft64(p[r.pw]&sel[r.sw]&r.mask, -int(r.rot))
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)
@@ -527,19 +568,21 @@ func (c *CPUs) pickThreads(node, j, s, want, got int) int {
 	return got
 }
 
-// lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)),
-// found by halving the width of a mask of w's low bits.
+// lowestBits returns the n lowest set bits of w (0 < n < OnesCount64(w)):
+// w without its highest bits when fewer of them go, else the n lowest
+// cleared one by one from a copy; at most 32 steps of one bit.
 func lowestBits(w uint64, n int) uint64 {
-	if n == 1 {
-		return w & -w
-	}
-	m := 0 // the bits below m hold fewer than n set bits
-	for step := 32; step > 0; step >>= 1 {
-		if bits.OnesCount64(w&(1<<uint(m+step)-1)) < n {
-			m += step
+	if drop := bits.OnesCount64(w) - n; drop < n {
+		for ; drop > 0; drop-- {
+			w &^= 1 << (63 - bits.LeadingZeros64(w))
 		}
+		return w
 	}
-	return w & (1<<uint(m+1) - 1)
+	rest := w
+	for ; n > 0; n-- {
+		rest &= rest - 1
+	}
+	return w &^ rest
 }
 
 // Give returns a's CPUs to the free set and recounts their nodes.

@@ -3,7 +3,6 @@ package allocator
 import (
 	"cmp"
 	"math/bits"
-	"reflect"
 	"slices"
 
 	"github.com/numaplace/numaplace/numa"
@@ -51,24 +50,24 @@ type rank struct {
 	span       numa.Mask
 }
 
-// criterion compares two ranks on one criterion (k demanded kinds):
-// negative when a is preferred, positive when b is, 0 on a tie.
-type criterion func(a, b *rank, k int) int
+// criterion names one criterion of [rank]: compareOn compares two ranks
+// on it, lower first.
+type criterion uint8
 
 // The criteria, each lower first.
-var (
+const (
 	// critRule: whether the span breaks the singleNUMANodeExclusive rule (a
 	// one-node span on a shared node, a wider span on a single node).
 	// Where the rule binds hard (SingleNUMANode and Restricted under
 	// Required) such a span is not admissible at all; elsewhere
 	// (Preferred, BestEffort, None) it is chosen only when no span of the
 	// width keeps the rule.
-	critRule criterion = func(a, b *rank, _ int) int { return compareBools(a.ruleBroken, b.ruleBroken) }
+	critRule criterion = iota
 	// critSets: the NUMA sets the span crosses.
-	critSets criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.sets, b.sets) }
+	critSets
 	// critDistance: the sum of the SLIT distances over the pairs of the
 	// span's nodes.
-	critDistance criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.distance, b.distance) }
+	critDistance
 	// critPenalty: for each demanded kind, in the engine's kind order (GPUs,
 	// the other device classes by name, CPUs, memory, then the kinds of
 	// Options.Resources and Options.NewResources as given), how far the
@@ -77,20 +76,22 @@ var (
 	// without one), compared kind by kind: for devices the PCIe switch
 	// groups used beyond one per node, so GPUs under one switch come
 	// first; for CPUs the CPUs that cannot come as whole free cores.
-	critPenalty criterion = func(a, b *rank, k int) int { return compareInts(a.penalty[:k], b.penalty[:k]) }
+	critPenalty
 	// critStranded: for a request that asks for no GPUs, the free GPUs on
 	// the span, so that CPU-only pods leave GPU-local CPUs to GPU pods (0
 	// for every span with Options.SpendGPULocalCPUs).
-	critStranded criterion = func(a, b *rank, _ int) int { return cmp.Compare(a.stranded, b.stranded) }
+	critStranded
 	// critLeft: for each demanded kind in kind order, the free units the
 	// span's nodes keep after the placement, compared kind by kind: best
 	// fit (fewer first, keeping large free blocks whole) by default, the
 	// opposite with Options.Packing Spread.
-	critLeft criterion = func(a, b *rank, k int) int { return compareInts(a.left[:k], b.left[:k]) }
+	critLeft
 	// critSpan: lower node indices first (numa.Mask.IsNarrowerThan; the
 	// spans compared have the same width), so that the order is total and
 	// every decision deterministic.
-	critSpan criterion = func(a, b *rank, _ int) int { return compareSpans(a.span, b.span) }
+	critSpan
+	// numCriteria is the number of criteria.
+	numCriteria
 )
 
 // rankOrder is the preference order of [rank]'s doc comment as the list
@@ -109,29 +110,94 @@ var setsFirst = startsWith(rankOrder, critRule, critSets, critDistance)
 
 // startsWith reports whether order starts with the criteria prefix.
 func startsWith(order []criterion, prefix ...criterion) bool {
-	if len(order) < len(prefix) {
-		return false
+	return slices.Equal(order[:min(len(prefix), len(order))], prefix)
+}
+
+// rankBits is rankOrder as orderBits gives it (bit i for the i-th
+// criterion of the list), derived from the list as setsFirst is.
+var rankBits = orderBits(rankOrder)
+
+// orderBits returns, by criterion, the bit of its position in order.
+func orderBits(order []criterion) (pos [numCriteria]uint64) {
+	for i, c := range order {
+		pos[c] = 1 << uint(i)
 	}
-	for i, c := range prefix {
-		if reflect.ValueOf(order[i]).Pointer() != reflect.ValueOf(c).Pointer() {
-			return false
-		}
-	}
-	return true
+	return pos
 }
 
 // compareRanks compares two ranks of spans of one decision (k demanded
 // kinds) by rankOrder: negative when a is preferred, positive when b is, 0
 // only for the same span.
-func compareRanks(a, b *rank, k int) int { return compareRanksBy(rankOrder, a, b, k) }
+func compareRanks(a, b *rank, k int) int { return compareRanksAt(rankOrder, &rankBits, a, b, k) }
 
 // compareRanksBy compares a and b by the criteria of order, stopping at
 // the first that differs.
 func compareRanksBy(order []criterion, a, b *rank, k int) int {
-	for _, c := range order {
-		if d := c(a, b, k); d != 0 {
-			return d
+	pos := orderBits(order)
+	return compareRanksAt(order, &pos, a, b, k)
+}
+
+// compareRanksAt is compareRanksBy with order's bits (orderBits): the
+// criteria on which a and b differ are found all at once, as the bits of
+// their positions in order (differing), so that the lowest bit names the
+// first that differs, the only one then compared (compareOn).
+func compareRanksAt(order []criterion, pos *[numCriteria]uint64, a, b *rank, k int) int {
+	diff := differing(pos, a, b, k)
+	if diff == 0 {
+		return 0
+	}
+	return compareOn(order[bits.TrailingZeros64(diff)], a, b, k)
+}
+
+// differing returns the bits (pos, by criterion) of the criteria on which a
+// and b differ (k demanded kinds).
+func differing(pos *[numCriteria]uint64, a, b *rank, k int) uint64 {
+	var diff uint64
+	if a.ruleBroken != b.ruleBroken {
+		diff |= pos[critRule]
+	}
+	if a.sets != b.sets {
+		diff |= pos[critSets]
+	}
+	if a.distance != b.distance {
+		diff |= pos[critDistance]
+	}
+	if a.stranded != b.stranded {
+		diff |= pos[critStranded]
+	}
+	if a.span != b.span {
+		diff |= pos[critSpan]
+	}
+	for j := range min(k, maxKinds) {
+		if a.penalty[j] != b.penalty[j] {
+			diff |= pos[critPenalty]
 		}
+		if a.left[j] != b.left[j] {
+			diff |= pos[critLeft]
+		}
+	}
+	return diff
+}
+
+// compareOn compares a and b on criterion c (k demanded kinds), as the
+// criterion's comment says: negative when a is preferred, positive when b
+// is, 0 on a tie.
+func compareOn(c criterion, a, b *rank, k int) int {
+	switch c {
+	case critRule:
+		return compareBools(a.ruleBroken, b.ruleBroken)
+	case critSets:
+		return cmp.Compare(a.sets, b.sets)
+	case critDistance:
+		return cmp.Compare(a.distance, b.distance)
+	case critPenalty:
+		return compareInts(a.penalty[:k], b.penalty[:k])
+	case critStranded:
+		return cmp.Compare(a.stranded, b.stranded)
+	case critLeft:
+		return compareInts(a.left[:k], b.left[:k])
+	case critSpan:
+		return compareSpans(a.span, b.span)
 	}
 	return 0
 }

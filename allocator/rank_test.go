@@ -74,9 +74,9 @@ func TestImproveFollowsTheOrder(t *testing.T) {
 		require.NoError(t, err)
 	}
 	order := []criterion{critRule, critPenalty, critLeft, critSets, critDistance, critStranded, critSpan}
-	saved, savedFirst := rankOrder, setsFirst
-	rankOrder, setsFirst = order, startsWith(order, critRule, critSets, critDistance)
-	t.Cleanup(func() { rankOrder, setsFirst = saved, savedFirst })
+	saved, savedFirst, savedBits := rankOrder, setsFirst, rankBits
+	rankOrder, setsFirst, rankBits = order, startsWith(order, critRule, critSets, critDistance), orderBits(order)
+	t.Cleanup(func() { rankOrder, setsFirst, rankBits = saved, savedFirst, savedBits })
 	require.False(t, setsFirst)
 
 	r := &Request{ID: "x", CPUs: 40, GPUs: 5, Policy: policy.BestEffort}

@@ -17,7 +17,8 @@ import (
 // strategies) and its results (the plan, a cover the admission found, the
 // chosen span and its split). [searcher.begin] sets every field a decision
 // reads before it reads it; the large arrays are written for the nodes and
-// kinds of the decision before they are read, so nothing one decision
+// kinds of the decision before they are read (but for take, which every
+// decision leaves all zeros, see [searchMem]), so nothing one decision
 // leaves behind is read by the next.
 //
 // Its memory is in two parts. The searcher itself (about 5 KB) holds what
@@ -96,11 +97,14 @@ type searcher struct {
 	scr       splitScratch
 	amt       *[maxKinds][numa.MaxNodes]int64 // the split of the span being ranked (in mem)
 	take      *[maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere (in mem)
+	takeSpan  numa.Mask                       // the nodes whose entries of take are written (0: none)
 }
 
 // searchMem is the large working memory of a decision (see [searcher]):
 // the arrays of its free and capacity problems, the strategies' memory and
-// the splits of the spans it ranks.
+// the splits of the spans it ranks. Its take is all zeros whenever it is
+// in the pool: a decision writes only the entries of the span it chooses
+// (takeSpan) and done zeroes them, so that no decision clears whole rows.
 type searchMem struct {
 	freeVal, capVal     [numa.MaxNodes][maxKinds]int64
 	freeStore, capStore [maxKinds][numa.MaxNodes]int64
@@ -158,14 +162,16 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.plan, sr.found, sr.have = plan{}, 0, false
 }
 
-// done gives the working memory back to its pool and the searcher to its
-// state's slot (or, when the slot holds another, to the pool), dropping
+// done gives the working memory back to its pool (its take zeroed on
+// takeSpan, so all zeros again) and the searcher to its state's slot (or, when the slot holds another, to the pool), dropping
 // its references to the state, the request and the victims. The views of
 // resources' counters in the problems stay until the next decision
 // overwrites them (they keep alive only those counters, a few words per
 // node and kind); no decision reads those of another.
 func (sr *searcher) done() {
 	if m := sr.mem; m != nil {
+		sr.clearTake(sr.takeSpan)
+		sr.takeSpan = 0
 		sr.mem, sr.sub, sr.large, sr.amt, sr.take = nil, nil, nil, nil, nil
 		sr.freeP.val, sr.freeP.store, sr.capP.val, sr.capP.store = nil, nil, nil, nil
 		m.large.p, m.large.b = nil, nil
@@ -522,7 +528,7 @@ func (sr *searcher) decide(choose bool) error {
 	}
 	if sr.freeP.nothing() {
 		if choose {
-			sr.clearTake()
+			sr.needMem() // take is all zeros (see searchMem)
 		}
 		return nil // None served from devices of unknown NUMA node alone
 	}
@@ -660,11 +666,13 @@ func orLeast(d int64) int64 {
 	return d
 }
 
-// clearTake zeroes the split of the chosen span.
-func (sr *searcher) clearTake() {
-	sr.needMem()
+// clearTake zeroes the entries of take of the nodes of span (the
+// decision's kinds), which [searcher.choose] wrote: O(k·|span|).
+func (sr *searcher) clearTake(span numa.Mask) {
 	for j := 0; j < sr.k; j++ {
-		clear(sr.take[j][:sr.s.n])
+		for w := uint64(span); w != 0; w &= w - 1 {
+			sr.take[j][bits.TrailingZeros64(w)] = 0
+		}
 	}
 }
 

@@ -1,0 +1,159 @@
+package allocator
+
+import (
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// TestLowestBits checks lowestBits against its definition, the n lowest
+// set bits of w taken one by one, for every n it is called with (0 < n <
+// OnesCount64(w)), on words of every density.
+func TestLowestBits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := rapid.Uint64().Draw(t, "w")
+		if rapid.Bool().Draw(t, "dense") {
+			w |= rapid.Uint64().Draw(t, "more")
+		}
+		if bits.OnesCount64(w) < 2 {
+			return
+		}
+		n := rapid.IntRange(1, bits.OnesCount64(w)-1).Draw(t, "n")
+		var want uint64
+		for x, k := w, 0; k < n; k, x = k+1, x&(x-1) {
+			want |= x & -x
+		}
+		if got := lowestBits(w, n); got != want {
+			t.Fatalf("lowestBits(%#x, %d) = %#x, want %#x", w, n, got, want)
+		}
+	})
+}
+
+// TestLoadSingleAgreesWithRuns: on every node whose planes are single
+// (planeLayout.single), loadPlanes' shortcut gives the planes and the whole
+// free cores the run-by-run load gives, on random free sets of the presets
+// and of random machines (randomCPUMachine).
+func TestLoadSingleAgreesWithRuns(t *testing.T) {
+	var machines []*topology.Machine
+	for _, name := range topology.PresetNames() {
+		m, err := topology.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		machines = append(machines, m)
+	}
+	for seed := range 500 {
+		machines = append(machines, randomCPUMachine(t, rand.New(rand.NewPCG(uint64(seed), 9))))
+	}
+	singles := 0
+	for k, m := range machines {
+		c := newCPUs(m)
+		rng := rand.New(rand.NewPCG(uint64(k), 3))
+		for trial := 0; trial < 20; trial++ {
+			c.free = c.alloc.Clone()
+			for cpu := range c.alloc.All() {
+				if rng.IntN(3) == 0 {
+					c.free.Remove(cpu)
+				}
+			}
+			for node := range c.layout {
+				l := &c.layout[node]
+				if !l.single {
+					continue
+				}
+				singles++
+				nw := c.loadPlanes(node)
+				got := slices.Clone(c.planes[:(c.tpc+1)*nw])
+				l.single = false
+				c.loadPlanes(node)
+				l.single = true
+				if want := c.planes[:(c.tpc+1)*nw]; !slices.Equal(got, want) {
+					t.Fatalf("%s node %d: loadSingle %x, the runs %x", m.Name(), node, got, want)
+				}
+			}
+		}
+	}
+	if singles == 0 {
+		t.Fatal("no node has single planes")
+	}
+}
+
+// randomCPUMachine builds a machine of 1-4 NUMA nodes of 0-40 cores of 1-4
+// threads (a node's last core sometimes shorter), CPU numbers in order,
+// by core or shuffled, sometimes with reserved CPUs.
+func randomCPUMachine(t *testing.T, rng *rand.Rand) *topology.Machine {
+	tpc, nodes := 1+rng.IntN(4), 1+rng.IntN(4)
+	cores := make([]int, nodes)
+	sizes := [][]int{}
+	total := 0
+	for i := range cores {
+		cores[i] = rng.IntN(41)
+		var sz []int
+		for k := 0; k < cores[i]; k++ {
+			n := tpc
+			if k == cores[i]-1 && rng.IntN(3) == 0 {
+				n = 1 + rng.IntN(tpc)
+			}
+			sz = append(sz, n)
+			total += n
+		}
+		sizes = append(sizes, sz)
+	}
+	perm := make([]int, total)
+	for i := range perm {
+		perm[i] = i
+	}
+	switch rng.IntN(3) {
+	case 0: // threads of a node's cores first, then their siblings
+		perm = perm[:0]
+		base := 0
+		for _, sz := range sizes {
+			off := 0
+			for th := 0; th < tpc; th++ {
+				off = 0
+				for _, n := range sz {
+					if th < n {
+						perm = append(perm, base+off+th)
+					}
+					off += n
+				}
+			}
+			base += off
+		}
+	case 1:
+		rng.Shuffle(total, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	}
+	b := topology.NewBuilder("cpus")
+	next := 0
+	for i, sz := range sizes {
+		var set numa.CPUSet
+		for _, n := range sz {
+			var core numa.CPUSet
+			for range n {
+				core.Add(perm[next])
+				set.Add(perm[next])
+				next++
+			}
+			b.AddCore(core)
+		}
+		b.AddNode(topology.Node{ID: numa.NodeID(i), Socket: topology.UnknownSocket, CPUs: set, MemoryMiB: 1024})
+	}
+	if total > 0 && rng.IntN(3) == 0 {
+		var res numa.CPUSet
+		for range 1 + rng.IntN(3) {
+			res.Add(rng.IntN(total))
+		}
+		b.SetReservedCPUs(res)
+	}
+	m, err := b.Build()
+	if err != nil {
+		t.Fatalf("randomCPUMachine: %v", err)
+	}
+	return m
+}

@@ -53,6 +53,7 @@ type Devices struct {
 	groupDev   []int32
 	groupFree  []int32
 	nodeGroups [][]int32
+	oneGroup   []int32 // per node, its one group, or -1 when it has none or several
 	// freeSet holds the free healthy devices (by index), for the chooser.
 	freeSet devchoice.Set
 	joint   *deviceJoint // shared by the state's device classes
@@ -119,7 +120,7 @@ func allocDevices(m *topology.Machine, class string, n int) *Devices {
 		class: class, dev: make([]devState, n), sw: make([]int32, n),
 		byNode: make([][]int32, m.NumNodes()), nodeCap: make([]int64, m.NumNodes()),
 		nodeFree:   make([]int64, m.NumNodes()),
-		nodeGroups: make([][]int32, m.NumNodes()), freeSet: devchoice.NewSet(n),
+		nodeGroups: make([][]int32, m.NumNodes()), oneGroup: make([]int32, m.NumNodes()), freeSet: devchoice.NewSet(n),
 	}
 }
 
@@ -175,6 +176,10 @@ func (d *Devices) finish() *Devices {
 			d.groupFree = append(d.groupFree, d.groupOff[g+1])
 			d.groupOff[g+1] += d.groupOff[g]
 			next = append(next, d.groupOff[g])
+		}
+		d.oneGroup[n] = -1
+		if len(d.nodeGroups[n]) == 1 {
+			d.oneGroup[n] = d.nodeGroups[n][0]
 		}
 		d.groupDev = append(d.groupDev, make([]int32, len(devs))...)
 		for _, i := range devs {
@@ -267,12 +272,18 @@ func (d *Devices) give(i int32) {
 	}
 }
 
-// holdFree marks every free healthy device of node held.
+// holdFree marks every free healthy device of node held (hold for each):
+// the node and its groups then have none free.
 func (d *Devices) holdFree(node int) {
 	for _, i := range d.byNode[node] {
-		if d.dev[i].free() {
-			d.hold(i)
+		if v := &d.dev[i]; v.free() {
+			v.held = true
+			d.freeSet.Remove(int(i))
 		}
+	}
+	d.nodeFree[node] = 0
+	for _, g := range d.nodeGroups[node] {
+		d.groupFree[g] = 0
 	}
 }
 
@@ -392,7 +403,14 @@ func (d *Devices) Penalty(_ *Request, span numa.Mask, amounts []int64) int64 {
 	var p int64
 	for w := uint64(span); w != 0; w &= w - 1 {
 		node := bits.TrailingZeros64(w)
-		if k := amounts[node]; k > 0 {
+		k := amounts[node]
+		switch g := d.oneGroup[node]; {
+		case k <= 0:
+		case g >= 0: // switchesNeeded of a node of one group
+			if d.groupFree[g] == 0 {
+				p--
+			}
+		default:
 			p += int64(d.switchesNeeded(node, int(k)) - 1)
 		}
 	}
@@ -691,10 +709,16 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 // Give returns a's devices.
 func (d *Devices) Give(a *Allocation) {
 	if d.class == GPUClass {
+		ids := d.gpuIDs
 		for _, g := range a.GPUs {
-			if i, ok := d.gpuIndex(g); ok {
-				d.give(i)
+			i := int32(g)
+			if uint(g) >= uint(len(ids)) || ids[g] != g { // gpuIndex, inline for dense IDs
+				var ok bool
+				if i, ok = d.gpuSearch(g); !ok {
+					continue
+				}
 			}
+			d.give(i)
 		}
 		return
 	}

@@ -49,7 +49,10 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 		if f == 0 {
 			continue
 		}
-		n := int32(popcount(f))
+		n := int32(1) // one device (every GPU of its own NUMA node), or popcount's
+		if f&(f-1) != 0 {
+			n = int32(popcount(f))
+		}
 		fit, nb := int32(-1), int32(1)
 		if wg.hi == wg.lo+1 { // one bucket
 			if n >= need {

@@ -827,11 +827,16 @@ func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
 	nd := len(c.x.classes[0].ids)
 	rows := c.x.rows
+	// The degrees by pairs: the table is symmetric with a zero diagonal
+	// (Index.buildLinks), so each pair's links are read once.
+	copy(e.deg[:n], e.ml[:n])
 	for i := range n {
 		row := &rows[pos[i]&63]
-		d := e.ml[i]
-		for _, v := range pos[:n] {
-			d += row[v&63]
+		d := e.deg[i]
+		for j := i + 1; j < n; j++ {
+			l := row[pos[j]&63]
+			d += l
+			e.deg[j&63] += l
 		}
 		e.deg[i] = d
 	}

@@ -35,10 +35,8 @@ type Devices struct {
 	isGPU    bool     // class is GPUClass: asked for by Request.GPUs, held in Allocation.GPUs
 	ids      []string // external IDs, ascending (numerically for GPUs)
 	gpuIDs   []int    // GPU IDs when class is GPUClass
-	node     []int16  // dense node, -1 unknown
-	sw       []int32  // switch index, -1 none
-	healthy  []bool
-	held     []bool
+	dev      []devState
+	sw       []int32 // switch index, -1 none
 	byNode   [][]int32
 	unplaced []int32
 	nodeCap  []int64
@@ -47,21 +45,33 @@ type Devices struct {
 	unFree   int32
 	// The switch groups: the devices of one node under one PCIe switch (the
 	// devices of a node whose switch is not known form one group, nothing
-	// tells them apart). Device i is in group groupOf[i] (-1: unknown
+	// tells them apart). Device i is in group dev[i].group (-1: unknown
 	// node); group g holds groupDev[groupOff[g]:groupOff[g+1]] (ascending
 	// device index) of which groupFree[g] are free; node n has the groups
 	// nodeGroups[n], in order of their lowest device.
-	groupOf    []int32
 	groupOff   []int32
 	groupDev   []int32
 	groupFree  []int32
 	nodeGroups [][]int32
+	oneGroup   []int32 // per node, its one group, or -1 when it has none or several
 	// freeSet holds the free healthy devices (by index), for the chooser.
 	freeSet devchoice.Set
 	joint   *deviceJoint // shared by the state's device classes
 	ci      int          // the class's index in joint
 	gpuCut  carver[int]  // the allocations' GPU IDs (see record)
 }
+
+// devState is what the resource knows of one device, in one place (what
+// holding or giving back a device reads and writes).
+type devState struct {
+	group   int32 // switch group, -1 when the node is unknown
+	node    int16 // dense node, -1 unknown
+	healthy bool
+	held    bool
+}
+
+// free reports whether the device may be handed out: healthy and not held.
+func (v *devState) free() bool { return v.healthy && !v.held }
 
 // gpuChunk is the length of the chunks the GPU IDs of allocations are cut
 // from.
@@ -107,20 +117,18 @@ func newDeviceClass(m *topology.Machine, class string) *Devices {
 
 func allocDevices(m *topology.Machine, class string, n int) *Devices {
 	return &Devices{
-		class: class, node: make([]int16, n), sw: make([]int32, n),
-		healthy: make([]bool, n), held: make([]bool, n),
+		class: class, dev: make([]devState, n), sw: make([]int32, n),
 		byNode: make([][]int32, m.NumNodes()), nodeCap: make([]int64, m.NumNodes()),
-		nodeFree: make([]int64, m.NumNodes()), groupOf: make([]int32, n),
-		nodeGroups: make([][]int32, m.NumNodes()), freeSet: devchoice.NewSet(n),
+		nodeFree:   make([]int64, m.NumNodes()),
+		nodeGroups: make([][]int32, m.NumNodes()), oneGroup: make([]int32, m.NumNodes()), freeSet: devchoice.NewSet(n),
 	}
 }
 
 func (d *Devices) add(m *topology.Machine, i int, node numa.NodeID, sw string, switches map[string]int32) {
-	d.healthy[i] = true
+	d.dev[i] = devState{group: -1, node: -1, healthy: true}
 	d.freeSet.Add(i)
-	d.node[i] = -1
 	if idx, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
-		d.node[i] = int16(idx)
+		d.dev[i].node = int16(idx)
 		d.byNode[idx] = append(d.byNode[idx], int32(i))
 		d.nodeCap[idx]++
 	} else {
@@ -145,9 +153,6 @@ func (d *Devices) finish() *Devices {
 	// each group's devices in the node's order: one pass that numbers the
 	// groups and counts their devices, one that places the devices (linear
 	// in the devices, whatever the number of switches per node).
-	for i := range d.groupOf {
-		d.groupOf[i] = -1
-	}
 	d.groupOff = append(d.groupOff[:0], 0)
 	groupOfSwitch := make(map[int32]int32)
 	var next []int32
@@ -162,7 +167,7 @@ func (d *Devices) finish() *Devices {
 				d.nodeGroups[n] = append(d.nodeGroups[n], g)
 				d.groupOff = append(d.groupOff, 0)
 			}
-			d.groupOf[i] = g
+			d.dev[i].group = g
 			d.groupOff[g+1]++
 		}
 		end := int32(len(d.groupOff) - 1)
@@ -172,9 +177,13 @@ func (d *Devices) finish() *Devices {
 			d.groupOff[g+1] += d.groupOff[g]
 			next = append(next, d.groupOff[g])
 		}
+		d.oneGroup[n] = -1
+		if len(d.nodeGroups[n]) == 1 {
+			d.oneGroup[n] = d.nodeGroups[n][0]
+		}
 		d.groupDev = append(d.groupDev, make([]int32, len(devs))...)
 		for _, i := range devs {
-			k := d.groupOf[i] - base
+			k := d.dev[i].group - base
 			d.groupDev[next[k]] = i
 			next[k]++
 		}
@@ -222,75 +231,90 @@ func (d *Devices) Describe(_ *Request, units int64) string {
 	return deviceCount(d.class, units)
 }
 
-func (d *Devices) isFree(i int32) bool { return d.healthy[i] && !d.held[i] }
+func (d *Devices) isFree(i int32) bool { return d.dev[i].free() }
 
-func (d *Devices) setHeld(i int32, held bool) {
-	if d.held[i] == held {
+// hold marks device i held, and takes it off the free counts when it was
+// free.
+func (d *Devices) hold(i int32) {
+	v := &d.dev[i]
+	if v.held {
 		return
 	}
-	d.held[i] = held
-	if !d.healthy[i] {
+	v.held = true
+	if !v.healthy {
 		return
 	}
-	delta := int32(1)
-	if held {
-		delta = -1
-		d.freeSet.Remove(int(i))
+	d.freeSet.Remove(int(i))
+	if v.node >= 0 {
+		d.nodeFree[v.node]--
+		d.groupFree[v.group]--
 	} else {
-		d.freeSet.Add(int(i))
-	}
-	if n := d.node[i]; n >= 0 {
-		d.nodeFree[n] += int64(delta)
-		d.groupFree[d.groupOf[i]] += delta
-	} else {
-		d.unFree += delta
+		d.unFree--
 	}
 }
 
-// holdFree marks every free healthy device of node held (setHeld(i, true)
-// for each, with the node's count changed once) and appends their indices
-// to dst, in the node's order.
-func (d *Devices) holdFree(node int, dst []int32) []int32 {
-	n := len(dst)
+// give marks device i not held, and counts it free again when healthy.
+func (d *Devices) give(i int32) {
+	v := &d.dev[i]
+	if !v.held {
+		return
+	}
+	v.held = false
+	if !v.healthy {
+		return
+	}
+	d.freeSet.Add(int(i))
+	if v.node >= 0 {
+		d.nodeFree[v.node]++
+		d.groupFree[v.group]++
+	} else {
+		d.unFree++
+	}
+}
+
+// holdFree marks every free healthy device of node held (hold for each):
+// the node and its groups then have none free.
+func (d *Devices) holdFree(node int) {
 	for _, i := range d.byNode[node] {
-		if d.isFree(i) {
-			d.held[i] = true
+		if v := &d.dev[i]; v.free() {
+			v.held = true
 			d.freeSet.Remove(int(i))
-			d.groupFree[d.groupOf[i]]--
-			dst = append(dst, i)
 		}
 	}
-	d.nodeFree[node] -= int64(len(dst) - n)
-	return dst
+	d.nodeFree[node] = 0
+	for _, g := range d.nodeGroups[node] {
+		d.groupFree[g] = 0
+	}
 }
 
 // SetHealthy marks device i (index in ascending ID order) healthy or not.
 // It reports whether the health changed.
 func (d *Devices) setHealthy(i int32, healthy bool) bool {
-	if d.healthy[i] == healthy {
+	v := &d.dev[i]
+	if v.healthy == healthy {
 		return false
 	}
-	d.healthy[i] = healthy
+	v.healthy = healthy
 	delta := int32(1)
 	if !healthy {
 		delta = -1
 	}
 	switch {
-	case d.held[i]:
+	case v.held:
 	case healthy:
 		d.freeSet.Add(int(i))
 	default:
 		d.freeSet.Remove(int(i))
 	}
-	if n := d.node[i]; n >= 0 {
+	if n := v.node; n >= 0 {
 		d.nodeCap[n] += int64(delta)
-		if !d.held[i] {
+		if !v.held {
 			d.nodeFree[n] += int64(delta)
-			d.groupFree[d.groupOf[i]] += delta
+			d.groupFree[v.group] += delta
 		}
 	} else {
 		d.unCap += delta
-		if !d.held[i] {
+		if !v.held {
 			d.unFree += delta
 		}
 	}
@@ -358,10 +382,17 @@ func (d *Devices) index(id string) (int32, bool) {
 	return int32(i), ok
 }
 
+// gpuIndex returns the position of GPU id (small enough to be inlined;
+// gpuSearch is its general case).
 func (d *Devices) gpuIndex(id int) (int32, bool) {
-	if id >= 0 && id < len(d.gpuIDs) && d.gpuIDs[id] == id {
+	if uint(id) < uint(len(d.gpuIDs)) && d.gpuIDs[id] == id {
 		return int32(id), true // dense IDs 0..n-1, the common case
 	}
+	return d.gpuSearch(id)
+}
+
+// gpuSearch is gpuIndex by binary search.
+func (d *Devices) gpuSearch(id int) (int32, bool) {
 	i, ok := slices.BinarySearch(d.gpuIDs, id)
 	return int32(i), ok
 }
@@ -372,7 +403,14 @@ func (d *Devices) Penalty(_ *Request, span numa.Mask, amounts []int64) int64 {
 	var p int64
 	for w := uint64(span); w != 0; w &= w - 1 {
 		node := bits.TrailingZeros64(w)
-		if k := amounts[node]; k > 0 {
+		k := amounts[node]
+		switch g := d.oneGroup[node]; {
+		case k <= 0:
+		case g >= 0: // switchesNeeded of a node of one group
+			if d.groupFree[g] == 0 {
+				p--
+			}
+		default:
 			p += int64(d.switchesNeeded(node, int(k)) - 1)
 		}
 	}
@@ -418,19 +456,19 @@ func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocatio
 	j := d.joint
 	if j.r != r || j.a != a { // a new decision: forget any earlier record
 		j.r, j.a = r, a
-		clear(j.got)
+		j.gen++
 	}
 	copy(j.amt[d.ci], amounts)
 	j.unplaced[d.ci] = unplaced
-	j.got[d.ci] = true
+	j.got[d.ci] = j.gen
 	for ci, res := range j.res {
-		if res != nil && !j.got[ci] && res.Demand(r) > 0 {
+		if res != nil && j.got[ci] != j.gen && res.Demand(r) > 0 {
 			return // another class of the request is still to come
 		}
 	}
 	j.take(a)
 	j.r, j.a = nil, nil
-	clear(j.got)
+	j.gen++
 }
 
 // deviceJoint is what the device resources of one state share: the
@@ -443,16 +481,18 @@ type deviceJoint struct {
 	x   *devchoice.Index
 	ch  *devchoice.Chooser // made on the first choice
 	res []*Devices         // by devchoice class index (nil: the state has no such resource)
-	// The decision being taken: its request and allocation, and per class
-	// the amounts recorded by Take (per node), the unplaced amount and
-	// whether Take recorded them.
+	// The decision being taken: its request and allocation, its number
+	// (gen, a new one for each decision, so that no record is cleared), and
+	// per class the amounts recorded by Take (per node), the unplaced
+	// amount and the number of the decision Take last recorded them for.
 	r        *Request
 	a        *Allocation
+	gen      uint64
 	amt      [][]int64
 	unplaced []int64
-	got      []bool
-	active   []int // the classes whose amounts Take recorded (set by take)
-	picked   [][]int32
+	got      []uint64
+	active   []int           // the classes whose amounts Take recorded (set by take)
+	before   []devchoice.Set // per class, its free devices before take
 	wants    []devchoice.Want
 	req      devchoice.Request
 }
@@ -468,7 +508,7 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 	}
 	names := ix.Classes()
 	j := &deviceJoint{x: ix, res: make([]*Devices, len(names)), amt: make([][]int64, len(names)),
-		unplaced: make([]int64, len(names)), got: make([]bool, len(names)), picked: make([][]int32, len(names))}
+		unplaced: make([]int64, len(names)), got: make([]uint64, len(names)), before: make([]devchoice.Set, len(names))}
 	for ci, name := range names {
 		d := s.gpu
 		if ci > 0 {
@@ -489,29 +529,56 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 // their PCIe switches), and the unplaced amounts one more, on the devices
 // of unknown NUMA node; the chooser's cost (see devchoice.Chooser.Choose)
 // is paid once per node that gives devices, except where one class takes
-// every free device of the node (the only choice).
+// every free device of the node (the only choice). The devices taken are
+// those free before and not after (kept in j.before), so they are recorded
+// in ascending order without a sort.
 func (j *deviceJoint) take(a *Allocation) {
 	var nodes numa.Mask
 	unplaced := false
 	j.active = j.active[:0]
 	for ci, d := range j.res {
-		j.picked[ci] = j.picked[ci][:0]
-		if d == nil || !j.got[ci] {
+		if d == nil || j.got[ci] != j.gen {
 			continue
 		}
 		j.active = append(j.active, ci)
+		j.before[ci] = append(j.before[ci][:0], d.freeSet...)
 		nodes |= numa.Mask(atLeast(j.amt[ci], 1))
 		unplaced = unplaced || j.unplaced[ci] > 0
 	}
-	for w := uint64(nodes); w != 0; w &= w - 1 {
-		j.choose(numa.Mask(w&-w), false)
-	}
-	if unplaced {
-		j.choose(0, true)
+	if len(j.active) == 1 {
+		// One class: each node's want alone, and every free device of a
+		// node the only choice when the amount is all of them.
+		ci := j.active[0]
+		d, amt := j.res[ci], j.amt[ci]
+		for w := uint64(nodes); w != 0; w &= w - 1 {
+			node := bits.TrailingZeros64(w)
+			if amt[node] == d.nodeFree[node] {
+				d.holdFree(node)
+			} else {
+				j.chooseOne(ci, numa.Mask(w&-w), false, amt[node])
+			}
+		}
+		if unplaced {
+			j.chooseOne(ci, 0, true, j.unplaced[ci])
+		}
+	} else {
+		for w := uint64(nodes); w != 0; w &= w - 1 {
+			j.choose(numa.Mask(w&-w), false)
+		}
+		if unplaced {
+			j.choose(0, true)
+		}
 	}
 	for _, ci := range j.active {
-		j.res[ci].record(j.picked[ci], a)
+		j.res[ci].record(j.before[ci], a)
 	}
+}
+
+// chooseOne takes k devices of class ci alone on nodes (or on the unknown
+// node): choose for a decision of one class.
+func (j *deviceJoint) chooseOne(ci int, nodes numa.Mask, unknown bool, k int64) {
+	j.wants = append(j.wants[:0], devchoice.Want{Class: ci, Count: int(k), Free: j.res[ci].freeSet})
+	j.chooseWants(nodes, unknown, j.wants)
 }
 
 // choose takes the recorded amounts of every class on the one node of
@@ -532,8 +599,7 @@ func (j *deviceJoint) choose(nodes numa.Mask, unknown bool) {
 	case len(j.wants) == 0:
 	case len(j.wants) == 1 && !unknown && int64(j.wants[0].Count) == j.res[j.wants[0].Class].nodeFree[node]:
 		// Every free device of the node: the only choice.
-		ci := j.wants[0].Class
-		j.picked[ci] = j.res[ci].holdFree(node, j.picked[ci])
+		j.res[j.wants[0].Class].holdFree(node)
 	case len(j.wants) > devchoice.MaxWants:
 		// More classes than one choice takes: each class on its own.
 		for k := range j.wants {
@@ -555,49 +621,56 @@ func (j *deviceJoint) chooseWants(nodes numa.Mask, unknown bool, wants []devchoi
 	for k, w := range wants {
 		d := j.res[w.Class]
 		if err != nil { // cannot happen: the engine took the amounts from the free ones
-			j.picked[w.Class] = d.takeAny(nodes, unknown, w.Count, j.picked[w.Class])
+			d.takeAny(nodes, unknown, w.Count)
 			continue
 		}
 		for i := range res.Devices(k).All() {
-			d.setHeld(int32(i), true)
-			j.picked[w.Class] = append(j.picked[w.Class], int32(i))
+			d.hold(int32(i))
 		}
 	}
 }
 
 // takeAny takes k free devices of the nodes (or of unknown node), the
 // lowest indices first.
-func (d *Devices) takeAny(nodes numa.Mask, unknown bool, k int, dst []int32) []int32 {
-	for i := range d.node {
+func (d *Devices) takeAny(nodes numa.Mask, unknown bool, k int) {
+	for i := range d.dev {
 		if k == 0 {
 			break
 		}
-		n := int(d.node[i])
+		n := int(d.dev[i].node)
 		if d.isFree(int32(i)) && (n < 0 && unknown || n >= 0 && nodes.Contains(n)) {
-			d.setHeld(int32(i), true)
-			dst = append(dst, int32(i))
+			d.hold(int32(i))
 			k--
 		}
 	}
-	return dst
 }
 
-// record writes the picked devices (indices) into a.
-func (d *Devices) record(picked []int32, a *Allocation) {
-	if len(picked) == 0 {
+// record writes the devices taken since before (the free devices then:
+// those of before no longer free) into a, in ascending order.
+func (d *Devices) record(before devchoice.Set, a *Allocation) {
+	n := 0
+	for wi, w := range before {
+		n += bits.OnesCount64(w &^ d.freeSet[wi])
+	}
+	if n == 0 {
 		return
 	}
-	slices.Sort(picked)
 	if d.class == GPUClass {
-		a.GPUs = d.gpuCut.cut(len(picked), gpuChunk)
-		for j, i := range picked {
-			a.GPUs[j] = d.gpuIDs[i]
+		a.GPUs = d.gpuCut.cut(n, gpuChunk)
+		k := 0
+		for wi, w := range before {
+			for w &^= d.freeSet[wi]; w != 0; w &= w - 1 {
+				a.GPUs[k] = d.gpuIDs[wi<<6|bits.TrailingZeros64(w)]
+				k++
+			}
 		}
 		return
 	}
-	ids := make([]string, len(picked))
-	for j, i := range picked {
-		ids[j] = d.ids[i]
+	ids := make([]string, 0, n)
+	for wi, w := range before {
+		for w &^= d.freeSet[wi]; w != 0; w &= w - 1 {
+			ids = append(ids, d.ids[wi<<6|bits.TrailingZeros64(w)])
+		}
 	}
 	if a.Devices == nil {
 		a.Devices = map[string][]string{}
@@ -638,17 +711,23 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 // Give returns a's devices.
 func (d *Devices) Give(a *Allocation) {
 	if d.class == GPUClass {
+		ids := d.gpuIDs
 		for _, g := range a.GPUs {
-			if i, ok := d.gpuIndex(g); ok {
-				d.setHeld(i, false)
+			i := int32(g)
+			if uint(g) >= uint(len(ids)) || ids[g] != g { // gpuIndex, inline for dense IDs
+				var ok bool
+				if i, ok = d.gpuSearch(g); !ok {
+					continue
+				}
 			}
+			d.give(i)
 		}
 		return
 	}
 	if len(a.Devices) == 0 { // holds no devices of other classes
 		return
 	}
-	_ = d.forEach(a, func(i int32) { d.setHeld(i, false) })
+	_ = d.forEach(a, d.give)
 }
 
 // Claim takes exactly a's devices. Unhealthy devices may be claimed (an
@@ -660,7 +739,7 @@ func (d *Devices) Claim(a *Allocation) error {
 		if bad != nil {
 			return
 		}
-		if d.held[i] || seen[i] {
+		if d.dev[i].held || seen[i] {
 			bad = fmt.Errorf("%w: %s %s is already allocated", ErrConflict, d.noun(), quote.Bare(d.ids[i]))
 		}
 		seen[i] = true
@@ -670,7 +749,7 @@ func (d *Devices) Claim(a *Allocation) error {
 	if bad != nil {
 		return bad
 	}
-	_ = d.forEach(a, func(i int32) { d.setHeld(i, true) })
+	_ = d.forEach(a, d.hold)
 	return nil
 }
 
@@ -685,8 +764,8 @@ func (d *Devices) noun() string {
 func (d *Devices) Nodes(a *Allocation) numa.Mask {
 	var m numa.Mask
 	_ = d.forEach(a, func(i int32) {
-		if d.node[i] >= 0 {
-			m = m.With(int(d.node[i]))
+		if n := d.dev[i].node; n >= 0 {
+			m = m.With(int(n))
 		}
 	})
 	return m
@@ -695,8 +774,7 @@ func (d *Devices) Nodes(a *Allocation) numa.Mask {
 // Clone returns an independent copy.
 func (d *Devices) Clone() Resource {
 	c := *d
-	c.healthy = slices.Clone(d.healthy)
-	c.held = slices.Clone(d.held)
+	c.dev = slices.Clone(d.dev)
 	c.nodeCap = slices.Clone(d.nodeCap)
 	c.nodeFree = slices.Clone(d.nodeFree)
 	c.groupFree = slices.Clone(d.groupFree)

@@ -104,8 +104,8 @@ func (s *State) ReplaceMachine(m *topology.Machine) error {
 		return err
 	}
 	for _, d := range s.devices() {
-		for i, h := range d.healthy {
-			if !h {
+		for i, v := range d.dev {
+			if !v.healthy {
 				_, _ = next.setHealth(d.class, d.ids[i], false) // gone devices have no health to keep
 			}
 		}

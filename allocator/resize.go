@@ -503,7 +503,7 @@ func (s *State) healHeld(a *Allocation) []heldDevice {
 			continue
 		}
 		_ = d.forEach(a, func(i int32) {
-			if !d.healthy[i] {
+			if !d.dev[i].healthy {
 				d.setHealthy(i, true)
 				sick = append(sick, heldDevice{d, i})
 			}

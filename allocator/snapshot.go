@@ -304,7 +304,7 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 	}
 	d.setHealthy(i, healthy)
 	var affected []string
-	if d.held[i] {
+	if d.dev[i].held {
 		for aid, idx := range s.ids.all() {
 			a := &s.recs[idx]
 			if d.holds(a, i) {

@@ -16,8 +16,8 @@ func (s *State) Unhealthy() map[string][]string {
 func (s *State) unhealthyLocked() map[string][]string {
 	var out map[string][]string
 	for _, d := range s.devices() {
-		for i, h := range d.healthy {
-			if !h {
+		for i, v := range d.dev {
+			if !v.healthy {
 				if out == nil {
 					out = map[string][]string{}
 				}

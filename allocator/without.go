@@ -145,8 +145,8 @@ func (d *Devices) FreeWithout(r *Request, victims []*Allocation, dst []int64) {
 	copy(dst, d.FreeView(r))
 	for _, a := range victims {
 		_ = d.forEach(a, func(i int32) {
-			if d.healthy[i] && d.node[i] >= 0 {
-				dst[d.node[i]]++
+			if v := d.dev[i]; v.healthy && v.node >= 0 {
+				dst[v.node]++
 			}
 		})
 	}
@@ -157,7 +157,7 @@ func (d *Devices) UnplacedWithout(_ *Request, victims []*Allocation) int64 {
 	n := int64(d.unFree)
 	for _, a := range victims {
 		_ = d.forEach(a, func(i int32) {
-			if d.healthy[i] && d.node[i] < 0 {
+			if v := d.dev[i]; v.healthy && v.node < 0 {
 				n++
 			}
 		})

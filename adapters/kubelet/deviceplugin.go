@@ -152,7 +152,9 @@ type Preference struct {
 // allows, as the kubelet's device plugin API asks (IDs are GPU indices as
 // decimal strings, or GPU UUIDs; the answer spells each as available does,
 // in ascending GPU index). See [DevicePlugin.Prefer] for what is preferred.
-// It allocates the answer only.
+// It allocates the answer only, and most answers not even that: they are
+// cut from chunks of answerChunk strings (each answer with a capacity of
+// its own, so that appending to one copies it).
 func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
 	if p == nil {
 		return nil, errNilPlugin
@@ -174,7 +176,7 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 			p.release(sc)
 			return nil, fmt.Errorf("%w: %w", ErrDeviceRequest, err)
 		}
-		out := make([]string, size)
+		out := sc.answer(size)
 		k := 0
 		for w := chosen; w != 0 && k < len(out); w &= w - 1 {
 			out[k] = available[sc.pos[bits.TrailingZeros64(w)]]
@@ -189,7 +191,7 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 		return nil, err
 	}
 	chosen := res.Devices(0)
-	out := make([]string, 0, size)
+	out := sc.answer(size)[:0]
 	for wi, w := range chosen {
 		for ; w != 0; w &= w - 1 {
 			out = append(out, sc.str[wi<<6|bits.TrailingZeros64(w)])
@@ -244,6 +246,28 @@ type dpScratch struct {
 	pos  [64]uint8
 	want [1]devchoice.Want
 	req  devchoice.Request
+	// rest is what is left of the chunk answers are cut from (answer).
+	rest []string
+}
+
+// answerChunk is the length of the chunks GetPreferredAllocation's answers
+// are cut from.
+const answerChunk = 64
+
+// answer returns a slice of n strings for an answer, of capacity n: cut
+// from the current chunk when it has n left, from a new chunk otherwise
+// (made alone when n is more than half a chunk). Its strings are empty: no
+// element of a chunk is cut twice.
+func (sc *dpScratch) answer(n int) []string {
+	if n > len(sc.rest) {
+		if n*2 > answerChunk {
+			return make([]string, n)
+		}
+		sc.rest = make([]string, answerChunk)
+	}
+	out := sc.rest[:n:n]
+	sc.rest = sc.rest[n:]
+	return out
 }
 
 // spelling returns the spelling of GPU i in available, as read into sc.

@@ -437,3 +437,27 @@ func TestGetPreferredAllocationCanonicalIDs(t *testing.T) {
 		require.Equal(t, []int{1, 3}, pref.GPUs, id)
 	}
 }
+
+// Answers cut from one chunk are independent: each has a capacity of its
+// own, so appending to one or writing it leaves the others as they were.
+func TestGetPreferredAllocationAnswersIndependent(t *testing.T) {
+	p := NewDevicePlugin(kubelettest.Machine16(t))
+	var answers [][]string
+	for range 3 * answerChunk {
+		got, err := p.GetPreferredAllocation(ids(0, 15), nil, 2)
+		require.NoError(t, err)
+		require.Equal(t, []string{"0", "1"}, got)
+		require.Equal(t, 2, cap(got))
+		answers = append(answers, got)
+	}
+	for i, a := range answers {
+		a[0] = "x" + strconv.Itoa(i)
+		_ = append(a, "y")
+	}
+	for i, a := range answers {
+		require.Equal(t, []string{"x" + strconv.Itoa(i), "1"}, a)
+	}
+	big, err := p.GetPreferredAllocation(ids(0, 15), nil, 16)
+	require.NoError(t, err)
+	require.Len(t, big, 16)
+}

@@ -49,7 +49,10 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 		if f == 0 {
 			continue
 		}
-		n := int32(popcount(f))
+		n := int32(1) // one device (every GPU of its own NUMA node), or popcount's
+		if f&(f-1) != 0 {
+			n = int32(popcount(f))
+		}
 		fit, nb := int32(-1), int32(1)
 		if wg.hi == wg.lo+1 { // one bucket
 			if n >= need {
@@ -824,11 +827,16 @@ func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
 	nd := len(c.x.classes[0].ids)
 	rows := c.x.rows
+	// The degrees by pairs: the table is symmetric with a zero diagonal
+	// (Index.buildLinks), so each pair's links are read once.
+	copy(e.deg[:n], e.ml[:n])
 	for i := range n {
 		row := &rows[pos[i]&63]
-		d := e.ml[i]
-		for _, v := range pos[:n] {
-			d += row[v&63]
+		d := e.deg[i]
+		for j := i + 1; j < n; j++ {
+			l := row[pos[j]&63]
+			d += l
+			e.deg[j&63] += l
 		}
 		e.deg[i] = d
 	}

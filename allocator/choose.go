@@ -126,8 +126,12 @@ func (sr *searcher) beats(rk *rank) bool {
 // the swaps that tie on both, at most max(1, Options.SearchBudget/256) of
 // them, and takes the first that ranks lower; then it starts over. Under
 // any other order every swap that keeps a cover is ranked in full, so the
-// search optimises whatever the order says. It tries at most
-// Options.SearchBudget/2 swaps in all; a swap made costs O(n) more. When
+// search optimises whatever the order says. The swaps whose new node
+// lacks what the cover without the old one needs are skipped: by mask when
+// the class search holds the pool's orders by kind
+// ([classSearch.indexAtLeast], O(k log n) per node of the cover), else
+// node by node. It tries at most Options.SearchBudget/2 swaps in all (the
+// skipped ones count); a swap made costs O(n) more. When
 // the returned cover's full rank is known it is left in sr.cur (sr.curOK).
 func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	s, p := sr.s, &sr.freeP
@@ -153,6 +157,9 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 		x := bits.TrailingZeros64(wp) & 63
 		setMask[s.setOf[x]] |= 1 << uint(x)
 	}
+	// Whether the class search can say which nodes have enough of every
+	// kind (else each swap is checked).
+	indexed := sr.large.indexAtLeast(p, pool)
 	cur := &sr.cur // the full rank of m, when known
 	known := false
 	tieRound := full // the current sweep ranks the swaps that tie
@@ -202,6 +209,9 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					cands &^= uint64(neg)
 				}
 			}
+			if indexed { // only the nodes that give what m without i lacks
+				cands &= uint64(sr.large.atLeast(&want))
+			}
 			for wj := cands; wj != 0; wj &= wj - 1 {
 				j := bits.TrailingZeros64(wj) & 63
 				tie := full
@@ -215,12 +225,14 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					}
 				}
 				vj := &p.val[j]
-				r := 0
-				for r < k && vj[r] >= want[r] {
-					r++
-				}
-				if r < k {
-					continue
+				if !indexed {
+					r := 0
+					for r < k && vj[r] >= want[r] {
+						r++
+					}
+					if r < k {
+						continue
+					}
 				}
 				next := m&^(1<<uint(i)) | 1<<uint(j)
 				if tie {

@@ -169,6 +169,10 @@ type classSearch struct {
 	byKind   [maxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
 	distinct [maxKinds]int                 // distinct amounts of kind r in the pool
 	sorted   uint32                        // bit 0: byScore is made; bit r+1: byKind[r] and distinct[r]
+	// firstMask[r][t] holds the first t nodes of byKind[r], for the kinds
+	// of bit r of firstOK (made by indexAtLeast).
+	firstMask [maxKinds][numa.MaxNodes + 1]numa.Mask
+	firstOK   uint32
 
 	classified bool
 	sk         int                           // the kind sorted inside classes
@@ -216,6 +220,7 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool = p, pool
 	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
+	cs.firstOK = 0
 	cs.greedied = false
 	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
@@ -375,6 +380,53 @@ func largestMask(pool numa.Mask, key *[numa.MaxNodes]int64, w int, mx, mn int64)
 	}
 	if w > 0 {
 		m |= cand
+	}
+	return m
+}
+
+// indexAtLeast reports whether atLeast can answer for problem p on pool:
+// cs is prepared for p on a pool holding pool, with every order by kind
+// sorted. It then makes the masks atLeast reads: O(k·n).
+func (cs *classSearch) indexAtLeast(p *problem, pool numa.Mask) bool {
+	all := uint32(2<<uint(min(p.k, maxKinds)) - 2) // the bits of the orders by kind
+	if cs.p != p || !pool.IsSubsetOf(cs.pool) || cs.uniform || cs.sorted&all != all {
+		return false
+	}
+	for r := range min(p.k, maxKinds) {
+		if cs.firstOK&(1<<uint(r)) != 0 {
+			continue
+		}
+		fm := &cs.firstMask[r]
+		fm[0] = 0
+		for t, i := range cs.byKind[r][:cs.n] {
+			fm[t+1] = fm[t] | 1<<uint(i&(numa.MaxNodes-1))
+		}
+		cs.firstOK |= 1 << uint(r)
+	}
+	return true
+}
+
+// atLeast returns the nodes of the prepared pool whose clipped amount of
+// every kind r reaches want[r], after indexAtLeast answered true: for each
+// kind a binary search along its order, O(k log n).
+func (cs *classSearch) atLeast(want *[maxKinds]int64) numa.Mask {
+	p := cs.p
+	m := cs.pool
+	for r := range min(p.k, maxKinds) {
+		ord := &cs.byKind[r]
+		w := want[r]
+		lo, hi := 0, cs.n // the first node below w is at lo once they meet
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			if p.val[ord[h&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		if m &= cs.firstMask[r][lo]; m == 0 {
+			return 0
+		}
 	}
 	return m
 }

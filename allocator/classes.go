@@ -182,7 +182,7 @@ type classSearch struct {
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
 	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
-	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
+	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (any order for a kind of one amount)
 
 	lagrange  bool // prepareLagrange ran
 	nw        int
@@ -215,7 +215,9 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 // prepare loads pool into cs for problem p: its nodes, whether they are
 // identical, and each node's shares and score. The orders by score and by
 // each kind's amount are sorted when first read (sortScore, sortKind): a
-// first width that the greedy cover by score settles needs no other.
+// first width that the greedy cover by score settles needs no other. A
+// kind of one amount on every node of the pool has its order made here
+// (the nodes as they are).
 func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool = p, pool
@@ -235,13 +237,29 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	// The shares kind by kind (the demand and its reciprocal held across
 	// the nodes): by multiplication (shareFast, without a call in the
 	// loop), or by division when the demand is beyond what it takes (recip
-	// 0); the scores summed along.
+	// 0); the scores summed along. A kind every node of the pool has alike
+	// (flat) takes one share, and its order by amount is the pool's nodes
+	// as they are (the sort is stable), with one distinct amount.
 	nodes := cs.nodes[:n]
 	for _, i := range nodes {
 		cs.score[i&(numa.MaxNodes-1)] = 0
 	}
 	for r := range min(p.k, maxKinds) {
 		need, rc := p.need[r], p.recip[r]
+		if v0, flat := cs.flat(r); flat {
+			sh := shareBy(v0, need, rc)
+			col := &cs.col[r]
+			for j, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				col[j&(numa.MaxNodes-1)] = v0
+				cs.shares[x][r] = sh
+				cs.score[x] += sh
+			}
+			copy(cs.byKind[r][:n], nodes)
+			cs.distinct[r] = 1
+			cs.sorted |= 2 << uint(r)
+			continue
+		}
 		if rc == 0 {
 			for j, i := range nodes {
 				x := i & (numa.MaxNodes - 1)
@@ -268,6 +286,19 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 		mx, mn = max(mx, sc), min(mn, sc)
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
+}
+
+// flat reports whether every node of the pool has the same clipped amount
+// of kind r, and which, looking at the nodes up to the first that differs.
+func (cs *classSearch) flat(r int) (int64, bool) {
+	val := cs.p.val
+	v0 := val[cs.nodes[0]&(numa.MaxNodes-1)][r]
+	for _, i := range cs.nodes[1:cs.n] {
+		if val[i&(numa.MaxNodes-1)][r] != v0 {
+			return v0, false
+		}
+	}
+	return v0, true
 }
 
 // sortScore sorts the pool's nodes by score, descending, the lower index
@@ -861,8 +892,8 @@ func (cs *classSearch) classify() {
 	var ranks [numa.MaxNodes]uint64
 	packed := p.k-1 <= 64/6
 	for r := p.k - 1; r >= 0; r-- {
-		if r == sk {
-			continue
+		if r == sk || cs.distinct[r] == 1 {
+			continue // a kind of one amount leaves the order and the classes as they are
 		}
 		ord := cs.byKind[r][:cs.n]
 		d := 0
@@ -911,6 +942,12 @@ func (cs *classSearch) classify() {
 	// same amount of it).
 	for r := 0; r < p.k; r++ {
 		if r == sk {
+			continue
+		}
+		if cs.distinct[r] == 1 { // every class has the one amount: any order
+			for cl := range cs.nc {
+				cs.kindOrd[r][cl&(numa.MaxNodes-1)] = int8(cl)
+			}
 			continue
 		}
 		var seen uint64 // nc <= 64 classes

@@ -132,7 +132,7 @@ func (b *stepBound) cutOne() {
 //     other way round) that per-kind bounds miss; then the whole search
 //     over classes within what the decision has left of its bound.
 //
-// Complexity: preparing takes the shares in O(k·n) for k kinds and n
+// Complexity: preparing takes the scores in O(k·n) for k kinds and n
 // nodes; the pool is sorted at most k+1 times (by score and by each kind,
 // each when first read: by counting or by bucket, O(n) when the amounts
 // spread evenly, O(n²) at worst; the first greedy cover by score selects
@@ -160,10 +160,10 @@ type classSearch struct {
 
 	uniform  bool                           // every node of the pool has the same amounts
 	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
-	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand
-	col      [maxKinds][numa.MaxNodes]int64 // col[r][j]: the amount of kind r of nodes[j] (clipped)
-	score    [numa.MaxNodes]int64           // by node: the sum of its shares
-	scoreMax int64                          // the largest and smallest score
+	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand (when sharesOK, see makeShares)
+	sharesOK bool
+	score    [numa.MaxNodes]int64 // by node: the sum of its shares
+	scoreMax int64                // the largest and smallest score
 	scoreMin int64
 	byScore  [numa.MaxNodes]int8           // pool nodes by score descending
 	byKind   [maxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
@@ -213,16 +213,16 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 }
 
 // prepare loads pool into cs for problem p: its nodes, whether they are
-// identical, and each node's shares and score. The orders by score and by
-// each kind's amount are sorted when first read (sortScore, sortKind): a
-// first width that the greedy cover by score settles needs no other. A
-// kind of one amount on every node of the pool has its order made here
-// (the nodes as they are).
+// identical, and each node's score (its shares are made on demand,
+// makeShares). The orders by score and by each kind's amount are sorted
+// when first read (sortScore, sortKind): a first width that the greedy
+// cover by score settles needs no other. A kind of one amount on every
+// node of the pool has its order made here (the nodes as they are).
 func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool = p, pool
 	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
-	cs.firstOK = 0
+	cs.firstOK, cs.sharesOK = 0, false
 	cs.greedied = false
 	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
@@ -234,26 +234,26 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	if cs.uniform {
 		return
 	}
-	// The shares kind by kind (the demand and its reciprocal held across
-	// the nodes): by multiplication (shareFast, without a call in the
-	// loop), or by division when the demand is beyond what it takes (recip
-	// 0); the scores summed along. A kind every node of the pool has alike
-	// (flat) takes one share, and its order by amount is the pool's nodes
-	// as they are (the sort is stable), with one distinct amount.
+	// The scores, summed kind by kind (the demand and its reciprocal held
+	// across the nodes): each share by multiplication (shareFast, without
+	// a call in the loop), or by division when the demand is beyond what
+	// it takes (recip 0). A kind every node of the pool has alike (flat)
+	// takes one share, and its order by amount is the pool's nodes as they
+	// are (the sort is stable), with one distinct amount. The shares
+	// themselves are kept only when the Lagrangian bounds need them
+	// (makeShares).
 	nodes := cs.nodes[:n]
+	score := &cs.score
 	for _, i := range nodes {
-		cs.score[i&(numa.MaxNodes-1)] = 0
+		score[i&(numa.MaxNodes-1)] = 0
 	}
+	val := p.val
 	for r := range min(p.k, maxKinds) {
 		need, rc := p.need[r], p.recip[r]
 		if v0, flat := cs.flat(r); flat {
 			sh := shareBy(v0, need, rc)
-			col := &cs.col[r]
-			for j, i := range nodes {
-				x := i & (numa.MaxNodes - 1)
-				col[j&(numa.MaxNodes-1)] = v0
-				cs.shares[x][r] = sh
-				cs.score[x] += sh
+			for _, i := range nodes {
+				score[i&(numa.MaxNodes-1)] += sh
 			}
 			copy(cs.byKind[r][:n], nodes)
 			cs.distinct[r] = 1
@@ -261,31 +261,39 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 			continue
 		}
 		if rc == 0 {
-			for j, i := range nodes {
+			for _, i := range nodes {
 				x := i & (numa.MaxNodes - 1)
-				cs.col[r][j&(numa.MaxNodes-1)] = p.val[x][r]
-				sh := share(p.val[x][r], need)
-				cs.shares[x][r] = sh
-				cs.score[x] += sh
+				score[x] += share(val[x][r], need)
 			}
 			continue
 		}
-		col := &cs.col[r]
-		for j, i := range nodes {
+		for _, i := range nodes {
 			x := i & (numa.MaxNodes - 1)
-			v := p.val[x][r]
-			col[j&(numa.MaxNodes-1)] = v
-			sh := shareFast(max(v, 0), need, rc) // share of a negative amount: 0
-			cs.shares[x][r] = sh
-			cs.score[x] += sh
+			score[x] += shareFast(max(val[x][r], 0), need, rc) // share of a negative amount: 0
 		}
 	}
 	mx, mn := int64(0), int64(1<<62)
 	for _, i := range nodes {
-		sc := cs.score[i&(numa.MaxNodes-1)]
+		sc := score[i&(numa.MaxNodes-1)]
 		mx, mn = max(mx, sc), min(mn, sc)
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
+}
+
+// makeShares fills shares, each node's share of each demand (the parts
+// of its score), once per preparation.
+func (cs *classSearch) makeShares() {
+	if cs.sharesOK {
+		return
+	}
+	p := cs.p
+	for _, i := range cs.nodes[:cs.n] {
+		x := i & (numa.MaxNodes - 1)
+		for r := range min(p.k, maxKinds) {
+			cs.shares[x][r] = shareBy(p.val[x][r], p.need[r], p.recip[r])
+		}
+	}
+	cs.sharesOK = true
 }
 
 // flat reports whether every node of the pool has the same clipped amount
@@ -306,7 +314,7 @@ func (cs *classSearch) flat(r int) (int64, bool) {
 func (cs *classSearch) sortScore() {
 	if cs.sorted&1 == 0 {
 		copy(cs.byScore[:], cs.nodes[:cs.n])
-		sortAscendingDesc(cs.byScore[:cs.n], &cs.score, cs.scoreMax, cs.scoreMin)
+		orderAscendingDesc(cs.byScore[:cs.n], &cs.score, cs.scoreMax, cs.scoreMin)
 		cs.sorted |= 1
 	}
 }
@@ -555,7 +563,9 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
 		} else {
-			copy(cs.vals[:cs.n], cs.col[r][:cs.n]) // fewestLargest reorders them
+			for j, i := range cs.nodes[:cs.n] { // fewestLargest reorders them
+				cs.vals[j&(numa.MaxNodes-1)] = p.val[i&(numa.MaxNodes-1)][r]
+			}
 			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
 		if t < 0 {
@@ -633,22 +643,34 @@ func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint6
 
 // sortAscendingDesc is sortDesc for nodes in ascending order whose keys
 // are at most mx and at least mn: by counting when the spread is below
-// countingRange, else by bucket.
+// countingRange, else as orderAscendingDesc does, then counting the
+// distinct keys.
 func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
-	switch spread := uint64(mx - mn); {
-	case spread < countingRange:
+	if uint64(mx-mn) < countingRange {
 		return countingSortDesc(nodes, key, mx, mn)
-	case spread < 1<<62:
-		return bucketSortDesc(nodes, key, mx, spread)
 	}
-	slices.SortStableFunc(nodes, func(a, b int8) int { return cmp.Compare(key[b], key[a]) })
+	orderAscendingDesc(nodes, key, mx, mn)
 	d := 0
 	for j, i := range nodes {
-		if j == 0 || key[i] != key[nodes[j-1]] {
+		if j == 0 || key[i&(numa.MaxNodes-1)] != key[nodes[j-1]&(numa.MaxNodes-1)] {
 			d++
 		}
 	}
 	return d
+}
+
+// orderAscendingDesc is sortAscendingDesc without the count of distinct
+// keys: by counting when the spread is below countingRange, by bucket
+// below 2^62, else by a stable comparison sort.
+func orderAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) {
+	switch spread := uint64(mx - mn); {
+	case spread < countingRange:
+		countingSortDesc(nodes, key, mx, mn)
+	case spread < 1<<62:
+		bucketSortDesc(nodes, key, mx, spread)
+	default:
+		slices.SortStableFunc(nodes, func(a, b int8) int { return cmp.Compare(key[b], key[a]) })
+	}
 }
 
 // bucketSortDesc sorts nodes (ascending, keys at most mx and spread
@@ -656,23 +678,26 @@ func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) in
 // 64 buckets by the top bits of their distance below mx, in order, then
 // finishes by insertion: O(n) when the keys spread evenly, O(n²) at worst
 // (for n nodes at most 64, no slower than a comparison sort by much).
-func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) int {
+func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) {
 	const mask = numa.MaxNodes - 1 // node indices and buckets are below 64
 	shift := uint(max(bits.Len64(spread)-6, 0))
+	n := min(len(nodes), numa.MaxNodes)
 	var count [65]uint8
-	for _, i := range nodes {
-		count[uint64(mx-key[i&mask])>>shift&mask+1]++
+	var bucket [numa.MaxNodes]uint8 // by position
+	for j, i := range nodes[:n] {
+		b := uint8(uint64(mx-key[i&mask]) >> shift & mask)
+		bucket[j] = b
+		count[b+1]++
 	}
 	for b := 1; b <= 64; b++ {
 		count[b] += count[b-1]
 	}
 	var out [numa.MaxNodes]int8
-	for _, i := range nodes {
-		c := &count[uint64(mx-key[i&mask])>>shift&mask]
+	for j, i := range nodes[:n] {
+		c := &count[bucket[j]&mask]
 		out[*c&mask] = i
 		*c++
 	}
-	n := min(len(nodes), numa.MaxNodes)
 	for a := 1; a < n; a++ {
 		x := out[a]
 		kx := key[x&mask]
@@ -683,13 +708,6 @@ func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread ui
 		out[b] = x
 	}
 	copy(nodes, out[:n])
-	d := 1
-	for j := 1; j < n; j++ {
-		if key[out[j]&mask] != key[out[j-1]&mask] {
-			d++
-		}
-	}
-	return d
 }
 
 // countingRange is the largest spread of keys countingSortDesc takes.
@@ -782,6 +800,7 @@ func (p *problem) weightings(wts *[maxWeightings][maxKinds]int64) int {
 // (shares order like the amounts); the others sort.
 func (cs *classSearch) prepareLagrange() {
 	p := cs.p
+	cs.makeShares()
 	cs.nw = p.weightings(&cs.wts)
 	for wi := 0; wi < cs.nw; wi++ {
 		wt := &cs.wts[wi]

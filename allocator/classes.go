@@ -170,7 +170,7 @@ type classSearch struct {
 	distinct [maxKinds]int                 // distinct amounts of kind r in the pool
 	sorted   uint32                        // bit 0: byScore is made; bit r+1: byKind[r] and distinct[r]
 	// firstMask[r][t] holds the first t nodes of byKind[r], for the kinds
-	// of bit r of firstOK (made by indexAtLeast).
+	// of bit r of firstOK (made by atLeast).
 	firstMask [maxKinds][numa.MaxNodes + 1]numa.Mask
 	firstOK   uint32
 
@@ -425,35 +425,30 @@ func largestMask(pool numa.Mask, key *[numa.MaxNodes]int64, w int, mx, mn int64)
 
 // indexAtLeast reports whether atLeast can answer for problem p on pool:
 // cs is prepared for p on a pool holding pool, with every order by kind
-// sorted. It then makes the masks atLeast reads: O(k·n).
+// sorted.
 func (cs *classSearch) indexAtLeast(p *problem, pool numa.Mask) bool {
 	all := uint32(2<<uint(min(p.k, maxKinds)) - 2) // the bits of the orders by kind
-	if cs.p != p || !pool.IsSubsetOf(cs.pool) || cs.uniform || cs.sorted&all != all {
-		return false
-	}
-	for r := range min(p.k, maxKinds) {
-		if cs.firstOK&(1<<uint(r)) != 0 {
-			continue
-		}
-		fm := &cs.firstMask[r]
-		fm[0] = 0
-		for t, i := range cs.byKind[r][:cs.n] {
-			fm[t+1] = fm[t] | 1<<uint(i&(numa.MaxNodes-1))
-		}
-		cs.firstOK |= 1 << uint(r)
-	}
-	return true
+	return cs.p == p && pool.IsSubsetOf(cs.pool) && !cs.uniform && cs.sorted&all == all
 }
 
 // atLeast returns the nodes of the prepared pool whose clipped amount of
 // every kind r reaches want[r], after indexAtLeast answered true: for each
-// kind a binary search along its order, O(k log n).
+// kind whose threshold lies between its least and largest amounts, a
+// binary search along its order, O(k log n), and the mask of the nodes
+// before the first below the threshold (firstMask, made for the kind on
+// its first such search in O(n)).
 func (cs *classSearch) atLeast(want *[maxKinds]int64) numa.Mask {
 	p := cs.p
 	m := cs.pool
 	for r := range min(p.k, maxKinds) {
 		ord := &cs.byKind[r]
 		w := want[r]
+		switch {
+		case p.val[ord[(cs.n-1)&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w:
+			continue // every node
+		case p.val[ord[0]&(numa.MaxNodes-1)][r] < w:
+			return 0 // none
+		}
 		lo, hi := 0, cs.n // the first node below w is at lo once they meet
 		for lo < hi {
 			h := int(uint(lo+hi) >> 1)
@@ -463,7 +458,15 @@ func (cs *classSearch) atLeast(want *[maxKinds]int64) numa.Mask {
 				hi = h
 			}
 		}
-		if m &= cs.firstMask[r][lo]; m == 0 {
+		fm := &cs.firstMask[r]
+		if cs.firstOK&(1<<uint(r)) == 0 {
+			fm[0] = 0
+			for t, i := range ord[:cs.n] {
+				fm[t+1] = fm[t] | 1<<uint(i&(numa.MaxNodes-1))
+			}
+			cs.firstOK |= 1 << uint(r)
+		}
+		if m &= fm[lo]; m == 0 {
 			return 0
 		}
 	}

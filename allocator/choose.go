@@ -151,11 +151,12 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	// m, kept up to date across swaps.
 	var toM [numa.MaxNodes]int64
 	s.distBy.toAll(pool, m, &toM)
-	// setMask[q] holds the pool's nodes of NUMA set q.
+	// setMask[q] holds the pool's nodes of NUMA set q (the sets partition
+	// the nodes, and setOf indexes them).
 	var setMask [numa.MaxNodes]numa.Mask
-	for wp := uint64(pool); wp != 0; wp &= wp - 1 {
-		x := bits.TrailingZeros64(wp) & 63
-		setMask[s.setOf[x]] |= 1 << uint(x)
+	sets := setMask[:len(s.setMasks)]
+	for q, set := range s.setMasks {
+		sets[q] = set & pool
 	}
 	// Whether the class search can say which nodes have enough of every
 	// kind (else each swap is checked).
@@ -166,8 +167,10 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	for budget > 0 {
 		swapped := false
 		var occ numa.Mask // the pool's nodes in the sets m uses
-		for wd := uint64(m); wd != 0; wd &= wd - 1 {
-			occ |= setMask[s.setOf[bits.TrailingZeros64(wd)&63]]
+		for _, set := range sets {
+			if set&m != 0 {
+				occ |= set
+			}
 		}
 		for wi := uint64(m); wi != 0 && !swapped; wi &= wi - 1 {
 			i := bits.TrailingZeros64(wi) & 63

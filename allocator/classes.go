@@ -324,19 +324,31 @@ func (cs *classSearch) sortScore() {
 // distinct amounts (once per preparation).
 func (cs *classSearch) sortKind(r int) {
 	if cs.sorted&(2<<uint(r)) == 0 {
-		val, nodes := cs.p.val, cs.nodes[:cs.n]
-		ord := cs.byKind[r][:cs.n]
-		copy(ord, nodes)
-		mx, mn := val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
-		for _, i := range nodes {
-			x := i & (numa.MaxNodes - 1)
-			v := val[x][r]
-			cs.vals[x] = v
-			mx, mn = max(mx, v), min(mn, v)
-		}
-		cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
-		cs.sorted |= 2 << uint(r)
+		mx, mn := cs.kindValues(r)
+		cs.sortKindOf(r, mx, mn)
 	}
+}
+
+// kindValues loads vals, by node, with the pool's amounts of kind r
+// (clipped), and returns the largest and the least.
+func (cs *classSearch) kindValues(r int) (mx, mn int64) {
+	val, nodes := cs.p.val, cs.nodes[:cs.n]
+	mx, mn = val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
+	for _, i := range nodes {
+		x := i & (numa.MaxNodes - 1)
+		v := val[x][r]
+		cs.vals[x] = v
+		mx, mn = max(mx, v), min(mn, v)
+	}
+	return mx, mn
+}
+
+// sortKindOf is sortKind once kindValues has loaded kind r.
+func (cs *classSearch) sortKindOf(r int, mx, mn int64) {
+	ord := cs.byKind[r][:cs.n]
+	copy(ord, cs.nodes[:cs.n])
+	cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
+	cs.sorted |= 2 << uint(r)
 }
 
 // sortOrders sorts every order (see sortScore, sortKind): O(k·n log n) at
@@ -563,13 +575,22 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 	lb := 1
 	for r := 0; r < p.k; r++ {
 		var t int
+		if cs.sorted&(2<<uint(r)) == 0 {
+			// Amounts close together are sorted by counting now (the
+			// search sorts them when its greedy cover by score falls
+			// short); others are selected.
+			if mx, mn := cs.kindValues(r); uint64(mx-mn) < countingRange {
+				cs.sortKindOf(r, mx, mn)
+			} else {
+				var v [numa.MaxNodes]int64 // fewestLargest reorders them
+				for j, i := range cs.nodes[:cs.n] {
+					v[j&(numa.MaxNodes-1)] = cs.vals[i&(numa.MaxNodes-1)]
+				}
+				t = fewestLargest(v[:cs.n], p.need[r])
+			}
+		}
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
-		} else {
-			for j, i := range cs.nodes[:cs.n] { // fewestLargest reorders them
-				cs.vals[j&(numa.MaxNodes-1)] = p.val[i&(numa.MaxNodes-1)][r]
-			}
-			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
 		if t < 0 {
 			return -1, 0

@@ -194,6 +194,10 @@ type classSearch struct {
 
 	keys [numa.MaxNodes]uint64 // sort buffers
 	vals [numa.MaxNodes]int64
+	// kv[r][x] is the clipped amount of kind r of node x of the pool, and
+	// kmx[r], kmn[r] the largest and the least (made by prepare).
+	kv       [maxKinds][numa.MaxNodes]int64
+	kmx, kmn [maxKinds]int64
 	// top holds, once a search has taken topAfter steps, the sums bound
 	// reads: for q < k the sum of the t largest amounts of kind q over the
 	// nodes of classes cl and later, for q = k the same of the scores, at
@@ -213,8 +217,8 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 }
 
 // prepare loads pool into cs for problem p: its nodes, whether they are
-// identical, and each node's score (its shares are made on demand,
-// makeShares). The orders by score and by each kind's amount are sorted
+// identical, each kind's amounts (kv) and each node's score (its shares
+// are made on demand, makeShares). The orders by score and by each kind's amount are sorted
 // when first read (sortScore, sortKind): a first width that the greedy
 // cover by score settles needs no other. A kind of one amount on every
 // node of the pool has its order made here (the nodes as they are).
@@ -234,42 +238,52 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	if cs.uniform {
 		return
 	}
-	// The scores, summed kind by kind (the demand and its reciprocal held
-	// across the nodes): each share by multiplication (shareFast, without
-	// a call in the loop), or by division when the demand is beyond what
-	// it takes (recip 0). A kind every node of the pool has alike (flat)
-	// takes one share, and its order by amount is the pool's nodes as they
-	// are (the sort is stable), with one distinct amount. The shares
-	// themselves are kept only when the Lagrangian bounds need them
-	// (makeShares).
+	// The scores, summed kind by kind, after each kind's amounts are read
+	// (kindValues). A kind every node of the pool has alike (flat) takes
+	// one share, and its order by amount is the pool's nodes as they are
+	// (the sort is stable), with one distinct amount; a kind whose
+	// amounts lie fewer than shareTable apart takes one share per amount;
+	// any other one per node: by multiplication (shareFast, without a call
+	// in the loop), or by division when the demand is beyond what it
+	// takes (recip 0). The shares themselves are kept only when the
+	// Lagrangian bounds need them (makeShares).
 	nodes := cs.nodes[:n]
 	score := &cs.score
 	for _, i := range nodes {
 		score[i&(numa.MaxNodes-1)] = 0
 	}
-	val := p.val
 	for r := range min(p.k, maxKinds) {
 		need, rc := p.need[r], p.recip[r]
-		if v0, flat := cs.flat(r); flat {
-			sh := shareBy(v0, need, rc)
+		lo, hi := cs.kindValues(r)
+		kv := &cs.kv[r]
+		switch spread := uint64(hi) - uint64(lo); {
+		case spread == 0:
+			sh := shareBy(lo, need, rc)
 			for _, i := range nodes {
 				score[i&(numa.MaxNodes-1)] += sh
 			}
 			copy(cs.byKind[r][:n], nodes)
 			cs.distinct[r] = 1
 			cs.sorted |= 2 << uint(r)
-			continue
-		}
-		if rc == 0 {
+		case spread < shareTable:
+			var tab [shareTable]int64
+			for d := range spread + 1 {
+				tab[d%shareTable] = shareBy(lo+int64(d), need, rc)
+			}
 			for _, i := range nodes {
 				x := i & (numa.MaxNodes - 1)
-				score[x] += share(val[x][r], need)
+				score[x] += tab[uint64(kv[x]-lo)%shareTable]
 			}
-			continue
-		}
-		for _, i := range nodes {
-			x := i & (numa.MaxNodes - 1)
-			score[x] += shareFast(max(val[x][r], 0), need, rc) // share of a negative amount: 0
+		case rc == 0:
+			for _, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				score[x] += share(kv[x], need)
+			}
+		default:
+			for _, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				score[x] += shareFast(max(kv[x], 0), need, rc) // share of a negative amount: 0
+			}
 		}
 	}
 	mx, mn := int64(0), int64(1<<62)
@@ -296,18 +310,9 @@ func (cs *classSearch) makeShares() {
 	cs.sharesOK = true
 }
 
-// flat reports whether every node of the pool has the same clipped amount
-// of kind r, and which, looking at the nodes up to the first that differs.
-func (cs *classSearch) flat(r int) (int64, bool) {
-	val := cs.p.val
-	v0 := val[cs.nodes[0]&(numa.MaxNodes-1)][r]
-	for _, i := range cs.nodes[1:cs.n] {
-		if val[i&(numa.MaxNodes-1)][r] != v0 {
-			return v0, false
-		}
-	}
-	return v0, true
-}
+// shareTable bounds the spread of the amounts of a kind whose shares
+// prepare takes once per amount.
+const shareTable = 64
 
 // sortScore sorts the pool's nodes by score, descending, the lower index
 // first on a tie (once per preparation).
@@ -324,31 +329,26 @@ func (cs *classSearch) sortScore() {
 // distinct amounts (once per preparation).
 func (cs *classSearch) sortKind(r int) {
 	if cs.sorted&(2<<uint(r)) == 0 {
-		mx, mn := cs.kindValues(r)
-		cs.sortKindOf(r, mx, mn)
+		ord := cs.byKind[r][:cs.n]
+		copy(ord, cs.nodes[:cs.n])
+		cs.distinct[r] = sortAscendingDesc(ord, &cs.kv[r], cs.kmx[r], cs.kmn[r])
+		cs.sorted |= 2 << uint(r)
 	}
 }
 
-// kindValues loads vals, by node, with the pool's amounts of kind r
-// (clipped), and returns the largest and the least.
-func (cs *classSearch) kindValues(r int) (mx, mn int64) {
-	val, nodes := cs.p.val, cs.nodes[:cs.n]
-	mx, mn = val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
+// kindValues loads kv[r], kmx[r] and kmn[r], the pool's amounts of kind r
+// (clipped), and returns the least and the largest.
+func (cs *classSearch) kindValues(r int) (lo, hi int64) {
+	val, nodes, kv := cs.p.val, cs.nodes[:cs.n], &cs.kv[r]
+	lo, hi = val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
 	for _, i := range nodes {
 		x := i & (numa.MaxNodes - 1)
 		v := val[x][r]
-		cs.vals[x] = v
-		mx, mn = max(mx, v), min(mn, v)
+		kv[x] = v
+		lo, hi = min(lo, v), max(hi, v)
 	}
-	return mx, mn
-}
-
-// sortKindOf is sortKind once kindValues has loaded kind r.
-func (cs *classSearch) sortKindOf(r int, mx, mn int64) {
-	ord := cs.byKind[r][:cs.n]
-	copy(ord, cs.nodes[:cs.n])
-	cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
-	cs.sorted |= 2 << uint(r)
+	cs.kmx[r], cs.kmn[r] = hi, lo
+	return lo, hi
 }
 
 // sortOrders sorts every order (see sortScore, sortKind): O(k·n log n) at
@@ -579,12 +579,12 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 			// Amounts close together are sorted by counting now (the
 			// search sorts them when its greedy cover by score falls
 			// short); others are selected.
-			if mx, mn := cs.kindValues(r); uint64(mx-mn) < countingRange {
-				cs.sortKindOf(r, mx, mn)
+			if uint64(cs.kmx[r]-cs.kmn[r]) < countingRange {
+				cs.sortKind(r)
 			} else {
-				var v [numa.MaxNodes]int64 // fewestLargest reorders them
+				v, kv := &cs.vals, &cs.kv[r] // fewestLargest reorders them
 				for j, i := range cs.nodes[:cs.n] {
-					v[j&(numa.MaxNodes-1)] = cs.vals[i&(numa.MaxNodes-1)]
+					v[j&(numa.MaxNodes-1)] = kv[i&(numa.MaxNodes-1)]
 				}
 				t = fewestLargest(v[:cs.n], p.need[r])
 			}

@@ -182,7 +182,7 @@ type classSearch struct {
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
 	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
-	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (any order for a kind of one amount)
+	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (in any order among those of one amount)
 
 	lagrange  bool // prepareLagrange ran
 	nw        int
@@ -934,10 +934,12 @@ func (cs *classSearch) classify() {
 	// class when their packed ranks are equal.
 	var ranks [numa.MaxNodes]uint64
 	packed := p.k-1 <= 64/6
+	first := -1 // the kind sorted last, the first of the classes' order
 	for r := p.k - 1; r >= 0; r-- {
 		if r == sk || cs.distinct[r] == 1 {
 			continue // a kind of one amount leaves the order and the classes as they are
 		}
+		first = r
 		ord := cs.byKind[r][:cs.n]
 		d := 0
 		prev := val[ord[0]&(numa.MaxNodes-1)][r]
@@ -982,12 +984,15 @@ func (cs *classSearch) classify() {
 	cs.start[cs.nc] = int16(cs.n)
 	// The classes by each other kind, descending: the order of their first
 	// members along the nodes by that kind (every member of a class has the
-	// same amount of it).
+	// same amount of it). The classes are in that order already for a kind
+	// of one amount (any order) and for the first kind of their order
+	// (then the classes of one amount of it may come in any order: bound
+	// sums the same).
 	for r := 0; r < p.k; r++ {
 		if r == sk {
 			continue
 		}
-		if cs.distinct[r] == 1 { // every class has the one amount: any order
+		if cs.distinct[r] == 1 || r == first {
 			for cl := range cs.nc {
 				cs.kindOrd[r][cl&(numa.MaxNodes-1)] = int8(cl)
 			}

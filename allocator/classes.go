@@ -183,6 +183,7 @@ type classSearch struct {
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
 	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
 	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (in any order among those of one amount)
+	inOrder    uint32                        // bit r: kindOrd[r] is the classes in index order
 
 	lagrange  bool // prepareLagrange ran
 	nw        int
@@ -934,6 +935,7 @@ func (cs *classSearch) classify() {
 	// class when their packed ranks are equal.
 	var ranks [numa.MaxNodes]uint64
 	packed := p.k-1 <= 64/6
+	cs.inOrder = 0
 	first := -1 // the kind sorted last, the first of the classes' order
 	for r := p.k - 1; r >= 0; r-- {
 		if r == sk || cs.distinct[r] == 1 {
@@ -996,6 +998,7 @@ func (cs *classSearch) classify() {
 			for cl := range cs.nc {
 				cs.kindOrd[r][cl&(numa.MaxNodes-1)] = int8(cl)
 			}
+			cs.inOrder |= 1 << uint(r)
 			continue
 		}
 		var seen uint64 // nc <= 64 classes
@@ -1115,7 +1118,11 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 				}
 			}
 		} else {
-			for _, k := range cs.kindOrd[r][:cs.nc] {
+			ord := cs.kindOrd[r][:cs.nc]
+			if cs.inOrder&(1<<uint(r)) != 0 {
+				ord = ord[cl:] // the classes from cl on, in that order
+			}
+			for _, k := range ord {
 				if left == 0 {
 					break
 				}

@@ -128,8 +128,12 @@ func (sr *searcher) beats(rk *rank) bool {
 // the swaps that tie on both, at most max(1, Options.SearchBudget/256) of
 // them, and takes the first that ranks lower; then it starts over. Under
 // any other order every swap that keeps a cover is ranked in full, so the
-// search optimises whatever the order says. It tries at most
-// Options.SearchBudget/2 swaps in all; a swap made costs O(n) more. When
+// search optimises whatever the order says. The swaps whose new node
+// lacks what the cover without the old one needs are skipped: by mask when
+// the class search holds the pool's orders by kind
+// ([classSearch.indexAtLeast], O(k log n) per node of the cover), else
+// node by node. It tries at most Options.SearchBudget/2 swaps in all (the
+// skipped ones count); a swap made costs O(n) more. When
 // the returned cover's full rank is known it is left in sr.cur (sr.curOK).
 func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	s, p := sr.s, &sr.freeP
@@ -149,20 +153,26 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	// m, kept up to date across swaps.
 	var toM [numa.MaxNodes]int64
 	s.distBy.toAll(pool, m, &toM)
-	// setMask[q] holds the pool's nodes of NUMA set q.
+	// setMask[q] holds the pool's nodes of NUMA set q (the sets partition
+	// the nodes, and setOf indexes them).
 	var setMask [numa.MaxNodes]numa.Mask
-	for wp := uint64(pool); wp != 0; wp &= wp - 1 {
-		x := bits.TrailingZeros64(wp) & 63
-		setMask[s.setOf[x]] |= 1 << uint(x)
+	sets := setMask[:len(s.setMasks)]
+	for q, set := range s.setMasks {
+		sets[q] = set & pool
 	}
+	// Whether the class search can say which nodes have enough of every
+	// kind (else each swap is checked).
+	indexed := sr.large.indexAtLeast(p, pool)
 	cur := &sr.cur // the full rank of m, when known
 	known := false
 	tieRound := full // the current sweep ranks the swaps that tie
 	for budget > 0 {
 		swapped := false
 		var occ numa.Mask // the pool's nodes in the sets m uses
-		for wd := uint64(m); wd != 0; wd &= wd - 1 {
-			occ |= setMask[s.setOf[bits.TrailingZeros64(wd)&63]]
+		for _, set := range sets {
+			if set&m != 0 {
+				occ |= set
+			}
 		}
 		for wi := uint64(m); wi != 0 && !swapped; wi &= wi - 1 {
 			i := bits.TrailingZeros64(wi) & 63
@@ -204,6 +214,9 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					cands &^= uint64(neg)
 				}
 			}
+			if indexed { // only the nodes that give what m without i lacks
+				cands &= uint64(sr.large.atLeast(&want))
+			}
 			for wj := cands; wj != 0; wj &= wj - 1 {
 				j := bits.TrailingZeros64(wj) & 63
 				tie := full
@@ -217,12 +230,14 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					}
 				}
 				vj := &p.val[j]
-				r := 0
-				for r < k && vj[r] >= want[r] {
-					r++
-				}
-				if r < k {
-					continue
+				if !indexed {
+					r := 0
+					for r < k && vj[r] >= want[r] {
+						r++
+					}
+					if r < k {
+						continue
+					}
 				}
 				next := m&^(1<<uint(i)) | 1<<uint(j)
 				if tie {

@@ -132,7 +132,7 @@ func (b *stepBound) cutOne() {
 //     other way round) that per-kind bounds miss; then the whole search
 //     over classes within what the decision has left of its bound.
 //
-// Complexity: preparing takes the shares in O(k·n) for k kinds and n
+// Complexity: preparing takes the scores in O(k·n) for k kinds and n
 // nodes; the pool is sorted at most k+1 times (by score and by each kind,
 // each when first read: by counting or by bucket, O(n) when the amounts
 // spread evenly, O(n²) at worst; the first greedy cover by score selects
@@ -160,15 +160,19 @@ type classSearch struct {
 
 	uniform  bool                           // every node of the pool has the same amounts
 	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
-	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand
-	col      [maxKinds][numa.MaxNodes]int64 // col[r][j]: the amount of kind r of nodes[j] (clipped)
-	score    [numa.MaxNodes]int64           // by node: the sum of its shares
-	scoreMax int64                          // the largest and smallest score
+	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand (when sharesOK, see makeShares)
+	sharesOK bool
+	score    [numa.MaxNodes]int64 // by node: the sum of its shares
+	scoreMax int64                // the largest and smallest score
 	scoreMin int64
 	byScore  [numa.MaxNodes]int8           // pool nodes by score descending
 	byKind   [maxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
 	distinct [maxKinds]int                 // distinct amounts of kind r in the pool
 	sorted   uint32                        // bit 0: byScore is made; bit r+1: byKind[r] and distinct[r]
+	// firstMask[r][t] holds the first t nodes of byKind[r], for the kinds
+	// of bit r of firstOK (made by atLeast).
+	firstMask [maxKinds][numa.MaxNodes + 1]numa.Mask
+	firstOK   uint32
 
 	classified bool
 	sk         int                           // the kind sorted inside classes
@@ -178,7 +182,8 @@ type classSearch struct {
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
 	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
-	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending
+	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (in any order among those of one amount)
+	inOrder    uint32                        // bit r: kindOrd[r] is the classes in index order
 
 	lagrange  bool // prepareLagrange ran
 	nw        int
@@ -190,6 +195,10 @@ type classSearch struct {
 
 	keys [numa.MaxNodes]uint64 // sort buffers
 	vals [numa.MaxNodes]int64
+	// kv[r][x] is the clipped amount of kind r of node x of the pool, and
+	// kmx[r], kmn[r] the largest and the least (made by prepare).
+	kv       [maxKinds][numa.MaxNodes]int64
+	kmx, kmn [maxKinds]int64
 	// top holds, once a search has taken topAfter steps, the sums bound
 	// reads: for q < k the sum of the t largest amounts of kind q over the
 	// nodes of classes cl and later, for q = k the same of the scores, at
@@ -209,13 +218,16 @@ func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
 }
 
 // prepare loads pool into cs for problem p: its nodes, whether they are
-// identical, and each node's shares and score. The orders by score and by
-// each kind's amount are sorted when first read (sortScore, sortKind): a
-// first width that the greedy cover by score settles needs no other.
+// identical, each kind's amounts (kv) and each node's score (its shares
+// are made on demand, makeShares). The orders by score and by each kind's amount are sorted
+// when first read (sortScore, sortKind): a first width that the greedy
+// cover by score settles needs no other. A kind of one amount on every
+// node of the pool has its order made here (the nodes as they are).
 func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	p.clip()
 	cs.p, cs.pool = p, pool
 	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
+	cs.firstOK, cs.sharesOK = 0, false
 	cs.greedied = false
 	n := 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
@@ -227,50 +239,88 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	if cs.uniform {
 		return
 	}
-	// The shares kind by kind (the demand and its reciprocal held across
-	// the nodes): by multiplication (shareFast, without a call in the
-	// loop), or by division when the demand is beyond what it takes (recip
-	// 0); the scores summed along.
+	// The scores, summed kind by kind, after each kind's amounts are read
+	// (kindValues). A kind every node of the pool has alike (flat) takes
+	// one share, and its order by amount is the pool's nodes as they are
+	// (the sort is stable), with one distinct amount; a kind whose
+	// amounts lie fewer than shareTable apart takes one share per amount;
+	// any other one per node: by multiplication (shareFast, without a call
+	// in the loop), or by division when the demand is beyond what it
+	// takes (recip 0). The shares themselves are kept only when the
+	// Lagrangian bounds need them (makeShares).
 	nodes := cs.nodes[:n]
+	score := &cs.score
 	for _, i := range nodes {
-		cs.score[i&(numa.MaxNodes-1)] = 0
+		score[i&(numa.MaxNodes-1)] = 0
 	}
 	for r := range min(p.k, maxKinds) {
 		need, rc := p.need[r], p.recip[r]
-		if rc == 0 {
-			for j, i := range nodes {
-				x := i & (numa.MaxNodes - 1)
-				cs.col[r][j&(numa.MaxNodes-1)] = p.val[x][r]
-				sh := share(p.val[x][r], need)
-				cs.shares[x][r] = sh
-				cs.score[x] += sh
+		lo, hi := cs.kindValues(r)
+		kv := &cs.kv[r]
+		switch spread := uint64(hi) - uint64(lo); {
+		case spread == 0:
+			sh := shareBy(lo, need, rc)
+			for _, i := range nodes {
+				score[i&(numa.MaxNodes-1)] += sh
 			}
-			continue
-		}
-		col := &cs.col[r]
-		for j, i := range nodes {
-			x := i & (numa.MaxNodes - 1)
-			v := p.val[x][r]
-			col[j&(numa.MaxNodes-1)] = v
-			sh := shareFast(max(v, 0), need, rc) // share of a negative amount: 0
-			cs.shares[x][r] = sh
-			cs.score[x] += sh
+			copy(cs.byKind[r][:n], nodes)
+			cs.distinct[r] = 1
+			cs.sorted |= 2 << uint(r)
+		case spread < shareTable:
+			var tab [shareTable]int64
+			for d := range spread + 1 {
+				tab[d%shareTable] = shareBy(lo+int64(d), need, rc)
+			}
+			for _, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				score[x] += tab[uint64(kv[x]-lo)%shareTable]
+			}
+		case rc == 0:
+			for _, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				score[x] += share(kv[x], need)
+			}
+		default:
+			for _, i := range nodes {
+				x := i & (numa.MaxNodes - 1)
+				score[x] += shareFast(max(kv[x], 0), need, rc) // share of a negative amount: 0
+			}
 		}
 	}
 	mx, mn := int64(0), int64(1<<62)
 	for _, i := range nodes {
-		sc := cs.score[i&(numa.MaxNodes-1)]
+		sc := score[i&(numa.MaxNodes-1)]
 		mx, mn = max(mx, sc), min(mn, sc)
 	}
 	cs.scoreMax, cs.scoreMin = mx, mn
 }
+
+// makeShares fills shares, each node's share of each demand (the parts
+// of its score), once per preparation.
+func (cs *classSearch) makeShares() {
+	if cs.sharesOK {
+		return
+	}
+	p := cs.p
+	for _, i := range cs.nodes[:cs.n] {
+		x := i & (numa.MaxNodes - 1)
+		for r := range min(p.k, maxKinds) {
+			cs.shares[x][r] = shareBy(p.val[x][r], p.need[r], p.recip[r])
+		}
+	}
+	cs.sharesOK = true
+}
+
+// shareTable bounds the spread of the amounts of a kind whose shares
+// prepare takes once per amount.
+const shareTable = 64
 
 // sortScore sorts the pool's nodes by score, descending, the lower index
 // first on a tie (once per preparation).
 func (cs *classSearch) sortScore() {
 	if cs.sorted&1 == 0 {
 		copy(cs.byScore[:], cs.nodes[:cs.n])
-		sortAscendingDesc(cs.byScore[:cs.n], &cs.score, cs.scoreMax, cs.scoreMin)
+		orderAscendingDesc(cs.byScore[:cs.n], &cs.score, cs.scoreMax, cs.scoreMin)
 		cs.sorted |= 1
 	}
 }
@@ -280,19 +330,26 @@ func (cs *classSearch) sortScore() {
 // distinct amounts (once per preparation).
 func (cs *classSearch) sortKind(r int) {
 	if cs.sorted&(2<<uint(r)) == 0 {
-		val, nodes := cs.p.val, cs.nodes[:cs.n]
 		ord := cs.byKind[r][:cs.n]
-		copy(ord, nodes)
-		mx, mn := val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
-		for _, i := range nodes {
-			x := i & (numa.MaxNodes - 1)
-			v := val[x][r]
-			cs.vals[x] = v
-			mx, mn = max(mx, v), min(mn, v)
-		}
-		cs.distinct[r] = sortAscendingDesc(ord, &cs.vals, mx, mn)
+		copy(ord, cs.nodes[:cs.n])
+		cs.distinct[r] = sortAscendingDesc(ord, &cs.kv[r], cs.kmx[r], cs.kmn[r])
 		cs.sorted |= 2 << uint(r)
 	}
+}
+
+// kindValues loads kv[r], kmx[r] and kmn[r], the pool's amounts of kind r
+// (clipped), and returns the least and the largest.
+func (cs *classSearch) kindValues(r int) (lo, hi int64) {
+	val, nodes, kv := cs.p.val, cs.nodes[:cs.n], &cs.kv[r]
+	lo, hi = val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
+	for _, i := range nodes {
+		x := i & (numa.MaxNodes - 1)
+		v := val[x][r]
+		kv[x] = v
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	cs.kmx[r], cs.kmn[r] = hi, lo
+	return lo, hi
 }
 
 // sortOrders sorts every order (see sortScore, sortKind): O(k·n log n) at
@@ -375,6 +432,56 @@ func largestMask(pool numa.Mask, key *[numa.MaxNodes]int64, w int, mx, mn int64)
 	}
 	if w > 0 {
 		m |= cand
+	}
+	return m
+}
+
+// indexAtLeast reports whether atLeast can answer for problem p on pool:
+// cs is prepared for p on a pool holding pool, with every order by kind
+// sorted.
+func (cs *classSearch) indexAtLeast(p *problem, pool numa.Mask) bool {
+	all := uint32(2<<uint(min(p.k, maxKinds)) - 2) // the bits of the orders by kind
+	return cs.p == p && pool.IsSubsetOf(cs.pool) && !cs.uniform && cs.sorted&all == all
+}
+
+// atLeast returns the nodes of the prepared pool whose clipped amount of
+// every kind r reaches want[r], after indexAtLeast answered true: for each
+// kind whose threshold lies between its least and largest amounts, a
+// binary search along its order, O(k log n), and the mask of the nodes
+// before the first below the threshold (firstMask, made for the kind on
+// its first such search in O(n)).
+func (cs *classSearch) atLeast(want *[maxKinds]int64) numa.Mask {
+	p := cs.p
+	m := cs.pool
+	for r := range min(p.k, maxKinds) {
+		ord := &cs.byKind[r]
+		w := want[r]
+		switch {
+		case p.val[ord[(cs.n-1)&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w:
+			continue // every node
+		case p.val[ord[0]&(numa.MaxNodes-1)][r] < w:
+			return 0 // none
+		}
+		lo, hi := 0, cs.n // the first node below w is at lo once they meet
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			if p.val[ord[h&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		fm := &cs.firstMask[r]
+		if cs.firstOK&(1<<uint(r)) == 0 {
+			fm[0] = 0
+			for t, i := range ord[:cs.n] {
+				fm[t+1] = fm[t] | 1<<uint(i&(numa.MaxNodes-1))
+			}
+			cs.firstOK |= 1 << uint(r)
+		}
+		if m &= fm[lo]; m == 0 {
+			return 0
+		}
 	}
 	return m
 }
@@ -469,11 +576,22 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 	lb := 1
 	for r := 0; r < p.k; r++ {
 		var t int
+		if cs.sorted&(2<<uint(r)) == 0 {
+			// Amounts close together are sorted by counting now (the
+			// search sorts them when its greedy cover by score falls
+			// short); others are selected.
+			if uint64(cs.kmx[r]-cs.kmn[r]) < countingRange {
+				cs.sortKind(r)
+			} else {
+				v, kv := &cs.vals, &cs.kv[r] // fewestLargest reorders them
+				for j, i := range cs.nodes[:cs.n] {
+					v[j&(numa.MaxNodes-1)] = kv[i&(numa.MaxNodes-1)]
+				}
+				t = fewestLargest(v[:cs.n], p.need[r])
+			}
+		}
 		if cs.sorted&(2<<uint(r)) != 0 {
 			t = fewestFirst(p, r, cs.byKind[r][:cs.n])
-		} else {
-			copy(cs.vals[:cs.n], cs.col[r][:cs.n]) // fewestLargest reorders them
-			t = fewestLargest(cs.vals[:cs.n], p.need[r])
 		}
 		if t < 0 {
 			return -1, 0
@@ -550,22 +668,34 @@ func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint6
 
 // sortAscendingDesc is sortDesc for nodes in ascending order whose keys
 // are at most mx and at least mn: by counting when the spread is below
-// countingRange, else by bucket.
+// countingRange, else as orderAscendingDesc does, then counting the
+// distinct keys.
 func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
-	switch spread := uint64(mx - mn); {
-	case spread < countingRange:
+	if uint64(mx-mn) < countingRange {
 		return countingSortDesc(nodes, key, mx, mn)
-	case spread < 1<<62:
-		return bucketSortDesc(nodes, key, mx, spread)
 	}
-	slices.SortStableFunc(nodes, func(a, b int8) int { return cmp.Compare(key[b], key[a]) })
+	orderAscendingDesc(nodes, key, mx, mn)
 	d := 0
 	for j, i := range nodes {
-		if j == 0 || key[i] != key[nodes[j-1]] {
+		if j == 0 || key[i&(numa.MaxNodes-1)] != key[nodes[j-1]&(numa.MaxNodes-1)] {
 			d++
 		}
 	}
 	return d
+}
+
+// orderAscendingDesc is sortAscendingDesc without the count of distinct
+// keys: by counting when the spread is below countingRange, by bucket
+// below 2^62, else by a stable comparison sort.
+func orderAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) {
+	switch spread := uint64(mx - mn); {
+	case spread < countingRange:
+		countingSortDesc(nodes, key, mx, mn)
+	case spread < 1<<62:
+		bucketSortDesc(nodes, key, mx, spread)
+	default:
+		slices.SortStableFunc(nodes, func(a, b int8) int { return cmp.Compare(key[b], key[a]) })
+	}
 }
 
 // bucketSortDesc sorts nodes (ascending, keys at most mx and spread
@@ -573,23 +703,26 @@ func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) in
 // 64 buckets by the top bits of their distance below mx, in order, then
 // finishes by insertion: O(n) when the keys spread evenly, O(n²) at worst
 // (for n nodes at most 64, no slower than a comparison sort by much).
-func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) int {
+func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread uint64) {
 	const mask = numa.MaxNodes - 1 // node indices and buckets are below 64
 	shift := uint(max(bits.Len64(spread)-6, 0))
+	n := min(len(nodes), numa.MaxNodes)
 	var count [65]uint8
-	for _, i := range nodes {
-		count[uint64(mx-key[i&mask])>>shift&mask+1]++
+	var bucket [numa.MaxNodes]uint8 // by position
+	for j, i := range nodes[:n] {
+		b := uint8(uint64(mx-key[i&mask]) >> shift & mask)
+		bucket[j] = b
+		count[b+1]++
 	}
 	for b := 1; b <= 64; b++ {
 		count[b] += count[b-1]
 	}
 	var out [numa.MaxNodes]int8
-	for _, i := range nodes {
-		c := &count[uint64(mx-key[i&mask])>>shift&mask]
+	for j, i := range nodes[:n] {
+		c := &count[bucket[j]&mask]
 		out[*c&mask] = i
 		*c++
 	}
-	n := min(len(nodes), numa.MaxNodes)
 	for a := 1; a < n; a++ {
 		x := out[a]
 		kx := key[x&mask]
@@ -600,13 +733,6 @@ func bucketSortDesc(nodes []int8, key *[numa.MaxNodes]int64, mx int64, spread ui
 		out[b] = x
 	}
 	copy(nodes, out[:n])
-	d := 1
-	for j := 1; j < n; j++ {
-		if key[out[j]&mask] != key[out[j-1]&mask] {
-			d++
-		}
-	}
-	return d
 }
 
 // countingRange is the largest spread of keys countingSortDesc takes.
@@ -699,6 +825,7 @@ func (p *problem) weightings(wts *[maxWeightings][maxKinds]int64) int {
 // (shares order like the amounts); the others sort.
 func (cs *classSearch) prepareLagrange() {
 	p := cs.p
+	cs.makeShares()
 	cs.nw = p.weightings(&cs.wts)
 	for wi := 0; wi < cs.nw; wi++ {
 		wt := &cs.wts[wi]
@@ -808,10 +935,13 @@ func (cs *classSearch) classify() {
 	// class when their packed ranks are equal.
 	var ranks [numa.MaxNodes]uint64
 	packed := p.k-1 <= 64/6
+	cs.inOrder = 0
+	first := -1 // the kind sorted last, the first of the classes' order
 	for r := p.k - 1; r >= 0; r-- {
-		if r == sk {
-			continue
+		if r == sk || cs.distinct[r] == 1 {
+			continue // a kind of one amount leaves the order and the classes as they are
 		}
+		first = r
 		ord := cs.byKind[r][:cs.n]
 		d := 0
 		prev := val[ord[0]&(numa.MaxNodes-1)][r]
@@ -856,9 +986,19 @@ func (cs *classSearch) classify() {
 	cs.start[cs.nc] = int16(cs.n)
 	// The classes by each other kind, descending: the order of their first
 	// members along the nodes by that kind (every member of a class has the
-	// same amount of it).
+	// same amount of it). The classes are in that order already for a kind
+	// of one amount (any order) and for the first kind of their order
+	// (then the classes of one amount of it may come in any order: bound
+	// sums the same).
 	for r := 0; r < p.k; r++ {
 		if r == sk {
+			continue
+		}
+		if cs.distinct[r] == 1 || r == first {
+			for cl := range cs.nc {
+				cs.kindOrd[r][cl&(numa.MaxNodes-1)] = int8(cl)
+			}
+			cs.inOrder |= 1 << uint(r)
 			continue
 		}
 		var seen uint64 // nc <= 64 classes
@@ -978,7 +1118,11 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 				}
 			}
 		} else {
-			for _, k := range cs.kindOrd[r][:cs.nc] {
+			ord := cs.kindOrd[r][:cs.nc]
+			if cs.inOrder&(1<<uint(r)) != 0 {
+				ord = ord[cl:] // the classes from cl on, in that order
+			}
+			for _, k := range ord {
 				if left == 0 {
 					break
 				}

@@ -49,7 +49,7 @@ func TestLargestMaskIsSortedPrefix(t *testing.T) {
 	}
 }
 
-// TestPrepareShares: prepare's shares and scores are share's, for demands
+// TestPrepareShares: prepare's scores and makeShares' shares are share's, for demands
 // that shareFast takes and for those beyond recip's bound (the division
 // pass), mixed in one problem.
 func TestPrepareShares(t *testing.T) {
@@ -68,6 +68,7 @@ func TestPrepareShares(t *testing.T) {
 		if cs.uniform {
 			return
 		}
+		cs.makeShares()
 		mx, mn := int64(0), int64(1<<62)
 		for i := 0; i < n; i++ {
 			var sc int64

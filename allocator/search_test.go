@@ -138,19 +138,26 @@ func (c *problem) loadRandom(t *rapid.T, k, n int, maxVal func(r int) int64) {
 	c.load(n)
 }
 
+// drawLarge draws a random problem of 1-4 kinds on 17-40 nodes (see
+// loadRandom), its amounts at most maxVal.
+func drawLarge(t *rapid.T) (c *problem, k, n int, maxVal int64) {
+	mem := new(searchMem)
+	c = &problem{val: &mem.freeVal, store: &mem.freeStore}
+	k = rapid.IntRange(1, 4).Draw(t, "kinds")
+	n = rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
+	maxVal = rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")
+	c.loadRandom(t, k, n, func(int) int64 { return maxVal })
+	return c, k, n, maxVal
+}
+
 // TestBoundTableAgrees: the table of top sums (buildTop) gives bound the
 // same answers as the walk along the orders, on random problems of 17-40
 // nodes and random branches (class, slots left, partial sums).
 func TestBoundTableAgrees(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var mem searchMem
-		c := problem{val: &mem.freeVal, store: &mem.freeStore}
-		k := rapid.IntRange(1, 4).Draw(t, "kinds")
-		n := rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
-		maxVal := rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")
-		c.loadRandom(t, k, n, func(int) int64 { return maxVal })
+		c, _, n, _ := drawLarge(t)
 		var cs classSearch
-		cs.prepare(&c, numa.FirstN(n))
+		cs.prepare(c, numa.FirstN(n))
 		if cs.uniform {
 			return
 		}
@@ -167,6 +174,52 @@ func TestBoundTableAgrees(t *testing.T) {
 			cs.buildTop()
 			if table := cs.bound(cl, rem, &sums); table != walk {
 				t.Fatalf("class %d, %d slots, sums %v: the table says %v, the walk %v", cl, rem, sums[:c.k], table, walk)
+			}
+		}
+	})
+}
+
+// TestAtLeastAgrees: the class search's atLeast (the nodes with at least
+// given amounts of every kind, read from the orders by kind) names exactly
+// the nodes of the pool that the check node by node names, on random
+// problems of 17-40 nodes (amounts negative too), random sub-pools and
+// random thresholds (below, at and above the amounts).
+func TestAtLeastAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c, k, n, maxVal := drawLarge(t)
+		if rapid.Bool().Draw(t, "negative") {
+			c.amount[0][rapid.IntRange(0, n-1).Draw(t, "at")] = -rapid.Int64Range(1, maxVal).Draw(t, "neg")
+		}
+		var cs classSearch
+		cs.prepare(c, numa.FirstN(n))
+		if cs.indexAtLeast(c, numa.FirstN(n)) {
+			t.Fatal("indexed before the orders are sorted")
+		}
+		if cs.uniform {
+			return
+		}
+		cs.sortOrders()
+		sub := numa.Mask(rapid.Uint64Range(1, 1<<uint(n)-1).Draw(t, "pool"))
+		if !cs.indexAtLeast(c, sub) {
+			t.Fatal("not indexed with every order sorted")
+		}
+		for q := 0; q < 30; q++ {
+			var want [maxKinds]int64
+			for r := 0; r < k; r++ {
+				want[r] = rapid.Int64Range(-2, c.need[r]+2).Draw(t, "want")
+			}
+			var ref numa.Mask
+			for i := 0; i < n; i++ {
+				ok := true
+				for r := 0; r < k; r++ {
+					ok = ok && c.val[i][r] >= want[r]
+				}
+				if ok {
+					ref = ref.With(i)
+				}
+			}
+			if got := cs.atLeast(&want) & sub; got != ref&sub {
+				t.Fatalf("want %v: atLeast %s, node by node %s", want[:k], got, ref&sub)
 			}
 		}
 	})

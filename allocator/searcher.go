@@ -27,7 +27,7 @@ import (
 // taken, by a concurrent reader, takes one from a pool shared by every
 // State), so that a cluster of thousands of machine states keeps about
 // 5 KB per state. The working memory of the strategies, the split of the
-// spans and the problems' own arrays ([searchMem], about 80 KB) come from a
+// spans and the problems' own arrays ([searchMem], about 100 KB) come from a
 // pool shared by every State, taken by [searcher.needMem] only when a
 // decision needs more than the nodes that cover the request alone: a
 // search of width 2 or more, the capacities, the choice of a span, the

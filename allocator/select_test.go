@@ -52,10 +52,22 @@ func TestSortDescAgrees(t *testing.T) {
 				distinct++
 			}
 		}
+		asc := slices.IsSorted(ord)
 		var buf [numa.MaxNodes]uint64
 		d := sortDesc(ord, &key, &buf)
 		if !slices.Equal(ord, want) || d != distinct {
 			t.Fatalf("sortDesc = %v (%d distinct), want %v (%d)", ord, d, want, distinct)
+		}
+		if asc && n > 0 { // orderAscendingDesc: the same order, for nodes in ascending order
+			ord2 := slices.Sorted(slices.Values(ord))
+			mx, mn := key[ord2[0]], key[ord2[0]]
+			for _, i := range ord2 {
+				mx, mn = max(mx, key[i]), min(mn, key[i])
+			}
+			orderAscendingDesc(ord2, &key, mx, mn)
+			if !slices.Equal(ord2, want) {
+				t.Fatalf("orderAscendingDesc = %v, want %v", ord2, want)
+			}
 		}
 	})
 }

@@ -235,7 +235,8 @@ func newCPUs(m *topology.Machine) *CPUs {
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
 	if l.single {
-		return c.loadSingle(l)
+		c.loadSingle(l)
+		return 1
 	}
 	nw := int(l.nw)
 	np := c.tpc * nw // the planes' words, the whole free cores after them
@@ -253,22 +254,25 @@ func (c *CPUs) loadPlanes(node int) int {
 
 // loadSingle is loadPlanes for a layout of single planes (see
 // planeLayout): plane t is runs[t] alone, and the whole free cores are the
-// AND of the planes and able, taken as the planes are set. It returns 1.
-func (c *CPUs) loadSingle(l *planeLayout) int {
-	free, p := c.free.Words(), c.planes
+// AND of the planes and able, taken as the planes are set. It returns the
+// node's free threads and whole free cores (the counters recountNode sets).
+func (c *CPUs) loadSingle(l *planeLayout) (threads, wholeCores int64) {
+	free, runs := c.free.Words(), l.runs
+	p := c.planes[:len(runs)+1]
 	whole := l.able[0]
-	for t := range l.runs {
-		r := &l.runs[t]
+	n := 0
+	for t, r := range runs {
 		var w uint64
 		if uint(r.cw) < uint(len(free)) {
 			w = free[r.cw]
 		}
 		v := bits.RotateLeft64(w, int(r.rot)) & r.mask
 		p[t] = v
+		n += bits.OnesCount64(v)
 		whole &= v
 	}
-	p[len(l.runs)] = whole
-	return 1
+	p[len(runs)] = whole
+	return int64(n), int64(bits.OnesCount64(whole))
 }
 
 // loadRuns sets the plane words p from the CPU words free, run by run (a
@@ -304,6 +308,10 @@ func (c *CPUs) recount(set numa.CPUSet) {
 // recountNode sets node i's counters from the free set: its free threads
 // and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
+	if l := &c.layout[i]; l.single {
+		c.nodeFree[i], c.wholeFree[i] = c.loadSingle(l)
+		return
+	}
 	nw := c.loadPlanes(i)
 	np := c.tpc * nw
 	p := c.planes[:np+nw]
@@ -484,6 +492,10 @@ func (c *CPUs) picked() numa.CPUSet {
 // partly used cores at once when their threads fit, else those that fit
 // one core at a time, the last core of a pass thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
+	if l := &c.layout[node]; l.single {
+		c.pickSingle(l, node, want, wholeOnly)
+		return
+	}
 	nw, tpc := c.loadPlanes(node), c.tpc
 	p := c.planes[:(tpc+2)*nw]
 	whole, sel := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
@@ -540,6 +552,72 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)
+}
+
+// pickSingle is pick for a node of single planes (see planeLayout): the
+// same passes on one slot word, its whole free cores and the cores taken
+// whole held in registers, the planes in c.planes (as loadSingle leaves
+// them) for pickThreads.
+func (c *CPUs) pickSingle(l *planeLayout, node, want int, wholeOnly bool) {
+	c.loadSingle(l)
+	tpc := c.tpc
+	planes := c.planes[:tpc]
+	whole := c.planes[tpc]
+	wantCores := want / tpc
+	var sel uint64
+	n := wantCores
+	if n > 0 {
+		if k := bits.OnesCount64(whole); k <= n {
+			sel, n = whole, n-k
+		} else {
+			sel, n = lowestBits(whole, n), 0
+		}
+	}
+	whole &^= sel
+	got, split := (wantCores-n)*tpc, 0
+	if !wholeOnly && got < want {
+		var part uint64 // the cores of pass 2
+		for _, w := range planes {
+			part |= w
+		}
+		part &^= sel | whole
+		if k := threadsOf(planes, part); got+k <= want {
+			sel |= part
+			got += k
+		} else {
+			// The lowest cores that fit go whole, the next thread by
+			// thread.
+			for w := part; got < want; w &= w - 1 {
+				s := bits.TrailingZeros64(w)
+				if k := threadsOf(planes, 1<<uint(s)); got+k <= want {
+					sel |= 1 << uint(s)
+					got += k
+					continue
+				}
+				got = c.pickThreads(node, 0, s, want, got)
+			}
+		}
+		for w := whole; w != 0 && got < want; w &= w - 1 { // pass 3
+			got = c.pickThreads(node, 0, bits.TrailingZeros64(w), want, got)
+			split++
+		}
+	}
+	for t := range l.runs {
+		r := &l.runs[t]
+		c.pickBits[r.cw] |= bits.RotateLeft64(planes[t]&sel&r.mask, -int(r.rot))
+	}
+	c.nodeFree[node] -= int64(got)
+	c.wholeFree[node] -= int64(wantCores - n + split)
+}
+
+// threadsOf counts the free threads of the cores of cores (a mask of slot
+// word 0) in the one-word planes.
+func threadsOf(planes []uint64, cores uint64) int {
+	k := 0
+	for _, w := range planes {
+		k += bits.OnesCount64(w & cores)
+	}
+	return k
 }
 
 // threadsIn counts the free threads (in the planes p of nw words) of the

@@ -40,19 +40,8 @@ func TestLowestBits(t *testing.T) {
 // free cores the run-by-run load gives, on random free sets of the presets
 // and of random machines (randomCPUMachine).
 func TestLoadSingleAgreesWithRuns(t *testing.T) {
-	var machines []*topology.Machine
-	for _, name := range topology.PresetNames() {
-		m, err := topology.Preset(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		machines = append(machines, m)
-	}
-	for seed := range 500 {
-		machines = append(machines, randomCPUMachine(t, rand.New(rand.NewPCG(uint64(seed), 9))))
-	}
 	singles := 0
-	for k, m := range machines {
+	for k, m := range cpuTestMachines(t) {
 		c := newCPUs(m)
 		rng := rand.New(rand.NewPCG(uint64(k), 3))
 		for trial := 0; trial < 20; trial++ {
@@ -75,6 +64,83 @@ func TestLoadSingleAgreesWithRuns(t *testing.T) {
 				l.single = true
 				if want := c.planes[:(c.tpc+1)*nw]; !slices.Equal(got, want) {
 					t.Fatalf("%s node %d: loadSingle %x, the runs %x", m.Name(), node, got, want)
+				}
+			}
+		}
+	}
+	if singles == 0 {
+		t.Fatal("no node has single planes")
+	}
+}
+
+// cpuTestMachines returns the presets and 500 random machines
+// (randomCPUMachine).
+func cpuTestMachines(t *testing.T) []*topology.Machine {
+	var machines []*topology.Machine
+	for _, name := range topology.PresetNames() {
+		m, err := topology.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		machines = append(machines, m)
+	}
+	for seed := range 500 {
+		machines = append(machines, randomCPUMachine(t, rand.New(rand.NewPCG(uint64(seed), 9))))
+	}
+	return machines
+}
+
+// TestPickSingleAgreesWithPick: on every node whose planes are single,
+// pick's shortcut (pickSingle) picks the CPUs and leaves the counters the
+// general passes do, and recountNode's shortcut sets the counters the
+// plane-by-plane count does, for random free sets of the machines of
+// cpuTestMachines and random amounts, CPUs or whole cores.
+func TestPickSingleAgreesWithPick(t *testing.T) {
+	singles := 0
+	for k, m := range cpuTestMachines(t) {
+		c := newCPUs(m)
+		rng := rand.New(rand.NewPCG(uint64(k), 5))
+		for trial := 0; trial < 20; trial++ {
+			c.free = c.alloc.Clone()
+			for cpu := range c.alloc.All() {
+				if rng.IntN(1+trial%4) == 0 {
+					c.free.Remove(cpu)
+				}
+			}
+			c.recount(c.alloc)
+			for node := range c.layout {
+				l := &c.layout[node]
+				if !l.single {
+					continue
+				}
+				singles++
+				wholeOnly := rng.IntN(3) == 0
+				want := rng.IntN(int(c.nodeFree[node]) + 2)
+				if wholeOnly {
+					want = rng.IntN(int(c.wholeFree[node])+1) * c.tpc
+				}
+				nodeFree, wholeFree := c.nodeFree[node], c.wholeFree[node]
+				run := func(single bool) (numa.CPUSet, int64, int64) {
+					c.nodeFree[node], c.wholeFree[node] = nodeFree, wholeFree
+					l.single = single
+					c.pick(node, want, wholeOnly)
+					l.single = true
+					return c.picked(), c.nodeFree[node], c.wholeFree[node]
+				}
+				gotSet, gotFree, gotWhole := run(true)
+				wantSet, wantFree, wantWhole := run(false)
+				if !gotSet.Equal(wantSet) || gotFree != wantFree || gotWhole != wantWhole {
+					t.Fatalf("%s node %d want %d whole %v: pickSingle %s (%d, %d), pick %s (%d, %d)", m.Name(), node, want, wholeOnly,
+						gotSet, gotFree, gotWhole, wantSet, wantFree, wantWhole)
+				}
+				c.recountNode(node)
+				gotFree, gotWhole = c.nodeFree[node], c.wholeFree[node]
+				l.single = false
+				c.recountNode(node)
+				l.single = true
+				if gotFree != c.nodeFree[node] || gotWhole != c.wholeFree[node] {
+					t.Fatalf("%s node %d: recountNode's shortcut (%d, %d), the planes (%d, %d)", m.Name(), node,
+						gotFree, gotWhole, c.nodeFree[node], c.wholeFree[node])
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"cmp"
+	"math"
 	"math/bits"
 	"slices"
 
@@ -413,7 +414,23 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 		}
 		return
 	}
-	order := &sr.scr.order
+	anchor := -1
+	for j := 0; j < sr.k; j++ {
+		if need[j] > 0 {
+			anchor = j
+			break
+		}
+	}
+	// The nodes in ascending order, with their anchor amounts as keys (and
+	// the keys' range) when they are sorted by counting or bucket below.
+	order, key := &sr.scr.order, &sr.scr.key
+	var raw []int64
+	if anchor >= 0 {
+		raw = sr.freeP.amount[anchor]
+	}
+	const insertion = 12 // the most nodes sorted by insertion
+	keyed := anchor >= 0 && m.Count() > insertion
+	mx, mn := int64(math.MinInt64), int64(math.MaxInt64)
 	n := 0
 	for w := uint64(m); w != 0; w &= w - 1 {
 		i := bits.TrailingZeros64(w) & (numa.MaxNodes - 1)
@@ -422,31 +439,24 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 		for j := 0; j < sr.k; j++ {
 			dst[j][i] = 0
 		}
-	}
-	anchor := -1
-	for j := 0; j < sr.k; j++ {
-		if need[j] > 0 {
-			anchor = j
-			break
+		if keyed {
+			v := raw[i]
+			key[i] = v
+			mx, mn = max(mx, v), min(mn, v)
 		}
 	}
 	if anchor < 0 {
 		return
 	}
 	// Anchor: most free first, lowest index on a tie.
-	raw := sr.freeP.amount[anchor]
-	if n <= 12 {
+	if !keyed {
 		for a := 1; a < n; a++ {
 			for b := a; b > 0 && raw[order[b]] > raw[order[b-1]]; b-- {
 				order[b], order[b-1] = order[b-1], order[b]
 			}
 		}
 	} else {
-		key := &sr.scr.key
-		for _, i := range order[:n] {
-			key[i] = raw[i]
-		}
-		sortDesc(order[:n], key, &sr.scr.keys)
+		sortAscendingDesc(order[:n], key, mx, mn)
 	}
 	rem := need[anchor]
 	for _, i := range order[:n] {

@@ -560,9 +560,10 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 // them) for pickThreads.
 func (c *CPUs) pickSingle(l *planeLayout, node, want int, wholeOnly bool) {
 	c.loadSingle(l)
-	tpc := c.tpc
-	planes := c.planes[:tpc]
-	whole := c.planes[tpc]
+	tpc, runs := c.tpc, l.runs
+	planes := c.planes[:len(runs)+1] // the planes (one per thread), then the whole free cores
+	whole := planes[len(runs)]
+	planes = planes[:len(runs)]
 	wantCores := want / tpc
 	var sel uint64
 	n := wantCores
@@ -602,9 +603,9 @@ func (c *CPUs) pickSingle(l *planeLayout, node, want int, wholeOnly bool) {
 			split++
 		}
 	}
-	for t := range l.runs {
-		r := &l.runs[t]
-		c.pickBits[r.cw] |= bits.RotateLeft64(planes[t]&sel&r.mask, -int(r.rot))
+	pb := c.pickBits
+	for t, r := range runs {
+		pb[r.cw] |= bits.RotateLeft64(planes[t]&sel&r.mask, -int(r.rot))
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)

@@ -484,20 +484,20 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 	}
 	rem := need
 	if total > 0 {
-		frac := &scr.key
-		for _, i := range order {
+		// Each node's floor and fractional part, the latter also packed
+		// with its position as (frac, last position first) in keys, which
+		// holds them whole when total is below 2^56.
+		frac, keys := &scr.key, scr.fracKeys[:len(order)]
+		for p, i := range order {
 			x := i & (numa.MaxNodes - 1)
-			out[x], frac[x] = mulDivMod(need, weights[x], total)
-			rem -= out[x]
+			q, f := mulDivMod(need, weights[x], total)
+			out[x], frac[x] = q, f
+			rem -= q
+			keys[p] = f<<7 | int64(127-p)
 		}
 		if rem > 0 && total < 1<<56 {
 			// The largest fractional parts, the earlier position on a tie:
-			// keys packed as (frac, last position first), the rem largest
-			// selected.
-			keys := scr.fracKeys[:len(order)]
-			for p, i := range order {
-				keys[p] = frac[i&(numa.MaxNodes-1)]<<7 | int64(127-p)
-			}
+			// the rem largest keys.
 			selectLargest(keys, int(rem))
 			for _, key := range keys[:rem] {
 				out[order[127-key&127]]++

@@ -45,12 +45,7 @@ func TestLoadSingleAgreesWithRuns(t *testing.T) {
 		c := newCPUs(m)
 		rng := rand.New(rand.NewPCG(uint64(k), 3))
 		for trial := 0; trial < 20; trial++ {
-			c.free = c.alloc.Clone()
-			for cpu := range c.alloc.All() {
-				if rng.IntN(3) == 0 {
-					c.free.Remove(cpu)
-				}
-			}
+			randomFree(c, rng, 3)
 			for node := range c.layout {
 				l := &c.layout[node]
 				if !l.single {
@@ -90,6 +85,17 @@ func cpuTestMachines(t *testing.T) []*topology.Machine {
 	return machines
 }
 
+// randomFree sets c's free set to its allocatable CPUs less about one in
+// oneIn of them, drawn from rng (its counters are left as they are).
+func randomFree(c *CPUs, rng *rand.Rand, oneIn int) {
+	c.free = c.alloc.Clone()
+	for cpu := range c.alloc.All() {
+		if rng.IntN(oneIn) == 0 {
+			c.free.Remove(cpu)
+		}
+	}
+}
+
 // TestPickSingleAgreesWithPick: on every node whose planes are single,
 // pick's shortcut (pickSingle) picks the CPUs and leaves the counters the
 // general passes do, and recountNode's shortcut sets the counters the
@@ -101,12 +107,7 @@ func TestPickSingleAgreesWithPick(t *testing.T) {
 		c := newCPUs(m)
 		rng := rand.New(rand.NewPCG(uint64(k), 5))
 		for trial := 0; trial < 20; trial++ {
-			c.free = c.alloc.Clone()
-			for cpu := range c.alloc.All() {
-				if rng.IntN(1+trial%4) == 0 {
-					c.free.Remove(cpu)
-				}
-			}
+			randomFree(c, rng, 1+trial%4)
 			c.recount(c.alloc)
 			for node := range c.layout {
 				l := &c.layout[node]

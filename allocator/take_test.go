@@ -11,7 +11,7 @@ import (
 )
 
 // TestTakeIsZeroBetweenDecisions: the working memory a decision takes
-// from the pool has take all zeros (done zeroes what choose wrote), and a
+// from its state's slot or the pool has take all zeros (done zeroes what choose wrote), and a
 // decision's take is zero outside its chosen span, over allocations of
 // every width and policy that reuse the memory one after the other; the
 // CPUs' pickBits are likewise all zeros after each Allocate.

@@ -452,8 +452,22 @@ func (d *Devices) switchesNeeded(node, k int) int {
 // chosen once every device class the request asks for has recorded its
 // amounts (see [deviceJoint.take]), so that the classes are chosen
 // together and NICs pair with GPUs.
+//
+// A request without Devices demands GPUs as its only device class: its
+// GPUs are chosen at once, from amounts in place (see [deviceJoint.takeOne]).
 func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	j := d.joint
+	if d.isGPU && len(r.Devices) == 0 {
+		j.takeOne(d.ci, amounts, unplaced, a)
+		return
+	}
+	j.record(d, r, amounts, unplaced, a)
+}
+
+// record records the amounts of class d for the decision of r into a, and
+// takes the devices of every class once the last class the request asks
+// for has recorded its own.
+func (j *deviceJoint) record(d *Devices, r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	if j.r != r || j.a != a { // a new decision: forget any earlier record
 		j.r, j.a = r, a
 		j.gen++
@@ -533,45 +547,55 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 // those free before and not after (kept in j.before), so they are recorded
 // in ascending order without a sort.
 func (j *deviceJoint) take(a *Allocation) {
-	var nodes numa.Mask
-	unplaced := false
 	j.active = j.active[:0]
 	for ci, d := range j.res {
-		if d == nil || j.got[ci] != j.gen {
-			continue
+		if d != nil && j.got[ci] == j.gen {
+			j.active = append(j.active, ci)
 		}
-		j.active = append(j.active, ci)
-		j.before[ci] = append(j.before[ci][:0], d.freeSet...)
+	}
+	if len(j.active) == 1 {
+		ci := j.active[0]
+		j.takeOne(ci, j.amt[ci], j.unplaced[ci], a)
+		return
+	}
+	var nodes numa.Mask
+	unplaced := false
+	for _, ci := range j.active {
+		j.before[ci] = append(j.before[ci][:0], j.res[ci].freeSet...)
 		nodes |= numa.Mask(atLeast(j.amt[ci], 1))
 		unplaced = unplaced || j.unplaced[ci] > 0
 	}
-	if len(j.active) == 1 {
-		// One class: each node's want alone, and every free device of a
-		// node the only choice when the amount is all of them.
-		ci := j.active[0]
-		d, amt := j.res[ci], j.amt[ci]
-		for w := uint64(nodes); w != 0; w &= w - 1 {
-			node := bits.TrailingZeros64(w)
-			if amt[node] == d.nodeFree[node] {
-				d.holdFree(node)
-			} else {
-				j.chooseOne(ci, numa.Mask(w&-w), false, amt[node])
-			}
-		}
-		if unplaced {
-			j.chooseOne(ci, 0, true, j.unplaced[ci])
-		}
-	} else {
-		for w := uint64(nodes); w != 0; w &= w - 1 {
-			j.choose(numa.Mask(w&-w), false)
-		}
-		if unplaced {
-			j.choose(0, true)
-		}
+	for w := uint64(nodes); w != 0; w &= w - 1 {
+		j.choose(numa.Mask(w&-w), false)
+	}
+	if unplaced {
+		j.choose(0, true)
 	}
 	for _, ci := range j.active {
 		j.res[ci].record(j.before[ci], a)
 	}
+}
+
+// takeOne takes amt[i] devices of class ci alone on each node i and
+// unplaced ones of unknown NUMA node, and records them in a: take for a
+// decision of one device class. Each node's want is chosen alone, and
+// every free device of a node is the only choice when the amount is all
+// of them.
+func (j *deviceJoint) takeOne(ci int, amt []int64, unplaced int64, a *Allocation) {
+	d := j.res[ci]
+	j.before[ci] = append(j.before[ci][:0], d.freeSet...)
+	for w := atLeast(amt, 1); w != 0; w &= w - 1 {
+		node := bits.TrailingZeros64(w)
+		if amt[node] == d.nodeFree[node] {
+			d.holdFree(node)
+		} else {
+			j.chooseOne(ci, numa.Mask(w&-w), false, amt[node])
+		}
+	}
+	if unplaced > 0 {
+		j.chooseOne(ci, 0, true, unplaced)
+	}
+	d.record(j.before[ci], a)
 }
 
 // chooseOne takes k devices of class ci alone on nodes (or on the unknown

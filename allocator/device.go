@@ -32,7 +32,7 @@ const GPUClass = "gpu"
 // [devchoice.Rank].
 type Devices struct {
 	class    string
-	isGPU    bool     // class is GPUClass: asked for by Request.GPUs, held in Allocation.GPUs
+	isGPU    bool     // class is GPUClass (no other class may be named so): asked for by Request.GPUs, held in Allocation.GPUs
 	ids      []string // external IDs, ascending (numerically for GPUs)
 	gpuIDs   []int    // GPU IDs when class is GPUClass
 	dev      []devState
@@ -222,7 +222,7 @@ func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }
 
 // Describe writes "1 GPU", "4 GPUs" or "2 rdma devices".
 func (d *Devices) Describe(_ *Request, units int64) string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		if units == 1 {
 			return "1 GPU"
 		}
@@ -370,7 +370,7 @@ func parseGPUID(id string) (int, bool) {
 // index returns the position of the device with the given ID (in any form
 // CanonicalDeviceID accepts).
 func (d *Devices) index(id string) (int32, bool) {
-	if d.class == GPUClass {
+	if d.isGPU {
 		g, ok := parseGPUID(id)
 		if !ok {
 			return 0, false
@@ -679,7 +679,7 @@ func (d *Devices) record(before devchoice.Set, a *Allocation) {
 	if n == 0 {
 		return
 	}
-	if d.class == GPUClass {
+	if d.isGPU {
 		a.GPUs = d.gpuCut.cut(n, gpuChunk)
 		k := 0
 		for wi, w := range before {
@@ -703,7 +703,7 @@ func (d *Devices) record(before devchoice.Set, a *Allocation) {
 }
 
 func (d *Devices) held2(a *Allocation) []string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return nil
 	}
 	return a.Devices[d.class]
@@ -712,7 +712,7 @@ func (d *Devices) held2(a *Allocation) []string {
 // forEach calls f with the index of each device a holds, or returns an
 // error naming an unknown one.
 func (d *Devices) forEach(a *Allocation, f func(int32)) error {
-	if d.class == GPUClass {
+	if d.isGPU {
 		for _, g := range a.GPUs {
 			i, ok := d.gpuIndex(g)
 			if !ok {
@@ -734,7 +734,7 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 
 // Give returns a's devices.
 func (d *Devices) Give(a *Allocation) {
-	if d.class == GPUClass {
+	if d.isGPU {
 		ids := d.gpuIDs
 		for _, g := range a.GPUs {
 			i := int32(g)
@@ -778,7 +778,7 @@ func (d *Devices) Claim(a *Allocation) error {
 }
 
 func (d *Devices) noun() string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return "GPU"
 	}
 	return quote.Bare(d.class) + " device"
@@ -818,7 +818,7 @@ func (d *Devices) holds(a *Allocation, i int32) bool {
 // nearID returns ` (did you mean "mlx5_0"?)` when the class has a device
 // whose ID differs from id only in case, else "".
 func (d *Devices) nearID(id string) string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return ""
 	}
 	for _, x := range d.ids {

@@ -32,7 +32,7 @@ const GPUClass = "gpu"
 // [devchoice.Rank].
 type Devices struct {
 	class    string
-	isGPU    bool     // class is GPUClass: asked for by Request.GPUs, held in Allocation.GPUs
+	isGPU    bool     // class is GPUClass (no other class may be named so): asked for by Request.GPUs, held in Allocation.GPUs
 	ids      []string // external IDs, ascending (numerically for GPUs)
 	gpuIDs   []int    // GPU IDs when class is GPUClass
 	dev      []devState
@@ -222,7 +222,7 @@ func (d *Devices) Unplaced(*Request) int64 { return int64(d.unFree) }
 
 // Describe writes "1 GPU", "4 GPUs" or "2 rdma devices".
 func (d *Devices) Describe(_ *Request, units int64) string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		if units == 1 {
 			return "1 GPU"
 		}
@@ -370,7 +370,7 @@ func parseGPUID(id string) (int, bool) {
 // index returns the position of the device with the given ID (in any form
 // CanonicalDeviceID accepts).
 func (d *Devices) index(id string) (int32, bool) {
-	if d.class == GPUClass {
+	if d.isGPU {
 		g, ok := parseGPUID(id)
 		if !ok {
 			return 0, false
@@ -452,8 +452,22 @@ func (d *Devices) switchesNeeded(node, k int) int {
 // chosen once every device class the request asks for has recorded its
 // amounts (see [deviceJoint.take]), so that the classes are chosen
 // together and NICs pair with GPUs.
+//
+// A request without Devices demands GPUs as its only device class: its
+// GPUs are chosen at once, from amounts in place (see [deviceJoint.takeOne]).
 func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	j := d.joint
+	if d.isGPU && len(r.Devices) == 0 {
+		j.takeOne(d.ci, amounts, unplaced, a)
+		return
+	}
+	j.record(d, r, amounts, unplaced, a)
+}
+
+// record records the amounts of class d for the decision of r into a, and
+// takes the devices of every class once the last class the request asks
+// for has recorded its own.
+func (j *deviceJoint) record(d *Devices, r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	if j.r != r || j.a != a { // a new decision: forget any earlier record
 		j.r, j.a = r, a
 		j.gen++
@@ -533,45 +547,55 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 // those free before and not after (kept in j.before), so they are recorded
 // in ascending order without a sort.
 func (j *deviceJoint) take(a *Allocation) {
-	var nodes numa.Mask
-	unplaced := false
 	j.active = j.active[:0]
 	for ci, d := range j.res {
-		if d == nil || j.got[ci] != j.gen {
-			continue
+		if d != nil && j.got[ci] == j.gen {
+			j.active = append(j.active, ci)
 		}
-		j.active = append(j.active, ci)
-		j.before[ci] = append(j.before[ci][:0], d.freeSet...)
+	}
+	if len(j.active) == 1 {
+		ci := j.active[0]
+		j.takeOne(ci, j.amt[ci], j.unplaced[ci], a)
+		return
+	}
+	var nodes numa.Mask
+	unplaced := false
+	for _, ci := range j.active {
+		j.before[ci] = append(j.before[ci][:0], j.res[ci].freeSet...)
 		nodes |= numa.Mask(atLeast(j.amt[ci], 1))
 		unplaced = unplaced || j.unplaced[ci] > 0
 	}
-	if len(j.active) == 1 {
-		// One class: each node's want alone, and every free device of a
-		// node the only choice when the amount is all of them.
-		ci := j.active[0]
-		d, amt := j.res[ci], j.amt[ci]
-		for w := uint64(nodes); w != 0; w &= w - 1 {
-			node := bits.TrailingZeros64(w)
-			if amt[node] == d.nodeFree[node] {
-				d.holdFree(node)
-			} else {
-				j.chooseOne(ci, numa.Mask(w&-w), false, amt[node])
-			}
-		}
-		if unplaced {
-			j.chooseOne(ci, 0, true, j.unplaced[ci])
-		}
-	} else {
-		for w := uint64(nodes); w != 0; w &= w - 1 {
-			j.choose(numa.Mask(w&-w), false)
-		}
-		if unplaced {
-			j.choose(0, true)
-		}
+	for w := uint64(nodes); w != 0; w &= w - 1 {
+		j.choose(numa.Mask(w&-w), false)
+	}
+	if unplaced {
+		j.choose(0, true)
 	}
 	for _, ci := range j.active {
 		j.res[ci].record(j.before[ci], a)
 	}
+}
+
+// takeOne takes amt[i] devices of class ci alone on each node i and
+// unplaced ones of unknown NUMA node, and records them in a: take for a
+// decision of one device class. Each node's want is chosen alone, and
+// every free device of a node is the only choice when the amount is all
+// of them.
+func (j *deviceJoint) takeOne(ci int, amt []int64, unplaced int64, a *Allocation) {
+	d := j.res[ci]
+	j.before[ci] = append(j.before[ci][:0], d.freeSet...)
+	for w := atLeast(amt, 1); w != 0; w &= w - 1 {
+		node := bits.TrailingZeros64(w)
+		if amt[node] == d.nodeFree[node] {
+			d.holdFree(node)
+		} else {
+			j.chooseOne(ci, numa.Mask(w&-w), false, amt[node])
+		}
+	}
+	if unplaced > 0 {
+		j.chooseOne(ci, 0, true, unplaced)
+	}
+	d.record(j.before[ci], a)
 }
 
 // chooseOne takes k devices of class ci alone on nodes (or on the unknown
@@ -655,7 +679,7 @@ func (d *Devices) record(before devchoice.Set, a *Allocation) {
 	if n == 0 {
 		return
 	}
-	if d.class == GPUClass {
+	if d.isGPU {
 		a.GPUs = d.gpuCut.cut(n, gpuChunk)
 		k := 0
 		for wi, w := range before {
@@ -679,7 +703,7 @@ func (d *Devices) record(before devchoice.Set, a *Allocation) {
 }
 
 func (d *Devices) held2(a *Allocation) []string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return nil
 	}
 	return a.Devices[d.class]
@@ -688,7 +712,7 @@ func (d *Devices) held2(a *Allocation) []string {
 // forEach calls f with the index of each device a holds, or returns an
 // error naming an unknown one.
 func (d *Devices) forEach(a *Allocation, f func(int32)) error {
-	if d.class == GPUClass {
+	if d.isGPU {
 		for _, g := range a.GPUs {
 			i, ok := d.gpuIndex(g)
 			if !ok {
@@ -710,7 +734,7 @@ func (d *Devices) forEach(a *Allocation, f func(int32)) error {
 
 // Give returns a's devices.
 func (d *Devices) Give(a *Allocation) {
-	if d.class == GPUClass {
+	if d.isGPU {
 		ids := d.gpuIDs
 		for _, g := range a.GPUs {
 			i := int32(g)
@@ -754,7 +778,7 @@ func (d *Devices) Claim(a *Allocation) error {
 }
 
 func (d *Devices) noun() string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return "GPU"
 	}
 	return quote.Bare(d.class) + " device"
@@ -794,7 +818,7 @@ func (d *Devices) holds(a *Allocation, i int32) bool {
 // nearID returns ` (did you mean "mlx5_0"?)` when the class has a device
 // whose ID differs from id only in case, else "".
 func (d *Devices) nearID(id string) string {
-	if d.class == GPUClass {
+	if d.isGPU {
 		return ""
 	}
 	for _, x := range d.ids {

@@ -1,8 +1,9 @@
 package allocator
 
 import (
-	"hash/maphash"
 	"iter"
+	"math/bits"
+	"math/rand/v2"
 )
 
 // idTable maps the IDs of a state's live allocations to their records'
@@ -15,9 +16,9 @@ import (
 // once (like a Go map, it does not shrink): 24 bytes a slot, at most
 // eight slots per such allocation, 8 at least once one was live.
 type idTable struct {
-	seed  maphash.Seed
-	slots []idSlot // len a power of two (or 0)
-	n     int      // the live IDs
+	seed  [2]uint64 // the keys of hashID, random for each table
+	slots []idSlot  // len a power of two (or 0)
+	n     int       // the live IDs
 }
 
 // idSlot is one slot of an idTable: an ID (empty: the slot is free), the
@@ -29,13 +30,58 @@ type idSlot struct {
 }
 
 // newIDTable returns an empty table with a seed of its own.
-func newIDTable() idTable { return idTable{seed: maphash.MakeSeed()} }
+func newIDTable() idTable { return idTable{seed: [2]uint64{rand.Uint64(), rand.Uint64()}} }
+
+// hashID returns the seeded hash of id: the wyhash mix the Go runtime
+// uses where it has no AES hash (runtime.memhashFallback, without its
+// three lanes for IDs over 48 bytes), keyed by seed and computed here in
+// place (the runtime's hash behind hash/maphash costs about three times
+// as much for a short ID, most of it in the calls).
+func hashID(seed [2]uint64, id string) uint64 {
+	var a, b uint64
+	h, n := seed[0], len(id)
+	switch {
+	case n == 0:
+		return h
+	case n < 4:
+		a = uint64(id[0]) | uint64(id[n>>1])<<8 | uint64(id[n-1])<<16
+	case n <= 8:
+		a, b = le32(id), le32(id[n-4:]) // the first and the last four bytes
+	case n <= 16:
+		a, b = le64(id), le64(id[n-8:])
+	default:
+		for rest := id; len(rest) > 16; rest = rest[16:] {
+			h = mixID(le64(rest)^seed[1], le64(rest[8:])^h)
+		}
+		a, b = le64(id[n-16:]), le64(id[n-8:]) // the last 16 bytes
+	}
+	return mixID(0x1d8e4e27c47d124f^uint64(n), mixID(a^seed[1], b^h))
+}
+
+// mixID is the mix of hashID: the two halves of the 128-bit product, xored.
+func mixID(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// le32 returns the first four bytes of s (at least four), little-endian.
+func le32(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+}
+
+// le64 returns the first eight bytes of s (at least eight), little-endian.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
 
 // probe returns the position of id's slot: the slot that holds it (found)
 // or the free slot where it would be inserted, and the hash of id. With
 // no slots at all it returns position 0 and not found.
 func (t *idTable) probe(id string) (pos, hash uint32, found bool) {
-	hash = uint32(maphash.String(t.seed, id))
+	hash = uint32(hashID(t.seed, id))
 	if len(t.slots) == 0 {
 		return 0, hash, false
 	}

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,26 @@ func TestIDTableAgainstMap(t *testing.T) {
 		_, ok := tab.get("other")
 		require.False(rt, ok, "a clone is independent")
 	})
+}
+
+// TestHashIDReadsEveryByte: hashID of an ID of each length from 0 to 100
+// changes when any one byte of it changes (every byte is read, whatever
+// path its length takes), and differs across the lengths of IDs of one
+// repeated byte; two tables' seeds differ.
+func TestHashIDReadsEveryByte(t *testing.T) {
+	tab := newIDTable()
+	require.NotEqual(t, tab.seed, newIDTable().seed)
+	seen := map[uint64]int{}
+	for n := 0; n <= 100; n++ {
+		id := []byte(strings.Repeat("a", n))
+		h := hashID(tab.seed, string(id))
+		prev, dup := seen[h]
+		require.False(t, dup, "length %d hashes as length %d", n, prev)
+		seen[h] = n
+		for i := range id {
+			id[i] = 'b'
+			require.NotEqual(t, h, hashID(tab.seed, string(id)), "length %d: byte %d not read", n, i)
+			id[i] = 'a'
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -27,12 +28,14 @@ import (
 // taken, by a concurrent reader, takes one from a pool shared by every
 // State), so that a cluster of thousands of machine states keeps about
 // 5 KB per state. The working memory of the strategies, the split of the
-// spans and the problems' own arrays ([searchMem], about 100 KB) come from a
-// pool shared by every State, taken by [searcher.needMem] only when a
+// spans and the problems' own arrays ([searchMem], about 100 KB) come from
+// slots shared by the States ([memSlots], one atomic swap) backed by a pool
+// shared by every State, taken by [searcher.needMem] only when a
 // decision needs more than the nodes that cover the request alone: a
 // search of width 2 or more, the capacities, the choice of a span, the
 // free amounts as if victims were released or of resources without
-// [BulkReader]. It goes back to the pool when the decision is done.
+// [BulkReader]. It goes back to its slot (or the pool) when the decision
+// is done.
 //
 // The strategies, chosen in one place ([searcher.exists]):
 //   - one node ([problem.oneNode]): width 1, O(k·n), exact;
@@ -115,13 +118,47 @@ type searchMem struct {
 
 var searchMems = sync.Pool{New: func() any { return new(searchMem) }}
 
-// needMem gives the decision its working memory, from the pool, unless it
-// has it already.
+// memSlots hold working memories between decisions, ahead of the pool:
+// each State takes and puts back that of its own slot ([State.memSlot],
+// given round robin, so that states of concurrent decisions mostly use
+// different slots), one atomic swap each way instead of the pool's pinning;
+// a decision that finds its slot empty (a concurrent decision holds its
+// memory) takes one from searchMems, and one that finds it full puts its
+// memory there. They keep at most len(memSlots) working memories (about
+// 100 KB each) for the life of the process.
+var memSlots [8]memSlot
+
+// memSlot is one slot of memSlots, alone on its cache line.
+type memSlot struct {
+	m atomic.Pointer[searchMem]
+	_ [56]byte
+}
+
+// memSlotNext gives the states their memSlot.
+var memSlotNext atomic.Uint32
+
+// nextMemSlot returns the memSlots index of a new State.
+func nextMemSlot() uint8 { return uint8((memSlotNext.Add(1) - 1) % uint32(len(memSlots))) }
+
+// memSlot returns the state's slot of memSlots (the first for a
+// searcher without a state, as tests use).
+func (sr *searcher) memSlot() *memSlot {
+	if sr.s == nil {
+		return &memSlots[0]
+	}
+	return &memSlots[sr.s.memSlot]
+}
+
+// needMem gives the decision its working memory, from the state's slot or
+// else the pool, unless it has it already.
 func (sr *searcher) needMem() {
 	if sr.mem != nil {
 		return
 	}
-	m := searchMems.Get().(*searchMem)
+	m := sr.memSlot().m.Swap(nil)
+	if m == nil {
+		m = searchMems.Get().(*searchMem)
+	}
 	sr.mem = m
 	sr.freeP.val, sr.freeP.store = &m.freeVal, &m.freeStore
 	sr.capP.val, sr.capP.store = &m.capVal, &m.capStore
@@ -162,7 +199,7 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.plan, sr.found, sr.have = plan{}, 0, false
 }
 
-// done gives the working memory back to its pool (its take zeroed on
+// done gives the working memory back to its slot or pool (its take zeroed on
 // takeSpan, so all zeros again) and the searcher to its state's slot (or, when the slot holds another, to the pool), dropping
 // its references to the state, the request and the victims. The views of
 // resources' counters in the problems stay until the next decision
@@ -175,7 +212,9 @@ func (sr *searcher) done() {
 		sr.mem, sr.sub, sr.large, sr.amt, sr.take = nil, nil, nil, nil, nil
 		sr.freeP.val, sr.freeP.store, sr.capP.val, sr.capP.store = nil, nil, nil, nil
 		m.large.p, m.large.b = nil, nil
-		searchMems.Put(m)
+		if !sr.memSlot().m.CompareAndSwap(nil, m) {
+			searchMems.Put(m)
+		}
 	}
 	s := sr.s
 	sr.s, sr.r, sr.without = nil, nil, nil

@@ -110,6 +110,7 @@ type State struct {
 	keep                   int                      // the resource whose free units rank.stranded counts (-1: none)
 	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
 	builtin                int                      // res[builtin:] are the kinds of the caller's own
+	memSlot                uint8                    // the index in memSlots of the state's slot of working memory
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a
@@ -138,7 +139,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: newIDTable(),
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
-		allPool: [1]numa.Mask{m.AllNodes()}}
+		allPool: [1]numa.Mask{m.AllNodes()}, memSlot: nextMemSlot()}
 	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
 	}

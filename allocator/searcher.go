@@ -199,9 +199,10 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.plan, sr.found, sr.have = plan{}, 0, false
 }
 
-// done gives the working memory back to its slot or pool (its take zeroed on
-// takeSpan, so all zeros again) and the searcher to its state's slot (or, when the slot holds another, to the pool), dropping
-// its references to the state, the request and the victims. The views of
+// done gives the working memory back to its slot or pool (its take zeroed
+// on takeSpan, so all zeros again) and the searcher to its state's slot
+// (or, when the slot holds another, to the pool), dropping its references
+// to the state, the request and the victims. The views of
 // resources' counters in the problems stay until the next decision
 // overwrites them (they keep alive only those counters, a few words per
 // node and kind); no decision reads those of another.

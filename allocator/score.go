@@ -62,9 +62,11 @@ func (s *State) searchScore(r *Request) (int, error) {
 		widthCap, _ := sr.widthCap()
 		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut() && !sr.bound.approx
 	}
-	var capSum [maxKinds]int64
-	for j := 0; j < sr.k; j++ {
-		capSum[j] = s.capacitySum(sr.kinds[j], r)
+	capSum := sr.capSum // the capacity problem's sums, when widthCap loaded it
+	if !sr.capOK {
+		for j := 0; j < sr.k; j++ {
+			capSum[j] = s.capacitySum(sr.kinds[j], r)
+		}
 	}
 	sr.sums()
 	return s.scoreOf(aligned, sr.k, &capSum, &sr.freeSum, &sr.demand), nil
@@ -96,18 +98,6 @@ func (s *State) oneNodeScore(r *Request) int {
 	add(s.builtin-2, s.cpu.Demand(r))
 	add(s.builtin-1, s.mem.Demand(r))
 	return s.scoreOf(true, k, &capSum, &freeSum, &demand)
-}
-
-// builtinCap returns built-in resource j's capacity on every node for r,
-// as builtinFree does its free units.
-func (s *State) builtinCap(j int, r *Request) []int64 {
-	switch j {
-	case 0:
-		return s.gpu.nodeCap
-	case s.builtin - 2:
-		return s.cpu.CapacityView(r)
-	}
-	return s.mem.capacity
 }
 
 // scoreOf turns the alignment and, for each of the k demanded kinds, its

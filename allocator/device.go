@@ -470,19 +470,19 @@ func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocatio
 func (j *deviceJoint) record(d *Devices, r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	if j.r != r || j.a != a { // a new decision: forget any earlier record
 		j.r, j.a = r, a
-		j.gen++
+		clear(j.got)
 	}
 	copy(j.amt[d.ci], amounts)
 	j.unplaced[d.ci] = unplaced
-	j.got[d.ci] = j.gen
+	j.got[d.ci] = true
 	for ci, res := range j.res {
-		if res != nil && j.got[ci] != j.gen && res.Demand(r) > 0 {
+		if res != nil && !j.got[ci] && res.Demand(r) > 0 {
 			return // another class of the request is still to come
 		}
 	}
 	j.take(a)
 	j.r, j.a = nil, nil
-	j.gen++
+	clear(j.got)
 }
 
 // deviceJoint is what the device resources of one state share: the
@@ -495,16 +495,14 @@ type deviceJoint struct {
 	x   *devchoice.Index
 	ch  *devchoice.Chooser // made on the first choice
 	res []*Devices         // by devchoice class index (nil: the state has no such resource)
-	// The decision being taken: its request and allocation, its number
-	// (gen, a new one for each decision, so that no record is cleared), and
-	// per class the amounts recorded by Take (per node), the unplaced
-	// amount and the number of the decision Take last recorded them for.
+	// The decision being taken: its request and allocation, and per class
+	// the amounts recorded by Take (per node), the unplaced amount and
+	// whether Take recorded them.
 	r        *Request
 	a        *Allocation
-	gen      uint64
 	amt      [][]int64
 	unplaced []int64
-	got      []uint64
+	got      []bool
 	active   []int           // the classes whose amounts Take recorded (set by take)
 	before   []devchoice.Set // per class, its free devices before take
 	wants    []devchoice.Want
@@ -522,7 +520,7 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 	}
 	names := ix.Classes()
 	j := &deviceJoint{x: ix, res: make([]*Devices, len(names)), amt: make([][]int64, len(names)),
-		unplaced: make([]int64, len(names)), got: make([]uint64, len(names)), before: make([]devchoice.Set, len(names))}
+		unplaced: make([]int64, len(names)), got: make([]bool, len(names)), before: make([]devchoice.Set, len(names))}
 	for ci, name := range names {
 		d := s.gpu
 		if ci > 0 {
@@ -549,7 +547,7 @@ func (s *State) linkDevices(ix *devchoice.Index) {
 func (j *deviceJoint) take(a *Allocation) {
 	j.active = j.active[:0]
 	for ci, d := range j.res {
-		if d != nil && j.got[ci] == j.gen {
+		if d != nil && j.got[ci] {
 			j.active = append(j.active, ci)
 		}
 	}

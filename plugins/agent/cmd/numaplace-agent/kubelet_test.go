@@ -657,9 +657,44 @@ func nrtAvailable(dyn dynamic.Interface, zone, res string) string {
 	return ""
 }
 
-func TestPodThroughTheKubelet(t *testing.T) {
+// kubeletCluster is docs/deploy.md's node with every component real and
+// started by startKubeletCluster: containerd with NRI, etcd and
+// kube-apiserver with deploy/'s manifests applied, the kubelet (the node
+// labelled for numaplace), numaplace-agent with its three roles (in the
+// test's process) and numaplace-scheduler. Tests of pods through the
+// kubelet start one each and drive it through client.
+type kubeletCluster struct {
+	e      *kubeletEnv
+	cp     *controlplane.ControlPlane
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	// kubelet is the kubelet's process and pluginDir its device-plugin
+	// directory as the host sees it.
+	kubelet   *hostProcess
+	pluginDir string
+	// node is the Node as it was when the agent started.
+	node *corev1.Node
+	// agentArgs are the arguments the agent was started with (a test
+	// that restarts the agent passes them again); agent is the agent.
+	agentArgs []string
+	agent     *agentProc
+	// schedulerBin is the numaplace-scheduler binary; sched its process.
+	schedulerBin string
+	sched        *hostProcess
+	// stage logs a step with the time since the start.
+	stage func(what string)
+}
+
+// startKubeletCluster starts a kubeletCluster, or skips saying what the
+// machine lacks. It returns once the kubelet advertises the agent's four
+// GPUs, the agent has published the topology annotation and the
+// NodeResourceTopology, and numaplace-scheduler runs.
+func startKubeletCluster(t *testing.T) *kubeletCluster {
+	t.Helper()
+	c := &kubeletCluster{}
 	start := time.Now()
-	stage := func(what string) { t.Logf("%-60s %6.1fs", what, time.Since(start).Seconds()) }
+	c.stage = func(what string) { t.Logf("%-60s %6.1fs", what, time.Since(start).Seconds()) }
+	stage := c.stage
 	// Skip before anything is started when something is missing; the
 	// kubelet's cgroups go after containerd's containers.
 	canRunContainers(t)
@@ -690,7 +725,7 @@ func TestPodThroughTheKubelet(t *testing.T) {
 		filepath.Join(deploy, "agent.yaml"), filepath.Join(deploy, "scheduler.yaml"))
 
 	// Step 1: the kubelet, and the node opted in.
-	_, pluginDir := startKubelet(t, e, cgroups, cp.Kubeconfig(t), client)
+	kubeletProc, pluginDir := startKubelet(t, e, cgroups, cp.Kubeconfig(t), client)
 	stage("kubelet registered")
 	// Step 1's check: the kubelet leaves cpusets alone.
 	kc := kubeletConfigz(t, e)
@@ -707,10 +742,11 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	// bound to the node (the admission policy of deploy/agent.yaml needs
 	// the node's name in it); the GPUs' device nodes as containerd sees
 	// them.
-	agent := e.startAgent(t, "--sysfs-root", fakeSysfs(t, e.dir), "--node-name", kubeletNode,
+	c.agentArgs = []string{"--sysfs-root", fakeSysfs(t, e.dir), "--node-name", kubeletNode,
 		"--kubeconfig", serviceAccountKubeconfig(t, client, cp.Config.Host, "numaplace-system", "numaplace-agent", node),
 		"--checkpoint", filepath.Join(e.dir, "checkpoint.json"), "--kubelet-socket-dir", pluginDir,
-		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid))
+		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid)}
+	agent := e.startAgent(t, c.agentArgs...)
 	stage("agent connected to containerd")
 	require.Eventually(t, func() bool {
 		n, err := client.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
@@ -723,6 +759,19 @@ func TestPodThroughTheKubelet(t *testing.T) {
 		return err == nil && n.Annotations["numaplace.io/topology"] != "" && nrtAvailable(dyn, "node-1", "aliyun.com/gpu") == "2"
 	}, 60*time.Second, 100*time.Millisecond, "no topology annotation and NodeResourceTopology; the agent's log:\n%s", agent.log)
 	stage("agent: topology annotation and NodeResourceTopology published")
+	require.NoError(t, <-built)
+	c.stage("numaplace-scheduler built")
+	c.sched = startScheduler(t, e.dir, schedulerBin,
+		serviceAccountKubeconfig(t, client, cp.Config.Host, "kube-system", "numaplace-scheduler", nil))
+	c.e, c.cp, c.client, c.dyn = e, cp, client, dyn
+	c.kubelet, c.pluginDir, c.node, c.agent, c.schedulerBin = kubeletProc, pluginDir, node, agent, schedulerBin
+	return c
+}
+
+func TestPodThroughTheKubelet(t *testing.T) {
+	c := startKubeletCluster(t)
+	e, client, dyn, pluginDir, agent, sched, stage := c.e, c.client, c.dyn, c.pluginDir, c.agent, c.sched, c.stage
+	ctx := context.Background()
 	// Step 3's checks, as docs/deploy.md prints them for this machine.
 	for _, line := range []string{"node agent ready", "registered with the kubelet", "configured by the runtime"} {
 		require.Contains(t, agent.log.String(), line, "the agent's log")
@@ -754,12 +803,6 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	require.Equal(t, "pod", attrs["topologyManagerScope"])
 	require.Equal(t, "exclude-terminal", attrs["nodeTopologyPodsFingerprintMethod"])
 	require.True(t, strings.HasPrefix(attrs["nodeTopologyPodsFingerprint"], "pfp0v001"), "the fingerprint: %q", attrs["nodeTopologyPodsFingerprint"])
-
-	// Step 4: the scheduler with its service account's token.
-	require.NoError(t, <-built)
-	stage("numaplace-scheduler built")
-	sched := startScheduler(t, e.dir, schedulerBin,
-		serviceAccountKubeconfig(t, client, cp.Config.Host, "kube-system", "numaplace-scheduler", nil))
 
 	// Step 5: the ACK pod with aliyun.com/gpu: 1 starts with its decided
 	// CPUs and GPU.

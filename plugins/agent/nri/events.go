@@ -27,6 +27,14 @@ const (
 	// admitted; its containers keep the cpusets they have, which the plugin
 	// no longer controls.
 	ReasonUnmanaged = "NUMAPlacementUnmanaged"
+	// ReasonResized: an in-place resize changed the pod's exclusive CPUs
+	// (a Normal event naming the new cpuset).
+	ReasonResized = "NUMAPlacementResized"
+	// ReasonResizeRefused: an in-place resize of the pod was refused (its
+	// memory, a fraction of a CPU, or CPUs the node cannot give under the
+	// pod's policy); the kubelet shows the same message in the pod's
+	// PodResizeInProgress condition.
+	ReasonResizeRefused = "NUMAResizeRefused"
 )
 
 // Event is something about a pod that its owners should see, shaped like a

@@ -46,6 +46,12 @@ type Options struct {
 	// admitted or removed, the checkpoint reconciled), with the plugin's
 	// lock held: it must return at once (such as the reporter's Notify).
 	OnChange func()
+	// OnResize, if set, is called after an in-place resize changed a pod's
+	// exclusive CPUs (see [Plugin.UpdateContainer]), with the pod and its new
+	// decision, with the plugin's lock held: it must return at once (such as
+	// cluster.Decisions' Write, which patches the pod's annotation in the
+	// background).
+	OnResize func(Resized)
 }
 
 // container is what the plugin knows of one container.
@@ -58,6 +64,10 @@ type container struct {
 	// (what the runtime reported or what the plugin asked for); "" when
 	// unknown.
 	cpus string
+	// name is the container's name and n its CPU count (its CPU limit in
+	// whole CPUs), 0 when not known.
+	name string
+	n    int
 }
 
 // Plugin is numaplace's NRI plugin: it admits pods on a kubelet.Node by
@@ -71,6 +81,7 @@ type Plugin struct {
 	events   EventSink
 	gpus     *devices.GPUs
 	onChange func()
+	onResize func(Resized)
 	memNodes map[numa.NodeID]bool // nil: every node
 
 	mu sync.Mutex
@@ -128,7 +139,7 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 			memNodes[id] = true
 		}
 	}
-	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, memNodes: memNodes,
+	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, onResize: opts.OnResize, memNodes: memNodes,
 		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
 		pool: node.SharedPool().String(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -244,9 +255,10 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	managed := map[string]bool{}
 	for _, key := range keys {
 		sb := running[key]
-		if _, ok := p.node.Get(key); ok {
+		if adm, ok := p.node.Get(key); ok {
 			p.current[key] = sb.GetId()
 			managed[sb.GetId()] = true
+			p.resizedEarlierLocked(ctx, sb, adm)
 			continue
 		}
 		adm, err := p.admitNewLocked(sb)
@@ -281,7 +293,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		cpu := c.GetLinux().GetResources().GetCpu()
 		ctr := &container{id: c.GetId(), sandbox: c.GetPodSandboxId(), pod: key,
-			shared: adm.Source == kubelet.SharedPool, cpus: cpu.GetCpus()}
+			shared: adm.Source == kubelet.SharedPool, cpus: cpu.GetCpus(), name: c.GetName(), n: cpuCountOf(c)}
 		p.containers[ctr.id] = ctr
 		u := &api.ContainerUpdate{ContainerId: ctr.id, IgnoreFailure: true}
 		changed := false
@@ -373,7 +385,8 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 			"container", ctr.GetName(), "error", err)
 		return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 	}
-	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, shared: shared, cpus: adm.CPUs.String()}
+	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, shared: shared, cpus: adm.CPUs.String(),
+		name: ctr.GetName(), n: cpuCountOf(ctr)}
 	if c.id != "" {
 		p.containers[c.id] = c
 	}

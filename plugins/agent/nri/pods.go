@@ -24,12 +24,14 @@ var ErrNoDecision = errors.New("a pod with a NUMA topology spec has no " + kube.
 // that another pod holds. It unwraps to the node's error: a
 // *kubelet.TopologyAffinityError (and kubelet.ErrTopologyAffinity) for a
 // conflict, or an error wrapping [ErrNoDecision], kube.ErrInvalidPod,
-// kube.ErrInvalidDecision or kubelet.ErrAdmittedDifferently.
+// kube.ErrInvalidDecision or kubelet.ErrAdmittedDifferently; for a refused
+// in-place resize (reason [ReasonResizeRefused]), an error wrapping
+// kubelet.ErrResizeRefused.
 type RefusedError struct {
 	// Pod is the pod's key, namespace/name.
 	Pod string
-	// Reason is the event reason: [ReasonTopologyAffinityError] or
-	// [ReasonInvalidPlacement].
+	// Reason is the event reason: [ReasonTopologyAffinityError],
+	// [ReasonInvalidPlacement] or [ReasonResizeRefused].
 	Reason string
 	// Err is the node's error.
 	Err error

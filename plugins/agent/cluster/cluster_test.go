@@ -36,6 +36,7 @@ import (
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/plugins/agent/cluster"
 	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
+	"github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/plugins/agent/reporter"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -447,6 +448,10 @@ func TestAgentRightsOnARealAPIServer(t *testing.T) {
 	err = w.ApplyNRT(ctx, &other)
 	require.ErrorContains(t, err, "numaplace-agent may write only its own node's objects")
 
+	// A pod of its own node resized in place: its decision annotation, and
+	// nothing else of it, nor of another node's pods.
+	checkPodRights(t, admin, agentCfg)
+
 	// Its own node's labels and spec: refused.
 	_, err = agent.CoreV1().Nodes().Patch(ctx, "gpu-1", types.MergePatchType, []byte(`{"metadata":{"labels":{"l":"w"}}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "may not change a Node's labels")
@@ -461,4 +466,74 @@ func TestAgentRightsOnARealAPIServer(t *testing.T) {
 	_, err = agent.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
 	require.True(t, apierrors.IsForbidden(err), "reading nodes: %v", err)
 	require.True(t, strings.Contains(err.Error(), "numaplace-agent"), err.Error())
+}
+
+// checkPodRights checks what the agent's service account (agentCfg, bound
+// to node gpu-1) may write of pods: the decision annotation of a pod on
+// gpu-1, through cluster.Decisions, and nothing else.
+func checkPodRights(t *testing.T, admin kubernetes.Interface, agentCfg *rest.Config) {
+	t.Helper()
+	ctx := context.Background()
+	agent, err := kubernetes.NewForConfig(agentCfg)
+	require.NoError(t, err)
+	pods := map[string]*corev1.Pod{}
+	for name, node := range map[string]string{"resized": "gpu-1", "elsewhere": "gpu-2"} {
+		p, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name},
+				Annotations: map[string]string{kube.AnnotationAllocation: `{"policy":"SingleNUMANode","cpuset":"0"}`, "keep": "me"}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pods[name] = p
+	}
+	// The policy takes effect once the API server has loaded it.
+	require.Eventually(t, func() bool {
+		_, err := agent.CoreV1().Pods("default").Patch(ctx, "elsewhere", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"numaplace.io/allocation":"x"}}}`), metav1.PatchOptions{})
+		return err != nil
+	}, 30*time.Second, 100*time.Millisecond, "the agent's service account may patch a pod of another node")
+
+	dec, err := cluster.NewDecisions(agentCfg, nil)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- dec.Run(runCtx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	const grown = `{"policy":"SingleNUMANode","exclusive":"Required","cpuset":"0-1","numaNodes":[0],"gpus":[],"memoryMiB":{"0":0}}`
+	dec.Write(nri.Resized{Namespace: "default", Name: "resized", UID: string(pods["resized"].UID), Decision: grown})
+	require.Eventually(t, func() bool {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "resized", metav1.GetOptions{})
+		return err == nil && p.Annotations[kube.AnnotationAllocation] == grown && len(dec.Pending()) == 0
+	}, 30*time.Second, 100*time.Millisecond, "the agent did not write the resized pod's decision")
+	p, err := admin.CoreV1().Pods("default").Get(ctx, "resized", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "me", p.Annotations["keep"], "the other annotations stay")
+
+	// A decision for a pod recreated under the same name (another UID) is
+	// dropped, not written.
+	dec.Write(nri.Resized{Namespace: "default", Name: "resized", UID: "not-its-uid", Decision: "stale"})
+	require.Eventually(t, func() bool { return len(dec.Pending()) == 0 }, 30*time.Second, 100*time.Millisecond)
+	p, err = admin.CoreV1().Pods("default").Get(ctx, "resized", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, grown, p.Annotations[kube.AnnotationAllocation])
+
+	// Refused: another node's pod, another annotation, a label, the spec.
+	for _, c := range []struct{ pod, patch, want string }{
+		{"elsewhere", `{"metadata":{"annotations":{"numaplace.io/allocation":"x"}}}`,
+			"numaplace-agent may write only the pods of its own node, not pod default/elsewhere"},
+		{"resized", `{"metadata":{"annotations":{"keep":"changed"}}}`, "numaplace-agent may change only a pod's numaplace.io/allocation annotation"},
+		{"resized", `{"metadata":{"annotations":{"added":"x"}}}`, "numaplace-agent may change only a pod's numaplace.io/allocation annotation"},
+		{"resized", `{"metadata":{"annotations":{"keep":null}}}`, "numaplace-agent may change only a pod's numaplace.io/allocation annotation"},
+		{"resized", `{"metadata":{"labels":{"app":"other"}}}`, "numaplace-agent may change only a pod's numaplace.io/allocation annotation"},
+		{"resized", `{"metadata":{"finalizers":["x/y"]}}`, "numaplace-agent may change only a pod's numaplace.io/allocation annotation"},
+		{"resized", `{"spec":{"activeDeadlineSeconds":5}}`, "numaplace-agent may change only a pod's numaplace.io/allocation annotation"},
+	} {
+		_, err := agent.CoreV1().Pods("default").Patch(ctx, c.pod, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+		require.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%s %s: %v", c.pod, c.patch, err)
+		require.ErrorContains(t, err, c.want, "%s %s", c.pod, c.patch)
+	}
+	err = agent.CoreV1().Pods("default").Delete(ctx, "resized", metav1.DeleteOptions{})
+	require.True(t, apierrors.IsForbidden(err), "deleting a pod: %v", err)
+	_, err = agent.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "writing a pod's status: %v", err)
 }

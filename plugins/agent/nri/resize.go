@@ -140,6 +140,8 @@ func (p *Plugin) UpdatePodSandbox(ctx context.Context, sb *api.PodSandbox, overh
 //     ([kubelet.Node.Resize], which writes the checkpoint). The pod's
 //     containers' CPU limits must add up to N (so that the new decision is
 //     the pod's request), else the resize is refused;
+//   - without Options.OnResize (an agent without the API server), a CPU
+//     change is refused: the new decision could not reach the scheduler;
 //   - applied, the reply gives this container and the pod's other
 //     containers the new cpuset (and memory nodes), and the shared-pool
 //     containers the new shared pool; the new decision goes to
@@ -191,6 +193,11 @@ func (p *Plugin) UpdateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		return nil, nil
 	}
 	held := adm.CPUs.Size()
+	if p.onResize == nil {
+		return nil, p.refuseResizeLocked(ctx, sb, "UpdateContainer", fmt.Errorf(
+			"%w: pod %s from %d to %d CPUs: the agent runs without the API server (--reporter=false) and could not write the pod's new decision, "+
+				"which numaplace-scheduler accounts", kubelet.ErrResizeRefused, key, held, held+to-from))
+	}
 	if sum, all := p.podCPUsLocked(key, sb.GetId()); all && sum != held {
 		return nil, p.refuseResizeLocked(ctx, sb, "UpdateContainer", fmt.Errorf(
 			"%w: pod %s holds %d CPUs but its containers' CPU limits add up to %d (an init container asking for more?): "+

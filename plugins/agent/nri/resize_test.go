@@ -273,3 +273,18 @@ func TestResizeWrittenAgainAfterARestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// Without OnResize (no API server), a CPU change is refused: the new
+// decision could not be written.
+func TestResizeRefusedWithoutTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	e := newPlugin(t, "")
+	a := numaPod("sb-a", "a", decision("0-1", []int{0}))
+	ca := sized(ctr("c-a", a, "", ""), limits(2, 0))
+	start(t, e.p, a, ca)
+	_, err := e.p.UpdateContainer(ctx, a, ca, limits(3, 0))
+	require.ErrorIs(t, err, kubelet.ErrResizeRefused)
+	require.Contains(t, err.Error(), "could not write the pod's new decision")
+	adm, _ := e.p.Node().Get("default/a")
+	require.Equal(t, "0-1", adm.CPUs.String())
+}

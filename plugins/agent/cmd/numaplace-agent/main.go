@@ -292,6 +292,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	// The Kubernetes client, for the reporter and the NRI role's events.
 	var events nri.EventSink
 	var rep *reporter.Reporter
+	var decisions *cluster.Decisions
 	notify := func() {}
 	if c.reporter {
 		cfg, err := cluster.Config(c.kubeconfig)
@@ -313,6 +314,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		}
 		defer ev.Shutdown()
 		events = ev
+		// The decisions of pods resized in place, written on the pods.
+		if decisions, err = cluster.NewDecisions(cfg, log); err != nil {
+			return fail("cannot build the Kubernetes client", err)
+		}
 	}
 
 	var wg sync.WaitGroup
@@ -328,6 +333,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	if rep != nil {
 		start("reporter", rep.Run)
+	}
+	if decisions != nil {
+		start("decision writer", decisions.Run)
 	}
 	if c.devicePlugin {
 		health := c.healthInterval
@@ -353,6 +361,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 			return fail("cannot read the host's memory nodes", err)
 		}
 		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes}
+		if decisions != nil {
+			opts.OnResize = decisions.Write
+		}
 		if c.gpuDeviceNodes {
 			opts.GPUs = gpus
 		}

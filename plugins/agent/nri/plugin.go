@@ -93,6 +93,9 @@ type Plugin struct {
 	current map[string]string
 	// containers maps a container ID to the container.
 	containers map[string]*container
+	// podCPUs maps a sandbox ID to the pod-level CPU count of the last
+	// UpdatePodSandbox the plugin accepted (see UpdatePodSandbox).
+	podCPUs map[string]int
 	// pool is the shared pool as last seen; gen counts its changes.
 	pool string
 	gen  uint64
@@ -140,7 +143,7 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 		}
 	}
 	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, onResize: opts.OnResize, memNodes: memNodes,
-		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
+		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{}, podCPUs: map[string]int{},
 		pool: node.SharedPool().String(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
@@ -198,6 +201,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sandboxes, p.current, p.containers = map[string]string{}, map[string]string{}, map[string]*container{}
+	p.podCPUs = map[string]int{}
 
 	live := map[string]int{}
 	for _, c := range ctrs {
@@ -547,6 +551,7 @@ func (p *Plugin) remove(ctx context.Context, sb *api.PodSandbox, event string) e
 	key := sandboxKey(sb)
 	forget := func() {
 		delete(p.sandboxes, sb.GetId())
+		delete(p.podCPUs, sb.GetId())
 		for id, c := range p.containers {
 			if c.sandbox == sb.GetId() {
 				delete(p.containers, id)

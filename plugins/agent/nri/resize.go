@@ -92,7 +92,12 @@ func (p *Plugin) exclusiveLocked(sb *api.PodSandbox) (kubelet.Admission, bool) {
 //   - a change of the pod's memory limit (numaplace resizes CPUs only);
 //   - CPUs that are not a whole number;
 //   - more CPUs than the pod holds when the node cannot grow it to them
-//     under its policy now ([kubelet.Node.CheckResize]).
+//     under its policy now ([kubelet.Node.CheckResize]), when this is a
+//     rise: more than the last pod-level count the plugin accepted (or,
+//     the first time since the agent started, than the sandbox was created
+//     with when that is what the pod holds; else the rise is left to
+//     UpdateContainer). The CPU count is the CFS quota over its period
+//     (else the shares over 1024).
 //
 // The refusal is logged, recorded as an event, and returned: the kubelet
 // then abandons the resize and shows the message in the pod's
@@ -114,16 +119,30 @@ func (p *Plugin) UpdatePodSandbox(ctx context.Context, sb *api.PodSandbox, overh
 		return p.refuseResizeLocked(ctx, sb, "UpdatePodSandbox", err)
 	}
 	n, ok, err := cpuCount(res.GetCpu())
-	switch {
-	case err != nil:
+	if err != nil {
 		return p.refuseResizeLocked(ctx, sb, "UpdatePodSandbox", fmt.Errorf("%w: pod %s asks for %w", kubelet.ErrResizeRefused, key, err))
-	case !ok || n <= adm.CPUs.Size():
+	}
+	if !ok {
 		return nil
 	}
-	if err := p.node.CheckResize(key, n); err != nil {
-		return p.refuseResizeLocked(ctx, sb, "UpdatePodSandbox", err)
+	// A rise is a count above the last one seen: the kubelet announces a
+	// fall of the shares (after the containers' fall) with the old quota,
+	// which is then above what the pod holds but no rise. Without a last
+	// one since the agent started, the sandbox's own resources (those it
+	// was created with) stand for it when they are what the pod holds.
+	last, seen := p.podCPUs[sb.GetId()]
+	if !seen {
+		if n0, ok0, err0 := cpuCount(sb.GetLinux().GetPodResources().GetCpu()); ok0 && err0 == nil && n0 == adm.CPUs.Size() {
+			last, seen = n0, true
+		}
 	}
-	p.log.InfoContext(ctx, "UpdatePodSandbox: the pod's CPUs can grow in place", "pod", key, "from", adm.CPUs.Size(), "to", n)
+	if seen && n > last && n > adm.CPUs.Size() {
+		if err := p.node.CheckResize(key, n); err != nil {
+			return p.refuseResizeLocked(ctx, sb, "UpdatePodSandbox", err)
+		}
+		p.log.InfoContext(ctx, "UpdatePodSandbox: the pod's CPUs can grow in place", "pod", key, "from", adm.CPUs.Size(), "to", n)
+	}
+	p.podCPUs[sb.GetId()] = n
 	return nil
 }
 

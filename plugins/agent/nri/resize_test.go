@@ -143,6 +143,8 @@ func TestResizeRefusedWithTheReason(t *testing.T) {
 	ctx := context.Background()
 	e := newResizePlugin(t)
 	b := numaPod("sb-b", "b", decision("8-15", []int{1}))
+	// The pod-level resources the kubelet creates the sandbox with.
+	b.Linux = &api.LinuxPodSandbox{PodResources: limits(8, 64<<20)}
 	cb := sized(ctr("c-b", b, "", ""), limits(8, 64<<20))
 	start(t, e.p, b, cb)
 	before := e.p.Node().Admissions()
@@ -170,9 +172,6 @@ func TestResizeRefusedWithTheReason(t *testing.T) {
 	check(t, err, "pod default/b from 8 to 9 CPUs")
 
 	// Memory, both levels.
-	err = e.p.UpdatePodSandbox(ctx, b, nil, limits(8, 128<<20))
-	require.NoError(t, err, "the sandbox's own resources are not known here (none in the test's sandbox)")
-	b.Linux = &api.LinuxPodSandbox{PodResources: limits(8, 64<<20)}
 	check(t, e.p.UpdatePodSandbox(ctx, b, nil, limits(8, 128<<20)),
 		"pod default/b, pod level: its memory limit cannot change in place (from 67108864 to 134217728 bytes)")
 	_, err = e.p.UpdateContainer(ctx, b, cb, limits(8, 128<<20))
@@ -287,4 +286,44 @@ func TestResizeRefusedWithoutTheAPIServer(t *testing.T) {
 	require.Contains(t, err.Error(), "could not write the pod's new decision")
 	adm, _ := e.p.Node().Get("default/a")
 	require.Equal(t, "0-1", adm.CPUs.String())
+}
+
+// The kubelet lowers a pod's shares after its containers' CPUs, with the
+// old quota: no rise, even when the node could not give the old size back
+// any more; a rise is judged against the last count seen, and left to
+// UpdateContainer when none is known.
+func TestResizePodLevelRiseIsAgainstTheLastCount(t *testing.T) {
+	ctx := context.Background()
+	e := newResizePlugin(t)
+	a := numaPod("sb-a", "a", decision("0-1", []int{0}))
+	a.Linux = &api.LinuxPodSandbox{PodResources: limits(2, 0)}
+	ca := sized(ctr("c-a", a, "", ""), limits(2, 0))
+	start(t, e.p, a, ca)
+	// Its containers fall to 1 CPU; another pod takes the CPU given back
+	// and every other CPU of node 0.
+	_, err := e.p.UpdateContainer(ctx, a, ca, limits(2, 0))
+	require.NoError(t, err)
+	_, err = e.p.UpdateContainer(ctx, a, sized(ca, limits(2, 0)), limits(1, 0))
+	require.NoError(t, err)
+	adm, _ := e.p.Node().Get("default/a")
+	other := numaPod("sb-o", "o", decision(e.p.Node().SharedPool().Intersection(mustSet(t, "0-7")).String(), []int{0}))
+	start(t, e.p, other, sized(ctr("c-o", other, "", ""), limits(int64(8-adm.CPUs.Size()), 0)))
+	require.Error(t, e.p.Node().CheckResize("default/a", 2), "node 0 is full")
+	// The shares fall with the old quota, then the quota: both pass.
+	down := limits(2, 0)
+	down.Cpu.Shares = api.UInt64(uint64(1024))
+	require.NoError(t, e.p.UpdatePodSandbox(ctx, a, nil, down))
+	require.NoError(t, e.p.UpdatePodSandbox(ctx, a, nil, limits(1, 0)))
+	// A rise from the last count (1) is judged, and refused.
+	require.ErrorIs(t, e.p.UpdatePodSandbox(ctx, a, nil, limits(2, 0)), kubelet.ErrResizeRefused)
+
+	// A sandbox whose creation resources are not what the pod holds (it
+	// was resized before the agent started): no judgement at the pod
+	// level; UpdateContainer still decides.
+	b := numaPod("sb-b", "b", decision("8-9", []int{1}))
+	b.Linux = &api.LinuxPodSandbox{PodResources: limits(1, 0)}
+	start(t, e.p, b, sized(ctr("c-b", b, "", ""), limits(2, 0)))
+	require.NoError(t, e.p.UpdatePodSandbox(ctx, b, nil, limits(9, 0)))
+	require.ErrorIs(t, e.p.UpdatePodSandbox(ctx, b, nil, limits(10, 0)), kubelet.ErrResizeRefused,
+		"the last count seen (9) is known now")
 }

@@ -96,6 +96,10 @@ type Plugin struct {
 	// podCPUs maps a sandbox ID to the pod-level CPU count of the last
 	// UpdatePodSandbox the plugin accepted (see UpdatePodSandbox).
 	podCPUs map[string]int
+	// sizes maps a sandbox ID and a container name to the container's CPUs
+	// and memory limit as last seen (a restarted container is compared
+	// with them).
+	sizes map[string]map[string]size
 	// pool is the shared pool as last seen; gen counts its changes.
 	pool string
 	gen  uint64
@@ -144,8 +148,9 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 	}
 	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, onResize: opts.OnResize, memNodes: memNodes,
 		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{}, podCPUs: map[string]int{},
-		pool: node.SharedPool().String(),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		sizes: map[string]map[string]size{},
+		pool:  node.SharedPool().String(),
+		kick:  make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p, nil
 }
@@ -201,7 +206,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sandboxes, p.current, p.containers = map[string]string{}, map[string]string{}, map[string]*container{}
-	p.podCPUs = map[string]int{}
+	p.podCPUs, p.sizes = map[string]int{}, map[string]map[string]size{}
 
 	live := map[string]int{}
 	for _, c := range ctrs {
@@ -299,6 +304,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		ctr := &container{id: c.GetId(), sandbox: c.GetPodSandboxId(), pod: key,
 			shared: adm.Source == kubelet.SharedPool, cpus: cpu.GetCpus(), name: c.GetName(), n: cpuCountOf(c)}
 		p.containers[ctr.id] = ctr
+		p.recordSizeLocked(ctr.sandbox, ctr.name, ctr.n, c.GetLinux().GetResources().GetMemory().GetLimit().GetValue())
 		u := &api.ContainerUpdate{ContainerId: ctr.id, IgnoreFailure: true}
 		changed := false
 		if want := adm.CPUs.String(); !sameList(ctr.cpus, want) {
@@ -368,6 +374,10 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	if err != nil {
 		return nil, nil, err
 	}
+	adm, resized, err := p.restartResizeLocked(ctx, sb, ctr, adm)
+	if err != nil {
+		return nil, nil, err
+	}
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(adm.CPUs.String())
 	if mems := p.mems(adm); mems != "" {
@@ -396,7 +406,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
 		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.mems(adm), "gpus", adm.VisibleDevices())
-	return adj, p.sharedUpdatesLocked(c.id, true), nil
+	return adj, append(resized, p.sharedUpdatesLocked(c.id, true)...), nil
 }
 
 // mems returns the cpuset.mems of the admission's containers: its memory
@@ -552,6 +562,7 @@ func (p *Plugin) remove(ctx context.Context, sb *api.PodSandbox, event string) e
 	forget := func() {
 		delete(p.sandboxes, sb.GetId())
 		delete(p.podCPUs, sb.GetId())
+		delete(p.sizes, sb.GetId())
 		for id, c := range p.containers {
 			if c.sandbox == sb.GetId() {
 				delete(p.containers, id)

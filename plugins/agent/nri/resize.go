@@ -208,47 +208,122 @@ func (p *Plugin) UpdateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		p.containers[c.id] = c
 	}
 	c.name, c.n = ctr.GetName(), from
+	p.recordSizeLocked(sb.GetId(), ctr.GetName(), from, cur.GetMemory().GetLimit().GetValue())
 	if to == from {
 		return nil, nil
 	}
-	held := adm.CPUs.Size()
+	radm, err := p.resizeLocked(ctx, sb, "UpdateContainer", adm, ctr.GetId(), ctr.GetName(), from, to)
+	if err != nil {
+		return nil, err
+	}
+	c.n = to
+	p.recordSizeLocked(sb.GetId(), ctr.GetName(), to, cur.GetMemory().GetLimit().GetValue())
+	return p.resizedUpdatesLocked(radm, sb.GetId(), ctr.GetId()), nil
+}
+
+// resizeLocked resizes the pod of adm, whose container self (named name)
+// goes from from to to CPUs, by the difference (see UpdateContainer), and
+// tells the change: the log, an event, Options.OnResize. A refusal is
+// logged, recorded and returned.
+func (p *Plugin) resizeLocked(ctx context.Context, sb *api.PodSandbox, event string, adm kubelet.Admission, self, name string, from, to int) (kubelet.Admission, error) {
+	key, held := adm.Pod, adm.CPUs.Size()
 	if p.onResize == nil {
-		return nil, p.refuseResizeLocked(ctx, sb, "UpdateContainer", fmt.Errorf(
+		return kubelet.Admission{}, p.refuseResizeLocked(ctx, sb, event, fmt.Errorf(
 			"%w: pod %s from %d to %d CPUs: the agent runs without the API server (--reporter=false) and could not write the pod's new decision, "+
 				"which numaplace-scheduler accounts", kubelet.ErrResizeRefused, key, held, held+to-from))
 	}
-	if sum, all := p.podCPUsLocked(key, sb.GetId()); all && sum != held {
-		return nil, p.refuseResizeLocked(ctx, sb, "UpdateContainer", fmt.Errorf(
+	if sum, all := p.podCPUsLocked(key, sb.GetId(), self); all && sum+from != held {
+		return kubelet.Admission{}, p.refuseResizeLocked(ctx, sb, event, fmt.Errorf(
 			"%w: pod %s holds %d CPUs but its containers' CPU limits add up to %d (an init container asking for more?): "+
-				"numaplace resizes in place only a pod whose containers' limits add up to its decision", kubelet.ErrResizeRefused, key, held, sum))
+				"numaplace resizes in place only a pod whose containers' limits add up to its decision", kubelet.ErrResizeRefused, key, held, sum+from))
 	}
 	radm, err := p.node.Resize(key, held+to-from)
 	if err != nil {
-		return nil, p.refuseResizeLocked(ctx, sb, "UpdateContainer", err)
+		return kubelet.Admission{}, p.refuseResizeLocked(ctx, sb, event, err)
 	}
-	c.n = to
-	updates := p.resizedUpdatesLocked(radm, sb.GetId(), ctr.GetId())
 	p.poolChangedLocked()
 	p.changedLocked()
 	d := kube.NewDecision(p.node.Machine(), &radm.Allocation)
 	msg := fmt.Sprintf("resized in place from %d to %d CPUs (container %s from %d to %d): cpuset %s, NUMA nodes %v",
-		held, radm.CPUs.Size(), ctr.GetName(), from, to, radm.CPUs.String(), radm.NUMANodes)
-	p.log.InfoContext(ctx, "UpdateContainer: pod "+msg, "pod", key, "container", ctr.GetName(), "cpus", radm.CPUs.String(),
+		held, radm.CPUs.Size(), name, from, to, radm.CPUs.String(), radm.NUMANodes)
+	p.log.InfoContext(ctx, event+": pod "+msg, "pod", key, "container", name, "cpus", radm.CPUs.String(),
 		"mems", p.mems(radm), "decision", d.String())
 	p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
 		Type: EventTypeNormal, Reason: ReasonResized, Message: "numaplace " + msg})
-	if p.onResize != nil {
-		p.onResize(Resized{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(), Decision: d.String()})
+	p.onResize(Resized{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(), Decision: d.String()})
+	return radm, nil
+}
+
+// size is a container's CPU count and memory limit (bytes) as last seen.
+type size struct {
+	cpus int
+	mem  int64
+}
+
+// recordSizeLocked records the CPUs and memory limit of the container
+// named name of the sandbox (for its next creation: a restart).
+func (p *Plugin) recordSizeLocked(sandbox, name string, cpus int, mem int64) {
+	if name == "" || cpus <= 0 {
+		return
 	}
-	return updates, nil
+	if p.sizes[sandbox] == nil {
+		p.sizes[sandbox] = map[string]size{}
+	}
+	p.sizes[sandbox][name] = size{cpus: cpus, mem: mem}
+}
+
+// restartResizeLocked handles the creation of a container of a pod with
+// exclusive resources (adm) that ran in this sandbox before with other
+// limits: the kubelet restarts a container to resize it when its
+// resizePolicy says RestartContainer. Its CPUs are resized as
+// UpdateContainer resizes them, and the pod's admission as it now is
+// returned, with the updates of its other containers and of the shared
+// pool; a change of its memory limit, a fraction of a CPU, or CPUs the node
+// cannot give are refused (the container is not created: its old limits,
+// which the node holds, are not what the kubelet asks any more), the
+// refusal logged, recorded and returned. A container seen for the first
+// time, or with the same limits, changes nothing.
+func (p *Plugin) restartResizeLocked(ctx context.Context, sb *api.PodSandbox, ctr *api.Container, adm kubelet.Admission) (kubelet.Admission, []*api.ContainerUpdate, error) {
+	if adm.Source == kubelet.SharedPool {
+		return adm, nil, nil
+	}
+	cur := ctr.GetLinux().GetResources()
+	to, ok, err := cpuCount(cur.GetCpu())
+	mem := cur.GetMemory().GetLimit().GetValue()
+	prev, seen := p.sizes[sb.GetId()][ctr.GetName()]
+	if !seen {
+		if ok && err == nil {
+			p.recordSizeLocked(sb.GetId(), ctr.GetName(), to, mem)
+		}
+		return adm, nil, nil
+	}
+	what := "container " + ctr.GetName() + " (restarted)"
+	if prev.mem > 0 && mem > 0 && prev.mem != mem {
+		return adm, nil, p.refuseResizeLocked(ctx, sb, "CreateContainer", memoryChange(adm.Pod, what,
+			&api.LinuxResources{Memory: &api.LinuxMemory{Limit: api.Int64(prev.mem)}}, cur))
+	}
+	if err != nil {
+		return adm, nil, p.refuseResizeLocked(ctx, sb, "CreateContainer", fmt.Errorf("%w: pod %s, %s asks for %w", kubelet.ErrResizeRefused, adm.Pod, what, err))
+	}
+	if !ok || to == prev.cpus {
+		return adm, nil, nil
+	}
+	radm, err := p.resizeLocked(ctx, sb, "CreateContainer", adm, ctr.GetId(), ctr.GetName(), prev.cpus, to)
+	if err != nil {
+		return adm, nil, err
+	}
+	p.recordSizeLocked(sb.GetId(), ctr.GetName(), to, mem)
+	updates := p.resizedUpdatesLocked(radm, sb.GetId(), ctr.GetId())
+	return radm, updates[:len(updates)-1], nil // the container itself: its adjustment
 }
 
 // podCPUsLocked adds up the CPU counts of the pod's containers in the
-// sandbox; all is false when one of them is not known.
-func (p *Plugin) podCPUsLocked(key, sandbox string) (sum int, all bool) {
+// sandbox but the one with ID except; all is false when one of them is not
+// known.
+func (p *Plugin) podCPUsLocked(key, sandbox, except string) (sum int, all bool) {
 	all = true
 	for _, c := range p.containers {
-		if c.pod == key && c.sandbox == sandbox {
+		if c.pod == key && c.sandbox == sandbox && c.id != except {
 			sum += c.n
 			all = all && c.n > 0
 		}

@@ -327,3 +327,51 @@ func TestResizePodLevelRiseIsAgainstTheLastCount(t *testing.T) {
 	require.ErrorIs(t, e.p.UpdatePodSandbox(ctx, b, nil, limits(10, 0)), kubelet.ErrResizeRefused,
 		"the last count seen (9) is known now")
 }
+
+// A container restarted with other limits (the kubelet's resize of a
+// container whose resizePolicy says RestartContainer): its CPUs are resized
+// at its creation, its memory refused.
+func TestResizeByRestartingTheContainer(t *testing.T) {
+	ctx := context.Background()
+	e := newResizePlugin(t)
+	web := sharedPod("sb-web", "web")
+	start(t, e.p, web, sized(ctr("c-web", web, "", ""), limits(1, 0)))
+	a := numaPod("sb-a", "a", decision("0-1", []int{0}))
+	first := sized(ctr("c-a", a, "", ""), limits(2, 64<<20))
+	start(t, e.p, a, first)
+	restart := func(id string, r *api.LinuxResources) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+		t.Helper()
+		_, err := e.p.StopContainer(ctx, a, first)
+		require.NoError(t, err)
+		require.NoError(t, e.p.RemoveContainer(ctx, a, first))
+		first = sized(ctr(id, a, "", ""), r)
+		first.Name = "main"
+		return e.p.CreateContainer(ctx, a, first)
+	}
+	first.Name = "main"
+	// The first container was recorded under its own name: restart it once
+	// under "main" with the same limits to record that name.
+	_, _, err := restart("c-a1", limits(2, 64<<20))
+	require.NoError(t, err)
+	require.Empty(t, e.lastResized())
+
+	adj, up, err := restart("c-a2", limits(3, 64<<20))
+	require.NoError(t, err)
+	cpus, mems := cpuset(adj)
+	require.Equal(t, []string{"0-2", "0"}, []string{cpus, mems})
+	require.Equal(t, map[string]string{"c-web": "3-15"}, updated(up))
+	got := e.lastResized()
+	require.Len(t, got, 1)
+	d, err := kube.ParseDecision(got[0].Decision)
+	require.NoError(t, err)
+	require.Equal(t, "0-2", d.CPUSet)
+
+	_, _, err = restart("c-a3", limits(3, 128<<20))
+	require.ErrorIs(t, err, kubelet.ErrResizeRefused)
+	require.Contains(t, err.Error(), "container main (restarted): its memory limit cannot change in place")
+	_, _, err = restart("c-a4", limits(9, 64<<20))
+	require.ErrorIs(t, err, kubelet.ErrResizeRefused)
+	require.Contains(t, err.Error(), "pod default/a from 3 to 9 CPUs")
+	adm, _ := e.p.Node().Get("default/a")
+	require.Equal(t, "0-2", adm.CPUs.String())
+}

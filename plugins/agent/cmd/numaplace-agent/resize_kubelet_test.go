@@ -362,4 +362,30 @@ func TestResizeThroughTheKubelet(t *testing.T) {
 	t.Logf("a GPU resize: %v", err)
 	deletePod(t, client, "be", 5)
 	stage("be: memory resize refused, GPU resize refused by the API server")
+
+	// A container whose CPU resizePolicy is RestartContainer: the kubelet
+	// restarts it with its new limit, and the agent resizes the pod at its
+	// creation.
+	rc := numaCPUPod("rc", "BestEffort", 1)
+	rc.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU,
+		RestartPolicy: corev1.RestartContainer}}
+	_, err = client.CoreV1().Pods("default").Create(ctx, rc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod = waitRunning(t, client, "rc")
+	checkCPUs(t, e, pod, 1)
+	require.NoError(t, resizePod(client, "rc", cpus(2)))
+	waitResized(t, client, "rc", 2)
+	require.Eventually(t, func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "rc", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready {
+			return false
+		}
+		d, err := kube.ParseDecision(p.Annotations[kube.AnnotationAllocation])
+		pod = p
+		return err == nil && d.CPUSet == "0-1"
+	}, 60*time.Second, 200*time.Millisecond, "rc was not restarted with CPUs 0-1: %s", describe(client, "rc"))
+	require.Equal(t, int32(1), pod.Status.ContainerStatuses[0].RestartCount, "rc's container was restarted to resize it")
+	checkCPUs(t, e, pod, 2)
+	deletePod(t, client, "rc", 5)
+	stage("rc: restarted with 2 CPUs, its decision updated")
 }

@@ -147,10 +147,10 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 		}
 	}
 	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, onResize: opts.OnResize, memNodes: memNodes,
-		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{}, podCPUs: map[string]int{},
-		sizes: map[string]map[string]size{},
-		pool:  node.SharedPool().String(),
-		kick:  make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
+		podCPUs: map[string]int{}, sizes: map[string]map[string]size{},
+		pool: node.SharedPool().String(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p, nil
 }

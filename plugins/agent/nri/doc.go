@@ -22,6 +22,13 @@
 //     with an error naming the conflict, logged and recorded as an [Event].
 //   - StopPodSandbox and RemovePodSandbox remove the pod (a repeated
 //     removal is harmless).
+//   - UpdatePodSandbox and UpdateContainer (an in-place resize) resize a
+//     pod with exclusive resources by its containers' new CPU limits under
+//     its policy (kubelet.Node.Resize), or refuse naming why (memory,
+//     fractions, CPUs the node cannot give); the new decision goes to
+//     [Options].OnResize, which writes it on the pod. A container restarted
+//     with other limits (resizePolicy RestartContainer) is resized the
+//     same way at CreateContainer.
 //   - When the shared pool changes (an exclusive pod arrives or leaves),
 //     the shared-pool containers' cpusets are updated: in the response of
 //     the next CreateContainer or StopContainer, and at once through

@@ -299,6 +299,25 @@ func TestResizeThroughTheKubelet(t *testing.T) {
 	require.Contains(t, agent.log.String(), "wrote the decision of a pod resized in place")
 	stage("be: grown to 2 CPUs, its decision and the report updated")
 
+	// The new decision reaches the pod even when it was lost: with the
+	// pod's annotation put back to its first decision while the agent is
+	// down, the restarted agent (its checkpoint holds 2 CPUs, its sandbox
+	// was created with 1) writes it again.
+	agent.stop(t)
+	stale, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		kube.AnnotationAllocation: first.String()}}})
+	require.NoError(t, err)
+	_, err = client.CoreV1().Pods("default").Patch(ctx, "be", types.MergePatchType, stale, metav1.PatchOptions{})
+	require.NoError(t, err)
+	agent = e.startAgent(t, c.agentArgs...)
+	c.agent = agent
+	require.Eventually(t, func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "be", metav1.GetOptions{})
+		return err == nil && p.Annotations[kube.AnnotationAllocation] == grown.String()
+	}, 30*time.Second, 100*time.Millisecond, "the restarted agent did not write be's decision again; its log:\n%s", agent.log)
+	require.Contains(t, agent.log.String(), "the pod was resized in place; its decision is written again")
+	stage("be: its lost decision written again by the restarted agent")
+
 	// A pod without a NUMA spec waits while be holds both CPUs (the default
 	// NodeResourcesFit refuses it first: be requests both) and is placed
 	// once be is back to 1 CPU: numaplace-scheduler, which refuses a pod

@@ -85,6 +85,20 @@ func (e *TopologyChangeError) Affected() []string {
 // a conflict (a *[NodeError]), never moved to another node. A nil m is an
 // error wrapping [ErrNoMachine].
 //
+// Readers see the old machine or the new one, never a mix: the new state
+// is built apart and moved in under the write lock, which every other
+// method but Machine takes for the whole of its work, so each call's
+// answer is of one machine (its dense indices, node types, free amounts
+// and allocations); Machine reads the machine from an atomic pointer
+// stored under that lock. Between two calls the machine may change: a
+// dense index taken from an earlier call may be beyond the new machine
+// (NodeFree returns nil for it, nothing indexes it), so a caller that
+// reads several things of one machine reads them from one [State.Clone].
+// Allocations returned before the move are not changed by it (the new
+// state holds copies): they keep their meaning on the machine they were
+// made on ([Allocation.NUMANodes] included). Restore and SetDeviceHealth
+// change the state under the write lock in the same way.
+//
 // Bound: building the new state (linear in m) and claiming every live
 // allocation on it (linear in what they hold), under the write lock.
 func (s *State) ReplaceMachine(m *topology.Machine) error {
@@ -131,4 +145,5 @@ func (s *State) adoptMachine(t *State) {
 	s.adopt(t)
 	s.m, s.n, s.setMasks, s.dist, s.maxSet, s.setBit, s.allPool = t.m, t.n, t.setMasks, t.dist, t.maxSet, t.setBit, t.allPool
 	s.distTab, s.distBy, s.setOf = t.distTab, t.distBy, t.setOf
+	s.machine.Store(t.m)
 }

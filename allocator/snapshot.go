@@ -227,6 +227,7 @@ func (s *State) cloneLocked() *State {
 		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab,
 		distBy:  s.distBy,
 		builtin: s.builtin, memSlot: nextMemSlot()}
+	c.machine.Store(s.m)
 	c.res = make([]Resource, len(s.res))
 	for j, r := range s.res {
 		c.res[j] = r.Clone()

@@ -76,8 +76,10 @@ type Options struct {
 // All methods are safe for concurrent use: Fit, Score, FitWithout, Get,
 // Live, Snapshot, Clone and the other readers take a read lock and run in
 // parallel; Allocate, Release, Resize, Claim, Restore, ReplaceMachine and
-// SetDeviceHealth take the write lock. No method holds a lock for
-// unbounded work: each one's doc comment states its bound.
+// SetDeviceHealth take the write lock; Machine reads an atomic pointer.
+// Each call sees one machine, the one before or after a concurrent
+// ReplaceMachine (see there). No method holds a lock for unbounded work:
+// each one's doc comment states its bound.
 type State struct {
 	mu       sync.RWMutex
 	m        *topology.Machine
@@ -111,6 +113,11 @@ type State struct {
 	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
 	builtin                int                      // res[builtin:] are the kinds of the caller's own
 	memSlot                uint8                    // the index in memSlots of the state's slot of working memory
+	// machine is m for [State.Machine], which reads it without the lock:
+	// stored wherever m is set, under the write lock (or before the
+	// state is shared). Last, so that the fields a decision reads keep
+	// their places.
+	machine atomic.Pointer[topology.Machine]
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a
@@ -140,6 +147,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: newIDTable(),
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
 		allPool: [1]numa.Mask{m.AllNodes()}, memSlot: nextMemSlot()}
+	s.machine.Store(m)
 	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
 	}
@@ -340,12 +348,17 @@ func (s *State) capacityOf(j int, r *Request, buf []int64) []int64 {
 	return buf
 }
 
-// Machine returns the machine (nil for a nil state).
+// Machine returns the state's machine (nil for a nil state), in one
+// atomic load, without the lock. After a [State.ReplaceMachine] it
+// returns the new machine; a caller that reads the machine and then other
+// things of the state by further calls may see the machine change between
+// them (see [State.ReplaceMachine] for what one call guarantees and how to
+// read several things of one machine).
 func (s *State) Machine() *topology.Machine {
 	if s == nil {
 		return nil
 	}
-	return s.m
+	return s.machine.Load()
 }
 
 // Fit reports whether Allocate would accept r now, without changing
@@ -546,13 +559,19 @@ func (s *State) Kinds() []string {
 
 // NodeFree returns, for the node at dense index i, the free amount of each
 // resource kind in plain units (CPUs, devices, MiB), by kind; nil when i
-// is not a node's index (or the state is nil).
+// is not a node's index of the state's machine when NodeFree reads it
+// (under the read lock, so an index of a machine that ReplaceMachine has
+// just replaced with a smaller one is nil, never read), or the state is
+// nil.
 func (s *State) NodeFree(i int) map[string]int64 {
-	if s == nil || i < 0 || i >= s.n {
+	if s == nil || i < 0 {
 		return nil
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if i >= s.n {
+		return nil
+	}
 	var plain Request
 	out := make(map[string]int64, len(s.res))
 	for _, res := range s.res {

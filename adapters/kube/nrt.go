@@ -547,7 +547,11 @@ func checkZones(m *topology.Machine, zones []nrtZone) error {
 // (numaplace nodes run the kubelet's Topology Manager with policy none) and
 // [NRTAttributeTopology], the whole machine, so that [MachineFromNRT] gives
 // back the same machine. Metadata.Name is left for the caller (the node's
-// name). s must be a state of m.
+// name). s must be a state of m, and is read by more than one call: pass
+// one that no other goroutine changes meanwhile (a Clone, or a state under
+// the caller's own lock, as kubelet.Node.Report does), or the amounts may
+// be of different moments and, across an allocator.State.ReplaceMachine,
+// of another machine than m.
 func NRTFromState(m *topology.Machine, s *allocator.State) (*NodeResourceTopology, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: no machine (nil)", ErrInvalidNRT)

@@ -31,3 +31,13 @@ var TotalsFields = func() []string {
 	}
 	return out
 }()
+
+// PreBindLater is PreBind of the pod with the given key cut in two, as a
+// concurrent change may cut it: the pod's record is read now, and the
+// returned function reads its annotations under the node's lock later.
+func PreBindLater(c *Cache, key string) func() (map[string]string, error) {
+	c.podsMu.Lock()
+	pi := c.pods[key]
+	c.podsMu.Unlock()
+	return func() (map[string]string, error) { return c.annotations(pi) }
+}

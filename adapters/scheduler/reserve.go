@@ -133,7 +133,9 @@ func (c *Cache) Unreserve(p *kube.Pod) error {
 // (cpuset, GPUs, NUMA nodes, memory per NUMA node ID), and with Config.KoordinatorAnnotations also
 // Koordinator's resource-status and device-allocated. A pod without a NUMA
 // spec and without GPUs holds no allocation: the map is empty. A pod the
-// cache has not placed returns an error wrapping allocator.ErrUnknownID.
+// cache has not placed returns an error wrapping allocator.ErrUnknownID,
+// and so does one whose reservation a change of the node dropped while
+// PreBind ran (see [Cache.UpdateNode]).
 func (c *Cache) PreBind(p *kube.Pod) (map[string]string, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
@@ -147,10 +149,19 @@ func (c *Cache) PreBind(p *kube.Pod) (map[string]string, error) {
 	return c.annotations(pi)
 }
 
+// annotations are PreBind's for pi, read under its node's lock. pi was
+// read from c.pods before that lock was taken: a change of the node
+// meanwhile (a machine change that drops the reservation, the node
+// removed, the pod removed) leaves pi out of the node's pods, and then the
+// pod is no longer placed: an error wrapping allocator.ErrUnknownID, not
+// the empty annotations of a pod that needs no allocation.
 func (c *Cache) annotations(pi *podInfo) (map[string]string, error) {
 	ni := pi.node
 	ni.mu.RLock()
 	defer ni.mu.RUnlock()
+	if ni.pods[pi.key] != pi {
+		return nil, fmt.Errorf("%w: pod %s is no longer placed on node %s", allocator.ErrUnknownID, pi.key, ni.name)
+	}
 	out := map[string]string{}
 	if !pi.alloc || ni.kpol != "" { // the kubelet decides on its own node
 		return out, nil

@@ -205,6 +205,9 @@ func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
 			return Result{}, fmt.Errorf("%w: %s was removed or moved while being scheduled", ErrPodPlaced, pr.key)
 		}
 		ann, err := c.annotations(pi)
+		if errors.Is(err, allocator.ErrUnknownID) { // dropped meanwhile (a machine change, RemovePod)
+			return Result{}, fmt.Errorf("%w: %s was removed or moved while being scheduled", ErrPodPlaced, pr.key)
+		}
 		if err != nil {
 			return Result{}, err
 		}

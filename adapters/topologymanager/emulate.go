@@ -32,6 +32,12 @@ import (
 // groups them all (a node grouped with others is then not offered alone).
 // The allocation's policy is None: the kubelet does not hold to a span. An
 // error says what the state cannot give.
+//
+// The state is read by more than one call: pass one that no other
+// goroutine changes meanwhile (a Clone, or a state under the caller's own
+// lock, as the scheduler cache does), or the reads may be of different
+// moments and, across an allocator.State.ReplaceMachine, of different
+// machines.
 func KubeletAllocation(m *topology.Machine, st *allocator.State, id string, r *allocator.Request, hint TopologyHint) (allocator.Allocation, error) {
 	if m == nil || st == nil || r == nil {
 		return allocator.Allocation{}, fmt.Errorf("%w: KubeletAllocation needs a machine, a state and a request", ErrHintConfig)

@@ -422,6 +422,12 @@ type PredictOptions struct {
 // CPUs held or reserved are not available, GPUs held or unhealthy are not
 // available, memory held is not free, and a live allocation's memory nodes
 // form its memory-manager group.
+//
+// The state is read by more than one call: pass one that no other
+// goroutine changes meanwhile (a Clone, or a state under the caller's own
+// lock, as the scheduler cache does), or the reads may be of different
+// moments and, across an allocator.State.ReplaceMachine, of different
+// machines.
 func ProviderHints(m *topology.Machine, st *allocator.State, r *allocator.Request, opts PredictOptions) ([]map[string][]TopologyHint, error) {
 	v, err := observe(m, st, r, opts)
 	if err != nil {
@@ -442,7 +448,7 @@ func ProviderHints(m *topology.Machine, st *allocator.State, r *allocator.Reques
 // set of nodes for the memory. Machines with more NUMA nodes than
 // opts.MaxAllowableNUMANodes (default 8) are refused with an error, as the
 // kubelet refuses to start on them, and so are machines with more than
-// PredictMaxNodes.
+// PredictMaxNodes. The state is read as by ProviderHints.
 func Predict(policy Policy, opts PredictOptions, m *topology.Machine, st *allocator.State, r *allocator.Request) (TopologyHint, bool, error) {
 	v, err := observe(m, st, r, opts)
 	if err != nil {

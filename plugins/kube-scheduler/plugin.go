@@ -370,11 +370,25 @@ func (pl *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, no
 }
 
 // PreBindPreFlight says whether PreBind has anything to write: Skip for a
-// pod that holds no allocation (no NUMA spec and no GPUs).
-func (pl *Plugin) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+// pod that holds no allocation (no NUMA spec and no GPUs), and for a pod
+// without a NUMA spec on a node the cache does not model (Reserve left it
+// out of the cache). A pod the cache no longer holds although Reserve put
+// it there (a change of the node's machine dropped its reservation, or
+// the pod was removed meanwhile) is not skipped: PreBind fails for it, so
+// that the pod is tried again rather than bound without its decision.
+func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	st, ok := pl.cache.Pod(podKey(pod))
-	if !ok || st.Allocation == nil {
+	if ok && st.Allocation == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if !ok {
+		s, err := pl.podState(state, pod)
+		if err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		if _, known := pl.cache.Free(nodeName); !known && !s.req.NUMA { // cheap: whether the cache has the node
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
 	}
 	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
 }

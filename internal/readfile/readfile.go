@@ -20,7 +20,8 @@ var (
 // Regular returns the content of the regular file at path, of at most max
 // bytes. A path that is not a regular file (after following links) is an
 // error wrapping [ErrNotRegular] that says what it is; a longer file is an
-// error wrapping [ErrTooLarge] once max+1 bytes have been read. Errors are
+// error wrapping [ErrTooLarge], at once when its size says so, else once
+// max+1 bytes have been read. Errors are
 // *fs.PathError naming the path; one that does not exist wraps
 // fs.ErrNotExist.
 func Regular(path string, max int64) ([]byte, error) {
@@ -37,6 +38,11 @@ func Regular(path string, max int64) ([]byte, error) {
 	}
 	if !info.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, Kind(info.Mode()))}
+	}
+	// A regular file's size is known before reading (files of /proc and
+	// /sys say 0 or a page and are read to their end below).
+	if info.Size() > max {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: longer than %d bytes", ErrTooLarge, max)}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {

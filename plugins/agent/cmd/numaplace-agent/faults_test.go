@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -67,12 +68,13 @@ func opsNodeEvent(t *testing.T, client kubernetes.Interface, reason, want string
 func TestCorruptCheckpointOnTheKubelet(t *testing.T) {
 	c := startKubeletCluster(t)
 	ctx := context.Background()
-	_, err := c.client.CoreV1().Pods("default").Create(ctx, ackGPUPod("held"), metav1.CreateOptions{})
+	// web first (see TestAPIServerOutageOnTheKubelet for why).
+	_, err := c.client.CoreV1().Pods("default").Create(ctx, opsSharedPod("web"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = c.client.CoreV1().Pods("default").Create(ctx, opsSharedPod("web"), metav1.CreateOptions{})
+	waitRunning(t, c.client, "web")
+	_, err = c.client.CoreV1().Pods("default").Create(ctx, ackGPUPod("held"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	held := waitRunning(t, c.client, "held")
-	waitRunning(t, c.client, "web")
 	d := checkPlacement(t, c.e, c.client, held)
 	opsRequireConsistent(t, c, true, 60*time.Second)
 	c.stage("held and web running, the node consistent")
@@ -180,14 +182,18 @@ func opsWaitRuntime(t *testing.T, c *kubeletCluster, name, not, why string) (san
 func TestAPIServerOutageOnTheKubelet(t *testing.T) {
 	c := startKubeletCluster(t)
 	ctx := context.Background()
+	// web first and running before job: a shared-pool container created but
+	// not yet started when an exclusive pod is admitted is another fault
+	// (the agent's update of its cpuset does not reach it; see the report of
+	// issue 22), not this test's.
+	_, err := c.client.CoreV1().Pods("default").Create(ctx, opsSharedPod("web"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitRunning(t, c.client, "web")
 	job := ackGPUPod("job")
 	job.Spec.RestartPolicy = corev1.RestartPolicyNever
-	_, err := c.client.CoreV1().Pods("default").Create(ctx, job, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = c.client.CoreV1().Pods("default").Create(ctx, opsSharedPod("web"), metav1.CreateOptions{})
+	_, err = c.client.CoreV1().Pods("default").Create(ctx, job, metav1.CreateOptions{})
 	require.NoError(t, err)
 	job = waitRunning(t, c.client, "job")
-	waitRunning(t, c.client, "web")
 	d := checkPlacement(t, c.e, c.client, job)
 	late := ackGPUPod("late")
 	late.Spec.NodeName = kubeletNode
@@ -285,7 +291,15 @@ func TestAPIServerOutageOnTheKubelet(t *testing.T) {
 	// lease and places a new pod where late was, once late is gone.
 	c.sched = startScheduler(t, c.e.dir, c.schedulerBin,
 		serviceAccountKubeconfig(t, c.client, c.cp.Config.Host, "kube-system", "numaplace-scheduler", nil))
-	deletePod(t, c.client, "late", 5)
+	// The kubelet's watch of its pods comes back after its own backoff
+	// (client-go's, up to 30 s between tries, longer on a loaded machine):
+	// the deletion reaches it then.
+	grace := int64(5)
+	require.NoError(t, c.client.CoreV1().Pods("default").Delete(ctx, "late", metav1.DeleteOptions{GracePeriodSeconds: &grace}))
+	require.Eventually(t, func() bool {
+		_, err := c.client.CoreV1().Pods("default").Get(ctx, "late", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 4*time.Minute, 500*time.Millisecond, "pod late was not removed: %s", describe(c.client, "late"))
 	_, err = c.client.CoreV1().Pods("default").Create(ctx, ackGPUPod("after"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	after := waitRunning(t, c.client, "after")

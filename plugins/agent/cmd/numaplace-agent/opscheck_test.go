@@ -91,8 +91,8 @@ type opsNodeState struct {
 //   - the checkpoint lists exactly the running pods, each pod with a
 //     decision holding exactly its CPUs and GPUs;
 //   - the NodeResourceTopology's available CPUs and GPUs per NUMA node are
-//     the machine's minus what the checkpoint holds (skipped when report is
-//     false).
+//     the machine's minus what the checkpoint holds, and its pod fingerprint
+//     is that of the running pods (skipped when report is false).
 func opsCheckNode(c *kubeletCluster, report bool) (opsNodeState, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -314,6 +314,23 @@ func opsCheckNode(c *kubeletCluster, report bool) (opsNodeState, error) {
 			if gotCPU != strconv.Itoa(wantCPU) || gotGPU != strconv.Itoa(wantGPU) {
 				bad("the NodeResourceTopology's %s has cpu=%s aliyun.com/gpu=%s available, the checkpoint leaves %d and %d", zone, gotCPU, gotGPU, wantCPU, wantGPU)
 			}
+		}
+		// The pod fingerprint: that of the running pods.
+		var fp kube.PodFingerprint
+		for key := range running {
+			ns, name, _ := strings.Cut(key, "/")
+			fp.Add(ns, name)
+		}
+		attrs, _, _ := unstructured.NestedSlice(obj.Object, "attributes")
+		var got string
+		for _, a := range attrs {
+			if am, _ := a.(map[string]any); am["name"] == "nodeTopologyPodsFingerprint" {
+				got, _ = am["value"].(string)
+			}
+		}
+		fmt.Fprintf(&b, "fingerprint %s", got)
+		if want := fp.Sign(); got != want {
+			bad("the NodeResourceTopology's pod fingerprint is %s, the running pods' %s", got, want)
 		}
 		st.Zones = b.String()
 	}

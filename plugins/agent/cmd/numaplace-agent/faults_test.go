@@ -172,7 +172,8 @@ func opsWaitRuntime(t *testing.T, c *kubeletCluster, name, not, why string) (san
 // from what the node has: job's container ends, the kubelet stops its
 // sandbox and the agent releases it; the kubelet's next try of late's
 // sandbox is admitted and its container gets the decision's cpuset and
-// GPU; web's sandbox is stopped behind the kubelet's back (crictl stopp),
+// GPU, and so does the container the kubelet starts when that one ends;
+// web's sandbox is stopped behind the kubelet's back (crictl stopp),
 // and the kubelet's new one is admitted to the shared pool. The node is
 // consistent throughout (opsCheckNode without the report), the reporter
 // retries with growing backoff, and numaplace-scheduler exits on its lost
@@ -236,6 +237,15 @@ func TestAPIServerOutageOnTheKubelet(t *testing.T) {
 	c.stage("web's sandbox stopped, the kubelet's new one running")
 	require.Equal(t, d.CPUSet, c.e.status(t, lateCtr, "Cpus_allowed_list"), "late's cpuset is its decision's")
 	require.Equal(t, d.GPUs[0].UUID, c.e.envOf(t, lateCtr)["NVIDIA_VISIBLE_DEVICES"], "late's GPU is its decision's")
+	// late's container ends (restartPolicy Always): the kubelet starts a
+	// new one in the same sandbox, which gets the decision's cpuset and GPU
+	// again.
+	out, err = c.e.crictl("stop", "--timeout", "10", lateCtr)
+	require.NoError(t, err, "crictl stop late's container: %s", out)
+	_, lateCtr2 := opsWaitRuntime(t, c, "late", lateCtr, "late's container restarted by the kubelet")
+	require.Equal(t, d.CPUSet, c.e.status(t, lateCtr2, "Cpus_allowed_list"), "late's new container's cpuset")
+	require.Equal(t, d.GPUs[0].UUID, c.e.envOf(t, lateCtr2)["NVIDIA_VISIBLE_DEVICES"], "late's new container's GPU")
+	c.stage("late's container ended, the kubelet's new one placed by its decision")
 	opsRequireConsistent(t, c, false, 60*time.Second)
 	if wait := 60*time.Second - time.Since(outage); wait > 0 {
 		time.Sleep(wait)

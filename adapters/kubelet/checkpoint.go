@@ -67,7 +67,8 @@ var ErrCheckpoint = errors.New("unusable checkpoint")
 // CheckpointError names the checkpoint file and what is wrong with it. It
 // unwraps to [ErrCheckpoint] and to the cause (such as an
 // *allocator.RestoreError). A node never starts from, drops or overwrites
-// a file it refused.
+// a file it refused; with NodeOptions.SetAsideUnusableCheckpoint it renames
+// one whose content is unusable aside ([Node.SetAside]) and starts empty.
 type CheckpointError struct {
 	// Path is the checkpoint file.
 	Path string
@@ -75,6 +76,10 @@ type CheckpointError struct {
 	Problem string
 	// Err is the underlying error, or nil.
 	Err error
+	// unusable says that the file was read and is not a usable checkpoint
+	// (its content, or its size), rather than a file that cannot be read:
+	// such a file can be set aside (NodeOptions.SetAsideUnusableCheckpoint).
+	unusable bool
 }
 
 // Error implements error.
@@ -286,11 +291,13 @@ func (n *Node) restore() (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return true, &CheckpointError{Path: n.path, Problem: "cannot be read", Err: err}
+		// A file longer than any checkpoint is read no further, but it is a
+		// regular file of the wrong content all the same.
+		return true, &CheckpointError{Path: n.path, Problem: "cannot be read", Err: err, unusable: errors.Is(err, readfile.ErrTooLarge)}
 	}
 	d, problem, err := decodeCheckpoint(raw, n.m)
 	if problem != "" {
-		return true, &CheckpointError{Path: n.path, Problem: problem, Err: err}
+		return true, &CheckpointError{Path: n.path, Problem: problem, Err: err, unusable: true}
 	}
 	// The file was written for this machine (its fingerprint matches), so
 	// every device whose health it records exists here: one that does not
@@ -299,17 +306,17 @@ func (n *Node) restore() (bool, error) {
 	for _, class := range slices.Sorted(maps.Keys(d.snap.Unhealthy)) {
 		for _, id := range d.snap.Unhealthy[class] {
 			if _, err := probe.SetDeviceHealth(class, id, false); err != nil {
-				return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err}
+				return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err, unusable: true}
 			}
 		}
 	}
 	if err := n.s.Restore(d.snap); err != nil {
-		return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err}
+		return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err, unusable: true}
 	}
 	for _, a := range n.s.Live() {
 		if got, want := a.NUMANodes(), d.spans[a.ID]; !slices.Equal(got, want) {
 			return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
-				"inconsistent with this machine: pod %s is recorded on NUMA nodes %v but what it holds lies on %v", a.ID, want, got)}
+				"inconsistent with this machine: pod %s is recorded on NUMA nodes %v but what it holds lies on %v", a.ID, want, got), unusable: true}
 		}
 	}
 	n.pods = d.pods

@@ -111,9 +111,19 @@ func TestOpenMissingStartsEmptyAndWrites(t *testing.T) {
 	require.ErrorIs(t, err, ErrCheckpoint, "an unwritable location fails at start")
 }
 
-// Every checkpoint that cannot be used stops the start with an error that
-// names the file and the problem, and the file is left exactly as it was.
-func TestOpenRefusesBadCheckpoint(t *testing.T) {
+// badCheckpoint is a checkpoint file that cannot be used, with the problem
+// Open names and the cause its error wraps (nil: none checked).
+type badCheckpoint struct {
+	name    string
+	file    []byte
+	problem string
+	cause   error
+}
+
+// badCheckpoints returns the good checkpoint of writtenCheckpoint, the
+// helper that edits its data and re-signs it, and every kind of unusable
+// checkpoint made from it.
+func badCheckpoints(t *testing.T) ([]byte, func(change func(d map[string]any)) []byte, []badCheckpoint) {
 	good := writtenCheckpoint(t)
 	var f checkpointFile
 	require.NoError(t, json.Unmarshal(good, &f))
@@ -125,12 +135,7 @@ func TestOpenRefusesBadCheckpoint(t *testing.T) {
 	pod := func(d map[string]any, i int) map[string]any { return d["pods"].([]any)[i].(map[string]any) }
 	alloc := func(d map[string]any, i int) map[string]any { return pod(d, i)["allocation"].(map[string]any) }
 
-	tests := []struct {
-		name    string
-		file    []byte
-		problem string
-		cause   error
-	}{
+	return good, edit, []badCheckpoint{
 		{"empty file", []byte{}, "not a valid checkpoint (truncated or corrupted JSON)", nil},
 		{"truncated", good[:len(good)/2], "not a valid checkpoint (truncated or corrupted JSON)", nil},
 		{"bad JSON", []byte(`{"version":1,`), "not a valid checkpoint", nil},
@@ -170,6 +175,12 @@ func TestOpenRefusesBadCheckpoint(t *testing.T) {
 		{"too much memory", edit(func(d map[string]any) { alloc(d, 1)["memoryMiB"] = map[string]any{"0": 5000} }), "inconsistent with this machine", allocator.ErrConflict},
 		{"span recorded wrong", edit(func(d map[string]any) { alloc(d, 1)["numaNodes"] = []any{2} }), "pod default/b is recorded on NUMA nodes [2] but what it holds lies on [0]", nil},
 	}
+}
+
+// Every checkpoint that cannot be used stops the start with an error that
+// names the file and the problem, and the file is left exactly as it was.
+func TestOpenRefusesBadCheckpoint(t *testing.T) {
+	good, edit, tests := badCheckpoints(t)
 	m := smallMachine(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -209,6 +209,11 @@ type NodeOptions struct {
 	// decides as the scheduler would. A decision is claimed as written,
 	// with the memory it reserves, whatever this says.
 	DisableMemoryAlignment bool
+	// SetAsideUnusableCheckpoint makes Open set aside a checkpoint file
+	// whose content cannot be used (see [Open]) and start empty, rather
+	// than refuse to start. Set it only when the caller rebuilds the state
+	// from the running pods, as the NRI agent does when it synchronises.
+	SetAsideUnusableCheckpoint bool
 }
 
 type podRecord struct {
@@ -236,6 +241,8 @@ type Node struct {
 	write func(path string, data []byte) error
 	// leftovers are the temporary files Open removed.
 	leftovers []string
+	// aside is the unusable checkpoint Open set aside, or nil.
+	aside *SetAsideCheckpoint
 }
 
 // Open returns the node agent of machine m with its state restored from
@@ -245,7 +252,15 @@ type Node struct {
 // a checksum mismatch, an unknown format version, another machine's, or
 // allocations that overlap or name CPUs or devices this machine does not
 // have) stops the start with a *[CheckpointError] naming the file and the
-// problem; the file is left exactly as it is. Before reading the file, Open
+// problem; the file is left exactly as it is. With
+// NodeOptions.SetAsideUnusableCheckpoint, a regular file that was read and
+// cannot be used for what it holds (every reason above but "cannot be
+// read", and a file longer than [MaxCheckpointBytes]) is instead renamed
+// aside ([AsideSuffix]; never overwriting a file) and the node starts empty
+// as for a missing file, [Node.SetAside] saying where the file went and
+// why; a file that cannot be read (permissions, I/O errors), a path that is
+// not a regular file (a directory, a FIFO, a device) or a file that cannot
+// be set aside still stops the start. Before reading the file, Open
 // removes the temporary files that writes interrupted by a crash left beside
 // it (only this checkpoint's: the regular files named "." + its name +
 // ".tmp-" and digits; see [Node.RemovedLeftovers]); a leftover that cannot
@@ -280,7 +295,10 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	}
 	found, err := n.restore()
 	if err != nil {
-		return nil, err
+		if err := n.openAside(err); err != nil {
+			return nil, err
+		}
+		found = false
 	}
 	if !found {
 		if err := n.checkpointLocked(); err != nil {

@@ -144,5 +144,13 @@ func (e *Events) Record(_ context.Context, ev nri.Event) {
 	e.recorder.Event(ref, ev.Type, ev.Reason, ev.Message)
 }
 
+// RecordNode records an event on the Node named node (as the kubelet
+// does: kind Node, the node's name as its UID, in the default namespace),
+// sent in the background like Record's.
+func (e *Events) RecordNode(node, eventType, reason, message string) {
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
+	e.recorder.Event(ref, eventType, reason, message)
+}
+
 // Shutdown stops sending events (those queued may be lost).
 func (e *Events) Shutdown() { e.broadcaster.Shutdown() }

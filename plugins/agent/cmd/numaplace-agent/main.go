@@ -278,9 +278,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	} else if err := os.MkdirAll(filepath.Dir(c.checkpoint), 0o755); err != nil {
 		return fail("cannot create the checkpoint's directory", err)
 	}
-	node, err := kubelet.Open(m, c.checkpoint, kubelet.NodeOptions{})
+	// With the NRI role, a checkpoint whose content is unusable is set aside
+	// and the state rebuilt from the running pods at Synchronize, as for a
+	// missing file; without it nothing would rebuild the state, so such a
+	// file stops the start.
+	node, err := kubelet.Open(m, c.checkpoint, kubelet.NodeOptions{SetAsideUnusableCheckpoint: c.nri})
 	if err != nil {
 		return fail("cannot open the node's checkpoint (move a refused file away only after draining the node)", err)
+	}
+	aside := node.SetAside()
+	if aside != nil {
+		log.Error("the checkpoint cannot be used: it is kept aside for inspection, and the state is rebuilt from the running pods and their decisions",
+			"checkpoint", c.checkpoint, "keptAs", aside.Path, "problem", aside.Err.Error())
 	}
 	log.Info("node agent ready", "machine", m.Name(), "numaNodes", m.NumNodes(), "cpus", m.NumCPUs(),
 		"gpus", m.NumGPUs(), "checkpoint", c.checkpoint, "admitted", len(node.Admissions()),
@@ -317,6 +326,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		// The decisions of pods resized in place, written on the pods.
 		if decisions, err = cluster.NewDecisions(cfg, log); err != nil {
 			return fail("cannot build the Kubernetes client", err)
+		}
+		if aside != nil {
+			ev.RecordNode(c.nodeName, nri.EventTypeWarning, ReasonCheckpointSetAside, checkpointSetAsideMessage(aside))
 		}
 	}
 
@@ -387,6 +399,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		wg.Wait()
 		return fail("a role stopped", err)
 	}
+}
+
+// ReasonCheckpointSetAside is the reason of the Warning event on the Node
+// when the agent set an unusable checkpoint aside and started from the
+// running pods.
+const ReasonCheckpointSetAside = "NUMAPlaceCheckpointSetAside"
+
+// checkpointSetAsideMessage is the event's message: where the file went and
+// why it could not be used.
+func checkpointSetAsideMessage(a *kubelet.SetAsideCheckpoint) string {
+	return fmt.Sprintf("the node's checkpoint cannot be used (%v); it is kept as %s for inspection, "+
+		"and the state is rebuilt from the running pods and their decisions", a.Err, a.Path)
 }
 
 // hasMemory is where the kernel lists the NUMA nodes that have memory.

@@ -153,14 +153,33 @@ func TestRunFailsClearly(t *testing.T) {
 	require.Equal(t, 1, run(context.Background(), append([]string{"--topology", filepath.Join(dir, "nope.json")}, nriOnly...), &stderr, noEnv))
 	require.Contains(t, stderr.String(), "cannot use the machine")
 
-	// A corrupt checkpoint stops the start and is left alone.
+	// A corrupt checkpoint, without the NRI role (nothing would rebuild
+	// the state from the running pods), stops the start and is left alone.
 	cp := filepath.Join(dir, "cp.json")
 	require.NoError(t, os.WriteFile(cp, []byte("{"), 0o600))
 	stderr.Reset()
-	require.Equal(t, 1, run(context.Background(), append([]string{"--topology", file, "--checkpoint", cp}, nriOnly...), &stderr, noEnv))
+	require.Equal(t, 1, run(context.Background(), []string{"--topology", file, "--checkpoint", cp, "--nri=false", "--reporter=false",
+		"--kubelet-socket-dir", dir}, &stderr, noEnv))
 	require.Contains(t, stderr.String(), "unusable checkpoint")
 	data, _ := os.ReadFile(cp)
 	require.Equal(t, "{", string(data))
+	// With it, the file is set aside, said at level ERROR with both
+	// names, and the agent goes on with a fresh checkpoint (here to fail
+	// at the missing runtime).
+	stderr.Reset()
+	require.Equal(t, 1, run(context.Background(), append([]string{"--topology", file, "--checkpoint", cp,
+		"--socket", filepath.Join(dir, "none.sock")}, nriOnly...), &stderr, noEnv))
+	require.Contains(t, stderr.String(), `level=ERROR msg="the checkpoint cannot be used: it is kept aside for inspection`)
+	require.Contains(t, stderr.String(), "checkpoint="+cp+" keptAs="+cp+".corrupt-")
+	require.Contains(t, stderr.String(), "not a valid checkpoint (truncated or corrupted JSON)")
+	require.Contains(t, stderr.String(), "failed to connect to NRI service")
+	aside, err := filepath.Glob(cp + ".corrupt-*")
+	require.NoError(t, err)
+	require.Len(t, aside, 1)
+	data, _ = os.ReadFile(aside[0])
+	require.Equal(t, "{", string(data), "the file set aside")
+	data, _ = os.ReadFile(cp)
+	require.Contains(t, string(data), `"pods": []`, "a fresh checkpoint")
 
 	// No runtime listening on the socket. The checkpoint's directory is
 	// created.

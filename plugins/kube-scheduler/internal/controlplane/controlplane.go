@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,6 +66,26 @@ func Binaries(t testing.TB) (apiserver, etcd string) {
 // created the default namespace.
 func Start(t testing.TB) *rest.Config {
 	t.Helper()
+	return StartControlPlane(t).Config
+}
+
+// ControlPlane is the etcd and kube-apiserver that [StartControlPlane]
+// started; the API server can be stopped and started again (an outage)
+// while etcd keeps the cluster's state.
+type ControlPlane struct {
+	// Config is a client configuration with full rights.
+	Config *rest.Config
+
+	t         testing.TB
+	dir, bin  string
+	args      []string
+	apiserver func() // stops the running API server; nil when stopped
+}
+
+// StartControlPlane is [Start], returning the control plane, whose API
+// server a test can stop and start again.
+func StartControlPlane(t testing.TB) *ControlPlane {
+	t.Helper()
 	apiserverBin, etcdBin := Binaries(t)
 	dir := t.TempDir()
 
@@ -86,7 +107,8 @@ func Start(t testing.TB) *rest.Config {
 	keyFile := filepath.Join(dir, "sa.key")
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
 	port := freePort(t)
-	startProcess(t, dir, "kube-apiserver", apiserverBin,
+	host := "https://127.0.0.1:" + strconv.Itoa(port)
+	c := &ControlPlane{t: t, dir: dir, bin: apiserverBin, args: []string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port),
@@ -101,20 +123,41 @@ func Start(t testing.TB) *rest.Config {
 		// No controller manager creates service accounts, no node
 		// lifecycle controller lifts the not-ready taint.
 		"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
-		"--v", "1")
-	host := "https://127.0.0.1:" + strconv.Itoa(port)
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server with a self-signed certificate
-	waitHTTP(t, dir, "kube-apiserver", insecure, host+"/readyz", Token)
+		"--v", "1"},
+		Config: &rest.Config{Host: host, BearerToken: Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}}
+	c.StartAPIServer()
+	t.Cleanup(c.StopAPIServer)
 
-	cfg := &rest.Config{Host: host, BearerToken: Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(c.Config)
 	require.NoError(t, err)
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	require.NoError(t, err, "the API server created no default namespace")
-	return cfg
+	return c
+}
+
+// StartAPIServer starts the API server (again, after StopAPIServer) on the
+// same port, certificates and etcd, and waits until it is ready. Its log
+// goes on in the same file.
+func (c *ControlPlane) StartAPIServer() {
+	c.t.Helper()
+	if c.apiserver != nil {
+		return
+	}
+	c.apiserver = startProcessStoppable(c.t, c.dir, "kube-apiserver", c.bin, c.args...)
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server with a self-signed certificate
+	waitHTTP(c.t, c.dir, "kube-apiserver", insecure, c.Config.Host+"/readyz", Token)
+}
+
+// StopAPIServer stops the API server (SIGTERM, then SIGKILL after 10 s);
+// etcd keeps running.
+func (c *ControlPlane) StopAPIServer() {
+	if c.apiserver != nil {
+		c.apiserver()
+		c.apiserver = nil
+	}
 }
 
 // Kubeconfig writes a kubeconfig file for cfg (as Start returns it) into
@@ -161,7 +204,15 @@ func freePort(t testing.TB) int {
 // it (SIGTERM, then SIGKILL) at the end of the test.
 func startProcess(t testing.TB, dir, name, bin string, args ...string) {
 	t.Helper()
-	logFile, err := os.Create(filepath.Join(dir, name+".log"))
+	startProcessStoppable(t, dir, name, bin, args...)
+}
+
+// startProcessStoppable is startProcess, returning a function that stops
+// the process (once; the end of the test does nothing more then). The log
+// file is appended to, so that a process started again keeps one log.
+func startProcessStoppable(t testing.TB, dir, name, bin string, args ...string) (stop func()) {
+	t.Helper()
+	logFile, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -171,16 +222,21 @@ func startProcess(t testing.TB, dir, name, bin string, args ...string) {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = logFile.Close()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			_ = logFile.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // waitHTTP waits until url answers 200, or fails the test with the end of

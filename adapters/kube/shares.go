@@ -47,29 +47,15 @@ func GPUShares(p *Pod, resource string, gpus []DecisionGPU) ([]ContainerGPUs, er
 	if p == nil {
 		return nil, fmt.Errorf("%w: GPUShares of a nil pod", ErrInvalidPod)
 	}
-	out := make([]ContainerGPUs, 0, len(p.InitContainers)+len(p.Containers))
-	for i := range p.InitContainers {
-		c := &p.InitContainers[i]
-		out = append(out, ContainerGPUs{Name: c.Name, Init: true, Sidecar: c.RestartPolicyAlways})
-	}
-	for i := range p.Containers {
-		out = append(out, ContainerGPUs{Name: p.Containers[i].Name})
+	out, err := GPURequests(p, resource)
+	if err != nil {
+		return nil, err
 	}
 	var reusable []DecisionGPU // ascending ID
 	next := 0                  // the next fresh GPU of gpus
 	for i := range out {
 		c := &out[i]
-		var ctr *Container
-		if c.Init {
-			ctr = &p.InitContainers[i].Container
-		} else {
-			ctr = &p.Containers[i-len(p.InitContainers)]
-		}
-		n, err := gpuCount(p, ctr, resource)
-		if err != nil {
-			return nil, err
-		}
-		c.Count = n
+		n := c.Count
 		take := min(n, len(reusable))
 		fresh := n - take
 		if fresh > len(gpus)-next {
@@ -86,6 +72,34 @@ func GPUShares(p *Pod, resource string, gpus []DecisionGPU) ([]ContainerGPUs, er
 		next += fresh
 		slices.SortFunc(c.GPUs, byID)
 		slices.SortFunc(reusable, byID)
+	}
+	return out, nil
+}
+
+// GPURequests returns the pod's containers in the order the kubelet's
+// device manager allocates devices to them (init containers, then app
+// containers), each with its request of resource as Count (its limit when
+// it has no request; 0 without either) and no GPUs. A request that is not
+// a whole number is an error wrapping [ErrInvalidPod].
+func GPURequests(p *Pod, resource string) ([]ContainerGPUs, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: GPURequests of a nil pod", ErrInvalidPod)
+	}
+	out := make([]ContainerGPUs, 0, len(p.InitContainers)+len(p.Containers))
+	for i := range p.InitContainers {
+		c := &p.InitContainers[i]
+		n, err := gpuCount(p, &c.Container, resource)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ContainerGPUs{Name: c.Name, Init: true, Sidecar: c.RestartPolicyAlways, Count: n})
+	}
+	for i := range p.Containers {
+		n, err := gpuCount(p, &p.Containers[i], resource)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ContainerGPUs{Name: p.Containers[i].Name, Count: n})
 	}
 	return out, nil
 }

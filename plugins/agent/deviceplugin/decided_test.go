@@ -48,7 +48,9 @@ func (f *fakePods) Pods(_ context.Context, fresh bool) ([]deviceplugin.PodInfo, 
 // fakeKubelet is the kubelet's pod-resources list.
 type fakeKubelet struct{ pods []deviceplugin.KubeletPod }
 
-func (f *fakeKubelet) List(context.Context, string) ([]deviceplugin.KubeletPod, error) { return f.pods, nil }
+func (f *fakeKubelet) List(context.Context, string) ([]deviceplugin.KubeletPod, error) {
+	return f.pods, nil
+}
 
 // admitting makes the kubelet list pod (being admitted, no devices yet).
 func (f *fakeKubelet) admitting(name string) {

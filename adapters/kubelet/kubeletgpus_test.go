@@ -2,6 +2,8 @@ package kubelet
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -112,4 +114,48 @@ func TestKubeletGPUsCheckpointFailureUndoes(t *testing.T) {
 	require.ErrorContains(t, n.SetKubeletGPUs("default/a", "main", []int{0}), "disk full")
 	adm, _ := n.Get("default/a")
 	require.Nil(t, adm.KubeletGPUs)
+}
+
+// TestKubeletGPUsInTheCheckpoint: the kubelet's GPUs of a shared-pool pod
+// are written under kubeletGPUs and read back; a file that records them
+// for an exclusive pod, names a GPU the machine lacks, or gives one a
+// decision holds is refused, naming the problem.
+func TestKubeletGPUsInTheCheckpoint(t *testing.T) {
+	m := smallMachine(t)
+	n, path := openTemp(t, m)
+	_, err := n.Admit(gpuDecision(gpuPod("decided"), 1))
+	require.NoError(t, err)
+	_, err = n.Admit(gpuPod("plain"))
+	require.NoError(t, err)
+	require.NoError(t, n.SetKubeletGPUs("default/plain", "main", []int{3, 2}))
+	file, err := os.ReadFile(path)
+	require.NoError(t, err)
+	d := dataOf(t, file)
+	pods := d["pods"].([]any)
+	plain := pods[1].(map[string]any)
+	require.Equal(t, "default/plain", plain["pod"])
+	require.Equal(t, map[string]any{"main": []any{2.0, 3.0}}, plain["kubeletGPUs"])
+
+	for _, tc := range []struct {
+		name, problem string
+		edit          func(pods []any)
+	}{
+		{"an exclusive pod", "pods[0] (default/decided): kubelet GPUs recorded for a pod with exclusive resources",
+			func(pods []any) { pods[0].(map[string]any)["kubeletGPUs"] = map[string]any{"main": []any{0}} }},
+		{"an unknown GPU", `pods[1] (default/plain): kubeletGPUs of container "main": GPU 9 is not a GPU of this machine`,
+			func(pods []any) { pods[1].(map[string]any)["kubeletGPUs"] = map[string]any{"main": []any{9}} }},
+		{"a decision's GPU", "GPU 1 is recorded as given by the kubelet to pod default/plain and held by pod default/decided's allocation",
+			func(pods []any) { pods[1].(map[string]any)["kubeletGPUs"] = map[string]any{"main": []any{1}} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := dataOf(t, file)
+			tc.edit(d["pods"].([]any))
+			p := filepath.Join(t.TempDir(), "checkpoint.json")
+			require.NoError(t, os.WriteFile(p, resign(t, CheckpointVersion, mustJSON(t, d)), 0o600))
+			_, err := Open(m, p, NodeOptions{})
+			var ce *CheckpointError
+			require.ErrorAs(t, err, &ce)
+			require.Contains(t, ce.Problem, tc.problem)
+		})
+	}
 }

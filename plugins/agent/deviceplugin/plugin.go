@@ -103,9 +103,10 @@ type gpu struct {
 // Plugin is numaplace's device plugin for the GPUs of one node: it serves
 // the kubelet's device-plugin API v1beta1 on a unix socket, registers with
 // the kubelet, and keeps doing so as the kubelet restarts. Its preferred
-// allocations come from the node's chooser (kubelet.DevicePlugin), its
-// health from the node's device nodes. Run serves; the other methods are
-// safe for concurrent use.
+// allocations are the decided GPUs of the pod the kubelet admits (see
+// [Plugin.GetPreferredAllocation]), else the node's chooser's
+// (kubelet.DevicePlugin); its health comes from the node's device nodes.
+// Run serves; the other methods are safe for concurrent use.
 type Plugin struct {
 	api.UnimplementedDevicePluginServer
 

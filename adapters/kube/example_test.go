@@ -80,3 +80,25 @@ func ExamplePodFingerprint() {
 	fmt.Println(f.Sign())
 	// Output: pfp0v001607b76a0e9d3aeb4
 }
+
+// The decision's GPUs split among a pod's containers by their requests,
+// in the kubelet's container order.
+func ExampleGPUShares() {
+	pod := &kube.Pod{Namespace: "default", Name: "train", Containers: []kube.Container{
+		{Name: "trainer", Limits: map[string]string{"aliyun.com/gpu": "2"}},
+		{Name: "logger"},
+		{Name: "eval", Limits: map[string]string{"aliyun.com/gpu": "1"}},
+	}}
+	shares, err := kube.GPUShares(pod, "aliyun.com/gpu", []kube.DecisionGPU{{ID: 4}, {ID: 5}, {ID: 7}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range shares {
+		fmt.Println(s.Name, s.Count, s.GPUs)
+	}
+	// Output:
+	// trainer 2 [{4 } {5 }]
+	// logger 0 []
+	// eval 1 [{7 }]
+}

@@ -40,13 +40,16 @@ import (
 //	       "allocation": {"policy": "SingleNUMANode", "exclusive": "Required",
 //	         "cpus": "48-55,176-183", "gpus": [0, 1], "devices": {"rdma": ["mlx5_0"]},
 //	         "memoryMiB": {"3": 1024}, "numaNodes": [3]}},
-//	      {"pod": "default/web", "source": "shared"}
+//	      {"pod": "default/web", "source": "shared"},
+//	      {"pod": "default/plain", "source": "shared", "kubeletGPUs": {"main": [3]}}
 //	    ],
 //	    "unhealthy": {"gpu": ["5"]}
 //	  }
 //	}
 //
-// Pods are ordered by key; memory is keyed by NUMA node ID; numaNodes is the
+// Pods are ordered by key; kubeletGPUs (optional, shared-pool pods only)
+// are the GPUs the kubelet gave a pod's containers outside numaplace's
+// decisions ([Node.SetKubeletGPUs]); memory is keyed by NUMA node ID; numaNodes is the
 // span, checked against the one the restored allocation has. The file is
 // read strictly (internal/strictjson: unknown, miscased and repeated keys
 // and invalid UTF-8 refused; memoryMiB keys written canonically, "3" and
@@ -123,6 +126,9 @@ type checkpointPod struct {
 	UID        string           `json:"uid,omitempty"`
 	Source     Source           `json:"source"`
 	Allocation *checkpointAlloc `json:"allocation,omitempty"`
+	// KubeletGPUs are a shared-pool pod's GPUs that the kubelet gave its
+	// containers, by container name.
+	KubeletGPUs map[string][]int `json:"kubeletGPUs,omitempty"`
 }
 
 type checkpointAlloc struct {
@@ -163,7 +169,7 @@ func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, snap alloc
 	d := checkpointData{Machine: m.Name(), Fingerprint: fingerprint(m), Pods: []checkpointPod{}, Unhealthy: snap.Unhealthy}
 	for _, key := range slices.Sorted(maps.Keys(pods)) {
 		rec := pods[key]
-		p := checkpointPod{Pod: key, UID: rec.uid, Source: rec.source}
+		p := checkpointPod{Pod: key, UID: rec.uid, Source: rec.source, KubeletGPUs: rec.kubeletGPUs}
 		if rec.source != SharedPool {
 			a, ok := allocs[key]
 			if !ok {
@@ -258,7 +264,25 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 		default:
 			return nil, item + ": no source", nil
 		}
-		out.pods[p.Pod] = podRecord{uid: p.UID, source: p.Source}
+		if len(p.KubeletGPUs) > 0 && p.Source != SharedPool {
+			return nil, item + ": kubelet GPUs recorded for a pod with exclusive resources", nil
+		}
+		for _, c := range slices.Sorted(maps.Keys(p.KubeletGPUs)) {
+			ids := p.KubeletGPUs[c]
+			if c == "" || len(ids) == 0 {
+				return nil, item + ": kubeletGPUs: an empty container name or GPU list", nil
+			}
+			for _, g := range ids {
+				if _, ok := m.GPU(g); !ok {
+					return nil, fmt.Sprintf("%s: kubeletGPUs of container %s: GPU %d is not a GPU of this machine", item, quote.Short(c), g), nil
+				}
+			}
+			p.KubeletGPUs[c] = slices.Compact(sortedInts(ids))
+		}
+		if len(p.KubeletGPUs) == 0 {
+			p.KubeletGPUs = nil
+		}
+		out.pods[p.Pod] = podRecord{uid: p.UID, source: p.Source, kubeletGPUs: p.KubeletGPUs}
 		if p.Allocation == nil {
 			continue
 		}
@@ -317,6 +341,18 @@ func (n *Node) restore() (bool, error) {
 		if got, want := a.NUMANodes(), d.spans[a.ID]; !slices.Equal(got, want) {
 			return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
 				"inconsistent with this machine: pod %s is recorded on NUMA nodes %v but what it holds lies on %v", a.ID, want, got), unusable: true}
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(d.pods)) {
+		for _, ids := range d.pods[key].kubeletGPUs {
+			for _, g := range ids {
+				for _, a := range n.s.Live() {
+					if slices.Contains(a.GPUs, g) {
+						return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
+							"inconsistent: GPU %d is recorded as given by the kubelet to pod %s and held by pod %s's allocation", g, key, a.ID)}
+					}
+				}
+			}
 		}
 	}
 	n.pods = d.pods

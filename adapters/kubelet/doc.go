@@ -11,7 +11,10 @@
 // unwrapping to [ErrTopologyAffinity]) that names every conflict, such as
 // which CPUs are held by which pod; without a decision it places the pod by
 // its own policy; a pod without a NUMA spec runs on the shared pool.
-// [Node.Remove] releases. Every change is written to the checkpoint before
+// [Node.Remove] releases. [Node.SetKubeletGPUs] records the GPUs the
+// kubelet gave a container of a shared-pool pod (one outside numaplace's
+// decisions), refusing one a decision holds and making the node refuse
+// decisions that name them, so that no GPU is in two containers. Every change is written to the checkpoint before
 // it returns (a temporary file, fsync, rename, fsync of the directory;
 // versioned and checksummed, see [CheckpointVersion]), and [Open] restores
 // it at start, refusing a corrupt or inconsistent file with a

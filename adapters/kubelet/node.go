@@ -177,6 +177,10 @@ type Admission struct {
 	// Allocation is the allocation the pod holds (a copy); the zero value
 	// for a shared-pool pod.
 	Allocation allocator.Allocation
+	// KubeletGPUs are, for a shared-pool pod, the GPUs (by ID, ascending)
+	// the kubelet gave each of its containers, by container name, as
+	// [Node.SetKubeletGPUs] recorded them (a copy); nil when none.
+	KubeletGPUs map[string][]int
 }
 
 // Mems returns the cpuset.mems value: MemoryNodes (NUMANodes when it is
@@ -219,6 +223,10 @@ type NodeOptions struct {
 type podRecord struct {
 	uid    string
 	source Source
+	// kubeletGPUs are, for a shared-pool pod, the GPUs the kubelet gave
+	// each of its containers (by container name), as SetKubeletGPUs
+	// recorded them; nil when none.
+	kubeletGPUs map[string][]int
 }
 
 // Node is the node agent of one machine: it admits pods by the scheduler's
@@ -407,12 +415,21 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 	case req.NUMA:
 		rec.source = Local
 		r := n.localRequest(req, key)
-		if _, err := n.s.Allocate(&r); err != nil {
+		a, err := n.s.Allocate(&r)
+		if err != nil {
 			var pe *allocator.PlacementError
 			if errors.As(err, &pe) {
 				return Admission{}, affinityError(key, nil, err)
 			}
 			return Admission{}, fmt.Errorf("pod %s: %w", key, err)
+		}
+		var held []Conflict
+		for _, g := range a.GPUs {
+			held = append(held, n.kubeletHoldersLocked(g, key)...)
+		}
+		if len(held) > 0 {
+			_ = n.s.Release(key)
+			return Admission{}, affinityError(key, held, nil)
 		}
 	default:
 		rec.source = SharedPool
@@ -614,6 +631,7 @@ func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
 				add("gpu", item, "is held by pod "+live[i].ID, live[i].ID)
 			}
 		}
+		out = append(out, n.kubeletHoldersLocked(g.ID, "")...)
 	}
 	for _, class := range slices.Sorted(maps.Keys(dec.Devices)) {
 		seen := map[string]bool{}
@@ -869,6 +887,12 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 		adm.CPUs = n.sharedPoolLocked()
 		adm.NUMANodes = n.m.NodeIDs()
 		adm.MemoryNodes = adm.NUMANodes
+		for c, ids := range rec.kubeletGPUs {
+			if adm.KubeletGPUs == nil {
+				adm.KubeletGPUs = map[string][]int{}
+			}
+			adm.KubeletGPUs[c] = slices.Clone(ids)
+		}
 		return adm
 	}
 	a, _ := n.s.Get(key)

@@ -458,9 +458,31 @@ func TestAgentRightsOnARealAPIServer(t *testing.T) {
 	_, err = agent.CoreV1().Nodes().Patch(ctx, "gpu-1", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "may not change a Node's spec")
 
-	// What RBAC does not grant at all.
-	_, err = agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	require.True(t, apierrors.IsForbidden(err), "listing pods: %v", err)
+	// The pods bound to its node: read, as the agent's informer does.
+	pods, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=gpu-1"})
+	require.NoError(t, err, "listing the pods bound to its node")
+	require.Len(t, pods.Items, 1)
+	require.Equal(t, pod.Name, pods.Items[0].Name)
+	informer, err := cluster.NewPodInformer(agentCfg, "gpu-1")
+	require.NoError(t, err)
+	infos, err := informer.Pods(ctx, true)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.Equal(t, "numaplace-system/numaplace-agent-x", infos[0].Pod.Key())
+	got, ok := informer.Pod(ctx, "numaplace-system", pod.Name, string(pod.UID))
+	require.True(t, ok)
+	require.Equal(t, "agent", got.Containers[0].Name)
+	_, err = agent.CoreV1().Pods("numaplace-system").Get(ctx, pod.Name, metav1.GetOptions{})
+	require.NoError(t, err, "reading a pod")
+
+	// What RBAC does not grant at all: creating or deleting pods, their logs.
+	_, err = agent.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "creating a pod: %v", err)
+	err = agent.CoreV1().Pods("numaplace-system").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	require.True(t, apierrors.IsForbidden(err), "deleting a pod: %v", err)
+	err = agent.CoreV1().Pods("numaplace-system").GetLogs(pod.Name, &corev1.PodLogOptions{}).Do(ctx).Error()
+	require.True(t, apierrors.IsForbidden(err), "reading a pod's log: %v", err)
 	err = agent.CoreV1().Nodes().Delete(ctx, "gpu-1", metav1.DeleteOptions{})
 	require.True(t, apierrors.IsForbidden(err), "deleting its node: %v", err)
 	_, err = agent.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})

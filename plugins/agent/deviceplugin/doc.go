@@ -12,15 +12,23 @@
 //     in TopologyInfo and its health, and again when a GPU's health
 //     changes ([Plugin.SetHealth], or the periodic [Plugin.CheckHealth]:
 //     healthy while its device node exists).
-//   - GetPreferredAllocation is answered by the node's chooser
-//     (adapters/kubelet), preferring GPUs no admitted pod holds.
+//   - GetPreferredAllocation finds the pod the kubelet is admitting (the
+//     pods bound to the node from [Options.Pods], narrowed by the kubelet's
+//     pod-resources API from [Options.KubeletPods]) and answers the
+//     container's share of its decision (kube.GPUShares), so that the
+//     kubelet records the decided GPUs; for a pod without a decision, the
+//     node's chooser (adapters/kubelet) among the GPUs no decision holds
+//     or reserves.
 //   - Allocate gives the kubelet's GPUs as NVIDIA_VISIBLE_DEVICES and
-//     their device nodes; the NRI role replaces them with the decision's
-//     when the pod has one.
+//     their device nodes (the NRI role gives a decided pod's containers
+//     their shares); it reports a container given other GPUs than its
+//     share (an event, [Plugin.WriteMetrics]) and refuses a pod without a
+//     decision a GPU a decision holds or reserves.
 //
 // The common calls:
 //
 //	devs, err := devices.New(machine, "/dev", os.DirFS("/"))
-//	p, err := deviceplugin.New(node, devs, deviceplugin.Options{OnChange: reporter.Notify})
+//	p, err := deviceplugin.New(node, devs, deviceplugin.Options{OnChange: reporter.Notify,
+//		Pods: podInformer, KubeletPods: deviceplugin.PodResources{}})
 //	err = p.Run(ctx) // until ctx is done
 package deviceplugin

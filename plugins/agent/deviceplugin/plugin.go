@@ -16,15 +16,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	api "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
-	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
+	"github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -75,6 +73,21 @@ type Options struct {
 	// changed, so that the node's report can be refreshed. It must not
 	// block for long.
 	OnChange func()
+	// Pods lists the pods bound to the node (an informer on spec.nodeName,
+	// cluster.PodInformer). With it, GetPreferredAllocation answers with
+	// the GPUs of the decision of the pod the kubelet is admitting, and
+	// Allocate compares what the kubelet gives with the decision and
+	// refuses a pod outside numaplace's decisions a GPU a decision holds.
+	// Nil: the pods are not known; preferences come from the node's
+	// chooser, avoiding only the GPUs of the pods admitted on the node.
+	Pods Pods
+	// KubeletPods reads the kubelet's pod-resources API, which tells
+	// which pod the kubelet is admitting (see [Plugin.GetPreferredAllocation]);
+	// nil: the plugin guesses it from Pods alone.
+	KubeletPods KubeletPods
+	// Events records the differences and refusals of Allocate on the pods;
+	// nil is nri.LogEvents on Logger.
+	Events nri.EventSink
 	// Logger receives the plugin's log; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -90,9 +103,10 @@ type gpu struct {
 // Plugin is numaplace's device plugin for the GPUs of one node: it serves
 // the kubelet's device-plugin API v1beta1 on a unix socket, registers with
 // the kubelet, and keeps doing so as the kubelet restarts. Its preferred
-// allocations come from the node's chooser (kubelet.DevicePlugin), its
-// health from the node's device nodes. Run serves; the other methods are
-// safe for concurrent use.
+// allocations are the decided GPUs of the pod the kubelet admits (see
+// [Plugin.GetPreferredAllocation]), else the node's chooser's
+// (kubelet.DevicePlugin); its health comes from the node's device nodes.
+// Run serves; the other methods are safe for concurrent use.
 type Plugin struct {
 	api.UnimplementedDevicePluginServer
 
@@ -111,6 +125,24 @@ type Plugin struct {
 	watchers  map[chan struct{}]struct{}
 	regs      int // successful registrations, for tests and logs
 	lastError string
+	// given records, by pod UID, the containers the kubelet has given
+	// GPUs to through Allocate (the init containers the pod-resources API
+	// does not list among them).
+	given map[string]map[string]bool
+	// expect is what the last GetPreferredAllocation answered, for the
+	// Allocate that follows it; nil when there is none.
+	expect *expectation
+	// metrics are the counters WriteMetrics writes.
+	metrics counters
+}
+
+// expectation is what a GetPreferredAllocation found: the pod and
+// container the kubelet gives size GPUs to, for the Allocate that follows.
+type expectation struct {
+	size int
+	c    *candidate
+	pods []PodInfo
+	at   time.Time
 }
 
 // New returns the device plugin of the node's GPUs, whose device nodes
@@ -141,7 +173,10 @@ func New(node *kubelet.Node, devs *devices.GPUs, opts Options) (*Plugin, error) 
 		opts.Logger = slog.Default()
 	}
 	p := &Plugin{node: node, devs: devs, opts: opts, log: opts.Logger.With("role", "device-plugin"),
-		byID: map[string]int{}, watchers: map[chan struct{}]struct{}{}}
+		byID: map[string]int{}, watchers: map[chan struct{}]struct{}{}, given: map[string]map[string]bool{}}
+	if opts.Events == nil {
+		p.opts.Events = nri.LogEvents{Logger: opts.Logger}
+	}
 	unhealthy := node.Unhealthy()[allocator.GPUClass]
 	for i, g := range node.Machine().GPUs() {
 		name := strconv.Itoa(g.ID)
@@ -287,88 +322,6 @@ func (p *Plugin) ListAndWatch(_ *api.Empty, stream grpc.ServerStreamingServer[ap
 			devs = p.Devices()
 		}
 	}
-}
-
-// GetPreferredAllocation implements the device-plugin API with the node's
-// chooser (kubelet.DevicePlugin.GetPreferredAllocation: the one device
-// chooser of allocator/devchoice, which the allocator also uses). Among
-// the GPUs the kubelet offers, it first tries those no admitted pod holds
-// (the kubelet does not know what the node's decisions hold), and all of
-// them when those are too few. A request the chooser cannot answer is an InvalidArgument error
-// saying why.
-func (p *Plugin) GetPreferredAllocation(_ context.Context, req *api.PreferredAllocationRequest) (*api.PreferredAllocationResponse, error) {
-	held := map[int]bool{}
-	for _, a := range p.node.Admissions() {
-		for _, g := range a.GPUs {
-			held[g.ID] = true
-		}
-	}
-	resp := &api.PreferredAllocationResponse{}
-	for _, cr := range req.GetContainerRequests() {
-		size := int(cr.GetAllocationSize())
-		must := map[int]bool{}
-		for _, id := range cr.GetMustIncludeDeviceIDs() {
-			if i, ok := p.index(id); ok {
-				must[i] = true
-			}
-		}
-		var free []string
-		for _, id := range cr.GetAvailableDeviceIDs() {
-			// Unknown IDs stay, for the chooser to name.
-			if i, ok := p.index(id); !ok || !held[p.gpus[i].topo.ID] || must[i] {
-				free = append(free, id)
-			}
-		}
-		ids, err := p.node.GetPreferredAllocation(free, cr.GetMustIncludeDeviceIDs(), size)
-		if err != nil {
-			ids, err = p.node.GetPreferredAllocation(cr.GetAvailableDeviceIDs(), cr.GetMustIncludeDeviceIDs(), size)
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "numaplace: preferred allocation of %d %s: %v", size, p.opts.ResourceName, err)
-		}
-		resp.ContainerResponses = append(resp.ContainerResponses, &api.ContainerPreferredAllocationResponse{DeviceIDs: ids})
-	}
-	return resp, nil
-}
-
-// Allocate implements the device-plugin API: each container gets
-// NVIDIA_VISIBLE_DEVICES with the GPUs the kubelet chose (by UUID, else
-// index) and, unless Options.NoDeviceNodes, their device nodes with the
-// driver's control nodes. For a pod with a numaplace decision the NRI role
-// then replaces the environment with the decision's GPUs and adds their
-// device nodes, so the decision decides what the container sees. An
-// unknown device ID, or a GPU whose device node is missing, is an
-// InvalidArgument error naming it (device nodes given or not).
-func (p *Plugin) Allocate(_ context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
-	resp := &api.AllocateResponse{}
-	for _, cr := range req.GetContainerRequests() {
-		var ids []int
-		var names []string
-		for _, id := range cr.GetDevicesIds() {
-			i, ok := p.index(id)
-			if !ok {
-				return nil, status.Errorf(codes.InvalidArgument, "numaplace: device %s is not a GPU of this node", quote.Short(id))
-			}
-			ids = append(ids, p.gpus[i].topo.ID)
-			if u := p.gpus[i].topo.UUID; u != "" {
-				names = append(names, u)
-			} else {
-				names = append(names, strconv.Itoa(p.gpus[i].topo.ID))
-			}
-		}
-		nodes, err := p.devs.For(ids)
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "numaplace: %v", err)
-		}
-		c := &api.ContainerAllocateResponse{Envs: map[string]string{kubelet.EnvVisibleDevices: strings.Join(names, ",")}}
-		for _, n := range nodes {
-			if !p.opts.NoDeviceNodes {
-				c.Devices = append(c.Devices, &api.DeviceSpec{ContainerPath: n.Path, HostPath: n.Path, Permissions: "rw"})
-			}
-		}
-		resp.ContainerResponses = append(resp.ContainerResponses, c)
-	}
-	return resp, nil
 }
 
 // PreStartContainer implements the device-plugin API; the plugin does not

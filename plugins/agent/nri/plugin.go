@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -52,6 +51,15 @@ type Options struct {
 	// cluster.Decisions' Write, which patches the pod's annotation in the
 	// background).
 	OnResize func(Resized)
+	// Pods, if set, finds a pod's containers (NRI does not pass their
+	// requests): each container of a pod whose decision names GPUs then
+	// gets its share of them (kube.GPUShares). Nil, or a pod not found:
+	// the GPUs the kubelet gave the container when they are all the
+	// decision's, else all of the decision's GPUs.
+	Pods PodLookup
+	// ResourceName is the extended resource the GPUs are requested as; ""
+	// is aliyun.com/gpu.
+	ResourceName string
 }
 
 // container is what the plugin knows of one container.
@@ -83,6 +91,8 @@ type Plugin struct {
 	onChange func()
 	onResize func(Resized)
 	memNodes map[numa.NodeID]bool // nil: every node
+	pods     PodLookup
+	resource string
 
 	mu sync.Mutex
 	// sandboxes maps a pod sandbox ID to its pod's key.
@@ -146,7 +156,12 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 			memNodes[id] = true
 		}
 	}
+	resource := opts.ResourceName
+	if resource == "" {
+		resource = kube.ResourceAliyunGPU
+	}
 	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, onResize: opts.OnResize, memNodes: memNodes,
+		pods: opts.Pods, resource: resource,
 		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
 		podCPUs: map[string]int{}, sizes: map[string]map[string]size{},
 		pool: node.SharedPool().String(),
@@ -194,8 +209,12 @@ func (p *Plugin) Shutdown(ctx context.Context) {
 //   - every container of an admitted pod whose cpuset.cpus (or, for a pod
 //     with exclusive resources, cpuset.mems) is not what it should be gets
 //     an update in the returned list. A container whose
-//     NVIDIA_VISIBLE_DEVICES differs from its decision is logged: the
-//     environment of a running container cannot be changed.
+//     NVIDIA_VISIBLE_DEVICES names GPUs outside its decision is logged: the
+//     environment of a running container cannot be changed;
+//   - the GPUs the kubelet gave the containers of shared-pool pods are
+//     recorded on the node (kubelet.Node.SetKubeletGPUs); one a decision
+//     holds is logged and recorded as an event naming the holder (a running
+//     container cannot be refused).
 //
 // A sandbox without a pod name is skipped. When the runtime lists two
 // sandboxes of one pod (an old one not yet removed), the one with more
@@ -320,8 +339,18 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
 				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", p.mems(adm))
 		}
+		if ids, ok := p.kubeletGPUs(c); ok && ctr.shared {
+			if err := p.node.SetKubeletGPUs(key, c.GetName(), ids); err != nil {
+				msg := fmt.Sprintf("pod %s runs container %s with GPUs %v from the kubelet that it cannot have (%v); "+
+					"the GPU is in two containers until one of the pods is deleted", key, c.GetName(), ids, err)
+				p.log.ErrorContext(ctx, "synchronize: "+msg, "pod", key, "container", c.GetName())
+				sb := running[key]
+				p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
+					Type: EventTypeWarning, Reason: refusal(key, err).Reason, Message: msg})
+			}
+		}
 		if !ctr.shared {
-			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want {
+			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want && !p.withinDecision(c, adm) {
 				p.log.WarnContext(ctx, "synchronize: a running container's GPUs differ from its decision; restart the pod to apply it",
 					"pod", key, "container", c.GetName(), "env", kubelet.EnvVisibleDevices, "has", got, "decision", want)
 			}
@@ -368,6 +397,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	if sb == nil || ctr == nil {
 		return nil, nil, errors.New("nri: CreateContainer without a pod sandbox or a container")
 	}
+	spec := p.lookupSpec(ctx, sb)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	adm, err := p.admitLocked(ctx, sb, "CreateContainer")
@@ -377,6 +407,22 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	adm, resized, err := p.restartResizeLocked(ctx, sb, ctr, adm)
 	if err != nil {
 		return nil, nil, err
+	}
+	shareFrom := ""
+	if adm.Source != kubelet.SharedPool {
+		adm, shareFrom = p.containerShare(adm, spec, ctr)
+	} else if ids, ok := p.kubeletGPUs(ctr); ok {
+		// The kubelet's GPUs of a pod outside numaplace's decisions: never
+		// one a decision holds.
+		if err := p.node.SetKubeletGPUs(adm.Pod, ctr.GetName(), ids); err != nil {
+			r := refusal(adm.Pod, err)
+			p.log.ErrorContext(ctx, "CreateContainer: container refused: the kubelet gave it GPUs it cannot have", "pod", adm.Pod,
+				"container", ctr.GetName(), "gpus", ids, "reason", r.Reason, "error", err)
+			p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
+				Type: EventTypeWarning, Reason: r.Reason, Message: r.Error()})
+			return nil, nil, r
+		}
+		p.changedLocked()
 	}
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(adm.CPUs.String())
@@ -405,7 +451,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		p.containers[c.id] = c
 	}
 	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
-		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.mems(adm), "gpus", adm.VisibleDevices())
+		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.mems(adm), "gpus", adm.VisibleDevices(), "gpusFrom", shareFrom)
 	return adj, append(resized, p.sharedUpdatesLocked(c.id, true)...), nil
 }
 
@@ -467,29 +513,9 @@ func (p *Plugin) allocatedDevicesLocked(adj *api.ContainerAdjustment, ctr *api.C
 	if p.gpus == nil {
 		return nil
 	}
-	value, found := "", false
-	for _, e := range ctr.GetEnv() {
-		if v, ok := strings.CutPrefix(e, kubelet.EnvVisibleDevices+"="); ok {
-			value, found = v, true // the last one wins, as when containerd merges environments
-		}
-	}
-	if !found || value == "" {
+	ids, ok := p.kubeletGPUs(ctr)
+	if !ok {
 		return nil
-	}
-	byName := map[string]int{}
-	for _, g := range p.node.Machine().GPUs() {
-		byName[strconv.Itoa(g.ID)] = g.ID
-		if g.UUID != "" {
-			byName[g.UUID] = g.ID
-		}
-	}
-	var ids []int
-	for _, name := range strings.Split(value, ",") {
-		id, ok := byName[strings.TrimSpace(name)]
-		if !ok {
-			return nil
-		}
-		ids = append(ids, id)
 	}
 	nodes, err := p.gpus.For(ids)
 	if err != nil {

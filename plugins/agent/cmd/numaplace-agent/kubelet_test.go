@@ -150,7 +150,7 @@ type kubeletEnv struct {
 // standInGPUs are the device nodes containerd's /dev gets when the host
 // has none: the device nodes of fakeGPUs (minors 0-3) and two control
 // nodes, with /dev/null's numbers.
-var standInGPUs = []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"}
+var standInGPUs = []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", "nvidia7", "nvidiactl", "nvidia-uvm"}
 
 // nodeTools returns unshare and nsenter (util-linux), or skips.
 func nodeTools(t *testing.T) (unshare, nsenter string) {
@@ -691,6 +691,31 @@ type kubeletCluster struct {
 // NodeResourceTopology, and numaplace-scheduler runs.
 func startKubeletCluster(t *testing.T) *kubeletCluster {
 	t.Helper()
+	return startKubeletClusterWith(t, kubeletClusterOptions{})
+}
+
+// kubeletClusterOptions change what startKubeletClusterWith starts; the
+// zero value is startKubeletCluster's.
+type kubeletClusterOptions struct {
+	// gpus are the fake sysfs tree's GPUs (their device minors must be
+	// below len(standInGPUs)-2); nil is fakeGPUs.
+	gpus []fakeGPU
+}
+
+// startKubeletClusterWith is startKubeletCluster with options: it returns
+// once the kubelet advertises the agent's GPUs.
+func startKubeletClusterWith(t *testing.T, o kubeletClusterOptions) *kubeletCluster {
+	t.Helper()
+	gpus := o.gpus
+	if gpus == nil {
+		gpus = fakeGPUs
+	}
+	node1GPUs := 0
+	for _, g := range gpus {
+		if g.node == 1 {
+			node1GPUs++
+		}
+	}
 	c := &kubeletCluster{}
 	start := time.Now()
 	c.stage = func(what string) { t.Logf("%-60s %6.1fs", what, time.Since(start).Seconds()) }
@@ -742,21 +767,22 @@ func startKubeletCluster(t *testing.T) *kubeletCluster {
 	// bound to the node (the admission policy of deploy/agent.yaml needs
 	// the node's name in it); the GPUs' device nodes as containerd sees
 	// them.
-	c.agentArgs = []string{"--sysfs-root", fakeSysfs(t, e.dir), "--node-name", kubeletNode,
+	c.agentArgs = []string{"--sysfs-root", fakeSysfsWith(t, e.dir, gpus), "--node-name", kubeletNode,
 		"--kubeconfig", serviceAccountKubeconfig(t, client, cp.Config.Host, "numaplace-system", "numaplace-agent", node),
 		"--checkpoint", filepath.Join(e.dir, "checkpoint.json"), "--kubelet-socket-dir", pluginDir,
-		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid)}
+		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid),
+		"--pod-resources-socket", filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock")}
 	agent := e.startAgent(t, c.agentArgs...)
 	stage("agent connected to containerd")
 	require.Eventually(t, func() bool {
 		n, err := client.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
-		gpus := n.Status.Allocatable["aliyun.com/gpu"]
-		return err == nil && gpus.Value() == 4
-	}, 60*time.Second, 100*time.Millisecond, "the kubelet does not advertise 4 aliyun.com/gpu; the agent's log:\n%s", agent.log)
-	stage("agent: the kubelet advertises 4 aliyun.com/gpu")
+		have := n.Status.Allocatable["aliyun.com/gpu"]
+		return err == nil && have.Value() == int64(len(gpus))
+	}, 60*time.Second, 100*time.Millisecond, "the kubelet does not advertise %d aliyun.com/gpu; the agent's log:\n%s", len(gpus), agent.log)
+	stage(fmt.Sprintf("agent: the kubelet advertises %d aliyun.com/gpu", len(gpus)))
 	require.Eventually(t, func() bool {
 		n, err := client.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})
-		return err == nil && n.Annotations["numaplace.io/topology"] != "" && nrtAvailable(dyn, "node-1", "aliyun.com/gpu") == "2"
+		return err == nil && n.Annotations["numaplace.io/topology"] != "" && nrtAvailable(dyn, "node-1", "aliyun.com/gpu") == strconv.Itoa(node1GPUs)
 	}, 60*time.Second, 100*time.Millisecond, "no topology annotation and NodeResourceTopology; the agent's log:\n%s", agent.log)
 	stage("agent: topology annotation and NodeResourceTopology published")
 	require.NoError(t, <-built)
@@ -877,10 +903,10 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "the NodeResourceTopology does not give back %s's CPU and GPU", zone)
 	stage("all pods gone, the report back to full")
 
-	// The decision, not the kubelet's device IDs, decides which GPU a
-	// container sees: a pod placed on NUMA node 1 (CPU 1 and GPU 2, whose
-	// device minor is 0) while the kubelet, which does not know decisions,
-	// allocates it another GPU.
+	// A pod bound by hand with a decision on NUMA node 1 (CPU 1 and GPU 2,
+	// whose device minor is 0, not the lowest free GPU): the device
+	// plugin's preference makes the kubelet allocate it the decided GPU,
+	// and its container sees it.
 	pinned := ackGPUPod("pinned")
 	pinned.Spec.NodeName = kubeletNode
 	pinned.Spec.SchedulerName = ""
@@ -892,14 +918,13 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	checkPlacement(t, e, client, pod)
 	_, allocated = kubeletDevices(t, pluginDir, "aliyun.com/gpu", pod.UID)
 	require.Len(t, allocated["main"], 1, "the kubelet's allocation to pinned: %v", allocated)
-	require.NotEqual(t, fakeGPUs[2].uuid, allocated["main"][0],
-		"the kubelet allocated pinned its decision's GPU itself, so this does not show the NRI role replacing it")
+	require.Equal(t, fakeGPUs[2].uuid, allocated["main"][0], "the kubelet's allocation to pinned is its decision's GPU")
 	t.Logf("the kubelet allocated %v to pinned's container; its decision and its container: GPU 2 (%s)", allocated["main"], fakeGPUs[2].uuid)
 	require.Eventually(t, func() bool {
 		return nrtAvailable(dyn, "node-1", "cpu") == "0" && nrtAvailable(dyn, "node-1", "aliyun.com/gpu") == "1"
 	}, 30*time.Second, 100*time.Millisecond, "the NodeResourceTopology does not count pinned in node-1")
 	deletePod(t, client, "pinned", 5)
-	stage("pinned: its decision's GPU, not the kubelet's, in its container")
+	stage("pinned: its decision's GPU, allocated by the kubelet, in its container")
 
 	// A pod with aliyun.com/gpu and no NUMA spec (bound by hand: no default
 	// scheduler runs) runs on the shared pool with the GPU the kubelet
@@ -970,6 +995,12 @@ var fakeGPUs = []fakeGPU{
 // the memory nodes the agent gives containers exist. It returns the root.
 func fakeSysfs(t *testing.T, dir string) string {
 	t.Helper()
+	return fakeSysfsWith(t, dir, fakeGPUs)
+}
+
+// fakeSysfsWith is fakeSysfs with the given GPUs instead of fakeGPUs.
+func fakeSysfsWith(t *testing.T, dir string, gpus []fakeGPU) string {
+	t.Helper()
 	root := filepath.Join(dir, "host")
 	write := func(path, content string) {
 		p := filepath.Join(root, path)
@@ -990,7 +1021,7 @@ func fakeSysfs(t *testing.T, dir string) string {
 		write(node+"distance", [...]string{"10 21", "21 10"}[i])
 	}
 	write("proc/meminfo", "MemTotal:        2097152 kB")
-	for _, g := range fakeGPUs {
+	for _, g := range gpus {
 		pci := "sys/bus/pci/devices/" + g.bus + "/"
 		write(pci+"vendor", "0x10de")
 		write(pci+"device", "0x2330")

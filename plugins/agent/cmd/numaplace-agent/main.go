@@ -21,6 +21,7 @@
 //	                [--reporter=BOOL] [--report-interval D]
 //	                [--device-plugin=BOOL] [--kubelet-socket-dir DIR]
 //	                [--resource-name NAME] [--dev-root DIR] [--health-interval D]
+//	                [--pod-resources-socket PATH] [--metrics-address ADDR]
 //	                [--log-level LEVEL]
 //
 // The exit status is 2 for bad flags, 1 when the machine, the checkpoint,
@@ -37,6 +38,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -91,6 +94,8 @@ type config struct {
 	devRoot          string
 	gpuDeviceNodes   bool
 	healthInterval   time.Duration
+	podResources     string
+	metricsAddress   string
 
 	logLevel slog.Level
 }
@@ -123,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (co
 	fs.BoolVar(&c.gpuDeviceNodes, "gpu-device-nodes", true, "give containers their decision's GPU device nodes through NRI (false: NVIDIA_VISIBLE_DEVICES only)")
 	fs.DurationVar(&c.healthInterval, "health-interval", deviceplugin.DefaultHealthInterval, "how often each GPU's device node is checked (`time`; 0 turns the checks off)")
 
+	fs.StringVar(&c.podResources, "pod-resources-socket", deviceplugin.PodResourcesSocket, "the kubelet's pod-resources API socket `path`, which tells the device plugin which pod the kubelet is admitting (\"\": guess it from the API server's pods alone)")
+	fs.StringVar(&c.metricsAddress, "metrics-address", "", "serve the agent's Prometheus metrics on http://`addr`/metrics, such as :9464 (\"\": not served)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: numaplace-agent [flags]\n\n"+
@@ -298,10 +305,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	// The Kubernetes client, for the reporter and the NRI role's events.
+	// The Kubernetes client, for the reporter, the NRI role's and the
+	// device plugin's events, and the pods bound to the node.
 	var events nri.EventSink
 	var rep *reporter.Reporter
 	var decisions *cluster.Decisions
+	var pods *cluster.PodInformer
 	notify := func() {}
 	if c.reporter {
 		cfg, err := cluster.Config(c.kubeconfig)
@@ -330,6 +339,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		if aside != nil {
 			ev.RecordNode(c.nodeName, nri.EventTypeWarning, ReasonCheckpointSetAside, checkpointSetAsideMessage(aside))
 		}
+		if pods, err = cluster.NewPodInformer(cfg, c.nodeName); err != nil {
+			return fail("cannot build the informer of the node's pods", err)
+		}
 	}
 
 	var wg sync.WaitGroup
@@ -349,6 +361,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	if decisions != nil {
 		start("decision writer", decisions.Run)
 	}
+	if pods != nil {
+		start("pod informer", pods.Run)
+	}
+	var dp *deviceplugin.Plugin
 	if c.devicePlugin {
 		health := c.healthInterval
 		if health == 0 {
@@ -359,8 +375,16 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		// --gpu-device-nodes=false): the kubelet's allocation must not add
 		// nodes that NRI could not take out again for a decision naming
 		// other GPUs.
-		dp, err := deviceplugin.New(node, gpus, deviceplugin.Options{SocketDir: c.kubeletSocketDir, ResourceName: c.resourceName,
-			NoDeviceNodes: c.nri, HealthInterval: health, OnChange: notify, Logger: log})
+		opts := deviceplugin.Options{SocketDir: c.kubeletSocketDir, ResourceName: c.resourceName,
+			NoDeviceNodes: c.nri, HealthInterval: health, OnChange: notify, Events: events, Logger: log}
+		if pods != nil {
+			opts.Pods = pods
+			if c.podResources != "" {
+				opts.KubeletPods = deviceplugin.PodResources{Socket: c.podResources}
+			}
+		}
+		var err error
+		dp, err = deviceplugin.New(node, gpus, opts)
 		if err != nil {
 			return fail("cannot create the device plugin", err)
 		}
@@ -372,9 +396,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		if err != nil {
 			return fail("cannot read the host's memory nodes", err)
 		}
-		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes}
+		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes, ResourceName: c.resourceName}
 		if decisions != nil {
 			opts.OnResize = decisions.Write
+		}
+		if pods != nil {
+			opts.Pods = pods
 		}
 		if c.gpuDeviceNodes {
 			opts.GPUs = gpus
@@ -387,6 +414,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 			stop()
 			wg.Wait()
 			return fail("the NRI agent cannot start", err)
+		}
+	}
+	if c.metricsAddress != "" {
+		if err := serveMetrics(ctx, c.metricsAddress, dp, log); err != nil {
+			stop()
+			wg.Wait()
+			return fail("cannot serve the metrics", err)
 		}
 	}
 	select {
@@ -411,6 +445,36 @@ const ReasonCheckpointSetAside = "NUMAPlaceCheckpointSetAside"
 func checkpointSetAsideMessage(a *kubelet.SetAsideCheckpoint) string {
 	return fmt.Sprintf("the node's checkpoint cannot be used (%v); it is kept as %s for inspection, "+
 		"and the state is rebuilt from the running pods and their decisions", a.Err, a.Path)
+}
+
+// serveMetrics serves the agent's metrics (the device plugin's counters,
+// deviceplugin.Plugin.WriteMetrics) in Prometheus' text format on
+// http://addr/metrics until ctx is done. It returns an error when addr
+// cannot be listened on.
+func serveMetrics(ctx context.Context, addr string, dp *deviceplugin.Plugin, log *slog.Logger) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if dp != nil {
+			_ = dp.WriteMetrics(w)
+		}
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the metrics server stopped", "error", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("serving metrics", "address", l.Addr().String(), "path", "/metrics")
+	return nil
 }
 
 // hasMemory is where the kernel lists the NUMA nodes that have memory.

@@ -1,0 +1,127 @@
+package nri
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/kubelet"
+)
+
+// PodLookup finds the pod of a sandbox, with its containers' requests
+// (which NRI does not pass), such as cluster.PodInformer.
+type PodLookup interface {
+	// Pod returns the pod namespace/name with UID uid ("": any), and
+	// whether it was found. It may ask the API server and must give up
+	// within ctx.
+	Pod(ctx context.Context, namespace, name, uid string) (*kube.Pod, bool)
+}
+
+// kubeletGPUs returns the GPUs (by ID) the kubelet gave the container
+// through the device plugin, as NVIDIA_VISIBLE_DEVICES names them (the
+// last entry wins, as when containerd merges environments), and whether
+// the value names only this machine's GPUs, by UUID or index ("all",
+// "void", another plugin's names, or no value: false).
+func (p *Plugin) kubeletGPUs(ctr *api.Container) ([]int, bool) {
+	value, found := "", false
+	for _, e := range ctr.GetEnv() {
+		if v, ok := strings.CutPrefix(e, kubelet.EnvVisibleDevices+"="); ok {
+			value, found = v, true
+		}
+	}
+	if !found || value == "" {
+		return nil, false
+	}
+	byName := map[string]int{}
+	for _, g := range p.node.Machine().GPUs() {
+		byName[strconv.Itoa(g.ID)] = g.ID
+		if g.UUID != "" {
+			byName[g.UUID] = g.ID
+		}
+	}
+	var ids []int
+	for _, name := range strings.Split(value, ",") {
+		id, ok := byName[strings.TrimSpace(name)]
+		if !ok {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, true
+}
+
+// containerShare returns the admission of a container of a pod with
+// exclusive resources with its GPUs narrowed to the container's share of
+// the decision's (what it is given, see [Plugin.CreateContainer]) and a
+// word saying where the share came from: "spec" (kube.GPUShares on the
+// pod's containers, which spec is when found), "kubelet" (the GPUs the
+// kubelet gave it, when the spec is not known and they are all the
+// decision's), or "decision" (all of the decision's GPUs, when neither
+// applies).
+func (p *Plugin) containerShare(adm kubelet.Admission, spec *kube.Pod, ctr *api.Container) (kubelet.Admission, string) {
+	if len(adm.GPUs) == 0 {
+		return adm, "decision"
+	}
+	if spec != nil {
+		if shares, err := kube.GPUShares(spec, p.resource, adm.GPUs); err == nil {
+			if s, ok := kube.ShareOf(shares, ctr.GetName()); ok {
+				adm.GPUs = s.GPUs
+				return adm, "spec"
+			}
+		}
+	}
+	if ids, ok := p.kubeletGPUs(ctr); ok {
+		var share []kube.DecisionGPU
+		for _, g := range adm.GPUs {
+			if slices.Contains(ids, g.ID) {
+				share = append(share, g)
+			}
+		}
+		if len(share) == len(slices.Compact(slices.Sorted(slices.Values(ids)))) {
+			adm.GPUs = share
+			return adm, "kubelet"
+		}
+	}
+	return adm, "decision"
+}
+
+// lookupSpec returns the sandbox's pod from Options.Pods when the pod has
+// a decision naming GPUs (nil otherwise, or when it is not found). It is
+// called without the plugin's lock: it may ask the API server.
+func (p *Plugin) lookupSpec(ctx context.Context, sb *api.PodSandbox) *kube.Pod {
+	if p.pods == nil {
+		return nil
+	}
+	v, ok := sb.GetAnnotations()[kube.AnnotationAllocation]
+	if !ok {
+		return nil
+	}
+	if d, err := kube.ParseDecision(v); err != nil || len(d.GPUs) == 0 {
+		return nil
+	}
+	pod, ok := p.pods.Pod(ctx, sb.GetNamespace(), sb.GetName(), sb.GetUid())
+	if !ok {
+		return nil
+	}
+	return pod
+}
+
+// withinDecision reports whether the container's NVIDIA_VISIBLE_DEVICES
+// names only GPUs of its pod's decision (its share, as
+// [Plugin.CreateContainer] gives it).
+func (p *Plugin) withinDecision(ctr *api.Container, adm kubelet.Admission) bool {
+	ids, ok := p.kubeletGPUs(ctr)
+	if !ok {
+		return false
+	}
+	for _, id := range ids {
+		if !slices.ContainsFunc(adm.GPUs, func(g kube.DecisionGPU) bool { return g.ID == id }) {
+			return false
+		}
+	}
+	return true
+}

@@ -24,8 +24,8 @@ const (
 	// pod already admitted with another placement).
 	ReasonInvalidPlacement = "NUMAPlacementInvalid"
 	// ReasonUnmanaged: a running pod found at synchronisation could not be
-	// admitted; its containers keep the cpusets they have, which the plugin
-	// no longer controls.
+	// admitted; its containers are confined to the shared pool (their
+	// environment, such as NVIDIA_VISIBLE_DEVICES, cannot be changed).
 	ReasonUnmanaged = "NUMAPlacementUnmanaged"
 )
 

@@ -136,9 +136,15 @@ func (p *hostProcess) exited() bool {
 // with the process whose mount namespace the kubelet joins.
 type kubeletEnv struct {
 	*e2eEnv
-	// pid is containerd's process: /proc/pid/root is the node as the
+	// pid is the process that holds the node's mount namespace, which
+	// containerd and the kubelet join: /proc/pid/root is the node as the
 	// runtime and the kubelet see it.
 	pid int
+	// containerdConf is containerd's configuration file, containerdLog
+	// its log (every run of it appends), containerd the running one.
+	containerdConf string
+	containerdLog  *os.File
+	containerd     *containerdProc
 	// nsenter and kubeletDir: the tool that runs the kubelet in that
 	// namespace, and the directory that is /var/lib/kubelet there.
 	nsenter, kubeletDir string
@@ -216,45 +222,40 @@ state = %q
 		require.NoError(t, os.MkdirAll(mountPoint, 0o700))
 		t.Cleanup(func() { _ = unix.Rmdir(mountPoint) }) // after containerd's cleanup: the mount is gone
 	}
+	// The namespace is held by a process of its own (it sleeps), so that
+	// containerd can be restarted in it (kubeletEnv.restartContainerd).
+	ready := filepath.Join(dir, "namespace-ready")
 	script := `set -e
 mount -t overlay overlay -o "lowerdir=/dev,upperdir=$1,workdir=$2" /dev
 mount --bind "$3" ` + mountPoint + `
-shift 3
 for n in ` + strings.Join(standInGPUs, " ") + `; do [ -e "/dev/$n" ] || mknod -m 666 "/dev/$n" c 1 3; done
-exec "$@"`
-	cmd := exec.Command(unshare, "--mount", "--propagation", "slave", "/bin/sh", "-c", script, "sh",
-		filepath.Join(dir, "dev-upper"), filepath.Join(dir, "dev-work"), kubeletDir, filepath.Join(bin, "containerd"), "--config", conf)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")) // the shim
+touch "$4"
+exec sleep 2147483647`
+	holder := startHostProcess(t, dir, "namespace", exec.Command(unshare, "--mount", "--propagation", "slave", "/bin/sh", "-c", script, "sh",
+		filepath.Join(dir, "dev-upper"), filepath.Join(dir, "dev-work"), kubeletDir, ready))
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(ready)
+		return err == nil || holder.exited()
+	}, 30*time.Second, 20*time.Millisecond, "the node's mount namespace was not set up")
+	require.False(t, holder.exited(), "the node's mount namespace could not be set up: %s", holder.log)
 	logFile, err := os.Create(e.log)
 	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	ke := &kubeletEnv{e2eEnv: e, pid: holder.cmd.Process.Pid, nsenter: nsenter, kubeletDir: kubeletDir,
+		containerdConf: conf, containerdLog: logFile}
+	ke.runContainerd(t)
 	t.Cleanup(func() {
 		if out, err := e.crictl("rmp", "--all", "--force"); err != nil {
 			t.Logf("crictl rmp --all: %v: %s", err, out)
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		ke.stopContainerd(syscall.SIGTERM)
 		_ = logFile.Close()
 		if t.Failed() {
 			data, _ := os.ReadFile(e.log)
 			t.Logf("containerd's log (end):\n%s", tail(data, 5000))
 		}
 	})
-	require.Eventually(t, func() bool {
-		_, err := e.crictl("version")
-		return err == nil
-	}, 60*time.Second, 100*time.Millisecond, "containerd did not answer on %s (log: %s)", e.sock, e.log)
 	e.importImage(t)
-	return &kubeletEnv{e2eEnv: e, pid: cmd.Process.Pid, nsenter: nsenter, kubeletDir: kubeletDir}
+	return ke
 }
 
 // kubeletSysctls are the kernel settings the kubelet sets at start
@@ -745,7 +746,7 @@ func startKubeletCluster(t *testing.T) *kubeletCluster {
 	c.agentArgs = []string{"--sysfs-root", fakeSysfs(t, e.dir), "--node-name", kubeletNode,
 		"--kubeconfig", serviceAccountKubeconfig(t, client, cp.Config.Host, "numaplace-system", "numaplace-agent", node),
 		"--checkpoint", filepath.Join(e.dir, "checkpoint.json"), "--kubelet-socket-dir", pluginDir,
-		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid)}
+		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid), "--proc-root", "/proc"}
 	agent := e.startAgent(t, c.agentArgs...)
 	stage("agent connected to containerd")
 	require.Eventually(t, func() bool {

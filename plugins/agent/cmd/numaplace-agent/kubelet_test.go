@@ -145,6 +145,9 @@ type kubeletEnv struct {
 	containerdConf string
 	containerdLog  *os.File
 	containerd     *containerdProc
+	// kubeletArgs are nsenter's arguments that run the kubelet (set by
+	// startKubelet; kubeletCluster.restartKubelet runs it again).
+	kubeletArgs []string
 	// nsenter and kubeletDir: the tool that runs the kubelet in that
 	// namespace, and the directory that is /var/lib/kubelet there.
 	nsenter, kubeletDir string
@@ -383,8 +386,9 @@ nodeStatusUpdateFrequency: 1s
 `, cgroupRoot, e.sock, e.kubeletPort, filepath.Join(e.dir, "pod-logs"), filepath.Join(e.dir, "volume-plugins"))
 	conf := filepath.Join(e.dir, "kubelet-config.yaml")
 	require.NoError(t, os.WriteFile(conf, []byte(cfg), 0o600))
-	p := startHostProcess(t, e.dir, "kubelet", exec.Command(e.nsenter, "--target", strconv.Itoa(e.pid), "--mount", "--",
-		kubelet, "--config", conf, "--kubeconfig", kubeconfig, "--hostname-override", kubeletNode, "--v", "2"))
+	e.kubeletArgs = []string{"--target", strconv.Itoa(e.pid), "--mount", "--",
+		kubelet, "--config", conf, "--kubeconfig", kubeconfig, "--hostname-override", kubeletNode, "--v", "2"}
+	p := startHostProcess(t, e.dir, "kubelet", exec.Command(e.nsenter, e.kubeletArgs...))
 	t.Cleanup(func() { removeContainerLogLinks(e.dir) })
 	require.Eventually(t, func() bool {
 		_, err := client.CoreV1().Nodes().Get(context.Background(), kubeletNode, metav1.GetOptions{})
@@ -684,6 +688,11 @@ type kubeletCluster struct {
 	sched        *hostProcess
 	// stage logs a step with the time since the start.
 	stage func(what string)
+	// kubeletRuns and agentRuns count the restarts of the kubelet and
+	// the agent processes (restart_test.go); agentBin is the agent's
+	// binary once built.
+	kubeletRuns, agentRuns int
+	agentBin               string
 }
 
 // startKubeletCluster starts a kubeletCluster, or skips saying what the

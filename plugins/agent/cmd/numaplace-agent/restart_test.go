@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The harness's restarts of the node's components: containerd in the
@@ -75,4 +80,72 @@ func (e *kubeletEnv) restartContainerd(t *testing.T) {
 		data, _ := os.ReadFile(e.log)
 		return strings.Count(string(data), "connected and synchronized") > strings.Count(string(before), "connected and synchronized")
 	}, 90*time.Second, 50*time.Millisecond, "no NRI plugin synchronised with the restarted containerd")
+}
+
+// restartKubelet stops the kubelet (SIGTERM, as systemctl restart does)
+// and runs it again with the same arguments, waiting until it reports the
+// Node ready again.
+func (c *kubeletCluster) restartKubelet(t *testing.T) {
+	t.Helper()
+	c.kubelet.stop()
+	c.kubeletRuns++
+	since := time.Now().Add(-time.Second) // heartbeats are in whole seconds
+	c.kubelet = startHostProcess(t, c.e.dir, fmt.Sprintf("kubelet-%d", c.kubeletRuns), exec.Command(c.e.nsenter, c.e.kubeletArgs...))
+	require.Eventually(t, func() bool {
+		n, err := c.client.CoreV1().Nodes().Get(context.Background(), kubeletNode, metav1.GetOptions{})
+		if err != nil || c.kubelet.exited() {
+			return false
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(since) {
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second, 200*time.Millisecond, "the restarted kubelet does not report the Node ready (log: %s)", c.kubelet.log)
+}
+
+// buildAgent builds numaplace-agent (this package) into dir.
+func buildAgent(t *testing.T, dir string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out := filepath.Join(dir, "numaplace-agent")
+	cmd := exec.Command(goBin, "build", "-o", out, ".")
+	cmd.Dir = filepath.Dir(file)
+	msg, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build numaplace-agent: %s", msg)
+	return out
+}
+
+// startAgentProcess runs numaplace-agent as a process of its own (built
+// once per test) with the cluster's agentArgs, and waits until containerd
+// has synchronised with it. The agent the cluster started in the test's
+// process must be stopped first.
+func (c *kubeletCluster) startAgentProcess(t *testing.T) *hostProcess {
+	t.Helper()
+	if c.agentBin == "" {
+		c.agentBin = buildAgent(t, c.e.dir)
+	}
+	before, _ := os.ReadFile(c.e.log)
+	c.agentRuns++
+	p := startHostProcess(t, c.e.dir, fmt.Sprintf("numaplace-agent-%d", c.agentRuns), exec.Command(c.agentBin,
+		append([]string{"--socket", c.e.nriSock, "--log-level", "debug"}, c.agentArgs...)...))
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(c.e.log)
+		return strings.Count(string(data), "connected and synchronized") > strings.Count(string(before), "connected and synchronized") ||
+			p.exited()
+	}, 60*time.Second, 20*time.Millisecond, "containerd did not synchronise with the agent (log: %s)", p.log)
+	require.False(t, p.exited(), "the agent exited (log: %s)", p.log)
+	return p
+}
+
+// kill9 kills the process with SIGKILL (no cleanup of its own) and waits
+// for it.
+func (p *hostProcess) kill9() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
 }

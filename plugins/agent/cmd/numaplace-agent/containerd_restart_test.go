@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -10,9 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/policy"
 )
 
 // containerIDs returns the pod's container IDs by container name.
@@ -78,45 +74,44 @@ func TestContainerdRestartWithPodsRunning(t *testing.T) {
 	c.checkNodeInvariants(t)
 	c.stage("numa-1 ran with its decision and was released")
 
-	// (2) A sandbox stopped but not yet removed when containerd restarts
-	// (a pod run with crictl, whose sandbox the kubelet leaves alone): the
-	// agent releases it at its StopPodSandbox and does not admit it again
-	// when containerd lists it at the new Synchronize.
-	gpu0 := waitRunning(t, client, "gpu-0")
-	pd, err := kube.ParseDecision(gpu0.Annotations[kube.AnnotationAllocation])
+	// (2) A sandbox stopped but not yet removed when containerd restarts:
+	// with the kubelet away (so that it neither starts the pod again nor
+	// removes the sandbox), numa-2's sandbox is stopped; the agent releases
+	// it at its StopPodSandbox and does not admit it again when the
+	// restarted containerd lists it at the new Synchronize. The kubelet,
+	// back, starts the pod again in a new sandbox, with its decision.
+	// (A CPU-only pod: a restarted kubelet admits a pod that has no running
+	// sandbox before the device plugin has registered again, and fails a
+	// GPU pod's admission, UnexpectedAdmissionError.)
+	_, err = client.CoreV1().Pods("default").Create(ctx, cpuPod("numa-2"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	free := 2
-	if pd.GPUs[0].ID == 2 {
-		free = 3
-	}
-	d := kube.Decision{Policy: policy.SingleNUMANode, Exclusive: policy.Required, CPUSet: "1", NUMANodes: []int{1},
-		GPUs: []kube.DecisionGPU{{ID: free, UUID: fakeGPUs[free].uuid}}, MemoryMiB: map[string]int64{"1": 0}}
-	stopped, err := e.runPod(t, "stopped", map[string]string{
-		kube.AnnotationSpecAlibaba:     `{"numaTopologyPolicy":"SingleNUMANode"}`,
-		kube.AnnotationCPUSetScheduler: "required",
-		kube.AnnotationAllocation:      d.String(),
-	})
-	require.NoError(t, err)
-	ctr := e.startContainer(t, stopped, "main")
-	require.Equal(t, "1", e.status(t, ctr, "Cpus_allowed_list"))
+	waitRunning(t, client, "numa-2")
 	c.checkNodeInvariants(t)
-	out, err := e.crictl("stopp", stopped.id)
-	require.NoError(t, err, "crictl stopp: %s", out)
-	out, err = e.crictl("pods", "--name", "stopped", "--state", "notready", "-q")
+	c.kubelet.stop()
+	sandbox, err := e.crictl("pods", "--name", "numa-2", "--state", "ready", "-q")
 	require.NoError(t, err)
-	require.Equal(t, stopped.id, out, "the stopped sandbox is still there")
+	require.NotEmpty(t, sandbox)
+	out, err := e.crictl("stopp", sandbox)
+	require.NoError(t, err, "crictl stopp: %s", out)
+	out, err = e.crictl("pods", "--name", "numa-2", "--state", "notready", "-q")
+	require.NoError(t, err)
+	require.Equal(t, sandbox, out, "the stopped sandbox is still there")
 	c.checkNodeInvariants(t)
 	e.restartContainerd(t)
 	require.Contains(t, c.agent.log.String(), "skipping a pod sandbox that no longer runs")
 	c.checkNodeInvariants(t)
-	out, err = e.crictl("rmp", stopped.id)
-	require.NoError(t, err, "crictl rmp: %s", out)
 	c.stage("a stopped sandbox listed at the resynchronisation is not admitted")
+	c.restartKubelet(t)
+	pod := waitRunning(t, client, "numa-2")
+	require.NotEqual(t, sandbox, pod.Status.ContainerStatuses[0].ContainerID, "numa-2 runs again")
+	c.checkNodeInvariants(t)
+	deletePod(t, client, "numa-2", 5)
+	c.stage("numa-2 started again by the kubelet with its decision")
 
 	// The pods from before the first restart end too: nothing is held.
 	deletePod(t, client, "gpu-0", 5)
 	deletePod(t, client, "web-0", 5)
 	c.checkNodeInvariants(t)
 	require.Empty(t, c.checkpointPods(t), "the checkpoint once every pod is gone")
-	c.stage(fmt.Sprintf("every pod gone, nothing held (%d containerd restarts)", 2))
+	c.stage("every pod gone, nothing held")
 }

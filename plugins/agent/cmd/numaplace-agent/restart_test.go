@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -83,26 +82,18 @@ func (e *kubeletEnv) restartContainerd(t *testing.T) {
 }
 
 // restartKubelet stops the kubelet (SIGTERM, as systemctl restart does)
-// and runs it again with the same arguments, waiting until it reports the
-// Node ready again.
+// and runs it again with the same arguments, waiting until it has renewed
+// the node's lease.
 func (c *kubeletCluster) restartKubelet(t *testing.T) {
 	t.Helper()
 	c.kubelet.stop()
 	c.kubeletRuns++
-	since := time.Now().Add(-time.Second) // heartbeats are in whole seconds
+	since := time.Now()
 	c.kubelet = startHostProcess(t, c.e.dir, fmt.Sprintf("kubelet-%d", c.kubeletRuns), exec.Command(c.e.nsenter, c.e.kubeletArgs...))
 	require.Eventually(t, func() bool {
-		n, err := c.client.CoreV1().Nodes().Get(context.Background(), kubeletNode, metav1.GetOptions{})
-		if err != nil || c.kubelet.exited() {
-			return false
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(since) {
-				return true
-			}
-		}
-		return false
-	}, 90*time.Second, 200*time.Millisecond, "the restarted kubelet does not report the Node ready (log: %s)", c.kubelet.log)
+		l, err := c.client.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), kubeletNode, metav1.GetOptions{})
+		return err == nil && !c.kubelet.exited() && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(since)
+	}, 90*time.Second, 200*time.Millisecond, "the restarted kubelet does not renew the node's lease (log: %s)", c.kubelet.log)
 }
 
 // buildAgent builds numaplace-agent (this package) into dir.

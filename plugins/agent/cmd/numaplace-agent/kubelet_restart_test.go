@@ -82,7 +82,12 @@ func TestKubeletRestartWithPodsRunning(t *testing.T) {
 		pod := waitRunning(t, client, name)
 		require.Equal(t, ids, containerIDs(t, pod), "pod %s's containers after the kubelet's restart", name)
 	}
-	require.Equal(t, gpus, c.podResourceGPUs(t), "pod-resources after the kubelet's restart")
+	var after map[string][]string
+	require.Eventually(t, func() bool {
+		after = c.podResourceGPUs(t)
+		return len(after) == len(gpus)
+	}, 60*time.Second, 200*time.Millisecond, "pod-resources after the kubelet's restart: %v", after)
+	require.Equal(t, gpus, after, "pod-resources after the kubelet's restart")
 	c.checkNodeInvariants(t)
 
 	// A pod started after the restart gets its decision; the node's only

@@ -27,8 +27,9 @@ func TestNodeRebootWithStaleCheckpoint(t *testing.T) {
 		_, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
+	before := map[string]string{}
 	for _, name := range []string{"numa-0", "gpu-0"} {
-		waitRunning(t, client, name)
+		before[name] = containerIDs(t, waitRunning(t, client, name))["main"]
 	}
 	c.checkNodeInvariants(t)
 	c.stage("two pods running")
@@ -62,12 +63,39 @@ func TestNodeRebootWithStaleCheckpoint(t *testing.T) {
 	c.stage("agent back: the stale pods released, the report full")
 
 	// The kubelet starts the pods again (their API objects are still
-	// there), with their decisions.
+	// there), with their decisions. A restarted kubelet admits pods before
+	// the device plugin has registered again and may fail a GPU pod's
+	// admission (UnexpectedAdmissionError, the kubelet's behaviour): such a
+	// pod is created again, as its controller would.
 	c.restartKubelet(t)
-	for _, name := range []string{"numa-0", "gpu-0"} {
-		waitRunning(t, client, name)
+	for name, old := range before {
+		var pod *corev1.Pod
+		require.Eventually(t, func() bool {
+			var err error
+			pod, err = client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			if pod.Status.Phase == corev1.PodFailed {
+				return true
+			}
+			ids := containerIDs(t, pod)
+			return pod.Status.Phase == corev1.PodRunning && ids["main"] != "" && ids["main"] != old &&
+				len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready
+		}, 90*time.Second, 200*time.Millisecond, "pod %s neither runs again nor failed: %s", name, describe(client, name))
+		if pod.Status.Phase == corev1.PodFailed {
+			t.Logf("pod %s after the reboot: %s %s: %s; created again", name, pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
+			deletePod(t, client, name, 0)
+			again := ackGPUPod(name)
+			if name == "gpu-0" {
+				again = plainGPUPod(name)
+			}
+			_, err := client.CoreV1().Pods("default").Create(ctx, again, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
 	}
 	checkPlacement(t, e, client, waitRunning(t, client, "numa-0"))
+	waitRunning(t, client, "gpu-0")
 	c.checkNodeInvariants(t)
 	deletePod(t, client, "numa-0", 5)
 	deletePod(t, client, "gpu-0", 5)

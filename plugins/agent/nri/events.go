@@ -27,6 +27,10 @@ const (
 	// admitted; its containers are confined to the shared pool (their
 	// environment, such as NVIDIA_VISIBLE_DEVICES, cannot be changed).
 	ReasonUnmanaged = "NUMAPlacementUnmanaged"
+	// ReasonGPUsNotApplied: a running container found at synchronisation
+	// does not have its decision's GPUs (it started while the agent was
+	// away); the pod must be restarted to get them.
+	ReasonGPUsNotApplied = "NUMAPlacementGPUsNotApplied"
 )
 
 // Event is something about a pod that its owners should see, shaped like a

@@ -207,3 +207,44 @@ func (p *Plugin) removeLocked(ctx context.Context, id, key, uid, event string) e
 	p.poolChangedLocked()
 	return nil
 }
+
+// checkGPUsLocked checks, at Synchronize, that a running container of a pod
+// with a decision has its decision's GPUs: NVIDIA_VISIBLE_DEVICES (unset
+// counts as "void" for a decision without GPUs) and, when the plugin knows
+// the GPUs' device nodes, those of the decision's GPUs. A container that
+// started while the plugin was away (containerd runs containers without
+// the adjustments of a plugin that is not connected) does not; neither its
+// environment nor its devices can change while it runs, so it is logged
+// and recorded as a Warning event ([ReasonGPUsNotApplied]) asking for the
+// pod's restart.
+func (p *Plugin) checkGPUsLocked(ctx context.Context, sb *api.PodSandbox, c *api.Container, adm kubelet.Admission) {
+	got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices()
+	envOK := got == want || (got == "" && len(adm.GPUs) == 0)
+	var missing []string
+	if p.gpus != nil {
+		has := map[string]bool{}
+		for _, d := range c.GetLinux().GetDevices() {
+			has[d.GetPath()] = true
+		}
+		for _, g := range adm.GPUs {
+			if path, ok := p.gpus.Path(g.ID); ok && !has[path] {
+				missing = append(missing, path)
+			}
+		}
+	}
+	if envOK && len(missing) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("pod %s's container %s runs without its decision's GPUs (it started while numaplace's agent was away): "+
+		"%s=%q, the decision's is %q", adm.Pod, c.GetName(), kubelet.EnvVisibleDevices, got, want)
+	if len(missing) > 0 {
+		msg += fmt.Sprintf("; the device nodes %s are missing", strings.Join(missing, ", "))
+	}
+	msg += "; restart the pod to apply its decision"
+	p.log.WarnContext(ctx, "synchronize: a running container's GPUs differ from its decision; restart the pod to apply it",
+		"pod", adm.Pod, "container", c.GetName(), "env", kubelet.EnvVisibleDevices, "has", got, "decision", want, "missing", missing)
+	if sb != nil {
+		p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
+			Type: EventTypeWarning, Reason: ReasonGPUsNotApplied, Message: msg})
+	}
+}

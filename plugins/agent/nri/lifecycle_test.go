@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/plugins/agent/devices"
 	nri "github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/stretchr/testify/require"
@@ -276,4 +277,27 @@ func TestSandboxProcessNotUnderProcRoot(t *testing.T) {
 	require.Error(t, e.p.RunPodSandbox(ctx, numaPod("sb-z", "z", decision("0-3", []int{0}))))
 	require.NoError(t, e.p.StopPodSandbox(ctx, a))
 	require.Empty(t, admitted(e.p))
+}
+
+func TestSynchronizeFlagsContainersWithoutTheirGPUs(t *testing.T) {
+	root := devRoot(t, "nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl")
+	gpus, err := devices.New(machine(t), root, nil)
+	require.NoError(t, err)
+	e := newPluginWith(t, "", nri.Options{GPUs: gpus, CheckInterval: -1})
+	// a started while the agent was away: the kubelet's environment
+	// (here its decision's GPU) but no device node; b got its GPU through
+	// the plugin; x has no GPU and no NVIDIA_VISIBLE_DEVICES.
+	a := numaPod("sb-a", "a", decision("0-3", []int{0}, 0))
+	b := numaPod("sb-b", "b", decision("8-9", []int{1}, 2))
+	x := numaPod("sb-x", "x", decision("4-5", []int{0}))
+	withNode := ctr("b1", b, "8-9", "1", "NVIDIA_VISIBLE_DEVICES=GPU-b0")
+	withNode.Linux.Devices = []*api.LinuxDevice{{Path: "/dev/nvidia2", Type: "c", Major: 1, Minor: 3}}
+	_, err = e.p.Synchronize(ctx, []*api.PodSandbox{a, b, x},
+		[]*api.Container{ctr("a1", a, "0-3", "0", "NVIDIA_VISIBLE_DEVICES=GPU-a0"), withNode, ctr("x1", x, "4-5", "0")})
+	require.NoError(t, err)
+	require.Len(t, admitted(e.p), 3)
+	ev := e.events.list()
+	require.Len(t, ev, 1, "%+v", ev)
+	require.Equal(t, []string{"a", nri.ReasonGPUsNotApplied, nri.EventTypeWarning}, []string{ev[0].Name, ev[0].Reason, ev[0].Type})
+	require.Contains(t, ev[0].Message, "the device nodes /dev/nvidia0 are missing; restart the pod")
 }

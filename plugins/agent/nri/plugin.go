@@ -202,9 +202,11 @@ func (p *Plugin) Shutdown(ctx context.Context) {
 //   - every container whose cpuset.cpus is not what it should be (the
 //     decision's CPUs, or the shared pool for a container that holds no
 //     exclusive CPUs), or, for a pod with a decision, whose cpuset.mems is
-//     not, gets an update in the returned list. A container whose
-//     NVIDIA_VISIBLE_DEVICES differs from its decision is logged: the
-//     environment of a running container cannot be changed.
+//     not, gets an update in the returned list. A container without its
+//     decision's GPUs (NVIDIA_VISIBLE_DEVICES, device nodes: it started
+//     while the plugin was away) is logged and recorded as an event
+//     ([ReasonGPUsNotApplied]): the environment and devices of a running
+//     container cannot be changed.
 //
 // A sandbox without a pod name is skipped. When the runtime lists two
 // running sandboxes of one pod (an old one not yet removed), the one with
@@ -363,10 +365,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 				"id", ctr.id, "cpus", p.cpusOf(adm), "mems", p.memsOf(adm))
 		}
 		if decided {
-			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want {
-				p.log.WarnContext(ctx, "synchronize: a running container's GPUs differ from its decision; restart the pod to apply it",
-					"pod", key, "container", c.GetName(), "env", kubelet.EnvVisibleDevices, "has", got, "decision", want)
-			}
+			p.checkGPUsLocked(ctx, running[key], c, adm)
 		}
 	}
 	slices.SortFunc(updates, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })

@@ -339,7 +339,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		adm, ok := p.node.Get(key)
 		if !ok { // unmanaged: the shared pool only
 			ctr.pool = true
-			if !sameList(ctr.cpus, pool) {
+			if pool != "" && !sameList(ctr.cpus, pool) {
 				u.SetLinuxCPUSetCPUs(pool)
 				ctr.cpus = pool
 				updates = append(updates, u)
@@ -350,7 +350,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		ctr.pool = !exclusiveCPUs(adm)
 		changed := false
-		if want := p.cpusOf(adm); !sameList(ctr.cpus, want) {
+		if want := p.cpusOf(adm); want != "" && !sameList(ctr.cpus, want) {
 			u.SetLinuxCPUSetCPUs(want)
 			ctr.cpus, changed = want, true
 		}
@@ -423,6 +423,12 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	adj := &api.ContainerAdjustment{}
 	cpus := p.cpusOf(adm)
+	if cpus == "" {
+		// An empty cpuset.cpus would let the container run on every CPU.
+		err := fmt.Errorf("numaplace: pod %s, container %s: the shared pool has no CPUs: exclusive pods hold every CPU", adm.Pod, ctr.GetName())
+		p.log.ErrorContext(ctx, "CreateContainer: "+err.Error(), "pod", adm.Pod, "container", ctr.GetName())
+		return nil, nil, err
+	}
 	adj.SetLinuxCPUSetCPUs(cpus)
 	if mems := p.memsOf(adm); mems != "" {
 		adj.SetLinuxCPUSetMems(mems)

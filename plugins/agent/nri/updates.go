@@ -61,6 +61,9 @@ func (p *Plugin) poolChangedLocked() {
 // the next request); without, the caller records them once they are.
 func (p *Plugin) sharedUpdatesLocked(except string, record bool) []*api.ContainerUpdate {
 	pool := p.node.SharedPool().String()
+	if pool == "" {
+		return nil // never an empty cpuset.cpus (every CPU); the node keeps the pool while pods run on it
+	}
 	var out []*api.ContainerUpdate
 	for _, c := range p.containers {
 		if !c.pool || c.id == except || sameList(c.cpus, pool) {

@@ -368,7 +368,9 @@ func (n *Node) CheckpointPath() string {
 //     node. It is refused only when the shared pool is empty.
 //
 // An exclusive admission that would leave the shared pool empty while
-// shared-pool pods run is refused too. Admitting a pod that is already
+// pods run on it (shared-pool pods, and decisions without CPUs, whose
+// containers run on the shared pool) is refused too, and so is a decision
+// without CPUs when the shared pool is empty. Admitting a pod that is already
 // admitted returns its admission when the decision (or, for a pod the node
 // placed, the request) is the same, and an error wrapping
 // [ErrAdmittedDifferently] otherwise. A pod that cannot be read (see
@@ -438,10 +440,18 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 				Problem: "has no CPUs: exclusive allocations hold every CPU"}}, nil)
 		}
 	}
-	if rec.source != SharedPool && n.sharedPoolLocked().IsEmpty() && n.countShared() > 0 {
-		_ = n.s.Release(key)
-		return Admission{}, affinityError(key, []Conflict{{Resource: "cpu", Items: "the shared pool",
-			Problem: fmt.Sprintf("would be left without CPUs while %d shared-pool pods run", n.countShared())}}, nil)
+	if rec.source != SharedPool && n.sharedPoolLocked().IsEmpty() {
+		// A decision without CPUs runs on the shared pool too.
+		if a, _ := n.s.Get(key); a.CPUs.IsEmpty() {
+			_ = n.s.Release(key)
+			return Admission{}, affinityError(key, []Conflict{{Resource: "cpu", Items: "the shared pool",
+				Problem: "has no CPUs for a decision without CPUs: exclusive allocations hold every CPU"}}, nil)
+		}
+		if c := n.countShared(); c > 0 {
+			_ = n.s.Release(key)
+			return Admission{}, affinityError(key, []Conflict{{Resource: "cpu", Items: "the shared pool",
+				Problem: fmt.Sprintf("would be left without CPUs while %d shared-pool pods run", c)}}, nil)
+		}
 	}
 	n.pods[key] = rec
 	if err := n.checkpointLocked(); err != nil {
@@ -454,10 +464,15 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 	return n.admissionLocked(key, rec), nil
 }
 
+// countShared counts the admitted pods that run on the shared pool: those
+// without a NUMA spec and those whose decision holds no CPUs (a GPU pod
+// without a NUMA spec placed by the scheduler).
 func (n *Node) countShared() int {
 	c := 0
-	for _, r := range n.pods {
+	for key, r := range n.pods {
 		if r.source == SharedPool {
+			c++
+		} else if a, ok := n.s.Get(key); ok && a.CPUs.IsEmpty() {
 			c++
 		}
 	}

@@ -8,17 +8,23 @@
 // interfaces:
 //
 //   - Synchronize (the pods and containers that exist when the plugin
-//     connects) reconciles the checkpoint with them: running pods the
-//     checkpoint does not know are admitted (by their decision, or to the
-//     shared pool), checkpointed pods that no longer run are removed, and
-//     containers whose cpuset is not what they should have are updated.
+//     connects) reconciles the checkpoint with them: stopped sandboxes
+//     the runtime still lists are skipped, running pods the checkpoint does
+//     not know are admitted (by their decision, or to the shared pool),
+//     checkpointed pods that no longer run are removed, and containers
+//     whose cpuset is not what they should have are updated. The
+//     sandboxes found there are watched: a pod whose sandbox process is
+//     gone is removed (the runtime may never send its StopPodSandbox; see
+//     [Options].ProcRoot and [Options].CheckInterval).
 //   - RunPodSandbox and CreateContainer admit the pod by its decision
 //     (kubelet.Node.Admit, idempotent for the pod's further containers);
 //     CreateContainer returns an adjustment that sets cpuset.cpus,
 //     cpuset.mems (only nodes with memory, [Options].MemoryNodes) and, for a
 //     pod with exclusive resources, NVIDIA_VISIBLE_DEVICES and the device
 //     nodes of its GPUs (those of the other GPUs removed, [Options].GPUs).
-//     A pod without a NUMA spec runs on the shared pool. A decision that conflicts with what the node holds is refused
+//     Every container that holds no exclusive CPUs (a pod without a NUMA
+//     spec, a decision without CPUs) runs on the shared pool. A decision
+//     that conflicts with what the node holds is refused
 //     with an error naming the conflict, logged and recorded as an [Event].
 //   - StopPodSandbox and RemovePodSandbox remove the pod (a repeated
 //     removal is harmless).
@@ -30,7 +36,7 @@
 //     with other limits (resizePolicy RestartContainer) is resized the
 //     same way at CreateContainer.
 //   - When the shared pool changes (an exclusive pod arrives or leaves),
-//     the shared-pool containers' cpusets are updated: in the response of
+//     the cpusets of the containers on the shared pool are updated: in the response of
 //     the next CreateContainer or StopContainer, and at once through
 //     [Updater] (the stub's unsolicited UpdateContainers), so that shared
 //     pods never run on exclusive CPUs.

@@ -24,8 +24,8 @@ const (
 	// pod already admitted with another placement).
 	ReasonInvalidPlacement = "NUMAPlacementInvalid"
 	// ReasonUnmanaged: a running pod found at synchronisation could not be
-	// admitted; its containers keep the cpusets they have, which the plugin
-	// no longer controls.
+	// admitted; its containers are confined to the shared pool (their
+	// environment, such as NVIDIA_VISIBLE_DEVICES, cannot be changed).
 	ReasonUnmanaged = "NUMAPlacementUnmanaged"
 	// ReasonResized: an in-place resize changed the pod's exclusive CPUs
 	// (a Normal event naming the new cpuset).
@@ -35,6 +35,10 @@ const (
 	// pod's policy); the kubelet shows the same message in the pod's
 	// PodResizeInProgress condition.
 	ReasonResizeRefused = "NUMAResizeRefused"
+	// ReasonGPUsNotApplied: a running container found at synchronisation
+	// does not have its decision's GPUs (it started while the agent was
+	// away); the pod must be restarted to get them.
+	ReasonGPUsNotApplied = "NUMAPlacementGPUsNotApplied"
 )
 
 // Event is something about a pod that its owners should see, shaped like a

@@ -10,12 +10,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
-	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
 )
@@ -60,14 +60,23 @@ type Options struct {
 	// ResourceName is the extended resource the GPUs are requested as; ""
 	// is aliyun.com/gpu.
 	ResourceName string
+	// ProcRoot is the host's /proc as the plugin sees it ("" means
+	// "/proc"), where it checks whether the process of a pod sandbox found
+	// at Synchronize still runs (the runtime's PodSandbox.Pid).
+	ProcRoot string
+	// CheckInterval is how often the sandboxes found at Synchronize are
+	// checked (0 means [DefaultCheckInterval]; negative turns the periodic
+	// check off, leaving the checks at each RunPodSandbox and refusal).
+	CheckInterval time.Duration
 }
 
 // container is what the plugin knows of one container.
 type container struct {
 	id, sandbox, pod string
-	// shared is true for a container of a shared-pool pod, whose cpuset
-	// follows the shared pool.
-	shared bool
+	// pool is true for a container that holds no exclusive CPUs (of a
+	// shared-pool pod, of a decision without CPUs, or of a pod that runs
+	// but could not be admitted): its cpuset follows the shared pool.
+	pool bool
 	// cpus is the cpuset.cpus the container has as far as the plugin knows
 	// (what the runtime reported or what the plugin asked for); "" when
 	// unknown.
@@ -94,9 +103,12 @@ type Plugin struct {
 	pods     PodLookup
 	resource string
 
+	procRoot string
+	interval time.Duration
+
 	mu sync.Mutex
-	// sandboxes maps a pod sandbox ID to its pod's key.
-	sandboxes map[string]string
+	// sandboxes maps a pod sandbox ID to what the plugin knows of it.
+	sandboxes map[string]*sandbox
 	// current maps an admitted pod's key to the sandbox it was admitted
 	// with, so that the removal of an older sandbox of the same pod does
 	// not release the newer one's resources.
@@ -160,9 +172,17 @@ func New(node *kubelet.Node, opts Options) (*Plugin, error) {
 	if resource == "" {
 		resource = kube.ResourceAliyunGPU
 	}
+	procRoot := opts.ProcRoot
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	interval := opts.CheckInterval
+	if interval == 0 {
+		interval = DefaultCheckInterval
+	}
 	p := &Plugin{node: node, log: log, events: events, gpus: opts.GPUs, onChange: opts.OnChange, onResize: opts.OnResize, memNodes: memNodes,
-		pods: opts.Pods, resource: resource,
-		sandboxes: map[string]string{}, current: map[string]string{}, containers: map[string]*container{},
+		pods: opts.Pods, resource: resource, procRoot: procRoot, interval: interval,
+		sandboxes: map[string]*sandbox{}, current: map[string]string{}, containers: map[string]*container{},
 		podCPUs: map[string]int{}, sizes: map[string]map[string]size{},
 		pool: node.SharedPool().String(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -197,34 +217,48 @@ func (p *Plugin) Shutdown(ctx context.Context) {
 
 // Synchronize implements stub.SynchronizeInterface. The runtime calls it
 // when the plugin connects, with the pod sandboxes and containers that
-// exist. It reconciles the node's state (restored from its checkpoint)
-// with them:
+// exist. It reconciles the node's state (restored from its checkpoint, or
+// as it was before the runtime went away) with them:
 //
+//   - a sandbox that no longer runs is skipped: one whose process (the
+//     runtime's PodSandbox.Pid, looked up under [Options].ProcRoot) is
+//     gone, or one without a process and without a container that has not
+//     exited (containerd lists stopped sandboxes until they are removed,
+//     with no process);
 //   - a checkpointed pod that no longer runs (or runs with another UID) is
 //     removed;
 //   - a running pod the node does not know is admitted, by its decision or
 //     to the shared pool (pods with a decision first); one that cannot be
 //     admitted (a conflict, a NUMA spec without a decision) is logged and
-//     recorded as an event, and its containers are left alone;
-//   - every container of an admitted pod whose cpuset.cpus (or, for a pod
-//     with exclusive resources, cpuset.mems) is not what it should be gets
-//     an update in the returned list. A container whose
-//     NVIDIA_VISIBLE_DEVICES names GPUs outside its decision is logged: the
-//     environment of a running container cannot be changed;
+//     recorded as an event, and its containers are confined to the shared
+//     pool;
+//   - every container whose cpuset.cpus is not what it should be (the
+//     decision's CPUs, or the shared pool for a container that holds no
+//     exclusive CPUs), or, for a pod with a decision, whose cpuset.mems is
+//     not, gets an update in the returned list. A container without its
+//     decision's GPUs (NVIDIA_VISIBLE_DEVICES, device nodes: it started
+//     while the plugin was away) is logged and recorded as an event
+//     ([ReasonGPUsNotApplied]): the environment and devices of a running
+//     container cannot be changed;
 //   - the GPUs the kubelet gave the containers of shared-pool pods are
 //     recorded on the node (kubelet.Node.SetKubeletGPUs); one a decision
 //     holds is logged and recorded as an event naming the holder (a running
 //     container cannot be refused).
 //
 // A sandbox without a pod name is skipped. When the runtime lists two
-// sandboxes of one pod (an old one not yet removed), the one with more
-// containers that have not exited stands for the pod. Stopped sandboxes
-// are listed too, so a pod whose sandbox was stopped while the plugin was
-// away keeps its resources until the sandbox is removed.
+// running sandboxes of one pod (an old one not yet removed), the one with
+// more containers that have not exited stands for the pod.
+//
+// The runtime may never report the end of a sandbox listed here (containerd
+// after its own restart sends StopPodSandbox and RemovePodSandbox only for
+// the sandboxes it ran since), so the plugin watches their processes: a
+// pod whose sandbox process is gone is released as StopPodSandbox would,
+// at the next RunPodSandbox, refusal or periodic check
+// ([Options].CheckInterval).
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sandboxes, p.current, p.containers = map[string]string{}, map[string]string{}, map[string]*container{}
+	p.sandboxes, p.current, p.containers = map[string]*sandbox{}, map[string]string{}, map[string]*container{}
 	p.podCPUs, p.sizes = map[string]int{}, map[string]map[string]size{}
 
 	live := map[string]int{}
@@ -239,8 +273,23 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.log.WarnContext(ctx, "synchronize: skipping a pod sandbox without a pod name", "sandbox", sb.GetId())
 			continue
 		}
-		key := sandboxKey(sb)
-		p.sandboxes[sb.GetId()] = key
+		rec, exists := p.newSandbox(ctx, sb)
+		p.sandboxes[sb.GetId()] = rec
+		switch {
+		case live[sb.GetId()] == 0 && (rec.pid == 0 || !exists):
+			p.log.InfoContext(ctx, "synchronize: skipping a pod sandbox that no longer runs", "pod", rec.key,
+				"sandbox", sb.GetId(), "pid", rec.pid)
+			continue
+		case !exists:
+			// Running containers in a sandbox whose process is not there:
+			// the proc root is not the runtime's (not the host's /proc).
+			p.log.WarnContext(ctx, "synchronize: a running pod sandbox's process is not under the proc root "+
+				"(is it the host's /proc?); the end of this sandbox is left to the runtime to report",
+				"pod", rec.key, "sandbox", sb.GetId(), "pid", rec.pid, "procRoot", p.procRoot)
+		default:
+			rec.watched = true
+		}
+		key := rec.key
 		if old, dup := running[key]; dup && live[old.GetId()] >= live[sb.GetId()] {
 			continue
 		}
@@ -280,7 +329,8 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		return cmp.Compare(a, b)
 	})
-	managed := map[string]bool{}
+	managed := map[string]bool{}   // sandbox ID -> its pod is admitted
+	unmanaged := map[string]bool{} // sandbox ID -> its pod runs but could not be admitted
 	for _, key := range keys {
 		sb := running[key]
 		if adm, ok := p.node.Get(key); ok {
@@ -291,7 +341,8 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		adm, err := p.admitNewLocked(sb)
 		if err != nil {
-			msg := fmt.Sprintf("pod %s runs but cannot be admitted, its containers keep the cpusets they have: %v", key, err)
+			unmanaged[sb.GetId()] = true
+			msg := fmt.Sprintf("pod %s runs but cannot be admitted, its containers are confined to the shared pool: %v", key, err)
 			p.log.ErrorContext(ctx, "synchronize: "+msg, "pod", key, "sandbox", sb.GetId())
 			p.events.Record(ctx, Event{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid(),
 				Type: EventTypeWarning, Reason: ReasonUnmanaged, Message: msg})
@@ -301,7 +352,8 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		p.log.InfoContext(ctx, "synchronize: admitted pod: running, not in the checkpoint", "pod", key,
 			"source", adm.Source.String(), "cpus", adm.CPUs.String(), "mems", adm.Mems(), "gpus", gpuIDs(adm))
 	}
-	if pool := p.node.SharedPool().String(); pool != p.pool {
+	pool := p.node.SharedPool().String()
+	if pool != p.pool {
 		// The updates below carry the new pool; a push still on its way
 		// must send it again.
 		p.pool = pool
@@ -311,35 +363,48 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 	// Containers: record them and correct their cpusets.
 	var updates []*api.ContainerUpdate
 	for _, c := range ctrs {
-		if c == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED || !managed[c.GetPodSandboxId()] {
+		if c == nil || c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		key := p.sandboxes[c.GetPodSandboxId()]
-		adm, ok := p.node.Get(key)
-		if !ok {
+		id := c.GetPodSandboxId()
+		if !managed[id] && !unmanaged[id] {
 			continue
 		}
+		key := p.sandboxes[id].key
 		cpu := c.GetLinux().GetResources().GetCpu()
-		ctr := &container{id: c.GetId(), sandbox: c.GetPodSandboxId(), pod: key,
-			shared: adm.Source == kubelet.SharedPool, cpus: cpu.GetCpus(), name: c.GetName(), n: cpuCountOf(c)}
+		ctr := &container{id: c.GetId(), sandbox: id, pod: key, cpus: cpu.GetCpus(), name: c.GetName(), n: cpuCountOf(c)}
 		p.containers[ctr.id] = ctr
 		p.recordSizeLocked(ctr.sandbox, ctr.name, ctr.n, c.GetLinux().GetResources().GetMemory().GetLimit().GetValue())
 		u := &api.ContainerUpdate{ContainerId: ctr.id, IgnoreFailure: true}
+		adm, ok := p.node.Get(key)
+		if !ok { // unmanaged: the shared pool only
+			ctr.pool = true
+			if pool != "" && !sameList(ctr.cpus, pool) {
+				u.SetLinuxCPUSetCPUs(pool)
+				ctr.cpus = pool
+				updates = append(updates, u)
+				p.log.InfoContext(ctx, "synchronize: confining a container of a pod that could not be admitted to the shared pool",
+					"pod", key, "container", c.GetName(), "id", ctr.id, "cpus", pool)
+			}
+			continue
+		}
+		ctr.pool = !exclusiveCPUs(adm)
 		changed := false
-		if want := adm.CPUs.String(); !sameList(ctr.cpus, want) {
+		if want := p.cpusOf(adm); want != "" && !sameList(ctr.cpus, want) {
 			u.SetLinuxCPUSetCPUs(want)
 			ctr.cpus, changed = want, true
 		}
-		if want := p.mems(adm); !ctr.shared && want != "" && !sameList(cpu.GetMems(), want) {
+		decided := adm.Source != kubelet.SharedPool
+		if want := p.memsOf(adm); decided && want != "" && !sameList(cpu.GetMems(), want) {
 			u.SetLinuxCPUSetMems(want)
 			changed = true
 		}
 		if changed {
 			updates = append(updates, u)
 			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
-				"id", ctr.id, "cpus", adm.CPUs.String(), "mems", p.mems(adm))
+				"id", ctr.id, "cpus", p.cpusOf(adm), "mems", p.memsOf(adm))
 		}
-		if ids, ok := p.kubeletGPUs(c); ok && ctr.shared {
+		if ids, ok := p.kubeletGPUs(c); ok && adm.Source == kubelet.SharedPool {
 			if err := p.node.SetKubeletGPUs(key, c.GetName(), ids); err != nil {
 				msg := fmt.Sprintf("pod %s runs container %s with GPUs %v from the kubelet that it cannot have (%v); "+
 					"the GPU is in two containers until one of the pods is deleted", key, c.GetName(), ids, err)
@@ -349,11 +414,8 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 					Type: EventTypeWarning, Reason: refusal(key, err).Reason, Message: msg})
 			}
 		}
-		if !ctr.shared {
-			if got, want := envValue(c.GetEnv(), kubelet.EnvVisibleDevices), adm.VisibleDevices(); got != want && !p.withinDecision(c, adm) {
-				p.log.WarnContext(ctx, "synchronize: a running container's GPUs differ from its decision; restart the pod to apply it",
-					"pod", key, "container", c.GetName(), "env", kubelet.EnvVisibleDevices, "has", got, "decision", want)
-			}
+		if decided {
+			p.checkGPUsLocked(ctx, running[key], c, adm)
 		}
 	}
 	slices.SortFunc(updates, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })
@@ -368,16 +430,19 @@ func (p *Plugin) changedLocked() {
 	}
 }
 
-// RunPodSandbox implements stub.RunPodInterface: it admits the pod by its
-// decision (or to the shared pool). A refusal returns a *[RefusedError]
-// naming the conflict, which makes the runtime fail the sandbox; it is
-// logged and recorded as an event.
+// RunPodSandbox implements stub.RunPodInterface: it first releases the
+// pods of sandboxes found at Synchronize whose process is gone (see
+// [Plugin.Synchronize]), then admits the pod by its decision (or to the
+// shared pool). A refusal returns a *[RefusedError] naming the conflict,
+// which makes the runtime fail the sandbox; it is logged and recorded as an
+// event.
 func (p *Plugin) RunPodSandbox(ctx context.Context, sb *api.PodSandbox) error {
 	if sb == nil {
 		return errors.New("nri: RunPodSandbox without a pod sandbox")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.reapLocked(ctx, "RunPodSandbox")
 	_, err := p.admitLocked(ctx, sb, "RunPodSandbox")
 	return err
 }
@@ -385,11 +450,14 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, sb *api.PodSandbox) error {
 // CreateContainer implements stub.CreateContainerInterface: it admits the
 // container's pod (which is already admitted after RunPodSandbox: the
 // admission is idempotent) and returns the adjustment that sets the
-// container's cpuset.cpus and cpuset.mems and, for a pod with exclusive
-// resources, NVIDIA_VISIBLE_DEVICES (its GPUs, or "void" for none). A
-// shared-pool container gets the shared pool and every NUMA node, and its
-// environment is left alone (its GPUs, if any, come from the device
-// plugin). The updates bring every other shared-pool container onto the
+// container's cpuset.cpus and cpuset.mems and, for a pod with a decision,
+// NVIDIA_VISIBLE_DEVICES (its GPUs, or "void" for none). A container that
+// holds no exclusive CPUs gets the shared pool and follows it: that of a
+// shared-pool pod (with every NUMA node; its environment is left alone,
+// its GPUs, if any, come from the device plugin), and that of a decision
+// without CPUs (a GPU pod without a NUMA spec, policy None: with every
+// NUMA node unless the decision reserves memory, and the decision's GPUs).
+// The updates bring every other shared-pool container onto the
 // shared pool as it is now, so that a new exclusive pod's CPUs are taken
 // from them before its container runs. A refusal returns a
 // *[RefusedError], logged and recorded as an event.
@@ -425,8 +493,15 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		p.changedLocked()
 	}
 	adj := &api.ContainerAdjustment{}
-	adj.SetLinuxCPUSetCPUs(adm.CPUs.String())
-	if mems := p.mems(adm); mems != "" {
+	cpus := p.cpusOf(adm)
+	if cpus == "" {
+		// An empty cpuset.cpus would let the container run on every CPU.
+		err := fmt.Errorf("numaplace: pod %s, container %s: the shared pool has no CPUs: exclusive pods hold every CPU", adm.Pod, ctr.GetName())
+		p.log.ErrorContext(ctx, "CreateContainer: "+err.Error(), "pod", adm.Pod, "container", ctr.GetName())
+		return nil, nil, err
+	}
+	adj.SetLinuxCPUSetCPUs(cpus)
+	if mems := p.memsOf(adm); mems != "" {
 		adj.SetLinuxCPUSetMems(mems)
 	}
 	shared := adm.Source == kubelet.SharedPool
@@ -445,13 +520,13 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 			"container", ctr.GetName(), "error", err)
 		return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 	}
-	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, shared: shared, cpus: adm.CPUs.String(),
+	c := &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: adm.Pod, pool: !exclusiveCPUs(adm), cpus: cpus,
 		name: ctr.GetName(), n: cpuCountOf(ctr)}
 	if c.id != "" {
 		p.containers[c.id] = c
 	}
 	p.log.InfoContext(ctx, "container placed", "pod", adm.Pod, "container", ctr.GetName(), "id", c.id,
-		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.mems(adm), "gpus", adm.VisibleDevices(), "gpusFrom", shareFrom)
+		"source", adm.Source.String(), "cpus", c.cpus, "mems", p.memsOf(adm), "gpus", adm.VisibleDevices(), "gpusFrom", shareFrom)
 	return adj, append(resized, p.sharedUpdatesLocked(c.id, true)...), nil
 }
 
@@ -584,42 +659,7 @@ func (p *Plugin) remove(ctx context.Context, sb *api.PodSandbox, event string) e
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	key := sandboxKey(sb)
-	forget := func() {
-		delete(p.sandboxes, sb.GetId())
-		delete(p.podCPUs, sb.GetId())
-		delete(p.sizes, sb.GetId())
-		for id, c := range p.containers {
-			if c.sandbox == sb.GetId() {
-				delete(p.containers, id)
-			}
-		}
-	}
-	if cur, ok := p.current[key]; ok && cur != sb.GetId() {
-		p.log.DebugContext(ctx, event+": an older sandbox of a pod that runs in a newer one; the pod keeps its resources",
-			"pod", key, "sandbox", sb.GetId(), "current", cur)
-		forget()
-		return nil
-	}
-	adm, known := p.node.Get(key)
-	err := p.node.Remove(&kube.Pod{Namespace: sb.GetNamespace(), Name: sb.GetName(), UID: sb.GetUid()})
-	switch {
-	case errors.Is(err, allocator.ErrUnknownID):
-		p.log.DebugContext(ctx, event+": the pod is not admitted; nothing to remove", "pod", key, "sandbox", sb.GetId())
-	case err != nil:
-		p.log.ErrorContext(ctx, event+": cannot remove the pod", "pod", key, "sandbox", sb.GetId(), "error", err)
-		return fmt.Errorf("numaplace: remove pod %s: %w", key, err)
-	case known:
-		p.log.InfoContext(ctx, event+": removed pod", "pod", key, "sandbox", sb.GetId(),
-			"source", adm.Source.String(), "cpus", adm.CPUs.String(), "gpus", gpuIDs(adm))
-	}
-	if err == nil {
-		delete(p.current, key)
-		p.changedLocked()
-	}
-	forget()
-	p.poolChangedLocked()
-	return nil
+	return p.removeLocked(ctx, sb.GetId(), sandboxKey(sb), sb.GetUid(), event)
 }
 
 // admitLocked admits the sandbox's pod (idempotent) and records the
@@ -632,6 +672,12 @@ func (p *Plugin) admitLocked(ctx context.Context, sb *api.PodSandbox, event stri
 	}
 	_, known := p.node.Get(key)
 	adm, err := p.admitNewLocked(sb)
+	if err != nil && p.reapLocked(ctx, event+" refused") {
+		// A holder (or an older pod of the same name) was a sandbox that
+		// no longer runs: try again without it.
+		_, known = p.node.Get(key)
+		adm, err = p.admitNewLocked(sb)
+	}
 	if err != nil {
 		r := refusal(key, err)
 		p.log.ErrorContext(ctx, event+": pod refused", "pod", key, "uid", sb.GetUid(), "sandbox", sb.GetId(),
@@ -658,7 +704,11 @@ func (p *Plugin) admitNewLocked(sb *api.PodSandbox) (kubelet.Admission, error) {
 	if err != nil {
 		return kubelet.Admission{}, err
 	}
-	p.sandboxes[sb.GetId()] = adm.Pod
+	if rec, ok := p.sandboxes[sb.GetId()]; !ok || rec.key != adm.Pod {
+		// A sandbox seen first here: the runtime reports its end (one
+		// found at Synchronize stays watched).
+		p.sandboxes[sb.GetId()] = &sandbox{key: adm.Pod, uid: sb.GetUid(), pid: sb.GetPid()}
+	}
 	p.current[adm.Pod] = sb.GetId()
 	p.poolChangedLocked()
 	p.changedLocked()

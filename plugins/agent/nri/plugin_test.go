@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -346,6 +347,7 @@ func TestSynchronizeWithAnotherUID(t *testing.T) {
 	// The pod was deleted and created again with another decision.
 	again := numaPod("sb-a2", "a", decision("8-9", []int{1}))
 	again.Uid = "uid-a-2"
+	again.Pid = uint32(os.Getpid()) // a running sandbox whose container is not created yet
 	second := newPlugin(t, path)
 	_, err := second.p.Synchronize(ctx, []*api.PodSandbox{again}, nil)
 	require.NoError(t, err)
@@ -356,15 +358,18 @@ func TestSynchronizeWithAnotherUID(t *testing.T) {
 	require.Contains(t, second.log.String(), "in the checkpoint with UID uid-a, running with UID uid-a-2")
 }
 
-func TestSynchronizeLeavesConflictingPodAlone(t *testing.T) {
+func TestSynchronizeConfinesPodsItCannotAdmit(t *testing.T) {
 	e := newPlugin(t, "")
+	u := newUpdater()
+	e.p.SetUpdater(u)
 	a := numaPod("sb-a", "a", decision("0-3", []int{0}))
 	b := numaPod("sb-b", "b", decision("3-4", []int{0}))
 	nodec := numaPod("sb-n", "n", "")
 	up, err := e.p.Synchronize(ctx, []*api.PodSandbox{a, b, nodec, nil, {Id: "nameless"}},
 		[]*api.Container{ctr("a1", a, "0-15", "0-1"), ctr("b1", b, "0-15", "0-1"), ctr("n1", nodec, "0-15", "0-1"), nil})
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{"a1": "0-3/0"}, updated(up))
+	require.Equal(t, map[string]string{"a1": "0-3/0", "b1": "4-15", "n1": "4-15"}, updated(up),
+		"the containers of the pods that cannot be admitted hold no exclusive CPUs: the shared pool, not a's CPU 3")
 	require.Equal(t, map[string]string{"default/a": "decision"}, admitted(e.p))
 	ev := e.events.list()
 	require.Len(t, ev, 2)
@@ -372,6 +377,12 @@ func TestSynchronizeLeavesConflictingPodAlone(t *testing.T) {
 		require.Equal(t, nri.ReasonUnmanaged, x.Reason)
 	}
 	require.Contains(t, ev[0].Message+ev[1].Message, "CPU 3 is held by pod default/a")
+	require.Contains(t, ev[0].Message, "its containers are confined to the shared pool")
+
+	// They follow the shared pool as it changes.
+	x := numaPod("sb-x", "x", decision("8-11", []int{1}))
+	require.NoError(t, e.p.RunPodSandbox(ctx, x))
+	require.Equal(t, map[string]string{"b1": "4-7,12-15", "n1": "4-7,12-15"}, updated(u.next(t)))
 }
 
 func TestSynchronizeTwoSandboxesOfOnePod(t *testing.T) {

@@ -3,6 +3,7 @@ package nri
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -53,16 +54,19 @@ func (p *Plugin) poolChangedLocked() {
 	}
 }
 
-// sharedUpdatesLocked returns the updates that put every shared-pool
-// container (but the one with ID except) whose cpuset is not the shared
+// sharedUpdatesLocked returns the updates that put every container that
+// follows the shared pool (but the one with ID except) whose cpuset is not the shared
 // pool onto it, ordered by container ID. With record, they are recorded as
 // applied (a handler's reply, which the runtime applies before it answers
 // the next request); without, the caller records them once they are.
 func (p *Plugin) sharedUpdatesLocked(except string, record bool) []*api.ContainerUpdate {
 	pool := p.node.SharedPool().String()
+	if pool == "" {
+		return nil // never an empty cpuset.cpus (every CPU); the node keeps the pool while pods run on it
+	}
 	var out []*api.ContainerUpdate
 	for _, c := range p.containers {
-		if !c.shared || c.id == except || sameList(c.cpus, pool) {
+		if !c.pool || c.id == except || sameList(c.cpus, pool) {
 			continue
 		}
 		u := &api.ContainerUpdate{ContainerId: c.id, IgnoreFailure: true}
@@ -76,15 +80,24 @@ func (p *Plugin) sharedUpdatesLocked(except string, record bool) []*api.Containe
 	return out
 }
 
-// run sends unsolicited updates when woken, until Close.
+// run sends unsolicited updates when woken, and checks the sandboxes
+// found at Synchronize every CheckInterval, until Close.
 func (p *Plugin) run() {
 	defer close(p.done)
+	var tick <-chan time.Time
+	if p.interval > 0 {
+		t := time.NewTicker(p.interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-p.stop:
 			return
 		case <-p.kick:
 			p.push()
+		case <-tick:
+			p.check()
 		}
 	}
 }

@@ -136,9 +136,18 @@ func (p *hostProcess) exited() bool {
 // with the process whose mount namespace the kubelet joins.
 type kubeletEnv struct {
 	*e2eEnv
-	// pid is containerd's process: /proc/pid/root is the node as the
+	// pid is the process that holds the node's mount namespace, which
+	// containerd and the kubelet join: /proc/pid/root is the node as the
 	// runtime and the kubelet see it.
 	pid int
+	// containerdConf is containerd's configuration file, containerdLog
+	// its log (every run of it appends), containerd the running one.
+	containerdConf string
+	containerdLog  *os.File
+	containerd     *containerdProc
+	// kubeletArgs are nsenter's arguments that run the kubelet (set by
+	// startKubelet; kubeletCluster.restartKubelet runs it again).
+	kubeletArgs []string
 	// nsenter and kubeletDir: the tool that runs the kubelet in that
 	// namespace, and the directory that is /var/lib/kubelet there.
 	nsenter, kubeletDir string
@@ -216,45 +225,40 @@ state = %q
 		require.NoError(t, os.MkdirAll(mountPoint, 0o700))
 		t.Cleanup(func() { _ = unix.Rmdir(mountPoint) }) // after containerd's cleanup: the mount is gone
 	}
+	// The namespace is held by a process of its own (it sleeps), so that
+	// containerd can be restarted in it (kubeletEnv.restartContainerd).
+	ready := filepath.Join(dir, "namespace-ready")
 	script := `set -e
 mount -t overlay overlay -o "lowerdir=/dev,upperdir=$1,workdir=$2" /dev
 mount --bind "$3" ` + mountPoint + `
-shift 3
 for n in ` + strings.Join(standInGPUs, " ") + `; do [ -e "/dev/$n" ] || mknod -m 666 "/dev/$n" c 1 3; done
-exec "$@"`
-	cmd := exec.Command(unshare, "--mount", "--propagation", "slave", "/bin/sh", "-c", script, "sh",
-		filepath.Join(dir, "dev-upper"), filepath.Join(dir, "dev-work"), kubeletDir, filepath.Join(bin, "containerd"), "--config", conf)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")) // the shim
+touch "$4"
+exec sleep 2147483647`
+	holder := startHostProcess(t, dir, "namespace", exec.Command(unshare, "--mount", "--propagation", "slave", "/bin/sh", "-c", script, "sh",
+		filepath.Join(dir, "dev-upper"), filepath.Join(dir, "dev-work"), kubeletDir, ready))
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(ready)
+		return err == nil || holder.exited()
+	}, 30*time.Second, 20*time.Millisecond, "the node's mount namespace was not set up")
+	require.False(t, holder.exited(), "the node's mount namespace could not be set up: %s", holder.log)
 	logFile, err := os.Create(e.log)
 	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	ke := &kubeletEnv{e2eEnv: e, pid: holder.cmd.Process.Pid, nsenter: nsenter, kubeletDir: kubeletDir,
+		containerdConf: conf, containerdLog: logFile}
+	ke.runContainerd(t)
 	t.Cleanup(func() {
 		if out, err := e.crictl("rmp", "--all", "--force"); err != nil {
 			t.Logf("crictl rmp --all: %v: %s", err, out)
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		ke.stopContainerd(syscall.SIGTERM)
 		_ = logFile.Close()
 		if t.Failed() {
 			data, _ := os.ReadFile(e.log)
 			t.Logf("containerd's log (end):\n%s", tail(data, 5000))
 		}
 	})
-	require.Eventually(t, func() bool {
-		_, err := e.crictl("version")
-		return err == nil
-	}, 60*time.Second, 100*time.Millisecond, "containerd did not answer on %s (log: %s)", e.sock, e.log)
 	e.importImage(t)
-	return &kubeletEnv{e2eEnv: e, pid: cmd.Process.Pid, nsenter: nsenter, kubeletDir: kubeletDir}
+	return ke
 }
 
 // kubeletSysctls are the kernel settings the kubelet sets at start
@@ -382,8 +386,9 @@ nodeStatusUpdateFrequency: 1s
 `, cgroupRoot, e.sock, e.kubeletPort, filepath.Join(e.dir, "pod-logs"), filepath.Join(e.dir, "volume-plugins"))
 	conf := filepath.Join(e.dir, "kubelet-config.yaml")
 	require.NoError(t, os.WriteFile(conf, []byte(cfg), 0o600))
-	p := startHostProcess(t, e.dir, "kubelet", exec.Command(e.nsenter, "--target", strconv.Itoa(e.pid), "--mount", "--",
-		kubelet, "--config", conf, "--kubeconfig", kubeconfig, "--hostname-override", kubeletNode, "--v", "2"))
+	e.kubeletArgs = []string{"--target", strconv.Itoa(e.pid), "--mount", "--",
+		kubelet, "--config", conf, "--kubeconfig", kubeconfig, "--hostname-override", kubeletNode, "--v", "2"}
+	p := startHostProcess(t, e.dir, "kubelet", exec.Command(e.nsenter, e.kubeletArgs...))
 	t.Cleanup(func() { removeContainerLogLinks(e.dir) })
 	require.Eventually(t, func() bool {
 		_, err := client.CoreV1().Nodes().Get(context.Background(), kubeletNode, metav1.GetOptions{})
@@ -683,6 +688,11 @@ type kubeletCluster struct {
 	sched        *hostProcess
 	// stage logs a step with the time since the start.
 	stage func(what string)
+	// kubeletRuns and agentRuns count the restarts of the kubelet and
+	// the agent processes (restart_test.go); agentBin is the agent's
+	// binary once built.
+	kubeletRuns, agentRuns int
+	agentBin               string
 }
 
 // startKubeletCluster starts a kubeletCluster, or skips saying what the
@@ -770,7 +780,7 @@ func startKubeletClusterWith(t *testing.T, o kubeletClusterOptions) *kubeletClus
 	c.agentArgs = []string{"--sysfs-root", fakeSysfsWith(t, e.dir, gpus), "--node-name", kubeletNode,
 		"--kubeconfig", serviceAccountKubeconfig(t, client, cp.Config.Host, "numaplace-system", "numaplace-agent", node),
 		"--checkpoint", filepath.Join(e.dir, "checkpoint.json"), "--kubelet-socket-dir", pluginDir,
-		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid),
+		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid), "--proc-root", "/proc",
 		"--pod-resources-socket", filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock")}
 	agent := e.startAgent(t, c.agentArgs...)
 	stage("agent connected to containerd")

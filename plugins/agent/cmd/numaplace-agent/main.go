@@ -16,7 +16,7 @@
 // Usage:
 //
 //	numaplace-agent [--topology FILE | --preset NAME | --sysfs-root DIR]
-//	                [--checkpoint FILE] [--node-name NAME] [--kubeconfig FILE]
+//	                [--proc-root DIR] [--checkpoint FILE] [--node-name NAME] [--kubeconfig FILE]
 //	                [--nri=BOOL] [--name NAME] [--index NN] [--socket PATH]
 //	                [--reporter=BOOL] [--report-interval D]
 //	                [--device-plugin=BOOL] [--kubelet-socket-dir DIR]
@@ -77,8 +77,10 @@ func main() {
 // config is what the flags say.
 type config struct {
 	topology, preset, sysfsRoot string
-	checkpoint                  string
-	nodeName, kubeconfig        string
+	// procRoot is the host's /proc ("" means sysfsRoot's proc/).
+	procRoot             string
+	checkpoint           string
+	nodeName, kubeconfig string
 
 	nri                 bool
 	name, index, socket string
@@ -109,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (co
 	fs.StringVar(&c.topology, "topology", "", "read the machine from this topology JSON `file` (numaplan topology --json)")
 	fs.StringVar(&c.preset, "preset", "", "use this built-in machine `name` ("+strings.Join(topology.PresetNames(), ", ")+")")
 	fs.StringVar(&c.sysfsRoot, "sysfs-root", "/", "discover the live machine from sys/ and proc/ under this `dir` (when neither --topology nor --preset is given); GPU device minors are read under it too")
+	fs.StringVar(&c.procRoot, "proc-root", "", "the host's /proc as the agent sees it (`dir`), where the NRI agent checks whether the pod sandboxes it found running at (re)connection still run (default: proc/ under --sysfs-root)")
 	fs.StringVar(&c.checkpoint, "checkpoint", defaultCheckpoint, "the node's checkpoint `file` (\"\" keeps the state in memory only)")
 	fs.StringVar(&c.nodeName, "node-name", getenv("NODE_NAME"), "the Kubernetes node's `name` (default: the NODE_NAME environment variable)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "the kubeconfig `file` to reach the API server with (default: the pod's service account, in-cluster)")
@@ -396,7 +399,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		if err != nil {
 			return fail("cannot read the host's memory nodes", err)
 		}
-		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes, ResourceName: c.resourceName}
+		procRoot := c.procRoot
+		if procRoot == "" {
+			procRoot = filepath.Join(c.sysfsRoot, "proc")
+		}
+		opts := nri.Options{Logger: log, Events: events, OnChange: notify, MemoryNodes: memNodes, ResourceName: c.resourceName, ProcRoot: procRoot}
 		if decisions != nil {
 			opts.OnResize = decisions.Write
 		}

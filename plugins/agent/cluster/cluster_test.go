@@ -448,10 +448,6 @@ func TestAgentRightsOnARealAPIServer(t *testing.T) {
 	err = w.ApplyNRT(ctx, &other)
 	require.ErrorContains(t, err, "numaplace-agent may write only its own node's objects")
 
-	// A pod of its own node resized in place: its decision annotation, and
-	// nothing else of it, nor of another node's pods.
-	checkPodRights(t, admin, agentCfg)
-
 	// Its own node's labels and spec: refused.
 	_, err = agent.CoreV1().Nodes().Patch(ctx, "gpu-1", types.MergePatchType, []byte(`{"metadata":{"labels":{"l":"w"}}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "may not change a Node's labels")
@@ -474,6 +470,11 @@ func TestAgentRightsOnARealAPIServer(t *testing.T) {
 	require.Equal(t, "agent", got.Containers[0].Name)
 	_, err = agent.CoreV1().Pods("numaplace-system").Get(ctx, pod.Name, metav1.GetOptions{})
 	require.NoError(t, err, "reading a pod")
+
+	// A pod of its own node resized in place: its decision annotation, and
+	// nothing else of it, nor of another node's pods.
+	// (After the list above, which expects the agent's pod alone.)
+	checkPodRights(t, admin, agentCfg)
 
 	// What RBAC does not grant at all: creating or deleting pods, their logs.
 	_, err = agent.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"},

@@ -168,7 +168,7 @@ func (c *candidate) decided() ([]int, bool) {
 // NVIDIA_VISIBLE_DEVICES with the GPUs the kubelet chose (by UUID, else
 // index) and their device nodes with the driver's control nodes, which
 // Options.NoDeviceNodes (the NRI role on) restricts to the GPUs known to
-// be the container's own (see [Plugin.compare]). For a pod with a
+// be the container's own (below). For a pod with a
 // numaplace decision the NRI role then gives each container its share of
 // the decision's GPUs, so the decision decides what the container sees.
 //
@@ -176,8 +176,8 @@ func (c *candidate) decided() ([]int, bool) {
 // GetPreferredAllocation found, else as it does) and compares:
 //
 //   - a container of a pod with a decision given exactly its share of the
-//     decision: allowed, with the device nodes (counted, result
-//     "decision");
+//     decision: allowed, with the device nodes (with NoDeviceNodes, when
+//     the pod is known for sure, below; counted, result "decision");
 //   - a container of a pod with a decision given other GPUs than its
 //     share (the kubelet ignored the preference, or some decided GPUs were
 //     not offered): allowed, since the NRI role gives the container its
@@ -187,7 +187,8 @@ func (c *candidate) decided() ([]int, bool) {
 //     out again through NRI, containerd/nri#216, and the container would
 //     see a GPU not its own);
 //   - a pod without a decision given GPUs no decision holds or reserves:
-//     allowed, with the device nodes (result "undecided");
+//     allowed, with the device nodes (with NoDeviceNodes, when the pod is
+//     known for sure; result "undecided");
 //   - a pod without a decision (or a container no pod is found for) given
 //     a GPU that a decision holds or reserves (see
 //     [Plugin.GetPreferredAllocation]): refused with a FailedPrecondition
@@ -195,10 +196,13 @@ func (c *candidate) decided() ([]int, bool) {
 //     pod as it fails it; recorded as a Warning event [ReasonGPUHeld] and
 //     counted (result "refused").
 //
-// With NoDeviceNodes the device nodes are also withheld from a container
-// no pod is found for (or all of them without Options.Pods), and from a
-// pod whose decision cannot be read or split among its containers: their
-// GPUs may not be the ones the NRI role gives.
+// With NoDeviceNodes the device nodes are given only when the pod is known
+// for sure, the only candidate among the pods the kubelet's pod-resources
+// API lists (Options.KubeletPods), and withheld when the pod is a guess
+// (that API not configured or not answering, or several candidates), from
+// a container no pod is found for (or all of them without Options.Pods),
+// and from a pod whose decision cannot be read or split among its
+// containers: their GPUs may not be the ones the NRI role gives.
 //
 // Allocate cannot know whether the NRI role will see the container (the
 // agent may be down when containerd creates it); a container given its
@@ -248,10 +252,14 @@ func (p *Plugin) Allocate(ctx context.Context, req *api.AllocateRequest) (*api.A
 // decisions (see [Plugin.Allocate]) and records the container as given.
 // own reports whether the GPUs are known to be the container's own, the
 // ones the NRI role gives it too: its share of its pod's decision, or the
-// kubelet's for a pod found without a decision annotation. It is false
-// without Options.Pods, when no pod is found, when the pod's decision
-// cannot be read or split among its containers, and when the GPUs differ
-// from the container's share.
+// kubelet's for a pod found without a decision annotation, the pod known
+// for sure (the only candidate the kubelet's pod-resources API lists). It
+// is false without Options.Pods, when no pod is found or the pod is a
+// guess (no pod-resources API, or several candidates: had the kubelet
+// been admitting another pod, with another decision, the container would
+// see a GPU of another's decision), when the pod's decision cannot be
+// read or split among its containers, and when the GPUs differ from the
+// container's share.
 func (p *Plugin) compare(ctx context.Context, ids []int) (own bool, err error) {
 	if p.opts.Pods == nil {
 		return false, nil
@@ -279,7 +287,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) (own bool, err error) {
 	if share, ok := c.decided(); ok {
 		if slices.Equal(got, share) {
 			p.metrics.allocDecision.Add(1)
-			return true, nil
+			return c.sure, nil
 		}
 		p.metrics.allocDiffers.Add(1)
 		msg := fmt.Sprintf("the kubelet allocated %s to container %s, its share of the numaplace decision is %s: "+
@@ -303,7 +311,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) (own bool, err error) {
 	}
 	if len(conflicts) == 0 {
 		p.metrics.allocUndecided.Add(1)
-		return c != nil && !c.hasDecision(), nil
+		return c != nil && c.sure && !c.hasDecision(), nil
 	}
 	p.metrics.allocRefused.Add(1)
 	who := "a container no pod bound to this node was found for"

@@ -107,3 +107,35 @@ func TestAllocateGivesTheDecidedNodes(t *testing.T) {
 
 	require.Equal(t, deviceplugin.Counts{PreferDecision: 1, AllocDecision: 3, AllocDiffers: 2, AllocUndecided: 3}, p.Counts())
 }
+
+// TestAllocateWithholdsNodesOnAGuess: the device nodes are withheld when
+// the pod is a guess, even when the GPUs are the guessed pod's share or
+// the guessed pod has no decision: without the kubelet's pod-resources
+// list, and when it lists several pods the kubelet may be admitting.
+func TestAllocateWithholdsNodesOnAGuess(t *testing.T) {
+	pods := &fakePods{pods: []deviceplugin.PodInfo{
+		gpuPodInfo("a", 0, []int{3}, 1),
+		gpuPodInfo("plain", 1, nil, 1),
+	}}
+	p, _ := decidedPlugin(t, pods, nil)
+	require.Equal(t, []string{"3"}, prefer(t, p, 1, allGPUs...), "a, the oldest")
+	env, nodes := allocated(t, p, "3")
+	require.Equal(t, "3", env)
+	require.Empty(t, nodes, "a's share, a guessed without the pod-resources API")
+	_, nodes = allocated(t, p, "GPU-a0")
+	require.Empty(t, nodes, "plain, guessed without the pod-resources API")
+	require.Equal(t, deviceplugin.Counts{PreferDecision: 1, AllocDecision: 1, AllocUndecided: 1}, p.Counts())
+
+	// The kubelet lists both, neither with devices: two candidates.
+	kl := &fakeKubelet{}
+	p, _ = decidedPlugin(t, &fakePods{pods: []deviceplugin.PodInfo{
+		gpuPodInfo("a", 0, []int{3}, 1),
+		gpuPodInfo("b", 0, []int{1}, 1),
+	}}, kl)
+	kl.admitting("a")
+	kl.admitting("b")
+	require.Equal(t, []string{"3"}, prefer(t, p, 1, allGPUs...), "a, first by name")
+	_, nodes = allocated(t, p, "3")
+	require.Empty(t, nodes, "a's share, but the kubelet may be admitting b")
+	require.Equal(t, deviceplugin.Counts{PreferDecision: 1, AllocDecision: 1}, p.Counts())
+}

@@ -23,7 +23,8 @@
 //     their device nodes (the NRI role gives a decided pod's containers
 //     their shares); with [Options.NoDeviceNodes] (the NRI role on) the
 //     nodes only when the GPUs are the container's share of its decision,
-//     or its pod has none. It reports a container given other GPUs than
+//     or its pod has none, the pod known through the kubelet's
+//     pod-resources API. It reports a container given other GPUs than
 //     its share (an event, [Plugin.WriteMetrics]) and refuses a pod without
 //     a decision a GPU a decision holds or reserves.
 //

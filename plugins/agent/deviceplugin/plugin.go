@@ -62,8 +62,8 @@ type Options struct {
 	HealthInterval time.Duration
 	// NoDeviceNodes gives the GPUs' device nodes in Allocate's answers only
 	// for GPUs known to be the container's own (its share of its pod's
-	// decision, or the kubelet's for a pod without a decision; see
-	// [Plugin.Allocate]), and NVIDIA_VISIBLE_DEVICES alone otherwise, for a
+	// decision, or the kubelet's for a pod without a decision, the pod
+	// known through the kubelet's pod-resources API; see [Plugin.Allocate]), and NVIDIA_VISIBLE_DEVICES alone otherwise, for a
 	// node whose NRI role adds the device nodes of each container's GPUs
 	// itself (or whose NVIDIA container runtime does, from the
 	// environment): a device node the kubelet's allocation adds cannot be

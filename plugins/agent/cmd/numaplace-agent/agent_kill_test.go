@@ -249,6 +249,27 @@ func TestAgentKilledDuringBurst(t *testing.T) {
 	require.Equal(t, wantVisible, visible, "after's NVIDIA_VISIBLE_DEVICES")
 	require.Equal(t, wantNodes, nodes, "after's GPU device nodes")
 	require.Equal(t, []string{wantVisible}, podResources(t, e)["after"]["main"], "after's GPU in the pod-resources API")
+	// The kubelet's copy of Allocate's answer (protobuf, whose strings are
+	// in it as they are) names the device nodes.
+	var allocResp string
+	raw, err := os.ReadFile(filepath.Join(c.pluginDir, "kubelet_internal_checkpoint"))
+	require.NoError(t, err, "the kubelet's device-manager checkpoint")
+	var cp struct {
+		Data struct {
+			PodDeviceEntries []struct {
+				PodUID, ContainerName string
+				AllocResp             []byte
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &cp), "the kubelet's device-manager checkpoint: %s", raw)
+	for _, en := range cp.Data.PodDeviceEntries {
+		if en.PodUID == string(after.UID) && en.ContainerName == "main" {
+			allocResp = string(en.AllocResp)
+		}
+	}
+	require.Contains(t, allocResp, "/dev/"+wantNodes[0], "Allocate's answer for after's main container")
+	require.Contains(t, allocResp, "/dev/nvidiactl", "Allocate's answer for after's main container")
 	paths := specDevices(t, e, afterCtr)
 	t.Logf("after's devices in its OCI spec: %v", paths)
 	require.Contains(t, paths, "/dev/"+wantNodes[0])

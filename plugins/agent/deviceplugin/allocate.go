@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	api "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/plugins/agent/nri"
@@ -146,6 +147,13 @@ func (p *Plugin) prefer(ctx context.Context, cr *api.ContainerPreferredAllocatio
 	return ids, err
 }
 
+// hasDecision reports whether the candidate's pod has a decision
+// annotation, readable or not.
+func (c *candidate) hasDecision() bool {
+	_, ok := c.info.Pod.Annotations[kube.AnnotationAllocation]
+	return ok
+}
+
 // decided returns the container's share of its pod's decision, and
 // whether the pod has a decision to take it from; false for a nil
 // candidate.
@@ -158,25 +166,53 @@ func (c *candidate) decided() ([]int, bool) {
 
 // Allocate implements the device-plugin API: each container gets
 // NVIDIA_VISIBLE_DEVICES with the GPUs the kubelet chose (by UUID, else
-// index) and, unless Options.NoDeviceNodes, their device nodes with the
-// driver's control nodes. For a pod with a numaplace decision the NRI role
-// then gives each container its share of the decision's GPUs, so the
-// decision decides what the container sees.
+// index) and their device nodes with the driver's control nodes, which
+// Options.NoDeviceNodes (the NRI role on) restricts to the GPUs known to
+// be the container's own (below). For a pod with a
+// numaplace decision the NRI role then gives each container its share of
+// the decision's GPUs, so the decision decides what the container sees.
 //
 // With Options.Pods, Allocate also finds the pod (the one the preceding
 // GetPreferredAllocation found, else as it does) and compares:
 //
+//   - a container of a pod with a decision given exactly its share of the
+//     decision: allowed, with the device nodes (with NoDeviceNodes, when
+//     the pod is known for sure, below; counted, result "decision");
 //   - a container of a pod with a decision given other GPUs than its
 //     share (the kubelet ignored the preference, or some decided GPUs were
-//     not offered): allowed, since the container sees its share, but
-//     recorded as a Warning event [ReasonGPUsDiffer] on the pod and counted
-//     in the metrics (result "differs");
+//     not offered): allowed, since the NRI role gives the container its
+//     share, but recorded as a Warning event [ReasonGPUsDiffer] on the pod
+//     and counted in the metrics (result "differs"); with NoDeviceNodes its
+//     device nodes are withheld (a node Allocate adds could not be taken
+//     out again through NRI, containerd/nri#216, and the container would
+//     see a GPU not its own);
+//   - a pod without a decision given GPUs no decision holds or reserves:
+//     allowed, with the device nodes (with NoDeviceNodes, when the pod is
+//     known for sure; result "undecided");
 //   - a pod without a decision (or a container no pod is found for) given
 //     a GPU that a decision holds or reserves (see
 //     [Plugin.GetPreferredAllocation]): refused with a FailedPrecondition
 //     error naming each GPU and its holder, which the kubelet shows on the
 //     pod as it fails it; recorded as a Warning event [ReasonGPUHeld] and
 //     counted (result "refused").
+//
+// With NoDeviceNodes the device nodes are given only when the pod is known
+// for sure, the only candidate among the pods the kubelet's pod-resources
+// API lists (Options.KubeletPods), and withheld when the pod is a guess
+// (that API not configured or not answering, or several candidates), from
+// a container no pod is found for (or all of them without Options.Pods),
+// and from a pod whose decision cannot be read or split among its
+// containers: their GPUs may not be the ones the NRI role gives.
+//
+// Allocate cannot know whether the NRI role will see the container (the
+// agent may be down when containerd creates it); a container given its
+// nodes runs with its GPUs either way, while one whose nodes are withheld
+// and that containerd creates without NRI runs with the kubelet's
+// NVIDIA_VISIBLE_DEVICES but no GPU device node (the NRI role's
+// Synchronize then records the event [nri.ReasonGPUsNotApplied]). It is not
+// refused: the NRI role normally runs and gives the decided GPUs, and a
+// refusal would fail the pod (UnexpectedAdmissionError) for what it
+// corrects.
 //
 // An unknown device ID, or a GPU whose device node is missing, is an
 // InvalidArgument error naming it (device nodes given or not).
@@ -197,12 +233,13 @@ func (p *Plugin) Allocate(ctx context.Context, req *api.AllocateRequest) (*api.A
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "numaplace: %v", err)
 		}
-		if err := p.compare(ctx, ids); err != nil {
+		own, err := p.compare(ctx, ids)
+		if err != nil {
 			return nil, err
 		}
 		c := &api.ContainerAllocateResponse{Envs: map[string]string{kubelet.EnvVisibleDevices: strings.Join(names, ",")}}
-		for _, n := range nodes {
-			if !p.opts.NoDeviceNodes {
+		if own || !p.opts.NoDeviceNodes {
+			for _, n := range nodes {
 				c.Devices = append(c.Devices, &api.DeviceSpec{ContainerPath: n.Path, HostPath: n.Path, Permissions: "rw"})
 			}
 		}
@@ -213,9 +250,19 @@ func (p *Plugin) Allocate(ctx context.Context, req *api.AllocateRequest) (*api.A
 
 // compare checks the GPUs ids the kubelet gives a container against the
 // decisions (see [Plugin.Allocate]) and records the container as given.
-func (p *Plugin) compare(ctx context.Context, ids []int) error {
+// own reports whether the GPUs are known to be the container's own, the
+// ones the NRI role gives it too: its share of its pod's decision, or the
+// kubelet's for a pod found without a decision annotation, the pod known
+// for sure (the only candidate the kubelet's pod-resources API lists). It
+// is false without Options.Pods, when no pod is found or the pod is a
+// guess (no pod-resources API, or several candidates: had the kubelet
+// been admitting another pod, with another decision, the container would
+// see a GPU of another's decision), when the pod's decision cannot be
+// read or split among its containers, and when the GPUs differ from the
+// container's share.
+func (p *Plugin) compare(ctx context.Context, ids []int) (own bool, err error) {
 	if p.opts.Pods == nil {
-		return nil
+		return false, nil
 	}
 	p.mu.Lock()
 	exp := p.expect
@@ -240,7 +287,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) error {
 	if share, ok := c.decided(); ok {
 		if slices.Equal(got, share) {
 			p.metrics.allocDecision.Add(1)
-			return nil
+			return c.sure, nil
 		}
 		p.metrics.allocDiffers.Add(1)
 		msg := fmt.Sprintf("the kubelet allocated %s to container %s, its share of the numaplace decision is %s: "+
@@ -249,7 +296,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) error {
 		p.log.Warn(msg, "pod", c.key())
 		p.opts.Events.Record(ctx, nri.Event{Namespace: c.info.Pod.Namespace, Name: c.info.Pod.Name, UID: c.info.Pod.UID,
 			Type: nri.EventTypeWarning, Reason: ReasonGPUsDiffer, Message: msg})
-		return nil
+		return false, nil
 	}
 	except := ""
 	if c != nil {
@@ -264,7 +311,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) error {
 	}
 	if len(conflicts) == 0 {
 		p.metrics.allocUndecided.Add(1)
-		return nil
+		return c != nil && c.sure && !c.hasDecision(), nil
 	}
 	p.metrics.allocRefused.Add(1)
 	who := "a container no pod bound to this node was found for"
@@ -277,7 +324,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) error {
 		p.opts.Events.Record(ctx, nri.Event{Namespace: c.info.Pod.Namespace, Name: c.info.Pod.Name, UID: c.info.Pod.UID,
 			Type: nri.EventTypeWarning, Reason: ReasonGPUHeld, Message: msg})
 	}
-	return status.Error(codes.FailedPrecondition, msg)
+	return false, status.Error(codes.FailedPrecondition, msg)
 }
 
 // describeGPUs names GPUs by ID with their UUIDs, such as "GPU 2

@@ -21,9 +21,12 @@
 //     or reserves.
 //   - Allocate gives the kubelet's GPUs as NVIDIA_VISIBLE_DEVICES and
 //     their device nodes (the NRI role gives a decided pod's containers
-//     their shares); it reports a container given other GPUs than its
-//     share (an event, [Plugin.WriteMetrics]) and refuses a pod without a
-//     decision a GPU a decision holds or reserves.
+//     their shares); with [Options.NoDeviceNodes] (the NRI role on) the
+//     nodes only when the GPUs are the container's share of its decision,
+//     or its pod has none, the pod known through the kubelet's
+//     pod-resources API. It reports a container given other GPUs than
+//     its share (an event, [Plugin.WriteMetrics]) and refuses a pod without
+//     a decision a GPU a decision holds or reserves.
 //
 // The common calls:
 //

@@ -60,14 +60,20 @@ type Options struct {
 	// [DefaultHealthInterval], negative turns the checks off (health then
 	// changes only through [Plugin.SetHealth]).
 	HealthInterval time.Duration
-	// NoDeviceNodes leaves the GPUs' device nodes out of Allocate's
-	// answers (only NVIDIA_VISIBLE_DEVICES is given), for a node whose NRI
-	// role adds the device nodes of each container's GPUs itself (or whose
-	// NVIDIA container runtime does, from the environment): a device node
-	// the kubelet's allocation adds cannot be taken out of the container
-	// again through NRI (containerd's NRI drops a plugin's removal of a
-	// device it did not add, containerd/nri#216), so a pod whose decision
-	// names other GPUs than the kubelet chose would see both.
+	// NoDeviceNodes gives the GPUs' device nodes in Allocate's answers only
+	// for GPUs known to be the container's own (its share of its pod's
+	// decision, or the kubelet's for a pod without a decision, the pod
+	// known through the kubelet's pod-resources API; see [Plugin.Allocate]), and NVIDIA_VISIBLE_DEVICES alone otherwise, for a
+	// node whose NRI role adds the device nodes of each container's GPUs
+	// itself (or whose NVIDIA container runtime does, from the
+	// environment): a device node the kubelet's allocation adds cannot be
+	// taken out of the container again through NRI (containerd's NRI drops
+	// a plugin's removal of a device it did not add, containerd/nri#216), so
+	// a pod whose decision names other GPUs than the kubelet chose would see
+	// both. The nodes of its own GPUs are given so that a container
+	// containerd creates without NRI (the agent down) has them; the NRI role
+	// adding the same nodes replaces them (same path), it does not add
+	// them twice.
 	NoDeviceNodes bool
 	// OnChange, if set, is called (without locks held) after a GPU's health
 	// changed, so that the node's report can be refreshed. It must not

@@ -113,6 +113,10 @@ type candidate struct {
 	shares   []kube.ContainerGPUs
 	// container is the container the kubelet gives GPUs to next.
 	container kube.ContainerGPUs
+	// sure is set when the pod is known to be the one the kubelet admits:
+	// the only candidate among the pods the kubelet's pod-resources API
+	// lists, not a guess from the API server's pods alone.
+	sure bool
 }
 
 // key returns the pod's key.
@@ -228,7 +232,9 @@ const identifyTimeout = 3 * time.Second
 // of the resource to now: the first of [Plugin.candidates] in podOrder,
 // read again from the API server when the informer's pods have none. It
 // also returns the pods bound to the node (for the decisions' GPUs), and
-// nil when the plugin has no Pods or none is a candidate.
+// nil when the plugin has no Pods or none is a candidate. The candidate is
+// sure (see [candidate]) when the kubelet's list was read and it was the
+// only one.
 func (p *Plugin) identify(ctx context.Context, size int) (*candidate, []PodInfo) {
 	if p.opts.Pods == nil {
 		return nil, nil
@@ -266,6 +272,7 @@ func (p *Plugin) identify(ctx context.Context, size int) (*candidate, []PodInfo)
 				p.log.Debug("several pods may be the one the kubelet admits; taking the first", "pods", keys, "size", size)
 			}
 			p.forgetGone(pods)
+			cs[0].sure = view != nil && len(cs) == 1
 			return cs[0], pods
 		}
 	}

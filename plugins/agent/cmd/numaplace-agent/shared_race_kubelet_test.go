@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/numaplace/numaplace/numa"
+)
+
+// handCPUPod is a SingleNUMANode pod of one CPU bound by hand to the node
+// (no scheduler) with a decision of CPU cpu on NUMA node cpu (the fake
+// machine's CPU i is node i's), so that the kubelet starts it at once.
+func handCPUPod(name string, cpu int) *corev1.Pod {
+	pod := cpuPod(name)
+	pod.Spec.SchedulerName, pod.Spec.NodeName = "", kubeletNode
+	pod.Annotations = decisionPod(strconv.Itoa(cpu), []int{cpu})
+	return pod
+}
+
+// TestSharedPodsCreatedWithAnExclusivePod: an exclusive pod and shared-pool
+// pods created at the same time, several times over, the kubelet creating
+// and starting their containers concurrently. containerd drops (while
+// reporting success) the update of a container whose creation is in
+// flight, and applies that of a container being started to its spec only;
+// still, every shared container must end on the shared pool (the CPU the
+// exclusive pod does not hold), never on the exclusive pod's CPU.
+func TestSharedPodsCreatedWithAnExclusivePod(t *testing.T) {
+	c := startKubeletCluster(t)
+	e, client := c.e, c.client
+	ctx := context.Background()
+	const rounds, shared = 4, 3
+	for round := range rounds {
+		cpu := round % 2
+		names := []string{fmt.Sprintf("ex-%d", round)}
+		pods := []*corev1.Pod{handCPUPod(names[0], cpu)}
+		for i := range shared {
+			name := fmt.Sprintf("sh-%d-%d", round, i)
+			names = append(names, name)
+			pods = append(pods, opsSharedPod(name))
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(pods))
+		for i, pod := range pods {
+			wg.Go(func() {
+				_, errs[i] = client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		for _, name := range names {
+			waitRunning(t, client, name)
+		}
+		pool := numa.NewCPUSet(0, 1)
+		pool.Remove(cpu)
+		for _, name := range names[1:] {
+			pod, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			ctr := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+			e.waitCPUs(t, ctr, pool.String(), fmt.Sprintf("round %d: shared pod %s on the shared pool beside %s's CPU %d",
+				round, name, names[0], cpu))
+		}
+		c.checkNodeInvariants(t)
+		c.stage(fmt.Sprintf("round %d: %s holds CPU %d, %d shared pods on %s", round, names[0], cpu, shared, pool))
+		for _, name := range names {
+			require.NoError(t, client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}))
+		}
+		for _, name := range names {
+			require.Eventually(t, func() bool {
+				_, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}, 60*time.Second, 100*time.Millisecond, "pod %s was not removed: %s", name, describe(client, name))
+		}
+	}
+	c.checkNodeInvariants(t)
+	// What the agent did about containers that started with a cpuset that
+	// was no longer theirs (how often the race was hit), for the record.
+	var fixed []string
+	for _, line := range strings.Split(c.agent.log.String(), "\n") {
+		if strings.Contains(line, "no longer its own") {
+			fixed = append(fixed, line)
+		}
+	}
+	t.Logf("containers corrected at PostStartContainer: %d\n%s", len(fixed), strings.Join(fixed, "\n"))
+}

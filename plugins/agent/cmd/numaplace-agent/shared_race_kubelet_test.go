@@ -98,8 +98,16 @@ func TestSharedPodsCreatedWithAnExclusivePod(t *testing.T) {
 			pod, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)
 			ctr := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-			e.waitCPUs(t, ctr, pool.String(), fmt.Sprintf("round %d: shared pod %s on the shared pool beside %s's CPU %d",
-				round, name, names[0], cpu))
+			// Its CPUs as the container's processes see them; waited for
+			// (the correction is asynchronous), the last ones named.
+			var got string
+			deadline := time.Now().Add(30 * time.Second)
+			for got = e.status(t, ctr, "Cpus_allowed_list"); got != pool.String() && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				got = e.status(t, ctr, "Cpus_allowed_list")
+			}
+			require.Equal(t, pool.String(), got, "round %d: shared pod %s must run on the shared pool beside %s's CPU %d (for 30 s)",
+				round, name, names[0], cpu)
 		}
 		c.checkNodeInvariants(t)
 		c.stage(fmt.Sprintf("round %d: %s holds CPU %d, %d shared pods on %s", round, names[0], cpu, shared, pool))

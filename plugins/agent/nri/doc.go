@@ -39,7 +39,11 @@
 //     the cpusets of the containers on the shared pool are updated: in the response of
 //     the next CreateContainer or StopContainer, and at once through
 //     [Updater] (the stub's unsolicited UpdateContainers), so that shared
-//     pods never run on exclusive CPUs.
+//     pods never run on exclusive CPUs. containerd reports success for an
+//     update it drops or applies only to the spec (a container whose
+//     CreateContainer is in flight, or that is being started), so a
+//     container gets no update before PostStartContainer, which sends it
+//     its cpuset when the one it was created with is no longer its own.
 //   - Every change of the node's state is told to [Options].OnChange (the
 //     reporter's Notify), which must not block.
 //

@@ -192,3 +192,21 @@ func admitted(p *nri.Plugin) map[string]string {
 	}
 	return out
 }
+
+// started reports container id of sb started (PostStartContainer), as the
+// runtime does once its task runs, with the cpuset of its adjustment adj
+// (nil: none reported).
+func started(t *testing.T, p *nri.Plugin, sb *api.PodSandbox, id string, adj *api.ContainerAdjustment) {
+	t.Helper()
+	cpus, mems := cpuset(adj)
+	require.NoError(t, p.PostStartContainer(ctx, sb, ctr(id, sb, cpus, mems)))
+}
+
+// createStarted creates container id of sb and reports it started.
+func createStarted(t *testing.T, p *nri.Plugin, sb *api.PodSandbox, id string) (*api.ContainerAdjustment, []*api.ContainerUpdate) {
+	t.Helper()
+	adj, up, err := p.CreateContainer(ctx, sb, ctr(id, sb, "", ""))
+	require.NoError(t, err)
+	started(t, p, sb, id, adj)
+	return adj, up
+}

@@ -269,3 +269,54 @@ func (p *Plugin) checkGPUsLocked(ctx context.Context, sb *api.PodSandbox, c *api
 			Type: EventTypeWarning, Reason: ReasonGPUsNotApplied, Message: msg})
 	}
 }
+
+// PostStartContainer implements stub.PostStartContainerInterface. The
+// runtime reports it once the container runs, when an update reaches the
+// container's cgroup; an update sent before may have been lost while the
+// runtime reported success (see container.started). So the container is
+// marked started and, when the cpuset it was created with (or the one the
+// runtime reports) is not what it should have now (the shared pool as it
+// is now, or its pod's CPUs after a resize) or its cpuset.mems is not, it
+// is sent its cpuset and cpuset.mems: at once through the [Updater] (after
+// this handler returns), else in the next reply. A container the plugin
+// did not see created (it was created while the plugin was away) of an
+// admitted pod is recorded and checked the same way.
+func (p *Plugin) PostStartContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) error {
+	if sb == nil || ctr == nil {
+		return errors.New("nri: PostStartContainer without a pod sandbox or a container")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cpu := ctr.GetLinux().GetResources().GetCpu()
+	c := p.containers[ctr.GetId()]
+	if c == nil {
+		key := sandboxKey(sb)
+		adm, ok := p.node.Get(key)
+		if !ok || p.current[key] != sb.GetId() || ctr.GetId() == "" {
+			return nil // not a pod the plugin runs
+		}
+		c = &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: key, pool: !exclusiveCPUs(adm), cpus: cpu.GetCpus(),
+			name: ctr.GetName(), n: cpuCountOf(ctr)}
+		p.containers[c.id] = c
+	}
+	c.started = true
+	cpus, mems := p.wantLocked(c)
+	if cpus == "" {
+		return nil
+	}
+	// What the runtime reports is its spec, which may have been updated
+	// after the task was created from it: the cpuset the container was
+	// created with decides, and a reported one that differs too. An empty
+	// report is no report.
+	wrong := !sameList(c.cpus, cpus) || (cpu.GetCpus() != "" && !sameList(cpu.GetCpus(), cpus)) ||
+		(mems != "" && cpu.GetMems() != "" && !sameList(cpu.GetMems(), mems))
+	if !c.stale && !wrong {
+		return nil
+	}
+	p.log.InfoContext(ctx, "PostStartContainer: the container started with a cpuset that is no longer its own; sending it its cpuset",
+		"pod", c.pod, "container", ctr.GetName(), "id", c.id, "createdWith", c.cpus, "runtimeReports", cpu.GetCpus(),
+		"reportedMems", cpu.GetMems(), "cpus", cpus, "mems", mems)
+	c.stale = true
+	p.kickLocked()
+	return nil
+}

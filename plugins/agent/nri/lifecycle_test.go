@@ -96,6 +96,7 @@ func TestDecisionWithoutCPUsRunsOnTheSharedPool(t *testing.T) {
 	require.NoError(t, e.p.RunPodSandbox(ctx, g))
 	adj, _, err := e.p.CreateContainer(ctx, g, ctr("g1", g, "", ""))
 	require.NoError(t, err)
+	started(t, e.p, g, "g1", adj)
 	cpus, mems := cpuset(adj)
 	require.Equal(t, "4-15", cpus, "the shared pool: x's CPUs 0-3 are exclusive")
 	require.Equal(t, "0-1", mems)

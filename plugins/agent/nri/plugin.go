@@ -79,8 +79,23 @@ type container struct {
 	pool bool
 	// cpus is the cpuset.cpus the container has as far as the plugin knows
 	// (what the runtime reported or what the plugin asked for); "" when
-	// unknown.
+	// unknown. Until the container is started, it is what the container was
+	// created with: an update sent before then may be lost (see started).
 	cpus string
+	// started is set once the runtime has reported the container started
+	// (PostStartContainer, or running at Synchronize). Before, an update
+	// may be lost while the runtime reports success: containerd drops the
+	// update of a container whose CreateContainer is still in flight (not
+	// yet in its container store), and writes that of a container being
+	// started only into its spec, after the task was created from the old
+	// one. So the plugin sends a container no update before it is started,
+	// and at PostStartContainer sends it its cpuset if it no longer is the
+	// one it was created with.
+	started bool
+	// stale is set when the container's cpuset (and cpuset.mems) must be
+	// sent again whatever cpus says: it started with a cpuset that is not
+	// its own any more. The next push or reply sends it.
+	stale bool
 	// name is the container's name and n its CPU count (its CPU limit in
 	// whole CPUs), 0 when not known.
 	name string
@@ -135,15 +150,16 @@ type Plugin struct {
 
 // Compile-time checks of the NRI handler interfaces the plugin implements.
 var (
-	_ stub.ConfigureInterface       = (*Plugin)(nil)
-	_ stub.SynchronizeInterface     = (*Plugin)(nil)
-	_ stub.ShutdownInterface        = (*Plugin)(nil)
-	_ stub.RunPodInterface          = (*Plugin)(nil)
-	_ stub.StopPodInterface         = (*Plugin)(nil)
-	_ stub.RemovePodInterface       = (*Plugin)(nil)
-	_ stub.CreateContainerInterface = (*Plugin)(nil)
-	_ stub.StopContainerInterface   = (*Plugin)(nil)
-	_ stub.RemoveContainerInterface = (*Plugin)(nil)
+	_ stub.ConfigureInterface          = (*Plugin)(nil)
+	_ stub.SynchronizeInterface        = (*Plugin)(nil)
+	_ stub.ShutdownInterface           = (*Plugin)(nil)
+	_ stub.RunPodInterface             = (*Plugin)(nil)
+	_ stub.StopPodInterface            = (*Plugin)(nil)
+	_ stub.RemovePodInterface          = (*Plugin)(nil)
+	_ stub.CreateContainerInterface    = (*Plugin)(nil)
+	_ stub.StopContainerInterface      = (*Plugin)(nil)
+	_ stub.RemoveContainerInterface    = (*Plugin)(nil)
+	_ stub.PostStartContainerInterface = (*Plugin)(nil)
 )
 
 // New returns the plugin of node. It starts the goroutine that sends
@@ -372,7 +388,11 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 		}
 		key := p.sandboxes[id].key
 		cpu := c.GetLinux().GetResources().GetCpu()
-		ctr := &container{id: c.GetId(), sandbox: id, pod: key, cpus: cpu.GetCpus(), name: c.GetName(), n: cpuCountOf(c)}
+		// A container not yet started (CREATED) gets its update now, which
+		// containerd applies to its spec, and is checked again at its
+		// PostStartContainer.
+		ctr := &container{id: c.GetId(), sandbox: id, pod: key, cpus: cpu.GetCpus(), name: c.GetName(), n: cpuCountOf(c),
+			started: c.GetState() != api.ContainerState_CONTAINER_CREATED}
 		p.containers[ctr.id] = ctr
 		p.recordSizeLocked(ctr.sandbox, ctr.name, ctr.n, c.GetLinux().GetResources().GetMemory().GetLimit().GetValue())
 		u := &api.ContainerUpdate{ContainerId: ctr.id, IgnoreFailure: true}

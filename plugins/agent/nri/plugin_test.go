@@ -172,10 +172,8 @@ func TestSharedContainersUpdatedInResponses(t *testing.T) {
 	// responses to CreateContainer and StopContainer.
 	e := newPlugin(t, "")
 	web := sharedPod("sb-web", "web")
-	_, _, err := e.p.CreateContainer(ctx, web, ctr("w1", web, "", ""))
-	require.NoError(t, err)
-	_, _, err = e.p.CreateContainer(ctx, web, ctr("w2", web, "", ""))
-	require.NoError(t, err)
+	createStarted(t, e.p, web, "w1")
+	createStarted(t, e.p, web, "w2")
 
 	x := numaPod("sb-x", "x", decision("0-3", []int{0}, 0))
 	require.NoError(t, e.p.RunPodSandbox(ctx, x))
@@ -208,8 +206,7 @@ func TestSharedContainersUpdatedWhenExclusivePodArrives(t *testing.T) {
 	u := newUpdater()
 	e.p.SetUpdater(u)
 	web := sharedPod("sb-web", "web")
-	_, _, err := e.p.CreateContainer(ctx, web, ctr("w1", web, "", ""))
-	require.NoError(t, err)
+	createStarted(t, e.p, web, "w1")
 
 	x := numaPod("sb-x", "x", decision("8-15", []int{1}, 2, 3))
 	require.NoError(t, e.p.RunPodSandbox(ctx, x))
@@ -245,8 +242,7 @@ func TestFailedUnsolicitedUpdateIsRetriedInResponses(t *testing.T) {
 	f := failingUpdater{calls: make(chan int, 4)}
 	e.p.SetUpdater(f)
 	web := sharedPod("sb-web", "web")
-	_, _, err := e.p.CreateContainer(ctx, web, ctr("w1", web, "", ""))
-	require.NoError(t, err)
+	createStarted(t, e.p, web, "w1")
 	x := numaPod("sb-x", "x", decision("0-3", []int{0}))
 	require.NoError(t, e.p.RunPodSandbox(ctx, x))
 	require.Equal(t, 1, <-f.calls)

@@ -204,7 +204,8 @@ func (p *Plugin) UpdateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	c := p.containers[ctr.GetId()]
 	if c == nil {
-		c = &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: key, cpus: adm.CPUs.String()}
+		// The runtime updates a container's resources once it runs.
+		c = &container{id: ctr.GetId(), sandbox: sb.GetId(), pod: key, cpus: adm.CPUs.String(), started: true}
 		p.containers[c.id] = c
 	}
 	c.name, c.n = ctr.GetName(), from
@@ -343,8 +344,12 @@ func (p *Plugin) resizedUpdatesLocked(adm kubelet.Admission, sandbox, self strin
 		if mems != "" {
 			u.SetLinuxCPUSetMems(mems)
 		}
-		if c := p.containers[id]; c != nil {
-			c.cpus = cpus
+		if c := p.containers[id]; c != nil && c.started {
+			c.cpus, c.stale = cpus, false
+		} else if c != nil {
+			// It may be lost (see container.started): checked again at
+			// its PostStartContainer.
+			c.stale = true
 		}
 		return u
 	}

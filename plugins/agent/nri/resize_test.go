@@ -65,13 +65,15 @@ func (e *resizeEnv) lastResized() []nri.Resized {
 	return append([]nri.Resized(nil), e.resized...)
 }
 
-// start runs the sandbox and creates its container through the plugin.
+// start runs the sandbox, creates its container through the plugin and
+// reports it started.
 func start(t *testing.T, p *nri.Plugin, sb *api.PodSandbox, c *api.Container) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, p.RunPodSandbox(ctx, sb))
-	_, _, err := p.CreateContainer(ctx, sb, c)
+	adj, _, err := p.CreateContainer(ctx, sb, c)
 	require.NoError(t, err)
+	started(t, p, sb, c.GetId(), adj)
 }
 
 func TestResizeAppliedBothWays(t *testing.T) {

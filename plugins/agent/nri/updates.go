@@ -48,36 +48,83 @@ func (p *Plugin) poolChangedLocked() {
 	p.log.Info("shared pool changed", "from", p.pool, "to", pool)
 	p.pool = pool
 	p.gen++
-	select {
-	case p.kick <- struct{}{}:
-	default: // a push is already due
-	}
+	p.kickLocked()
 }
 
-// sharedUpdatesLocked returns the updates that put every container that
-// follows the shared pool (but the one with ID except) whose cpuset is not the shared
-// pool onto it, ordered by container ID. With record, they are recorded as
-// applied (a handler's reply, which the runtime applies before it answers
-// the next request); without, the caller records them once they are.
+// sharedUpdatesLocked returns the updates that put every started
+// container that follows the shared pool (but the one with ID except)
+// whose cpuset is not the shared pool onto it, and that send every stale
+// container (see container.stale) its cpuset and cpuset.mems, ordered by
+// container ID. A container not yet started gets none (containerd may
+// drop it while reporting success, see container.started): it is checked
+// at its PostStartContainer. With record, they are recorded as applied (a
+// handler's reply, which the runtime applies before it answers the next
+// request); without, the caller records them once they are.
 func (p *Plugin) sharedUpdatesLocked(except string, record bool) []*api.ContainerUpdate {
 	pool := p.node.SharedPool().String()
-	if pool == "" {
-		return nil // never an empty cpuset.cpus (every CPU); the node keeps the pool while pods run on it
-	}
 	var out []*api.ContainerUpdate
 	for _, c := range p.containers {
-		if !c.pool || c.id == except || sameList(c.cpus, pool) {
+		if !c.started || c.id == except {
 			continue
 		}
-		u := &api.ContainerUpdate{ContainerId: c.id, IgnoreFailure: true}
-		u.SetLinuxCPUSetCPUs(pool)
+		var u *api.ContainerUpdate
+		switch {
+		case c.stale:
+			u = p.correctionLocked(c)
+		case c.pool && pool != "" && !sameList(c.cpus, pool):
+			u = &api.ContainerUpdate{ContainerId: c.id, IgnoreFailure: true}
+			u.SetLinuxCPUSetCPUs(pool)
+		}
+		if u == nil {
+			continue
+		}
 		out = append(out, u)
 		if record {
-			c.cpus = pool
+			c.cpus, c.stale = u.GetLinux().GetResources().GetCpu().GetCpus(), false
 		}
 	}
 	slices.SortFunc(out, func(a, b *api.ContainerUpdate) int { return cmp.Compare(a.ContainerId, b.ContainerId) })
 	return out
+}
+
+// wantLocked returns the cpuset.cpus and cpuset.mems container c should
+// have now: the shared pool ("" when it is empty, and then no update is
+// sent) or its pod's exclusive CPUs, and its pod's memory nodes. A
+// container of a pod that runs but is not admitted gets the shared pool
+// and its memory is left alone ("").
+func (p *Plugin) wantLocked(c *container) (cpus, mems string) {
+	adm, ok := p.node.Get(c.pod)
+	if !ok {
+		return p.node.SharedPool().String(), ""
+	}
+	if c.pool {
+		return p.node.SharedPool().String(), p.memsOf(adm)
+	}
+	return adm.CPUs.String(), p.memsOf(adm)
+}
+
+// correctionLocked returns the update that sends container c its cpuset
+// and cpuset.mems (see wantLocked), nil when there is no cpuset to send.
+func (p *Plugin) correctionLocked(c *container) *api.ContainerUpdate {
+	cpus, mems := p.wantLocked(c)
+	if cpus == "" {
+		return nil // never an empty cpuset.cpus (every CPU); the node keeps the pool while pods run on it
+	}
+	u := &api.ContainerUpdate{ContainerId: c.id, IgnoreFailure: true}
+	u.SetLinuxCPUSetCPUs(cpus)
+	if mems != "" {
+		u.SetLinuxCPUSetMems(mems)
+	}
+	return u
+}
+
+// kickLocked wakes the goroutine that sends unsolicited updates, even
+// when the shared pool did not change.
+func (p *Plugin) kickLocked() {
+	select {
+	case p.kick <- struct{}{}:
+	default: // a push is already due
+	}
 }
 
 // run sends unsolicited updates when woken, and checks the sandboxes
@@ -148,18 +195,21 @@ func (p *Plugin) push() {
 // recordLocked records the cpusets of the updates as applied.
 func (p *Plugin) recordLocked(updates []*api.ContainerUpdate) {
 	for _, u := range updates {
-		if c, ok := p.containers[u.GetContainerId()]; ok {
-			c.cpus = u.GetLinux().GetResources().GetCpu().GetCpus()
+		if c, ok := p.containers[u.GetContainerId()]; ok && c.started {
+			c.cpus, c.stale = u.GetLinux().GetResources().GetCpu().GetCpus(), false
 		}
 	}
 }
 
 // forgetCPUsLocked marks the containers of the updates as having an
-// unknown cpuset, so that the next push or reply includes them.
+// unknown cpuset, so that the next push or reply sends them theirs.
 func (p *Plugin) forgetCPUsLocked(updates []*api.ContainerUpdate) {
 	for _, u := range updates {
 		if c, ok := p.containers[u.GetContainerId()]; ok {
 			c.cpus = ""
+			if !c.pool {
+				c.stale = true // a shared-pool container differs from the pool now
+			}
 		}
 	}
 }

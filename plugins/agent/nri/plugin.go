@@ -600,7 +600,9 @@ func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.A
 // allocatedDevicesLocked gives a shared-pool container the device nodes
 // (with the driver's control nodes) of the GPUs the kubelet allocated it
 // through the device plugin, which names them in NVIDIA_VISIBLE_DEVICES
-// and leaves the nodes to this role (deviceplugin.Options.NoDeviceNodes).
+// (and, with deviceplugin.Options.NoDeviceNodes, gives their nodes itself
+// only when it knows the pod for sure; adding a node it gave again
+// replaces it in the container's spec).
 // A value that does not name only this machine's GPUs, by UUID or index
 // ("all", "void", another plugin's names), is left alone, and so is every
 // container when the plugin does not know the GPUs' nodes.

@@ -27,13 +27,8 @@ type PodLookup interface {
 // the value names only this machine's GPUs, by UUID or index ("all",
 // "void", another plugin's names, or no value: false).
 func (p *Plugin) kubeletGPUs(ctr *api.Container) ([]int, bool) {
-	value, found := "", false
-	for _, e := range ctr.GetEnv() {
-		if v, ok := strings.CutPrefix(e, kubelet.EnvVisibleDevices+"="); ok {
-			value, found = v, true
-		}
-	}
-	if !found || value == "" {
+	value := envValue(ctr.GetEnv(), kubelet.EnvVisibleDevices)
+	if value == "" {
 		return nil, false
 	}
 	byName := map[string]int{}

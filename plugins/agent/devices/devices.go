@@ -79,6 +79,13 @@ func (g *GPUs) Path(id int) (string, bool) {
 	return "/dev/nvidia" + strconv.Itoa(minor), true
 }
 
+// Minor returns the device minor of GPU id (N of /dev/nvidiaN), and false
+// for a GPU the machine does not have.
+func (g *GPUs) Minor(id int) (int, bool) {
+	m, ok := g.minors[id]
+	return m, ok
+}
+
 // Paths returns the device node paths of every GPU of the machine, in
 // ascending GPU ID.
 func (g *GPUs) Paths() []string {

@@ -253,7 +253,9 @@ func TestPrepareRefusals(t *testing.T) {
 }
 
 // fakePublisher records what was published.
-type fakePublisher struct{ got []resourceslice.DriverResources }
+type fakePublisher struct {
+	got []resourceslice.DriverResources
+}
 
 func (f *fakePublisher) PublishResources(_ context.Context, r resourceslice.DriverResources) error {
 	f.got = append(f.got, r)

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 	"testing/fstest"
+	"time"
 
 	"golang.org/x/sys/unix"
 	resourceapi "k8s.io/api/resource/v1"

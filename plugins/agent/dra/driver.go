@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,17 +333,20 @@ func (d *Driver) writeSpec(hold kubelet.ClaimHold) error {
 		if err != nil {
 			return err
 		}
-		devs = append(devs, claimDevice{name: name, nodes: nodes[:len(own)]})
+		devs = append(devs, claimDevice{name: name, nodes: nodes[:len(own)], env: []string{rdmaEnv(id)}})
 		if len(nodes) > len(own) && !slices.ContainsFunc(shared, func(n devices.Node) bool { return n.Path == devices.RDMACM }) {
 			shared = append(shared, nodes[len(own):]...)
 		}
 	}
-	visible := ""
+	var env []string
 	if len(hold.GPUs) > 0 {
 		m := d.node.Machine()
-		visible = visibleDevices(hold.GPUs, func(id int) string { g, _ := m.GPU(id); return g.UUID })
+		env = append(env, EnvVisibleDevices+"="+visibleDevices(hold.GPUs, func(id int) string { g, _ := m.GPU(id); return g.UUID }))
 	}
-	spec, err := d.cdi.buildSpec(hold.UID, devs, visible, shared)
+	if nics := hold.Devices["rdma"]; len(nics) > 0 {
+		env = append(env, EnvRDMADevices+"="+strings.Join(nics, ","))
+	}
+	spec, err := d.cdi.buildSpec(hold.UID, devs, env, shared)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/numaplace/numaplace/plugins/agent/dra"
 	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
+	"github.com/numaplace/numaplace/topology"
 )
 
 // TestDriverOnARealAPIServer starts the DRA role with kubeletplugin.Start
@@ -128,4 +133,77 @@ func TestDriverOnARealAPIServer(t *testing.T) {
 	require.ErrorContains(t, err, "numaplace-agent may write only the ResourceSlices of its own node")
 	_, err = agent.ResourceV1().ResourceClaims("default").Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "creating a claim: %v", err)
+}
+
+// TestListAttributesOnARealAPIServer publishes numa64's 128 GPUs with the
+// list form of numaNode to a kube-apiserver whose DRAListTypeAttributes
+// gate is on: the API server takes every slice (64 devices each, its limit
+// for devices with list attributes) and the lists come back as published.
+// With the gate off (the default), the API server refuses the slices:
+// the error reaches the error handler (the driver's HandleError logs it).
+func TestListAttributesOnARealAPIServer(t *testing.T) {
+	m, err := topology.Preset("numa64")
+	require.NoError(t, err)
+	res, err := dra.BuildResources(dra.Inventory{Machine: m, Pool: "big", ListAttributes: true}, map[string][]string{"gpu": {"100"}})
+	require.NoError(t, err)
+	for _, gate := range []bool{true, false} {
+		t.Run("gate="+strconv.FormatBool(gate), func(t *testing.T) {
+			var cp *controlplane.ControlPlane
+			if gate {
+				cp = controlplane.StartWithArgs(t, "--feature-gates=DRAListTypeAttributes=true")
+			} else {
+				cp = controlplane.Start(t)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			admin, err := kubernetes.NewForConfig(cp.Config)
+			require.NoError(t, err)
+			node, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "big"}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			var mu sync.Mutex
+			var errs []error
+			ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: dra.DriverName, KubeClient: admin,
+				Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: "big", UID: node.UID},
+				Resources: res.DeepCopy(), ErrorHandler: func(_ context.Context, err error, _ string) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}})
+			require.NoError(t, err)
+			defer ctrl.Stop()
+			failed := func() []error {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(errs)
+			}
+			list := func() []resourceapi.ResourceSlice {
+				l, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=big"})
+				require.NoError(t, err)
+				return l.Items
+			}
+			if !gate {
+				require.Eventually(t, func() bool { return len(failed()) > 0 }, 60*time.Second, 100*time.Millisecond)
+				msg := failed()[0].Error()
+				require.Contains(t, msg, "attributes[resource.kubernetes.io/numaNode]: Invalid value")
+				t.Logf("without the gate: %.200s...", msg)
+				require.Empty(t, list(), "no slice stored")
+				return
+			}
+			var got []resourceapi.ResourceSlice
+			require.Eventually(t, func() bool {
+				got = list()
+				return len(got) == 2
+			}, 60*time.Second, 100*time.Millisecond, "two slices; errors: %v", failed())
+			byName := map[string]resourceapi.Device{}
+			for _, s := range got {
+				require.Len(t, s.Spec.Devices, 64)
+				for _, d := range s.Spec.Devices {
+					byName[d.Name] = d
+				}
+			}
+			require.Equal(t, []int64{5, 0, 1, 2, 3, 4, 6, 7}, byName["gpu-10"].Attributes[dra.AttrNUMANode].IntValues)
+			require.Len(t, byName["gpu-100"].Taints, 1)
+			require.Empty(t, failed())
+		})
+	}
 }

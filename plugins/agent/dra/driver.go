@@ -388,12 +388,15 @@ func (d *Driver) Unprepare(uid string) error {
 // HandleError implements kubeletplugin.DRAPlugin: errors of the
 // background work (publishing the slices, the gRPC servers) are logged; an
 // error that is not recoverable stops [Driver.Run]. A slice the API server
-// stored without some fields is logged with the features it lacks (with
-// list attributes on, turn them off with --dra-list-attributes=false if
-// the cluster does not serve them).
+// stored without some fields is logged with the features it lacks; a
+// list-type numaNode the API server refuses (its DRAListTypeAttributes gate
+// off) is logged saying to run without --dra-list-attributes.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	var dropped *resourceslice.DroppedFieldsError
-	if errors.As(err, &dropped) {
+	if d.opts.ListAttributes && strings.Contains(err.Error(), string(AttrNUMANode)+"]: Invalid value") {
+		d.log.Error("the API server refuses the ResourceSlices' list-type numaNode: its DRAListTypeAttributes feature gate is off; "+
+			"run the agent without --dra-list-attributes", "message", msg, "error", err)
+	} else if errors.As(err, &dropped) {
 		d.log.Error("the API server dropped fields of a ResourceSlice", "message", msg, "missingFeatures", dropped.DisabledFeatures(),
 			"listAttributes", d.opts.ListAttributes, "error", err)
 	} else {

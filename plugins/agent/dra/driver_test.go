@@ -267,6 +267,8 @@ func TestPrepareRefusals(t *testing.T) {
 	require.ErrorContains(t, res[wrong.UID].Err, "device gpu-0 of pool node-b is not this node's (pool node-a)")
 	require.ErrorContains(t, res[unknown.UID].Err, "device gpu-9 is not a device this node publishes")
 
+	require.ErrorContains(t, res[none.UID].Err, "not allocated")
+
 	// A GPU the driver does not serve (--dra-gpus gives it to the device
 	// plugin).
 	part, err := dra.New(e.node, e.gpus, e.nics, dra.Options{NodeName: "node-a", CDIRoot: e.cdiDir, GPUs: []int{0, 1}})
@@ -274,7 +276,6 @@ func TestPrepareRefusals(t *testing.T) {
 	dp := claim("dp", "gpu-2")
 	res, _ = part.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{dp})
 	require.ErrorContains(t, res[dp.UID].Err, "device gpu-2 is not a device this node publishes: GPU 2 is the device plugin's (--dra-gpus)")
-	require.ErrorContains(t, res[none.UID].Err, "not allocated")
 }
 
 // fakePublisher records what was published.

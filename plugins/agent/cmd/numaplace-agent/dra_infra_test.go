@@ -35,7 +35,7 @@ func TestDRAControlPlaneWithoutDriver(t *testing.T) {
 	require.NoError(t, err)
 	dev := func(name, kind string, numa int64) resourcev1.Device {
 		return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-			"kind":                             {StringValue: &kind},
+			"kind":                            {StringValue: &kind},
 			"resource.kubernetes.io/numaNode": {IntValue: &numa},
 		}}
 	}

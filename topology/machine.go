@@ -58,6 +58,10 @@ type GPU struct {
 	PCIeSwitch string
 	// UUID is the vendor's unique identifier, such as "GPU-..." (optional).
 	UUID string
+	// MemoryMiB is the GPU's own memory in MiB, as nvidia-smi reports its
+	// total memory; 0 when unknown, never negative (optional). Discovery
+	// leaves it 0; presets set it where the GPU model is published.
+	MemoryMiB int64
 }
 
 // Device is a PCI device of another class than GPU, such as an RDMA NIC.

@@ -137,6 +137,13 @@ const (
 //     default PCI order. Its UUID is the "GPU UUID" of
 //     proc/driver/nvidia/gpus/BUS/information where the NVIDIA driver
 //     writes one (see [ReadNVIDIAGPUInfo]), else empty.
+//   - RDMA devices: every entry of a PCI device's infiniband directory
+//     (sys/bus/pci/devices/BUS/infiniband/IBDEV, such as infiniband/mlx5_0)
+//     is a [Device] of class "rdma" with ID IBDEV, the PCI device's bus ID,
+//     and its NUMA node and PCIeSwitch by the rules for GPUs below. An
+//     entry that is not a directory, or whose name is not an InfiniBand
+//     device name (printable ASCII without blanks, at most 63 bytes), is an
+//     error naming it; two PCI devices listing the same IBDEV are an error.
 //   - A GPU's PCIeSwitch comes from its sysfs device path: the target of its
 //     sys/bus/pci/devices symlink when fsys implements [fs.ReadLinkFS] (an
 //     absolute target is taken inside fsys, and the device's files are read
@@ -174,6 +181,9 @@ func DiscoverFS(fsys fs.FS) (*Machine, error) {
 		return nil, err
 	}
 	if err := d.readGPUs(); err != nil {
+		return nil, err
+	}
+	if err := d.readRDMA(); err != nil {
 		return nil, err
 	}
 	if err := d.readGPUMemoryNodes(); err != nil {
@@ -298,7 +308,10 @@ type discovery struct {
 	cores []numa.CPUSet
 	l3    []numa.CPUSet
 	gpus  []GPU
+	devs  []Device // RDMA devices
 
+	pciList    []pciDevice // pciDevices' answer, once read
+	pciListed  bool
 	pciScanned bool
 	pciPaths   map[string]string // bus ID -> directory under sys/devices
 }
@@ -1025,8 +1038,21 @@ type pciDevice struct {
 	path string // its directory under sys/devices, "" when unknown
 }
 
-// pciDevices lists the PCI devices with their sysfs paths.
+// pciDevices lists the PCI devices with their sysfs paths, in bus-ID order;
+// the list is read once.
 func (d *discovery) pciDevices() ([]pciDevice, error) {
+	if d.pciListed {
+		return d.pciList, nil
+	}
+	devs, err := d.listPCIDevices()
+	if err != nil {
+		return nil, err
+	}
+	d.pciList, d.pciListed = devs, true
+	return devs, nil
+}
+
+func (d *discovery) listPCIDevices() ([]pciDevice, error) {
 	entries, ok, err := d.readDir(sysPCIDir)
 	if err != nil {
 		return nil, err
@@ -1120,6 +1146,69 @@ func (d *discovery) readGPUs() error {
 		})
 	}
 	return nil
+}
+
+// readRDMA finds the RDMA devices (see DiscoverFS): every entry of a PCI
+// device's infiniband directory is one, named by the entry.
+func (d *discovery) readRDMA() error {
+	devs, err := d.pciDevices()
+	if err != nil {
+		return err
+	}
+	for _, dev := range devs {
+		dir := dev.dir + "/infiniband"
+		entries, ok, err := d.readDir(dir)
+		if err != nil {
+			return err
+		}
+		if !ok || len(entries) == 0 {
+			continue
+		}
+		node, err := d.deviceNode(dev.dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := dir + "/" + e.Name()
+			if !e.IsDir() {
+				// sysfs lists each InfiniBand device as a directory; follow
+				// a symbolic link (as copies of /sys may hold) before judging.
+				info, err := fs.Stat(d.fsys, p)
+				if err != nil {
+					return discoveryError(p, err)
+				}
+				if !info.IsDir() {
+					return malformed(p, "not a directory (%s): an InfiniBand device is a directory named after it", readfile.Kind(info.Mode()))
+				}
+			}
+			if !validIBDevName(e.Name()) {
+				return malformed(p, "%s is not an InfiniBand device name (printable ASCII without blanks, at most 64 bytes)", quote.Short(e.Name()))
+			}
+			d.devs = append(d.devs, Device{
+				ID:         e.Name(),
+				Class:      "rdma",
+				NUMANode:   node,
+				BusID:      dev.bus,
+				PCIeSwitch: pcieSwitch(dev.path),
+			})
+		}
+	}
+	return nil
+}
+
+// validIBDevName reports whether s can be the name of an InfiniBand device:
+// the kernel's names (IB_DEVICE_NAME_MAX is 64 with the NUL) are printable
+// ASCII without blanks or slashes, such as "mlx5_0" or "rxe0".
+func validIBDevName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '/' {
+			return false
+		}
+	}
+	return true
 }
 
 // readGPUMemoryNodes gives a CPU-less node that holds an NVIDIA GPU's memory
@@ -1239,6 +1328,9 @@ func (d *discovery) build() (*Machine, error) {
 	}
 	for _, g := range d.gpus {
 		b.AddGPU(g)
+	}
+	for _, dev := range d.devs {
+		b.AddDevice(dev)
 	}
 	m, err := b.Build()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -130,6 +131,8 @@ type draCluster struct {
 	// pluginsDir and registryDir are the kubelet's DRA plugin and
 	// plugin-registration directories as this process sees them.
 	pluginsDir, registryDir string
+	// agentProc is the agent, a process of its own (kill -9 can stop it).
+	agentProc *hostProcess
 }
 
 // draClusterOptions change what startDRACluster starts.
@@ -155,6 +158,10 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 	controlplane.ComponentBinary(t, "kube-scheduler")
 	cgroups := cgroupRoot(t, fmt.Sprintf("numaplace-dra-%d", os.Getpid()))
 	e := startNodeContainerdWith(t, nodeContainerdOptions{cdi: true, devices: standInNICs})
+	built := make(chan string, 1)
+	if o.agent {
+		go func() { built <- buildAgentBinary(e.dir) }()
+	}
 	cp := controlplane.Start(t)
 	c.stage("containerd (CDI on), etcd and kube-apiserver up")
 	t.Cleanup(func() {
@@ -192,8 +199,10 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 		return d
 	}
 	c.agentArgs = d.draAgentArgs(t)
-	c.agent = e.startAgent(t, c.agentArgs...)
-	c.stage("agent (DRA role) connected to containerd")
+	c.agentBin = <-built
+	require.NotEmpty(t, c.agentBin, "go build numaplace-agent failed")
+	d.agentProc = c.startAgentProcess(t)
+	c.stage("agent (DRA role, a process) connected to containerd")
 	d.waitSlices(t, func(devs []resourcev1.Device) bool { return len(devs) == len(fakeGPUs)+len(fakeNICs) },
 		"the agent's ResourceSlices do not list the fake tree's 4 GPUs and 2 NICs")
 	c.stage("agent: ResourceSlices published")
@@ -390,4 +399,23 @@ func allocated(claim *resourcev1.ResourceClaim, driver string) map[string][]stri
 func waitGone(t *testing.T, what string, get func() error) {
 	t.Helper()
 	require.Eventually(t, func() bool { return apierrors.IsNotFound(get()) }, 60*time.Second, 100*time.Millisecond, "%s was not deleted", what)
+}
+
+// buildAgentBinary is buildAgent for a goroutine: the binary's path, ""
+// when go build failed (its output in dir/build-agent.log).
+func buildAgentBinary(dir string) string {
+	_, file, _, _ := runtime.Caller(0)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out := filepath.Join(dir, "numaplace-agent")
+	cmd := exec.Command(goBin, "build", "-o", out, ".")
+	cmd.Dir = filepath.Dir(file)
+	msg, err := cmd.CombinedOutput()
+	if err != nil {
+		_ = os.WriteFile(filepath.Join(dir, "build-agent.log"), msg, 0o644)
+		return ""
+	}
+	return out
 }

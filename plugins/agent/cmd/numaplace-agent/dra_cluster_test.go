@@ -134,6 +134,8 @@ type draCluster struct {
 	pluginsDir, registryDir string
 	// agentProc is the agent, a process of its own (kill -9 can stop it).
 	agentProc *hostProcess
+	// published is the number of devices the agent's slices list.
+	published int
 }
 
 // draClusterOptions change what startDRACluster starts.
@@ -141,6 +143,9 @@ type draClusterOptions struct {
 	// agent starts numaplace-agent with its DRA role (and the NRI role and
 	// the reporter; the device plugin off) once the kubelet runs.
 	agent bool
+	// draGPUs, when set, are the GPUs the DRA role serves (--dra-gpus),
+	// the device plugin on for the others.
+	draGPUs []int
 }
 
 // startDRACluster starts a draCluster, or skips saying what the machine
@@ -202,12 +207,22 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 		return d
 	}
 	c.agentArgs = d.draAgentArgs(t)
+	d.published = len(fakeGPUs) + len(fakeNICs)
+	if o.draGPUs != nil {
+		var ids []string
+		for _, g := range o.draGPUs {
+			ids = append(ids, strconv.Itoa(g))
+		}
+		c.agentArgs = append(slices.DeleteFunc(c.agentArgs, func(a string) bool { return a == "--device-plugin=false" }),
+			"--dra-gpus", strings.Join(ids, ","), "--kubelet-socket-dir", pluginDir)
+		d.published = len(o.draGPUs) + len(fakeNICs)
+	}
 	c.agentBin = <-built
 	require.NotEmpty(t, c.agentBin, "go build numaplace-agent failed")
 	d.agentProc = c.startAgentProcess(t)
 	c.stage("agent (DRA role, a process) connected to containerd")
-	d.waitSlices(t, func(devs []resourcev1.Device) bool { return len(devs) == len(fakeGPUs)+len(fakeNICs) },
-		"the agent's ResourceSlices do not list the fake tree's 4 GPUs and 2 NICs")
+	d.waitSlices(t, func(devs []resourcev1.Device) bool { return len(devs) == d.published },
+		fmt.Sprintf("the agent's ResourceSlices do not list %d devices", d.published))
 	c.stage("agent: ResourceSlices published")
 	return d
 }

@@ -55,8 +55,8 @@ type draDevice struct {
 // resource.kubernetes.io/pciBusID.
 func (d *draCluster) draDevices(t *testing.T) map[string]draDevice {
 	t.Helper()
-	devs := d.waitSlices(t, func(devs []resourcev1.Device) bool { return len(devs) == len(fakeGPUs)+len(fakeNICs) },
-		"the agent's ResourceSlices do not list the fake tree's 4 GPUs and 2 NICs")
+	devs := d.waitSlices(t, func(devs []resourcev1.Device) bool { return len(devs) == d.published },
+		fmt.Sprintf("the agent's ResourceSlices do not list %d devices", d.published))
 	out := map[string]draDevice{}
 	for _, dev := range devs {
 		bus := dev.Attributes[attrBusID].StringValue
@@ -303,7 +303,8 @@ func deleteDRAPod(t *testing.T, client kubernetes.Interface, name string, claim 
 // (tainted, avoided, untainted when back); a claim for a GPU that a pod's
 // numaplace decision holds refused, the holder named; last, the agent
 // killed with kill -9 and restarted while a pod runs, then a claim
-// allocated that pod's GPU by hand refused by the node, the holder named.
+// allocated that pod's GPU by hand refused by the node, the holder named,
+// and a pod whose numaplace decision names it refused, the claim named.
 func TestDRAOnTheKubelet(t *testing.T) {
 	d := startDRACluster(t, draClusterOptions{agent: true})
 	client, e := d.client, d.e
@@ -456,7 +457,12 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		_, err := client.CoreV1().Pods("default").Create(context.Background(), holder, metav1.CreateOptions{})
 		require.NoError(t, err)
 		waitRunning(t, client, "holder")
-		t.Cleanup(func() { deletePod(t, client, "holder", 0) })
+		holderGone := false
+		t.Cleanup(func() {
+			if !holderGone {
+				deletePod(t, client, "holder", 1)
+			}
+		})
 		createClaim(t, client, "wants-gpu2", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU,
 			fmt.Sprintf(`device.attributes[%q].uuid == %q`, draDriver, fakeGPUs[2].uuid))}})
 		t.Cleanup(func() {
@@ -472,11 +478,27 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, corev1.PodPending, p.Status.Phase)
 		require.Empty(t, cdiSpecsOf(t, e, claim), "the refused claim has a CDI spec")
-		deletePod(t, client, "wants-gpu2", 0)
+
+		// The refusal holds only while the holder does: once it is gone (a
+		// grace period, so that the kubelet has stopped its sandbox when its
+		// object goes), the kubelet's retry prepares the claim.
+		deletePod(t, client, "holder", 1)
+		holderGone = true
+		start := time.Now()
+		require.Eventually(t, func() bool {
+			p, err := client.CoreV1().Pods("default").Get(context.Background(), "wants-gpu2", metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning
+		}, 180*time.Second, 200*time.Millisecond, "wants-gpu2 does not run once the holder is gone: %s", describe(client, "wants-gpu2"))
+		t.Logf("wants-gpu2 runs %.1fs after the holder went", time.Since(start).Seconds())
+		d.checkDRAContainer(t, waitRunning(t, client, "wants-gpu2"), devs, allDevices(claim))
+		deletePod(t, client, "wants-gpu2", 1)
 	})
 	scenario("agent-kill-9", func(t *testing.T) {
+		// On NUMA node 1, whose CPU is free for the decision below (node
+		// 0's is the shared pool's).
+		onNode1 := `device.attributes["resource.kubernetes.io"].numaNode == 1`
 		createTemplate(t, client, "one-each", resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU), exactly("nic", draNICClass, 1, isNIC)},
+			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU, onNode1), exactly("nic", draNICClass, 1, isNIC, onNode1)},
 		})
 		pod, claim := d.runDRAPod(t, draPod("survivor", fromTemplate("devices", "one-each")), "devices")
 		ctr := d.checkDRAContainer(t, pod, devs, allDevices(claim))
@@ -514,6 +536,22 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		require.Equal(t, corev1.PodPending, p.Status.Phase)
 		require.Equal(t, ctr, d.checkDRAContainer(t, waitRunning(t, client, "survivor"), devs, allDevices(claim)))
 		deletePod(t, client, "intruder", 0)
+
+		// The other way round: a pod bound by hand with a numaplace
+		// decision naming survivor's GPU is refused by the NRI role, the
+		// claim named.
+		id := devs[gpu].gpu
+		gpuID := slices.IndexFunc(fakeGPUs, func(g fakeGPU) bool { return g.bus == id.bus })
+		decided := cpuPod("decided")
+		decided.Spec.NodeName = kubeletNode
+		decided.Spec.SchedulerName = ""
+		decided.Annotations["numaplace.io/allocation"] = fmt.Sprintf(`{"policy":"SingleNUMANode","exclusive":"Required",`+
+			`"cpuset":"%d","numaNodes":[%d],"gpus":[{"id":%d,"uuid":%q}],"memoryMiB":{"%d":64}}`, id.node, id.node, gpuID, id.uuid, id.node)
+		_, err = client.CoreV1().Pods("default").Create(context.Background(), decided, metav1.CreateOptions{})
+		require.NoError(t, err)
+		msg = waitEvent(t, client, "decided", "FailedCreatePodSandBox", "ResourceClaim default/"+claim.Name)
+		t.Logf("decided (a decision naming GPU %d, survivor's): %s", gpuID, msg)
+		deletePod(t, client, "decided", 0)
 		deleteDRAPod(t, client, "survivor", claim)
 	})
 }

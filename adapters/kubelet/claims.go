@@ -119,8 +119,8 @@ func (n *Node) normalizeClaim(c ClaimHold) (ClaimHold, error) {
 //
 // A GPU or device that a pod's allocation, a container of a shared-pool
 // pod (given by the kubelet) or another claim holds, or that is unhealthy,
-// is refused with a *[TopologyAffinityError] (Pod is "claim
-// namespace/name") whose conflicts name each item and its holder, the pod
+// is refused with a *[TopologyAffinityError] (Claim is the claim's
+// namespace/name) whose conflicts name each item and its holder, the pod
 // or claim by namespace/name; nothing changes then. Holding a claim that
 // is already held with the same GPUs and devices changes only its pods (a
 // claim's reservedFor grows and shrinks) and succeeds; with other devices
@@ -156,7 +156,7 @@ func (n *Node) HoldClaim(c ClaimHold) error {
 		return nil
 	}
 	if conflicts := n.claimConflictsLocked(c); len(conflicts) > 0 {
-		return affinityError("claim "+c.Key(), conflicts, nil)
+		return claimAffinityError(c.Key(), conflicts, nil)
 	}
 	a := allocator.Allocation{ID: claimID(c.UID), GPUs: slices.Clone(c.GPUs)}
 	for class, ids := range c.Devices {
@@ -166,7 +166,7 @@ func (n *Node) HoldClaim(c ClaimHold) error {
 		a.Devices[class] = slices.Clone(ids)
 	}
 	if _, err := n.s.Claim(a); err != nil {
-		return affinityError("claim "+c.Key(), nil, err)
+		return claimAffinityError(c.Key(), nil, err)
 	}
 	n.claims[c.UID] = c
 	if err := n.checkpointLocked(); err != nil {
@@ -175,6 +175,13 @@ func (n *Node) HoldClaim(c ClaimHold) error {
 		return fmt.Errorf("hold claim %s: undone: %w", c.Key(), n.recheckpointLocked(err))
 	}
 	return nil
+}
+
+// claimAffinityError is affinityError for claim key.
+func claimAffinityError(key string, conflicts []Conflict, cause error) *TopologyAffinityError {
+	e := affinityError("", conflicts, cause)
+	e.Claim = key
+	return e
 }
 
 // describeClaim names what a claim holds, for messages.

@@ -50,7 +50,8 @@ func TestHoldClaim(t *testing.T) {
 	err := n.HoldClaim(ClaimHold{UID: "uid-c2", Namespace: "team", Name: "c2", GPUs: []int{3, 1}})
 	require.ErrorAs(t, err, &te)
 	require.ErrorIs(t, err, ErrTopologyAffinity)
-	require.Equal(t, "claim team/c2", te.Pod)
+	require.Equal(t, "team/c2", te.Claim)
+	require.Empty(t, te.Pod)
 	require.Equal(t, []Conflict{{Resource: "gpu", Items: "GPU 3", Problem: "is held by ResourceClaim default/train-gpus",
 		HeldByClaim: "default/train-gpus"}}, te.Conflicts)
 	require.Contains(t, err.Error(), "GPU 3 is held by ResourceClaim default/train-gpus")

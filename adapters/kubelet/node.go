@@ -58,8 +58,11 @@ func (c Conflict) String() string { return c.Items + " " + c.Problem }
 // [ErrTopologyAffinity] and, when there is one, to its cause (such as an
 // *allocator.PlacementError).
 type TopologyAffinityError struct {
-	// Pod is the pod's key, namespace/name.
+	// Pod is the pod's key, namespace/name ("" for a claim's refusal).
 	Pod string
+	// Claim is, for [Node.HoldClaim]'s refusal, the ResourceClaim's
+	// namespace/name.
+	Claim string
 	// Conflicts lists what the decision names that is not free (empty when
 	// the node decided by the pod's policy).
 	Conflicts []Conflict
@@ -69,11 +72,14 @@ type TopologyAffinityError struct {
 	Cause error
 }
 
-// Error implements error: the kubelet's message followed by the pod and
-// the reason.
+// Error implements error: the kubelet's message followed by the pod (or
+// the claim) and the reason.
 func (e *TopologyAffinityError) Error() string {
 	if e == nil {
 		return "<nil>"
+	}
+	if e.Claim != "" {
+		return fmt.Sprintf("%s: ResourceClaim %s: %s", ErrTopologyAffinity, e.Claim, e.Reason)
 	}
 	return fmt.Sprintf("%s: pod %s: %s", ErrTopologyAffinity, e.Pod, e.Reason)
 }

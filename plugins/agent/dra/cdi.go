@@ -26,6 +26,16 @@ const CDIClass = "claim"
 // GPUs for the NVIDIA container stack.
 const EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
 
+// EnvRDMADevices names the InfiniBand devices of a claim's NICs in its
+// containers, comma-separated (as NCCL_IB_HCA takes them).
+const EnvRDMADevices = "NUMAPLACE_RDMA_DEVICES"
+
+// EnvRDMADevicePrefix starts the variable each NIC of a claim sets to its
+// InfiniBand device, NUMAPLACE_RDMA_<ibdev in upper case, other
+// characters '_'>, such as NUMAPLACE_RDMA_MLX5_0=mlx5_0 (a CDI device must
+// edit something even when the NIC has no device node of its own).
+const EnvRDMADevicePrefix = "NUMAPLACE_RDMA_"
+
 // cdiStore writes and removes the claims' CDI spec files, one per claim
 // UID, in one directory, through the CDI module's cache (which validates
 // a spec before it writes it and replaces the file atomically).
@@ -67,11 +77,12 @@ func (s *cdiStore) DeviceID(uid, device string) string {
 	return parser.QualifiedName(s.vendor, CDIClass, uid+"-"+device)
 }
 
-// claimDevice is one device of a claim's spec: its published name and its
-// own device nodes.
+// claimDevice is one device of a claim's spec: its published name, its
+// own device nodes and environment.
 type claimDevice struct {
 	name  string
 	nodes []devices.Node
+	env   []string
 }
 
 // buildSpec returns the CDI spec of claim uid: one CDI device per
@@ -79,7 +90,7 @@ type claimDevice struct {
 // (applied once to a container that gets any of the claim's devices), the
 // GPUs' NVIDIA_VISIBLE_DEVICES (visible, when the claim has GPUs), the
 // NVIDIA control nodes and the RDMA connection manager's node (shared).
-func (s *cdiStore) buildSpec(uid string, devs []claimDevice, visible string, shared []devices.Node) (*specs.Spec, error) {
+func (s *cdiStore) buildSpec(uid string, devs []claimDevice, env []string, shared []devices.Node) (*specs.Spec, error) {
 	spec := &specs.Spec{Kind: s.kind()}
 	for _, d := range devs {
 		name := uid + "-" + d.name
@@ -87,11 +98,9 @@ func (s *cdiStore) buildSpec(uid string, devs []claimDevice, visible string, sha
 			return nil, fmt.Errorf("CDI device name %q: %w", name, err)
 		}
 		spec.Devices = append(spec.Devices, specs.Device{Name: name,
-			ContainerEdits: specs.ContainerEdits{DeviceNodes: cdiNodes(d.nodes)}})
+			ContainerEdits: specs.ContainerEdits{DeviceNodes: cdiNodes(d.nodes), Env: d.env}})
 	}
-	if visible != "" {
-		spec.ContainerEdits.Env = []string{EnvVisibleDevices + "=" + visible}
-	}
+	spec.ContainerEdits.Env = env
 	spec.ContainerEdits.DeviceNodes = cdiNodes(shared)
 	v, err := specs.MinimumRequiredVersion(spec)
 	if err != nil {
@@ -154,6 +163,21 @@ func (s *cdiStore) claimUIDs() ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// rdmaEnv returns the variable of a NIC (see EnvRDMADevicePrefix).
+func rdmaEnv(ibdev string) string {
+	b := []byte(ibdev)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		default:
+			b[i] = '_'
+		}
+	}
+	return EnvRDMADevicePrefix + string(b) + "=" + ibdev
 }
 
 // visibleDevices returns NVIDIA_VISIBLE_DEVICES for GPUs given as (index,

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,17 +333,20 @@ func (d *Driver) writeSpec(hold kubelet.ClaimHold) error {
 		if err != nil {
 			return err
 		}
-		devs = append(devs, claimDevice{name: name, nodes: nodes[:len(own)]})
+		devs = append(devs, claimDevice{name: name, nodes: nodes[:len(own)], env: []string{rdmaEnv(id)}})
 		if len(nodes) > len(own) && !slices.ContainsFunc(shared, func(n devices.Node) bool { return n.Path == devices.RDMACM }) {
 			shared = append(shared, nodes[len(own):]...)
 		}
 	}
-	visible := ""
+	var env []string
 	if len(hold.GPUs) > 0 {
 		m := d.node.Machine()
-		visible = visibleDevices(hold.GPUs, func(id int) string { g, _ := m.GPU(id); return g.UUID })
+		env = append(env, EnvVisibleDevices+"="+visibleDevices(hold.GPUs, func(id int) string { g, _ := m.GPU(id); return g.UUID }))
 	}
-	spec, err := d.cdi.buildSpec(hold.UID, devs, visible, shared)
+	if nics := hold.Devices["rdma"]; len(nics) > 0 {
+		env = append(env, EnvRDMADevices+"="+strings.Join(nics, ","))
+	}
+	spec, err := d.cdi.buildSpec(hold.UID, devs, env, shared)
 	if err != nil {
 		return err
 	}
@@ -384,12 +388,15 @@ func (d *Driver) Unprepare(uid string) error {
 // HandleError implements kubeletplugin.DRAPlugin: errors of the
 // background work (publishing the slices, the gRPC servers) are logged; an
 // error that is not recoverable stops [Driver.Run]. A slice the API server
-// stored without some fields is logged with the features it lacks (with
-// list attributes on, turn them off with --dra-list-attributes=false if
-// the cluster does not serve them).
+// stored without some fields is logged with the features it lacks; a
+// list-type numaNode the API server refuses (its DRAListTypeAttributes gate
+// off) is logged saying to run without --dra-list-attributes.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	var dropped *resourceslice.DroppedFieldsError
-	if errors.As(err, &dropped) {
+	if d.opts.ListAttributes && strings.Contains(err.Error(), string(AttrNUMANode)+"]: Invalid value") {
+		d.log.Error("the API server refuses the ResourceSlices' list-type numaNode: its DRAListTypeAttributes feature gate is off; "+
+			"run the agent without --dra-list-attributes", "message", msg, "error", err)
+	} else if errors.As(err, &dropped) {
 		d.log.Error("the API server dropped fields of a ResourceSlice", "message", msg, "missingFeatures", dropped.DisabledFeatures(),
 			"listAttributes", d.opts.ListAttributes, "error", err)
 	} else {

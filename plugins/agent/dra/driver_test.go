@@ -163,6 +163,8 @@ func TestPrepareUnprepare(t *testing.T) {
 	require.Equal(t, "gpu.numaplace.io/claim", spec.Kind)
 	oc := inject(t, e.cdiDir, r.Devices[0].CDIDeviceIDs[0], r.Devices[1].CDIDeviceIDs[0], r.Devices[2].CDIDeviceIDs[0])
 	require.Contains(t, oc.Process.Env, "NVIDIA_VISIBLE_DEVICES=GPU-c,GPU-d", "by UUID in ascending index")
+	require.Contains(t, oc.Process.Env, "NUMAPLACE_RDMA_DEVICES=mlx5_1")
+	require.Contains(t, oc.Process.Env, "NUMAPLACE_RDMA_MLX5_1=mlx5_1")
 	require.ElementsMatch(t, []string{"/dev/nvidia13", "/dev/nvidia12", "/dev/infiniband/uverbs1", "/dev/nvidiactl", "/dev/infiniband/rdma_cm"}, devicePaths(oc))
 	for _, d := range oc.Linux.Devices {
 		if d.Path == "/dev/nvidia12" {
@@ -193,6 +195,21 @@ func TestPrepareUnprepare(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 	require.Empty(t, e.node.Claims())
 	require.NoError(t, e.d.Unprepare("uid-train"))
+
+	// A NIC without a device node of its own (no infiniband_verbs in
+	// sysfs) still makes a valid spec: its CDI device sets its variable.
+	bare, err := devices.NewNICs(e.m, e.dev, nil)
+	require.NoError(t, err)
+	d2, err := dra.New(e.node, e.gpus, bare, dra.Options{NodeName: "node-a", CDIRoot: e.cdiDir})
+	require.NoError(t, err)
+	nicOnly := claim("nic-only", "nic-mlx5-0")
+	res, err = d2.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{nicOnly})
+	require.NoError(t, err)
+	require.NoError(t, res[nicOnly.UID].Err)
+	oc = inject(t, e.cdiDir, res[nicOnly.UID].Devices[0].CDIDeviceIDs...)
+	require.Equal(t, []string{"/dev/infiniband/rdma_cm"}, devicePaths(oc))
+	require.Contains(t, oc.Process.Env, "NUMAPLACE_RDMA_MLX5_0=mlx5_0")
+	require.NoError(t, d2.Unprepare(string(nicOnly.UID)))
 
 	// Devices of other drivers are not this driver's business; a claim
 	// with none of ours prepares to nothing.

@@ -9,9 +9,11 @@ import (
 	"slices"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -81,14 +83,18 @@ func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
 	}
 	d.CheckHealth()
 
-	opts := append([]kubeletplugin.Option{
+	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(d.opts.DriverName),
 		kubeletplugin.NodeName(d.opts.NodeName),
 		kubeletplugin.KubeClient(ro.Client),
 		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.RegistrarDirectoryPath(ro.RegistryDir),
 		kubeletplugin.HealthService(d.opts.HealthInterval > 0),
-	}, ro.Extra...)
+	}
+	if uid := tokenNodeUID(ctx, ro.Client, d.opts.NodeName); uid != "" {
+		opts = append(opts, kubeletplugin.NodeUID(types.UID(uid)))
+	}
+	opts = append(opts, ro.Extra...)
 	helper, err := kubeletplugin.Start(klog.NewContext(ctx, klog.Background()), d, opts...)
 	if err != nil {
 		return fmt.Errorf("dra: start the kubelet plugin: %w", err)
@@ -127,6 +133,25 @@ func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
 			}
 		}
 	}
+}
+
+// tokenNodeUID returns the UID of the node the client's token is bound to
+// (the extra "authentication.kubernetes.io/node-uid" of a service account
+// token bound to a pod on the node, read by a SelfSubjectReview, which
+// every user may make) when it is bound to the node of the given name, so
+// that the slices' owner needs no read of the Node; "" otherwise (the
+// kubelet plugin helper then reads the Node).
+func tokenNodeUID(ctx context.Context, client kubernetes.Interface, node string) string {
+	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return ""
+	}
+	extra := r.Status.UserInfo.Extra
+	names, uids := extra["authentication.kubernetes.io/node-name"], extra["authentication.kubernetes.io/node-uid"]
+	if len(names) != 1 || names[0] != node || len(uids) != 1 {
+		return ""
+	}
+	return uids[0]
 }
 
 // Reconcile brings the claims the node state holds (from the checkpoint,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +129,7 @@ type Catalog struct {
 	devices []device // GPUs by ID, then NICs by ID
 	byName  map[string]int
 	notes   []string
+	sockets []int // by dense node index
 }
 
 // NewCatalog builds the devices of inv. Devices whose NUMA node has no
@@ -140,7 +142,7 @@ func NewCatalog(inv Inventory) (*Catalog, error) {
 	if inv.DriverName == "" {
 		inv.DriverName = DriverName
 	}
-	c := &Catalog{inv: inv, byName: map[string]int{}}
+	c := &Catalog{inv: inv, byName: map[string]int{}, sockets: nodeSockets(inv.Machine)}
 	m := inv.Machine
 	var served map[int]bool
 	if inv.GPUs != nil {
@@ -218,7 +220,7 @@ func (c *Catalog) add(d device) {
 // common sets the attributes GPUs and NICs share: numaNode, pciBusID,
 // pcieRoot and pcieSwitch.
 func (c *Catalog) common(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, name string, node numa.NodeID, bus, sw string) error {
-	if ids, ok := NUMANodeValue(c.inv.Machine, node, c.inv.ListAttributes); ok {
+	if ids, ok := numaNodeValue(c.inv.Machine, c.sockets, node, c.inv.ListAttributes); ok {
 		if c.inv.ListAttributes {
 			attrs[AttrNUMANode] = resourceapi.DeviceAttribute{IntValues: ids}
 		} else {
@@ -228,10 +230,10 @@ func (c *Catalog) common(attrs map[resourceapi.QualifiedName]resourceapi.DeviceA
 		c.notes = append(c.notes, fmt.Sprintf("%s: no %s attribute: its NUMA node is unknown", name, AttrNUMANode))
 	}
 	if bus != "" {
-		if a, err := deviceattribute.GetPCIBusIDAttribute(bus); err == nil {
-			attrs[AttrPCIBusID] = a.Value
+		if IsPCIBusID(bus) {
+			attrs[AttrPCIBusID] = str(bus)
 		} else {
-			c.notes = append(c.notes, fmt.Sprintf("%s: no %s attribute: %v", name, AttrPCIBusID, err))
+			c.notes = append(c.notes, fmt.Sprintf("%s: no %s attribute: %q is not a PCI address in extended BDF notation (dddd:bb:dd.f, lower case)", name, AttrPCIBusID, bus))
 		}
 		if root, ok := c.inv.PCIeRoots[bus]; ok {
 			attrs[AttrPCIeRoot] = str(root)
@@ -382,6 +384,21 @@ func CPUNode(m *topology.Machine, id numa.NodeID) (numa.NodeID, bool) {
 // returns false when the node is unknown: such a device gets no numaNode
 // attribute.
 func NUMANodeValue(m *topology.Machine, id numa.NodeID, list bool) ([]int64, bool) {
+	return numaNodeValue(m, nodeSockets(m), id, list)
+}
+
+// nodeSockets returns the socket of each node by dense index.
+func nodeSockets(m *topology.Machine) []int {
+	nodes := m.Nodes()
+	out := make([]int, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Socket
+	}
+	return out
+}
+
+// numaNodeValue is NUMANodeValue with the nodes' sockets by dense index.
+func numaNodeValue(m *topology.Machine, sockets []int, id numa.NodeID, list bool) ([]int64, bool) {
 	first, ok := CPUNode(m, id)
 	if !ok {
 		return nil, false
@@ -391,7 +408,7 @@ func NUMANodeValue(m *topology.Machine, id numa.NodeID, list bool) ([]int64, boo
 		return out, true
 	}
 	i, _ := m.NodeIndex(first)
-	socket := m.Node(i).Socket
+	socket := sockets[i]
 	if socket == topology.UnknownSocket {
 		return out, true
 	}
@@ -403,7 +420,7 @@ func NUMANodeValue(m *topology.Machine, id numa.NodeID, list bool) ([]int64, boo
 	var cands []cand
 	for j := range m.NumNodes() {
 		other := m.NodeID(j)
-		if other == first || m.Node(j).Socket != socket {
+		if other == first || sockets[j] != socket {
 			continue
 		}
 		if dist, ok := d.Distance(first, other); ok {
@@ -477,6 +494,17 @@ func dnsLabel(s string) string {
 	}
 	return out
 }
+
+// pciBusID is the format deviceattribute.GetPCIBusIDAttribute accepts
+// (its verifyPCIBDFFormat), compiled once: that function compiles it at
+// every call, most of the time of building a catalog.
+var pciBusID = regexp.MustCompile(`^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-9a-f]{1})$`)
+
+// IsPCIBusID reports whether s is a PCI address as the standard
+// resource.kubernetes.io/pciBusID attribute takes it: extended BDF
+// notation in lower case, such as "0000:1b:00.0" (the format of
+// deviceattribute.GetPCIBusIDAttribute).
+func IsPCIBusID(s string) bool { return pciBusID.MatchString(s) }
 
 func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
 

@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	draCEL "k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	"github.com/numaplace/numaplace/plugins/agent/dra"
 	"github.com/numaplace/numaplace/topology"
@@ -275,5 +276,13 @@ func TestCELSelectors(t *testing.T) {
 			require.Equal(t, []string{"gpu-0", "gpu-1", "nic-mlx5-0", "nic-mlx5-1"},
 				match(`device.attributes["resource.kubernetes.io"].numaNode == 3`))
 		}
+	}
+}
+
+// TestIsPCIBusID: the format is deviceattribute's own.
+func TestIsPCIBusID(t *testing.T) {
+	for _, s := range []string{"0000:1b:00.0", "0001:10:00.7", "0000:1B:00.0", "000:1b:00.0", "0000:1b:00.8x", "0000:1b:00", "", "10000:1b:00.0", "0000:1b:1f.f"} {
+		_, err := deviceattribute.GetPCIBusIDAttribute(s)
+		require.Equal(t, err == nil, dra.IsPCIBusID(s), "%q", s)
 	}
 }

@@ -49,9 +49,16 @@ func TestContainersWithClaims(t *testing.T) {
 	adm, _ := node.Get("default/dra")
 	require.Nil(t, adm.KubeletGPUs, "nothing recorded as the kubelet's")
 
-	// Another shared-pool pod naming the claimed GPU (through the device
-	// plugin) is still refused, the claim named.
+	// A second pod of the claim's namespace (a claim shared by several
+	// pods: the kubelet prepares it once, for the first) keeps it too.
+	second := sharedPod("sb-second", "second")
+	_, _, err = p.CreateContainer(ctx, second,
+		withDevices(ctr("s1", second, "", "", "NVIDIA_VISIBLE_DEVICES=GPU-b0"), "/dev/nvidia2", "/dev/nvidiactl"))
+	require.NoError(t, err)
+	// A shared-pool pod of another namespace naming the claimed GPU (as
+	// the device plugin would name its GPUs) is refused, the claim named.
 	other := sharedPod("sb-x", "x")
+	other.Namespace = "elsewhere"
 	_, _, err = p.CreateContainer(ctx, other, ctr("x1", other, "", "", "NVIDIA_VISIBLE_DEVICES=GPU-b0"))
 	require.ErrorContains(t, err, "GPU 2 is held by ResourceClaim default/gpu-claim")
 
@@ -68,7 +75,7 @@ func TestContainersWithClaims(t *testing.T) {
 	require.Equal(t, []string{"NVIDIA_VISIBLE_DEVICES=GPU-a0,GPU-b1"}, envOf(adj))
 	added, removed := deviceChanges(adj)
 	require.Contains(t, added, "/dev/nvidia0")
-	require.Equal(t, []string{"/dev/nvidia1", "/dev/nvidia2"}, removed, "the claim's GPU 3 stays")
+	require.Equal(t, []string{"/dev/nvidia1"}, removed, "the claims' GPUs of its namespace (2 and its own 3) stay")
 
 	// A pod with a decision without GPUs (CPUs only) and a claim: the
 	// environment CDI set stays (not "void").
@@ -82,5 +89,5 @@ func TestContainersWithClaims(t *testing.T) {
 	require.Equal(t, "8-9", cpus)
 	require.Empty(t, envOf(adj))
 	_, removed = deviceChanges(adj)
-	require.Equal(t, []string{"/dev/nvidia0", "/dev/nvidia2", "/dev/nvidia3"}, removed)
+	require.Equal(t, []string{"/dev/nvidia0"}, removed, "GPUs 1-3 are claims' of its namespace")
 }

@@ -26,15 +26,15 @@ type PodLookup interface {
 // last entry wins, as when containerd merges environments), and whether
 // the value names only this machine's GPUs, by UUID or index ("all",
 // "void", another plugin's names, or no value: false). GPUs that the
-// ResourceClaims of the pod (UID podUID) hold are not the kubelet's: the
-// DRA role's CDI spec named them; they are left out, and a value that
+// ResourceClaims of the pod hold (see claimGPUs) are not the kubelet's:
+// the DRA role's CDI spec named them; they are left out, and a value that
 // names only them gives false.
-func (p *Plugin) kubeletGPUs(ctr *api.Container, podUID string) ([]int, bool) {
+func (p *Plugin) kubeletGPUs(ctr *api.Container, pod claimant) ([]int, bool) {
 	ids, ok := p.namedGPUs(ctr)
 	if !ok {
 		return nil, false
 	}
-	claimed := p.claimGPUs(podUID)
+	claimed := p.claimGPUs(pod)
 	if len(claimed) == 0 {
 		return ids, true
 	}
@@ -67,11 +67,33 @@ func (p *Plugin) namedGPUs(ctr *api.Container) ([]int, bool) {
 	return ids, true
 }
 
-// claimGPUs returns the GPUs that the ResourceClaims reserved for the pod
-// with the given UID hold (kubelet.Node.ClaimsOfPod), nil for none.
-func (p *Plugin) claimGPUs(podUID string) map[int]bool {
+// claimant is a pod as the claims know it: its UID and namespace.
+type claimant struct{ uid, namespace string }
+
+// claimantOf returns the claimant of a sandbox.
+func claimantOf(sb *api.PodSandbox) claimant {
+	return claimant{uid: sb.GetUid(), namespace: sb.GetNamespace()}
+}
+
+// claimantOfAdmission returns the claimant of an admitted pod.
+func claimantOfAdmission(adm kubelet.Admission) claimant {
+	ns, _, _ := strings.Cut(adm.Pod, "/")
+	return claimant{uid: adm.UID, namespace: ns}
+}
+
+// claimGPUs returns the GPUs that the ResourceClaims the DRA role holds
+// for the pod hold, nil for none: those reserved for it (by UID,
+// kubelet.Node.ClaimsOfPod) and those of its namespace, since the kubelet
+// prepares a claim shared by several pods once, for the first of them.
+// A GPU a claim holds is in no container but through the claim's CDI
+// devices (decisions, the device plugin and the kubelet's GPUs are refused
+// it), so naming it means having it from the claim.
+func (p *Plugin) claimGPUs(pod claimant) map[int]bool {
 	var out map[int]bool
-	for _, c := range p.node.ClaimsOfPod(podUID) {
+	for _, c := range p.node.Claims() {
+		if c.Namespace != pod.namespace && !slices.ContainsFunc(c.Pods, func(r kubelet.ClaimConsumer) bool { return pod.uid != "" && r.UID == pod.uid }) {
+			continue
+		}
 		for _, g := range c.GPUs {
 			if out == nil {
 				out = map[int]bool{}
@@ -86,8 +108,8 @@ func (p *Plugin) claimGPUs(podUID string) map[int]bool {
 // container got from the DRA role's CDI spec (ascending): those whose
 // device node the container has, or, when the plugin does not know the
 // GPUs' nodes, those its NVIDIA_VISIBLE_DEVICES names.
-func (p *Plugin) containerClaimGPUs(ctr *api.Container, podUID string) []int {
-	claimed := p.claimGPUs(podUID)
+func (p *Plugin) containerClaimGPUs(ctr *api.Container, pod claimant) []int {
+	claimed := p.claimGPUs(pod)
 	if len(claimed) == 0 {
 		return nil
 	}
@@ -134,7 +156,7 @@ func (p *Plugin) containerShare(adm kubelet.Admission, spec *kube.Pod, ctr *api.
 			}
 		}
 	}
-	if ids, ok := p.kubeletGPUs(ctr, adm.UID); ok {
+	if ids, ok := p.kubeletGPUs(ctr, claimantOfAdmission(adm)); ok {
 		var share []kube.DecisionGPU
 		for _, g := range adm.GPUs {
 			if slices.Contains(ids, g.ID) {
@@ -174,7 +196,7 @@ func (p *Plugin) lookupSpec(ctx context.Context, sb *api.PodSandbox) *kube.Pod {
 // names only GPUs of its pod's decision (its share, as
 // [Plugin.CreateContainer] gives it).
 func (p *Plugin) withinDecision(ctr *api.Container, adm kubelet.Admission) bool {
-	ids, ok := p.kubeletGPUs(ctr, adm.UID)
+	ids, ok := p.kubeletGPUs(ctr, claimantOfAdmission(adm))
 	if !ok {
 		return false
 	}

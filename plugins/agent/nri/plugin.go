@@ -424,7 +424,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
 				"id", ctr.id, "cpus", p.cpusOf(adm), "mems", p.memsOf(adm))
 		}
-		if ids, ok := p.kubeletGPUs(c, running[key].GetUid()); ok && adm.Source == kubelet.SharedPool {
+		if ids, ok := p.kubeletGPUs(c, claimantOf(running[key])); ok && adm.Source == kubelet.SharedPool {
 			if err := p.node.SetKubeletGPUs(key, c.GetName(), ids); err != nil {
 				msg := fmt.Sprintf("pod %s runs container %s with GPUs %v from the kubelet that it cannot have (%v); "+
 					"the GPU is in two containers until one of the pods is deleted", key, c.GetName(), ids, err)
@@ -499,7 +499,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	shareFrom := ""
 	if adm.Source != kubelet.SharedPool {
 		adm, shareFrom = p.containerShare(adm, spec, ctr)
-	} else if ids, ok := p.kubeletGPUs(ctr, sb.GetUid()); ok {
+	} else if ids, ok := p.kubeletGPUs(ctr, claimantOf(sb)); ok {
 		// The kubelet's GPUs of a pod outside numaplace's decisions: never
 		// one a decision holds.
 		if err := p.node.SetKubeletGPUs(adm.Pod, ctr.GetName(), ids); err != nil {
@@ -530,7 +530,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		// through CDI stay: NVIDIA_VISIBLE_DEVICES names them with the
 		// decision's share (or is left as CDI set it when the share is
 		// empty), and their device nodes are not removed.
-		claimed := p.containerClaimGPUs(ctr, sb.GetUid())
+		claimed := p.containerClaimGPUs(ctr, claimantOf(sb))
 		switch {
 		case len(claimed) == 0:
 			for _, e := range adm.Env() {
@@ -550,12 +550,12 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 			slices.SortFunc(both.GPUs, func(a, b kube.DecisionGPU) int { return cmp.Compare(a.ID, b.ID) })
 			adj.AddEnv(kubelet.EnvVisibleDevices, both.VisibleDevices())
 		}
-		if err := p.adjustDevicesLocked(adj, adm, p.claimGPUs(sb.GetUid())); err != nil {
+		if err := p.adjustDevicesLocked(adj, adm, p.claimGPUs(claimantOf(sb))); err != nil {
 			p.log.ErrorContext(ctx, "CreateContainer: cannot give the container its GPUs", "pod", adm.Pod,
 				"container", ctr.GetName(), "error", err)
 			return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 		}
-	} else if err := p.allocatedDevicesLocked(adj, ctr, sb.GetUid()); err != nil {
+	} else if err := p.allocatedDevicesLocked(adj, ctr, claimantOf(sb)); err != nil {
 		p.log.ErrorContext(ctx, "CreateContainer: cannot give the container the GPUs the kubelet allocated it", "pod", adm.Pod,
 			"container", ctr.GetName(), "error", err)
 		return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
@@ -631,11 +631,11 @@ func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.A
 // A value that does not name only this machine's GPUs, by UUID or index
 // ("all", "void", another plugin's names), is left alone, and so is every
 // container when the plugin does not know the GPUs' nodes.
-func (p *Plugin) allocatedDevicesLocked(adj *api.ContainerAdjustment, ctr *api.Container, podUID string) error {
+func (p *Plugin) allocatedDevicesLocked(adj *api.ContainerAdjustment, ctr *api.Container, pod claimant) error {
 	if p.gpus == nil {
 		return nil
 	}
-	ids, ok := p.kubeletGPUs(ctr, podUID)
+	ids, ok := p.kubeletGPUs(ctr, pod)
 	if !ok {
 		return nil
 	}

@@ -120,7 +120,8 @@ func wantSeen(t *testing.T, devs map[string]draDevice, names []string) (uuids, g
 // checkDRAContainer checks from inside the pod's running container that
 // it sees exactly the claim's devices: NVIDIA_VISIBLE_DEVICES by UUID,
 // the GPUs' device nodes (and the control nodes when it has a GPU), the
-// NICs' /dev/infiniband nodes, no other; as the container printed it at
+// NICs' /dev/infiniband nodes and their InfiniBand names in
+// NUMAPLACE_RDMA_DEVICES, no other; as the container printed it at
 // start (its log) and in a process started in it now. It returns the
 // container's ID.
 func (d *draCluster) checkDRAContainer(t *testing.T, pod *corev1.Pod, devs map[string]draDevice, names []string) string {
@@ -158,6 +159,18 @@ func (d *draCluster) checkDRAContainer(t *testing.T, pod *corev1.Pod, devs map[s
 		require.Subset(t, ctl, []string{"nvidiactl"}, "pod %s's GPU control nodes", pod.Name)
 	}
 	require.Equal(t, rdma, ib, "pod %s's /dev/infiniband", pod.Name)
+	var ibdevs, gotIB []string
+	for _, n := range names {
+		if devs[n].nic != nil {
+			ibdevs = append(ibdevs, devs[n].nic.ibdev)
+		}
+	}
+	if v := e.envOf(t, ctr)["NUMAPLACE_RDMA_DEVICES"]; v != "" {
+		gotIB = strings.Split(v, ",")
+	}
+	slices.Sort(ibdevs)
+	slices.Sort(gotIB)
+	require.Equal(t, ibdevs, gotIB, "pod %s's NUMAPLACE_RDMA_DEVICES (sorted)", pod.Name)
 	for _, n := range gpuNodes {
 		require.Equal(t, "1:3 character special file", e.exec(t, ctr, "stat", "-c", "%t:%T %F", "/dev/"+n), "pod %s's %s", pod.Name, n)
 	}

@@ -438,21 +438,25 @@ func buildAgentBinary(dir string) string {
 	return out
 }
 
-// ensureDeviceClass creates the DeviceClass named after the driver,
-// selecting its devices, when deploy/'s manifests have not made it.
+// ensureDeviceClass creates the DeviceClass draGPUClass, selecting the
+// driver's devices, when deploy/'s manifests have not made it, and the
+// test's own draNICClass, selecting the driver's NICs.
 func ensureDeviceClass(t *testing.T, client kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := client.ResourceV1().DeviceClasses().Get(ctx, draDriver, metav1.GetOptions{}); err == nil {
-		return
+	class := func(name, cel string) {
+		_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+				Expression: cel}}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err, "DeviceClass %s", name)
 	}
-	t.Logf("deploy/ has no DeviceClass %s: the test makes one selecting the driver's devices", draDriver)
-	_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: draDriver},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-			Expression: `device.driver == "` + draDriver + `"`}}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if _, err := client.ResourceV1().DeviceClasses().Get(ctx, draGPUClass, metav1.GetOptions{}); err != nil {
+		t.Logf("deploy/ has no DeviceClass %s: the test makes one selecting the driver's devices", draGPUClass)
+		class(draGPUClass, `device.driver == "`+draDriver+`"`)
+	}
+	class(draNICClass, `device.driver == "`+draDriver+`" && device.attributes["`+draDriver+`"].type == "nic"`)
 }
 
 // ensureAgentDRARights gives the agent's service account the rights its

@@ -28,11 +28,12 @@ import (
 // inside their containers, from the kubelet's pod-resources API and from
 // the CDI specs the agent wrote.
 
-// The DeviceClasses the tests' requests name, and the attributes their
-// selectors and constraints use.
+// The DeviceClasses the tests' requests name (the GPUs' is deploy/'s, or
+// the test's when deploy/ has none; the NICs' the test's, whatever deploy/
+// names its own), and the attributes their selectors and constraints use.
 const (
 	draGPUClass  = draDriver
-	draNICClass  = draDriver
+	draNICClass  = "numaplace-e2e-nic"
 	attrNUMANode = "resource.kubernetes.io/numaNode"
 	attrBusID    = "resource.kubernetes.io/pciBusID"
 	attrSwitch   = draDriver + "/pcieSwitch"

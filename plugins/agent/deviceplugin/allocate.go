@@ -306,7 +306,7 @@ func (p *Plugin) compare(ctx context.Context, ids []int) (own bool, err error) {
 	var conflicts []string
 	for _, g := range got {
 		if h, ok := holders[g]; ok {
-			conflicts = append(conflicts, fmt.Sprintf("%s is held by pod %s (its numaplace decision)", p.describeGPUs([]int{g}), h))
+			conflicts = append(conflicts, fmt.Sprintf("%s is held by %s", p.describeGPUs([]int{g}), h))
 		}
 	}
 	if len(conflicts) == 0 {

@@ -301,18 +301,24 @@ func (p *Plugin) forgetGone(pods []PodInfo) {
 	}
 }
 
-// decisionHolders returns, by GPU ID, the pod whose numaplace decision
-// holds or reserves it: the pods admitted on the node with GPUs in their
-// allocation, and the pods bound to the node, not terminal, whose decision
-// names it (decided, not yet started), except the pod except (a key).
+// decisionHolders returns, by GPU ID, who holds or reserves it, in words
+// ("pod ns/name (its numaplace decision)", "ResourceClaim ns/name"): the
+// pods admitted on the node with GPUs in their allocation, the pods bound
+// to the node, not terminal, whose decision names it (decided, not yet
+// started), except the pod except (a key), and the ResourceClaims the DRA
+// role holds.
 func (p *Plugin) decisionHolders(pods []PodInfo, except string) map[int]string {
 	out := map[int]string{}
+	byDecision := func(key string) string { return "pod " + key + " (its numaplace decision)" }
+	for g, claim := range p.node.ClaimedGPUs() {
+		out[g] = "ResourceClaim " + claim
+	}
 	for _, a := range p.node.Admissions() {
 		if a.Pod == except {
 			continue
 		}
 		for _, g := range a.GPUs {
-			out[g.ID] = a.Pod
+			out[g.ID] = byDecision(a.Pod)
 		}
 	}
 	for _, info := range pods {
@@ -329,7 +335,7 @@ func (p *Plugin) decisionHolders(pods []PodInfo, except string) map[int]string {
 		}
 		for _, g := range d.GPUs {
 			if _, held := out[g.ID]; !held {
-				out[g.ID] = info.Pod.Key()
+				out[g.ID] = byDecision(info.Pod.Key())
 			}
 		}
 	}

@@ -270,6 +270,11 @@ func (d *Driver) Prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResu
 		}
 		ref, ok := d.cat.Lookup(r.Device)
 		if !ok {
+			if g, err := strconv.Atoi(strings.TrimPrefix(r.Device, "gpu-")); err == nil && strings.HasPrefix(r.Device, "gpu-") {
+				if _, onMachine := d.node.Machine().GPU(g); onMachine {
+					return fail("device %s is not a device this node publishes: GPU %d is the device plugin's (--dra-gpus)", r.Device, g)
+				}
+			}
 			return fail("device %s is not a device this node publishes", r.Device)
 		}
 		if ref.Class == allocator.GPUClass {

@@ -266,7 +266,16 @@ func TestPrepareRefusals(t *testing.T) {
 	res, _ = e.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{wrong, unknown, none})
 	require.ErrorContains(t, res[wrong.UID].Err, "device gpu-0 of pool node-b is not this node's (pool node-a)")
 	require.ErrorContains(t, res[unknown.UID].Err, "device gpu-9 is not a device this node publishes")
+
 	require.ErrorContains(t, res[none.UID].Err, "not allocated")
+
+	// A GPU the driver does not serve (--dra-gpus gives it to the device
+	// plugin).
+	part, err := dra.New(e.node, e.gpus, e.nics, dra.Options{NodeName: "node-a", CDIRoot: e.cdiDir, GPUs: []int{0, 1}})
+	require.NoError(t, err)
+	dp := claim("dp", "gpu-2")
+	res, _ = part.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{dp})
+	require.ErrorContains(t, res[dp.UID].Err, "device gpu-2 is not a device this node publishes: GPU 2 is the device plugin's (--dra-gpus)")
 }
 
 // fakePublisher records what was published.

@@ -21,7 +21,7 @@ import (
 // DRA GPU (allocationMode All) run side by side, their GPUs disjoint, seen
 // from inside their containers; a device-plugin pod whose numaplace
 // decision names a GPU the claim holds is refused by the node, the claim
-// named.
+// named; a claim given a device-plugin GPU by hand is refused, saying so.
 func TestDRABesideTheDevicePlugin(t *testing.T) {
 	d := startDRACluster(t, draClusterOptions{agent: true, draGPUs: []int{2, 3}})
 	client, e := d.client, d.e
@@ -74,6 +74,14 @@ func TestDRABesideTheDevicePlugin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, corev1.PodPending, p.Status.Phase)
 	d.stage("a device-plugin pod whose decision names the claim's GPU refused, the claim named")
+
+	// A claim given the device plugin's GPU 0 by hand (no slice lists it):
+	// the DRA role refuses to prepare it, saying whose it is.
+	d.handAllocated(t, "dp-gpu", claim.Status.Allocation.Devices.Results[0].Pool, "gpu-0")
+	msg = waitEvent(t, client, "dp-gpu", "FailedPrepareDynamicResources", "GPU 0 is the device plugin's")
+	t.Logf("dp-gpu (a claim given gpu-0 by hand): %s", msg)
+	deletePod(t, client, "dp-gpu", 0)
+	d.stage("a claim given the device plugin's GPU refused, saying so")
 	deletePod(t, client, "decided", 0)
 	deletePod(t, client, "plain", 2)
 	deleteDRAPod(t, client, "dra", claim)

@@ -154,6 +154,9 @@ type kubeletEnv struct {
 	// kubeletPort is the kubelet's HTTPS port (its API: logs, exec,
 	// configz) on 127.0.0.1.
 	kubeletPort int
+	// cdiDir is containerd's CDI spec directory, "" when CDI is off
+	// (nodeContainerdOptions.cdi).
+	cdiDir string
 }
 
 // standInGPUs are the device nodes containerd's /dev gets when the host
@@ -192,6 +195,24 @@ func nodeTools(t *testing.T) (unshare, nsenter string) {
 //     made to mount on and removed at the end.
 func startNodeContainerd(t *testing.T) *kubeletEnv {
 	t.Helper()
+	return startNodeContainerdWith(t, nodeContainerdOptions{})
+}
+
+// nodeContainerdOptions change what startNodeContainerdWith starts; the
+// zero value is startNodeContainerd's.
+type nodeContainerdOptions struct {
+	// cdi turns CDI on in containerd with one spec directory, cdi/ in the
+	// test's directory (kubeletEnv.cdiDir).
+	cdi bool
+	// devices are more stand-in device nodes for the namespace's /dev
+	// (paths under it, such as infiniband/uverbs0), with /dev/null's
+	// numbers as the stand-in GPUs'.
+	devices []string
+}
+
+// startNodeContainerdWith is startNodeContainerd with options.
+func startNodeContainerdWith(t *testing.T, o nodeContainerdOptions) *kubeletEnv {
+	t.Helper()
 	runc := canRunContainers(t)
 	bin := containerdBinaries(t)
 	unshare, nsenter := nodeTools(t)
@@ -214,6 +235,13 @@ state = %q
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = %q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), e.sock, e.nriSock, !hasCapability(unix.CAP_SYS_RESOURCE), e2eImage)
+	var cdiDir string
+	if o.cdi {
+		cdiDir = filepath.Join(dir, "cdi")
+		require.NoError(t, os.Mkdir(cdiDir, 0o755))
+		cfg = strings.Replace(cfg, "[plugins.'io.containerd.cri.v1.runtime']\n",
+			fmt.Sprintf("[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n  cdi_spec_dirs = [%q]\n", cdiDir), 1)
+	}
 	conf := filepath.Join(dir, "config.toml")
 	require.NoError(t, os.WriteFile(conf, []byte(cfg), 0o600))
 	kubeletDir := filepath.Join(dir, "var-lib-kubelet")
@@ -231,7 +259,7 @@ state = %q
 	script := `set -e
 mount -t overlay overlay -o "lowerdir=/dev,upperdir=$1,workdir=$2" /dev
 mount --bind "$3" ` + mountPoint + `
-for n in ` + strings.Join(standInGPUs, " ") + `; do [ -e "/dev/$n" ] || mknod -m 666 "/dev/$n" c 1 3; done
+for n in ` + strings.Join(append(slices.Clone(standInGPUs), o.devices...), " ") + `; do [ -e "/dev/$n" ] || { mkdir -p "$(dirname "/dev/$n")"; mknod -m 666 "/dev/$n" c 1 3; }; done
 touch "$4"
 exec sleep 2147483647`
 	holder := startHostProcess(t, dir, "namespace", exec.Command(unshare, "--mount", "--propagation", "slave", "/bin/sh", "-c", script, "sh",
@@ -244,7 +272,7 @@ exec sleep 2147483647`
 	logFile, err := os.Create(e.log)
 	require.NoError(t, err)
 	ke := &kubeletEnv{e2eEnv: e, pid: holder.cmd.Process.Pid, nsenter: nsenter, kubeletDir: kubeletDir,
-		containerdConf: conf, containerdLog: logFile}
+		containerdConf: conf, containerdLog: logFile, cdiDir: cdiDir}
 	ke.runContainerd(t)
 	t.Cleanup(func() {
 		if out, err := e.crictl("rmp", "--all", "--force"); err != nil {

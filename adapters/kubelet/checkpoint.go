@@ -177,6 +177,11 @@ type checkpointAlloc struct {
 // their classes and nodes (not names, memory, distances, UUIDs or reserved
 // CPUs, which a restore checks or does not depend on).
 func fingerprint(m *topology.Machine) string {
+	return fingerprintOf(m, func(topology.Device) bool { return true })
+}
+
+// fingerprintOf is fingerprint counting only the devices keep accepts.
+func fingerprintOf(m *topology.Machine, keep func(topology.Device) bool) string {
 	h := sha256.New()
 	for i := range m.NumNodes() {
 		fmt.Fprintf(h, "node %d cpus %s\n", m.NodeID(i), m.NodeCPUs(i))
@@ -185,9 +190,20 @@ func fingerprint(m *topology.Machine) string {
 		fmt.Fprintf(h, "gpu %d node %d\n", g.ID, g.NUMANode)
 	}
 	for _, d := range m.Devices() {
-		fmt.Fprintf(h, "device %s/%s node %d\n", d.Class, d.ID, d.NUMANode)
+		if keep(d) {
+			fmt.Fprintf(h, "device %s/%s node %d\n", d.Class, d.ID, d.NUMANode)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// fingerprintBeforeRDMA is the fingerprint machine m had before discovery
+// found RDMA NICs (checkpoint version 1 was written by builds whose sysfs
+// discovery found no devices but GPUs): m without its "rdma" devices.
+// A version-1 file with this fingerprint was written for this machine;
+// it cannot hold an RDMA NIC, since that build knew none.
+func fingerprintBeforeRDMA(m *topology.Machine) string {
+	return fingerprintOf(m, func(d topology.Device) bool { return d.Class != "rdma" })
 }
 
 // encodeCheckpoint returns the checkpoint file of the given pods, claims
@@ -286,7 +302,10 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 	if err := strictjson.Decode(f.Data, &d, strictjson.Options{}); err != nil {
 		return nil, "malformed data", err
 	}
-	if fp := fingerprint(m); d.Fingerprint != fp {
+	// A version-1 file written on this node before discovery found its RDMA
+	// NICs is this machine's too (the NICs are new to the model, not to the
+	// node, and the file holds none of them).
+	if fp := fingerprint(m); d.Fingerprint != fp && (f.Version >= 2 || d.Fingerprint != fingerprintBeforeRDMA(m)) {
 		return nil, fmt.Sprintf("written for another machine (%s, fingerprint %s; this machine is %s, fingerprint %s): "+
 			"its NUMA nodes, CPUs, GPUs or devices differ, so the allocations may not mean what they meant; "+
 			"drain the node and move the file away to start empty", quote.Short(d.Machine), d.Fingerprint, quote.Short(m.Name()), fp), nil

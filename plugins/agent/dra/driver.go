@@ -298,7 +298,7 @@ func (d *Driver) Prepare(c *resourceapi.ResourceClaim) kubeletplugin.PrepareResu
 	if err := d.node.HoldClaim(hold); err != nil {
 		var te *kubelet.TopologyAffinityError
 		if errors.As(err, &te) {
-			return kubeletplugin.PrepareResult{Err: fmt.Errorf("numaplace: ResourceClaim %s cannot be prepared: %s: %w", hold.Key(), te.Reason, kubelet.ErrTopologyAffinity)}
+			return kubeletplugin.PrepareResult{Err: &UnavailableError{Claim: hold.Key(), Reason: te.Reason, err: te}}
 		}
 		return fail("%w", err)
 	}
@@ -463,3 +463,29 @@ func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
 	}
 	return r
 }
+
+// ErrUnavailable is what an [UnavailableError] unwraps to: the claim's
+// devices are not free on this node.
+var ErrUnavailable = errors.New("the claim's devices are not free on this node")
+
+// UnavailableError is Prepare's refusal of a claim whose devices the node
+// state gives to another pod or claim, or that are unhealthy. Its message
+// names the holder, for example "numaplace: ResourceClaim team/wants-1
+// cannot be prepared: GPU 1 is held by pod default/holder"; the kubelet
+// shows it on the claim's pods. It unwraps to [ErrUnavailable] and to the
+// node state's *kubelet.TopologyAffinityError.
+type UnavailableError struct {
+	// Claim is the claim's namespace/name.
+	Claim string
+	// Reason names each device that is not free and why.
+	Reason string
+	err    error
+}
+
+// Error implements error.
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("numaplace: ResourceClaim %s cannot be prepared: %s", e.Claim, e.Reason)
+}
+
+// Unwrap returns ErrUnavailable and the node state's error.
+func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }

@@ -994,7 +994,7 @@ func TestPodThroughTheKubelet(t *testing.T) {
 	deletePod(t, client, "plain", 5)
 	stage("plain: the kubelet's GPU on the shared pool")
 
-	// Step 6's check: the agent gone, the kubelet no longer offers the GPUs.
+	// Step 7's check: the agent gone, the kubelet no longer offers the GPUs.
 	agent.stop(t)
 	require.Eventually(t, func() bool {
 		n, err := client.CoreV1().Nodes().Get(ctx, kubeletNode, metav1.GetOptions{})

@@ -144,11 +144,11 @@ func parseRates(t *testing.T, s string, base map[string]any) []rate {
 
 // runResult is one run's measurements.
 type runResult struct {
-	span                      time.Duration // first binding to last
-	bound                     int
-	writes                    map[controlplane.Request]float64
+	span                       time.Duration // first binding to last
+	bound                      int
+	writes                     map[controlplane.Request]float64
 	apiserverCPU, schedulerCPU float64
-	loadBefore, loadAfter     string
+	loadBefore, loadAfter      string
 }
 
 func (r runResult) podsPerSecond() float64 {

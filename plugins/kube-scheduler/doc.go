@@ -43,9 +43,12 @@
 //     framework.MaxNodeScore.
 //   - Reserve and Unreserve call the Cache's, so the next pod's Filter
 //     sees what this one holds before it is bound.
-//   - PreBind writes the decision (numaplace.io/allocation, and
-//     Koordinator's annotations when configured) on the pod with a merge
-//     patch through the framework handle's clientset; PostBind counts the
+//   - Bind posts the pod's Binding with the decision (numaplace.io/allocation,
+//     and Koordinator's annotations when configured) in its annotations,
+//     which the API server copies onto the pod with spec.nodeName: one API
+//     write per pod. PreBind then has nothing to do (PreBindPreFlight
+//     skips); in a profile where another plugin binds first, PreBind writes
+//     the decision with a merge patch instead. PostBind counts the
 //     placement.
 //
 // The plugin's arguments are [Args], decoded from the profile's

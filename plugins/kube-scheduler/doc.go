@@ -35,8 +35,10 @@
 //     Unschedulable, so that DefaultPreemption considers the node.
 //   - PreFilterExtensions (AddPod, RemovePod) record a preemption dry-run's
 //     changes of a node in the CycleState; Filter then judges the node so
-//     changed exactly, and steers DefaultPreemption to the fewest victims
-//     (adapters/scheduler's PreparedPod.Victims).
+//     changed exactly, and steers DefaultPreemption to the victims that
+//     come first in kube-scheduler's order (the lowest highest priority,
+//     then the fewest victims of it, then the fewest victims:
+//     adapters/scheduler's PreparedPod.Victims).
 //   - PreScore skips pods that hold no allocation (no NUMA spec and no
 //     GPUs); Score asks Cache.Score (0-100: alignment first, then the
 //     packing strategy) and NormalizeScore scales it to

@@ -48,10 +48,10 @@ const (
 	// topology annotation refusing a pod with a NUMA spec.
 	ReasonTextNoTopology = Prefix + "node(s) without a numaplace topology (annotation or NodeResourceTopology)"
 	// ReasonTextMoreVictims is the refusal, in a preemption dry-run, of a
-	// set of victims that leaves out one of the fewest pods whose eviction
-	// makes the pod fit (scheduler.PreparedPod.Victims): it steers
-	// kube-scheduler's DefaultPreemption to evict exactly those.
-	ReasonTextMoreVictims = Prefix + "the fewest victims that make the pod fit are not all evicted"
+	// set of victims that leaves out one of the pods whose eviction makes
+	// the pod fit in kube-scheduler's order (scheduler.PreparedPod.Victims):
+	// it steers kube-scheduler's DefaultPreemption to evict exactly those.
+	ReasonTextMoreVictims = Prefix + "the victims that make the pod fit (lowest priorities first, then fewest) are not all evicted"
 )
 
 // podState is the pod as PreFilter read it; immutable, so Clone shares it.

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,10 +45,12 @@ import (
 // fixed seed) posted before the scheduler starts; then this program runs
 // once with deploy/scheduler-config.yaml's NUMAPlace profile and once with a
 // profile of the same name without NUMAPlace (kube-scheduler's defaults),
-// back to back for each client rate, with the same client QPS and burst.
-// Each run prints the pods bound per second (from the first binding seen to
+// for each client rate, with the same client QPS and burst, in
+// NUMAPLACE_THROUGHPUT_ROUNDS rounds (2) that alternate which goes first.
+// Each run logs the pods bound per second (from the first binding seen to
 // the last, by a watch), the API server's writes per pod by kind and its CPU
-// seconds, the scheduler's CPU seconds and the machine's load average. It
+// seconds, the scheduler's CPU seconds and the machine's load average; the
+// table at the end has each profile's median pods/s and their ratio. It
 // runs only when NUMAPLACE_THROUGHPUT is set; NUMAPLACE_THROUGHPUT_NODES
 // (1000), NUMAPLACE_THROUGHPUT_PODS (2000) and NUMAPLACE_THROUGHPUT_RATES
 // ("shipped,500/1000": "shipped" is the configuration's clientConnection,
@@ -81,31 +87,69 @@ func TestThroughput(t *testing.T) {
 	})
 	t.Logf("%d nodes created in %s", nNodes, time.Since(start).Round(time.Millisecond))
 
-	type result struct {
-		rate    rate
-		profile string
-		podsPS  float64
-		run     runResult
+	rounds := envInt(t, "NUMAPLACE_THROUGHPUT_ROUNDS", 2)
+	type row struct {
+		rate     rate
+		runs     map[string][]runResult
+		medianPS map[string]float64
 	}
-	var results []result
+	var rows []row
 	for _, r := range rates {
-		for _, profile := range []string{"default", "numaplace"} {
-			res := runThroughput(t, client, cfg, kubeconfig, base, profile, r, nPods)
-			results = append(results, result{r, profile, res.podsPerSecond(), res})
-			t.Logf("qps %g burst %d, profile %s: %d pods in %s, %.1f pods/s; writes per pod: %s; "+
-				"API server CPU %.1f s, scheduler CPU %.1f s; load average %s -> %s",
-				r.qps, r.burst, profile, nPods, res.span.Round(time.Millisecond), res.podsPerSecond(),
-				res.writesPerPod(nPods), res.apiserverCPU, res.schedulerCPU, res.loadBefore, res.loadAfter)
+		rw := row{rate: r, runs: map[string][]runResult{}, medianPS: map[string]float64{}}
+		for round := range rounds {
+			// ABBA: the two profiles alternate first, so that a drift of the
+			// machine's load weighs on both alike.
+			order := []string{"default", "numaplace"}
+			if round%2 == 1 {
+				order = []string{"numaplace", "default"}
+			}
+			for _, profile := range order {
+				res := runThroughput(t, client, cfg, kubeconfig, base, profile, r, nPods)
+				rw.runs[profile] = append(rw.runs[profile], res)
+				t.Logf("qps %g burst %d, round %d, profile %s: %d pods in %s, %.1f pods/s; writes per pod: %s; "+
+					"API server CPU %.1f s, scheduler CPU %.1f s; load average %s -> %s",
+					r.qps, r.burst, round+1, profile, nPods, res.span.Round(time.Millisecond), res.podsPerSecond(),
+					res.writesPerPod(nPods), res.apiserverCPU, res.schedulerCPU, res.loadBefore, res.loadAfter)
+			}
 		}
+		for p, runs := range rw.runs {
+			ps := make([]float64, len(runs))
+			for i, res := range runs {
+				ps[i] = res.podsPerSecond()
+			}
+			rw.medianPS[p] = median(ps)
+		}
+		rows = append(rows, rw)
 	}
-	fmt.Printf("\nthroughput: %d nodes (half dgx-h100, half dgx-a100), %d pods, %d CPUs, at %s\n",
-		nNodes, nPods, runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
-	fmt.Printf("%-22s %12s %12s %7s  %-28s %-28s\n", "client rate", "default", "numaplace", "ratio", "writes/pod default", "writes/pod numaplace")
-	for i := 0; i+1 < len(results); i += 2 {
-		d, n := results[i], results[i+1]
-		fmt.Printf("%-22s %8.1f p/s %8.1f p/s %7.2f  %-28s %-28s\n", fmt.Sprintf("qps %g burst %d", d.rate.qps, d.rate.burst),
-			d.podsPS, n.podsPS, n.podsPS/d.podsPS, d.run.writesPerPod(nPods), n.run.writesPerPod(nPods))
+	fmt.Printf("\nthroughput: %d nodes (half dgx-h100, half dgx-a100), %d pods, %d CPUs, %d rounds (median pods/s), at %s\n",
+		nNodes, nPods, runtime.NumCPU(), rounds, time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("%-20s %12s %12s %6s  %-30s %s\n", "client rate", "default", "numaplace", "ratio", "runs default / numaplace", "writes/pod default / numaplace")
+	for _, rw := range rows {
+		d, n := rw.medianPS["default"], rw.medianPS["numaplace"]
+		fmt.Printf("%-20s %8.1f p/s %8.1f p/s %6.2f  %-30s %s / %s\n", fmt.Sprintf("qps %g burst %d", rw.rate.qps, rw.rate.burst),
+			d, n, n/d, runsPS(rw.runs["default"])+" / "+runsPS(rw.runs["numaplace"]),
+			rw.runs["default"][0].writesPerPod(nPods), rw.runs["numaplace"][0].writesPerPod(nPods))
 	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func runsPS(runs []runResult) string {
+	parts := make([]string, len(runs))
+	for i, r := range runs {
+		parts[i] = fmt.Sprintf("%.1f", r.podsPerSecond())
+	}
+	return strings.Join(parts, ",")
 }
 
 // rate is a client QPS and burst.
@@ -208,9 +252,21 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logFile.Close()
+	args := []string{"--config", config, "--secure-port", "0", "--v", "1"}
+	// NUMAPLACE_THROUGHPUT_PPROF=DIR: serve /debug/pprof and write a CPU
+	// profile of each run's first 20 seconds of binding into DIR.
+	pprofDir := os.Getenv("NUMAPLACE_THROUGHPUT_PPROF")
+	port := 0
+	if pprofDir != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port = l.Addr().(*net.TCPAddr).Port
+		require.NoError(t, l.Close())
+		args = []string{"--config", config, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+			"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig, "--v", "1"}
+	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join([]string{"--config", config,
-		"--secure-port", "0", "--v", "1"}, "\n"))
+	cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join(args, "\n"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
@@ -243,6 +299,9 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 			now := time.Now()
 			if first.IsZero() {
 				first = now
+				if pprofDir != "" {
+					go cpuProfile(t, port, filepath.Join(pprofDir, fmt.Sprintf("%s-%g-%d.pprof", profile, r.qps, r.burst)))
+				}
 			}
 			last = now
 			bound[p.Name] = true
@@ -283,6 +342,29 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 		}
 	}
 	return res
+}
+
+// cpuProfile fetches a 20-second CPU profile from the scheduler's
+// /debug/pprof into path.
+func cpuProfile(t *testing.T, port int, path string) {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=20", port), nil)
+	if err != nil {
+		t.Logf("profile: %v", err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+controlplane.Token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Logf("profile: %v", err)
+	}
+	t.Logf("CPU profile %s (%s, %d bytes)", path, resp.Status, len(b))
 }
 
 // schedulerConfig writes the configuration of one run: the shipped file

@@ -4,8 +4,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+
+	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
 )
 
 // TestPlainGPUPodDecision: a GPU pod without a NUMA spec gets a decision
@@ -22,4 +26,26 @@ func TestPlainGPUPodDecision(t *testing.T) {
 	d := decision(t, got)
 	require.Len(t, d.GPUs, 1)
 	require.Empty(t, d.MemoryMiB)
+}
+
+// TestNvidiaGPURefusalNamesTheOption: a NUMA pod asking for nvidia.com/gpu
+// is refused with a message that names the resource and the acceptNvidiaGPU
+// option; with the option it is placed.
+func TestNvidiaGPURefusalNamesTheOption(t *testing.T) {
+	c := newFakeCluster(t)
+	n := node(t, "gpu-0", "dgx-h100", true, false)
+	n.Status.Capacity[kube.ResourceNvidiaGPU] = resource.MustParse("8")
+	n.Status.Allocatable[kube.ResourceNvidiaGPU] = resource.MustParse("8")
+	p := pod("nv", "SingleNUMANode", 8, 0)
+	for _, l := range []v1.ResourceList{p.Spec.Containers[0].Resources.Requests, p.Spec.Containers[0].Resources.Limits} {
+		l[kube.ResourceNvidiaGPU] = resource.MustParse("2")
+	}
+	c.create(n, p)
+	first := c.start(nil)
+	msg := c.waitUnschedulable("nv")
+	require.Contains(t, msg, "asks for GPUs as nvidia.com/gpu: use aliyun.com/gpu instead, or set the option acceptNvidiaGPU: true")
+	first.stop()
+	c.start(&numaplace.Args{AcceptNvidiaGPU: true})
+	got := c.waitBound("nv")
+	require.Len(t, decision(t, got).GPUs, 2)
 }

@@ -33,6 +33,9 @@
 //     can hold 8 GPUs on this machine", no opt-in label, no or a malformed
 //     topology annotation) is UnschedulableAndUnresolvable; the others are
 //     Unschedulable, so that DefaultPreemption considers the node.
+//   - PostFilter (after DefaultPreemption) adds numaplace's never-fit
+//     reasons for nodes another plugin refused first, which kube-scheduler's
+//     summary would otherwise hide behind "Insufficient aliyun.com/gpu".
 //   - PreFilterExtensions (AddPod, RemovePod) record a preemption dry-run's
 //     changes of a node in the CycleState; Filter then judges the node so
 //     changed exactly, and steers DefaultPreemption to the victims that

@@ -49,3 +49,21 @@ func TestNvidiaGPURefusalNamesTheOption(t *testing.T) {
 	got := c.waitBound("nv")
 	require.Len(t, decision(t, got).GPUs, 2)
 }
+
+// TestNeverFitReasonNotHidden: on two full dgx-a100 nodes (two GPUs per
+// NUMA node) a 4-GPU SingleNUMANode pod is refused by NodeResourcesFit
+// first (Insufficient aliyun.com/gpu); the pod's message also says that no
+// NUMA node of those machines can ever hold 4 GPUs.
+func TestNeverFitReasonNotHidden(t *testing.T) {
+	c := newFakeCluster(t)
+	for _, n := range []string{"a1", "a2"} {
+		c.create(node(t, n, "dgx-a100", true, false))
+		c.create(decided(n+"-all", n, "0-7", 0, 1, 2, 3, 4, 5, 6, 7))
+	}
+	c.start(nil)
+	c.create(pod("four", "SingleNUMANode", 8, 4))
+	msg := c.waitUnschedulable("four")
+	t.Logf("message: %s", msg)
+	require.Contains(t, msg, "2 Insufficient aliyun.com/gpu")
+	require.Contains(t, msg, "numaplace: 2 node(s) refused by other plugins can never hold the pod either: no NUMA node can hold 4 GPUs", msg)
+}

@@ -42,6 +42,8 @@ type Decision struct {
 	// "policy"), by its annotation name such as "SingleNUMANode".
 	Policy policy.Policy `json:"policy"`
 	// Exclusive is the request's singleNUMANodeExclusive (informational).
+	// Under policy None, which the rule does not bind, it is left out of
+	// the JSON when Required (the default it reads back as).
 	Exclusive policy.Exclusivity `json:"exclusive"`
 	// CPUSet is the exclusive CPUs in Linux cpulist form.
 	CPUSet string `json:"cpuset"`
@@ -52,7 +54,8 @@ type Decision struct {
 	// Devices are the devices of other classes by class (such as "rdma").
 	Devices map[string][]string `json:"devices,omitempty"`
 	// MemoryMiB is the memory reserved per NUMA node ID of the span (0 where
-	// none is reserved).
+	// none is reserved; under policy None, whose pods have no NUMA-aligned
+	// memory to speak of, only the nodes where some is).
 	MemoryMiB map[string]int64 `json:"memoryMiB"`
 	// FullPCPUs is set when only whole cores were handed out.
 	FullPCPUs bool `json:"fullPCPUs,omitempty"`
@@ -82,14 +85,21 @@ func NewDecision(m *topology.Machine, a *allocator.Allocation) Decision {
 			d.Devices[c] = slices.Clone(ids)
 		}
 	}
-	return d
+	return d.canonical()
 }
 
 // String returns the annotation value (compact JSON). Missing lists and
 // maps are written empty ([] and {}), never null, so that the value always
 // reads back with ParseDecision.
 func (d Decision) String() string {
-	b, err := json.Marshal(d.withEmptyLists())
+	d = d.canonical()
+	var b []byte
+	var err error
+	if d.Policy == policy.None && d.Exclusive == policy.Required {
+		b, err = json.Marshal(noneDecision(d))
+	} else {
+		b, err = json.Marshal(d)
+	}
 	if err != nil {
 		return fmt.Sprintf(`{"error":%q}`, err.Error())
 	}
@@ -112,8 +122,9 @@ var (
 // distinct non-empty IDs; memoryMiB
 // keyed by NUMA node IDs written canonically ("3", not "03" or "+3"), each
 // one of numaNodes, with amounts >= 0. Missing lists and maps read as
-// empty, so that String of the result is the canonical form and reads back
-// equal. It checks the form only; Allocation checks the decision against a
+// empty, a missing exclusive as Required, and under policy None entries of
+// memoryMiB that are 0 are dropped, so that String of the result is the
+// canonical form and reads back equal. It checks the form only; Allocation checks the decision against a
 // machine. Errors wrap [ErrInvalidDecision] and name the field.
 func ParseDecision(s string) (Decision, error) {
 	bad := func(format string, args ...any) (Decision, error) {
@@ -188,7 +199,38 @@ func ParseDecision(s string) (Decision, error) {
 			return bad("memoryMiB: NUMA node %s is not one of numaNodes %v", k, d.NUMANodes)
 		}
 	}
-	return d.withEmptyLists(), nil
+	return d.canonical(), nil
+}
+
+// noneDecision is a [Decision] under policy None with the default
+// exclusivity as JSON: the same fields in the same order, without
+// "exclusive".
+type noneDecision struct {
+	Policy    policy.Policy       `json:"policy"`
+	Exclusive policy.Exclusivity  `json:"-"`
+	CPUSet    string              `json:"cpuset"`
+	NUMANodes []int               `json:"numaNodes"`
+	GPUs      []DecisionGPU       `json:"gpus"`
+	Devices   map[string][]string `json:"devices,omitempty"`
+	MemoryMiB map[string]int64    `json:"memoryMiB"`
+	FullPCPUs bool                `json:"fullPCPUs,omitempty"`
+}
+
+// canonical returns d as String writes it and ParseDecision returns it:
+// empty lists and maps where missing, and under policy None no memoryMiB
+// entry of 0.
+func (d Decision) canonical() Decision {
+	d = d.withEmptyLists()
+	if d.Policy == policy.None && slices.Contains(slices.Collect(maps.Values(d.MemoryMiB)), 0) {
+		mem := make(map[string]int64, len(d.MemoryMiB))
+		for k, v := range d.MemoryMiB {
+			if v != 0 {
+				mem[k] = v
+			}
+		}
+		d.MemoryMiB = mem
+	}
+	return d
 }
 
 // withEmptyLists returns d with empty, non-nil numaNodes, gpus and

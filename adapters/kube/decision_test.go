@@ -73,13 +73,16 @@ func TestDecisionRoundTrip(t *testing.T) {
 			require.Equal(t, a.DenseSpan, c.DenseSpan)
 			require.True(t, node.FreeCPUs().Equal(s.FreeCPUs()))
 
-			// The span is the decision's NUMA nodes; memory names each of them.
+			// The span is the decision's NUMA nodes; memory names each of them
+			// (under None, only those where some is reserved).
 			var ids []int
 			for _, id := range a.NUMANodes() {
 				ids = append(ids, int(id))
 			}
 			require.Equal(t, ids, d.NUMANodes)
-			require.Len(t, d.MemoryMiB, len(ids))
+			if tt.req.Policy != policy.None {
+				require.Len(t, d.MemoryMiB, len(ids))
+			}
 		})
 	}
 }
@@ -92,6 +95,30 @@ func TestDecisionFormat(t *testing.T) {
 	d := kube.NewDecision(m, &a)
 	require.Equal(t, `{"policy":"SingleNUMANode","exclusive":"Required","cpuset":"0-11,112-123","numaNodes":[0],`+
 		`"gpus":[{"id":0},{"id":1},{"id":2},{"id":3}],"memoryMiB":{"0":0}}`, d.String())
+}
+
+// TestDecisionOfAPlainGPUPod: the decision of a pod without a NUMA spec
+// (policy None, which the exclusivity rule does not bind) says neither
+// "exclusive":"Required" nor 0 MiB on its NUMA node; it reads back equal,
+// and a None decision written with them still reads.
+func TestDecisionOfAPlainGPUPod(t *testing.T) {
+	m := preset(t, "dgx-h100")
+	s := allocator.MustNew(m, allocator.Options{})
+	a, err := s.Allocate(&allocator.Request{ID: "ns/p", GPUs: 1, Policy: policy.None})
+	require.NoError(t, err)
+	d := kube.NewDecision(m, &a)
+	require.Equal(t, `{"policy":"None","cpuset":"","numaNodes":[0],"gpus":[{"id":0}],"memoryMiB":{}}`, d.String())
+	got, err := kube.ParseDecision(d.String())
+	require.NoError(t, err)
+	require.Equal(t, d, got)
+	require.Equal(t, policy.Required, got.Exclusive)
+	old, err := kube.ParseDecision(`{"policy":"None","exclusive":"Required","cpuset":"","numaNodes":[0],"gpus":[{"id":0}],"memoryMiB":{"0":0}}`)
+	require.NoError(t, err)
+	require.Equal(t, d, old)
+	// Preferred is kept; memory reserved is kept.
+	p, err := kube.ParseDecision(`{"policy":"None","exclusive":"Preferred","cpuset":"0","numaNodes":[0,1],"gpus":[],"memoryMiB":{"0":0,"1":64}}`)
+	require.NoError(t, err)
+	require.Equal(t, `{"policy":"None","exclusive":"Preferred","cpuset":"0","numaNodes":[0,1],"gpus":[],"memoryMiB":{"1":64}}`, p.String())
 }
 
 func TestDecisionUUIDs(t *testing.T) {

@@ -43,7 +43,7 @@ func ExampleNewDecision() {
 	back, _ := got.Allocation(m, "default/tg")
 	fmt.Println(back.CPUs, back.GPUs)
 	// Output:
-	// {"policy":"None","exclusive":"Required","cpuset":"0-11,112-123","numaNodes":[0],"gpus":[{"id":0},{"id":1},{"id":2},{"id":3}],"memoryMiB":{"0":0}}
+	// {"policy":"None","cpuset":"0-11,112-123","numaNodes":[0],"gpus":[{"id":0},{"id":1},{"id":2},{"id":3}],"memoryMiB":{}}
 	// 0-11,112-123 [0 1 2 3]
 }
 

@@ -220,7 +220,8 @@ type resources struct {
 //   - with a NUMA spec, every container's CPU request is a whole number of
 //     cores equal to its limit;
 //   - GPUs are whole aliyun.com/gpu; nvidia.com/gpu with a NUMA spec is an
-//     error that says to use aliyun.com/gpu, unless Config.AcceptNvidiaGPU;
+//     error that says to use aliyun.com/gpu or set the acceptNvidiaGPU
+//     option, unless Config.AcceptNvidiaGPU;
 //   - the effective request follows Kubernetes: the larger of the largest
 //     init container (plus the sidecars started before it) and the sum of
 //     the app containers and the sidecars.
@@ -268,7 +269,9 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 		return PodRequest{}, err
 	}
 	if has && res.nvidia > 0 && !cfg.AcceptNvidiaGPU {
-		return fail(ResourceNvidiaGPU, "a pod with a NUMA topology spec asks for GPUs as %s: use %s instead", ResourceAliyunGPU, ResourceAliyunGPU)
+		return fail(ResourceNvidiaGPU, "a pod with a NUMA topology spec asks for GPUs as %s: use %s instead, or set the option "+
+			"acceptNvidiaGPU: true (numaplace-scheduler's NUMAPlace args; Config.AcceptNvidiaGPU) to count %s as GPUs",
+			ResourceNvidiaGPU, ResourceAliyunGPU, ResourceNvidiaGPU)
 	}
 	req.MilliCPU = res.milliCPU
 	req.GPUs = int(res.gpus)

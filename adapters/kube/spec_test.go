@@ -253,7 +253,7 @@ func TestParsePodGPUs(t *testing.T) {
 	})
 	t.Run("nvidia refused with a NUMA spec", func(t *testing.T) {
 		p := numaPod(specSNN, guaranteed("app", "cpu", "24", kube.ResourceNvidiaGPU, "4"))
-		requirePodError(t, parseErr(p), kube.ResourceNvidiaGPU, "use "+kube.ResourceAliyunGPU+" instead")
+		requirePodError(t, parseErr(p), kube.ResourceNvidiaGPU, "use "+kube.ResourceAliyunGPU+" instead, or set the option acceptNvidiaGPU: true")
 	})
 	t.Run("nvidia accepted when configured", func(t *testing.T) {
 		p := numaPod(specSNN, guaranteed("app", "cpu", "24", kube.ResourceNvidiaGPU, "4"),

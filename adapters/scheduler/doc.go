@@ -34,9 +34,11 @@
 // and merge of adapters/topologymanager, so that no pod is sent where the kubelet
 // would refuse it with a TopologyAffinityError.
 //
-// [Cache.Preempt] is a PostFilter-style dry-run: the smallest set of
-// lower-priority pods whose removal makes a pod fit on one node, exactly
-// under the pod's policy and the exclusivity and shared-pool rules.
+// [Cache.Preempt] is a PostFilter-style dry-run: the set of lower-priority
+// pods whose removal makes a pod fit on one node, exactly under the pod's
+// policy and the exclusivity and shared-pool rules, chosen in
+// kube-scheduler's order (the lowest highest priority, then the fewest
+// victims of it, then the fewest victims).
 //
 // A restarted scheduler rebuilds the exact state: [Cache.AddPod] of a bound
 // pod claims what its numaplace.io/allocation annotation names.

@@ -18,8 +18,8 @@ var ErrNoPreemption = errors.New("no preemption makes the pod fit")
 const DefaultPreemptionBudget = 20000
 
 // Preemption is the answer of a PostFilter-style preemption dry-run: the
-// node and the smallest set of lower-priority pods whose removal makes the
-// pod fit there.
+// node and the set of lower-priority pods whose removal makes the pod fit
+// there, chosen in kube-scheduler's order (see [Cache.PreemptOn]).
 type Preemption struct {
 	// Node is the node to preempt on.
 	Node string
@@ -36,11 +36,12 @@ type Preemption struct {
 // as Filter would judge the node after the removal (the allocator's
 // FitWithout sees the node types without the victims: removing a
 // multi-node allocation can turn a shared NUMA node single and so refuse a
-// multi-node pod that fitted before). Among nodes it prefers the fewest
-// victims, then the lowest highest victim priority, then the lowest sum of
-// victim priorities, then the node name. Per node, victim sets are tried by
-// size, smallest first, up to DefaultPreemptionBudget sets; the answer is
-// exact within that budget. Nodes running the kubelet's own Topology
+// multi-node pod that fitted before). Per node the victims are chosen as
+// [Cache.PreemptOn] says; among nodes it prefers, as kube-scheduler's
+// DefaultPreemption does (pickOneNodeForPreemption, without its
+// PodDisruptionBudget and start-time criteria), the lowest highest victim
+// priority, then the lowest sum of victim priorities, then the fewest
+// victims, then the node name. Nodes running the kubelet's own Topology
 // Manager (Node.KubeletPolicy) are not considered. Nothing changes: the
 // caller evicts the victims and schedules the pod again.
 //
@@ -77,15 +78,26 @@ func (c *Cache) Preempt(p *kube.Pod) (Preemption, error) {
 
 func betterPreemption(a Preemption, asum int64, b Preemption, bsum int64) bool {
 	return cmp.Or(
-		cmp.Compare(len(a.Victims), len(b.Victims)),
 		cmp.Compare(a.HighestPriority, b.HighestPriority),
 		cmp.Compare(asum, bsum),
+		cmp.Compare(len(a.Victims), len(b.Victims)),
 		strings.Compare(a.Node, b.Node),
 	) < 0
 }
 
-// PreemptOn is Preempt on one named node: the smallest set of victims
-// there, or an error wrapping [ErrNoPreemption].
+// PreemptOn is Preempt on one named node, or an error wrapping
+// [ErrNoPreemption]. Among the sets of pods of lower priority than the
+// pod's whose removal makes it fit, it chooses by kube-scheduler's
+// criteria (DefaultPreemption spares the most important victims first):
+// the lowest highest priority; then the fewest victims of that priority;
+// then the fewest victims (numaplace's exact search, where
+// DefaultPreemption's greedy reprieve may evict more); then the lowest sum
+// of priorities; then the first in key order. A priority level is searched
+// when removing every candidate up to it makes the pod fit (as
+// DefaultPreemption first removes every lower-priority pod); its sets are
+// tried by the number of victims of that priority, then of lower ones, up
+// to [DefaultPreemptionBudget] sets in all, after which every candidate up
+// to the level is the answer.
 func (c *Cache) PreemptOn(p *kube.Pod, node string) (Preemption, error) {
 	pr, err := c.parse(p)
 	if err != nil {
@@ -102,9 +114,8 @@ func (c *Cache) PreemptOn(p *kube.Pod, node string) (Preemption, error) {
 	return pe, nil
 }
 
-// preemptOn searches one node: the smallest victim set (then the lowest
-// highest priority, then the lowest priority sum) among the pods of lower
-// priority, and the set's priority sum. ok is false when the pod fits
+// preemptOn searches one node: the victim set in PreemptOn's order among
+// the pods of lower priority, and the set's priority sum. ok is false when the pod fits
 // already, cannot fit even on the empty machine, or no set within the
 // budget makes it fit.
 func (c *Cache) preemptOn(ni *nodeInfo, pr *podReq, prio int32, budget int) (Preemption, int64, bool) {
@@ -141,9 +152,8 @@ func (c *Cache) preemptSearch(ni *nodeInfo, pr *podReq, cands []*podInfo, budget
 	slices.SortFunc(cands, func(a, b *podInfo) int {
 		return cmp.Or(cmp.Compare(a.prio, b.prio), strings.Compare(a.key, b.key))
 	})
-	pick := make([]int, 0, len(cands))
 	var ids []string
-	fitsWithout := func() bool {
+	fitsWithout := func(pick []int) bool {
 		// The cache's own rules on the totals without the victims, then
 		// the allocator's on its state without them.
 		t := ni.totals
@@ -160,54 +170,100 @@ func (c *Cache) preemptSearch(ni *nodeInfo, pr *podReq, cands []*podInfo, budget
 		}
 		return !pr.needsAlloc || ni.state.FitWithout(areq, ids) == nil
 	}
+	answer := func(pick []int) (Preemption, int64, bool) {
+		pe := Preemption{Node: ni.name}
+		var sum int64
+		for _, j := range pick {
+			pe.Victims = append(pe.Victims, cands[j].key)
+			sum += int64(cands[j].prio)
+		}
+		if len(pick) > 0 {
+			pe.HighestPriority = cands[pick[len(pick)-1]].prio // sorted by priority
+		}
+		return pe, sum, true
+	}
 	tried := 0
-	for k := 1; k <= len(cands); k++ {
-		var found []int
-		var foundMax int32
-		var foundSum int64
-		// Every k-subset of cands in lexicographic order.
-		pick = pick[:k]
-		for i := range pick {
-			pick[i] = i
+	var all, pick []int
+	// Levels: the candidates' priorities, lowest first. At level p the
+	// victims are top ones (priority p, at least one) and lower ones.
+	for hi := 0; hi < len(cands); {
+		end := hi
+		for end < len(cands) && cands[end].prio == cands[hi].prio {
+			end++
 		}
-		for {
-			if tried++; tried > budget {
-				break
-			}
-			if fitsWithout() {
-				var mx int32
-				var sum int64
-				for _, j := range pick {
-					mx = max(mx, cands[j].prio)
-					sum += int64(cands[j].prio)
-				}
-				if found == nil || mx < foundMax || (mx == foundMax && sum < foundSum) {
-					found, foundMax, foundSum = slices.Clone(pick), mx, sum
-				}
-			}
-			// Next combination.
-			i := k - 1
-			for i >= 0 && pick[i] == len(cands)-k+i {
-				i--
-			}
-			if i < 0 {
-				break
-			}
-			pick[i]++
-			for j := i + 1; j < k; j++ {
-				pick[j] = pick[j-1] + 1
+		all = all[:0]
+		for j := range end {
+			all = append(all, j)
+		}
+		tried++
+		if !fitsWithout(all) {
+			hi = end
+			continue
+		}
+		var best []int
+		var bestSum int64
+		exhausted := false
+		for a := 1; a <= end-hi && best == nil && !exhausted; a++ {
+			for b := 0; b <= hi && best == nil && !exhausted; b++ {
+				combinations(end-hi, a, func(top []int) bool {
+					return combinations(hi, b, func(low []int) bool {
+						if tried++; tried > budget {
+							exhausted = true
+							return false
+						}
+						pick = pick[:0]
+						pick = append(pick, low...)
+						for _, j := range top {
+							pick = append(pick, hi+j)
+						}
+						if !fitsWithout(pick) {
+							return true
+						}
+						var sum int64
+						for _, j := range pick {
+							sum += int64(cands[j].prio)
+						}
+						if best == nil || sum < bestSum {
+							best, bestSum = slices.Clone(pick), sum
+						}
+						return true
+					})
+				})
 			}
 		}
-		if found != nil {
-			pe := Preemption{Node: ni.name, HighestPriority: foundMax}
-			for _, j := range found {
-				pe.Victims = append(pe.Victims, cands[j].key)
-			}
-			return pe, foundSum, true
+		if best == nil {
+			best = all // out of budget: every candidate up to this level makes the pod fit
 		}
-		if tried > budget {
-			break
-		}
+		return answer(best)
 	}
 	return Preemption{}, 0, false
+}
+
+// combinations calls fn with every k-subset of 0..n-1 (ascending indices)
+// in lexicographic order while fn returns true; it reports whether fn
+// never returned false. fn must not keep the slice.
+func combinations(n, k int, fn func([]int) bool) bool {
+	if k > n || k < 0 {
+		return true
+	}
+	pick := make([]int, k)
+	for i := range pick {
+		pick[i] = i
+	}
+	for {
+		if !fn(pick) {
+			return false
+		}
+		i := k - 1
+		for i >= 0 && pick[i] == n-k+i {
+			i--
+		}
+		if i < 0 {
+			return true
+		}
+		pick[i]++
+		for j := i + 1; j < k; j++ {
+			pick[j] = pick[j-1] + 1
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -55,6 +56,57 @@ func TestPreemptSmallestSet(t *testing.T) {
 	require.True(t, errors.Is(err, scheduler.ErrNoPreemption) || err == nil)
 }
 
+// TestPreemptByKubernetesOrder: victims are chosen as kube-scheduler's
+// DefaultPreemption would rank them, not by their number: four low pods
+// rather than two middle ones (the lowest highest priority); at one highest
+// priority, the set with fewer victims of it (one middle and two low
+// rather than two middle); and among nodes the lowest highest priority.
+func TestPreemptByKubernetesOrder(t *testing.T) {
+	in := withPriority(numaPod("in", 24, 4, "SingleNUMANode"), 1000)
+	// NUMA node 0: GPUs 0-3, node 1: GPUs 4-7 (dgx-h100).
+	c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "h1", Labels: optIn, Machine: preset(t, "dgx-h100")})
+	for i := range 4 {
+		require.NoError(t, c.Reserve(withPriority(numaPod(fmt.Sprintf("low-%d", i), 4, 1, "SingleNUMANode"), 100), "h1"))
+	}
+	for i := range 2 {
+		require.NoError(t, c.Reserve(withPriority(numaPod(fmt.Sprintf("mid-%d", i), 4, 2, "SingleNUMANode"), 500), "h1"))
+	}
+	pe, err := c.PreemptOn(in, "h1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/low-0", "default/low-1", "default/low-2", "default/low-3"}, pe.Victims)
+	require.Equal(t, int32(100), pe.HighestPriority)
+
+	c = newCache(t, scheduler.Config{}, scheduler.Node{Name: "h1", Labels: optIn, Machine: preset(t, "dgx-h100")})
+	require.NoError(t, c.Reserve(withPriority(numaPod("a-mid-0", 4, 2, "SingleNUMANode"), 500), "h1"))
+	require.NoError(t, c.Reserve(withPriority(numaPod("a-mid-1", 4, 2, "SingleNUMANode"), 500), "h1"))
+	require.NoError(t, c.Reserve(withPriority(numaPod("b-mid", 4, 2, "SingleNUMANode"), 500), "h1"))
+	require.NoError(t, c.Reserve(withPriority(numaPod("b-low-0", 4, 1, "SingleNUMANode"), 100), "h1"))
+	require.NoError(t, c.Reserve(withPriority(numaPod("b-low-1", 4, 1, "SingleNUMANode"), 100), "h1"))
+	pe, err = c.PreemptOn(in, "h1")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"default/b-mid", "default/b-low-0", "default/b-low-1"}, pe.Victims,
+		"one victim of priority 500 rather than two")
+
+	// Among nodes: h2's best is four victims of priority 300, h3's two of
+	// 400: h2, the lower highest priority.
+	c = newCache(t, scheduler.Config{},
+		scheduler.Node{Name: "h2", Labels: optIn, Machine: preset(t, "dgx-h100")},
+		scheduler.Node{Name: "h3", Labels: optIn, Machine: preset(t, "dgx-h100")})
+	for i := range 4 {
+		require.NoError(t, c.Reserve(withPriority(numaPod(fmt.Sprintf("h2-0-%d", i), 4, 1, "SingleNUMANode"), 300), "h2"))
+	}
+	for i := range 2 {
+		require.NoError(t, c.Reserve(withPriority(numaPod(fmt.Sprintf("h3-0-%d", i), 4, 2, "SingleNUMANode"), 400), "h3"))
+	}
+	require.NoError(t, c.Reserve(withPriority(numaPod("h2-1", 4, 4, "SingleNUMANode"), 500), "h2"))
+	require.NoError(t, c.Reserve(withPriority(numaPod("h3-1", 4, 4, "SingleNUMANode"), 900), "h3"))
+	pe, err = c.Preempt(in)
+	require.NoError(t, err)
+	require.Equal(t, "h2", pe.Node, "%+v", pe)
+	require.Len(t, pe.Victims, 4)
+	require.Equal(t, int32(300), pe.HighestPriority)
+}
+
 func TestPreemptNeverOnHigherPriority(t *testing.T) {
 	c := newCache(t, scheduler.Config{},
 		scheduler.Node{Name: "h1", Labels: optIn, Machine: preset(t, "dgx-h100")})
@@ -66,7 +118,8 @@ func TestPreemptNeverOnHigherPriority(t *testing.T) {
 }
 
 // TestPreemptIsExact: on random small nodes, the victims returned make the
-// pod fit once removed, and no smaller set of lower-priority pods does.
+// pod fit once removed, and no set of lower-priority pods that does comes
+// before them in kube-scheduler's order (brute force).
 // The nodes hold NUMA pods, shared-pool pods and possibly a pod without a
 // NUMA spec bound with a decision naming CPUs (it holds them exclusively),
 // so that the shared-pool and memory rules bind as often as the
@@ -141,9 +194,31 @@ func TestPreemptIsExact(t *testing.T) {
 			in = withMemory(in, q, q)
 		}
 		pe, err := c.PreemptOn(in, "n")
-		// Brute force: the smallest set of lower-priority pods whose removal
-		// makes Filter pass.
+		// Brute force: the set of lower-priority pods whose removal makes
+		// Filter pass that comes first in kube-scheduler's order: the lowest
+		// highest priority, the fewest victims of it, the fewest victims,
+		// the lowest priority sum.
+		type rank struct{ top, atTop, n, sum int }
+		less := func(a, b rank) bool {
+			return cmp.Or(cmp.Compare(a.top, b.top), cmp.Compare(a.atTop, b.atTop), cmp.Compare(a.n, b.n), cmp.Compare(a.sum, b.sum)) < 0
+		}
+		rankOf := func(skip map[int]bool) rank {
+			r := rank{top: -1}
+			for i := range skip {
+				prio := int(pods[i].Priority)
+				switch {
+				case prio > r.top:
+					r.top, r.atTop = prio, 1
+				case prio == r.top:
+					r.atTop++
+				}
+				r.n++
+				r.sum += prio
+			}
+			return r
+		}
 		best := -1
+		var bestRank rank
 		for mask := 1; mask < 1<<len(pods); mask++ {
 			skip := map[int]bool{}
 			ok := true
@@ -159,8 +234,8 @@ func TestPreemptIsExact(t *testing.T) {
 				continue
 			}
 			if build(skip).Filter(in, "n") == nil {
-				if k := len(skip); best < 0 || k < best {
-					best = k
+				if r := rankOf(skip); best < 0 || less(r, bestRank) {
+					best, bestRank = len(skip), r
 				}
 			}
 		}
@@ -173,7 +248,6 @@ func TestPreemptIsExact(t *testing.T) {
 			return
 		}
 		require.NoError(t, err, "brute force found %d victims", best)
-		require.Len(t, pe.Victims, best)
 		skip := map[int]bool{}
 		for _, v := range pe.Victims {
 			for i, p := range pods {
@@ -182,6 +256,8 @@ func TestPreemptIsExact(t *testing.T) {
 				}
 			}
 		}
+		require.Equal(t, bestRank, rankOf(skip), "victims %v", pe.Victims)
+		require.Equal(t, int32(bestRank.top), pe.HighestPriority)
 		require.NoError(t, build(skip).Filter(in, "n"), "the victims make it fit")
 	})
 }

@@ -73,9 +73,10 @@ func (pp *PreparedPod) FilterWhatIf(node string, w WhatIf) error {
 
 // Victims is [Cache.PreemptOn] for the prepared pod among the given
 // candidates only (keys of pods on the node, of lower priority than the
-// pod's): the smallest set of candidates (then the lowest highest
-// priority, then the lowest sum of priorities) whose removal makes the pod
-// fit, judged exactly as Filter would (allocator.State.FitWithout). It
+// pod's): the set of candidates whose removal makes the pod fit, judged
+// exactly as Filter would (allocator.State.FitWithout), chosen in
+// [Cache.PreemptOn]'s order (kube-scheduler's: the lowest highest priority,
+// then the fewest victims of it, then the fewest victims). It
 // returns an error wrapping [ErrNoPreemption] when none does within
 // [DefaultPreemptionBudget] sets, or when the pod fits without any removal.
 func (pp *PreparedPod) Victims(node string, candidates []string) (Preemption, error) {

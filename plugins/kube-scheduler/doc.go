@@ -33,19 +33,27 @@
 //     can hold 8 GPUs on this machine", no opt-in label, no or a malformed
 //     topology annotation) is UnschedulableAndUnresolvable; the others are
 //     Unschedulable, so that DefaultPreemption considers the node.
+//   - PostFilter (after DefaultPreemption) adds numaplace's never-fit
+//     reasons for nodes another plugin refused first, which kube-scheduler's
+//     summary would otherwise hide behind "Insufficient aliyun.com/gpu".
 //   - PreFilterExtensions (AddPod, RemovePod) record a preemption dry-run's
 //     changes of a node in the CycleState; Filter then judges the node so
-//     changed exactly, and steers DefaultPreemption to the fewest victims
-//     (adapters/scheduler's PreparedPod.Victims).
+//     changed exactly, and steers DefaultPreemption to the victims that
+//     come first in kube-scheduler's order (the lowest highest priority,
+//     then the fewest victims of it, then the fewest victims:
+//     adapters/scheduler's PreparedPod.Victims).
 //   - PreScore skips pods that hold no allocation (no NUMA spec and no
 //     GPUs); Score asks Cache.Score (0-100: alignment first, then the
 //     packing strategy) and NormalizeScore scales it to
 //     framework.MaxNodeScore.
 //   - Reserve and Unreserve call the Cache's, so the next pod's Filter
 //     sees what this one holds before it is bound.
-//   - PreBind writes the decision (numaplace.io/allocation, and
-//     Koordinator's annotations when configured) on the pod with a merge
-//     patch through the framework handle's clientset; PostBind counts the
+//   - Bind posts the pod's Binding with the decision (numaplace.io/allocation,
+//     and Koordinator's annotations when configured) in its annotations,
+//     which the API server copies onto the pod with spec.nodeName: one API
+//     write per pod. PreBind then has nothing to do (PreBindPreFlight
+//     skips); in a profile where another plugin binds first, PreBind writes
+//     the decision with a merge patch instead. PostBind counts the
 //     placement.
 //
 // The plugin's arguments are [Args], decoded from the profile's

@@ -156,6 +156,8 @@ func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFact
 	if nrtInf != nil {
 		e.nrt, e.nrtInf = nrtInf, nrtInf
 	}
+	synced := e.hasSynced
+	e.marks.gate.Store(&synced)
 	return e, nil
 }
 
@@ -564,7 +566,9 @@ func splitKey(k string) (ns, name string) {
 }
 
 // markLocked reports the node's misfits that are new (an Event each, the
-// counter) and has the node's condition say what it holds now.
+// counter) and has the node's condition say what it holds now. A misfit
+// the node's condition names already (an earlier scheduler process
+// reported it) gets no Event again.
 func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
 	var st scheduler.NodeStatus
 	if rec.inCache {
@@ -575,6 +579,9 @@ func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
 		now[m.Pod] = m
 		if old, ok := rec.misfits[m.Pod]; ok && old == m {
 			continue
+		}
+		if _, seen := rec.misfits[m.Pod]; !seen && marked(n, misfitText(m)) {
+			continue // reported before a restart: the condition says so already
 		}
 		podMisfits.WithLabelValues(string(m.Kind)).Inc()
 		e.logger().Info("Pod misfits its node's machine", "pod", m.Pod, "node", n.Name, "kind", m.Kind, "reason", m.Reason)
@@ -587,7 +594,8 @@ func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
 		e.pl.event(n, related, v1.EventTypeWarning, EventPodMisfit, "AccountPod", "numaplace: pod %s: %s", m.Pod, m.Reason)
 	}
 	rec.misfits = now
-	if !slices.Equal(rec.overcommit, st.Overcommit) && len(st.Overcommit) > 0 {
+	if !slices.Equal(rec.overcommit, st.Overcommit) && len(st.Overcommit) > 0 &&
+		(rec.overcommit != nil || !slices.ContainsFunc(st.Overcommit, func(o string) bool { return !marked(n, o) })) {
 		e.pl.event(n, nil, v1.EventTypeWarning, EventOvercommitted, "AccountPod", "numaplace: %s", joinSemi(st.Overcommit))
 	}
 	rec.overcommit = st.Overcommit

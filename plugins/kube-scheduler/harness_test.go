@@ -54,6 +54,8 @@ type cluster struct {
 	client kubernetes.Interface
 	fake   bool         // client-go's fake clientset: no admission, no graceful deletion
 	config *rest.Config // a real API server's (the scheduler's KubeConfig), nil on the fake clientset
+	// editProfile, if set, changes the profile before each start.
+	editProfile func(*schedconfig.KubeSchedulerProfile)
 }
 
 // newFakeCluster returns a cluster over client-go's fake clientset.
@@ -81,7 +83,19 @@ func newFakeCluster(t *testing.T) *cluster {
 			return true, nil, apierrors.NewConflict(gvr.GroupResource(), b.Name,
 				fmt.Errorf("pod %s is already bound to %s", b.Name, pod.Spec.NodeName))
 		}
+		if b.UID != "" && b.UID != pod.UID {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), b.Name,
+				fmt.Errorf("binding names UID %s, the pod has %s", b.UID, pod.UID))
+		}
 		pod.Spec.NodeName = b.Target.Name
+		// The API server copies the binding's annotations onto the pod in
+		// the same update.
+		for k, v := range b.Annotations {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = v
+		}
 		return true, b, client.Tracker().Update(gvr, pod, b.Namespace)
 	})
 	return &cluster{t: t, client: client, fake: true}
@@ -111,6 +125,17 @@ func profiles(t *testing.T, args *numaplace.Args) []schedconfig.KubeSchedulerPro
 	return cfg.Profiles
 }
 
+// profiles are profiles(t, args) changed by editProfile.
+func (c *cluster) profiles(args *numaplace.Args) []schedconfig.KubeSchedulerProfile {
+	ps := profiles(c.t, args)
+	if c.editProfile != nil {
+		for i := range ps {
+			c.editProfile(&ps[i])
+		}
+	}
+	return ps
+}
+
 // start runs kube-scheduler (scheduler.New with the plugin registered)
 // over the cluster with deploy/scheduler-config.yaml's profile; args, if
 // not nil, replace the plugin's args. The scheduler is stopped at the end
@@ -135,7 +160,7 @@ func (c *cluster) start(args *numaplace.Args) *running {
 	factory := kubescheduler.NewInformerFactory(c.client, 0, nil)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
 	opts := []kubescheduler.Option{
-		kubescheduler.WithProfiles(profiles(t, args)...),
+		kubescheduler.WithProfiles(c.profiles(args)...),
 		kubescheduler.WithFrameworkOutOfTreeRegistry(registry),
 		kubescheduler.WithPodInitialBackoffSeconds(1),
 		kubescheduler.WithPodMaxBackoffSeconds(1),

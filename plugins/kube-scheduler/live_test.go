@@ -291,9 +291,9 @@ func (c *cluster) podNames() []string {
 }
 
 // TestPreemptionEvictsTheFewestOnTheRightNode: a high-priority NUMA pod
-// preempts exactly the fewest lower-priority pods that make it fit, on the
-// node where they have the lowest priority, and nothing when no eviction
-// would help.
+// preempts the lower-priority pods that make it fit in kube-scheduler's
+// order (the lowest highest priority first), on the node where they have
+// the lowest priority, and nothing when no eviction would help.
 func TestPreemptionEvictsTheFewestOnTheRightNode(t *testing.T) {
 	testPreemption(t, newFakeCluster(t))
 }
@@ -303,9 +303,9 @@ func testPreemption(t *testing.T, c *cluster) {
 	c.kubelet()
 	c.create(node(t, "h1", "dgx-h100", true, false), node(t, "h2", "dgx-h100", true, false))
 	// h1: two low 2-GPU pods on NUMA node 0, a middle 4-GPU pod on NUMA
-	// node 1: evicting the 4-GPU pod alone makes room. DefaultPreemption's
-	// own greedy search gives back the most important victims first, so it
-	// would keep the 4-GPU pod and evict both 2-GPU pods.
+	// node 1: evicting the 4-GPU pod alone would make room, but by
+	// kube-scheduler's order the two low pods go (the lowest highest
+	// priority first).
 	// h2: an upper-priority 4-GPU pod on each NUMA node: one eviction would
 	// do too, but of a higher priority, so h1 is the node to preempt on.
 	c.create(
@@ -320,8 +320,8 @@ func testPreemption(t *testing.T, c *cluster) {
 	c.create(c.withPriority(pod("urgent", "SingleNUMANode", 24, 4), "high"))
 	got := c.waitBound("urgent")
 	require.Equal(t, "h1", got.Spec.NodeName)
-	require.Equal(t, []int{4, 5, 6, 7}, gpuIDs(decision(t, got)))
-	require.Equal(t, []string{"h1-a", "h1-b", "h2-a", "h2-b", "urgent"}, c.podNames(), "only h1-c was evicted: one pod, not two")
+	require.Equal(t, []int{0, 1, 2, 3}, gpuIDs(decision(t, got)))
+	require.Equal(t, []string{"h1-c", "h2-a", "h2-b", "urgent"}, c.podNames(), "the two low pods were evicted, not the middle one")
 	c.requireNoDoubleHandout()
 
 	// No eviction helps: more GPUs than a NUMA node has.
@@ -336,7 +336,7 @@ func testPreemption(t *testing.T, c *cluster) {
 	c.create(c.withPriority(pod("humble", "SingleNUMANode", 4, 2), "low"))
 	c.waitUnschedulable("humble")
 	time.Sleep(2 * time.Second) // give a wrong preemption the time to show
-	require.Equal(t, []string{"h1-a", "h1-b", "h2-a", "h2-b", "humble", "too-wide", "urgent", "whole-node"}, c.podNames(),
+	require.Equal(t, []string{"h1-c", "h2-a", "h2-b", "humble", "too-wide", "urgent", "whole-node"}, c.podNames(),
 		"nothing else was evicted")
 	for _, name := range []string{"too-wide", "whole-node", "humble"} {
 		require.Empty(t, c.get(name).Status.NominatedNodeName, name)

@@ -3,6 +3,7 @@ package numaplace
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -181,24 +182,34 @@ type nrtStore interface {
 // as a source (so that it is reported as malformed) only when it is the
 // node's only one or the newer.
 func (e *events) sourceOf(n *v1.Node) (src source, nrtErr error, ok bool) {
+	var u *unstructured.Unstructured
+	if e.nrt != nil {
+		u, _ = e.nrt.get(n.Name)
+	}
+	return chooseSource(n, u)
+}
+
+// chooseSource is the source of the node's machine given its
+// NodeResourceTopology object (nil: none): the newer of its topology
+// annotation and the object (by the time each was last written), the
+// annotation on a tie. nrtErr says why the chosen object cannot be read.
+func chooseSource(n *v1.Node, u *unstructured.Unstructured) (src source, nrtErr error, ok bool) {
 	ann, annOK := annotationSource(n)
 	var nrt source
 	nrtOK := false
-	if e.nrt != nil {
-		if u, found := e.nrt.get(n.Name); found {
-			var err error
-			nrt, err = nrtSourceOf(u)
-			if err != nil {
-				nrt = source{key: nrtKey, value: "unreadable: " + err.Error(), when: u.GetCreationTimestamp().Time}
-				for _, mf := range u.GetManagedFields() {
-					if mf.Time != nil && mf.Time.After(nrt.when) {
-						nrt.when = mf.Time.Time
-					}
+	if u != nil {
+		var err error
+		nrt, err = nrtSourceOf(u)
+		if err != nil {
+			nrt = source{key: nrtKey, value: "unreadable: " + err.Error(), when: u.GetCreationTimestamp().Time}
+			for _, mf := range u.GetManagedFields() {
+				if mf.Time != nil && mf.Time.After(nrt.when) {
+					nrt.when = mf.Time.Time
 				}
-				nrtErr = err
 			}
-			nrtOK = true
+			nrtErr = err
 		}
+		nrtOK = true
 	}
 	switch {
 	case annOK && nrtOK && nrt.when.After(ann.when):
@@ -209,6 +220,31 @@ func (e *events) sourceOf(n *v1.Node) (src source, nrtErr error, ok bool) {
 		return nrt, nrtErr, true
 	}
 	return source{}, nil, false
+}
+
+// MachineOf reads the node's machine as the plugin does: from the newer of
+// its topology annotation and its NodeResourceTopology object nrt (nil when
+// it has none), the annotation on a tie. It returns the machine and where
+// it was read from ("topology annotation numaplace.io/topology",
+// "NodeResourceTopology object NAME"), an error wrapping [ErrNoTopology]
+// when the node has neither, or the reading error of the chosen source.
+func MachineOf(n *v1.Node, nrt *unstructured.Unstructured) (*topology.Machine, string, error) {
+	if n == nil {
+		return nil, "", errors.New("no node (nil)")
+	}
+	src, nrtErr, ok := chooseSource(n, nrt)
+	if !ok {
+		return nil, "", fmt.Errorf("node %s: %w and no %s object", n.Name, ErrNoTopology, kube.NRTKind)
+	}
+	from := describeSource(src.key, n.Name)
+	if nrtErr != nil {
+		return nil, from, fmt.Errorf("%s is malformed: %w", from, nrtErr)
+	}
+	m, err := src.read(n)
+	if err != nil {
+		return nil, from, fmt.Errorf("%s is malformed: %w", from, err)
+	}
+	return m, from, nil
 }
 
 // nrtInformer follows the cluster's NodeResourceTopology objects with a

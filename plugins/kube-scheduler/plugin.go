@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/numaplace/numaplace/adapters/kube"
@@ -45,10 +48,10 @@ const (
 	// topology annotation refusing a pod with a NUMA spec.
 	ReasonTextNoTopology = Prefix + "node(s) without a numaplace topology (annotation or NodeResourceTopology)"
 	// ReasonTextMoreVictims is the refusal, in a preemption dry-run, of a
-	// set of victims that leaves out one of the fewest pods whose eviction
-	// makes the pod fit (scheduler.PreparedPod.Victims): it steers
-	// kube-scheduler's DefaultPreemption to evict exactly those.
-	ReasonTextMoreVictims = Prefix + "the fewest victims that make the pod fit are not all evicted"
+	// set of victims that leaves out one of the pods whose eviction makes
+	// the pod fit in kube-scheduler's order (scheduler.PreparedPod.Victims):
+	// it steers kube-scheduler's DefaultPreemption to evict exactly those.
+	ReasonTextMoreVictims = Prefix + "the victims that make the pod fit (lowest priorities first, then fewest) are not all evicted"
 )
 
 // podState is the pod as PreFilter read it; immutable, so Clone shares it.
@@ -61,7 +64,15 @@ type podState struct {
 	// of the cycle's state (shared by the clones): only then does Filter
 	// look for a dry-run's changes.
 	whatIf atomic.Bool
+	// filters counts the cycle's Filter calls, to time one in
+	// filterSample.
+	filters atomic.Uint32
 }
+
+// filterSample: Filter times one call in filterSample (the first of each
+// cycle, then every filterSample-th) for numaplace_filter_duration_seconds,
+// so that the clock is not read twice for every node.
+const filterSample = 16
 
 // Clone implements fwk.StateData.
 func (s *podState) Clone() fwk.StateData { return s }
@@ -79,6 +90,9 @@ type Plugin struct {
 	cache  *scheduler.Cache
 	logger klog.Logger
 	ev     *events
+
+	pathOnce sync.Once
+	path     writePath // how the profile writes decisions (writePath)
 }
 
 // Compile-time checks of the extension points.
@@ -91,6 +105,7 @@ var (
 	_ fwk.ScoreExtensions     = (*Plugin)(nil)
 	_ fwk.ReservePlugin       = (*Plugin)(nil)
 	_ fwk.PreBindPlugin       = (*Plugin)(nil)
+	_ fwk.BindPlugin          = (*Plugin)(nil)
 	_ fwk.PostBindPlugin      = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions   = (*Plugin)(nil)
 )
@@ -116,7 +131,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: the framework handle has no shared informer factory", Name)
 	}
 	if h.ClientSet() == nil {
-		return nil, fmt.Errorf("%s: the framework handle has no clientset (PreBind writes the decision with it)", Name)
+		return nil, fmt.Errorf("%s: the framework handle has no clientset (Bind posts the decision with it)", Name)
 	}
 	if err := RegisterMetrics(); err != nil {
 		return nil, fmt.Errorf("%s: registering metrics: %w", Name, err)
@@ -266,7 +281,9 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	defer observeFilter(s.policy, time.Now())
+	if s.filters.Add(1)%filterSample == 1 {
+		defer observeFilter(s.policy, time.Now())
+	}
 	if w := nodeWhatIfOf(s, state, node.Name); w != nil {
 		err = pl.filterWhatIf(s, node.Name, w)
 	} else {
@@ -335,11 +352,17 @@ func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod,
 // Reserve places the pod on the node in the cache (Cache.Reserve), so
 // that the following pods' Filter sees what it holds before it is bound.
 // A refusal (the node changed since Filter) is Unschedulable with the
-// reason; the scheduler then tries again.
+// reason; the scheduler then tries again. In a profile that neither binds
+// with NUMAPlace nor runs its PreBind, a pod that needs a decision is an
+// error (it would be bound without one).
 func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := pl.podState(state, pod)
 	if err != nil {
 		return fwk.AsStatus(err)
+	}
+	if s.holdsAllocation() && pl.writePath() == writeNone {
+		return fwk.NewStatus(fwk.Error, Name+": the profile has no way to write the decision: enable NUMAPlace at bind "+
+			"(before any other bind plugin) or at preBind")
 	}
 	err = pl.cache.Reserve(s.pod, nodeName)
 	switch {
@@ -369,14 +392,110 @@ func (pl *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, no
 	}
 }
 
-// PreBindPreFlight says whether PreBind has anything to write: Skip for a
-// pod that holds no allocation (no NUMA spec and no GPUs), and for a pod
-// without a NUMA spec on a node the cache does not model (Reserve left it
-// out of the cache). A pod the cache no longer holds although Reserve put
-// it there (a change of the node's machine dropped its reservation, or
-// the pod was removed meanwhile) is not skipped: PreBind fails for it, so
-// that the pod is tried again rather than bound without its decision.
+// writePath is how the profile gets a pod's decision onto it.
+type writePath int
+
+const (
+	// writeByBind: NUMAPlace is the profile's first bind plugin, and its
+	// Bind posts the Binding with the decision in its annotations (one
+	// write per pod).
+	writeByBind writePath = iota + 1
+	// writeByPreBind: another plugin binds, and NUMAPlace's PreBind
+	// patches the decision on the pod before (two more writes per pod:
+	// the patch, and kube-scheduler's nominatedNodeName patch that a
+	// PreBind with work to do brings).
+	writeByPreBind
+	// writeNone: the profile neither binds with NUMAPlace nor runs its
+	// PreBind; Reserve refuses pods that need a decision.
+	writeNone
+)
+
+// pluginLister is what the framework handle offers to read the profile's
+// plugins (kube-scheduler's frameworkImpl has it).
+type pluginLister interface {
+	ListPlugins() *schedconfig.Plugins
+}
+
+// writePath returns how the profile writes the decision, read once from the
+// framework's plugin lists (at the first pod, when the framework is built).
+// A handle that cannot list its plugins (a test's) is taken to run
+// PreBind.
+func (pl *Plugin) writePath() writePath {
+	pl.pathOnce.Do(func() {
+		pl.path = writeByPreBind
+		l, ok := pl.handle.(pluginLister)
+		if !ok || l == nil {
+			return
+		}
+		ps := l.ListPlugins()
+		if ps == nil {
+			return
+		}
+		switch {
+		case len(ps.Bind.Enabled) > 0 && ps.Bind.Enabled[0].Name == Name:
+			pl.path = writeByBind
+			pl.logger.V(1).Info("The decision travels in the pod's Binding (one API write per pod)")
+		case slices.ContainsFunc(ps.PreBind.Enabled, func(p schedconfig.Plugin) bool { return p.Name == Name }):
+			pl.logger.Info("NUMAPlace is not the profile's first bind plugin: PreBind patches the decision on the pod "+
+				"before another plugin binds it, two more API writes per pod; enable NUMAPlace at bind and disable DefaultBinder "+
+				"there (deploy/scheduler-config.yaml)", "bindPlugins", pluginNames(ps.Bind.Enabled))
+		default:
+			pl.path = writeNone
+			pl.logger.Error(nil, "NUMAPlace is neither the profile's first bind plugin nor a preBind plugin: pods that need a "+
+				"decision are refused at Reserve; enable NUMAPlace at bind and disable DefaultBinder there (deploy/scheduler-config.yaml)",
+				"bindPlugins", pluginNames(ps.Bind.Enabled))
+		}
+	})
+	return pl.path
+}
+
+func pluginNames(ps []schedconfig.Plugin) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// decision returns the annotations the pod's binding to the node carries:
+// none for a pod that holds no allocation (no NUMA spec and no GPUs) and
+// for a pod without a NUMA spec on a node the cache does not model (Reserve
+// left it out of the cache); the decision ([scheduler.Cache.PreBind]) for the
+// others. A pod the cache no longer holds although Reserve put it there (a
+// change of the node's machine dropped its reservation, or the pod was
+// removed meanwhile) is an error, so that the pod is tried again rather than
+// bound without its decision.
+func (pl *Plugin) decision(state fwk.CycleState, pod *v1.Pod, nodeName string) (map[string]string, error) {
+	st, ok := pl.cache.Pod(podKey(pod))
+	if ok && st.Allocation == nil {
+		return nil, nil
+	}
+	if !ok {
+		s, err := pl.podState(state, pod)
+		if err != nil {
+			return nil, err
+		}
+		if _, known := pl.cache.Free(nodeName); !known && !s.req.NUMA { // cheap: whether the cache has the node
+			return nil, nil
+		}
+	}
+	ann, err := pl.cache.PreBind(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
+	if err != nil {
+		return nil, fmt.Errorf("%s: pod %s on node %s: %w", Name, podKey(pod), nodeName, err)
+	}
+	return ann, nil
+}
+
+// PreBindPreFlight says whether PreBind has anything to write: Skip when
+// NUMAPlace binds (the decision travels in the Binding, see [Plugin.Bind]),
+// so that kube-scheduler makes no nominatedNodeName patch for it. Where
+// another plugin binds, Skip for a pod that holds no allocation and for a
+// pod without a NUMA spec on a node the cache does not model; a pod whose
+// reservation is gone is not skipped: PreBind fails for it.
 func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if pl.writePath() == writeByBind {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	st, ok := pl.cache.Pod(podKey(pod))
 	if ok && st.Allocation == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -386,22 +505,27 @@ func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, pod 
 		if err != nil {
 			return nil, fwk.AsStatus(err)
 		}
-		if _, known := pl.cache.Free(nodeName); !known && !s.req.NUMA { // cheap: whether the cache has the node
+		if _, known := pl.cache.Free(nodeName); !known && !s.req.NUMA {
 			return nil, fwk.NewStatus(fwk.Skip)
 		}
 	}
 	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
 }
 
-// PreBind writes the decision on the pod before it is bound: the
-// numaplace.io/allocation annotation (and Koordinator's resource-status
-// and device-allocated with Args.KoordinatorAnnotations), by a JSON merge
-// patch through the handle's clientset. The patch names the pod's UID, so
-// a pod deleted and created again under the same name is not written.
-func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	ann, err := pl.cache.PreBind(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
+// PreBind does nothing when NUMAPlace binds (the decision travels in the
+// Binding). Where another plugin binds, it writes the decision on the pod
+// before that: the numaplace.io/allocation annotation (and Koordinator's
+// resource-status and device-allocated with Args.KoordinatorAnnotations),
+// by a JSON merge patch through the handle's clientset. The patch names the
+// pod's UID, so a pod deleted and created again under the same name is not
+// written.
+func (pl *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if pl.writePath() == writeByBind {
+		return nil
+	}
+	ann, err := pl.decision(state, pod, nodeName)
 	if err != nil {
-		return fwk.AsStatus(fmt.Errorf("%s: pod %s on node %s: %w", Name, podKey(pod), nodeName, err))
+		return fwk.AsStatus(err)
 	}
 	if len(ann) == 0 {
 		return nil
@@ -428,6 +552,45 @@ func annotationPatch(uid types.UID, ann map[string]string) ([]byte, error) {
 	return json.Marshal(struct {
 		Metadata meta `json:"metadata"`
 	}{meta{UID: uid, Annotations: ann}})
+}
+
+// Bind binds the pod to the node with one API write: a Binding (with the
+// pod's UID as a precondition) whose metadata.annotations carry the
+// decision, which the API server copies onto the pod in the same update
+// that sets spec.nodeName (pods/binding). So a pod is never bound without
+// its decision, and a decision never names a pod that was not bound. Pods
+// that hold no allocation get a Binding without annotations, as
+// DefaultBinder posts. With the scheduler's asynchronous API calls
+// (SchedulerAsyncAPICalls) the Binding goes through its API cacher, as
+// DefaultBinder's does. Where another bind plugin comes first (PreBind
+// writes the decision then), Bind skips.
+func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if pl.writePath() != writeByBind {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	ann, err := pl.decision(state, pod, nodeName)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if c := pl.handle.APICacher(); c != nil {
+		onFinish, err := c.BindPod(binding)
+		if err == nil {
+			err = c.WaitOnFinish(ctx, onFinish)
+		}
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("%s: binding pod %s to node %s: %w", Name, podKey(pod), nodeName, err))
+		}
+	} else if err := schedutil.BindPod(ctx, pl.handle.ClientSet(), binding); err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: binding pod %s to node %s: %w", Name, podKey(pod), nodeName, err))
+	}
+	if len(ann) > 0 {
+		pl.logger.V(3).Info("Pod bound with its decision", "pod", klog.KObj(pod), "node", nodeName, "decision", ann[kube.AnnotationAllocation])
+	}
+	return nil
 }
 
 // PostBind counts the placement (numaplace_placements_total).

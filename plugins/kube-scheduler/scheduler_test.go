@@ -207,7 +207,7 @@ func testUnschedulable(t *testing.T, c *cluster) {
 	msg := c.waitUnschedulable(big.Name)
 	require.GreaterOrEqual(t, refusals(t, "SingleNUMANode", numaplace.ReasonNoNUMAFit), noFit+3)
 	require.GreaterOrEqual(t, refusals(t, "SingleNUMANode", numaplace.ReasonNotOptedIn), notOptedIn+1)
-	require.GreaterOrEqual(t, filterCount(t, "SingleNUMANode"), filtered+4)
+	require.Greater(t, filterCount(t, "SingleNUMANode"), filtered, "the first Filter of a cycle is timed")
 	_, err := ref.schedule(big)
 	var fe *scheduler.FitError
 	require.True(t, errors.As(err, &fe), "the adapter places the pod: %v", err)

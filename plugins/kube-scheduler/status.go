@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,8 +84,7 @@ func markOf(rec *nodeRecord) *mark {
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(rec.misfits)) {
-		m := rec.misfits[k]
-		parts = append(parts, fmt.Sprintf("%s (%s): %s", k, m.Kind, m.Reason))
+		parts = append(parts, misfitText(rec.misfits[k]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(rec.unaccounted)) {
 		parts = append(parts, fmt.Sprintf("%s (%s): %s", k, MisfitUnaccounted, rec.unaccounted[k]))
@@ -97,6 +97,23 @@ func markOf(rec *nodeRecord) *mark {
 }
 
 func joinSemi(parts []string) string { return strings.Join(parts, "; ") }
+
+// misfitText is how the condition's message names a misfit.
+func misfitText(m scheduler.Misfit) string {
+	return fmt.Sprintf("%s (%s): %s", m.Pod, m.Kind, m.Reason)
+}
+
+// marked reports whether the node's NUMAPlaceMisfit condition is True and
+// its message says text: what an earlier scheduler process reported (and
+// emitted its Event for), which a restarted one does not emit again.
+func marked(n *v1.Node, text string) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == ConditionMisfit {
+			return c.Status == v1.ConditionTrue && strings.Contains(c.Message, text)
+		}
+	}
+	return false
+}
 
 func truncate(s string) string {
 	if len(s) <= maxMarkMessage {
@@ -111,13 +128,18 @@ func truncate(s string) string {
 
 // marker keeps the nodes' [ConditionMisfit] conditions as the plugin's
 // records say, on its own goroutine (a patch is an API call, never made
-// under the plugin's locks), retrying with backoff.
+// under the plugin's locks), retrying with backoff. It writes nothing until
+// its gate (the plugin's informer handlers have seen every node and pod) is
+// open, so that a restarted scheduler does not write a node's condition
+// from a partial view (False before the node's pods are seen, then True
+// with a new lastTransitionTime).
 type marker struct {
 	pl     *Plugin
 	nodes  corelisters.NodeLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	cancel context.CancelFunc
 	done   chan struct{}
+	gate   atomic.Pointer[func() bool] // nil: open
 
 	mu   sync.Mutex
 	want map[string]*mark
@@ -171,6 +193,11 @@ func (m *marker) run(ctx context.Context) {
 		name, quit := m.queue.Get()
 		if quit {
 			return
+		}
+		if g := m.gate.Load(); g != nil && !(*g)() {
+			m.queue.Done(name)
+			m.queue.AddAfter(name, 100*time.Millisecond)
+			continue
 		}
 		err := m.write(ctx, name)
 		if err != nil && ctx.Err() == nil {

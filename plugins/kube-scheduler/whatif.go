@@ -18,7 +18,7 @@ import (
 const whatIfKey fwk.StateKey = Name + "/what-if"
 
 // errMoreVictims refuses, in a dry-run, a victim set that leaves out one of
-// the fewest victims that make the pod fit.
+// the victims the cache chose (scheduler.PreparedPod.Victims).
 var errMoreVictims = errors.New(ReasonTextMoreVictims)
 
 // whatIf is the CycleState data of a preemption dry-run: per node, the pods
@@ -34,9 +34,9 @@ type nodeWhatIf struct {
 	memo    *victimMemo          // shared by the clones of one node's dry-run
 }
 
-// victimMemo is the fewest victims that make the pod fit on the node,
-// computed once per node and dry-run, among the pods the dry-run first
-// took off.
+// victimMemo is the victims that make the pod fit on the node in
+// kube-scheduler's order (scheduler.PreparedPod.Victims), computed once per
+// node and dry-run, among the pods the dry-run first took off.
 type victimMemo struct {
 	once    sync.Once
 	victims []string
@@ -147,10 +147,12 @@ func nodeName(p *v1.Pod, nodeInfo fwk.NodeInfo) string {
 }
 
 // filterWhatIf is Filter in a dry-run. With pods taken off and none put
-// on, it steers DefaultPreemption to the fewest victims: the first time it
-// sees the node's victims (every lower-priority pod, as DefaultPreemption
-// starts) it asks the cache for the smallest set among them that makes the
-// pod fit (scheduler.PreparedPod.Victims, exact), and from then on a set of
+// on, it steers DefaultPreemption to the victims the cache chooses: the
+// first time it sees the node's victims (every lower-priority pod, as
+// DefaultPreemption starts) it asks the cache for the set among them that
+// makes the pod fit and comes first in kube-scheduler's order (the lowest
+// highest priority, then the fewest victims of it, then the fewest
+// victims: scheduler.PreparedPod.Victims, exact), and from then on a set of
 // victims fits when it includes that one; DefaultPreemption then gives back
 // every other pod, one at a time. Otherwise (pods nominated to the node, or
 // no set found within the search budget) the node so changed is judged

@@ -1,6 +1,8 @@
 // Command numaplace-inspect prints a node's NUMA placement picture as the
 // NUMAPlace scheduler plugin accounts it, read from the cluster through a
-// kubeconfig: the node's machine (topology's picture) with every bound
+// kubeconfig from the same sources as the plugin: the node's machine (from
+// the newer of its topology annotation and its NodeResourceTopology object,
+// as the plugin chooses; topology's picture) with every bound
 // pod's CPUs and GPUs marked, the free CPUs, GPUs and memory per NUMA node,
 // the node's NUMAPlaceMisfit condition, the pods whose accounting is not
 // exactly their decision, and, for a pod given with --pod, why the node
@@ -9,7 +11,8 @@
 //	numaplace-inspect [--kubeconfig FILE] [--context NAME] [--pod NAMESPACE/NAME] NODE
 //
 // The kubeconfig is --kubeconfig, else $KUBECONFIG, else ~/.kube/config.
-// It only reads (nodes, pods); the exit status is 0 when the picture was
+// It only reads (nodes, pods, noderesourcetopologies; a cluster without the
+// NodeResourceTopology CRD has annotations only); the exit status is 0 when the picture was
 // printed, 1 when the node or its topology cannot be read, 2 for bad flags.
 package main
 
@@ -25,8 +28,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -42,25 +49,39 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, newClient))
 }
 
-// newClient builds a clientset from the kubeconfig (the usual loading
+// clients are what the command reads with.
+type clients struct {
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface // for NodeResourceTopology objects
+}
+
+// newClient builds the clients from the kubeconfig (the usual loading
 // rules when the path is empty) and the context.
-func newClient(kubeconfig, kubecontext string) (kubernetes.Interface, error) {
+func newClient(kubeconfig, kubecontext string) (clients, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: kubecontext}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+		return clients{}, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
 	cfg.Timeout = 30 * time.Second
-	return kubernetes.NewForConfig(cfg)
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, err
+	}
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, err
+	}
+	return clients{kube: k, dynamic: d}, nil
 }
 
 // run is the command: it parses args, reads the node and its pods and
 // writes the picture to stdout (errors to stderr), returning the exit
 // status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer,
-	client func(kubeconfig, kubecontext string) (kubernetes.Interface, error)) int {
+	client func(kubeconfig, kubecontext string) (clients, error)) int {
 	fs := flag.NewFlagSet("numaplace-inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
@@ -110,13 +131,18 @@ func splitPod(s string) (ns, name string, err error) {
 }
 
 // inspect writes the node's picture; podName, if not "", is a pod to judge.
-func inspect(ctx context.Context, c kubernetes.Interface, node, ns, podName string, w io.Writer) error {
+func inspect(ctx context.Context, cs clients, node, ns, podName string, w io.Writer) error {
+	c := cs.kube
 	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", node, err)
 	}
 	printCondition(w, n)
-	m, key, err := numaplace.MachineFromNode(n)
+	nrt, err := readNRT(ctx, cs.dynamic, node)
+	if err != nil {
+		return err
+	}
+	m, key, err := numaplace.MachineOf(n, nrt)
 	if err != nil {
 		if errors.Is(err, numaplace.ErrNoTopology) {
 			return fmt.Errorf("%w: numaplace places no NUMA-aware pod there", err)
@@ -184,6 +210,22 @@ func inspect(ctx context.Context, c kubernetes.Interface, node, ns, podName stri
 		return nil
 	}
 	return judge(ctx, c, cache, node, ns, podName, w)
+}
+
+// readNRT returns the node's NodeResourceTopology object, or nil when it has
+// none or the API server does not serve them (no CRD).
+func readNRT(ctx context.Context, d dynamic.Interface, node string) (*unstructured.Unstructured, error) {
+	if d == nil {
+		return nil, nil
+	}
+	u, err := d.Resource(numaplace.NRTResource).Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return u, nil
+	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("reading the NodeResourceTopology object %s: %w", node, err)
 }
 
 // judge says whether the node takes the pod now, and if not why, as the

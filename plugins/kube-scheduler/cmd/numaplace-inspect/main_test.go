@@ -68,7 +68,7 @@ func populate(t *testing.T, c kubernetes.Interface) *topology.Machine {
 	return m
 }
 
-func runWith(t *testing.T, client func(string, string) (kubernetes.Interface, error), args ...string) (int, string, string) {
+func runWith(t *testing.T, client func(string, string) (clients, error), args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), args, &out, &errOut, client)
@@ -77,7 +77,7 @@ func runWith(t *testing.T, client func(string, string) (kubernetes.Interface, er
 
 func checkPicture(t *testing.T, m *topology.Machine, out string) {
 	t.Helper()
-	require.Contains(t, out, "node gpu-1: machine from numaplace.io/topology, takes NUMA-aware pods")
+	require.Contains(t, out, "node gpu-1: machine from topology annotation numaplace.io/topology, takes NUMA-aware pods")
 	require.Contains(t, out, "a = default/textgen: SingleNUMANode, 12 CPUs, 4 GPUs, NUMA nodes 0")
 	require.Contains(t, out, "[a] GPU 0")
 	require.Contains(t, out, "[.] GPU 4")
@@ -102,7 +102,7 @@ func checkPicture(t *testing.T, m *topology.Machine, out string) {
 func TestInspectFake(t *testing.T) {
 	c := fake.NewClientset()
 	m := populate(t, c)
-	client := func(string, string) (kubernetes.Interface, error) { return c, nil }
+	client := func(string, string) (clients, error) { return clients{kube: c}, nil }
 
 	code, out, errOut := runWith(t, client, "gpu-1")
 	require.Equal(t, 0, code, errOut)

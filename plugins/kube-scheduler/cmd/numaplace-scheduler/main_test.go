@@ -63,3 +63,33 @@ func TestCommandReadsTheExampleConfig(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "schedulerName")
 }
+
+// TestKubeconfigIgnoredWithConfig: with --config, kube-scheduler takes the
+// kubeconfig from the file and ignores --kubeconfig; the command says so,
+// and its doc comment suggests no command line that combines them.
+func TestKubeconfigIgnoredWithConfig(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/scheduler-config.yaml")
+	require.NoError(t, err)
+	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.ReplaceAll(string(data), "/etc/kubernetes/scheduler.conf", missing)), 0o600))
+	flagKubeconfig := filepath.Join(t.TempDir(), "flag-kubeconfig")
+
+	code, out := runMain(t, "--config", cfg, "--kubeconfig", flagKubeconfig, "--secure-port", "0")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "numaplace-scheduler: --kubeconfig is ignored because --config is given: set clientConnection.kubeconfig in "+cfg)
+	require.Contains(t, out, missing, "the file's kubeconfig is the one used")
+
+	src, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(line, "//\tnumaplace-scheduler ") && strings.Contains(line, "--config") {
+			for _, ig := range ignoredWithConfig {
+				for _, f := range strings.Fields(line) {
+					name, _, _ := strings.Cut(f, "=")
+					require.NotEqual(t, "--"+ig.flag, name, "the doc comment suggests a flag --config ignores: %s", line)
+				}
+			}
+		}
+	}
+}

@@ -699,7 +699,7 @@ func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
 					}
 				}
 			}
-			problem := fmt.Sprintf("is more than the %d MiB free there of %d MiB", free, n.m.Node(i).MemoryMiB)
+			problem := fmt.Sprintf("is more than the %d MiB free there of %d MiB", free, n.m.PodMemoryMiB(i))
 			if len(holders) > 0 {
 				problem += "; held by pods " + strings.Join(holders, ", ")
 			}

@@ -110,7 +110,10 @@ const (
 //     proc/driver/nvidia/gpus/BUS/numa_status, as on POWER9 and Grace
 //     machines, read as hwloc reads it) is that GPU's memory node
 //     ([Node.GPUMemory], [NodeGPUMemory]), provided it is listed and has no
-//     CPUs and no other GPU named it first; a CPU-less node with memory
+//     CPUs and no other GPU named it first. Where the driver's file is
+//     missing (a copy of /sys alone), a CPU-less node with memory that an
+//     NVIDIA GPU's PCI numa_node names is that GPU's memory, as on Grace
+//     machines, unless it is already a GPU's. A CPU-less node with memory
 //     that no GPU names is plain memory ([NodeMemory]: HBM in flat mode,
 //     CXL); a node with neither CPUs nor memory is a placeholder
 //     ([NodePlaceholder], such as the nodes Grace machines reserve for MIG
@@ -313,6 +316,7 @@ type discovery struct {
 	l3      []numa.CPUSet
 	gpus    []GPU
 	gpuDirs []string // directory each GPU's attributes are read from
+	gpuNV   []bool   // whether each GPU is NVIDIA's
 
 	pciScanned bool
 	pciPaths   map[string]string // bus ID -> directory under sys/devices
@@ -1134,6 +1138,7 @@ func (d *discovery) readGPUs() error {
 			PCIeSwitch: pcieSwitch(dev.path),
 		})
 		d.gpuDirs = append(d.gpuDirs, dev.dir)
+		d.gpuNV = append(d.gpuNV, vendor == vendorNVIDIA)
 	}
 	return nil
 }
@@ -1143,6 +1148,7 @@ func (d *discovery) readGPUs() error {
 // and gives each memory node its GPU's socket (see DiscoverFS).
 func (d *discovery) readGPUMemoryNodes() error {
 	found := false
+	noStatus := make([]bool, len(d.gpus))
 	for gi, g := range d.gpus {
 		p := procNvidia + "/" + g.BusID + "/numa_status"
 		s, ok, err := d.read(p)
@@ -1150,6 +1156,7 @@ func (d *discovery) readGPUMemoryNodes() error {
 			return err
 		}
 		if !ok {
+			noStatus[gi] = true
 			continue
 		}
 		id, ok, err := parseNumaStatusNode(s)
@@ -1159,6 +1166,18 @@ func (d *discovery) readGPUMemoryNodes() error {
 		i := d.nodeIndex(numa.NodeID(id))
 		if !ok || id < 0 || i < 0 || !d.nodes[i].CPUs.IsEmpty() || d.nodes[i].GPUMemory {
 			continue // no node, a node with CPUs, or another GPU's: not this GPU's memory
+		}
+		d.nodes[i].GPUMemory, d.nodes[i].GPU = true, gi
+		found = true
+	}
+	// Without the driver's word (no numa_status, as in a copy of /sys
+	// alone), an NVIDIA GPU whose PCI numa_node is a CPU-less node with
+	// memory names its own memory, as on Grace machines.
+	for gi, g := range d.gpus {
+		i := d.nodeIndex(g.NUMANode)
+		if !noStatus[gi] || !d.gpuNV[gi] || i < 0 || !d.nodes[i].CPUs.IsEmpty() ||
+			d.nodes[i].MemoryMiB == 0 || d.nodes[i].GPUMemory || d.memoryOf(gi) {
+			continue
 		}
 		d.nodes[i].GPUMemory, d.nodes[i].GPU = true, gi
 		found = true
@@ -1238,6 +1257,16 @@ func (d *discovery) nearestCPUNode(i int, dir string) (int, error) {
 		}
 	}
 	return best[0], nil
+}
+
+// memoryOf reports whether some node is already GPU gi's memory.
+func (d *discovery) memoryOf(gi int) bool {
+	for _, n := range d.nodes {
+		if n.GPUMemory && n.GPU == gi {
+			return true
+		}
+	}
+	return false
 }
 
 // parseNumaStatusNode returns the value of the "Node:" line of an NVIDIA

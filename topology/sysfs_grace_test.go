@@ -25,6 +25,7 @@ type graceTree struct {
 	bus         []string
 	pciOnMemory bool
 	noLocal     bool
+	noStatus    bool // no proc/driver/nvidia (a copy of /sys alone)
 	dist        func(i, j int) int
 }
 
@@ -74,7 +75,9 @@ func (g graceTree) fs(t *testing.T) fstest.MapFS {
 		status = append(status, fmt.Sprintf("proc/driver/nvidia/gpus/%s/numa_status = Node:      %d\nStatus:    online", g.bus[k], mem))
 	}
 	m := f.fs(t)
-	setTree(t, m, status...)
+	if !g.noStatus {
+		setTree(t, m, status...)
+	}
 	return m
 }
 
@@ -98,6 +101,13 @@ func gb200TrayTree() graceTree {
 	g := graceTree{cpuNodes: 2, gpuGrace: []int{0, 0, 1, 1}, gpuMiB: 186 << 10, pciOnMemory: true,
 		bus: []string{"0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"}}
 	g.dist = g.graceDistances(40)
+	return g
+}
+
+// noStatus returns g without the NVIDIA driver's numa_status files: the
+// GPUs' PCI numa_node (their memory nodes, on GB200) tell their memory.
+func noStatus(g graceTree) graceTree {
+	g.noStatus = true
 	return g
 }
 
@@ -138,8 +148,9 @@ func TestDiscoverGraceTrees(t *testing.T) {
 	for _, tc := range []struct {
 		preset string
 		tree   graceTree
-	}{{"gh200", gh200Tree()}, {"gb200-tray", gb200TrayTree()}} {
-		t.Run(tc.preset, func(t *testing.T) {
+		name   string
+	}{{"gh200", gh200Tree(), "gh200"}, {"gb200-tray", gb200TrayTree(), "gb200-tray"}, {"gb200-tray", noStatus(gb200TrayTree()), "gb200-tray without numa_status"}} {
+		t.Run(tc.name, func(t *testing.T) {
 			m, err := DiscoverFS(tc.tree.fs(t))
 			require.NoError(t, err)
 			requireSameMachine(t, tc.preset, m)

@@ -118,7 +118,8 @@ func devItem(i int, d Device) string { return fmt.Sprintf("devices[%d] (id %s)",
 // CPU in exactly one node; the distance table square with every entry in
 // 1-255 and each local distance the smallest of its row; cores disjoint, each
 // inside one node; L3 groups disjoint and made of known CPUs; reserved CPUs
-// known; GPU IDs non-negative and unique; devices with an ID and a class
+// known; GPU IDs non-negative and unique; GPU memory
+// non-negative; devices with an ID and a class
 // other than "gpu", unique per class; device and GPU nodes known or -1;
 // NVLinks between two distinct GPU IDs (not necessarily listed) with a
 // positive count, each pair once; a GPU memory node (Node.GPUMemory)
@@ -451,6 +452,10 @@ func (m *Machine) buildGPUs(gpus []GPU, links []NVLink) error {
 		}
 		if _, ok := m.NodeIndex(g.NUMANode); !ok && g.NUMANode != UnknownNode {
 			bad, badErr = i, m.checkNode(gpuItem(i, g), g.NUMANode)
+			break
+		}
+		if g.MemoryMiB < 0 {
+			bad, badErr = i, invalid(gpuItem(i, g), "memoryMiB %d is negative (0 means unknown)", g.MemoryMiB)
 			break
 		}
 	}

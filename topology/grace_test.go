@@ -24,6 +24,8 @@ func TestPresetGH200(t *testing.T) {
 	require.Empty(t, kindIDs(m, topology.NodeMemory))
 	require.Equal(t, "0-71", m.NodeCPUs(0).String())
 	require.EqualValues(t, 98304, m.Node(1).MemoryMiB, "96 GiB of HBM3")
+	gpu, _ := m.GPU(0)
+	require.EqualValues(t, 98304, gpu.MemoryMiB, "the GPU's memory is its memory node's")
 	require.Zero(t, m.PodMemoryMiB(1), "GPU memory is not pod memory")
 	require.EqualValues(t, 480<<10, m.PodMemoryMiB(0))
 	id, ok := m.GPUMemoryNode(0)
@@ -113,9 +115,9 @@ func TestGPUMemoryNodeRules(t *testing.T) {
 	}
 }
 
-// TestGPUMemoryJSON round-trips a GPU memory node through the interchange
+// TestGPUMemoryNodeJSON round-trips a GPU memory node through the interchange
 // JSON, and checks that a machine without one writes no "gpuMemoryOf".
-func TestGPUMemoryJSON(t *testing.T) {
+func TestGPUMemoryNodeJSON(t *testing.T) {
 	m := mustPreset(t, "gh200")
 	data, err := m.MarshalJSON()
 	require.NoError(t, err)

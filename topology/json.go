@@ -98,6 +98,9 @@ type GPUSpec struct {
 	// UUID is the vendor's unique identifier, such as "GPU-..." (JSON
 	// "uuid", optional).
 	UUID string `json:"uuid,omitempty"`
+	// MemoryMiB is the GPU's own memory in MiB (JSON "memoryMiB",
+	// optional); 0 or absent when unknown, never negative.
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 }
 
 // DevSpec is one non-GPU device of a [Spec]: id, class and numaNode (-1
@@ -308,7 +311,7 @@ func (s *Spec) Build() (*Machine, error) {
 	}
 	b.SetReservedCPUs(reserved)
 	for i, g := range s.GPUs {
-		gpu := GPU{ID: i, BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID}
+		gpu := GPU{ID: i, BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID, MemoryMiB: g.MemoryMiB}
 		if g.ID != nil {
 			gpu.ID = *g.ID
 		}
@@ -368,7 +371,7 @@ func (m *Machine) Spec() Spec {
 	s.ReservedCPUs = m.reserved.String()
 	for _, g := range m.gpus {
 		s.GPUs = append(s.GPUs, GPUSpec{ID: ptr(g.ID), NUMANode: ptr(int(g.NUMANode)),
-			BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID})
+			BusID: g.BusID, PCIeSwitch: g.PCIeSwitch, UUID: g.UUID, MemoryMiB: g.MemoryMiB})
 	}
 	for _, d := range m.devices {
 		s.Devices = append(s.Devices, DevSpec{ID: d.ID, Class: d.Class, NUMANode: ptr(int(d.NUMANode)),

@@ -505,6 +505,7 @@ func genSpec(t *rapid.T) topology.Spec {
 			BusID:      rapid.SampledFrom([]string{"", fmt.Sprintf("0000:%02x:00.0", id)}).Draw(t, "bus"),
 			PCIeSwitch: rapid.SampledFrom([]string{"", "sw0", "sw1"}).Draw(t, "switch"),
 			UUID:       rapid.SampledFrom([]string{"", fmt.Sprintf("GPU-%d", id)}).Draw(t, "uuid"),
+			MemoryMiB:  rapid.SampledFrom([]int64{0, 40960, 81559}).Draw(t, "gpu memory"),
 		})
 	}
 	for a := 0; a < len(gpuIDs); a++ {

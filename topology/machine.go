@@ -120,6 +120,12 @@ type GPU struct {
 	PCIeSwitch string
 	// UUID is the vendor's unique identifier, such as "GPU-..." (optional).
 	UUID string
+	// MemoryMiB is the GPU's own memory in MiB, as nvidia-smi reports its
+	// total memory; 0 when unknown, never negative (optional). Discovery
+	// gives it only to a GPU whose memory is a NUMA node (Grace, POWER9):
+	// that node's MemTotal; presets set it where the GPU model is
+	// published, and on Grace presets as the memory node's size.
+	MemoryMiB int64
 }
 
 // Device is a PCI device of another class than GPU, such as an RDMA NIC.

@@ -137,6 +137,9 @@ func allPairs(b *Builder, n, links int) {
 //     every pair of GPUs reaches every other at full bandwidth; nvidia-smi
 //     topo -m reports NV18 for every pair, and so does this preset (every
 //     pair listed with 18 links).
+//   - GPU memory: 80 GB of HBM3 per H100 SXM5 (DGX H100 User Guide,
+//     "Hardware Overview": 640 GB GPU memory in total); nvidia-smi reports
+//     81559 MiB of total memory on an H100 80GB HBM3, the figure given here.
 func dgxH100() (*Machine, error) {
 	sockets := []int{0, 1}
 	b := NewBuilder("dgx-h100")
@@ -148,7 +151,8 @@ func dgxH100() (*Machine, error) {
 	for g := range gpuBus {
 		node := numa.NodeID(g / 4)
 		sw := fmt.Sprintf("sw%d", g)
-		b.AddGPU(GPU{ID: g, NUMANode: node, BusID: fmt.Sprintf("0000:%02x:00.0", gpuBus[g]), PCIeSwitch: sw})
+		b.AddGPU(GPU{ID: g, NUMANode: node, BusID: fmt.Sprintf("0000:%02x:00.0", gpuBus[g]), PCIeSwitch: sw,
+			MemoryMiB: 81559})
 		b.AddDevice(Device{ID: nicName[g], Class: "rdma", NUMANode: node,
 			BusID: fmt.Sprintf("0000:%02x:00.0", nicBus[g]), PCIeSwitch: sw})
 	}
@@ -176,6 +180,9 @@ func dgxH100() (*Machine, error) {
 //     numbers follow their interface names (ibp12s0 is bus 0c, ...).
 //   - NVLink: 12 NVLink 3 links per GPU to six NVSwitches; nvidia-smi
 //     reports NV12 for every pair, and so does this preset.
+//   - GPU memory: the 1 TB system above is the DGX A100 320GB, whose eight
+//     A100 SXM4 have 40 GB of HBM2 each (DGX A100 User Guide, "Hardware
+//     Overview"); nvidia-smi reports 40960 MiB for an A100-SXM4-40GB.
 func dgxA100() (*Machine, error) {
 	sockets := repeatSockets(2, 4)
 	b := NewBuilder("dgx-a100")
@@ -187,7 +194,8 @@ func dgxA100() (*Machine, error) {
 	nicName := []string{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"}
 	for g := range gpuBus {
 		sw := fmt.Sprintf("sw%d", g/2)
-		b.AddGPU(GPU{ID: g, NUMANode: gpuNode[g], BusID: fmt.Sprintf("0000:%02x:00.0", gpuBus[g]), PCIeSwitch: sw})
+		b.AddGPU(GPU{ID: g, NUMANode: gpuNode[g], BusID: fmt.Sprintf("0000:%02x:00.0", gpuBus[g]), PCIeSwitch: sw,
+			MemoryMiB: 40960})
 		b.AddDevice(Device{ID: nicName[g], Class: "rdma", NUMANode: gpuNode[g],
 			BusID: fmt.Sprintf("0000:%02x:00.0", nicBus[g]), PCIeSwitch: sw})
 	}
@@ -218,7 +226,8 @@ func epyc2sNPS4() (*Machine, error) {
 // per socket, 256 GiB per node; distances 10 local, 12 within a socket, 21
 // across (the SLIT such machines report). Eight GPUs as on an HGX 8-GPU
 // board, two per NUMA node under one PCIe switch each (GPUs 2n, 2n+1 on node
-// n, switch sw<n>); the bus IDs are illustrative, not a specific vendor's.
+// n, switch sw<n>); the bus IDs are illustrative, not a specific vendor's,
+// and the GPU model (so its memory) is not given.
 func xeon2sSNC2() (*Machine, error) {
 	sockets := repeatSockets(2, 2)
 	b := NewBuilder("xeon-2s-snc2-8gpu")
@@ -333,7 +342,8 @@ const graceMemMiB = 480 << 10
 // s (CPUs 72s..72s+71, no SMT, one shared L3 each) and graceMemMiB; then,
 // for GPU g (in order, on socket gpuSocket[g], at PCI address busIDs[g],
 // attached to node gpuSocket[g]), its memory node of gpuMemMiB (socket
-// gpuSocket[g], as discovery gives it) and its seven placeholders (socket
+// gpuSocket[g], as discovery gives it; the GPU's MemoryMiB is the same, as
+// discovery reads it) and its seven placeholders (socket
 // unknown, as Linux gives them), node IDs from the number of sockets
 // upwards. Distances: 10 local, cpuCPU between Grace nodes, 80 between a
 // GPU's nodes and the other nodes of the same socket, 120 across sockets.
@@ -355,7 +365,7 @@ func graceBuilder(name string, sockets int, gpuSocket []int, gpuMemMiB int64, cp
 		for range graceGPUNodes {
 			nodeSocket = append(nodeSocket, s)
 		}
-		b.AddGPU(GPU{ID: g, NUMANode: numa.NodeID(s), BusID: busIDs[g]})
+		b.AddGPU(GPU{ID: g, NUMANode: numa.NodeID(s), BusID: busIDs[g], MemoryMiB: gpuMemMiB})
 	}
 	rows := make([][]int, len(nodeSocket))
 	for i, si := range nodeSocket {

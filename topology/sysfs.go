@@ -110,7 +110,8 @@ const (
 //     proc/driver/nvidia/gpus/BUS/numa_status, as on POWER9 and Grace
 //     machines, read as hwloc reads it) is that GPU's memory node
 //     ([Node.GPUMemory], [NodeGPUMemory]), provided it is listed and has no
-//     CPUs and no other GPU named it first. Where the driver's file is
+//     CPUs and no other GPU named it first; the GPU's [GPU.MemoryMiB] is
+//     then the node's MemTotal (otherwise discovery leaves it 0, unknown). Where the driver's file is
 //     missing (a copy of /sys alone), a CPU-less node with memory that an
 //     NVIDIA GPU's PCI numa_node names is that GPU's memory, as on Grace
 //     machines, unless it is already a GPU's. A CPU-less node with memory
@@ -154,6 +155,13 @@ const (
 //     default PCI order. Its UUID is the "GPU UUID" of
 //     proc/driver/nvidia/gpus/BUS/information where the NVIDIA driver
 //     writes one (see [ReadNVIDIAGPUInfo]), else empty.
+//   - RDMA devices: every entry of a PCI device's infiniband directory
+//     (sys/bus/pci/devices/BUS/infiniband/IBDEV, such as infiniband/mlx5_0)
+//     is a [Device] of class "rdma" with ID IBDEV, the PCI device's bus ID,
+//     and its NUMA node and PCIeSwitch by the rules for GPUs below. An
+//     entry that is not a directory, or whose name is not an InfiniBand
+//     device name (printable ASCII without blanks, at most 63 bytes), is an
+//     error naming it; two PCI devices listing the same IBDEV are an error.
 //   - A GPU's PCIeSwitch comes from its sysfs device path: the target of its
 //     sys/bus/pci/devices symlink when fsys implements [fs.ReadLinkFS] (an
 //     absolute target is taken inside fsys, and the device's files are read
@@ -191,6 +199,9 @@ func DiscoverFS(fsys fs.FS) (*Machine, error) {
 		return nil, err
 	}
 	if err := d.readGPUs(); err != nil {
+		return nil, err
+	}
+	if err := d.readRDMA(); err != nil {
 		return nil, err
 	}
 	if err := d.readGPUMemoryNodes(); err != nil {
@@ -317,7 +328,10 @@ type discovery struct {
 	gpus    []GPU
 	gpuDirs []string // directory each GPU's attributes are read from
 	gpuNV   []bool   // whether each GPU is NVIDIA's
+	devs    []Device // RDMA devices
 
+	pciList    []pciDevice // pciDevices' answer, once read
+	pciListed  bool
 	pciScanned bool
 	pciPaths   map[string]string // bus ID -> directory under sys/devices
 }
@@ -1044,8 +1058,21 @@ type pciDevice struct {
 	path string // its directory under sys/devices, "" when unknown
 }
 
-// pciDevices lists the PCI devices with their sysfs paths.
+// pciDevices lists the PCI devices with their sysfs paths, in bus-ID order;
+// the list is read once.
 func (d *discovery) pciDevices() ([]pciDevice, error) {
+	if d.pciListed {
+		return d.pciList, nil
+	}
+	devs, err := d.listPCIDevices()
+	if err != nil {
+		return nil, err
+	}
+	d.pciList, d.pciListed = devs, true
+	return devs, nil
+}
+
+func (d *discovery) listPCIDevices() ([]pciDevice, error) {
 	entries, ok, err := d.readDir(sysPCIDir)
 	if err != nil {
 		return nil, err
@@ -1143,9 +1170,73 @@ func (d *discovery) readGPUs() error {
 	return nil
 }
 
+// readRDMA finds the RDMA devices (see DiscoverFS): every entry of a PCI
+// device's infiniband directory is one, named by the entry.
+func (d *discovery) readRDMA() error {
+	devs, err := d.pciDevices()
+	if err != nil {
+		return err
+	}
+	for _, dev := range devs {
+		dir := dev.dir + "/infiniband"
+		entries, ok, err := d.readDir(dir)
+		if err != nil {
+			return err
+		}
+		if !ok || len(entries) == 0 {
+			continue
+		}
+		node, err := d.deviceNode(dev.dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := dir + "/" + e.Name()
+			if !e.IsDir() {
+				// sysfs lists each InfiniBand device as a directory; follow
+				// a symbolic link (as copies of /sys may hold) before judging.
+				info, err := fs.Stat(d.fsys, p)
+				if err != nil {
+					return discoveryError(p, err)
+				}
+				if !info.IsDir() {
+					return malformed(p, "not a directory (%s): an InfiniBand device is a directory named after it", readfile.Kind(info.Mode()))
+				}
+			}
+			if !validIBDevName(e.Name()) {
+				return malformed(p, "%s is not an InfiniBand device name (printable ASCII without blanks, at most 64 bytes)", quote.Short(e.Name()))
+			}
+			d.devs = append(d.devs, Device{
+				ID:         e.Name(),
+				Class:      "rdma",
+				NUMANode:   node,
+				BusID:      dev.bus,
+				PCIeSwitch: pcieSwitch(dev.path),
+			})
+		}
+	}
+	return nil
+}
+
+// validIBDevName reports whether s can be the name of an InfiniBand device:
+// the kernel's names (IB_DEVICE_NAME_MAX is 64 with the NUL) are printable
+// ASCII without blanks or slashes, such as "mlx5_0" or "rxe0".
+func validIBDevName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '/' {
+			return false
+		}
+	}
+	return true
+}
+
 // readGPUMemoryNodes marks the CPU-less nodes that hold NVIDIA GPUs' memory,
 // moves a GPU whose NUMA node is such a node to the nearest node with CPUs,
-// and gives each memory node its GPU's socket (see DiscoverFS).
+// gives each memory node its GPU's socket and each such GPU the node's
+// memory (see DiscoverFS).
 func (d *discovery) readGPUMemoryNodes() error {
 	found := false
 	noStatus := make([]bool, len(d.gpus))
@@ -1202,7 +1293,11 @@ func (d *discovery) readGPUMemoryNodes() error {
 	}
 	for i := range d.nodes {
 		n := &d.nodes[i]
-		if !n.GPUMemory || n.Socket != UnknownSocket {
+		if !n.GPUMemory {
+			continue
+		}
+		d.gpus[n.GPU].MemoryMiB = n.MemoryMiB
+		if n.Socket != UnknownSocket {
 			continue
 		}
 		if host := d.nodeIndex(d.gpus[n.GPU].NUMANode); host >= 0 {
@@ -1358,6 +1453,9 @@ func (d *discovery) build() (*Machine, error) {
 	}
 	for _, g := range d.gpus {
 		b.AddGPU(g)
+	}
+	for _, dev := range d.devs {
+		b.AddDevice(dev)
 	}
 	m, err := b.Build()
 	if err != nil {

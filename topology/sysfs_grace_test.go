@@ -132,10 +132,10 @@ func requireSameMachine(t *testing.T, preset string, got *Machine) {
 	require.Equal(t, want.L3Groups(), got.L3Groups())
 	var wg, gg []string
 	for _, g := range want.GPUs() {
-		wg = append(wg, fmt.Sprintf("%d n%d %s", g.ID, g.NUMANode, g.BusID))
+		wg = append(wg, fmt.Sprintf("%d n%d %s %d MiB", g.ID, g.NUMANode, g.BusID, g.MemoryMiB))
 	}
 	for _, g := range got.GPUs() {
-		gg = append(gg, fmt.Sprintf("%d n%d %s", g.ID, g.NUMANode, g.BusID))
+		gg = append(gg, fmt.Sprintf("%d n%d %s %d MiB", g.ID, g.NUMANode, g.BusID, g.MemoryMiB))
 	}
 	require.Equal(t, wg, gg)
 }

@@ -30,7 +30,7 @@ import (
 // The file is JSON:
 //
 //	{
-//	  "version": 1,
+//	  "version": 2,
 //	  "checksum": "sha256:<hex of the bytes of data, exactly as written>",
 //	  "data": {
 //	    "machine": "dgx-a100",
@@ -43,10 +43,20 @@ import (
 //	      {"pod": "default/web", "source": "shared"},
 //	      {"pod": "default/plain", "source": "shared", "kubeletGPUs": {"main": [3]}}
 //	    ],
+//	    "claims": [
+//	      {"uid": "9f3c...", "namespace": "default", "name": "train-gpus",
+//	       "pods": [{"name": "train", "uid": "..."}], "gpus": [2, 3],
+//	       "devices": {"rdma": ["mlx5_2"]}}
+//	    ],
 //	    "unhealthy": {"gpu": ["5"]}
 //	  }
 //	}
 //
+// Claims (optional, ordered by namespace/name then UID) are the
+// ResourceClaims whose devices the DRA driver holds ([Node.HoldClaim]), with
+// the pods they are reserved for; version 2 added them, and a version-1
+// file (the same without claims) is read as well and rewritten as version
+// 2 at the next change.
 // Pods are ordered by key; kubeletGPUs (optional, shared-pool pods only)
 // are the GPUs the kubelet gave a pod's containers outside numaplace's
 // decisions ([Node.SetKubeletGPUs]); memory is keyed by NUMA node ID; numaNodes is the
@@ -55,7 +65,10 @@ import (
 // and invalid UTF-8 refused; memoryMiB keys written canonically, "3" and
 // not "03" or "+3"), and only when it is a regular file of at most
 // [MaxCheckpointBytes].
-const CheckpointVersion = 1
+const CheckpointVersion = 2
+
+// oldestCheckpointVersion is the oldest format version this package reads.
+const oldestCheckpointVersion = 1
 
 // MaxCheckpointBytes is the largest checkpoint file [Open] reads (64 MiB,
 // far above what a machine at the topology package's caps writes); a longer
@@ -118,7 +131,24 @@ type checkpointData struct {
 	Machine     string              `json:"machine"`
 	Fingerprint string              `json:"fingerprint"`
 	Pods        []checkpointPod     `json:"pods"`
+	Claims      []checkpointClaim   `json:"claims,omitempty"`
 	Unhealthy   map[string][]string `json:"unhealthy,omitempty"`
+}
+
+// checkpointClaim is one ClaimHold in the checkpoint.
+type checkpointClaim struct {
+	UID       string              `json:"uid"`
+	Namespace string              `json:"namespace"`
+	Name      string              `json:"name"`
+	Pods      []checkpointPodRef  `json:"pods,omitempty"`
+	GPUs      []int               `json:"gpus,omitempty"`
+	Devices   map[string][]string `json:"devices,omitempty"`
+}
+
+// checkpointPodRef is one ClaimConsumer in the checkpoint.
+type checkpointPodRef struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
 }
 
 type checkpointPod struct {
@@ -160,13 +190,29 @@ func fingerprint(m *topology.Machine) string {
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-// encodeCheckpoint returns the checkpoint file of the given pods and state.
-func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, snap allocator.Snapshot) ([]byte, error) {
+// encodeCheckpoint returns the checkpoint file of the given pods, claims
+// (by UID) and state.
+func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, claims map[string]ClaimHold, snap allocator.Snapshot) ([]byte, error) {
 	allocs := make(map[string]*allocator.Allocation, len(snap.Allocations))
 	for i := range snap.Allocations {
 		allocs[snap.Allocations[i].ID] = &snap.Allocations[i]
 	}
-	d := checkpointData{Machine: m.Name(), Fingerprint: fingerprint(m), Pods: []checkpointPod{}, Unhealthy: snap.Unhealthy}
+	var cs []checkpointClaim
+	for _, c := range claims {
+		if _, ok := allocs[claimID(c.UID)]; !ok {
+			return nil, fmt.Errorf("claim %s (UID %s) has no allocation in the state", c.Key(), c.UID)
+		}
+		delete(allocs, claimID(c.UID))
+		cc := checkpointClaim{UID: c.UID, Namespace: c.Namespace, Name: c.Name, GPUs: c.GPUs, Devices: c.Devices}
+		for _, p := range c.Pods {
+			cc.Pods = append(cc.Pods, checkpointPodRef(p))
+		}
+		cs = append(cs, cc)
+	}
+	slices.SortFunc(cs, func(a, b checkpointClaim) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
+	})
+	d := checkpointData{Machine: m.Name(), Fingerprint: fingerprint(m), Pods: []checkpointPod{}, Claims: cs, Unhealthy: snap.Unhealthy}
 	for _, key := range slices.Sorted(maps.Keys(pods)) {
 		rec := pods[key]
 		p := checkpointPod{Pod: key, UID: rec.uid, Source: rec.source, KubeletGPUs: rec.kubeletGPUs}
@@ -206,11 +252,13 @@ func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, snap alloc
 	return b.Bytes(), nil
 }
 
-// decoded is a checkpoint read back: the pods and the allocator snapshot.
+// decoded is a checkpoint read back: the pods, the claims and the
+// allocator snapshot.
 type decoded struct {
-	pods  map[string]podRecord
-	snap  allocator.Snapshot
-	spans map[string][]numa.NodeID
+	pods   map[string]podRecord
+	claims map[string]ClaimHold
+	snap   allocator.Snapshot
+	spans  map[string][]numa.NodeID
 }
 
 // decodeCheckpoint reads a checkpoint file for machine m. Errors name the
@@ -226,8 +274,8 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 		}
 		return nil, "not a valid checkpoint", err
 	}
-	if f.Version != CheckpointVersion {
-		return nil, fmt.Sprintf("unknown format version %d (this build reads version %d)", f.Version, CheckpointVersion), nil
+	if f.Version < oldestCheckpointVersion || f.Version > CheckpointVersion {
+		return nil, fmt.Sprintf("unknown format version %d (this build reads versions %d to %d)", f.Version, oldestCheckpointVersion, CheckpointVersion), nil
 	}
 	sum := sha256.Sum256(f.Data)
 	if want := "sha256:" + hex.EncodeToString(sum[:]); f.Checksum != want {
@@ -243,7 +291,10 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 			"its NUMA nodes, CPUs, GPUs or devices differ, so the allocations may not mean what they meant; "+
 			"drain the node and move the file away to start empty", quote.Short(d.Machine), d.Fingerprint, quote.Short(m.Name()), fp), nil
 	}
-	out := &decoded{pods: map[string]podRecord{}, spans: map[string][]numa.NodeID{}}
+	if f.Version < 2 && d.Claims != nil {
+		return nil, fmt.Sprintf("claims in a version-%d checkpoint (version 2 added them)", f.Version), nil
+	}
+	out := &decoded{pods: map[string]podRecord{}, claims: map[string]ClaimHold{}, spans: map[string][]numa.NodeID{}}
 	for i, p := range d.Pods {
 		item := fmt.Sprintf("pods[%d] (%s)", i, quote.Bare(p.Pod))
 		if p.Pod == "" || !strings.Contains(p.Pod, "/") {
@@ -303,8 +354,75 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 		out.snap.Allocations = append(out.snap.Allocations, a)
 		out.spans[p.Pod] = ca.NUMANodes
 	}
+	if problem := decodeClaims(d.Claims, m, out); problem != "" {
+		return nil, problem, nil
+	}
 	out.snap.Unhealthy = d.Unhealthy
 	return out, "", nil
+}
+
+// decodeClaims adds the checkpoint's claims to out (as holds and as
+// allocations of the snapshot), or returns the problem with them. Whether
+// their devices overlap anything is the state's to check when it restores
+// the snapshot.
+func decodeClaims(claims []checkpointClaim, m *topology.Machine, out *decoded) string {
+	devs := map[string]bool{}
+	for _, d := range m.Devices() {
+		devs[d.Class+"/"+d.ID] = true
+	}
+	for i, cc := range claims {
+		item := fmt.Sprintf("claims[%d] (%s/%s)", i, quote.Bare(cc.Namespace), quote.Bare(cc.Name))
+		switch {
+		case cc.UID == "" || strings.ContainsAny(cc.UID, "/ \t\n"):
+			return item + ": no usable UID (non-empty, without slashes or blanks)"
+		case cc.Namespace == "" || cc.Name == "":
+			return item + ": no namespace or name"
+		}
+		if _, dup := out.claims[cc.UID]; dup {
+			return fmt.Sprintf("%s: UID %s is listed twice", item, quote.Short(cc.UID))
+		}
+		c := ClaimHold{UID: cc.UID, Namespace: cc.Namespace, Name: cc.Name}
+		for _, p := range cc.Pods {
+			if p.Name == "" {
+				return item + ": a pod without a name"
+			}
+			c.Pods = append(c.Pods, ClaimConsumer(p))
+		}
+		for _, g := range cc.GPUs {
+			if _, ok := m.GPU(g); !ok {
+				return fmt.Sprintf("%s: GPU %d is not a GPU of this machine", item, g)
+			}
+		}
+		c.GPUs = slices.Compact(sortedInts(cc.GPUs))
+		for _, class := range slices.Sorted(maps.Keys(cc.Devices)) {
+			ids := cc.Devices[class]
+			if len(ids) == 0 {
+				return fmt.Sprintf("%s: an empty %s device list", item, quote.Short(class))
+			}
+			for _, id := range ids {
+				if !devs[class+"/"+id] {
+					return fmt.Sprintf("%s: %s device %s is not a device of this machine", item, quote.Short(class), quote.Short(id))
+				}
+			}
+			if c.Devices == nil {
+				c.Devices = map[string][]string{}
+			}
+			c.Devices[class] = slices.Compact(sortedStrings(ids))
+		}
+		if len(c.GPUs) == 0 {
+			c.GPUs = nil
+		}
+		out.claims[c.UID] = c
+		a := allocator.Allocation{ID: claimID(c.UID), GPUs: slices.Clone(c.GPUs)}
+		for class, ids := range c.Devices {
+			if a.Devices == nil {
+				a.Devices = map[string][]string{}
+			}
+			a.Devices[class] = slices.Clone(ids)
+		}
+		out.snap.Allocations = append(out.snap.Allocations, a)
+	}
+	return ""
 }
 
 // restore reads the node's checkpoint into its (fresh) state. It reports
@@ -338,6 +456,9 @@ func (n *Node) restore() (bool, error) {
 		return true, &CheckpointError{Path: n.path, Problem: "inconsistent with this machine", Err: err, unusable: true}
 	}
 	for _, a := range n.s.Live() {
+		if isClaimID(a.ID) {
+			continue // a claim records no span
+		}
 		if got, want := a.NUMANodes(), d.spans[a.ID]; !slices.Equal(got, want) {
 			return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
 				"inconsistent with this machine: pod %s is recorded on NUMA nodes %v but what it holds lies on %v", a.ID, want, got), unusable: true}
@@ -348,14 +469,19 @@ func (n *Node) restore() (bool, error) {
 			for _, g := range ids {
 				for _, a := range n.s.Live() {
 					if slices.Contains(a.GPUs, g) {
+						holder := "pod " + a.ID + "'s allocation"
+						if isClaimID(a.ID) {
+							holder = "ResourceClaim " + d.claims[strings.TrimPrefix(a.ID, claimPrefix)].Key()
+						}
 						return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
-							"inconsistent: GPU %d is recorded as given by the kubelet to pod %s and held by pod %s's allocation", g, key, a.ID)}
+							"inconsistent: GPU %d is recorded as given by the kubelet to pod %s and held by %s", g, key, holder)}
 					}
 				}
 			}
 		}
 	}
 	n.pods = d.pods
+	n.claims = d.claims
 	// Read the health back from the state, which has normalised the IDs.
 	for class, ids := range n.s.Snapshot().Unhealthy {
 		for _, id := range ids {
@@ -371,7 +497,7 @@ func (n *Node) checkpointLocked() error {
 	if n.path == "" {
 		return nil
 	}
-	data, err := encodeCheckpoint(n.m, n.pods, n.s.Snapshot())
+	data, err := encodeCheckpoint(n.m, n.pods, n.claims, n.s.Snapshot())
 	if err != nil {
 		return &CheckpointError{Path: n.path, Problem: "cannot be encoded", Err: err}
 	}

@@ -143,11 +143,11 @@ func badCheckpoints(t *testing.T) ([]byte, func(change func(d map[string]any)) [
 		{"flipped byte", bytes.Replace(good, []byte(`"default/web"`), []byte(`"default/wob"`), 1), "checksum mismatch", nil},
 		{"tampered CPUs, old checksum", bytes.Replace(good, []byte(`"cpus": "0"`), []byte(`"cpus": "1"`), 1), "checksum mismatch", nil},
 		{"no checksum", bytes.Replace(good, []byte(f.Checksum), []byte(""), 1), "checksum mismatch", nil},
-		{"unknown version", resign(t, 2, f.Data), "unknown format version 2 (this build reads version 1)", nil},
-		{"no version", bytes.Replace(good, []byte(`"version": 1,`), nil, 1), "unknown format version 0", nil},
+		{"unknown version", resign(t, 3, f.Data), "unknown format version 3 (this build reads versions 1 to 2)", nil},
+		{"no version", bytes.Replace(good, []byte(`"version": 2,`), nil, 1), "unknown format version 0", nil},
 		{"unknown field", edit(func(d map[string]any) { d["extra"] = 1 }), "malformed data", nil},
 		// Read strictly, as every other reader (internal/strictjson).
-		{"repeated key in the file", bytes.Replace(good, []byte(`"version": 1,`), []byte(`"version": 1, "version": 1,`), 1), "not a valid checkpoint", strictjson.ErrDuplicateField},
+		{"repeated key in the file", bytes.Replace(good, []byte(`"version": 2,`), []byte(`"version": 2, "version": 2,`), 1), "not a valid checkpoint", strictjson.ErrDuplicateField},
 		{"repeated key in data", resign(t, 1, bytes.Replace(f.Data, []byte(`"machine":`), []byte(`"machine": "x", "machine":`), 1)), "not a valid checkpoint", strictjson.ErrDuplicateField},
 		{"repeated key in an allocation", resign(t, 1, bytes.Replace(f.Data, []byte(`"policy":`), []byte(`"policy": "None", "policy":`), 1)), "not a valid checkpoint", strictjson.ErrDuplicateField},
 		{"repeated memory key", resign(t, 1, bytes.Replace(f.Data, []byte(`"cpus":`), []byte(`"memoryMiB": {"0": 1, "0": 1}, "cpus":`), 1)), "not a valid checkpoint", strictjson.ErrDuplicateField},
@@ -379,7 +379,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	if _, err := n.Admit(sharedPod("web")); err != nil {
 		f.Fatal(err)
 	}
-	good, err := encodeCheckpoint(m, n.pods, n.s.Snapshot())
+	good, err := encodeCheckpoint(m, n.pods, n.claims, n.s.Snapshot())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 				continue
 			}
 			// What restored encodes back and decodes to the same state.
-			again, err := encodeCheckpoint(m, d.pods, s.Snapshot())
+			again, err := encodeCheckpoint(m, d.pods, d.claims, s.Snapshot())
 			if err != nil {
 				t.Fatalf("re-encode: %v", err)
 			}

@@ -24,7 +24,8 @@ var ErrNotShared = errors.New("the pod is not on the shared pool")
 // nothing; recording others replaces what the container had.
 //
 // A GPU that a pod's allocation (a decision, or a placement of the node's)
-// holds, or that another pod's container got from the kubelet, is refused
+// or a ResourceClaim ([Node.HoldClaim]) holds, or that another pod's
+// container got from the kubelet, is refused
 // with a *[TopologyAffinityError] whose conflicts name each GPU and its
 // holder; nothing is recorded then. A GPU the machine does not have is an
 // error wrapping allocator.ErrUnknownDevice; a pod that is not admitted
@@ -81,8 +82,8 @@ func (n *Node) SetKubeletGPUs(key, container string, gpus []int) error {
 }
 
 // gpuHoldersLocked lists, for each GPU of ids, the pods other than except
-// that hold it: by an allocation, or by a container the kubelet gave it
-// to.
+// that hold it (by an allocation, or by a container the kubelet gave it
+// to) and the claims that hold it.
 func (n *Node) gpuHoldersLocked(ids []int, except string) []Conflict {
 	var out []Conflict
 	live := n.s.Live()
@@ -90,8 +91,11 @@ func (n *Node) gpuHoldersLocked(ids []int, except string) []Conflict {
 		item := "GPU " + strconv.Itoa(g)
 		for i := range live {
 			if live[i].ID != except && slices.Contains(live[i].GPUs, g) {
-				out = append(out, Conflict{Resource: "gpu", Items: item,
-					Problem: "is held by pod " + live[i].ID + " (its numaplace allocation)", HeldBy: live[i].ID})
+				c := n.heldByLocked("gpu", item, live[i].ID)
+				if c.HeldBy != "" {
+					c.Problem += " (its numaplace allocation)"
+				}
+				out = append(out, c)
 			}
 		}
 		out = append(out, n.kubeletHoldersLocked(g, except)...)

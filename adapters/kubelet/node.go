@@ -43,6 +43,9 @@ type Conflict struct {
 	// HeldBy is the key of the pod holding the items, when that is the
 	// problem.
 	HeldBy string
+	// HeldByClaim is the namespace/name of the ResourceClaim holding the
+	// items ([Node.HoldClaim]), when that is the problem.
+	HeldByClaim string
 }
 
 // String returns the conflict in words, such as "CPUs 0-3 are held by pod
@@ -55,8 +58,11 @@ func (c Conflict) String() string { return c.Items + " " + c.Problem }
 // [ErrTopologyAffinity] and, when there is one, to its cause (such as an
 // *allocator.PlacementError).
 type TopologyAffinityError struct {
-	// Pod is the pod's key, namespace/name.
+	// Pod is the pod's key, namespace/name ("" for a claim's refusal).
 	Pod string
+	// Claim is, for [Node.HoldClaim]'s refusal, the ResourceClaim's
+	// namespace/name.
+	Claim string
 	// Conflicts lists what the decision names that is not free (empty when
 	// the node decided by the pod's policy).
 	Conflicts []Conflict
@@ -66,11 +72,14 @@ type TopologyAffinityError struct {
 	Cause error
 }
 
-// Error implements error: the kubelet's message followed by the pod and
-// the reason.
+// Error implements error: the kubelet's message followed by the pod (or
+// the claim) and the reason.
 func (e *TopologyAffinityError) Error() string {
 	if e == nil {
 		return "<nil>"
+	}
+	if e.Claim != "" {
+		return fmt.Sprintf("%s: ResourceClaim %s: %s", ErrTopologyAffinity, e.Claim, e.Reason)
 	}
 	return fmt.Sprintf("%s: pod %s: %s", ErrTopologyAffinity, e.Pod, e.Reason)
 }
@@ -246,6 +255,7 @@ type Node struct {
 	pods      map[string]podRecord
 	unhealthy map[string]map[string]bool // class -> device ID -> unhealthy
 	devs      map[string]map[string]topology.Device
+	claims    map[string]ClaimHold // by claim UID; their allocator IDs are claimID(UID)
 	dp        *DevicePlugin
 	alignMem  bool // local placements reserve memory per NUMA node
 	// write persists a checkpoint; tests replace it to inject failures.
@@ -287,7 +297,7 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 		return nil, fmt.Errorf("kubelet.Open: %w", err)
 	}
 	n := &Node{m: m, s: s, path: path, opts: opts,
-		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{},
+		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{}, claims: map[string]ClaimHold{},
 		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic,
 		alignMem: !opts.DisableMemoryAlignment && kube.MachineAlignsMemory(m)}
 	for _, d := range m.Devices() {
@@ -646,7 +656,7 @@ func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
 		}
 		for i := range live {
 			if slices.Contains(live[i].GPUs, g.ID) {
-				add("gpu", item, "is held by pod "+live[i].ID, live[i].ID)
+				out = append(out, n.heldByLocked("gpu", item, live[i].ID))
 			}
 		}
 		out = append(out, n.kubeletHoldersLocked(g.ID, "")...)
@@ -670,7 +680,7 @@ func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
 			}
 			for i := range live {
 				if slices.Contains(live[i].Devices[class], id) {
-					add(class, item, "is held by pod "+live[i].ID, live[i].ID)
+					out = append(out, n.heldByLocked(class, item, live[i].ID))
 				}
 			}
 		}
@@ -779,7 +789,8 @@ func (n *Node) Remove(pod *kube.Pod) error {
 // "3" clears what any of them set); other spellings and class names that
 // differ in case are refused. An unhealthy device is never handed out to new pods; the
 // pods holding it keep it and are returned (their keys, ascending) so the
-// caller can act on them. An unknown class or device returns an error
+// caller can act on them; claims holding it ([Node.HoldClaim]) keep it too
+// and are not among them. An unknown class or device returns an error
 // wrapping allocator.ErrUnknownDevice and changes nothing. A change is
 // written to the checkpoint before SetDeviceHealth returns; if it cannot
 // be written the change is undone and the error returned.
@@ -800,6 +811,7 @@ func (n *Node) SetDeviceHealth(class, id string, healthy bool) (affected []strin
 	defer n.mu.Unlock()
 	was := !n.unhealthy[class][id]
 	affected, err = n.s.SetDeviceHealth(class, id, healthy)
+	affected = slices.DeleteFunc(affected, isClaimID)
 	if err != nil || was == healthy {
 		return affected, err
 	}

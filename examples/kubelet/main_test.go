@@ -20,7 +20,7 @@ func TestRun(t *testing.T) {
 		"admitted ml/web (shared, None): cpuset 0-15,24-47,52-143,152-175,180-255 (232 CPUs), NUMA nodes 0-7, GPUs none",
 		"refused: Resources cannot be allocated with Topology locality: pod ml/stale: CPUs 16-23,144-151 are held by pod ml/train",
 		"  conflict: GPU 2 is held by pod ml/train",
-		"format version 1, checksum sha256:",
+		"format version 2, checksum sha256:",
 		"restored ml/train (decision): cpus 16-23,144-151 mems 1 gpus 2,3",
 		"unhealthy: map[gpu:[7]]",
 		"same as before the restart: true",

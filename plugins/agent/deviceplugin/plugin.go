@@ -96,6 +96,10 @@ type Options struct {
 	Events nri.EventSink
 	// Logger receives the plugin's log; nil is slog.Default().
 	Logger *slog.Logger
+	// GPUs restricts the advertised GPUs to these IDs (nil: every GPU of
+	// the machine), so that another role (the DRA driver) serves the
+	// others.
+	GPUs []int
 }
 
 // gpu is one GPU as the kubelet sees it.
@@ -184,7 +188,16 @@ func New(node *kubelet.Node, devs *devices.GPUs, opts Options) (*Plugin, error) 
 		p.opts.Events = nri.LogEvents{Logger: opts.Logger}
 	}
 	unhealthy := node.Unhealthy()[allocator.GPUClass]
-	for i, g := range node.Machine().GPUs() {
+	for _, id := range opts.GPUs {
+		if _, ok := node.Machine().GPU(id); !ok {
+			return nil, fmt.Errorf("deviceplugin: GPU %d is not a GPU of this machine", id)
+		}
+	}
+	for _, g := range node.Machine().GPUs() {
+		if opts.GPUs != nil && !slices.Contains(opts.GPUs, g.ID) {
+			continue
+		}
+		i := len(p.gpus)
 		name := strconv.Itoa(g.ID)
 		if g.UUID != "" {
 			name = g.UUID
@@ -255,6 +268,9 @@ func (p *Plugin) devicesLocked() []*api.Device {
 // health a GPU already has changes nothing.
 func (p *Plugin) SetHealth(id int, healthy bool) (affected []string, err error) {
 	i, ok := p.byID[strconv.Itoa(id)]
+	if _, onMachine := p.node.Machine().GPU(id); !ok && onMachine {
+		return nil, fmt.Errorf("deviceplugin: GPU %d is not one this plugin serves (Options.GPUs)", id)
+	}
 	if !ok {
 		return nil, fmt.Errorf("deviceplugin: GPU %d is not a GPU of this machine", id)
 	}

@@ -79,6 +79,13 @@ func (g *GPUs) Path(id int) (string, bool) {
 	return "/dev/nvidia" + strconv.Itoa(minor), true
 }
 
+// Minor returns the device minor of GPU id (N of /dev/nvidiaN), and false
+// for a GPU the machine does not have.
+func (g *GPUs) Minor(id int) (int, bool) {
+	m, ok := g.minors[id]
+	return m, ok
+}
+
 // Paths returns the device node paths of every GPU of the machine, in
 // ascending GPU ID.
 func (g *GPUs) Paths() []string {
@@ -137,15 +144,22 @@ var gpuNode = regexp.MustCompile(`^/dev/nvidia[0-9]+$`)
 func IsGPUNode(path string) bool { return gpuNode.MatchString(path) }
 
 // stat looks the node at container path p ("/dev/...") up under the root.
-func (g *GPUs) stat(p string) (Node, error) {
-	host := filepath.Join(g.root, p[len("/dev/"):])
+func (g *GPUs) stat(p string) (Node, error) { return statAs(g.root, p, ErrMissing) }
+
+// statNode looks the RDMA node at container path p up under root.
+func statNode(root, p string) (Node, error) { return statAs(root, p, ErrNICMissing) }
+
+// statAs looks the node at container path p ("/dev/...") up under root; a
+// missing node is an error wrapping missing.
+func statAs(root, p string, missing error) (Node, error) {
+	host := filepath.Join(root, p[len("/dev/"):])
 	st, err := os.Stat(host)
 	if err != nil {
-		return Node{}, fmt.Errorf("%w: %s: %w", ErrMissing, host, err)
+		return Node{}, fmt.Errorf("%w: %s: %w", missing, host, err)
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok || st.Mode()&fs.ModeCharDevice == 0 {
-		return Node{}, fmt.Errorf("%w: %s is not a character device", ErrMissing, host)
+		return Node{}, fmt.Errorf("%w: %s is not a character device", missing, host)
 	}
 	return Node{Path: p, Major: int64(major(sys.Rdev)), Minor: int64(minor(sys.Rdev)),
 		Mode: st.Mode().Perm(), UID: sys.Uid, GID: sys.Gid}, nil

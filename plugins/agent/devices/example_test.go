@@ -21,3 +21,17 @@ func ExampleGPUs_Path() {
 	// [/dev/nvidia2 /dev/nvidia1]
 	// true false
 }
+
+// The RDMA NIC mlx5_0's verbs device is uverbs0, as its PCI device's
+// infiniband_verbs directory in sysfs says.
+func ExampleNewNICs() {
+	m, _ := topology.ParseJSON([]byte(`{"numaNodes":[{"id":0,"socket":0,"cpus":"0-7"}],
+		"devices":[{"id":"mlx5_0","class":"rdma","numaNode":0,"busID":"0000:18:00.0"}]}`))
+	sys := fstest.MapFS{"sys/bus/pci/devices/0000:18:00.0/infiniband_verbs/uverbs0/ibdev": {Data: []byte("mlx5_0\n")}}
+	n, _ := devices.NewNICs(m, "/dev", sys)
+	fmt.Println(n.IDs())
+	fmt.Println(n.Paths("mlx5_0"))
+	// Output:
+	// [mlx5_0]
+	// [/dev/infiniband/uverbs0] true
+}

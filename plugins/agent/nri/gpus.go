@@ -25,8 +25,26 @@ type PodLookup interface {
 // through the device plugin, as NVIDIA_VISIBLE_DEVICES names them (the
 // last entry wins, as when containerd merges environments), and whether
 // the value names only this machine's GPUs, by UUID or index ("all",
-// "void", another plugin's names, or no value: false).
-func (p *Plugin) kubeletGPUs(ctr *api.Container) ([]int, bool) {
+// "void", another plugin's names, or no value: false). GPUs that the
+// ResourceClaims of the pod hold (see claimGPUs) are not the kubelet's:
+// the DRA role's CDI spec named them; they are left out, and a value that
+// names only them gives false.
+func (p *Plugin) kubeletGPUs(ctr *api.Container, pod claimant) ([]int, bool) {
+	ids, ok := p.namedGPUs(ctr)
+	if !ok {
+		return nil, false
+	}
+	claimed := p.claimGPUs(pod)
+	if len(claimed) == 0 {
+		return ids, true
+	}
+	ids = slices.DeleteFunc(ids, func(id int) bool { return claimed[id] })
+	return ids, len(ids) > 0
+}
+
+// namedGPUs returns the GPUs (by ID) the container's NVIDIA_VISIBLE_DEVICES
+// names, and whether it names only this machine's GPUs (see kubeletGPUs).
+func (p *Plugin) namedGPUs(ctr *api.Container) ([]int, bool) {
 	value := envValue(ctr.GetEnv(), kubelet.EnvVisibleDevices)
 	if value == "" {
 		return nil, false
@@ -49,6 +67,75 @@ func (p *Plugin) kubeletGPUs(ctr *api.Container) ([]int, bool) {
 	return ids, true
 }
 
+// claimant is a pod as the claims know it: its UID and namespace.
+type claimant struct{ uid, namespace string }
+
+// claimantOf returns the claimant of a sandbox.
+func claimantOf(sb *api.PodSandbox) claimant {
+	return claimant{uid: sb.GetUid(), namespace: sb.GetNamespace()}
+}
+
+// claimantOfAdmission returns the claimant of an admitted pod.
+func claimantOfAdmission(adm kubelet.Admission) claimant {
+	ns, _, _ := strings.Cut(adm.Pod, "/")
+	return claimant{uid: adm.UID, namespace: ns}
+}
+
+// claimGPUs returns the GPUs that the ResourceClaims the DRA role holds
+// for the pod hold, nil for none: those reserved for it (by UID,
+// kubelet.Node.ClaimsOfPod) and those of its namespace, since the kubelet
+// prepares a claim shared by several pods once, for the first of them.
+// A GPU a claim holds is in no container but through the claim's CDI
+// devices (decisions, the device plugin and the kubelet's GPUs are refused
+// it), so naming it means having it from the claim.
+func (p *Plugin) claimGPUs(pod claimant) map[int]bool {
+	var out map[int]bool
+	for _, c := range p.node.Claims() {
+		if c.Namespace != pod.namespace && !slices.ContainsFunc(c.Pods, func(r kubelet.ClaimConsumer) bool { return pod.uid != "" && r.UID == pod.uid }) {
+			continue
+		}
+		for _, g := range c.GPUs {
+			if out == nil {
+				out = map[int]bool{}
+			}
+			out[g] = true
+		}
+	}
+	return out
+}
+
+// containerClaimGPUs returns the GPUs of the pod's claims that the
+// container got from the DRA role's CDI spec (ascending): those whose
+// device node the container has, or, when the plugin does not know the
+// GPUs' nodes, those its NVIDIA_VISIBLE_DEVICES names.
+func (p *Plugin) containerClaimGPUs(ctr *api.Container, pod claimant) []int {
+	claimed := p.claimGPUs(pod)
+	if len(claimed) == 0 {
+		return nil
+	}
+	var out []int
+	if p.gpus != nil {
+		has := map[string]bool{}
+		for _, d := range ctr.GetLinux().GetDevices() {
+			has[d.GetPath()] = true
+		}
+		for g := range claimed {
+			if path, ok := p.gpus.Path(g); ok && has[path] {
+				out = append(out, g)
+			}
+		}
+	}
+	if ids, ok := p.namedGPUs(ctr); ok {
+		for _, g := range ids {
+			if claimed[g] && !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // containerShare returns the admission of a container of a pod with
 // exclusive resources with its GPUs narrowed to the container's share of
 // the decision's (what it is given, see [Plugin.CreateContainer]) and a
@@ -69,7 +156,7 @@ func (p *Plugin) containerShare(adm kubelet.Admission, spec *kube.Pod, ctr *api.
 			}
 		}
 	}
-	if ids, ok := p.kubeletGPUs(ctr); ok {
+	if ids, ok := p.kubeletGPUs(ctr, claimantOfAdmission(adm)); ok {
 		var share []kube.DecisionGPU
 		for _, g := range adm.GPUs {
 			if slices.Contains(ids, g.ID) {
@@ -109,7 +196,7 @@ func (p *Plugin) lookupSpec(ctx context.Context, sb *api.PodSandbox) *kube.Pod {
 // names only GPUs of its pod's decision (its share, as
 // [Plugin.CreateContainer] gives it).
 func (p *Plugin) withinDecision(ctr *api.Container, adm kubelet.Admission) bool {
-	ids, ok := p.kubeletGPUs(ctr)
+	ids, ok := p.kubeletGPUs(ctr, claimantOfAdmission(adm))
 	if !ok {
 		return false
 	}

@@ -230,7 +230,7 @@ func (p *Plugin) checkGPUsLocked(ctx context.Context, sb *api.PodSandbox, c *api
 	envOK := got == want || (got == "" && len(adm.GPUs) == 0) || got == "void"
 	if !envOK && p.withinDecision(c, adm) {
 		envOK = true
-		ids, _ := p.kubeletGPUs(c)
+		ids, _ := p.kubeletGPUs(c, claimantOfAdmission(adm))
 		share = nil
 		for _, g := range adm.GPUs {
 			if slices.Contains(ids, g.ID) {
@@ -240,6 +240,22 @@ func (p *Plugin) checkGPUsLocked(ctx context.Context, sb *api.PodSandbox, c *api
 	}
 	if got == "void" {
 		share = nil
+	}
+	// A container with GPUs of its pod's ResourceClaims (the DRA role's
+	// CDI spec names them in its NVIDIA_VISIBLE_DEVICES): the value may name
+	// those and its share of the decision.
+	if claimed := p.claimGPUs(claimantOfAdmission(adm)); !envOK && len(claimed) > 0 {
+		if ids, ok := p.namedGPUs(c); ok {
+			envOK = true
+			share = nil
+			for _, id := range ids {
+				if g, in := decisionGPU(adm, id); in {
+					share = append(share, g)
+				} else if !claimed[id] {
+					envOK = false
+				}
+			}
+		}
 	}
 	var missing []string
 	if p.gpus != nil {

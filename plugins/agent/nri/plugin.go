@@ -424,7 +424,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.log.InfoContext(ctx, "synchronize: updating a container's cpuset", "pod", key, "container", c.GetName(),
 				"id", ctr.id, "cpus", p.cpusOf(adm), "mems", p.memsOf(adm))
 		}
-		if ids, ok := p.kubeletGPUs(c); ok && adm.Source == kubelet.SharedPool {
+		if ids, ok := p.kubeletGPUs(c, claimantOf(running[key])); ok && adm.Source == kubelet.SharedPool {
 			if err := p.node.SetKubeletGPUs(key, c.GetName(), ids); err != nil {
 				msg := fmt.Sprintf("pod %s runs container %s with GPUs %v from the kubelet that it cannot have (%v); "+
 					"the GPU is in two containers until one of the pods is deleted", key, c.GetName(), ids, err)
@@ -499,7 +499,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	shareFrom := ""
 	if adm.Source != kubelet.SharedPool {
 		adm, shareFrom = p.containerShare(adm, spec, ctr)
-	} else if ids, ok := p.kubeletGPUs(ctr); ok {
+	} else if ids, ok := p.kubeletGPUs(ctr, claimantOf(sb)); ok {
 		// The kubelet's GPUs of a pod outside numaplace's decisions: never
 		// one a decision holds.
 		if err := p.node.SetKubeletGPUs(adm.Pod, ctr.GetName(), ids); err != nil {
@@ -526,16 +526,36 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 	}
 	shared := adm.Source == kubelet.SharedPool
 	if !shared {
-		for _, e := range adm.Env() {
-			k, v, _ := strings.Cut(e, "=")
-			adj.AddEnv(k, v)
+		// The GPUs of the pod's ResourceClaims that the container got
+		// through CDI stay: NVIDIA_VISIBLE_DEVICES names them with the
+		// decision's share (or is left as CDI set it when the share is
+		// empty), and their device nodes are not removed.
+		claimed := p.containerClaimGPUs(ctr, claimantOf(sb))
+		switch {
+		case len(claimed) == 0:
+			for _, e := range adm.Env() {
+				k, v, _ := strings.Cut(e, "=")
+				adj.AddEnv(k, v)
+			}
+		case len(adm.GPUs) > 0:
+			both := adm
+			both.GPUs = slices.Clone(adm.GPUs)
+			m := p.node.Machine()
+			for _, g := range claimed {
+				if _, in := decisionGPU(adm, g); !in {
+					gpu, _ := m.GPU(g)
+					both.GPUs = append(both.GPUs, kube.DecisionGPU{ID: g, UUID: gpu.UUID})
+				}
+			}
+			slices.SortFunc(both.GPUs, func(a, b kube.DecisionGPU) int { return cmp.Compare(a.ID, b.ID) })
+			adj.AddEnv(kubelet.EnvVisibleDevices, both.VisibleDevices())
 		}
-		if err := p.adjustDevicesLocked(adj, adm); err != nil {
+		if err := p.adjustDevicesLocked(adj, adm, p.claimGPUs(claimantOf(sb))); err != nil {
 			p.log.ErrorContext(ctx, "CreateContainer: cannot give the container its GPUs", "pod", adm.Pod,
 				"container", ctr.GetName(), "error", err)
 			return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
 		}
-	} else if err := p.allocatedDevicesLocked(adj, ctr); err != nil {
+	} else if err := p.allocatedDevicesLocked(adj, ctr, claimantOf(sb)); err != nil {
 		p.log.ErrorContext(ctx, "CreateContainer: cannot give the container the GPUs the kubelet allocated it", "pod", adm.Pod,
 			"container", ctr.GetName(), "error", err)
 		return nil, nil, fmt.Errorf("numaplace: pod %s, container %s: %w", adm.Pod, ctr.GetName(), err)
@@ -572,8 +592,9 @@ func (p *Plugin) mems(adm kubelet.Admission) string {
 
 // adjustDevicesLocked gives the container the device nodes of the
 // admission's GPUs (with the driver's control nodes) and removes those of
-// the machine's other GPUs, when the plugin knows the GPUs' nodes.
-func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.Admission) error {
+// the machine's other GPUs but the pod's claims' (claimed, which the DRA
+// role's CDI spec gave), when the plugin knows the GPUs' nodes.
+func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.Admission, claimed map[int]bool) error {
 	if p.gpus == nil {
 		return nil
 	}
@@ -582,6 +603,10 @@ func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.A
 	for i, g := range adm.GPUs {
 		ids[i] = g.ID
 		path, _ := p.gpus.Path(g.ID)
+		keep[path] = true
+	}
+	for g := range claimed {
+		path, _ := p.gpus.Path(g)
 		keep[path] = true
 	}
 	nodes, err := p.gpus.For(ids)
@@ -606,11 +631,11 @@ func (p *Plugin) adjustDevicesLocked(adj *api.ContainerAdjustment, adm kubelet.A
 // A value that does not name only this machine's GPUs, by UUID or index
 // ("all", "void", another plugin's names), is left alone, and so is every
 // container when the plugin does not know the GPUs' nodes.
-func (p *Plugin) allocatedDevicesLocked(adj *api.ContainerAdjustment, ctr *api.Container) error {
+func (p *Plugin) allocatedDevicesLocked(adj *api.ContainerAdjustment, ctr *api.Container, pod claimant) error {
 	if p.gpus == nil {
 		return nil
 	}
-	ids, ok := p.kubeletGPUs(ctr)
+	ids, ok := p.kubeletGPUs(ctr, pod)
 	if !ok {
 		return nil
 	}
@@ -748,6 +773,16 @@ func gpuIDs(a kubelet.Admission) []int {
 
 // envValue returns the value of name in a "NAME=value" environment, or ""
 // when absent.
+// decisionGPU returns the admission's GPU with the given ID, and whether it
+// has it.
+func decisionGPU(adm kubelet.Admission, id int) (kube.DecisionGPU, bool) {
+	i := slices.IndexFunc(adm.GPUs, func(g kube.DecisionGPU) bool { return g.ID == id })
+	if i < 0 {
+		return kube.DecisionGPU{}, false
+	}
+	return adm.GPUs[i], true
+}
+
 func envValue(env []string, name string) string {
 	for _, e := range slices.Backward(env) {
 		if k, v, ok := strings.Cut(e, "="); ok && k == name {

@@ -11,7 +11,12 @@
 //     every admission, removal and health change (at most once per
 //     --report-interval, retried with backoff);
 //   - the device plugin (--device-plugin): the node's GPUs as
-//     --resource-name through the kubelet's device-plugin API.
+//     --resource-name through the kubelet's device-plugin API;
+//   - the DRA driver (--dra, off by default): the node's GPUs and RDMA NICs
+//     as ResourceSlices of the driver --dra-driver-name (gpu.numaplace.io),
+//     and the claims the kubelet prepares through CDI specs in --cdi-root.
+//     With the device plugin on too, --dra-gpus must say which GPUs the
+//     DRA driver serves (the device plugin serves the others).
 //
 // Usage:
 //
@@ -22,6 +27,9 @@
 //	                [--device-plugin=BOOL] [--kubelet-socket-dir DIR]
 //	                [--resource-name NAME] [--dev-root DIR] [--health-interval D]
 //	                [--pod-resources-socket PATH] [--metrics-address ADDR]
+//	                [--dra=BOOL] [--dra-driver-name NAME] [--dra-gpus LIST]
+//	                [--dra-list-attributes=BOOL] [--kubelet-plugins-dir DIR]
+//	                [--kubelet-registry-dir DIR] [--cdi-root DIR]
 //	                [--log-level LEVEL]
 //
 // The exit status is 2 for bad flags, 1 when the machine, the checkpoint,
@@ -52,12 +60,16 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/plugins/agent/cluster"
 	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
 	"github.com/numaplace/numaplace/plugins/agent/devices"
+	"github.com/numaplace/numaplace/plugins/agent/dra"
 	"github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/plugins/agent/reporter"
 	"github.com/numaplace/numaplace/topology"
@@ -99,6 +111,14 @@ type config struct {
 	podResources     string
 	metricsAddress   string
 
+	dra               bool
+	draDriverName     string
+	draGPUs           []int // nil: every GPU
+	draListAttributes bool
+	kubeletPluginsDir string
+	kubeletRegistry   string
+	cdiRoot           string
+
 	logLevel slog.Level
 }
 
@@ -133,11 +153,18 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (co
 
 	fs.StringVar(&c.podResources, "pod-resources-socket", deviceplugin.PodResourcesSocket, "the kubelet's pod-resources API socket `path`, which tells the device plugin which pod the kubelet is admitting (\"\": guess it from the API server's pods alone)")
 	fs.StringVar(&c.metricsAddress, "metrics-address", "", "serve the agent's Prometheus metrics on http://`addr`/metrics, such as :9464 (\"\": not served)")
+	fs.BoolVar(&c.dra, "dra", false, "run the DRA driver: publish the GPUs and RDMA NICs as ResourceSlices and prepare the claims allocated them")
+	fs.StringVar(&c.draDriverName, "dra-driver-name", dra.DriverName, "the DRA driver `name` (the DeviceClasses' selectors and the CDI vendor name it)")
+	draGPUs := fs.String("dra-gpus", "", "the GPUs (a `list` of indices such as 0-3,6) the DRA driver serves, the device plugin serving the others (default: every GPU; required when both roles run)")
+	fs.BoolVar(&c.draListAttributes, "dra-list-attributes", false, "publish resource.kubernetes.io/numaNode as a list (the node first, then its same-socket nodes at the least distance); only when the cluster's DRAListTypeAttributes feature gate is on")
+	fs.StringVar(&c.kubeletPluginsDir, "kubelet-plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugin `dir`; the DRA driver's socket goes in <dir>/<driver name>/")
+	fs.StringVar(&c.kubeletRegistry, "kubelet-registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration `dir`")
+	fs.StringVar(&c.cdiRoot, "cdi-root", dra.DefaultCDIRoot, "the `dir` where the DRA driver writes the claims' CDI specs (one of the runtime's CDI spec directories)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: numaplace-agent [flags]\n\n"+
 			"numaplace's node daemon: the NRI agent that applies the pods' numaplace.io/allocation decisions,\n"+
-			"the topology reporter (node annotation and NodeResourceTopology) and the GPU device plugin.\n\nFlags:\n")
+			"the topology reporter (node annotation and NodeResourceTopology), the GPU device plugin and the DRA driver.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -146,19 +173,41 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (co
 		}
 		return c, reportedError{err} // the flag package has printed it with the usage
 	}
+	draGPUsSet := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "name":
 			c.nameSet = true
 		case "index":
 			c.indexSet = true
+		case "dra-gpus":
+			draGPUsSet = true
 		}
 	})
+	if draGPUsSet {
+		set, err := numa.ParseCPUSet(*draGPUs) // a list of small integers
+		if err != nil {
+			return c, fmt.Errorf("--dra-gpus %q: not a list of GPU indices such as 0-3,6: %w", *draGPUs, err)
+		}
+		c.draGPUs = []int{}
+		for id := range set.All() {
+			c.draGPUs = append(c.draGPUs, id)
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected argument %q (numaplace-agent takes flags only)", fs.Arg(0))
-	case !c.nri && !c.reporter && !c.devicePlugin:
-		return c, errors.New("--nri, --reporter and --device-plugin are all false: nothing to run")
+	case !c.nri && !c.reporter && !c.devicePlugin && !c.dra:
+		return c, errors.New("--nri, --reporter, --device-plugin and --dra are all false: nothing to run")
+	case c.dra && c.devicePlugin && c.draGPUs == nil:
+		return c, errors.New("--dra and --device-plugin would both serve the node's GPUs: turn the device plugin off " +
+			"(--device-plugin=false) or say which GPUs the DRA driver serves with --dra-gpus LIST (the device plugin serves the others)")
+	case c.draGPUs != nil && !c.dra:
+		return c, errors.New("--dra-gpus is given but --dra is not on")
+	case c.dra && c.nodeName == "":
+		return c, errors.New("the DRA driver needs the node's name (its pool): set --node-name or NODE_NAME")
+	case c.dra && (c.kubeletPluginsDir == "" || c.kubeletRegistry == "" || c.cdiRoot == ""):
+		return c, errors.New("--kubelet-plugins-dir, --kubelet-registry-dir and --cdi-root must not be empty with --dra")
 	case c.topology != "" && c.preset != "":
 		return c, errors.New("--topology and --preset both name the machine; give one")
 	case c.preset != "" && !slices.Contains(topology.PresetNames(), c.preset):
@@ -181,6 +230,11 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (co
 			return c, fmt.Errorf("--resource-name %q: %w", c.resourceName, err)
 		}
 	}
+	if c.dra {
+		if err := checkDriverName(c.draDriverName); err != nil {
+			return c, fmt.Errorf("--dra-driver-name %q: %w", c.draDriverName, err)
+		}
+	}
 	if err := api.CheckPluginName(c.name); err != nil {
 		return c, fmt.Errorf("--name: %w", err)
 	}
@@ -199,6 +253,21 @@ func checkResourceName(name string) error {
 		return errors.New("not an extended resource name of the form domain/name, such as aliyun.com/gpu")
 	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
 		return errors.New("the kubernetes.io domain is reserved for Kubernetes' own resources")
+	}
+	return nil
+}
+
+// checkDriverName checks that name can be a DRA driver name (a DNS
+// subdomain of at most 63 characters, lower case) and a CDI vendor name.
+func checkDriverName(name string) error {
+	if len(name) > 63 {
+		return errors.New("longer than 63 characters")
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	if err := cdiparser.ValidateVendorName(name); err != nil {
+		return err
 	}
 	return nil
 }
@@ -283,6 +352,21 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	if err != nil {
 		return fail("cannot read the GPUs' device minors", err)
 	}
+	var dpGPUs []int // the GPUs the device plugin serves; nil: all
+	if c.draGPUs != nil {
+		dpGPUs = []int{}
+		for _, g := range m.GPUs() {
+			if !slices.Contains(c.draGPUs, g.ID) {
+				dpGPUs = append(dpGPUs, g.ID)
+			}
+		}
+		for _, id := range c.draGPUs {
+			if _, ok := m.GPU(id); !ok {
+				fmt.Fprintf(stderr, "numaplace-agent: --dra-gpus: GPU %d is not a GPU of this machine (it has %d)\n", id, m.NumGPUs())
+				return 2
+			}
+		}
+	}
 	if c.checkpoint == "" {
 		log.Warn("no checkpoint: the state is kept in memory only and rebuilt from the running pods' decisions at every start")
 	} else if err := os.MkdirAll(filepath.Dir(c.checkpoint), 0o755); err != nil {
@@ -303,7 +387,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	log.Info("node agent ready", "machine", m.Name(), "numaNodes", m.NumNodes(), "cpus", m.NumCPUs(),
 		"gpus", m.NumGPUs(), "checkpoint", c.checkpoint, "admitted", len(node.Admissions()),
-		"sharedPool", node.SharedPool().String(), "nri", c.nri, "reporter", c.reporter, "devicePlugin", c.devicePlugin)
+		"sharedPool", node.SharedPool().String(), "nri", c.nri, "reporter", c.reporter, "devicePlugin", c.devicePlugin,
+		"dra", c.dra, "claims", len(node.Claims()))
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -348,7 +433,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 5)
 	start := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -379,7 +464,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		// nodes that NRI could not take out again for a decision naming
 		// other GPUs.
 		opts := deviceplugin.Options{SocketDir: c.kubeletSocketDir, ResourceName: c.resourceName,
-			NoDeviceNodes: c.nri, HealthInterval: health, OnChange: notify, Events: events, Logger: log}
+			NoDeviceNodes: c.nri, HealthInterval: health, OnChange: notify, Events: events, Logger: log, GPUs: dpGPUs}
 		if pods != nil {
 			opts.Pods = pods
 			if c.podResources != "" {
@@ -392,6 +477,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 			return fail("cannot create the device plugin", err)
 		}
 		start("device plugin", dp.Run)
+	}
+	if c.dra {
+		d, client, err := newDRA(c, m, node, gpus, notify, log)
+		if err != nil {
+			stop()
+			wg.Wait()
+			return fail("cannot create the DRA driver", err)
+		}
+		start("DRA driver", func(ctx context.Context) error {
+			return d.Run(ctx, dra.RunOptions{Client: client, PluginDir: c.kubeletPluginsDir, RegistryDir: c.kubeletRegistry})
+		})
 	}
 	var plugin *nri.Plugin
 	if c.nri {
@@ -440,6 +536,37 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		wg.Wait()
 		return fail("a role stopped", err)
 	}
+}
+
+// newDRA returns the DRA role over the node and its Kubernetes client.
+func newDRA(c config, m *topology.Machine, node *kubelet.Node, gpus *devices.GPUs, notify func(), log *slog.Logger) (*dra.Driver, kubernetes.Interface, error) {
+	cfg, err := cluster.Config(c.kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	nics, err := devices.NewNICs(m, c.devRoot, os.DirFS(c.sysfsRoot))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the RDMA NICs' device nodes: %w", err)
+	}
+	var roots map[string]string
+	if sys, ok := os.DirFS(filepath.Join(c.sysfsRoot, "sys")).(fs.ReadLinkFS); ok {
+		roots = dra.PCIeRoots(m, sys)
+	}
+	health := c.healthInterval
+	if health == 0 {
+		health = -1
+	}
+	d, err := dra.New(node, gpus, nics, dra.Options{DriverName: c.draDriverName, NodeName: c.nodeName, CDIRoot: c.cdiRoot,
+		ListAttributes: c.draListAttributes, PCIeRoots: roots, GPUs: c.draGPUs, HealthInterval: health,
+		OnChange: notify, Logger: log.With("role", "dra")})
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, client, nil
 }
 
 // ReasonCheckpointSetAside is the reason of the Warning event on the Node

@@ -70,6 +70,13 @@ type ControlPlane struct {
 // the API server is ready and has made the default namespace.
 func Start(t testing.TB) *ControlPlane {
 	t.Helper()
+	return StartWithArgs(t)
+}
+
+// StartWithArgs is [Start] with more kube-apiserver arguments, such as
+// "--feature-gates=DRAListTypeAttributes=true" (given after Start's own).
+func StartWithArgs(t testing.TB, extra ...string) *ControlPlane {
+	t.Helper()
 	apiserverBin, etcdBin := binaries(t)
 	dir := t.TempDir()
 	etcdPort, peerPort := freePort(t), freePort(t)
@@ -106,6 +113,7 @@ func Start(t testing.TB) *ControlPlane {
 		// not-ready taint.
 		"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
 		"--v", "1"}}
+	c.args = append(c.args, extra...)
 	c.Config = &rest.Config{Host: "https://127.0.0.1:" + strconv.Itoa(port), BearerToken: Token,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 200}
 	c.StartAPIServer()

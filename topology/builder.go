@@ -123,9 +123,9 @@ func devItem(i int, d Device) string { return fmt.Sprintf("devices[%d] (id %s)",
 // other than "gpu", unique per class; device and GPU nodes known or -1;
 // NVLinks between two distinct GPU IDs (not necessarily listed) with a
 // positive count, each pair once; a GPU memory node (Node.GPUMemory)
-// without CPUs, of a listed GPU, at most one per GPU, and no GPU whose
-// NUMA node is a GPU memory node (the error names the nearest node with
-// CPUs, the one to give instead); NUMA sets a partition of the nodes; CPU
+// without CPUs, of a listed GPU, at most one per GPU, and no GPU or device
+// whose NUMA node is a GPU memory node (the error names the nearest node
+// with CPUs, the one to give instead); NUMA sets a partition of the nodes; CPU
 // numbers at most numa.MaxCPUID; the sum of the nodes' memory within an
 // int64; the name and every GPU and device string valid UTF-8.
 //
@@ -236,6 +236,9 @@ func (b *Builder) Build() (*Machine, error) {
 		return nil, err
 	}
 	if err := m.buildDevices(b.devices); err != nil {
+		return nil, err
+	}
+	if err := m.checkDeviceNodes(); err != nil {
 		return nil, err
 	}
 	if err := m.buildSets(b.sets); err != nil {
@@ -541,6 +544,26 @@ func (m *Machine) buildKinds(nodes []Node) error {
 		}
 		return invalid(gpuItem(i, g), "numaNode %d is the memory of GPU %d, not a node with CPUs: "+
 			"give the node with CPUs the GPU is attached to (%s)", g.NUMANode, m.nodes[j].GPU, hint)
+	}
+	return nil
+}
+
+// checkDeviceNodes refuses a device whose NUMA node is a GPU memory node,
+// as buildKinds refuses such a GPU; the error names the device by class and
+// ID.
+func (m *Machine) checkDeviceNodes() error {
+	for _, d := range m.devices {
+		j, ok := m.NodeIndex(d.NUMANode)
+		if !ok || !m.kinds[NodeGPUMemory].Contains(j) {
+			continue
+		}
+		hint := "the machine has no node with CPUs"
+		if near, ok := m.nearestCPUNode(j); ok {
+			hint = fmt.Sprintf("the nearest by distance is %d", m.nodes[near].ID)
+		}
+		return invalid(fmt.Sprintf("device %s/%s", quote.Bare(d.Class), quote.Bare(d.ID)),
+			"numaNode %d is the memory of GPU %d, not a node with CPUs: give the node with CPUs the device is attached to (%s)",
+			d.NUMANode, m.nodes[j].GPU, hint)
 	}
 	return nil
 }

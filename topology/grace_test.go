@@ -103,6 +103,12 @@ func TestGPUMemoryNodeRules(t *testing.T) {
 			b.AddGPU(topology.GPU{ID: 0, NUMANode: 2})
 		}, "gpus[0] (id 0): numaNode 2 is the memory of GPU 0, not a node with CPUs: " +
 			"give the node with CPUs the GPU is attached to (the nearest by distance is 0)"},
+		{"NIC on a GPU memory node", func(b *topology.Builder) {
+			b.AddNode(topology.Node{ID: 2, Socket: -1, MemoryMiB: 1, GPUMemory: true})
+			b.AddGPU(topology.GPU{ID: 0, NUMANode: 1})
+			b.AddDevice(topology.Device{ID: "mlx5_0", Class: "rdma", NUMANode: 2})
+		}, "device rdma/mlx5_0: numaNode 2 is the memory of GPU 0, not a node with CPUs: " +
+			"give the node with CPUs the device is attached to (the nearest by distance is 0)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

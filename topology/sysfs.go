@@ -149,7 +149,8 @@ const (
 //     names its own memory, as on Grace machines) is placed on the
 //     nearest node with CPUs by the distance table; on a tie, the one
 //     whose CPUs hold the GPU's local CPUs, else the lowest ID. Its memory
-//     node stays in the machine, with its distances.
+//     node stays in the machine, with its distances. An RDMA device whose
+//     node is a GPU memory node is placed the same way.
 //   - A GPU's BusID is its PCI address; GPU IDs are 0, 1, 2, ... in
 //     ascending bus-ID order (domain, bus, device, function), nvidia-smi's
 //     default PCI order. Its UUID is the "GPU UUID" of
@@ -329,6 +330,7 @@ type discovery struct {
 	gpuDirs []string // directory each GPU's attributes are read from
 	gpuNV   []bool   // whether each GPU is NVIDIA's
 	devs    []Device // RDMA devices
+	devDirs []string // directory each device's attributes are read from
 
 	pciList    []pciDevice // pciDevices' answer, once read
 	pciListed  bool
@@ -1213,6 +1215,7 @@ func (d *discovery) readRDMA() error {
 				BusID:      dev.bus,
 				PCIeSwitch: pcieSwitch(dev.path),
 			})
+			d.devDirs = append(d.devDirs, dev.dir)
 		}
 	}
 	return nil
@@ -1289,6 +1292,21 @@ func (d *discovery) readGPUMemoryNodes() error {
 			d.gpus[gi].NUMANode = d.nodes[near].ID
 		} else {
 			d.gpus[gi].NUMANode = UnknownNode
+		}
+	}
+	for di, dv := range d.devs { // an RDMA NIC likewise
+		i := d.nodeIndex(dv.NUMANode)
+		if i < 0 || !d.nodes[i].GPUMemory {
+			continue
+		}
+		near, err := d.nearestCPUNode(i, d.devDirs[di])
+		if err != nil {
+			return err
+		}
+		if near >= 0 {
+			d.devs[di].NUMANode = d.nodes[near].ID
+		} else {
+			d.devs[di].NUMANode = UnknownNode
 		}
 	}
 	for i := range d.nodes {

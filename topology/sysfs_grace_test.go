@@ -26,6 +26,7 @@ type graceTree struct {
 	pciOnMemory bool
 	noLocal     bool
 	noStatus    bool // no proc/driver/nvidia (a copy of /sys alone)
+	nics        bool // an RDMA NIC mlx5_<g> beside each GPU, on the same numa_node
 	dist        func(i, j int) int
 }
 
@@ -72,11 +73,20 @@ func (g graceTree) fs(t *testing.T) fstest.MapFS {
 			p.local = fmt.Sprintf("%d-%d", 72*grace, 72*grace+71)
 		}
 		f.pci = append(f.pci, p)
+		if g.nics {
+			nic := p
+			nic.vendor, nic.class = "0x15b3", "0x020700"
+			nic.path = fmt.Sprintf("pci%s:00/%s:00:01.0/%s:02:00.0", dom, dom, dom)
+			f.pci = append(f.pci, nic)
+			status = append(status, fmt.Sprintf("sys/devices/%s/infiniband/mlx5_%d/node_type = 1: CA", nic.path, k))
+		}
 		status = append(status, fmt.Sprintf("proc/driver/nvidia/gpus/%s/numa_status = Node:      %d\nStatus:    online", g.bus[k], mem))
 	}
 	m := f.fs(t)
-	if !g.noStatus {
-		setTree(t, m, status...)
+	for _, l := range status {
+		if !g.noStatus || !strings.HasPrefix(l, "proc/") {
+			setTree(t, m, l)
+		}
 	}
 	return m
 }
@@ -241,4 +251,19 @@ func TestDiscoverNodeKinds(t *testing.T) {
 	require.Equal(t, UnknownSocket, got.Node(3).Socket)
 	require.EqualValues(t, 0, got.PodMemoryMiB(2))
 	require.EqualValues(t, 4096, got.PodMemoryMiB(3))
+}
+
+// TestDiscoverGraceNICs checks that an RDMA NIC whose PCI numa_node is a
+// GPU memory node, as its GPU's is on GB200, is placed on the Grace node
+// like the GPU, so that no device widens a span to GPU memory.
+func TestDiscoverGraceNICs(t *testing.T) {
+	g := gb200TrayTree()
+	g.nics = true
+	m, err := DiscoverFS(g.fs(t))
+	require.NoError(t, err)
+	var got []string
+	for _, d := range m.Devices() {
+		got = append(got, fmt.Sprintf("%s n%d", d.ID, d.NUMANode))
+	}
+	require.Equal(t, []string{"mlx5_0 n0", "mlx5_1 n0", "mlx5_2 n1", "mlx5_3 n1"}, got)
 }

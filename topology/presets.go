@@ -400,10 +400,12 @@ func graceBuilder(name string, sockets int, gpuSocket []int, gpuMemMiB int64, cp
 //   - Node 0: CPUs 0-71, socket 0, 480 GiB.
 //   - Node 1: the H100's memory, 96 GiB (its numa_status says "Node: 1"),
 //     socket 0. Nodes 2-8: MIG placeholders, no CPUs and no memory.
-//   - GPU 0 at 0009:01:00.0 (the GH200 address nvidia-smi shows), attached
-//     to node 0 (the GPU's own PCI numa_node may say 1, its memory).
-//   - Distances: 10 local and 80 between any two nodes, the SLIT
-//     numactl -H prints on GH200.
+//   - GPU 0 at 0009:01:00.0 (an address as nvidia-smi shows on GH200
+//     systems; not from the sources above), attached to node 0 (the GPU's
+//     own PCI numa_node may say 1, its memory).
+//   - Distances: 10 local and 80 between any two nodes. No published
+//     GH200 SLIT was found in the sources above: 80 is a modelled value;
+//     discovery does not depend on it.
 func gh200() (*Machine, error) {
 	return graceBuilder("gh200", 1, []int{0}, 96<<10, 0, []string{"0009:01:00.0"}).Build()
 }
@@ -423,8 +425,8 @@ func gh200() (*Machine, error) {
 //   - Nodes 0 and 1: the Grace CPUs, CPUs 0-71 and 72-143, 480 GiB each.
 //   - GPU g (0-3) on socket g/2: memory node 2+8g (2, 10, 18, 26) of 186
 //     GiB, placeholders 3+8g to 9+8g.
-//   - GPUs at 0008:01:00.0, 0009:01:00.0, 0018:01:00.0, 0019:01:00.0, the
-//     addresses nvidia-smi shows on GB200 trays.
+//   - GPUs at 0008:01:00.0, 0009:01:00.0, 0018:01:00.0, 0019:01:00.0
+//     (addresses as on GB200 trays; not from the sources above).
 //   - NVLink: each B200 has 18 NVLink 5 links into the rack's NVLink
 //     switches, so every pair reports NV18.
 //   - Distances: 10 local, 40 between the two Grace nodes (as on the Grace

@@ -10,10 +10,12 @@ import (
 )
 
 // benchPresets are the machines of the benchmark names of docs/design.md.
-var benchPresets = []string{"dgx-h100", "dgx-a100", "numa64"}
+var benchPresets = []string{"dgx-h100", "dgx-a100", "numa64", "gb200-tray"}
 
 // benchRequest is a typical pod for each machine: 4 GPUs and 24 CPUs on the
-// GPU servers; on numa64 a request of 2 GPUs and 16 CPUs.
+// GPU servers; on numa64 a request of 2 GPUs and 16 CPUs; on gb200-tray (34
+// NUMA nodes, 2 with CPUs) 2 GPUs, 24 CPUs and 64 GiB of memory, as
+// benchmarks/'s BenchmarkGraceAdmit.
 func benchRequest(preset string, p policy.Policy) allocator.Request {
 	r := allocator.Request{ID: "bench", CPUs: 24, GPUs: 4, Policy: p}
 	if preset == "dgx-a100" {
@@ -21,6 +23,9 @@ func benchRequest(preset string, p policy.Policy) allocator.Request {
 	}
 	if preset == "numa64" {
 		r.CPUs, r.GPUs = 16, 2
+	}
+	if preset == "gb200-tray" {
+		r.GPUs, r.MemoryMiB = 2, 64<<10
 	}
 	return r
 }

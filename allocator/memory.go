@@ -27,7 +27,7 @@ var (
 func newMemory(m *topology.Machine) *Memory {
 	mem := &Memory{m: m, capacity: make([]int64, m.NumNodes())}
 	for i := range mem.capacity {
-		mem.capacity[i] = m.Node(i).MemoryMiB
+		mem.capacity[i] = m.PodMemoryMiB(i)
 	}
 	mem.free = slices.Clone(mem.capacity)
 	return mem

@@ -122,7 +122,10 @@ func devItem(i int, d Device) string { return fmt.Sprintf("devices[%d] (id %s)",
 // non-negative; devices with an ID and a class
 // other than "gpu", unique per class; device and GPU nodes known or -1;
 // NVLinks between two distinct GPU IDs (not necessarily listed) with a
-// positive count, each pair once; NUMA sets a partition of the nodes; CPU
+// positive count, each pair once; a GPU memory node (Node.GPUMemory)
+// without CPUs, of a listed GPU, at most one per GPU, and no GPU or device
+// whose NUMA node is a GPU memory node (the error names the nearest node
+// with CPUs, the one to give instead); NUMA sets a partition of the nodes; CPU
 // numbers at most numa.MaxCPUID; the sum of the nodes' memory within an
 // int64; the name and every GPU and device string valid UTF-8.
 //
@@ -229,7 +232,13 @@ func (b *Builder) Build() (*Machine, error) {
 	if err := m.buildGPUs(b.gpus, b.nvlinks); err != nil {
 		return nil, err
 	}
+	if err := m.buildKinds(b.nodes); err != nil {
+		return nil, err
+	}
 	if err := m.buildDevices(b.devices); err != nil {
+		return nil, err
+	}
+	if err := m.checkDeviceNodes(); err != nil {
 		return nil, err
 	}
 	if err := m.buildSets(b.sets); err != nil {
@@ -499,6 +508,83 @@ func (m *Machine) buildGPUs(gpus []GPU, links []NVLink) error {
 		return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B))
 	})
 	return nil
+}
+
+// buildKinds checks the GPU memory nodes of nodes (in the order they were
+// added) and fills m.kinds.
+func (m *Machine) buildKinds(nodes []Node) error {
+	owner := make(map[int]int) // GPU ID -> index in nodes of its memory node
+	for i, n := range nodes {
+		if !n.GPUMemory {
+			continue
+		}
+		switch {
+		case !n.CPUs.IsEmpty():
+			return invalid(nodeItem(i, n), "a GPU memory node (of GPU %d) has no CPUs, found %s", n.GPU, shortSet(n.CPUs))
+		case !m.hasGPU(n.GPU):
+			return invalid(nodeItem(i, n), "the node is the memory of GPU %d, which the machine does not list", n.GPU)
+		}
+		if j, dup := owner[n.GPU]; dup {
+			return invalid(nodeItem(i, n), "GPU %d's memory is already node %d", n.GPU, nodes[j].ID)
+		}
+		owner[n.GPU] = i
+	}
+	for i := range m.nodes {
+		k := kindOf(&m.nodes[i])
+		m.kinds[k] = m.kinds[k].With(i)
+	}
+	for i, g := range m.gpus {
+		j, ok := m.NodeIndex(g.NUMANode)
+		if !ok || !m.kinds[NodeGPUMemory].Contains(j) {
+			continue
+		}
+		hint := "the machine has no node with CPUs"
+		if near, ok := m.nearestCPUNode(j); ok {
+			hint = fmt.Sprintf("the nearest by distance is %d", m.nodes[near].ID)
+		}
+		return invalid(gpuItem(i, g), "numaNode %d is the memory of GPU %d, not a node with CPUs: "+
+			"give the node with CPUs the GPU is attached to (%s)", g.NUMANode, m.nodes[j].GPU, hint)
+	}
+	return nil
+}
+
+// checkDeviceNodes refuses a device whose NUMA node is a GPU memory node,
+// as buildKinds refuses such a GPU; the error names the device by class and
+// ID.
+func (m *Machine) checkDeviceNodes() error {
+	for _, d := range m.devices {
+		j, ok := m.NodeIndex(d.NUMANode)
+		if !ok || !m.kinds[NodeGPUMemory].Contains(j) {
+			continue
+		}
+		hint := "the machine has no node with CPUs"
+		if near, ok := m.nearestCPUNode(j); ok {
+			hint = fmt.Sprintf("the nearest by distance is %d", m.nodes[near].ID)
+		}
+		return invalid(fmt.Sprintf("device %s/%s", quote.Bare(d.Class), quote.Bare(d.ID)),
+			"numaNode %d is the memory of GPU %d, not a node with CPUs: give the node with CPUs the device is attached to (%s)",
+			d.NUMANode, m.nodes[j].GPU, hint)
+	}
+	return nil
+}
+
+// hasGPU reports whether m lists the GPU with the given ID (m.gpus sorted).
+func (m *Machine) hasGPU(id int) bool {
+	_, ok := slices.BinarySearchFunc(m.gpus, id, func(g GPU, id int) int { return cmp.Compare(g.ID, id) })
+	return ok
+}
+
+// nearestCPUNode returns the dense index of the node with CPUs nearest to the
+// node at dense index i by distance (the lowest ID on a tie), and false
+// when no node has CPUs.
+func (m *Machine) nearestCPUNode(i int) (int, bool) {
+	best := -1
+	for j := range m.kinds[NodeCPU].All() {
+		if best < 0 || m.distances.At(i, j) < m.distances.At(i, best) {
+			best = j
+		}
+	}
+	return best, best >= 0
 }
 
 func (m *Machine) buildDevices(devs []Device) error {

@@ -72,6 +72,11 @@ type NodeSpec struct {
 	// MemoryMiB is the node's memory in MiB (JSON "memoryMiB"); 0 when
 	// absent, never negative.
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// GPUMemoryOf marks the node as the memory of the GPU with this ID,
+	// onlined as a NUMA node by the GPU's driver (JSON "gpuMemoryOf",
+	// optional; the node must have no CPUs). Such memory is never given to
+	// pods; see [Node.GPUMemory].
+	GPUMemoryOf *int `json:"gpuMemoryOf,omitempty"`
 }
 
 // GPUSpec is one GPU of a [Spec]. A missing id is the GPU's position in the
@@ -268,7 +273,11 @@ func (s *Spec) Build() (*Machine, error) {
 		if n.Socket == nil {
 			return nil, invalid(item, `"socket" is required (-1 when unknown)`)
 		}
-		b.AddNode(Node{ID: numa.NodeID(*n.ID), Socket: *n.Socket, CPUs: cpus, MemoryMiB: n.MemoryMiB})
+		node := Node{ID: numa.NodeID(*n.ID), Socket: *n.Socket, CPUs: cpus, MemoryMiB: n.MemoryMiB}
+		if n.GPUMemoryOf != nil {
+			node.GPUMemory, node.GPU = true, *n.GPUMemoryOf
+		}
+		b.AddNode(node)
 	}
 	if s.Distances != nil {
 		b.SetDistances(s.Distances)
@@ -338,8 +347,11 @@ func (m *Machine) Spec() Spec {
 	}
 	s := Spec{Name: m.name, Distances: m.distances.Rows()}
 	for _, n := range m.nodes {
-		s.NUMANodes = append(s.NUMANodes, NodeSpec{ID: ptr(int(n.ID)), Socket: ptr(n.Socket),
-			CPUs: ptr(n.CPUs.String()), MemoryMiB: n.MemoryMiB})
+		ns := NodeSpec{ID: ptr(int(n.ID)), Socket: ptr(n.Socket), CPUs: ptr(n.CPUs.String()), MemoryMiB: n.MemoryMiB}
+		if n.GPUMemory {
+			ns.GPUMemoryOf = ptr(n.GPU)
+		}
+		s.NUMANodes = append(s.NUMANodes, ns)
 	}
 	for _, set := range m.sets {
 		ids := []int{}

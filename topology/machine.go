@@ -28,8 +28,70 @@ type Node struct {
 	Socket int
 	// CPUs are the node's logical CPUs; empty for a CPU-less (HBM, CXL) node.
 	CPUs numa.CPUSet
-	// MemoryMiB is the node's memory in MiB.
+	// MemoryMiB is the node's memory in MiB. For a GPU memory node it is
+	// the GPU's memory, which pods are never given (see [NodeGPUMemory]).
 	MemoryMiB int64
+	// GPUMemory marks a CPU-less node that holds the memory of the GPU
+	// whose ID is GPU, onlined as a NUMA node by the GPU's driver (as the
+	// NVIDIA driver does on Grace and POWER9 machines, naming the node in
+	// /proc/driver/nvidia/gpus/BUS/numa_status). Such a node is never pod
+	// memory and never widens a span; see [NodeKind].
+	GPUMemory bool
+	// GPU is the ID of the GPU whose memory the node holds. It is meaningful
+	// only when GPUMemory is set (the zero value is GPU 0).
+	GPU int
+}
+
+// NodeKind says what a NUMA node holds, and so what pods may be given from
+// it. A machine derives it from the node: see [Machine.NodeKind].
+type NodeKind uint8
+
+// The kinds of NUMA node.
+const (
+	// NodeCPU is a node with CPUs (and usually memory).
+	NodeCPU NodeKind = iota
+	// NodeMemory is a node of plain memory without CPUs, such as HBM in
+	// flat mode or a CXL memory expander: pods may be given its memory, by
+	// its distance to their CPUs' nodes as for any node.
+	NodeMemory
+	// NodeGPUMemory is a GPU's memory onlined as a NUMA node (its
+	// [Node.GPUMemory] is set): never handed out as pod memory, never part
+	// of a span.
+	NodeGPUMemory
+	// NodePlaceholder is a node with neither CPUs nor memory (such as the
+	// nodes Grace machines reserve for MIG instances): it holds nothing and
+	// is ignored.
+	NodePlaceholder
+)
+
+// String returns "cpu", "memory", "gpuMemory" or "placeholder".
+func (k NodeKind) String() string {
+	switch k {
+	case NodeCPU:
+		return "cpu"
+	case NodeMemory:
+		return "memory"
+	case NodeGPUMemory:
+		return "gpuMemory"
+	case NodePlaceholder:
+		return "placeholder"
+	}
+	return fmt.Sprintf("NodeKind(%d)", uint8(k))
+}
+
+// kindOf returns the kind of node n: NodeCPU with CPUs, else NodeGPUMemory
+// when it is a GPU's memory, else NodeMemory with memory, else
+// NodePlaceholder.
+func kindOf(n *Node) NodeKind {
+	switch {
+	case !n.CPUs.IsEmpty():
+		return NodeCPU
+	case n.GPUMemory:
+		return NodeGPUMemory
+	case n.MemoryMiB > 0:
+		return NodeMemory
+	}
+	return NodePlaceholder
 }
 
 // Core is one physical core: a group of SMT sibling threads.
@@ -60,7 +122,9 @@ type GPU struct {
 	UUID string
 	// MemoryMiB is the GPU's own memory in MiB, as nvidia-smi reports its
 	// total memory; 0 when unknown, never negative (optional). Discovery
-	// leaves it 0; presets set it where the GPU model is published.
+	// gives it only to a GPU whose memory is a NUMA node (Grace, POWER9):
+	// that node's MemTotal; presets set it where the GPU model is
+	// published, and on Grace presets as the memory node's size.
 	MemoryMiB int64
 }
 
@@ -103,7 +167,8 @@ type NVLink struct {
 // [Machine.MarshalJSON], [Machine.WriteJSON] and [Machine.Picture] return an
 // error. The accessors that take a dense index ([Machine.Node],
 // [Machine.NodeCPUs], [Machine.NodeID], [Machine.CoreCPUs],
-// [Machine.CoreNode], [Machine.SetOf]) panic on an index out of range, as a
+// [Machine.CoreNode], [Machine.SetOf], [Machine.NodeKind],
+// [Machine.PodMemoryMiB]) panic on an index out of range, as a
 // slice does; a nil machine has no index in range.
 type Machine struct {
 	name      string
@@ -122,6 +187,7 @@ type Machine struct {
 	cpuNode   []int16 // cpu -> dense node index, -1 when absent
 	cpuCore   []int32 // cpu -> core index, -1 when absent
 	threads   int     // threads of the largest core
+	kinds     [NodePlaceholder + 1]numa.Mask
 }
 
 // noMachine is what a nil *Machine reads as.
@@ -163,6 +229,44 @@ func (m *Machine) Node(i int) Node {
 	n := m.nodes[i]
 	n.CPUs = n.CPUs.Clone()
 	return n
+}
+
+// NodeKind returns the kind of the node at dense index i: [NodeCPU] when it
+// has CPUs, else [NodeGPUMemory] when it is a GPU's memory, else
+// [NodeMemory] when it has memory, else [NodePlaceholder]. It panics when i
+// is out of range.
+func (m *Machine) NodeKind(i int) NodeKind { return kindOf(&m.nodes[i]) }
+
+// NodesOfKind returns the mask of the nodes of kind k (empty for a kind
+// that does not exist).
+func (m *Machine) NodesOfKind(k NodeKind) numa.Mask {
+	m = m.orEmpty()
+	if int(k) >= len(m.kinds) {
+		return 0
+	}
+	return m.kinds[k]
+}
+
+// PodMemoryMiB returns the memory pods may be given on the node at dense
+// index i: its MemoryMiB, or 0 for a GPU memory node. It panics when i is
+// out of range.
+func (m *Machine) PodMemoryMiB(i int) int64 {
+	if m.nodes[i].GPUMemory {
+		return 0
+	}
+	return m.nodes[i].MemoryMiB
+}
+
+// GPUMemoryNode returns the ID of the NUMA node holding the memory of the
+// GPU with the given ID, and false when the machine has no such node.
+func (m *Machine) GPUMemoryNode(gpu int) (numa.NodeID, bool) {
+	m = m.orEmpty()
+	for i := range m.kinds[NodeGPUMemory].All() {
+		if m.nodes[i].GPU == gpu {
+			return m.nodes[i].ID, true
+		}
+	}
+	return 0, false
 }
 
 // Nodes returns every NUMA node in ascending ID order (copies).

@@ -12,6 +12,7 @@ import (
 // Machine doc says, panic on one out of range (every index of a nil machine).
 var panicsOnIndex = map[string]bool{
 	"Node": true, "NodeCPUs": true, "NodeID": true, "CoreCPUs": true, "CoreNode": true, "SetOf": true,
+	"NodeKind": true, "PodMemoryMiB": true,
 }
 
 // TestNilMachine calls every exported method of *Machine on a nil machine

@@ -54,7 +54,9 @@ type Marks struct {
 // logical CPU grouped by core ("[ab][..]", a core's CPUs in ascending
 // order, each line labelled with the CPUs it shows, siblings included), and its GPUs and other devices grouped
 // under their PCIe switch (GPUs with their mark and bus ID); nodes of
-// unknown socket after the sockets; GPUs and devices of unknown NUMA node in
+// unknown socket after the sockets (a GPU's memory node says whose, a
+// placeholder without CPUs or memory that holds no device is listed on one
+// "NUMA placeholders" line instead); GPUs and devices of unknown NUMA node in
 // a section of their own; NVLinks; the NUMA sets; and the distance table
 // (in full up to 16 nodes, else one line per node grouping the other nodes
 // by distance). Node numbers are IDs, not dense indices.
@@ -230,7 +232,21 @@ func (p *painter) header() {
 	if len(m.sockets) > 0 {
 		parts = append(parts, plural(len(m.sockets), "socket", "sockets"))
 	}
-	parts = append(parts, plural(len(m.nodes), "NUMA node", "NUMA nodes"),
+	nodes := plural(len(m.nodes), "NUMA node", "NUMA nodes")
+	if gm, ph := m.kinds[NodeGPUMemory].Count(), m.kinds[NodePlaceholder].Count(); gm+ph > 0 {
+		nodes += fmt.Sprintf(" (%d with CPUs", m.kinds[NodeCPU].Count())
+		if pm := m.kinds[NodeMemory].Count(); pm > 0 {
+			nodes += fmt.Sprintf(", %d of plain memory", pm)
+		}
+		if gm > 0 {
+			nodes += fmt.Sprintf(", %d of GPU memory", gm)
+		}
+		if ph > 0 {
+			nodes += ", " + plural(ph, "placeholder", "placeholders")
+		}
+		nodes += ")"
+	}
+	parts = append(parts, nodes,
 		fmt.Sprintf("%s on %s", plural(m.NumCPUs(), "CPU", "CPUs"), plural(len(m.cores), "core", "cores")))
 	if r := m.reserved.Size(); r > 0 {
 		parts = append(parts, fmt.Sprintf("%d reserved", r))
@@ -285,14 +301,15 @@ func idList(ids []numa.NodeID) string {
 
 func (p *painter) sockets() {
 	m := p.m
+	bare := p.barePlaceholders()
 	unknown := false
-	for _, n := range m.nodes {
-		unknown = unknown || n.Socket == UnknownSocket
+	for i, n := range m.nodes {
+		unknown = unknown || n.Socket == UnknownSocket && !bare.Contains(i)
 	}
 	for _, s := range m.sockets {
 		p.line("socket " + strconv.Itoa(s))
 		for i, n := range m.nodes {
-			if n.Socket == s {
+			if n.Socket == s && !bare.Contains(i) {
 				p.node(i)
 			}
 		}
@@ -304,20 +321,46 @@ func (p *painter) sockets() {
 			p.line("NUMA nodes (no socket information)")
 		}
 		for i, n := range m.nodes {
-			if n.Socket == UnknownSocket {
+			if n.Socket == UnknownSocket && !bare.Contains(i) {
 				p.node(i)
 			}
 		}
 	}
+	if bare != 0 {
+		p.wrap("NUMA placeholders (no CPUs, no memory): ", "  ", strings.Split(idList(m.IDsOf(bare)), ","), ",")
+	}
+}
+
+// barePlaceholders returns the placeholder nodes without a GPU or device:
+// the picture lists them on one line instead of node by node.
+func (p *painter) barePlaceholders() numa.Mask {
+	m := p.m
+	bare := m.kinds[NodePlaceholder]
+	for _, g := range m.gpus {
+		if i, ok := m.NodeIndex(g.NUMANode); ok {
+			bare = bare.Without(i)
+		}
+	}
+	for _, d := range m.devices {
+		if i, ok := m.NodeIndex(d.NUMANode); ok {
+			bare = bare.Without(i)
+		}
+	}
+	return bare
 }
 
 func (p *painter) node(i int) {
 	m := p.m
 	n := m.nodes[i]
 	head := fmt.Sprintf("  node %d: %s", n.ID, memory(n.MemoryMiB))
-	if n.CPUs.IsEmpty() {
+	switch {
+	case n.GPUMemory:
+		p.line(head + fmt.Sprintf(", no CPUs: GPU %d's memory (not pod memory)", n.GPU))
+	case n.CPUs.IsEmpty() && n.MemoryMiB == 0:
+		p.line(head + ", no CPUs, no memory (placeholder)")
+	case n.CPUs.IsEmpty():
 		p.line(head + ", no CPUs (memory only)")
-	} else {
+	default:
 		cores := 0
 		for _, l := range p.lines[i] {
 			cores += len(l)

@@ -59,9 +59,18 @@ func TestPictureEveryPresetFitsAndIsDeterministic(t *testing.T) {
 					require.Equal(t, first, picture(t, m, mk))
 				}
 				assert.True(t, strings.HasPrefix(first, name+": "), "starts with the name")
-				// Every node appears with its ID, every GPU once.
-				for _, id := range m.NodeIDs() {
-					assert.Contains(t, first, fmt.Sprintf("  node %d: ", id))
+				// Every node appears with its ID (the placeholders, which
+				// hold no device in the presets, on one line), every GPU
+				// once.
+				ph := m.NodesOfKind(topology.NodePlaceholder)
+				for i, id := range m.NodeIDs() {
+					if !ph.Contains(i) {
+						assert.Contains(t, first, fmt.Sprintf("  node %d: ", id))
+					}
+				}
+				if ph != 0 {
+					assert.Contains(t, first, "NUMA placeholders (no CPUs, no memory): ")
+					assert.Equal(t, 1, strings.Count(first, "placeholders ("), "one placeholder line")
 				}
 				for _, g := range m.GPUs() {
 					assert.Equal(t, 1, strings.Count(first, fmt.Sprintf("] GPU %d ", g.ID)), "GPU %d", g.ID)

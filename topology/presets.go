@@ -27,6 +27,8 @@ var presets = map[string]func() (*Machine, error){
 	"small-1s":          sync.OnceValues(small1s),
 	"xeon-max-snc4":     sync.OnceValues(xeonMaxSNC4),
 	"numa64":            sync.OnceValues(numa64),
+	"gh200":             sync.OnceValues(gh200),
+	"gb200-tray":        sync.OnceValues(gb200Tray),
 }
 
 // PresetNames returns the names of the built-in machines, sorted.
@@ -323,5 +325,118 @@ func numa64() (*Machine, error) {
 				PCIeSwitch: fmt.Sprintf("s%dn%d", s, n)})
 		}
 	}
+	return b.Build()
+}
+
+// graceGPUNodes is how many NUMA nodes the NVIDIA driver gives each GPU of
+// a Grace machine: one that onlines the GPU's memory and seven placeholders
+// (no CPUs, no memory) for MIG instances, numbered right after it.
+const graceGPUNodes = 8
+
+// graceMemMiB is the memory of one Grace CPU: 480 GB of LPDDR5X, taken as
+// 480 GiB.
+const graceMemMiB = 480 << 10
+
+// graceBuilder returns a builder holding the nodes, GPUs and distances of a
+// Grace machine: CPU node s (ID s) with the 72 Neoverse V2 cores of Grace
+// s (CPUs 72s..72s+71, no SMT, one shared L3 each) and graceMemMiB; then,
+// for GPU g (in order, on socket gpuSocket[g], at PCI address busIDs[g],
+// attached to node gpuSocket[g]), its memory node of gpuMemMiB (socket
+// gpuSocket[g], as discovery gives it; the GPU's MemoryMiB is the same, as
+// discovery reads it) and its seven placeholders (socket
+// unknown, as Linux gives them), node IDs from the number of sockets
+// upwards. Distances: 10 local, cpuCPU between Grace nodes, 80 between a
+// GPU's nodes and the other nodes of the same socket, 120 across sockets.
+func graceBuilder(name string, sockets int, gpuSocket []int, gpuMemMiB int64, cpuCPU int, busIDs []string) *Builder {
+	b := NewBuilder(name)
+	var nodeSocket []int // socket of each node, in ID order
+	for s := range sockets {
+		cpus := numa.CPURange(72*s, 72*s+71)
+		b.AddNode(Node{ID: numa.NodeID(s), Socket: s, CPUs: cpus, MemoryMiB: graceMemMiB})
+		b.AddL3(cpus)
+		nodeSocket = append(nodeSocket, s)
+	}
+	for g, s := range gpuSocket {
+		first := sockets + g*graceGPUNodes
+		b.AddNode(Node{ID: numa.NodeID(first), Socket: s, MemoryMiB: gpuMemMiB, GPUMemory: true, GPU: g})
+		for k := 1; k < graceGPUNodes; k++ {
+			b.AddNode(Node{ID: numa.NodeID(first + k), Socket: UnknownSocket})
+		}
+		for range graceGPUNodes {
+			nodeSocket = append(nodeSocket, s)
+		}
+		b.AddGPU(GPU{ID: g, NUMANode: numa.NodeID(s), BusID: busIDs[g], MemoryMiB: gpuMemMiB})
+	}
+	rows := make([][]int, len(nodeSocket))
+	for i, si := range nodeSocket {
+		rows[i] = make([]int, len(nodeSocket))
+		for j, sj := range nodeSocket {
+			switch {
+			case i == j:
+				rows[i][j] = 10
+			case i < sockets && j < sockets:
+				rows[i][j] = cpuCPU
+			case si == sj:
+				rows[i][j] = 80
+			default:
+				rows[i][j] = 120
+			}
+		}
+	}
+	b.SetDistances(rows)
+	return b
+}
+
+// gh200 is one NVIDIA GH200 Grace Hopper Superchip (NVIDIA Grace Hopper
+// Superchip Architecture whitepaper and GH200 datasheet: one Grace CPU of
+// 72 Arm Neoverse V2 cores with 480 GB LPDDR5X, joined by NVLink-C2C to one
+// H100 with 96 GB HBM3). Linux shows 9 NUMA nodes, CPUs only in node 0
+// (lscpu "NUMA node(s): 9, node0 CPU(s): 0-71, node1-8 CPU(s): (none)" in
+// bytedance/xpu-perf#129; "8 NUMA nodes per GPU" on 4-GPU GH200 systems in
+// NVIDIA/mlperf-common#16; hwloc 2.11 exposes "1 single GPU node per GPU
+// slice" on Grace Hopper, commit 39fae7e "don't hide the NVIDIA GPU node on
+// non-POWER platforms").
+//
+//   - Node 0: CPUs 0-71, socket 0, 480 GiB.
+//   - Node 1: the H100's memory, 96 GiB (its numa_status says "Node: 1"),
+//     socket 0. Nodes 2-8: MIG placeholders, no CPUs and no memory.
+//   - GPU 0 at 0009:01:00.0 (an address as nvidia-smi shows on GH200
+//     systems; not from the sources above), attached to node 0 (the GPU's
+//     own PCI numa_node may say 1, its memory).
+//   - Distances: 10 local and 80 between any two nodes. No published
+//     GH200 SLIT was found in the sources above: 80 is a modelled value;
+//     discovery does not depend on it.
+func gh200() (*Machine, error) {
+	return graceBuilder("gh200", 1, []int{0}, 96<<10, 0, []string{"0009:01:00.0"}).Build()
+}
+
+// gb200Tray is one compute tray of an NVIDIA GB200 NVL72 rack: two GB200
+// Grace Blackwell Superchips, each one Grace CPU (72 cores, 480 GB LPDDR5X)
+// and two B200 GPUs (186 GB HBM3e each, 13.4 TB over the rack's 72 GPUs),
+// per NVIDIA's GB200 NVL72 product page and datasheet. Linux shows 34 NUMA
+// nodes, of which 2 have CPUs (kubernetes/kubernetes#135541 and #135581,
+// "GB200 with 34 NUMA nodes where only 2 NUMA nodes have CPUs, the rest
+// are for HBM"); node 0 has GPUs 0 and 1 and CPUs 0-71, node 1 GPUs 2 and
+// 3 and CPUs 72-143 (NVIDIA's srt-slurm#164 numa binding for GB200); each
+// GPU has 8 nodes, its memory and 7 MIG placeholders, as on GH200 (34 = 2 +
+// 4 x 8), and its PCI numa_node names its memory node rather than the
+// Grace it is attached to (kubernetes-sigs/dra-driver-nvidia-gpu#1242).
+//
+//   - Nodes 0 and 1: the Grace CPUs, CPUs 0-71 and 72-143, 480 GiB each.
+//   - GPU g (0-3) on socket g/2: memory node 2+8g (2, 10, 18, 26) of 186
+//     GiB, placeholders 3+8g to 9+8g.
+//   - GPUs at 0008:01:00.0, 0009:01:00.0, 0018:01:00.0, 0019:01:00.0
+//     (addresses as on GB200 trays; not from the sources above).
+//   - NVLink: each B200 has 18 NVLink 5 links into the rack's NVLink
+//     switches, so every pair reports NV18.
+//   - Distances: 10 local, 40 between the two Grace nodes (as on the Grace
+//     CPU Superchip), 80 between a GPU's nodes and the other nodes of its
+//     socket, 120 across sockets. No published GB200 SLIT was found for
+//     these two values; discovery does not depend on them (a GPU's node
+//     is the nearest node with CPUs, its local CPUs breaking a tie).
+func gb200Tray() (*Machine, error) {
+	b := graceBuilder("gb200-tray", 2, []int{0, 0, 1, 1}, 186<<10, 40,
+		[]string{"0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"})
+	allPairs(b, 4, 18)
 	return b.Build()
 }

@@ -23,7 +23,7 @@ func mustPreset(t testing.TB, name string) *topology.Machine {
 
 func TestPresetNames(t *testing.T) {
 	names := topology.PresetNames()
-	require.Equal(t, []string{"dgx-a100", "dgx-h100", "epyc-2s-nps4", "numa64", "small-1s",
+	require.Equal(t, []string{"dgx-a100", "dgx-h100", "epyc-2s-nps4", "gb200-tray", "gh200", "numa64", "small-1s",
 		"xeon-2s-snc2-8gpu", "xeon-max-snc4"}, names)
 	require.True(t, slices.IsSorted(names))
 	names[0] = "changed"
@@ -43,6 +43,8 @@ func TestPresetShapes(t *testing.T) {
 		{"small-1s", 1, 1, 8, 16, 1, 2, 0},
 		{"xeon-max-snc4", 2, 16, 112, 224, 0, 2, 0},
 		{"numa64", 8, 64, 512, 1024, 128, 2, 0},
+		{"gh200", 1, 9, 72, 72, 1, 1, 0},
+		{"gb200-tray", 2, 34, 144, 144, 4, 1, 0},
 	}
 	require.Len(t, tests, len(topology.PresetNames()), "every preset has a row")
 	for _, tt := range tests {
@@ -64,9 +66,12 @@ func TestPresetShapes(t *testing.T) {
 				assert.True(t, ok, "GPU %d has a known NUMA node", g.ID)
 				assert.NotEmpty(t, g.BusID)
 			}
-			// Every NUMA node has memory.
+			// Every NUMA node has memory, but for the MIG placeholders
+			// of the Grace machines.
 			for i := range m.NumNodes() {
-				assert.Positive(t, m.Node(i).MemoryMiB, "node %d memory", m.NodeID(i))
+				if m.NodeKind(i) != topology.NodePlaceholder {
+					assert.Positive(t, m.Node(i).MemoryMiB, "node %d memory", m.NodeID(i))
+				}
 			}
 		})
 	}

@@ -101,11 +101,24 @@ const (
 //     lowest CPU whose package is known (a node whose CPUs disagree takes the
 //     package of that lowest CPU); a node whose CPUs report no package
 //     (missing file or -1) has [UnknownSocket]. A CPU-less node has
-//     [UnknownSocket] too, unless it is the memory of an NVIDIA GPU (the
-//     "Node:" line of proc/driver/nvidia/gpus/BUS/numa_status, as on POWER9
-//     and Grace machines): then it takes the socket of the GPU's own NUMA
-//     node. NUMA sets are the builder's default (one per socket; a node of
-//     unknown socket joins its nearest node's set).
+//     [UnknownSocket] too, unless it is the memory of an NVIDIA GPU (see
+//     below): then it takes the socket of the GPU's NUMA node. NUMA sets
+//     are the builder's default (one per socket; a node of unknown socket
+//     joins its nearest node's set).
+//   - Kinds of CPU-less node (see [NodeKind]): a node the NVIDIA driver
+//     names as a GPU's memory (the "Node:" line of
+//     proc/driver/nvidia/gpus/BUS/numa_status, as on POWER9 and Grace
+//     machines, read as hwloc reads it) is that GPU's memory node
+//     ([Node.GPUMemory], [NodeGPUMemory]), provided it is listed and has no
+//     CPUs and no other GPU named it first; the GPU's [GPU.MemoryMiB] is
+//     then the node's MemTotal (otherwise discovery leaves it 0, unknown). Where the driver's file is
+//     missing (a copy of /sys alone), a CPU-less node with memory that an
+//     NVIDIA GPU's PCI numa_node names is that GPU's memory, as on Grace
+//     machines, unless it is already a GPU's. A CPU-less node with memory
+//     that no GPU names is plain memory ([NodeMemory]: HBM in flat mode,
+//     CXL); a node with neither CPUs nor memory is a placeholder
+//     ([NodePlaceholder], such as the nodes Grace machines reserve for MIG
+//     instances).
 //   - Cores: the SMT sibling groups of topology/thread_siblings_list (else
 //     the hex thread_siblings), restricted to the machine's CPUs; a CPU with
 //     neither file (or no cpuN/topology directory) is a core by itself.
@@ -132,6 +145,12 @@ const (
 //     online node; then the node whose CPUs hold every machine CPU of the
 //     device's local_cpulist (else the hex local_cpus) when exactly one node
 //     does; then, on a one-node machine, that node; else [UnknownNode].
+//     A GPU whose node so found is a GPU memory node (its PCI numa_node
+//     names its own memory, as on Grace machines) is placed on the
+//     nearest node with CPUs by the distance table; on a tie, the one
+//     whose CPUs hold the GPU's local CPUs, else the lowest ID. Its memory
+//     node stays in the machine, with its distances. An RDMA device whose
+//     node is a GPU memory node is placed the same way.
 //   - A GPU's BusID is its PCI address; GPU IDs are 0, 1, 2, ... in
 //     ascending bus-ID order (domain, bus, device, function), nvidia-smi's
 //     default PCI order. Its UUID is the "GPU UUID" of
@@ -304,11 +323,14 @@ type discovery struct {
 	distances [][]int     // positional, in the order of nodes; nil = defaults
 	machine   numa.CPUSet // union of the nodes' CPUs
 
-	pkg   map[int]int // cpu -> physical package (only known ones)
-	cores []numa.CPUSet
-	l3    []numa.CPUSet
-	gpus  []GPU
-	devs  []Device // RDMA devices
+	pkg     map[int]int // cpu -> physical package (only known ones)
+	cores   []numa.CPUSet
+	l3      []numa.CPUSet
+	gpus    []GPU
+	gpuDirs []string // directory each GPU's attributes are read from
+	gpuNV   []bool   // whether each GPU is NVIDIA's
+	devs    []Device // RDMA devices
+	devDirs []string // directory each device's attributes are read from
 
 	pciList    []pciDevice // pciDevices' answer, once read
 	pciListed  bool
@@ -1144,6 +1166,8 @@ func (d *discovery) readGPUs() error {
 			BusID:      dev.bus,
 			PCIeSwitch: pcieSwitch(dev.path),
 		})
+		d.gpuDirs = append(d.gpuDirs, dev.dir)
+		d.gpuNV = append(d.gpuNV, vendor == vendorNVIDIA)
 	}
 	return nil
 }
@@ -1191,6 +1215,7 @@ func (d *discovery) readRDMA() error {
 				BusID:      dev.bus,
 				PCIeSwitch: pcieSwitch(dev.path),
 			})
+			d.devDirs = append(d.devDirs, dev.dir)
 		}
 	}
 	return nil
@@ -1211,32 +1236,150 @@ func validIBDevName(s string) bool {
 	return true
 }
 
-// readGPUMemoryNodes gives a CPU-less node that holds an NVIDIA GPU's memory
-// the socket of the GPU's NUMA node (see DiscoverFS).
+// readGPUMemoryNodes marks the CPU-less nodes that hold NVIDIA GPUs' memory,
+// moves a GPU whose NUMA node is such a node to the nearest node with CPUs,
+// gives each memory node its GPU's socket and each such GPU the node's
+// memory (see DiscoverFS).
 func (d *discovery) readGPUMemoryNodes() error {
-	for _, g := range d.gpus {
-		host := d.nodeIndex(g.NUMANode)
-		if host < 0 {
-			continue
-		}
+	found := false
+	noStatus := make([]bool, len(d.gpus))
+	for gi, g := range d.gpus {
 		p := procNvidia + "/" + g.BusID + "/numa_status"
 		s, ok, err := d.read(p)
 		if err != nil {
 			return err
 		}
 		if !ok {
+			noStatus[gi] = true
 			continue
 		}
-		id, found, err := parseNumaStatusNode(s)
+		id, ok, err := parseNumaStatusNode(s)
 		if err != nil {
 			return discoveryError(p, err)
 		}
-		if i := d.nodeIndex(numa.NodeID(id)); found && id >= 0 && i >= 0 &&
-			d.nodes[i].CPUs.IsEmpty() && d.nodes[i].Socket == UnknownSocket {
-			d.nodes[i].Socket = d.nodes[host].Socket
+		i := d.nodeIndex(numa.NodeID(id))
+		if !ok || id < 0 || i < 0 || !d.nodes[i].CPUs.IsEmpty() || d.nodes[i].GPUMemory {
+			continue // no node, a node with CPUs, or another GPU's: not this GPU's memory
+		}
+		d.nodes[i].GPUMemory, d.nodes[i].GPU = true, gi
+		found = true
+	}
+	// Without the driver's word (no numa_status, as in a copy of /sys
+	// alone), an NVIDIA GPU whose PCI numa_node is a CPU-less node with
+	// memory names its own memory, as on Grace machines.
+	for gi, g := range d.gpus {
+		i := d.nodeIndex(g.NUMANode)
+		if !noStatus[gi] || !d.gpuNV[gi] || i < 0 || !d.nodes[i].CPUs.IsEmpty() ||
+			d.nodes[i].MemoryMiB == 0 || d.nodes[i].GPUMemory || d.memoryOf(gi) {
+			continue
+		}
+		d.nodes[i].GPUMemory, d.nodes[i].GPU = true, gi
+		found = true
+	}
+	if !found {
+		return nil
+	}
+	for gi, g := range d.gpus {
+		i := d.nodeIndex(g.NUMANode)
+		if i < 0 || !d.nodes[i].GPUMemory {
+			continue
+		}
+		near, err := d.nearestCPUNode(i, d.gpuDirs[gi])
+		if err != nil {
+			return err
+		}
+		if near >= 0 {
+			d.gpus[gi].NUMANode = d.nodes[near].ID
+		} else {
+			d.gpus[gi].NUMANode = UnknownNode
+		}
+	}
+	for di, dv := range d.devs { // an RDMA NIC likewise
+		i := d.nodeIndex(dv.NUMANode)
+		if i < 0 || !d.nodes[i].GPUMemory {
+			continue
+		}
+		near, err := d.nearestCPUNode(i, d.devDirs[di])
+		if err != nil {
+			return err
+		}
+		if near >= 0 {
+			d.devs[di].NUMANode = d.nodes[near].ID
+		} else {
+			d.devs[di].NUMANode = UnknownNode
+		}
+	}
+	for i := range d.nodes {
+		n := &d.nodes[i]
+		if !n.GPUMemory {
+			continue
+		}
+		d.gpus[n.GPU].MemoryMiB = n.MemoryMiB
+		if n.Socket != UnknownSocket {
+			continue
+		}
+		if host := d.nodeIndex(d.gpus[n.GPU].NUMANode); host >= 0 {
+			n.Socket = d.nodes[host].Socket
 		}
 	}
 	return nil
+}
+
+// nearestCPUNode returns the index in d.nodes of the node with CPUs nearest
+// to node i by distance; on a tie, the one whose CPUs hold the local CPUs of
+// the PCI device whose attributes are in dir (its local_cpulist, else
+// local_cpus), else the lowest ID. It returns -1 when no node has CPUs.
+func (d *discovery) nearestCPUNode(i int, dir string) (int, error) {
+	dist := func(a, b int) int {
+		if d.distances != nil {
+			return d.distances[a][b]
+		}
+		if a == b {
+			return 10
+		}
+		return 20
+	}
+	var best []int
+	for j, n := range d.nodes {
+		if n.CPUs.IsEmpty() {
+			continue
+		}
+		switch {
+		case len(best) == 0 || dist(i, j) < dist(i, best[0]):
+			best = []int{j}
+		case dist(i, j) == dist(i, best[0]):
+			best = append(best, j)
+		}
+	}
+	if len(best) <= 1 {
+		if len(best) == 0 {
+			return -1, nil
+		}
+		return best[0], nil
+	}
+	local, file, err := d.readCPUs(listAndMask(dir+"/local_cpulist", dir+"/local_cpus")...)
+	if err != nil {
+		return 0, err
+	}
+	if file != "" {
+		local.IntersectWith(d.machine)
+		for _, j := range best {
+			if !local.IsEmpty() && local.IsSubsetOf(d.nodes[j].CPUs) {
+				return j, nil
+			}
+		}
+	}
+	return best[0], nil
+}
+
+// memoryOf reports whether some node is already GPU gi's memory.
+func (d *discovery) memoryOf(gi int) bool {
+	for _, n := range d.nodes {
+		if n.GPUMemory && n.GPU == gi {
+			return true
+		}
+	}
+	return false
 }
 
 // parseNumaStatusNode returns the value of the "Node:" line of an NVIDIA

@@ -140,6 +140,17 @@ var fixtureChecks = map[string]func(t *testing.T, m *Machine){
 		require.Equal(t, 0, m.Node(i).Socket)
 		i, _ = m.NodeIndex(250)
 		require.Equal(t, 8, m.Node(i).Socket)
+		// Each numa_status names its GPU's memory node (GPUs in bus
+		// order 0004:05, 0004:06, 0006:00, 0007:00, 0035:04, 0035:05):
+		// the nodes hwloc hides on POWER are GPU memory, not pod memory.
+		for g, want := range []numa.NodeID{255, 254, 253, 252, 251, 250} {
+			id, ok := m.GPUMemoryNode(g)
+			require.True(t, ok, "GPU %d", g)
+			require.Equal(t, want, id, "GPU %d", g)
+		}
+		gpuMem, _ := m.MaskOf(250, 251, 252, 253, 254, 255)
+		require.Equal(t, gpuMem, m.NodesOfKind(NodeGPUMemory))
+		require.Zero(t, m.NodesOfKind(NodeMemory)|m.NodesOfKind(NodePlaceholder))
 	},
 	// Node 0 is offline (no directory; node/online says 1) and CPUs 0-3
 	// and 21-23 are offline (cpu/online says 4-20). Node 1 lists the odd

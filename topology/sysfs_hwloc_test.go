@@ -526,6 +526,12 @@ func restrictToAllowed(t testing.TB, m *Machine, cpus, mems numa.CPUSet) *Machin
 		}
 	}
 	b.SetDistances(rows)
+	for _, g := range m.GPUs() { // GPU memory nodes name their GPU
+		if !mems.Contains(int(g.NUMANode)) {
+			g.NUMANode = UnknownNode
+		}
+		b.AddGPU(g)
+	}
 	r, err := b.Build()
 	require.NoError(t, err)
 	return r
@@ -665,6 +671,13 @@ func TestDiscoverAgreesWithHwloc(t *testing.T) {
 				var hidden []numa.NodeID
 				if c.env["HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES"] != "1" {
 					hidden = nvidiaGPUMemoryNodes(fsys)
+				}
+				// The nodes the NVIDIA driver names (hwloc's GPUMemory
+				// nodes, hidden on POWER) are GPU memory in the machine.
+				for _, id := range nvidiaGPUMemoryNodes(fsys) {
+					if i, ok := m.NodeIndex(id); ok && m.NodeCPUs(i).IsEmpty() {
+						require.Equal(t, NodeGPUMemory, m.NodeKind(i), "node %d", id)
+					}
 				}
 				if !strings.Contains(c.options, "--disallowed") {
 					if cpus, mems, ok := hwlocAllowed(t, fsys); ok {

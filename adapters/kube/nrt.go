@@ -508,10 +508,29 @@ func costRows(zones []nrtZone) ([][]int, error) {
 
 // checkZones checks that a report's zones agree with the machine of its
 // topology attribute.
+// zoneNodes returns the nodes of m that a report gives a zone: those pods
+// can use, the nodes with CPUs and the CPU-less nodes of plain memory. A
+// GPU's memory node and a placeholder hold nothing a pod is given, so they
+// have no zone; the machine in the topology attribute keeps them.
+func zoneNodes(m *topology.Machine) numa.Mask {
+	return m.NodesOfKind(topology.NodeCPU) | m.NodesOfKind(topology.NodeMemory)
+}
+
+// kindWords names a kind of node in an error.
+func kindWords(k topology.NodeKind) string {
+	switch k {
+	case topology.NodeGPUMemory:
+		return "a GPU's memory"
+	case topology.NodePlaceholder:
+		return "a placeholder without CPUs or memory"
+	}
+	return k.String()
+}
+
 func checkZones(m *topology.Machine, zones []nrtZone) error {
-	if len(zones) != m.NumNodes() {
-		return fmt.Errorf("%w: %d zones of type %s, but attribute %s has %d NUMA nodes",
-			ErrInvalidNRT, len(zones), NRTZoneTypeNode, NRTAttributeTopology, m.NumNodes())
+	if want := zoneNodes(m).Count(); len(zones) != want {
+		return fmt.Errorf("%w: %d zones of type %s, but attribute %s has %d NUMA nodes pods can use",
+			ErrInvalidNRT, len(zones), NRTZoneTypeNode, NRTAttributeTopology, want)
 	}
 	gpus := map[numa.NodeID]int64{}
 	for _, g := range m.GPUs() {
@@ -521,6 +540,10 @@ func checkZones(m *topology.Machine, zones []nrtZone) error {
 		i, ok := m.NodeIndex(z.id)
 		if !ok {
 			return fmt.Errorf("%w: zone %s: attribute %s has no NUMA node %d", ErrInvalidNRT, quote.Bare(z.z.Name), NRTAttributeTopology, z.id)
+		}
+		if !zoneNodes(m).Contains(i) {
+			return fmt.Errorf("%w: zone %s: attribute %s gives NUMA node %d no zone (it is %s)",
+				ErrInvalidNRT, quote.Bare(z.z.Name), NRTAttributeTopology, z.id, kindWords(m.NodeKind(i)))
 		}
 		if _, has := z.z.Resource(ResourceCPU); has && int64(m.NodeCPUs(i).Size()) != z.cpus {
 			return fmt.Errorf("%w: zone %s: cpu capacity %d, but attribute %s gives the node %d CPUs",
@@ -536,7 +559,9 @@ func checkZones(m *topology.Machine, zones []nrtZone) error {
 
 // NRTFromState returns the report the node side publishes for machine m
 // whose allocations are s (nil: everything free): one zone "node-<id>" of
-// type "Node" per NUMA node with "cpu" (capacity: the node's CPUs;
+// type "Node" per NUMA node pods can use (every node but a GPU's memory
+// node and a placeholder, see topology.NodeKind; costs only between such
+// zones) with "cpu" (capacity: the node's CPUs;
 // allocatable: without the reserved ones; available: the free ones),
 // "aliyun.com/gpu" when the machine has GPUs (capacity: the node's GPUs;
 // allocatable: the healthy ones; available: the free ones) and "memory"
@@ -583,13 +608,17 @@ func NRTFromState(m *topology.Machine, s *allocator.State) (*NodeResourceTopolog
 	} else {
 		freeCPUs = m.CPUs().Difference(reserved)
 	}
+	zoned := zoneNodes(m)
 	for i, n := range m.Nodes() {
+		if !zoned.Contains(i) {
+			continue
+		}
 		z := NRTZone{Name: nodeZoneName(n.ID), Type: NRTZoneTypeNode}
 		if n.Socket != topology.UnknownSocket {
 			z.Parent = "socket-" + strconv.Itoa(n.Socket)
 		}
-		for j, id := range m.NodeIDs() {
-			z.Costs = append(z.Costs, NRTCost{Name: nodeZoneName(id), Value: int64(m.Distances().At(i, j))})
+		for j := range zoned.All() {
+			z.Costs = append(z.Costs, NRTCost{Name: nodeZoneName(m.NodeID(j)), Value: int64(m.Distances().At(i, j))})
 		}
 		res := n.CPUs.Intersection(reserved)
 		z.Resources = append(z.Resources, NRTResource{Name: ResourceCPU,

@@ -176,7 +176,10 @@ type Admission struct {
 	// nodes of the pod's reserved memory (the decision's memoryMiB), so
 	// that the pod's memory stays where it is reserved; when it reserves
 	// none (no memory request, alignment off, or a machine that describes
-	// no memory), the span; every node for a shared-pool pod.
+	// no memory), the span; every node for a shared-pool pod. The memory
+	// nodes of the pod's GPUs (topology.Machine.GPUMemoryNode, on Grace
+	// machines) are added: not pod memory, but where the GPU's driver puts
+	// the pages it moves to the GPU.
 	MemoryNodes []numa.NodeID
 	// GPUs are the GPUs with their UUIDs when the machine knows them,
 	// ascending ID.
@@ -709,7 +712,7 @@ func (n *Node) conflictsLocked(dec *kube.Decision) []Conflict {
 					}
 				}
 			}
-			problem := fmt.Sprintf("is more than the %d MiB free there of %d MiB", free, n.m.Node(i).MemoryMiB)
+			problem := fmt.Sprintf("is more than the %d MiB free there of %d MiB", free, n.m.PodMemoryMiB(i))
 			if len(holders) > 0 {
 				problem += "; held by pods " + strings.Join(holders, ", ")
 			}
@@ -934,7 +937,17 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 		}
 	}
 	if len(adm.MemoryNodes) == 0 {
-		adm.MemoryNodes = adm.NUMANodes
+		adm.MemoryNodes = slices.Clone(adm.NUMANodes)
+	}
+	// The memory node of each of the pod's GPUs (a Grace machine's GPU
+	// memory onlined as a NUMA node) joins cpuset.mems: it is not pod
+	// memory and takes no part in the span, but the GPU's driver places
+	// the pod's pages there when it moves them to its GPU.
+	for _, g := range a.GPUs {
+		if id, ok := n.m.GPUMemoryNode(g); ok && !slices.Contains(adm.MemoryNodes, id) {
+			adm.MemoryNodes = append(adm.MemoryNodes, id)
+			slices.Sort(adm.MemoryNodes)
+		}
 	}
 	for _, g := range a.GPUs {
 		gpu, _ := n.m.GPU(g)

@@ -228,8 +228,8 @@ func (c *Cache) setMachine(n *nodeInfo, m *topology.Machine, class *machineClass
 	n.allocCPUs = m.CPUs().Difference(m.ReservedCPUs()).Size()
 	n.gpuCap = m.NumGPUs()
 	n.memCap = 0
-	for _, node := range m.Nodes() {
-		n.memCap += node.MemoryMiB
+	for i := range m.NumNodes() {
+		n.memCap += m.PodMemoryMiB(i) // GPU memory nodes hold no pod memory
 	}
 }
 

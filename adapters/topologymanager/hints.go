@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/numa"
@@ -429,7 +430,7 @@ type PredictOptions struct {
 // moments and, across an allocator.State.ReplaceMachine, of different
 // machines.
 func ProviderHints(m *topology.Machine, st *allocator.State, r *allocator.Request, opts PredictOptions) ([]map[string][]TopologyHint, error) {
-	v, err := observe(m, st, r, opts)
+	v, err := observe("", m, st, r, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -445,12 +446,17 @@ func ProviderHints(m *topology.Machine, st *allocator.State, r *allocator.Reques
 // available than requested, when full-pcpus-only is set and the CPUs are not
 // whole free cores (a count not a multiple of the threads per core, or more
 // than the free whole cores hold), or when the static memory manager finds no
-// set of nodes for the memory. Machines with more NUMA nodes than
-// opts.MaxAllowableNUMANodes (default 8) are refused with an error, as the
-// kubelet refuses to start on them, and so are machines with more than
-// PredictMaxNodes. The state is read as by ProviderHints.
+// set of nodes for the memory. As the kubelet refuses to start its
+// Topology Manager, Predict refuses with an error saying why (wrapping
+// ErrHintConfig) a max-allowable-numa-nodes below 8 and, under a policy
+// other than none, a machine with more NUMA nodes than
+// opts.MaxAllowableNUMANodes (default 8), counting every node as the
+// kubelet does, CPU-less ones included (a GH200 has 9, a GB200 compute tray
+// 34). Machines with more than PredictMaxNodes are refused too, the error
+// saying that the kubelet's hint providers would list every subset of
+// their nodes. The state is read as by ProviderHints.
 func Predict(policy Policy, opts PredictOptions, m *topology.Machine, st *allocator.State, r *allocator.Request) (TopologyHint, bool, error) {
-	v, err := observe(m, st, r, opts)
+	v, err := observe(policy, m, st, r, opts)
 	if err != nil {
 		return TopologyHint{}, false, err
 	}
@@ -476,7 +482,54 @@ type view struct {
 	mem          []MemoryNode
 }
 
-func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opts PredictOptions) (*view, error) {
+// checkNodeLimit refuses what the kubelet's topologymanager.NewManager
+// refuses when it starts (k8s.io/kubernetes v1.37.2): a
+// max-allowable-numa-nodes below DefaultMaxAllowableNUMANodes ("the minimum
+// value of ... should not be less than 8"), and, under any policy but none,
+// a machine of more NUMA nodes than that limit ("unsupported on machines
+// with more than 8 NUMA Nodes"). The kubelet counts every node cadvisor
+// lists, one per sys/devices/system/node/nodeN directory, CPU-less ones
+// included (GPU memory, placeholders, plain memory): a GH200 has 9, a GB200
+// compute tray 34, though only 1 or 2 have CPUs. policy "" (ProviderHints)
+// is checked as a policy other than none.
+func checkNodeLimit(m *topology.Machine, policy Policy, opts PolicyOptions) error {
+	limit := opts.MaxAllowableNUMANodes
+	if limit == 0 {
+		limit = DefaultMaxAllowableNUMANodes
+	}
+	if limit < DefaultMaxAllowableNUMANodes {
+		return fmt.Errorf("%w: max-allowable-numa-nodes %d: the minimum value of %q should not be less than %d",
+			ErrHintConfig, limit, "max-allowable-numa-nodes", DefaultMaxAllowableNUMANodes)
+	}
+	if policy != PolicyNone && m.NumNodes() > limit {
+		return fmt.Errorf("%w: the kubelet's Topology Manager does not start: unsupported on machines with more than %d NUMA Nodes "+
+			"(%s; the kubelet counts every NUMA node, CPU-less ones included; raise max-allowable-numa-nodes to at least %d)",
+			ErrHintConfig, limit, countNodes(m), m.NumNodes())
+	}
+	return nil
+}
+
+// countNodes describes m's NUMA nodes for an error: "34 NUMA nodes (2 with
+// CPUs, 4 of GPU memory, 28 placeholders)", the kinds present only.
+func countNodes(m *topology.Machine) string {
+	s := fmt.Sprintf("%d NUMA nodes", m.NumNodes())
+	var parts []string
+	for _, k := range []struct {
+		kind topology.NodeKind
+		what string
+	}{{topology.NodeCPU, "with CPUs"}, {topology.NodeMemory, "of plain memory"},
+		{topology.NodeGPUMemory, "of GPU memory"}, {topology.NodePlaceholder, "placeholders"}} {
+		if c := m.NodesOfKind(k.kind).Count(); c > 0 && c < m.NumNodes() {
+			parts = append(parts, fmt.Sprintf("%d %s", c, k.what))
+		}
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}
+
+func observe(policy Policy, m *topology.Machine, st *allocator.State, r *allocator.Request, opts PredictOptions) (*view, error) {
 	if m == nil {
 		if st == nil {
 			return nil, fmt.Errorf("%w: no machine", ErrHintConfig)
@@ -493,16 +546,14 @@ func observe(m *topology.Machine, st *allocator.State, r *allocator.Request, opt
 			return nil, fmt.Errorf("%w: devices[%s] is negative", allocator.ErrInvalidRequest, class)
 		}
 	}
-	limit := opts.MaxAllowableNUMANodes
-	if limit <= 0 {
-		limit = DefaultMaxAllowableNUMANodes
+	if err := checkNodeLimit(m, policy, opts.PolicyOptions); err != nil {
+		return nil, err
 	}
 	n := m.NumNodes()
-	if n > limit {
-		return nil, fmt.Errorf("%w: %d NUMA nodes, more than the kubelet allows (max-allowable-numa-nodes %d)", ErrHintConfig, n, limit)
-	}
 	if n > PredictMaxNodes {
-		return nil, fmt.Errorf("%w: %d NUMA nodes, more than the %d whose every subset the kubelet's hint providers can list", ErrHintConfig, n, PredictMaxNodes)
+		return nil, fmt.Errorf("%w: %s: the kubelet's hint providers list every subset of them (2^%d - 1), "+
+			"which does not finish in practice (kubernetes/kubernetes#135541); Predict emulates machines of at most %d nodes",
+			ErrHintConfig, countNodes(m), n, PredictMaxNodes)
 	}
 	ids := m.NodeIDs()
 	for _, id := range ids {

@@ -89,7 +89,7 @@ func (md *Model) claimProblems(a allocator.Allocation) []claimProblem {
 		}
 		nodes[nm.Node] = true
 		used[i] += max(nm.MiB, 0)
-		if have := md.m.Node(i).MemoryMiB; used[i] > have {
+		if have := md.m.PodMemoryMiB(i); used[i] > have {
 			conflict("%d MiB on NUMA node %d, which has %d MiB of which %d are held", nm.MiB, nm.Node, have, md.memUsed[i])
 		}
 	}

@@ -256,7 +256,7 @@ func (md *Model) hold(a allocator.Allocation) error {
 			return fmt.Errorf("negative memory %d MiB on node %d", nm.MiB, nm.Node)
 		}
 		md.memUsed[i] += nm.MiB
-		if have := md.m.Node(i).MemoryMiB; md.memUsed[i] > have {
+		if have := md.m.PodMemoryMiB(i); md.memUsed[i] > have {
 			return fmt.Errorf("node %d has %d MiB, %d MiB are held", nm.Node, have, md.memUsed[i])
 		}
 	}
@@ -506,7 +506,7 @@ func (md *Model) devUnits(class string, i int, free bool) int64 {
 }
 
 func (md *Model) memUnits(i int, free bool) int64 {
-	n := md.m.Node(i).MemoryMiB
+	n := md.m.PodMemoryMiB(i)
 	if free {
 		n -= md.memUsed[i]
 	}

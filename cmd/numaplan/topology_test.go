@@ -75,7 +75,7 @@ func TestTopologyFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(minimal, []byte(`{"numaNodes":[{"id":0,"socket": -1, "cpus":"0-3"},{"id":2,"socket": -1, "cpus":""}]}`), 0o600))
 	r = runArgs(t, "topology", "--topology", minimal)
 	require.Equal(t, exitOK, r.status, r.stderr)
-	assert.Contains(t, r.stdout, "  node 2: 0 MiB, no CPUs (memory only)\n")
+	assert.Contains(t, r.stdout, "NUMA placeholders (no CPUs, no memory): 2\n", "no CPUs and no memory: a placeholder")
 }
 
 func TestTopologyUnreadable(t *testing.T) {

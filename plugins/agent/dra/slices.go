@@ -380,7 +380,8 @@ func CPUNode(m *topology.Machine, id numa.NodeID) (numa.NodeID, bool) {
 // NUMANodeValue returns the value of resource.kubernetes.io/numaNode for a
 // device on NUMA node id: the node of [CPUNode] first and, when list is
 // true, then the other nodes of the same (known) socket at the least SLIT
-// distance from it, ascending, as KEP-6072 specifies the list form. It
+// distance from it, ascending, as KEP-6072 specifies the list form (nodes
+// of CPUs or plain memory only: not a GPU's memory, not a placeholder). It
 // returns false when the node is unknown: such a device gets no numaNode
 // attribute.
 func NUMANodeValue(m *topology.Machine, id numa.NodeID, list bool) ([]int64, bool) {
@@ -421,6 +422,11 @@ func numaNodeValue(m *topology.Machine, sockets []int, id numa.NodeID, list bool
 	for j := range m.NumNodes() {
 		other := m.NodeID(j)
 		if other == first || sockets[j] != socket {
+			continue
+		}
+		if k := m.NodeKind(j); k == topology.NodeGPUMemory || k == topology.NodePlaceholder {
+			// A GPU's memory and an empty placeholder hold nothing a pod
+			// is given: no CPU or memory driver publishes them.
 			continue
 		}
 		if dist, ok := d.Distance(first, other); ok {

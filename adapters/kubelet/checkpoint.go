@@ -530,6 +530,16 @@ func (n *Node) restore() (bool, error) {
 			}
 		}
 	}
+	for _, key := range slices.Sorted(maps.Keys(d.pods)) {
+		for _, g := range d.pods[key].claimGPUs {
+			for _, a := range n.s.Live() {
+				if !isClaimID(a.ID) && slices.Contains(a.GPUs, g) {
+					return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
+						"inconsistent: GPU %d is recorded as pod %s's from its claims and held by pod %s's allocation", g, key, a.ID), unusable: true}
+				}
+			}
+		}
+	}
 	n.pods = d.pods
 	n.claims = d.claims
 	// Read the health back from the state, which has normalised the IDs.

@@ -161,11 +161,17 @@ func TestCheckpointClaimGPUsChecked(t *testing.T) {
 	require.NoError(t, n.HoldClaim(ackClaim("ack-gpus", "ack", 2, 3)))
 	_, err := n.Admit(numaPod("ack", 2, 2, "SingleNUMANode"))
 	require.NoError(t, err)
+	other, err := n.Admit(numaPod("other", 1, 1, "SingleNUMANode"))
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, other.Allocation.GPUs)
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	for name, edit := range map[string]func(p map[string]any){
 		"GPU 9 is not a GPU of this machine": func(p map[string]any) { p["claimGPUs"] = []any{9} },
 		"recorded together":                  func(p map[string]any) { delete(p, "claims") },
+		"GPU 0 is recorded as pod default/ack's from its claims and held by pod default/other's allocation": func(p map[string]any) {
+			p["claimGPUs"] = []any{0}
+		},
 	} {
 		bad := editCheckpointPod(t, raw, "default/ack", edit)
 		p := filepath.Join(t.TempDir(), "checkpoint.json")

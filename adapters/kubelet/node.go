@@ -447,15 +447,19 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 		return n.readmitLocked(pod, key, rec, req, dec)
 	}
 	rec := podRecord{uid: pod.UID}
+	var claims []ClaimHold // the claims reserved for a NUMA pod without a decision
+	if dec == nil && req.NUMA {
+		claims = n.claimsLocked(reservedFor(pod.UID))
+	}
 	switch {
 	case dec != nil:
 		rec.source = FromDecision
 		if err := n.claimLocked(key, req, dec); err != nil {
 			return Admission{}, err
 		}
-	case req.NUMA && claimsWithGPUs(n.claimsLocked(reservedFor(pod.UID))):
+	case req.NUMA && claimsWithGPUs(claims):
 		rec.source = Local
-		gpus, names, err := n.placeWithClaimsLocked(key, req, n.claimsLocked(reservedFor(pod.UID)))
+		gpus, names, err := n.placeWithClaimsLocked(key, req, claims)
 		if err != nil {
 			return Admission{}, err
 		}

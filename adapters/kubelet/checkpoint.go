@@ -41,7 +41,9 @@ import (
 //	         "cpus": "48-55,176-183", "gpus": [0, 1], "devices": {"rdma": ["mlx5_0"]},
 //	         "memoryMiB": {"3": 1024}, "numaNodes": [3]}},
 //	      {"pod": "default/web", "source": "shared"},
-//	      {"pod": "default/plain", "source": "shared", "kubeletGPUs": {"main": [3]}}
+//	      {"pod": "default/plain", "source": "shared", "kubeletGPUs": {"main": [3]}},
+//	      {"pod": "default/ack", "source": "local", "allocation": {...},
+//	       "claimGPUs": [2, 3], "claims": ["default/train-gpus"]}
 //	    ],
 //	    "claims": [
 //	      {"uid": "9f3c...", "namespace": "default", "name": "train-gpus",
@@ -59,7 +61,10 @@ import (
 // 2 at the next change.
 // Pods are ordered by key; kubeletGPUs (optional, shared-pool pods only)
 // are the GPUs the kubelet gave a pod's containers outside numaplace's
-// decisions ([Node.SetKubeletGPUs]); memory is keyed by NUMA node ID; numaNodes is the
+// decisions ([Node.SetKubeletGPUs]); claimGPUs and claims (optional,
+// together, placed pods only) are the GPUs of a pod's ResourceClaims that
+// serve its GPU request and the claims holding them (see [Node.Admit]);
+// memory is keyed by NUMA node ID; numaNodes is the
 // span, checked against the one the restored allocation has. The file is
 // read strictly (internal/strictjson: unknown, miscased and repeated keys
 // and invalid UTF-8 refused; memoryMiB keys written canonically, "3" and
@@ -159,6 +164,10 @@ type checkpointPod struct {
 	// KubeletGPUs are a shared-pool pod's GPUs that the kubelet gave its
 	// containers, by container name.
 	KubeletGPUs map[string][]int `json:"kubeletGPUs,omitempty"`
+	// ClaimGPUs are, for a pod the node placed with the GPUs of its
+	// ResourceClaims, those GPUs, and Claims the claims' namespace/names.
+	ClaimGPUs []int    `json:"claimGPUs,omitempty"`
+	Claims    []string `json:"claims,omitempty"`
 }
 
 type checkpointAlloc struct {
@@ -231,7 +240,8 @@ func encodeCheckpoint(m *topology.Machine, pods map[string]podRecord, claims map
 	d := checkpointData{Machine: m.Name(), Fingerprint: fingerprint(m), Pods: []checkpointPod{}, Claims: cs, Unhealthy: snap.Unhealthy}
 	for _, key := range slices.Sorted(maps.Keys(pods)) {
 		rec := pods[key]
-		p := checkpointPod{Pod: key, UID: rec.uid, Source: rec.source, KubeletGPUs: rec.kubeletGPUs}
+		p := checkpointPod{Pod: key, UID: rec.uid, Source: rec.source, KubeletGPUs: rec.kubeletGPUs,
+			ClaimGPUs: rec.claimGPUs, Claims: rec.claims}
 		if rec.source != SharedPool {
 			a, ok := allocs[key]
 			if !ok {
@@ -352,7 +362,28 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 		if len(p.KubeletGPUs) == 0 {
 			p.KubeletGPUs = nil
 		}
-		out.pods[p.Pod] = podRecord{uid: p.UID, source: p.Source, kubeletGPUs: p.KubeletGPUs}
+		if (len(p.ClaimGPUs) > 0 || len(p.Claims) > 0) && (p.Source != Local || len(p.ClaimGPUs) == 0 || len(p.Claims) == 0) {
+			return nil, item + ": claimGPUs and claims are recorded together, for a pod the node placed (source local) only", nil
+		}
+		for _, g := range p.ClaimGPUs {
+			if _, ok := m.GPU(g); !ok {
+				return nil, fmt.Sprintf("%s: claimGPUs: GPU %d is not a GPU of this machine", item, g), nil
+			}
+			if p.Allocation != nil && slices.Contains(p.Allocation.GPUs, g) {
+				return nil, fmt.Sprintf("%s: GPU %d is both in its allocation and its claims' GPUs", item, g), nil
+			}
+		}
+		for _, c := range p.Claims {
+			if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" {
+				return nil, fmt.Sprintf("%s: claims: %s is not a namespace/name", item, quote.Short(c)), nil
+			}
+		}
+		rec := podRecord{uid: p.UID, source: p.Source, kubeletGPUs: p.KubeletGPUs}
+		if len(p.ClaimGPUs) > 0 {
+			rec.claimGPUs = slices.Compact(sortedInts(p.ClaimGPUs))
+			rec.claims = slices.Compact(sortedStrings(p.Claims))
+		}
+		out.pods[p.Pod] = rec
 		if p.Allocation == nil {
 			continue
 		}
@@ -495,6 +526,16 @@ func (n *Node) restore() (bool, error) {
 						return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
 							"inconsistent: GPU %d is recorded as given by the kubelet to pod %s and held by %s", g, key, holder)}
 					}
+				}
+			}
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(d.pods)) {
+		for _, g := range d.pods[key].claimGPUs {
+			for _, a := range n.s.Live() {
+				if !isClaimID(a.ID) && slices.Contains(a.GPUs, g) {
+					return true, &CheckpointError{Path: n.path, Problem: fmt.Sprintf(
+						"inconsistent: GPU %d is recorded as pod %s's from its claims and held by pod %s's allocation", g, key, a.ID), unusable: true}
 				}
 			}
 		}

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/allocator"
 	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/numa"
 )
 
 // ErrClaimHeldDifferently is returned by [Node.HoldClaim] for a claim the
@@ -335,4 +337,99 @@ func (n *Node) ClaimedGPUs() map[int]string {
 		}
 	}
 	return out
+}
+
+// reservedFor returns the filter of the claims reserved for the pod with
+// the given UID (none for an empty UID).
+func reservedFor(podUID string) func(ClaimHold) bool {
+	return func(c ClaimHold) bool {
+		return podUID != "" && slices.ContainsFunc(c.Pods, func(p ClaimConsumer) bool { return p.UID == podUID })
+	}
+}
+
+// claimsWithGPUs reports whether one of the claims holds a GPU.
+func claimsWithGPUs(claims []ClaimHold) bool {
+	return slices.ContainsFunc(claims, func(c ClaimHold) bool { return len(c.GPUs) > 0 })
+}
+
+// placeWithClaimsLocked admits the NUMA pod key, which has no decision,
+// with the GPUs its claims hold serving its GPU request: its CPUs and
+// memory are placed by its policy on a copy of the state in which the
+// claims' GPUs are free and every other GPU unhealthy, so that the
+// engine can pick those GPUs only; the placement's CPUs and memory (no
+// GPU: the claims keep holding theirs) are then claimed for the pod in
+// the node's state. It returns the claimed GPUs (ascending) and the
+// namespace/names of the claims holding them, or the refusal.
+func (n *Node) placeWithClaimsLocked(key string, req kube.PodRequest, claims []ClaimHold) ([]int, []string, error) {
+	var gpus []int
+	var names []string
+	for _, c := range claims {
+		if len(c.GPUs) > 0 {
+			gpus = append(gpus, c.GPUs...)
+			names = append(names, c.Key())
+		}
+	}
+	slices.Sort(gpus)
+	gpus = slices.Compact(gpus)
+	slices.Sort(names)
+	what := "ResourceClaim " + strings.Join(names, ", ")
+	if len(names) > 1 {
+		what = "ResourceClaims " + strings.Join(names, ", ")
+	}
+	if req.GPUs != 0 && req.GPUs != len(gpus) {
+		return nil, nil, fmt.Errorf("pod %s: %w: it requests %d GPUs, and its %s hold %d (GPUs %s): the claims' GPUs serve the request, so the numbers must agree",
+			key, kube.ErrInvalidPod, req.GPUs, what, len(gpus), intList(gpus))
+	}
+	st := n.s.Clone()
+	for _, c := range claims {
+		_ = st.Release(claimID(c.UID))
+	}
+	for _, g := range n.m.GPUs() {
+		// A claimed GPU that turned unhealthy is still the claim's: the
+		// pod has it through the claim.
+		if _, err := st.SetDeviceHealth(allocator.GPUClass, strconv.Itoa(g.ID), slices.Contains(gpus, g.ID)); err != nil {
+			return nil, nil, fmt.Errorf("pod %s: %w", key, err)
+		}
+	}
+	r := n.localRequest(req, key)
+	r.GPUs = len(gpus)
+	a, err := st.Allocate(&r)
+	if err == nil && !slices.Equal(sortedInts(a.GPUs), gpus) {
+		err = fmt.Errorf("the placement took GPUs %s, not the claimed %s", intList(sortedInts(a.GPUs)), intList(gpus))
+	}
+	if err != nil {
+		var nodes []numa.NodeID
+		for _, g := range gpus {
+			gpu, _ := n.m.GPU(g)
+			nodes = append(nodes, gpu.NUMANode)
+		}
+		slices.Sort(nodes)
+		reason := err.Error()
+		var pe *allocator.PlacementError
+		if errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		e := &TopologyAffinityError{Pod: key, Cause: err, Reason: fmt.Sprintf(
+			"its GPUs come from %s (GPUs %s, on NUMA nodes %v), and its %s policy cannot place its %d CPUs and %d MiB of memory with them: %s",
+			what, intList(gpus), slices.Compact(nodes), r.Policy, r.CPUs, r.MemoryMiB, reason)}
+		for _, name := range names {
+			e.Conflicts = append(e.Conflicts, Conflict{Resource: "gpu", Items: "GPUs " + intList(gpus),
+				Problem: "are held by ResourceClaim " + name, HeldByClaim: name})
+		}
+		return nil, nil, e
+	}
+	a.GPUs = a.GPUs[:0] // empty, as the checkpoint restores it
+	if _, err := n.s.Claim(a); err != nil {
+		return nil, nil, affinityError(key, nil, err)
+	}
+	return gpus, names, nil
+}
+
+// intList writes IDs as "0, 2, 3".
+func intList(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ", ")
 }

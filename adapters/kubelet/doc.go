@@ -10,7 +10,9 @@
 // node, and refuses with a *[TopologyAffinityError] (the kubelet's wording,
 // unwrapping to [ErrTopologyAffinity]) that names every conflict, such as
 // which CPUs are held by which pod; without a decision it places the pod by
-// its own policy; a pod without a NUMA spec runs on the shared pool.
+// its own policy (aligned with the GPUs of the pod's ResourceClaims when
+// [Node.HoldClaim] holds claims with GPUs for it: those GPUs serve its GPU
+// request); a pod without a NUMA spec runs on the shared pool.
 // [Node.Remove] releases. [Node.SetKubeletGPUs] records the GPUs the
 // kubelet gave a container of a shared-pool pod (one outside numaplace's
 // decisions), refusing one a decision holds and making the node refuse

@@ -193,6 +193,12 @@ type Admission struct {
 	// the kubelet gave each of its containers, by container name, as
 	// [Node.SetKubeletGPUs] recorded them (a copy); nil when none.
 	KubeletGPUs map[string][]int
+	// Claims are, for a pod the node placed with the GPUs of its
+	// ResourceClaims (see [Node.Admit]), the claims' namespace/names,
+	// ascending: GPUs are then those claims' GPUs, which the claims hold
+	// (Allocation names none of them) and which the DRA driver's CDI
+	// devices give the containers that use the claims; nil otherwise.
+	Claims []string
 }
 
 // Mems returns the cpuset.mems value: MemoryNodes (NUMANodes when it is
@@ -239,6 +245,12 @@ type podRecord struct {
 	// each of its containers (by container name), as SetKubeletGPUs
 	// recorded them; nil when none.
 	kubeletGPUs map[string][]int
+	// claimGPUs are, for a pod the node placed with the GPUs of its
+	// ResourceClaims (see [Node.Admit]), those GPUs (ascending) and
+	// claims the namespace/name of the claims holding them; nil
+	// otherwise. The claims hold the GPUs, the pod's allocation does not.
+	claimGPUs []int
+	claims    []string
 }
 
 // Node is the node agent of one machine: it admits pods by the scheduler's
@@ -376,6 +388,23 @@ func (n *Node) CheckpointPath() string {
 //     memory); a refusal is a *[TopologyAffinityError] carrying the
 //     placement engine's reason (and unwrapping to its
 //     *allocator.PlacementError).
+//   - Without a decision, a pod with a NUMA spec for which the node holds
+//     ResourceClaims with GPUs ([Node.HoldClaim], reserved for the pod's
+//     UID: the DRA driver prepares them before the pod's sandbox runs)
+//     gets those GPUs for its GPU request, never others: its CPUs and
+//     memory are placed by its policy aligned with the claimed GPUs, as
+//     the policy would place the request with exactly those GPUs
+//     (SingleNUMANode on their NUMA node; Restricted and BestEffort as
+//     they would with those GPUs fixed), and the GPUs stay held by the
+//     claims (the pod's allocation names none; Admission.GPUs and
+//     Admission.Claims name them). A pod that asks for GPUs asks for as
+//     many as its claims hold; another number is an error wrapping
+//     kube.ErrInvalidPod naming both (a pod asking for none takes the
+//     claims' GPUs as its own). When the policy cannot be met with the
+//     claimed GPUs (SingleNUMANode with claimed GPUs on two NUMA nodes,
+//     or no free CPUs beside them) the pod is refused with a
+//     *[TopologyAffinityError] naming the claims, their GPUs and the
+//     engine's reason.
 //   - A pod without a NUMA spec runs on the shared pool: the CPUs no
 //     exclusive allocation holds (reserved CPUs included) and every NUMA
 //     node. It is refused only when the shared pool is empty.
@@ -421,12 +450,23 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 		return n.readmitLocked(pod, key, rec, req, dec)
 	}
 	rec := podRecord{uid: pod.UID}
+	var claims []ClaimHold // the claims reserved for a NUMA pod without a decision
+	if dec == nil && req.NUMA {
+		claims = n.claimsLocked(reservedFor(pod.UID))
+	}
 	switch {
 	case dec != nil:
 		rec.source = FromDecision
 		if err := n.claimLocked(key, req, dec); err != nil {
 			return Admission{}, err
 		}
+	case req.NUMA && claimsWithGPUs(claims):
+		rec.source = Local
+		gpus, names, err := n.placeWithClaimsLocked(key, req, claims)
+		if err != nil {
+			return Admission{}, err
+		}
+		rec.claimGPUs, rec.claims = gpus, names
 	case req.NUMA:
 		rec.source = Local
 		r := n.localRequest(req, key)
@@ -521,10 +561,14 @@ func (n *Node) readmitLocked(pod *kube.Pod, key string, rec podRecord, req kube.
 		return n.admissionLocked(key, rec), nil
 	}
 	r := n.localRequest(req, key)
-	if old.CPUs.Size() != r.CPUs || len(old.GPUs) != r.GPUs || old.MemoryMiB() != r.MemoryMiB ||
+	held := len(old.GPUs) + len(rec.claimGPUs)
+	if len(rec.claimGPUs) > 0 && r.GPUs == 0 {
+		r.GPUs = held // a pod asking for no GPUs takes its claims' GPUs
+	}
+	if old.CPUs.Size() != r.CPUs || held != r.GPUs || old.MemoryMiB() != r.MemoryMiB ||
 		old.Policy != r.Policy || old.Exclusive != r.Exclusive {
 		return differ("it holds %d CPUs, %d GPUs and %d MiB of memory under %s/%s, the pod now asks for %d CPUs, %d GPUs and %d MiB under %s/%s",
-			old.CPUs.Size(), len(old.GPUs), old.MemoryMiB(), old.Policy, old.Exclusive, r.CPUs, r.GPUs, r.MemoryMiB, r.Policy, r.Exclusive)
+			old.CPUs.Size(), held, old.MemoryMiB(), old.Policy, old.Exclusive, r.CPUs, r.GPUs, r.MemoryMiB, r.Policy, r.Exclusive)
 	}
 	return n.admissionLocked(key, rec), nil
 }
@@ -952,6 +996,24 @@ func (n *Node) admissionLocked(key string, rec podRecord) Admission {
 	for _, g := range a.GPUs {
 		gpu, _ := n.m.GPU(g)
 		adm.GPUs = append(adm.GPUs, kube.DecisionGPU{ID: g, UUID: gpu.UUID})
+	}
+	if len(rec.claimGPUs) > 0 {
+		span := numa.Mask(0)
+		for _, id := range adm.NUMANodes {
+			if i, ok := n.m.NodeIndex(id); ok {
+				span = span.With(i)
+			}
+		}
+		for _, g := range rec.claimGPUs {
+			gpu, _ := n.m.GPU(g)
+			adm.GPUs = append(adm.GPUs, kube.DecisionGPU{ID: g, UUID: gpu.UUID})
+			if i, ok := n.m.NodeIndex(gpu.NUMANode); ok {
+				span = span.With(i)
+			}
+		}
+		slices.SortFunc(adm.GPUs, func(x, y kube.DecisionGPU) int { return x.ID - y.ID })
+		adm.NUMANodes = n.m.IDsOf(span)
+		adm.Claims = slices.Clone(rec.claims)
 	}
 	adm.Devices = a.Devices
 	return adm

@@ -207,3 +207,51 @@ func (p *Plugin) withinDecision(ctr *api.Container, adm kubelet.Admission) bool 
 	}
 	return true
 }
+
+// lookupClaimSpec returns the sandbox's pod from Options.Pods, with its
+// containers' requests, when the pod has a NUMA spec, no decision, and
+// ResourceClaims the node holds GPUs for, reserved for it (by UID): the
+// node can then place it by its policy aligned with those GPUs
+// (kubelet.Node.Admit), which it cannot do from the sandbox alone. nil
+// otherwise, or when the pod is not found (it is then refused for want of
+// a decision, as before). It is called without the plugin's lock: it may
+// ask the API server.
+func (p *Plugin) lookupClaimSpec(ctx context.Context, sb *api.PodSandbox) *kube.Pod {
+	ann := sb.GetAnnotations()
+	if p.pods == nil || sb.GetUid() == "" {
+		return nil
+	}
+	if _, ok := ann[kube.AnnotationAllocation]; ok {
+		return nil
+	}
+	_, alibaba := ann[kube.AnnotationSpecAlibaba]
+	_, koordinator := ann[kube.AnnotationSpecKoordinator]
+	if !alibaba && !koordinator {
+		return nil
+	}
+	if !slices.ContainsFunc(p.node.ClaimsOfPod(sb.GetUid()), func(c kubelet.ClaimHold) bool { return len(c.GPUs) > 0 }) {
+		return nil
+	}
+	pod, ok := p.pods.Pod(ctx, sb.GetNamespace(), sb.GetName(), sb.GetUid())
+	if !ok || pod.Namespace != sb.GetNamespace() || pod.Name != sb.GetName() || (pod.UID != "" && pod.UID != sb.GetUid()) {
+		return nil
+	}
+	found := *pod // the lookup's pod may be shared: not changed here
+	found.UID = sb.GetUid()
+	return &found
+}
+
+// claimShare returns the admission of a container of a pod the node
+// placed with its claims' GPUs (kubelet.Admission.Claims) with its GPUs
+// narrowed to those of the claims' GPUs the container got from the DRA
+// role's CDI spec (got): a container that uses no claim gets none.
+func claimShare(adm kubelet.Admission, got []int) kubelet.Admission {
+	var share []kube.DecisionGPU
+	for _, g := range adm.GPUs {
+		if slices.Contains(got, g.ID) {
+			share = append(share, g)
+		}
+	}
+	adm.GPUs = share
+	return adm
+}

@@ -55,7 +55,10 @@ type Options struct {
 	// requests): each container of a pod whose decision names GPUs then
 	// gets its share of them (kube.GPUShares). Nil, or a pod not found:
 	// the GPUs the kubelet gave the container when they are all the
-	// decision's, else all of the decision's GPUs.
+	// decision's, else all of the decision's GPUs. It also gives the
+	// requests of a pod with a NUMA spec and no decision whose
+	// ResourceClaims hold GPUs, which the node then places aligned with
+	// them (nil, or not found: refused, [ErrNoDecision]).
 	Pods PodLookup
 	// ResourceName is the extended resource the GPUs are requested as; ""
 	// is aliyun.com/gpu.
@@ -355,7 +358,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs [
 			p.resizedEarlierLocked(ctx, sb, adm)
 			continue
 		}
-		adm, err := p.admitNewLocked(sb)
+		adm, err := p.admitNewLocked(sb, nil)
 		if err != nil {
 			unmanaged[sb.GetId()] = true
 			msg := fmt.Sprintf("pod %s runs but cannot be admitted, its containers are confined to the shared pool: %v", key, err)
@@ -453,17 +456,24 @@ func (p *Plugin) changedLocked() {
 // RunPodSandbox implements stub.RunPodInterface: it first releases the
 // pods of sandboxes found at Synchronize whose process is gone (see
 // [Plugin.Synchronize]), then admits the pod by its decision (or to the
-// shared pool). A refusal returns a *[RefusedError] naming the conflict,
+// shared pool). A pod with a NUMA spec and no decision whose
+// ResourceClaims (which the kubelet had the DRA role prepare before the
+// sandbox) hold GPUs is admitted by its spec from Options.Pods (its
+// requests): the node places its CPUs and memory by its policy aligned
+// with the claimed GPUs, which serve its GPU request (kubelet.Node.Admit);
+// its containers then get the claims' GPUs their CDI devices gave them,
+// named once. A refusal returns a *[RefusedError] naming the conflict,
 // which makes the runtime fail the sandbox; it is logged and recorded as an
 // event.
 func (p *Plugin) RunPodSandbox(ctx context.Context, sb *api.PodSandbox) error {
 	if sb == nil {
 		return errors.New("nri: RunPodSandbox without a pod sandbox")
 	}
+	spec := p.lookupClaimSpec(ctx, sb)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reapLocked(ctx, "RunPodSandbox")
-	_, err := p.admitLocked(ctx, sb, "RunPodSandbox")
+	_, err := p.admitLocked(ctx, sb, "RunPodSandbox", spec)
 	return err
 }
 
@@ -486,9 +496,10 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		return nil, nil, errors.New("nri: CreateContainer without a pod sandbox or a container")
 	}
 	spec := p.lookupSpec(ctx, sb)
+	claimSpec := p.lookupClaimSpec(ctx, sb)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	adm, err := p.admitLocked(ctx, sb, "CreateContainer")
+	adm, err := p.admitLocked(ctx, sb, "CreateContainer", claimSpec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -497,7 +508,12 @@ func (p *Plugin) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *a
 		return nil, nil, err
 	}
 	shareFrom := ""
-	if adm.Source != kubelet.SharedPool {
+	if len(adm.Claims) > 0 {
+		// A pod the node placed with its claims' GPUs: the container has
+		// those of its claims' GPUs that it uses (the DRA role's CDI spec
+		// gave them), no other.
+		adm, shareFrom = claimShare(adm, p.containerClaimGPUs(ctr, claimantOf(sb))), "claims"
+	} else if adm.Source != kubelet.SharedPool {
 		adm, shareFrom = p.containerShare(adm, spec, ctr)
 	} else if ids, ok := p.kubeletGPUs(ctr, claimantOf(sb)); ok {
 		// The kubelet's GPUs of a pod outside numaplace's decisions: never
@@ -712,18 +728,18 @@ func (p *Plugin) remove(ctx context.Context, sb *api.PodSandbox, event string) e
 // admitLocked admits the sandbox's pod (idempotent) and records the
 // sandbox. A refusal is logged, recorded as an event and returned as a
 // *RefusedError.
-func (p *Plugin) admitLocked(ctx context.Context, sb *api.PodSandbox, event string) (kubelet.Admission, error) {
+func (p *Plugin) admitLocked(ctx context.Context, sb *api.PodSandbox, event string, spec *kube.Pod) (kubelet.Admission, error) {
 	key := sandboxKey(sb)
 	if adm, ok := p.node.Get(key); ok && p.current[key] == sb.GetId() && (adm.UID == "" || adm.UID == sb.GetUid()) {
 		return adm, nil
 	}
 	_, known := p.node.Get(key)
-	adm, err := p.admitNewLocked(sb)
+	adm, err := p.admitNewLocked(sb, spec)
 	if err != nil && p.reapLocked(ctx, event+" refused") {
 		// A holder (or an older pod of the same name) was a sandbox that
 		// no longer runs: try again without it.
 		_, known = p.node.Get(key)
-		adm, err = p.admitNewLocked(sb)
+		adm, err = p.admitNewLocked(sb, spec)
 	}
 	if err != nil {
 		r := refusal(key, err)
@@ -741,9 +757,15 @@ func (p *Plugin) admitLocked(ctx context.Context, sb *api.PodSandbox, event stri
 }
 
 // admitNewLocked admits the sandbox's pod on the node, records the
-// sandbox, and notes a change of the shared pool.
-func (p *Plugin) admitNewLocked(sb *api.PodSandbox) (kubelet.Admission, error) {
+// sandbox, and notes a change of the shared pool. spec, when not nil, is
+// the pod with its containers' requests (lookupClaimSpec): a pod with a
+// NUMA spec and no decision is then admitted by it (the node places it
+// with its claims' GPUs) rather than refused for want of a decision.
+func (p *Plugin) admitNewLocked(sb *api.PodSandbox, spec *kube.Pod) (kubelet.Admission, error) {
 	pod, err := PodFromSandbox(sb)
+	if errors.Is(err, ErrNoDecision) && spec != nil {
+		pod, err = spec, nil
+	}
 	if err != nil {
 		return kubelet.Admission{}, err
 	}

@@ -16,7 +16,10 @@ import (
 // but no numaplace.io/allocation decision. Such a pod was not placed by
 // numaplace's scheduler, and NRI does not pass a pod's container requests
 // (its CPU and GPU counts), so the node cannot place it by its policy
-// either.
+// either; the handlers make one exception: a pod whose ResourceClaims
+// (prepared by the DRA role) hold GPUs and whose spec the pod lookup
+// finds is placed by the node aligned with those GPUs (see
+// [Plugin.RunPodSandbox]).
 var ErrNoDecision = errors.New("a pod with a NUMA topology spec has no " + kube.AnnotationAllocation + " decision")
 
 // RefusedError is returned by the handlers for a pod the node refuses. Its

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -184,8 +183,7 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 	_, file, _, _ := runtime.Caller(0)
 	deploy := filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy")
 	controlplane.ApplyFiles(t, cp.Config, draManifests(t, deploy)...)
-	ensureDeviceClass(t, client)
-	ensureAgentDRARights(t, client, deploy)
+	requireDeviceClasses(t, client)
 	cp.StartControllerManager(t)
 	cp.StartScheduler(t)
 	c.stage("kube-controller-manager and kube-scheduler up")
@@ -438,53 +436,20 @@ func buildAgentBinary(dir string) string {
 	return out
 }
 
-// ensureDeviceClass creates the DeviceClass draGPUClass, selecting the
-// driver's devices, when deploy/'s manifests have not made it, and the
-// test's own draNICClass, selecting the driver's NICs.
-func ensureDeviceClass(t *testing.T, client kubernetes.Interface) {
+// requireDeviceClasses fails the test unless deploy/'s manifests made
+// the DRA path's DeviceClasses: gpu.numaplace.io and nic.numaplace.io
+// selecting the driver's devices, and aliyun-gpu.numaplace.io mapping
+// aliyun.com/gpu (the tests use the shipped classes, never their own).
+func requireDeviceClasses(t *testing.T, client kubernetes.Interface) {
 	t.Helper()
-	ctx := context.Background()
-	class := func(name, cel string) {
-		_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-				Expression: cel}}}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err, "DeviceClass %s", name)
+	for _, name := range []string{draGPUClass, draNICClass, draAliyunGPUClass} {
+		c, err := client.ResourceV1().DeviceClasses().Get(context.Background(), name, metav1.GetOptions{})
+		require.NoError(t, err, "deploy/'s manifests make no DeviceClass %s", name)
+		require.NotEmpty(t, c.Spec.Selectors, "DeviceClass %s selects no devices", name)
+		require.Contains(t, c.Spec.Selectors[0].CEL.Expression, `device.driver == "`+draDriver+`"`, "DeviceClass %s's selector", name)
+		if name == draAliyunGPUClass {
+			require.NotNil(t, c.Spec.ExtendedResourceName, "DeviceClass %s maps no extended resource", name)
+			require.Equal(t, "aliyun.com/gpu", *c.Spec.ExtendedResourceName, "DeviceClass %s's extendedResourceName", name)
+		}
 	}
-	if _, err := client.ResourceV1().DeviceClasses().Get(ctx, draGPUClass, metav1.GetOptions{}); err != nil {
-		t.Logf("deploy/ has no DeviceClass %s: the test makes one selecting the driver's devices", draGPUClass)
-		class(draGPUClass, `device.driver == "`+draDriver+`"`)
-	}
-	class(draNICClass, `device.driver == "`+draDriver+`" && device.attributes["`+draDriver+`"].type == "nic"`)
-}
-
-// ensureAgentDRARights gives the agent's service account the rights its
-// DRA role needs (ResourceSlices, reading ResourceClaims and Nodes) when
-// deploy/agent.yaml does not grant ResourceSlices.
-func ensureAgentDRARights(t *testing.T, client kubernetes.Interface, deploy string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(deploy, "agent.yaml"))
-	require.NoError(t, err)
-	if strings.Contains(string(data), "resourceslices") {
-		return
-	}
-	t.Logf("deploy/agent.yaml grants no ResourceSlices: the test gives the agent's service account the DRA role's rights")
-	ctx := context.Background()
-	_, err = client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "numaplace-agent-dra-test"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"},
-				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
-			{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "numaplace-agent-dra-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "numaplace-agent-dra-test"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "numaplace-system", Name: "numaplace-agent"}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
 }

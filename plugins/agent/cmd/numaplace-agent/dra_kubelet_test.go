@@ -28,19 +28,18 @@ import (
 // inside their containers, from the kubelet's pod-resources API and from
 // the CDI specs the agent wrote.
 
-// The DeviceClasses the tests' requests name (the GPUs' is deploy/'s, or
-// the test's when deploy/ has none; the NICs' the test's, whatever deploy/
-// names its own), and the attributes their selectors and constraints use.
+// The DeviceClasses of deploy/dra.yaml the tests' requests name (the
+// tests apply deploy/ and check its classes as shipped: the GPUs' and
+// the NICs' select the driver's devices by their type attribute, the
+// third maps aliyun.com/gpu to the GPUs), and the attributes their
+// selectors and constraints use.
 const (
-	draGPUClass  = draDriver
-	draNICClass  = "numaplace-e2e-nic"
-	attrNUMANode = "resource.kubernetes.io/numaNode"
-	attrBusID    = "resource.kubernetes.io/pciBusID"
-	attrSwitch   = draDriver + "/pcieSwitch"
-	// isGPU and isNIC select the driver's GPUs and NICs by its type
-	// attribute, whatever the class selects.
-	isGPU = `device.attributes["` + draDriver + `"].type == "gpu"`
-	isNIC = `device.attributes["` + draDriver + `"].type == "nic"`
+	draGPUClass       = "gpu.numaplace.io"
+	draNICClass       = "nic.numaplace.io"
+	draAliyunGPUClass = "aliyun-gpu.numaplace.io"
+	attrNUMANode      = "resource.kubernetes.io/numaNode"
+	attrBusID         = "resource.kubernetes.io/pciBusID"
+	attrSwitch        = draDriver + "/pcieSwitch"
 )
 
 // draDevice is a device of the agent's ResourceSlices mapped to the fake
@@ -347,7 +346,7 @@ func TestDRAOnTheKubelet(t *testing.T) {
 
 	scenario("aligned-then-freed", func(t *testing.T) {
 		createTemplate(t, client, "aligned", resourcev1.DeviceClaim{
-			Requests:    []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 2, isGPU), exactly("nic", draNICClass, 1, isNIC)},
+			Requests:    []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 2), exactly("nic", draNICClass, 1)},
 			Constraints: []resourcev1.DeviceConstraint{matchAttribute(attrNUMANode, "gpu", "nic")},
 		})
 		pod, claim := d.runDRAPod(t, draPod("aligned", fromTemplate("devices", "aligned")), "devices")
@@ -380,7 +379,7 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		sw := fakePCIeSwitch(t, nic.bus)
 		onSwitch := fmt.Sprintf(`device.attributes[%q].pcieSwitch == %q`, draDriver, sw)
 		createClaim(t, client, "on-switch", resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU, onSwitch), exactly("nic", draNICClass, 1, isNIC, onSwitch)},
+			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, onSwitch), exactly("nic", draNICClass, 1, onSwitch)},
 		})
 		t.Cleanup(func() {
 			_ = client.ResourceV1().ResourceClaims("default").Delete(context.Background(), "on-switch", metav1.DeleteOptions{})
@@ -394,7 +393,7 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		// matchAttribute pcieSwitch: GPU 0, listed first, has no NIC beside
 		// it; GPU 1 shares mlx5_0's switch.
 		createTemplate(t, client, "by-switch", resourcev1.DeviceClaim{
-			Requests:    []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU), exactly("nic", draNICClass, 1, isNIC)},
+			Requests:    []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1), exactly("nic", draNICClass, 1)},
 			Constraints: []resourcev1.DeviceConstraint{matchAttribute(attrSwitch, "gpu", "nic")},
 		})
 		pod2, claim2 := d.runDRAPod(t, draPod("by-switch", fromTemplate("devices", "by-switch")), "devices")
@@ -408,10 +407,10 @@ func TestDRAOnTheKubelet(t *testing.T) {
 	})
 
 	scenario("distinct-and-all", func(t *testing.T) {
-		all := exactly("nics", draNICClass, 0, isNIC)
+		all := exactly("nics", draNICClass, 0)
 		all.Exactly.AllocationMode = resourcev1.DeviceAllocationModeAll
 		createTemplate(t, client, "spread", resourcev1.DeviceClaim{
-			Requests:    []resourcev1.DeviceRequest{exactly("gpus", draGPUClass, 2, isGPU), all},
+			Requests:    []resourcev1.DeviceRequest{exactly("gpus", draGPUClass, 2), all},
 			Constraints: []resourcev1.DeviceConstraint{distinctAttribute(attrNUMANode, "gpus")},
 		})
 		pod, claim := d.runDRAPod(t, draPod("spread", fromTemplate("devices", "spread")), "devices")
@@ -445,7 +444,7 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		}, 60*time.Second, 100*time.Millisecond, "device %s (GPU 2, its node %s removed) is not tainted NoSchedule", sick, sickNode)
 		t.Logf("device %s's taints with its node gone: %+v", sick, d.taintsOf(t, sick))
 		createTemplate(t, client, "node1-gpu", resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU,
+			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1,
 				fmt.Sprintf(`device.attributes["resource.kubernetes.io"].numaNode == %d`, fakeGPUs[2].node))},
 		})
 		pod, claim := d.runDRAPod(t, draPod("avoid", fromTemplate("devices", "node1-gpu")), "devices")
@@ -477,7 +476,7 @@ func TestDRAOnTheKubelet(t *testing.T) {
 				deletePod(t, client, "holder", 1)
 			}
 		})
-		createClaim(t, client, "wants-gpu2", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU,
+		createClaim(t, client, "wants-gpu2", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1,
 			fmt.Sprintf(`device.attributes[%q].uuid == %q`, draDriver, fakeGPUs[2].uuid))}})
 		t.Cleanup(func() {
 			_ = client.ResourceV1().ResourceClaims("default").Delete(context.Background(), "wants-gpu2", metav1.DeleteOptions{})
@@ -512,7 +511,7 @@ func TestDRAOnTheKubelet(t *testing.T) {
 		// 0's is the shared pool's).
 		onNode1 := `device.attributes["resource.kubernetes.io"].numaNode == 1`
 		createTemplate(t, client, "one-each", resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU, onNode1), exactly("nic", draNICClass, 1, isNIC, onNode1)},
+			Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, onNode1), exactly("nic", draNICClass, 1, onNode1)},
 		})
 		pod, claim := d.runDRAPod(t, draPod("survivor", fromTemplate("devices", "one-each")), "devices")
 		ctr := d.checkDRAContainer(t, pod, devs, allDevices(claim))
@@ -596,7 +595,7 @@ func (d *draCluster) handAllocated(t *testing.T, name, pool, device string) {
 	t.Helper()
 	ctx := context.Background()
 	client := d.client
-	createClaim(t, client, name, resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1, isGPU)}})
+	createClaim(t, client, name, resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gpu", draGPUClass, 1)}})
 	t.Cleanup(func() {
 		_ = client.ResourceV1().ResourceClaims("default").Delete(context.Background(), name, metav1.DeleteOptions{})
 	})

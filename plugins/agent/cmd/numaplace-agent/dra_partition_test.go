@@ -48,7 +48,7 @@ func TestDRABesideTheDevicePlugin(t *testing.T) {
 	plain.Spec.NodeName = kubeletNode
 	_, err := client.CoreV1().Pods("default").Create(ctx, plain, metav1.CreateOptions{})
 	require.NoError(t, err)
-	all := exactly("gpus", draGPUClass, 0, isGPU)
+	all := exactly("gpus", draGPUClass, 0)
 	all.Exactly.AllocationMode = resourcev1.DeviceAllocationModeAll
 	createTemplate(t, client, "all-gpus", resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{all}})
 	pod, claim := d.runDRAPod(t, draPod("dra", fromTemplate("devices", "all-gpus")), "devices")

@@ -36,7 +36,8 @@ func (c *kubeletCluster) killKubelet(t *testing.T) {
 
 // TestDRAKubeletRestart restarts the kubelet while a pod with a claim
 // (2 GPUs and 1 NIC aligned by numaNode) runs, first stopped (SIGTERM),
-// then killed (SIGKILL). After each restart: the pod keeps its container
+// then killed (SIGKILL), then killed with the agent (both SIGKILL, the
+// agent started after the kubelet). After each restart: the pod keeps its container
 // (same ID, no restart), the claim its allocation and reservation, the
 // container exactly its devices and the claim its CDI spec; the new
 // kubelet's pod-resources API names the same devices; the driver is
@@ -114,6 +115,7 @@ func TestDRAKubeletRestart(t *testing.T) {
 
 		// The driver is registered with the new kubelet: a new claim (the
 		// two free GPUs) is prepared, and unprepared when its pod goes.
+		d.waitDriverConnected(t)
 		name := "fresh-" + round
 		fresh, fc := d.runDRAPod(t, draPod(name, fromTemplate("devices", "two-gpus")), "devices")
 		require.Empty(t, intersect(allDevices(claim), allDevices(fc)), "%s's claim shares held's devices", name)
@@ -162,6 +164,14 @@ func TestDRAKubeletRestart(t *testing.T) {
 	check("sigkill", got["gpu"][1])
 	d.stage("checks after the SIGKILL restart passed")
 
+	// Both killed at once, the agent started after the kubelet.
+	d.agentProc.kill9()
+	d.killKubelet(t)
+	d.agentProc = d.startAgentProcess(t)
+	d.stage("agent and kubelet killed (SIGKILL), both started again")
+	check("both", got["gpu"][0])
+	d.stage("checks after both restarts passed")
+
 	// Deleting held unprepares its claim (its CDI spec goes, the
 	// checkpoint forgets it) and frees its devices: a pod for the four
 	// GPUs gets them and runs.
@@ -187,6 +197,26 @@ func TestDRAKubeletRestart(t *testing.T) {
 	require.Equal(t, claimResources(all), podDynamicResources(t, e, "all-gpus"), "pod-resources List for all-gpus")
 	d.stage("held deleted: unprepared, all-gpus runs on its GPUs")
 	deleteDRAPod(t, client, "all-gpus", all)
+}
+
+// waitDriverConnected waits until the running kubelet's log says it is
+// connected to the agent's DRA driver (its last "Connection changed" for
+// the driver says connected=true). A pod whose claim the kubelet prepares
+// before then fails with "DRA driver gpu.numaplace.io is not registered",
+// and the kubelet retries only at its next sync of the pod, a minute or so
+// later.
+func (d *draCluster) waitDriverConnected(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(d.kubelet.log)
+		last := ""
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, `"Connection changed"`) && strings.Contains(l, `driverName="`+draDriver+`"`) {
+				last = l
+			}
+		}
+		return strings.HasSuffix(strings.TrimSpace(last), "connected=true")
+	}, 60*time.Second, 100*time.Millisecond, "the kubelet is not connected to the DRA driver (its log: %s)", d.kubelet.log)
 }
 
 // claimNamed returns the ResourceClaim of the name in namespace default.

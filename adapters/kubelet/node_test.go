@@ -24,6 +24,12 @@ import (
 // with UUIDs), and one RDMA NIC per node.
 func smallMachine(t testing.TB) *topology.Machine {
 	t.Helper()
+	return smallMachineWith(t, true)
+}
+
+// smallMachineWith is smallMachine, with its two RDMA NICs or without them.
+func smallMachineWith(t testing.TB, nics bool) *topology.Machine {
+	t.Helper()
 	b := topology.NewBuilder("small-test").
 		AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 3), MemoryMiB: 1024}).
 		AddNode(topology.Node{ID: 2, Socket: 0, CPUs: numa.CPURange(4, 7), MemoryMiB: 1024}).
@@ -32,8 +38,10 @@ func smallMachine(t testing.TB) *topology.Machine {
 		node := numa.NodeID(2 * (g / 2))
 		b.AddGPU(topology.GPU{ID: g, NUMANode: node, PCIeSwitch: "sw" + strconv.Itoa(g/2), UUID: "GPU-" + strconv.Itoa(g)})
 	}
-	b.AddDevice(topology.Device{ID: "mlx5_0", Class: "rdma", NUMANode: 0})
-	b.AddDevice(topology.Device{ID: "mlx5_1", Class: "rdma", NUMANode: 2})
+	if nics {
+		b.AddDevice(topology.Device{ID: "mlx5_0", Class: "rdma", NUMANode: 0})
+		b.AddDevice(topology.Device{ID: "mlx5_1", Class: "rdma", NUMANode: 2})
+	}
 	m, err := b.Build()
 	require.NoError(t, err)
 	return m

@@ -4,30 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/numaplace/numaplace/numa"
-	"github.com/numaplace/numaplace/topology"
 )
-
-// smallMachineBeforeRDMA is smallMachine as sysfs discovery described it
-// before it found RDMA NICs: the same nodes, CPUs and GPUs, no devices.
-func smallMachineBeforeRDMA(t testing.TB) *topology.Machine {
-	t.Helper()
-	b := topology.NewBuilder("small-test").
-		AddNode(topology.Node{ID: 0, Socket: 0, CPUs: numa.CPURange(0, 3), MemoryMiB: 1024}).
-		AddNode(topology.Node{ID: 2, Socket: 0, CPUs: numa.CPURange(4, 7), MemoryMiB: 1024}).
-		SetReservedCPUs(numa.NewCPUSet(7))
-	for g := range 4 {
-		b.AddGPU(topology.GPU{ID: g, NUMANode: numa.NodeID(2 * (g / 2)), PCIeSwitch: "sw" + strconv.Itoa(g/2), UUID: "GPU-" + strconv.Itoa(g)})
-	}
-	m, err := b.Build()
-	require.NoError(t, err)
-	return m
-}
 
 // TestCheckpointBeforeRDMADiscovery: a version-1 checkpoint written on a
 // node before discovery found its RDMA NICs opens on the machine with them,
@@ -35,7 +15,7 @@ func smallMachineBeforeRDMA(t testing.TB) *topology.Machine {
 // whose fingerprint lacks them is another machine's, and so is a version-1
 // file whose nodes or GPUs differ.
 func TestCheckpointBeforeRDMADiscovery(t *testing.T) {
-	before := smallMachineBeforeRDMA(t)
+	before := smallMachineWith(t, false) // as discovery saw it before it found RDMA NICs
 	n, path := openTemp(t, before)
 	_, err := n.Admit(numaPod("a", 2, 1, "SingleNUMANode"))
 	require.NoError(t, err)

@@ -574,6 +574,26 @@ func (m *Machine) hasGPU(id int) bool {
 	return ok
 }
 
+// NearestCPUNode returns the NUMA node whose CPUs are closest to node id:
+// id itself when it has CPUs, else the node with CPUs at the least SLIT
+// distance from it (the lowest ID on a tie), as for a device whose PCI
+// numa_node is a CPU-less memory node. It returns false for a node the
+// machine lacks ([UnknownNode] included) or a machine without CPUs.
+func (m *Machine) NearestCPUNode(id numa.NodeID) (numa.NodeID, bool) {
+	i, ok := m.NodeIndex(id)
+	if !ok {
+		return 0, false
+	}
+	if !m.NodeCPUs(i).IsEmpty() {
+		return id, true
+	}
+	j, ok := m.nearestCPUNode(i)
+	if !ok {
+		return 0, false
+	}
+	return m.NodeID(j), true
+}
+
 // nearestCPUNode returns the dense index of the node with CPUs nearest to the
 // node at dense index i by distance (the lowest ID on a tie), and false
 // when no node has CPUs.

@@ -352,29 +352,7 @@ func BuildResources(inv Inventory, unhealthy map[string][]string) (resourceslice
 // unknown node ([topology.UnknownNode] or one the machine lacks) or a
 // machine without CPUs.
 func CPUNode(m *topology.Machine, id numa.NodeID) (numa.NodeID, bool) {
-	i, ok := m.NodeIndex(id)
-	if !ok {
-		return 0, false
-	}
-	if !m.NodeCPUs(i).IsEmpty() {
-		return id, true
-	}
-	best, bestDist, found := numa.NodeID(0), 0, false
-	d := m.Distances()
-	for j := range m.NumNodes() {
-		if m.NodeCPUs(j).IsEmpty() {
-			continue
-		}
-		other := m.NodeID(j)
-		dist, ok := d.Distance(id, other)
-		if !ok {
-			continue
-		}
-		if !found || dist < bestDist { // ascending IDs: a tie keeps the lower
-			best, bestDist, found = other, dist, true
-		}
-	}
-	return best, found
+	return m.NearestCPUNode(id)
 }
 
 // NUMANodeValue returns the value of resource.kubernetes.io/numaNode for a

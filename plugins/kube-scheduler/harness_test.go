@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
+	"k8s.io/utils/ptr"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/numa"
@@ -52,8 +54,13 @@ const waitTimeout = 30 * time.Second
 type cluster struct {
 	t      *testing.T
 	client kubernetes.Interface
-	fake   bool         // client-go's fake clientset: no admission, no graceful deletion
-	config *rest.Config // a real API server's (the scheduler's KubeConfig), nil on the fake clientset
+	fake   bool // client-go's fake clientset: no admission; graceful deletion only once kubelet() runs
+	// graceful, on the fake clientset, makes a delete of a bound pod without
+	// a zero grace period mark the pod terminating (a deletionTimestamp), as
+	// the API server does, instead of removing it at once; kubelet() sets it
+	// and removes terminating pods as a kubelet would.
+	graceful *atomic.Bool
+	config   *rest.Config // a real API server's (the scheduler's KubeConfig), nil on the fake clientset
 	// editProfile, if set, changes the profile before each start.
 	editProfile func(*schedconfig.KubeSchedulerProfile)
 }
@@ -98,7 +105,39 @@ func newFakeCluster(t *testing.T) *cluster {
 		}
 		return true, b, client.Tracker().Update(gvr, pod, b.Namespace)
 	})
-	return &cluster{t: t, client: client, fake: true}
+	graceful := new(atomic.Bool)
+	// Graceful deletion, as the API server does it for a bound pod: the pod
+	// is marked terminating and stays until its kubelet (kubelet()) deletes
+	// it with a zero grace period. Without it, preemption's victims vanish at
+	// once, which no real cluster does, and kube-scheduler's asynchronous
+	// preemption can start a second eviction of a victim the first one is
+	// still deleting.
+	client.PrependReactor("delete", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		da, ok := action.(clienttesting.DeleteAction)
+		if !ok || !graceful.Load() || da.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		if g := da.GetDeleteOptions().GracePeriodSeconds; g != nil && *g == 0 {
+			return false, nil, nil
+		}
+		gvr := v1.SchemeGroupVersion.WithResource("pods")
+		obj, err := client.Tracker().Get(gvr, da.GetNamespace(), da.GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		pod := obj.(*v1.Pod).DeepCopy()
+		if pod.Spec.NodeName == "" {
+			return false, nil, nil
+		}
+		if pod.DeletionTimestamp != nil {
+			return true, nil, nil
+		}
+		now := metav1.Now()
+		pod.DeletionTimestamp = &now
+		pod.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		return true, nil, client.Tracker().Update(gvr, pod, pod.Namespace)
+	})
+	return &cluster{t: t, client: client, fake: true, graceful: graceful}
 }
 
 // running is a started scheduler.

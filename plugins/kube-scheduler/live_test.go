@@ -251,9 +251,14 @@ func (c *cluster) withPriority(p *v1.Pod, class string) *v1.Pod {
 }
 
 // kubelet finishes the deletion of bound pods, as the node's kubelet would
-// (there is none): a pod deleted gracefully is removed at once.
+// (there is none): a pod deleted gracefully is removed within 50 ms. On the
+// fake clientset it also turns graceful deletion on (see cluster.graceful),
+// so that victims are terminating for a while, as on a real API server.
 func (c *cluster) kubelet() {
 	t := c.t
+	if c.graceful != nil {
+		c.graceful.Store(true)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +33,8 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/internal/controlplane"
 	"github.com/numaplace/numaplace/plugins/agent/cluster"
-	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
 	"github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/plugins/agent/reporter"
 	"github.com/numaplace/numaplace/policy"
@@ -43,15 +42,15 @@ import (
 )
 
 // deployDir is the repository's deploy/.
-func deployDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy")
+func deployDir(t *testing.T) string {
+	t.Helper()
+	return controlplane.RepoPath(t, "deploy")
 }
 
 // objects reads the YAML documents of a deploy/ file.
 func objects(t *testing.T, name string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(deployDir(), name))
+	data, err := os.ReadFile(filepath.Join(deployDir(t), name))
 	require.NoError(t, err)
 	var out []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
@@ -127,7 +126,7 @@ func installCRD(t *testing.T, cfg *rest.Config) {
 // The manifests of deploy/ validate against a real API server: each
 // object passes a server-side dry-run apply, then is applied.
 func TestManifestsOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	ctx := context.Background()
 	installCRD(t, cp.Config)
 	a := newApplier(t, cp.Config)
@@ -170,7 +169,7 @@ func TestManifestsOnARealAPIServer(t *testing.T) {
 	embedded, _, _ := unstructured.NestedString(cm.Object, "data", "scheduler-config.yaml")
 	var got, want map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(embedded), &got))
-	data, err := os.ReadFile(filepath.Join(deployDir(), "..", "plugins", "kube-scheduler", "deploy", "scheduler-config.yaml"))
+	data, err := os.ReadFile(controlplane.RepoPath(t, "plugins", "kube-scheduler", "deploy", "scheduler-config.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &want))
 	require.Equal(t, "", got["clientConnection"].(map[string]any)["kubeconfig"])
@@ -263,7 +262,7 @@ func available(r *upstreamNRT, zone, res string) string {
 }
 
 func TestReporterOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	ctx := context.Background()
 	installCRD(t, cp.Config)
 	client, err := kubernetes.NewForConfig(cp.Config)
@@ -379,7 +378,7 @@ func TestReporterOnARealAPIServer(t *testing.T) {
 // service-account token bound to an agent pod on node gpu-1: it writes
 // gpu-1's annotation and report and events, and nothing of gpu-2's.
 func TestAgentRightsOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	ctx := context.Background()
 	installCRD(t, cp.Config)
 	a := newApplier(t, cp.Config)

@@ -450,11 +450,11 @@ func (d *Devices) switchesNeeded(node, k int) int {
 
 // Take records the amounts of one decision; the devices themselves are
 // chosen once every device class the request asks for has recorded its
-// amounts (see [deviceJoint.take]), so that the classes are chosen
-// together and NICs pair with GPUs.
+// amounts, so that the classes are chosen together and NICs pair with
+// GPUs.
 //
 // A request without Devices demands GPUs as its only device class: its
-// GPUs are chosen at once, from amounts in place (see [deviceJoint.takeOne]).
+// GPUs are chosen at once, from the amounts as given.
 func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	j := d.joint
 	if d.isGPU && len(r.Devices) == 0 {

@@ -153,8 +153,8 @@ type Preference struct {
 // decimal strings, or GPU UUIDs; the answer spells each as available does,
 // in ascending GPU index). See [PreferredAllocator.Prefer] for what is preferred.
 // It allocates the answer only, and most answers not even that: they are
-// cut from chunks of answerChunk strings (each answer with a capacity of
-// its own, so that appending to one copies it).
+// cut from chunks of 64 strings (each answer with a capacity of its own,
+// so that appending to one copies it).
 func (p *PreferredAllocator) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
 	if p == nil {
 		return nil, errNilPlugin

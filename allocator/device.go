@@ -25,7 +25,7 @@ const GPUClass = "gpu"
 //
 // Which devices: the engine decides how many each NUMA node of the span
 // gives; the devices themselves are chosen by the one device chooser
-// (allocator/devchoice, the same as kubelet.DevicePlugin's
+// (allocator/devchoice, the same as kubelet.PreferredAllocator's
 // GetPreferredAllocation), node by node, for every class the request asks
 // for at once, so that NICs and other classes pair with the GPUs chosen
 // under their PCIe switches (GPUDirect RDMA), in the order of
@@ -450,11 +450,11 @@ func (d *Devices) switchesNeeded(node, k int) int {
 
 // Take records the amounts of one decision; the devices themselves are
 // chosen once every device class the request asks for has recorded its
-// amounts (see [deviceJoint.take]), so that the classes are chosen
-// together and NICs pair with GPUs.
+// amounts, so that the classes are chosen together and NICs pair with
+// GPUs.
 //
 // A request without Devices demands GPUs as its only device class: its
-// GPUs are chosen at once, from amounts in place (see [deviceJoint.takeOne]).
+// GPUs are chosen at once, from the amounts as given.
 func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	j := d.joint
 	if d.isGPU && len(r.Devices) == 0 {
@@ -487,7 +487,7 @@ func (j *deviceJoint) record(d *Devices, r *Request, amounts []int64, unplaced i
 
 // deviceJoint is what the device resources of one state share: the
 // machine's device index for the one device chooser (allocator/devchoice,
-// the same chooser kubelet.DevicePlugin.GetPreferredAllocation uses), its
+// the same chooser kubelet.PreferredAllocator.GetPreferredAllocation uses), its
 // working memory, and the amounts of the decision being taken. It is used
 // under the state's write lock only; a clone of the state gets its own
 // (sharing the immutable index).

@@ -19,18 +19,30 @@
 // ExampleOptions_hugepages and docs/design.md for what does not carry
 // them: the decision annotation and the node side). It searches the NUMA
 // node sets jointly for all demanded kinds, narrowest first, with bounds
-// and pruning (the strategies and their complexity are listed in the
-// searcher type's comment), instead of multiplying per-resource hints.
+// and pruning, instead of multiplying per-resource hints.
 //
-// Among admissible spans it takes the top-ranked one: the preference order
-// is stated once, in the doc comment of the rank type (allocator/rank.go),
-// whose list of criteria the comparison, the enumeration and the local
-// search all read. Within the chosen span, each resource picks its units
-// by its own preferences (devices under one PCIe switch and, for GPUs,
-// with more NVLink links; CPUs as whole free cores); how many units each
-// node of the span gives is the split of searcher.split (the first kind
-// demanded, GPUs when there are any, from the nodes with the most free
-// first, the others in proportion to it).
+// Among admissible spans it takes the top-ranked one. This list is the
+// statement of the preference order (the code declares its criteria in
+// this order and compares them so; a test swaps two of them): two spans
+// are compared on each criterion in turn, the first that differs deciding.
+//
+//  1. The span keeps the singleNUMANodeExclusive rule.
+//  2. It crosses fewer NUMA sets.
+//  3. Its pairs of nodes have a lower total SLIT distance.
+//  4. The resources' own preferences, kind by kind ([Penalizer]: GPUs
+//     under one PCIe switch, CPUs as whole free cores).
+//  5. For a request without GPUs, fewer free GPUs on the span (unless
+//     Options.SpendGPULocalCPUs).
+//  6. Best fit, kind by kind in kind order: fewer free units left on the
+//     span's nodes after the placement ([BestFit]; more with [Spread]).
+//  7. The lowest node indices.
+//
+// Within the chosen span, each resource picks its units by its own
+// preferences (devices under one PCIe switch and, for GPUs, with more
+// NVLink links; CPUs as whole free cores); how many units each node of the
+// span gives is the split: the first kind demanded (GPUs when there are
+// any) from the nodes with the most free first, the others in proportion
+// to it.
 //
 // Production edges: [State.SetDeviceHealth] takes a failed device out of
 // service and names the allocations that hold it; [State.ReplaceMachine]
@@ -42,7 +54,8 @@
 // The choice is the top-ranked admissible span when a pool of at most 16
 // NUMA nodes has at most Options.SearchBudget candidates (else the best of
 // the first candidates in node order); on larger pools it is a local
-// optimum of the local search from the admission's cover (see rank).
+// optimum of a local search, on the same order, from the span the
+// admission found.
 // Admissibility is exact or refused: the subset search is exhaustive on up
 // to 16 NUMA nodes, and beyond that a decision takes at most a fixed number
 // of steps of its search over node classes and refuses a Restricted request
@@ -59,7 +72,7 @@
 // only on the state's own machine. GPU IDs given as text are canonical
 // decimal ([CanonicalDeviceID]); class names are case-sensitive.
 //
-// Refusals are typed (see errors.go): a *[PlacementError] says which rule
+// Refusals are typed: a *[PlacementError] says which rule
 // refused, with every amount in its unit, and whether the request can never
 // fit this machine ([ErrNeverFits]) or does not fit now. A nil machine,
 // state or request is an error, never a panic.

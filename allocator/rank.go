@@ -11,8 +11,9 @@ import (
 
 // rank is where a span stands in the preference order among the admissible
 // spans of one decision: of two spans the one whose rank compares lower
-// ([compareRanks]) is chosen. This comment is the only statement of the
-// order (the package doc and docs/design.md point here); its fields are the
+// ([compareRanks]) is chosen. The package doc states the order for callers
+// (a numbered list without the code's names); this list is the same order
+// with the criterion and the field each compares. The fields are the
 // criteria, declared in that order, and [rankOrder] is the list the code
 // compares them by, each lower first, the first that differs deciding:
 //
@@ -29,7 +30,8 @@ import (
 //  7. critSpan: the lowest node indices (span).
 //
 // Each criterion's comment says exactly what it compares. Changing the
-// order is changing rankOrder and the numbered lines above; TestRankOrder
+// order is changing rankOrder, the numbered lines above and the package
+// doc's list (allocatortest's tests check both lists); TestRankOrder
 // ranks two fixed spans both ways, under this order and with two criteria
 // swapped.
 //

@@ -28,7 +28,7 @@ import (
 // unhealthy. Growing adds, to its nodes, those with the most free CPUs;
 // shrinking keeps the nodes of its GPUs, devices and memory and those with
 // the most of its CPUs, and gives back the CPUs of cores it holds in part
-// before whole cores (see shrinkCPUs). A resize to the current size
+// before whole cores. A resize to the current size
 // changes nothing and returns the allocation as it is. When that is
 // impossible in place
 // (growing would need a node the allocation cannot reach, shrinking would
@@ -37,7 +37,7 @@ import (
 // [ErrUnknownID]; a nil state is an error.
 //
 // Bound: the decision of the widths (Fit's bound) and O(n log n) for n
-// NUMA nodes to find the span (see resizer), then O(CPUs moved · span),
+// NUMA nodes to find the span, then O(CPUs moved · span),
 // under the write lock. A refusal is exact (or, for Restricted,
 // ErrSearchLimit when width_cap could not be decided within the search
 // bound) and names the allocation's own nodes by ID.

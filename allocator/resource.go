@@ -57,8 +57,8 @@ type Resource interface {
 // Penalizer is an optional ability of a [Resource]: how far a split of
 // amounts over the nodes of a span is from the resource's own preference
 // (GPUs under one PCIe switch, whole cores). Lower is better; the engine
-// ranks candidate spans by it where the preference order puts it
-// (critPenalty in rankOrder, rank.go).
+// ranks candidate spans by it where the preference order puts it (the
+// fourth criterion of the order the package doc states).
 type Penalizer interface {
 	// Penalty returns how far taking amounts[i] units on each node i of
 	// span for r is from the resource's preference: 0 when it matches,

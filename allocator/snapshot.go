@@ -1,18 +1,45 @@
 package allocator
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/internal/strictjson"
 	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/policy"
 )
 
 // Snapshot is the live allocations of a state, enough to rebuild it after a
 // restart. Its allocations share no storage with the state.
+//
+// Its JSON form ([Snapshot.MarshalJSON]) is stable: the process that
+// restores it may be another, or a later version of this package. It names
+// everything by ID — CPUs as a Linux cpulist, GPUs, devices and NUMA
+// nodes by their IDs — and leaves out each allocation's DenseSpan, which
+// only the state that made it gives a meaning to (Restore recomputes it):
+//
+//	{
+//	  "version": 1,
+//	  "allocations": [
+//	    {"id": "pod-1", "policy": "SingleNUMANode", "exclusive": "Required",
+//	     "fullPCPUs": true, "cpus": "0-3,112-115", "gpus": [0, 1],
+//	     "devices": {"rdma": ["mlx5_0"]}, "memory": [{"numaNode": 0, "mib": 4096}],
+//	     "amounts": {"example.com/fpga": [{"numaNode": 0, "units": 1}]}}
+//	  ],
+//	  "unhealthy": {"gpu": ["3"]}
+//	}
+//
+// "version" is [SnapshotVersion]; "policy" and "exclusive" are the
+// annotation names of [policy.Policy] and [policy.Exclusivity]; "cpus" is
+// always present ("" for none); the other fields of an allocation are left
+// out when empty, and "unhealthy" when no device is unhealthy. Allocations
+// are in ID order, as [State.Snapshot] gives them.
 type Snapshot struct {
 	// Allocations are ordered by ID.
 	Allocations []Allocation
@@ -315,4 +342,116 @@ func (s *State) setHealth(class, id string, healthy bool) ([]string, error) {
 		slices.Sort(affected)
 	}
 	return affected, nil
+}
+
+// SnapshotVersion is the version of [Snapshot]'s JSON form that
+// [Snapshot.MarshalJSON] writes and [Snapshot.UnmarshalJSON] reads. A
+// change that an older reader would misread gets a new version; fields
+// added later are left out when empty, so that older readers keep
+// reading what they understand.
+const SnapshotVersion = 1
+
+// snapshotJSON is Snapshot's JSON form.
+type snapshotJSON struct {
+	Version     int                 `json:"version"`
+	Allocations []allocationJSON    `json:"allocations"`
+	Unhealthy   map[string][]string `json:"unhealthy,omitempty"`
+}
+
+// allocationJSON is an Allocation's part of Snapshot's JSON form: all but
+// DenseSpan.
+type allocationJSON struct {
+	ID        string                 `json:"id"`
+	Policy    policy.Policy          `json:"policy"`
+	Exclusive policy.Exclusivity     `json:"exclusive"`
+	FullPCPUs bool                   `json:"fullPCPUs,omitempty"`
+	CPUs      numa.CPUSet            `json:"cpus"`
+	GPUs      []int                  `json:"gpus,omitempty"`
+	Devices   map[string][]string    `json:"devices,omitempty"`
+	Memory    []nodeMemoryJSON       `json:"memory,omitempty"`
+	Amounts   map[string][]unitsJSON `json:"amounts,omitempty"`
+}
+
+// nodeMemoryJSON is a NodeMemory in Snapshot's JSON form.
+type nodeMemoryJSON struct {
+	Node numa.NodeID `json:"numaNode"`
+	MiB  int64       `json:"mib"`
+}
+
+// unitsJSON is a NodeUnits in Snapshot's JSON form.
+type unitsJSON struct {
+	Node  numa.NodeID `json:"numaNode"`
+	Units int64       `json:"units"`
+}
+
+// MarshalJSON implements json.Marshaler with the stable form described at
+// [Snapshot].
+func (s Snapshot) MarshalJSON() ([]byte, error) {
+	w := snapshotJSON{Version: SnapshotVersion, Allocations: make([]allocationJSON, len(s.Allocations)), Unhealthy: s.Unhealthy}
+	if len(w.Unhealthy) == 0 {
+		w.Unhealthy = nil
+	}
+	for i := range s.Allocations {
+		a := &s.Allocations[i]
+		aj := allocationJSON{ID: a.ID, Policy: a.Policy, Exclusive: a.Exclusive, FullPCPUs: a.FullPCPUs,
+			CPUs: a.CPUs, GPUs: a.GPUs, Devices: a.Devices}
+		for _, m := range a.Memory {
+			aj.Memory = append(aj.Memory, nodeMemoryJSON(m))
+		}
+		if len(a.Amounts) > 0 {
+			aj.Amounts = make(map[string][]unitsJSON, len(a.Amounts))
+			for kind, units := range a.Amounts {
+				list := make([]unitsJSON, len(units))
+				for j, u := range units {
+					list[j] = unitsJSON(u)
+				}
+				aj.Amounts[kind] = list
+			}
+		}
+		w.Allocations[i] = aj
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON implements json.Unmarshaler: it reads the form described
+// at [Snapshot] strictly (an unknown or misspelt field, a duplicate key, a
+// version other than [SnapshotVersion] or a malformed CPU list is an error
+// naming it), replacing what s held. It checks the form only: whether the
+// allocations fit a machine is [State.Restore]'s to say. JSON null leaves
+// s unchanged.
+func (s *Snapshot) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	var w snapshotJSON
+	if err := strictjson.Decode(data, &w, strictjson.Options{}); err != nil {
+		return fmt.Errorf("allocator snapshot: %w", err)
+	}
+	if w.Version != SnapshotVersion {
+		return fmt.Errorf("allocator snapshot: version %d, this package reads version %d", w.Version, SnapshotVersion)
+	}
+	out := Snapshot{Unhealthy: w.Unhealthy}
+	if len(w.Allocations) > 0 {
+		out.Allocations = make([]Allocation, len(w.Allocations))
+	}
+	for i, aj := range w.Allocations {
+		a := Allocation{ID: aj.ID, Policy: aj.Policy, Exclusive: aj.Exclusive, FullPCPUs: aj.FullPCPUs,
+			CPUs: aj.CPUs, GPUs: aj.GPUs, Devices: aj.Devices}
+		for _, m := range aj.Memory {
+			a.Memory = append(a.Memory, NodeMemory(m))
+		}
+		if len(aj.Amounts) > 0 {
+			a.Amounts = make(map[string][]NodeUnits, len(aj.Amounts))
+			for kind, units := range aj.Amounts {
+				list := make([]NodeUnits, len(units))
+				for j, u := range units {
+					list[j] = NodeUnits(u)
+				}
+				a.Amounts[kind] = list
+			}
+		}
+		out.Allocations[i] = a
+	}
+	*s = out
+	return nil
 }

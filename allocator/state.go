@@ -15,8 +15,8 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// Packing chooses the direction of the best-fit criterion (critLeft) of the
-// preference order among admissible spans (rankOrder in rank.go).
+// Packing chooses the direction of the best-fit criterion (the sixth) of
+// the preference order among admissible spans that the package doc states.
 type Packing uint8
 
 const (
@@ -49,8 +49,9 @@ type Options struct {
 	SearchBudget int
 	// SpendGPULocalCPUs turns off the preference that keeps GPU-local CPUs
 	// for GPU pods: by default, among admissible spans, a request without
-	// GPUs prefers NUMA nodes with fewer free GPUs (the critStranded
-	// criterion of rankOrder), so CPU-only pods do not strand GPUs.
+	// GPUs prefers NUMA nodes with fewer free GPUs (the fifth criterion of
+	// the preference order the package doc states), so CPU-only pods do
+	// not strand GPUs.
 	SpendGPULocalCPUs bool
 	// Resources are extra resource kinds of the caller's own, composed after
 	// the built-in ones (GPUs, other device classes, CPUs, memory):
@@ -365,9 +366,10 @@ func (s *State) Machine() *topology.Machine {
 // anything; the error is the one Allocate would return. It allocates
 // nothing on success. A nil r or a nil state is an error.
 //
-// Bound: one decision (see the engine's doc: O(k·n) reads, the exhaustive
-// subset search on at most 16 NUMA nodes, at most searchSteps steps of the
-// class search beyond), under the read lock.
+// Bound: one decision (see the package doc: O(k·n) reads, the exhaustive
+// subset search on at most 16 NUMA nodes, at most 32,768 steps of the
+// search over node classes beyond, then [ErrSearchLimit]), under the read
+// lock.
 func (s *State) Fit(r *Request) error {
 	if err := s.check(r); err != nil {
 		return err

@@ -129,7 +129,7 @@ type peerKey struct {
 }
 
 // keyOf ranks the GPU set ids on m as numaplace's device plugin ranks it.
-func keyOf(t *testing.T, m *topology.Machine, p *kubelet.DevicePlugin, ids []int) peerKey {
+func keyOf(t *testing.T, m *topology.Machine, p *kubelet.PreferredAllocator, ids []int) peerKey {
 	var s []string
 	for _, id := range ids {
 		s = append(s, strconv.Itoa(id))
@@ -184,7 +184,7 @@ func TestPeerAgreement(t *testing.T) {
 	tallies := map[string]*tally{}
 	var groups, diffs, nvMore []string
 	shown := map[string]int{}
-	compare := func(group, name string, c prefCase, p *kubelet.DevicePlugin, peer peerSide) {
+	compare := func(group, name string, c prefCase, p *kubelet.PreferredAllocator, peer peerSide) {
 		tl := tallies[group]
 		if tl == nil {
 			tl = &tally{}
@@ -230,7 +230,7 @@ func TestPeerAgreement(t *testing.T) {
 		if testing.Short() && (c.name == "devices16/gpus2" || c.name == "devices16/gpus4") {
 			continue
 		}
-		compare("benchmark cases", c.name, c, kubelet.NewDevicePlugin(c.m), newPeerSide(c.m))
+		compare("benchmark cases", c.name, c, kubelet.NewPreferredAllocator(c.m), newPeerSide(c.m))
 	}
 
 	a100, err := topology.Preset("dgx-a100")
@@ -239,7 +239,7 @@ func TestPeerAgreement(t *testing.T) {
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(1, 12))
 	for _, m := range []*topology.Machine{a100, xeon, kubelettest.Machine16(t), kubelettest.Machine16Worst(t)} {
-		p, peer := kubelet.NewDevicePlugin(m), newPeerSide(m)
+		p, peer := kubelet.NewPreferredAllocator(m), newPeerSide(m)
 		n := m.NumGPUs()
 		for i := range 200 {
 			free := rng.Perm(n)[:1+rng.IntN(min(n, 10))]

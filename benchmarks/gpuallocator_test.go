@@ -18,7 +18,7 @@ import (
 
 // NVIDIA's go-gpuallocator (the GPU chooser of NVIDIA's Kubernetes device
 // plugin, whose GetPreferredAllocation calls its best-effort policy) side
-// by side with numaplace's adapters/kubelet DevicePlugin.
+// by side with numaplace's adapters/kubelet PreferredAllocator.
 //
 // go-gpuallocator reads the machine through NVML (gpuallocator.NewDevices),
 // which needs libnvidia-ml and GPUs. Its best-effort policy reads only
@@ -216,7 +216,7 @@ func prefCases(tb testing.TB) []prefCase {
 
 // BenchmarkGetPreferredAllocation is
 // BenchmarkGetPreferredAllocation/{numaplace,gpuallocator}/CASE on the cases
-// of prefCases: numaplace's kubelet.DevicePlugin.GetPreferredAllocation
+// of prefCases: numaplace's kubelet.PreferredAllocator.GetPreferredAllocation
 // (device ID strings in, strings out: it parses and checks the IDs on every
 // call) against go-gpuallocator's NewBestEffortPolicy().Allocate on the
 // devices of peerDevices, whose available and required lists are built
@@ -231,7 +231,7 @@ func prefCases(tb testing.TB) []prefCase {
 func BenchmarkGetPreferredAllocation(b *testing.B) {
 	cases := prefCases(b)
 	for _, c := range cases {
-		p := kubelet.NewDevicePlugin(c.m)
+		p := kubelet.NewPreferredAllocator(c.m)
 		got, err := p.GetPreferredAllocation(c.available, c.must, c.size)
 		if err != nil {
 			b.Fatal(err)

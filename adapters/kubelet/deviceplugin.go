@@ -20,16 +20,16 @@ import (
 // fit the lists.
 var ErrDeviceRequest = errors.New("invalid preferred allocation request")
 
-// errNilPlugin is the error of a nil *DevicePlugin's methods.
-var errNilPlugin = fmt.Errorf("%w: a device plugin without a machine (nil)", ErrDeviceRequest)
+// errNilPlugin is the error of a nil *PreferredAllocator's methods.
+var errNilPlugin = fmt.Errorf("%w: a preferred-allocation helper without a machine (nil)", ErrDeviceRequest)
 
-// DevicePlugin answers the kubelet device plugin API's
+// PreferredAllocator answers the kubelet device plugin API's
 // GetPreferredAllocation for the GPUs of one machine, with the project's
 // one device chooser (allocator/devchoice), so that it prefers what the
 // allocator prefers. It is safe for concurrent use, and immutable but for
 // its working memory; every call runs the chooser (no answer is kept
 // between calls). Its memory is linear in the machine's GPUs and NVLinks.
-type DevicePlugin struct {
+type PreferredAllocator struct {
 	m      *topology.Machine
 	nodes  numa.Mask // every NUMA node of m
 	x      *devchoice.Index
@@ -51,15 +51,15 @@ type DevicePlugin struct {
 	pool sync.Pool
 }
 
-// NewDevicePlugin returns the device plugin helper of machine m (for a nil
-// m, one without GPUs, whose every request is refused with
+// NewPreferredAllocator returns the preferred-allocation helper of machine
+// m (for a nil m, one without GPUs, whose every request is refused with
 // [ErrDeviceRequest]).
-func NewDevicePlugin(m *topology.Machine) *DevicePlugin {
+func NewPreferredAllocator(m *topology.Machine) *PreferredAllocator {
 	if m == nil {
 		m = emptyMachine()
 	}
 	x, _ := devchoice.NewIndex(m) // never fails on a machine
-	p := &DevicePlugin{m: m, nodes: m.AllNodes(), x: x, byUUID: map[string]int{}}
+	p := &PreferredAllocator{m: m, nodes: m.AllNodes(), x: x, byUUID: map[string]int{}}
 	gpus := m.GPUs()
 	p.byID = make([]int32, min(4*len(gpus)+64, maxID(gpus)+1))
 	for i := range p.byID {
@@ -108,7 +108,7 @@ func isDecimal(s string) bool {
 // index on the machine in any spelling allocator.CanonicalDeviceID accepts
 // ("3", "+3", "03" and "0000000003" are GPU 3), so the plugin, the node's
 // health and the allocator agree on what names a GPU.
-func (p *DevicePlugin) lookup(s string) (int, bool) {
+func (p *PreferredAllocator) lookup(s string) (int, bool) {
 	if s == "" {
 		return 0, false
 	}
@@ -151,11 +151,11 @@ type Preference struct {
 // include every ID of mustInclude and sit as close together as the machine
 // allows, as the kubelet's device plugin API asks (IDs are GPU indices as
 // decimal strings, or GPU UUIDs; the answer spells each as available does,
-// in ascending GPU index). See [DevicePlugin.Prefer] for what is preferred.
+// in ascending GPU index). See [PreferredAllocator.Prefer] for what is preferred.
 // It allocates the answer only, and most answers not even that: they are
-// cut from chunks of answerChunk strings (each answer with a capacity of
-// its own, so that appending to one copies it).
-func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
+// cut from chunks of 64 strings (each answer with a capacity of its own,
+// so that appending to one copies it).
+func (p *PreferredAllocator) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
 	if p == nil {
 		return nil, errNilPlugin
 	}
@@ -215,7 +215,7 @@ func (p *DevicePlugin) GetPreferredAllocation(available, mustInclude []string, s
 // Errors wrap [ErrDeviceRequest]: an ID that is no GPU of the machine, an
 // ID listed twice (also as index and UUID), a mustInclude ID not in
 // available, size < 1, size < len(mustInclude) or size > len(available).
-func (p *DevicePlugin) Prefer(available, mustInclude []string, size int) (Preference, error) {
+func (p *PreferredAllocator) Prefer(available, mustInclude []string, size int) (Preference, error) {
 	if p == nil {
 		return Preference{}, errNilPlugin
 	}
@@ -279,7 +279,7 @@ func (sc *dpScratch) spelling(available []string, i int) string {
 }
 
 // newScratch returns new working memory for one call.
-func (p *DevicePlugin) newScratch() *dpScratch {
+func (p *PreferredAllocator) newScratch() *dpScratch {
 	n := len(p.gpuIDs)
 	sc := &dpScratch{ch: p.x.NewChooser(), free: devchoice.NewSet(n), must: devchoice.NewSet(n), str: make([]string, n)}
 	sc.req.Wants = sc.want[:]
@@ -287,7 +287,7 @@ func (p *DevicePlugin) newScratch() *dpScratch {
 }
 
 // scratch returns working memory for one call.
-func (p *DevicePlugin) scratch() *dpScratch {
+func (p *PreferredAllocator) scratch() *dpScratch {
 	if p.busy.CompareAndSwap(false, true) {
 		return p.own
 	}
@@ -295,7 +295,7 @@ func (p *DevicePlugin) scratch() *dpScratch {
 }
 
 // release gives back what scratch returned.
-func (p *DevicePlugin) release(sc *dpScratch) {
+func (p *PreferredAllocator) release(sc *dpScratch) {
 	if sc == p.own {
 		p.busy.Store(false)
 		return
@@ -304,7 +304,7 @@ func (p *DevicePlugin) release(sc *dpScratch) {
 }
 
 // read reads available and mustInclude into sc's sets and spellings.
-func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) error {
+func (p *PreferredAllocator) read(sc *dpScratch, available, mustInclude []string) error {
 	if len(sc.free) == 1 {
 		return p.readWord(sc, available, mustInclude)
 	}
@@ -336,7 +336,7 @@ func (p *DevicePlugin) read(sc *dpScratch, available, mustInclude []string) erro
 // IDs of one or two decimal digits are read inline through byID (when no
 // UUID is decimal) in a loop without calls; at the first other ID, or a
 // repeated GPU, readWordRest goes on from there.
-func (p *DevicePlugin) readWord(sc *dpScratch, available, mustInclude []string) error {
+func (p *PreferredAllocator) readWord(sc *dpScratch, available, mustInclude []string) error {
 	var free uint64
 	j := 0
 	if !p.decimalUUID {
@@ -381,7 +381,7 @@ func readShortIDs(available []string, byID []int32, pos *[64]uint8) (free uint64
 
 // readWordRest is readWord from available position j on, with the GPUs
 // before it in free.
-func (p *DevicePlugin) readWordRest(sc *dpScratch, available []string, j int, free uint64, mustInclude []string) error {
+func (p *PreferredAllocator) readWordRest(sc *dpScratch, available []string, j int, free uint64, mustInclude []string) error {
 	for ; j < len(available); j++ {
 		s := available[j]
 		i, ok := p.index(s)
@@ -409,7 +409,7 @@ func (p *DevicePlugin) readWordRest(sc *dpScratch, available []string, j int, fr
 }
 
 // notGPU is the error for an ID of list that names no GPU.
-func (p *DevicePlugin) notGPU(list, s string) error {
+func (p *PreferredAllocator) notGPU(list, s string) error {
 	if list == "available" {
 		return fmt.Errorf("%w: available device %s is not a GPU of this machine (give a GPU index or UUID)", ErrDeviceRequest, quote.Short(s))
 	}
@@ -417,13 +417,13 @@ func (p *DevicePlugin) notGPU(list, s string) error {
 }
 
 // twice is the error for GPU i listed again as s in available.
-func (p *DevicePlugin) twice(sc *dpScratch, available []string, i int, s string) error {
+func (p *PreferredAllocator) twice(sc *dpScratch, available []string, i int, s string) error {
 	return fmt.Errorf("%w: available lists GPU %d twice (%s and %s)", ErrDeviceRequest, p.gpuIDs[i], quote.Short(sc.spelling(available, i)), quote.Short(s))
 }
 
 // checkMust checks must-include ID s (GPU i when found): found, available
 // and not listed before.
-func (p *DevicePlugin) checkMust(found, available, again bool, i int, s string) error {
+func (p *PreferredAllocator) checkMust(found, available, again bool, i int, s string) error {
 	switch {
 	case !found:
 		return p.notGPU("mustInclude", s)
@@ -437,7 +437,7 @@ func (p *DevicePlugin) checkMust(found, available, again bool, i int, s string) 
 
 // index returns the dense index of the GPU named by s, as lookup does,
 // with short decimal IDs read inline.
-func (p *DevicePlugin) index(s string) (int, bool) {
+func (p *PreferredAllocator) index(s string) (int, bool) {
 	if n := len(s); n > 0 && n <= 4 && !p.decimalUUID {
 		id := 0
 		for j := 0; j < n; j++ {
@@ -456,7 +456,7 @@ func (p *DevicePlugin) index(s string) (int, bool) {
 }
 
 // check reads and checks the request into sc.
-func (p *DevicePlugin) check(sc *dpScratch, available, mustInclude []string, size int) error {
+func (p *PreferredAllocator) check(sc *dpScratch, available, mustInclude []string, size int) error {
 	if err := p.read(sc, available, mustInclude); err != nil {
 		return err
 	}
@@ -477,7 +477,7 @@ func checkSize(size int, available, mustInclude []string) error {
 }
 
 // choose reads and checks the request into sc and chooses.
-func (p *DevicePlugin) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
+func (p *PreferredAllocator) choose(sc *dpScratch, available, mustInclude []string, size int) (*devchoice.Result, error) {
 	if err := p.check(sc, available, mustInclude, size); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func TestAllocatorAgreesWithPreferredAllocation(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := randomMachine(rt, rapid.Bool().Draw(rt, "withLinks"))
 		s := allocator.MustNew(m, allocator.Options{})
-		p := NewDevicePlugin(m)
+		p := NewPreferredAllocator(m)
 		for _, g := range m.GPUs() {
 			if rapid.IntRange(0, 7).Draw(rt, "unhealthy") == 0 {
 				_, err := s.SetDeviceHealth(allocator.GPUClass, strconv.Itoa(g.ID), false)
@@ -88,7 +88,7 @@ func TestAllocatorAgreesWithPreferredAllocation(t *testing.T) {
 func TestAllocatorAgreesWithPreferredAllocationOnPresets(t *testing.T) {
 	for _, name := range []string{"dgx-h100", "dgx-a100", "xeon-2s-snc2-8gpu"} {
 		m := preset(t, name)
-		p := NewDevicePlugin(m)
+		p := NewPreferredAllocator(m)
 		for _, taken := range []int{0, 1, 3} {
 			for k := 1; k <= m.NumGPUs(); k++ {
 				s := allocator.MustNew(m, allocator.Options{})

@@ -52,7 +52,7 @@ func allocatedBy(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// NewDevicePlugin's memory grows linearly with the GPUs: 4,096 GPUs with
+// NewPreferredAllocator's memory grows linearly with the GPUs: 4,096 GPUs with
 // one NVLink take at most 64 MB (an n×n table of links alone would take
 // 64 MiB), and 30,000 GPUs (where such a table would take 3.6 GB) at most
 // 30000/4096 times as much. The answers stay usable on them.
@@ -62,9 +62,9 @@ func TestNewDevicePluginMemoryIsLinear(t *testing.T) {
 		limit uint64
 	}{{4096, 64 << 20}, {30_000, 30_000 * (64 << 20) / 4096}} {
 		m := largeGPUMachine(t, c.gpus, 1)
-		var p *DevicePlugin
-		bytes := allocatedBy(func() { p = NewDevicePlugin(m) })
-		t.Logf("NewDevicePlugin on %d GPUs: %d bytes", c.gpus, bytes)
+		var p *PreferredAllocator
+		bytes := allocatedBy(func() { p = NewPreferredAllocator(m) })
+		t.Logf("NewPreferredAllocator on %d GPUs: %d bytes", c.gpus, bytes)
 		require.LessOrEqual(t, bytes, c.limit, "%d GPUs", c.gpus)
 		pref, err := p.Prefer(ids(0, c.gpus-1), []string{"0"}, 2)
 		require.NoError(t, err)
@@ -73,16 +73,16 @@ func TestNewDevicePluginMemoryIsLinear(t *testing.T) {
 	}
 }
 
-// BenchmarkNewDevicePlugin measures NewDevicePlugin on 4,096 GPUs (one
+// BenchmarkNewPreferredAllocator measures NewPreferredAllocator on 4,096 GPUs (one
 // NVLink) and reports the bytes it allocates as MB/op.
-func BenchmarkNewDevicePlugin(b *testing.B) {
+func BenchmarkNewPreferredAllocator(b *testing.B) {
 	m := largeGPUMachine(b, 4096, 1)
 	b.Run("gpus4096", func(b *testing.B) {
 		b.ReportAllocs()
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
 		for b.Loop() {
-			NewDevicePlugin(m)
+			NewPreferredAllocator(m)
 		}
 		runtime.ReadMemStats(&ms1)
 		b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/1e6, "MB/op")
@@ -122,7 +122,7 @@ func preferredCases(t testing.TB) ([]*topology.Machine, []string) {
 	}
 	var lines []string
 	for _, m := range machines {
-		p := NewDevicePlugin(m)
+		p := NewPreferredAllocator(m)
 		n := m.NumGPUs()
 		for range 40 {
 			perm := rng.Perm(n)

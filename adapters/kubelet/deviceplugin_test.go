@@ -74,7 +74,7 @@ func TestGetPreferredAllocation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := NewDevicePlugin(tt.m)
+			p := NewPreferredAllocator(tt.m)
 			pref, err := p.Prefer(tt.available, tt.must, tt.size)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, pref.Devices, "%s", pref)
@@ -88,7 +88,7 @@ func TestGetPreferredAllocation(t *testing.T) {
 }
 
 func TestGetPreferredAllocationErrors(t *testing.T) {
-	p := NewDevicePlugin(kubelettest.Machine16(t))
+	p := NewPreferredAllocator(kubelettest.Machine16(t))
 	tests := []struct {
 		name      string
 		available []string
@@ -126,7 +126,7 @@ func TestGetPreferredAllocationErrors(t *testing.T) {
 	// A machine without GPUs refuses every ID.
 	m, err := topology.NewBuilder("cpu-only").AddNode(topology.Node{ID: 0, CPUs: numa.CPURange(0, 3)}).Build()
 	require.NoError(t, err)
-	_, err = NewDevicePlugin(m).GetPreferredAllocation([]string{"0"}, nil, 1)
+	_, err = NewPreferredAllocator(m).GetPreferredAllocation([]string{"0"}, nil, 1)
 	require.ErrorIs(t, err, ErrDeviceRequest)
 }
 
@@ -281,7 +281,7 @@ func TestGetPreferredAllocationIsOptimal(t *testing.T) {
 			}
 			return out
 		}
-		pref, err := NewDevicePlugin(m).Prefer(toStr(avail), toStr(must), size)
+		pref, err := NewPreferredAllocator(m).Prefer(toStr(avail), toStr(must), size)
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func TestGetPreferredAllocationIsOptimal(t *testing.T) {
 // 64 nodes, 2 GPUs each) answering, with the fewest nodes.
 func TestGetPreferredAllocationLargeMachine(t *testing.T) {
 	m := preset(t, "numa64")
-	p := NewDevicePlugin(m)
+	p := NewPreferredAllocator(m)
 	all := ids(0, m.NumGPUs()-1)
 	for _, size := range []int{1, 2, 3, 17, 64, 128} {
 		pref, err := p.Prefer(all, nil, size)
@@ -368,7 +368,7 @@ func TestGetPreferredAllocationLargeMachine(t *testing.T) {
 }
 
 func TestPreferenceString(t *testing.T) {
-	p := NewDevicePlugin(kubelettest.Machine16(t))
+	p := NewPreferredAllocator(kubelettest.Machine16(t))
 	pref, err := p.Prefer(ids(0, 15), nil, 2)
 	require.NoError(t, err)
 	require.Equal(t, "GPUs [0 1] on NUMA nodes [0], 1 PCIe switch, 12 NVLink links", pref.String())
@@ -407,7 +407,7 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 		bcase{"devices16-worst-busy", kubelettest.Machine16Worst(b), ids(0, 15, 15), nil, 8})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			p := NewDevicePlugin(c.m)
+			p := NewPreferredAllocator(c.m)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := p.GetPreferredAllocation(c.available, c.must, c.size); err != nil {
@@ -424,7 +424,7 @@ func BenchmarkGetPreferredAllocation(b *testing.B) {
 func TestGetPreferredAllocationCanonicalIDs(t *testing.T) {
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	p := NewDevicePlugin(m)
+	p := NewPreferredAllocator(m)
 	for _, id := range []string{"3", "03", "+3", "+03", "0000000003", "+0000000003"} {
 		got, err := p.GetPreferredAllocation([]string{id, "1"}, nil, 2)
 		require.NoError(t, err, id)
@@ -441,7 +441,7 @@ func TestGetPreferredAllocationCanonicalIDs(t *testing.T) {
 // Answers cut from one chunk are independent: each has a capacity of its
 // own, so appending to one or writing it leaves the others as they were.
 func TestGetPreferredAllocationAnswersIndependent(t *testing.T) {
-	p := NewDevicePlugin(kubelettest.Machine16(t))
+	p := NewPreferredAllocator(kubelettest.Machine16(t))
 	var answers [][]string
 	for range 3 * answerChunk {
 		got, err := p.GetPreferredAllocation(ids(0, 15), nil, 2)

@@ -26,7 +26,7 @@
 // (the NUMA nodes of the pod's reserved memory, or its span when it
 // reserves none: Admission.MemoryNodes) and returns its
 // NVIDIA_VISIBLE_DEVICES entry.
-// [DevicePlugin.GetPreferredAllocation] answers the device plugin API's
+// [PreferredAllocator.GetPreferredAllocation] answers the device plugin API's
 // question (which GPUs of those available) with the one device chooser
 // the allocator also uses (allocator/devchoice; its order is stated on
 // devchoice.Rank). [Node.Report]

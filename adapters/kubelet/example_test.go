@@ -121,9 +121,9 @@ func ExampleApply() {
 // The device plugin's preferred allocation on a DGX A100: one NUMA node
 // and one PCIe switch when they suffice, the nearest nodes otherwise, and
 // the lone free GPU of a pair before breaking a whole pair.
-func ExampleDevicePlugin_GetPreferredAllocation() {
+func ExamplePreferredAllocator_GetPreferredAllocation() {
 	m, _ := topology.Preset("dgx-a100")
-	p := kubelet.NewDevicePlugin(m)
+	p := kubelet.NewPreferredAllocator(m)
 	all := []string{"0", "1", "2", "3", "4", "5", "6", "7"}
 
 	two, _ := p.GetPreferredAllocation(all, nil, 2)

@@ -268,7 +268,7 @@ type Node struct {
 	unhealthy map[string]map[string]bool // class -> device ID -> unhealthy
 	devs      map[string]map[string]topology.Device
 	claims    map[string]ClaimHold // by claim UID; their allocator IDs are claimID(UID)
-	dp        *DevicePlugin
+	dp        *PreferredAllocator
 	alignMem  bool // local placements reserve memory per NUMA node
 	// write persists a checkpoint; tests replace it to inject failures.
 	write func(path string, data []byte) error
@@ -310,7 +310,7 @@ func Open(m *topology.Machine, path string, opts NodeOptions) (*Node, error) {
 	}
 	n := &Node{m: m, s: s, path: path, opts: opts,
 		pods: map[string]podRecord{}, unhealthy: map[string]map[string]bool{}, claims: map[string]ClaimHold{},
-		devs: map[string]map[string]topology.Device{}, dp: NewDevicePlugin(m), write: writeFileAtomic,
+		devs: map[string]map[string]topology.Device{}, dp: NewPreferredAllocator(m), write: writeFileAtomic,
 		alignMem: !opts.DisableMemoryAlignment && kube.MachineAlignsMemory(m)}
 	for _, d := range m.Devices() {
 		if n.devs[d.Class] == nil {
@@ -1056,15 +1056,15 @@ func (n *Node) Report(name string) (*kube.NodeResourceTopology, error) {
 	return r, nil
 }
 
-// DevicePlugin returns the node's device plugin helper.
-func (n *Node) DevicePlugin() *DevicePlugin {
+// PreferredAllocator returns the node's preferred-allocation helper.
+func (n *Node) PreferredAllocator() *PreferredAllocator {
 	if n == nil {
 		return nil
 	}
 	return n.dp
 }
 
-// GetPreferredAllocation is [DevicePlugin.GetPreferredAllocation] on the
+// GetPreferredAllocation is [PreferredAllocator.GetPreferredAllocation] on the
 // node's machine.
 func (n *Node) GetPreferredAllocation(available, mustInclude []string, size int) ([]string, error) {
 	if n == nil {

@@ -782,7 +782,7 @@ func TestNilNodeAndPlugin(t *testing.T) {
 	require.Nil(t, n.Admissions())
 	require.Nil(t, n.Unhealthy())
 	require.Nil(t, n.Machine())
-	require.Nil(t, n.DevicePlugin())
+	require.Nil(t, n.PreferredAllocator())
 	require.Nil(t, n.RemovedLeftovers())
 	require.Empty(t, n.CheckpointPath())
 	require.True(t, n.SharedPool().IsEmpty())
@@ -790,9 +790,9 @@ func TestNilNodeAndPlugin(t *testing.T) {
 		require.Equal(t, "<nil>", e.Error())
 	}
 
-	_, err = NewDevicePlugin(nil).GetPreferredAllocation([]string{"0"}, nil, 1)
+	_, err = NewPreferredAllocator(nil).GetPreferredAllocation([]string{"0"}, nil, 1)
 	require.ErrorIs(t, err, ErrDeviceRequest)
-	var p *DevicePlugin
+	var p *PreferredAllocator
 	_, err = p.Prefer([]string{"0"}, nil, 1)
 	require.ErrorIs(t, err, ErrDeviceRequest)
 }

@@ -250,7 +250,7 @@ func TestNodeHealthChangeStress(t *testing.T) {
 					report("reader %d: GetPreferredAllocation: %v", g, err)
 					return
 				}
-				if _, err := n.DevicePlugin().Prefer(available, nil, size); err != nil {
+				if _, err := n.PreferredAllocator().Prefer(available, nil, size); err != nil {
 					report("reader %d: Prefer: %v", g, err)
 					return
 				}

@@ -373,8 +373,10 @@ func MachineJSON(m *topology.Machine) string {
 // Stream generates a sequence of 1-30 operations on machine m: mostly
 // allocations of [Request]s with a fresh ID ("p" and the operation's
 // index), sometimes with the ID of an earlier allocation (a duplicate when
-// it is still live); releases of the allocation just made, of an earlier
-// one (live or already released), or of an ID never used.
+// it is still live), and about one in five asking again for the latest
+// allocation's request under its own ID (a refused shape repeated);
+// releases of the allocation just made, of an earlier one (live or already
+// released), or of an ID never used.
 func Stream(m *topology.Machine) *rapid.Generator[[]Op] { return stream(m, false) }
 
 // StreamWithHealth is [Stream] with, now and then on a machine with
@@ -396,6 +398,7 @@ func stream(m *topology.Machine, health bool) *rapid.Generator[[]Op] {
 	return rapid.Custom(func(t *rapid.T) []Op {
 		n := rapid.IntRange(1, 30).Draw(t, "ops")
 		var used []string
+		last := -1 // the index in ops of the latest OpAllocate
 		ops := make([]Op, 0, n)
 		for i := range n {
 			if health && rapid.IntRange(0, 7).Draw(t, "health") == 7 {
@@ -409,8 +412,17 @@ func stream(m *topology.Machine, health bool) *rapid.Generator[[]Op] {
 				if len(used) > 0 && rapid.IntRange(0, 7).Draw(t, "duplicate") == 0 {
 					id = rapid.SampledFrom(used).Draw(t, "dupID")
 				}
-				r := req.Draw(t, "request")
+				var r allocator.Request
+				if last >= 0 && rapid.IntRange(0, 4).Draw(t, "again") == 0 {
+					// The latest request's shape asked for again: refused
+					// again when it was refused and nothing was freed since.
+					r = ops[last].Request
+					r.Devices = maps.Clone(r.Devices)
+				} else {
+					r = req.Draw(t, "request")
+				}
 				r.ID = id
+				last = len(ops)
 				ops = append(ops, Op{Kind: OpAllocate, ID: id, Request: r})
 				used = append(used, id)
 				continue

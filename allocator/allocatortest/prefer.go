@@ -41,9 +41,8 @@ func (md *Model) WithOptions(opts allocator.Options) *Model {
 
 // Rank is where a span stands in the engine's preference order among the
 // admissible spans of one request, computed by the model from the order's
-// statement (the doc comment of the allocator's ranking type, rank in
-// allocator/rank.go, and of the criteria it lists) rather than by the
-// engine's code. Of two spans the one
+// statement (the allocator's package doc, and the doc comments of the
+// options it names) rather than by the engine's code. Of two spans the one
 // whose Rank compares lower ([CompareRanks]) is preferred; the fields are
 // the criteria in the order they are compared, each lower first.
 type Rank struct {

@@ -338,8 +338,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // writing a Result. Requests whose choice is forced (as many free devices
 // as asked for), lies under one switch, is all the free devices of one or
 // of several whole groups, or lies in the group of the must-include
-// devices under all its switches, are decided without the search
-// (directWord), with the choice the search makes.
+// devices under all its switches, are decided without the search, with
+// the choice the search makes.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {

@@ -1,7 +1,7 @@
 // Package devchoice is numaplace's one device chooser: which devices (GPUs,
 // RDMA NICs, any PCI class) of one machine to give a request, out of the
 // free ones. The allocator uses it for the devices inside the span it has
-// decided (allocator.Devices), and kubelet.DevicePlugin for the device
+// decided (allocator.Devices), and kubelet.PreferredAllocator for the device
 // plugin API's GetPreferredAllocation (and so the node agent's device
 // plugin), so the two prefer the same devices.
 //

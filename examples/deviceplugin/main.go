@@ -44,7 +44,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p := kubelet.NewDevicePlugin(m)
+	p := kubelet.NewPreferredAllocator(m)
 	fmt.Fprintf(w, "%s: %d GPUs\n", m.Name(), m.NumGPUs())
 	for _, g := range m.GPUs() {
 		fmt.Fprintf(w, "  GPU %d: NUMA node %d, PCIe switch %s\n", g.ID, g.NUMANode, g.PCIeSwitch)

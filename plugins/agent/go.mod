@@ -4,6 +4,8 @@ go 1.26.0
 
 replace github.com/numaplace/numaplace => ../..
 
+replace github.com/numaplace/numaplace/internal/controlplane => ../../internal/controlplane
+
 require (
 	github.com/containerd/nri v0.12.5
 	github.com/numaplace/numaplace v0.0.0-00010101000000-000000000000
@@ -61,7 +63,8 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/opencontainers/runtime-spec v1.3.0 // indirect
+	github.com/numaplace/numaplace/internal/controlplane v0.0.0
+	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/opencontainers/selinux v1.15.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_golang v1.24.0 // indirect

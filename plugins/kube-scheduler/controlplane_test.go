@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
+	"github.com/numaplace/numaplace/internal/controlplane"
 )
 
 // The control-plane tests run the fake-clientset tests' scenarios against

@@ -66,4 +66,13 @@
 //
 // and cmd/numaplace-inspect prints a node's placement picture, as the plugin
 // accounts it, from a kubeconfig.
+//
+// The package is named numaplace, not after its directory
+// (kube-scheduler, a name that is not an identifier): importers write
+// numaplace.New and numaplace.Name, and the name matches the plugin it
+// registers (NUMAPlace) rather than the upstream kube-scheduler it plugs
+// into, whose own packages an importer of this one imports too. Import it
+// with the name spelt out, as cmd/numaplace-scheduler does:
+//
+//	import numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
 package numaplace

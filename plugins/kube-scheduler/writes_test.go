@@ -12,8 +12,8 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
 // writesPods are the pods of the write-count tests: every kind the plugin

@@ -5,5 +5,5 @@
 // go-gpuallocator.
 //
 //	m := kubelettest.Machine16(t)
-//	p := kubelet.NewDevicePlugin(m)
+//	p := kubelet.NewPreferredAllocator(m)
 package kubelettest

@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,93 +14,29 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/adapters/kubelet"
+	"github.com/numaplace/numaplace/internal/controlplane"
 	"github.com/numaplace/numaplace/plugins/agent/cluster"
-	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
 	"github.com/numaplace/numaplace/plugins/agent/nri"
 	"github.com/numaplace/numaplace/plugins/agent/reporter"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
 )
 
-// deployDir is the repository's deploy/.
-func deployDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy")
-}
-
 // objects reads the YAML documents of a deploy/ file.
 func objects(t *testing.T, name string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(deployDir(), name))
-	require.NoError(t, err)
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var m map[string]any
-		err := dec.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err, name)
-		if len(m) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out
-}
-
-// applier applies objects by server-side apply, finding their resources
-// through discovery.
-type applier struct {
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
-}
-
-func newApplier(t *testing.T, cfg *rest.Config) *applier {
-	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
-}
-
-func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) error {
-	gvk := obj.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		a.mapper.Reset()
-		if m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			return err
-		}
-	}
-	opts := metav1.ApplyOptions{FieldManager: "numaplace-test", Force: true}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	var r dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		r = a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-	}
-	_, err = r.Apply(ctx, obj.GetName(), obj, opts)
-	return err
+	return controlplane.ReadObjects(t, controlplane.RepoPath(t, "deploy", name))
 }
 
 // installCRD applies the NodeResourceTopology CRD and waits until it is
@@ -112,9 +44,9 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 func installCRD(t *testing.T, cfg *rest.Config) {
 	t.Helper()
 	ctx := context.Background()
-	a := newApplier(t, cfg)
+	a := controlplane.NewApplier(t, cfg)
 	for _, obj := range objects(t, "crd-noderesourcetopologies.yaml") {
-		require.NoError(t, a.apply(ctx, obj, false))
+		require.NoError(t, a.Apply(ctx, obj, false))
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -127,10 +59,10 @@ func installCRD(t *testing.T, cfg *rest.Config) {
 // The manifests of deploy/ validate against a real API server: each
 // object passes a server-side dry-run apply, then is applied.
 func TestManifestsOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	ctx := context.Background()
 	installCRD(t, cp.Config)
-	a := newApplier(t, cp.Config)
+	a := controlplane.NewApplier(t, cp.Config)
 	files := []string{"crd-noderesourcetopologies.yaml", "agent.yaml", "scheduler.yaml"}
 	count := 0
 	for _, f := range files {
@@ -140,14 +72,14 @@ func TestManifestsOnARealAPIServer(t *testing.T) {
 		// without.
 		for _, obj := range objs {
 			if obj.GetKind() == "Namespace" {
-				require.NoError(t, a.apply(ctx, obj, false), "%s: %s", f, obj.GetName())
+				require.NoError(t, a.Apply(ctx, obj, false), "%s: %s", f, obj.GetName())
 			}
 		}
 		for _, obj := range objs {
-			require.NoError(t, a.apply(ctx, obj, true), "%s: server-side dry-run apply of %s %s", f, obj.GetKind(), obj.GetName())
+			require.NoError(t, a.Apply(ctx, obj, true), "%s: server-side dry-run apply of %s %s", f, obj.GetKind(), obj.GetName())
 		}
 		for _, obj := range objs {
-			require.NoError(t, a.apply(ctx, obj, false), "%s: apply of %s %s", f, obj.GetKind(), obj.GetName())
+			require.NoError(t, a.Apply(ctx, obj, false), "%s: apply of %s %s", f, obj.GetKind(), obj.GetName())
 			count++
 		}
 	}
@@ -157,7 +89,7 @@ func TestManifestsOnARealAPIServer(t *testing.T) {
 	bad := objects(t, "agent.yaml")[len(objects(t, "agent.yaml"))-1].DeepCopy()
 	require.Equal(t, "DaemonSet", bad.GetKind())
 	require.NoError(t, unstructured.SetNestedField(bad.Object, "sometimes", "spec", "updateStrategy", "type"))
-	require.Error(t, a.apply(ctx, bad, true))
+	require.Error(t, a.Apply(ctx, bad, true))
 
 	// The scheduler's profile is plugins/kube-scheduler's, in-cluster.
 	var cm *unstructured.Unstructured
@@ -170,7 +102,7 @@ func TestManifestsOnARealAPIServer(t *testing.T) {
 	embedded, _, _ := unstructured.NestedString(cm.Object, "data", "scheduler-config.yaml")
 	var got, want map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(embedded), &got))
-	data, err := os.ReadFile(filepath.Join(deployDir(), "..", "plugins", "kube-scheduler", "deploy", "scheduler-config.yaml"))
+	data, err := os.ReadFile(controlplane.RepoPath(t, "plugins", "kube-scheduler", "deploy", "scheduler-config.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &want))
 	require.Equal(t, "", got["clientConnection"].(map[string]any)["kubeconfig"])
@@ -263,7 +195,7 @@ func available(r *upstreamNRT, zone, res string) string {
 }
 
 func TestReporterOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	ctx := context.Background()
 	installCRD(t, cp.Config)
 	client, err := kubernetes.NewForConfig(cp.Config)
@@ -379,13 +311,13 @@ func TestReporterOnARealAPIServer(t *testing.T) {
 // service-account token bound to an agent pod on node gpu-1: it writes
 // gpu-1's annotation and report and events, and nothing of gpu-2's.
 func TestAgentRightsOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	ctx := context.Background()
 	installCRD(t, cp.Config)
-	a := newApplier(t, cp.Config)
+	a := controlplane.NewApplier(t, cp.Config)
 	for _, f := range []string{"agent.yaml"} {
 		for _, obj := range objects(t, f) {
-			require.NoError(t, a.apply(ctx, obj, false), "%s %s", obj.GetKind(), obj.GetName())
+			require.NoError(t, a.Apply(ctx, obj, false), "%s %s", obj.GetKind(), obj.GetName())
 		}
 	}
 	admin, err := kubernetes.NewForConfig(cp.Config)

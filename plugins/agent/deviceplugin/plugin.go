@@ -115,7 +115,7 @@ type gpu struct {
 // the kubelet, and keeps doing so as the kubelet restarts. Its preferred
 // allocations are the decided GPUs of the pod the kubelet admits (see
 // [Plugin.GetPreferredAllocation]), else the node's chooser's
-// (kubelet.DevicePlugin); its health comes from the node's device nodes.
+// (kubelet.PreferredAllocator); its health comes from the node's device nodes.
 // Run serves; the other methods are safe for concurrent use.
 type Plugin struct {
 	api.UnimplementedDevicePluginServer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	"github.com/numaplace/numaplace/plugins/agent/dra"
-	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -35,12 +34,11 @@ import (
 // device node is missing. The service account may not write another
 // node's slices.
 func TestDriverOnARealAPIServer(t *testing.T) {
-	cp := controlplane.Start(t) // skips, saying why, without the binaries
+	cp := controlplane.StartControlPlane(t) // skips, saying why, without the binaries
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
-	controlplane.ApplyFiles(t, cp.Config, filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "agent.yaml"))
+	controlplane.ApplyFiles(t, cp.Config, controlplane.RepoPath(t, "deploy", "agent.yaml"))
 	admin, err := kubernetes.NewForConfig(cp.Config)
 	require.NoError(t, err)
 	nodes := map[string]*corev1.Node{}
@@ -150,9 +148,9 @@ func TestListAttributesOnARealAPIServer(t *testing.T) {
 		t.Run("gate="+strconv.FormatBool(gate), func(t *testing.T) {
 			var cp *controlplane.ControlPlane
 			if gate {
-				cp = controlplane.StartWithArgs(t, "--feature-gates=DRAListTypeAttributes=true")
+				cp = controlplane.StartControlPlane(t, "--feature-gates=DRAListTypeAttributes=true")
 			} else {
-				cp = controlplane.Start(t)
+				cp = controlplane.StartControlPlane(t)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

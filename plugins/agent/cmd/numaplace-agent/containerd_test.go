@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/internal/controlplane"
 	"github.com/numaplace/numaplace/policy"
 )
 
@@ -53,8 +54,7 @@ func containerdBinaries(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("NUMAPLACE_CONTAINERD_BIN")
 	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "bin")
+		dir = controlplane.RepoPath(t, "plugins", "agent", "bin")
 	}
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "crictl"} {
 		if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.Mode()&0o111 == 0 {

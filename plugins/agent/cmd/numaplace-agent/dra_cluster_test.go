@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
+	"github.com/numaplace/numaplace/internal/controlplane"
 )
 
 // The harness of the DRA tests: every component of a DRA cluster real
@@ -167,7 +167,7 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 	if o.agent {
 		go func() { built <- buildAgentBinary(e.dir) }()
 	}
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	c.stage("containerd (CDI on), etcd and kube-apiserver up")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -180,8 +180,7 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 	require.NoError(t, err)
 	dyn, err := dynamic.NewForConfig(cp.Config)
 	require.NoError(t, err)
-	_, file, _, _ := runtime.Caller(0)
-	deploy := filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy")
+	deploy := controlplane.RepoPath(t, "deploy")
 	controlplane.ApplyFiles(t, cp.Config, draManifests(t, deploy)...)
 	requireDeviceClasses(t, client)
 	cp.StartControllerManager(t)
@@ -418,16 +417,15 @@ func waitGone(t *testing.T, what string, get func() error) {
 }
 
 // buildAgentBinary is buildAgent for a goroutine: the binary's path, ""
-// when go build failed (its output in dir/build-agent.log).
+// when go build failed (its output in dir/build-agent.log). It builds in
+// the working directory, which go test makes this package's.
 func buildAgentBinary(dir string) string {
-	_, file, _, _ := runtime.Caller(0)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	out := filepath.Join(dir, "numaplace-agent")
 	cmd := exec.Command(goBin, "build", "-o", out, ".")
-	cmd.Dir = filepath.Dir(file)
 	msg, err := cmd.CombinedOutput()
 	if err != nil {
 		_ = os.WriteFile(filepath.Join(dir, "build-agent.log"), msg, 0o644)

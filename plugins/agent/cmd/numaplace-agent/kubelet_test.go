@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,9 +34,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/internal/controlplane"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/plugins/agent/cluster"
-	"github.com/numaplace/numaplace/plugins/agent/internal/controlplane"
 )
 
 // The walk-through of docs/deploy.md as a test, with every component real
@@ -69,68 +68,38 @@ func kubeletBinary(t *testing.T, bin string) string {
 	return p
 }
 
-// freeTCPPort returns a loopback port nothing listens on now.
+// freeTCPPort returns a loopback port nothing listens on now
+// (controlplane.FreePort).
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return controlplane.FreePort(t)
 }
 
-// hostProcess is a binary the test started, its output in a log file.
+// hostProcess is a binary the test started (controlplane.Process), its
+// output in a log file; name, log, cmd and done are the Process's Name,
+// Log, Cmd and Done().
 type hostProcess struct {
+	p         *controlplane.Process
 	name, log string
 	cmd       *exec.Cmd
-	done      chan struct{}
+	done      <-chan struct{}
 }
 
-// startHostProcess starts the command with its output in dir/name.log; it
-// is stopped (SIGTERM, then SIGKILL of its process group after 20 s) at
-// the end of the test, and the end of its log shown if the test failed.
+// startHostProcess starts the command with its output in dir/name.log, in
+// a process group of its own; it is stopped (SIGTERM, then SIGKILL of its
+// process group after controlplane.StopTimeout) at the end of the test,
+// and the end of its log shown if the test failed.
 func startHostProcess(t *testing.T, dir, name string, cmd *exec.Cmd) *hostProcess {
 	t.Helper()
-	p := &hostProcess{name: name, log: filepath.Join(dir, name+".log"), cmd: cmd, done: make(chan struct{})}
-	f, err := os.Create(p.log)
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start(), "starting %s", name)
-	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			data, _ := os.ReadFile(p.log)
-			t.Logf("%s's log (end):\n%s", name, tail(data, 5000))
-		}
-	})
-	return p
+	p := controlplane.StartProcess(t, dir, name, cmd)
+	return &hostProcess{p: p, name: p.Name, log: p.Log, cmd: p.Cmd, done: p.Done()}
 }
 
-func (p *hostProcess) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
+// stop stops the process (controlplane.Process.Stop).
+func (p *hostProcess) stop() { p.p.Stop() }
 
 // exited reports whether the process has exited.
-func (p *hostProcess) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *hostProcess) exited() bool { return p.p.Exited() }
 
 // kubeletEnv is the node's containerd, as the other end-to-end test's,
 // with the process whose mount namespace the kubelet joins.
@@ -454,8 +423,11 @@ func serviceAccountKubeconfig(t *testing.T, client kubernetes.Interface, host, n
 // buildScheduler builds numaplace-scheduler from ../kube-scheduler into
 // bin (nothing to do when .ci-prepare built it from the same sources).
 func buildScheduler(bin string) (string, error) {
-	_, file, _, _ := runtime.Caller(0)
-	mod := filepath.Join(filepath.Dir(file), "..", "..", "..", "kube-scheduler")
+	root, err := controlplane.FindRepoRoot()
+	if err != nil {
+		return "", err
+	}
+	mod := filepath.Join(root, "plugins", "kube-scheduler")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -474,8 +446,7 @@ func buildScheduler(bin string) (string, error) {
 // path replaced as its README says) and its own secure port.
 func startScheduler(t *testing.T, dir, binary, kubeconfig string) *hostProcess {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "kube-scheduler", "deploy", "scheduler-config.yaml"))
+	data, err := os.ReadFile(controlplane.RepoPath(t, "plugins", "kube-scheduler", "deploy", "scheduler-config.yaml"))
 	require.NoError(t, err)
 	const conf = "/etc/kubernetes/scheduler.conf"
 	require.Contains(t, string(data), conf, "the profile names the kubeconfig the README says to replace")
@@ -772,7 +743,7 @@ func startKubeletClusterWith(t *testing.T, o kubeletClusterOptions) *kubeletClus
 		schedulerBin, err = buildScheduler(e.bin)
 		built <- err
 	}()
-	cp := controlplane.Start(t)
+	cp := controlplane.StartControlPlane(t)
 	stage("containerd, etcd and kube-apiserver up")
 	ctx := context.Background()
 	client, err := kubernetes.NewForConfig(cp.Config)
@@ -782,8 +753,7 @@ func startKubeletClusterWith(t *testing.T, o kubeletClusterOptions) *kubeletClus
 
 	// docs/deploy.md, steps 2 to 4: the CRD, the agent's and the
 	// scheduler's manifests.
-	_, file, _, _ := runtime.Caller(0)
-	deploy := filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy")
+	deploy := controlplane.RepoPath(t, "deploy")
 	controlplane.ApplyFiles(t, cp.Config, filepath.Join(deploy, "crd-noderesourcetopologies.yaml"),
 		filepath.Join(deploy, "agent.yaml"), filepath.Join(deploy, "scheduler.yaml"))
 

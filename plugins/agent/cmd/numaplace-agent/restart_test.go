@@ -96,17 +96,16 @@ func (c *kubeletCluster) restartKubelet(t *testing.T) {
 	}, 90*time.Second, 200*time.Millisecond, "the restarted kubelet does not renew the node's lease (log: %s)", c.kubelet.log)
 }
 
-// buildAgent builds numaplace-agent (this package) into dir.
+// buildAgent builds numaplace-agent (this package: go test's working
+// directory) into dir.
 func buildAgent(t *testing.T, dir string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	out := filepath.Join(dir, "numaplace-agent")
 	cmd := exec.Command(goBin, "build", "-o", out, ".")
-	cmd.Dir = filepath.Dir(file)
 	msg, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build numaplace-agent: %s", msg)
 	return out

@@ -17,8 +17,8 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/topology"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
 func testPod(name, node, policy string, cpus, gpus int, decision string) *v1.Pod {

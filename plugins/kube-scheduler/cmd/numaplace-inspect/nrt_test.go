@@ -25,8 +25,8 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/topology"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
 // nrtObject is numaplace's NodeResourceTopology object of the machine for

@@ -5,14 +5,12 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,8 +24,8 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/topology"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
 // TestBinaryOnARealControlPlane runs the program itself, with the example
@@ -46,31 +44,13 @@ func TestBinaryOnARealControlPlane(t *testing.T) {
 	require.NoError(t, err)
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(strings.ReplaceAll(string(data), "/etc/kubernetes/scheduler.conf", kubeconfig)), 0o600))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	port := controlplane.FreePort(t)
 	args := []string{"--config", config, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig, "--v", "3"}
-	logPath := filepath.Join(t.TempDir(), "scheduler.log")
-	logFile, err := os.Create(logPath)
-	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		_ = logFile.Close()
-	})
+	proc := controlplane.StartProcess(t, t.TempDir(), "scheduler", cmd)
+	logPath := proc.Log
 	fail := func(format string, args ...any) {
 		t.Helper()
 		log, _ := os.ReadFile(logPath)
@@ -108,8 +88,8 @@ func TestBinaryOnARealControlPlane(t *testing.T) {
 	var p *v1.Pod
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
-		case err := <-exited:
-			fail("the scheduler exited: %v", err)
+		case <-proc.Done():
+			fail("the scheduler exited: %v", proc.Err())
 		default:
 		}
 		p, err = client.CoreV1().Pods("default").Get(ctx, "textgen-0", metav1.GetOptions{})

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,69 +21,20 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/topology"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
-// leaseSchedulerProc is the program run as a child process, its output in a
-// log file.
-type leaseSchedulerProc struct {
-	log    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // cmd.Wait's, once exited is closed
-}
-
-// startLeaseScheduler runs the program with the configuration file and its
-// own secure port until it exits or the test ends.
-func startLeaseScheduler(t *testing.T, config, kubeconfig, name string) *leaseSchedulerProc {
+// startLeaseScheduler runs the program as a child process with the
+// configuration file and its own secure port until it exits or the test
+// ends, its output in a log file.
+func startLeaseScheduler(t *testing.T, config, kubeconfig, name string) *controlplane.Process {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	args := []string{"--config", config, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+	args := []string{"--config", config, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(controlplane.FreePort(t)),
 		"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig, "--v", "2"}
-	p := &leaseSchedulerProc{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan struct{})}
-	f, err := os.Create(p.log)
-	require.NoError(t, err)
-	p.cmd = exec.Command(os.Args[0])
-	p.cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join(args, "\n"))
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	require.NoError(t, p.cmd.Start())
-	go func() { p.err = p.cmd.Wait(); _ = f.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("%s's log (end):\n%s", name, p.tail())
-		}
-	})
-	return p
-}
-
-// tail returns the end of the process's log.
-func (p *leaseSchedulerProc) tail() string {
-	data, _ := os.ReadFile(p.log)
-	if len(data) > 5000 {
-		data = data[len(data)-5000:]
-	}
-	return string(data)
-}
-
-// hasExited reports whether the process has exited.
-func (p *leaseSchedulerProc) hasExited() bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-		return false
-	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join(args, "\n"))
+	return controlplane.StartProcess(t, t.TempDir(), name, cmd)
 }
 
 // leaseHolder returns the holder of numaplace-scheduler's lease, "" when
@@ -113,7 +62,7 @@ func leasePod(name string) *v1.Pod {
 
 // waitBound waits until the pod is bound with a decision, or the
 // scheduler exits, and returns the node.
-func waitBound(t *testing.T, client kubernetes.Interface, p *leaseSchedulerProc, name string) string {
+func waitBound(t *testing.T, client kubernetes.Interface, p *controlplane.Process, name string) string {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -123,11 +72,11 @@ func waitBound(t *testing.T, client kubernetes.Interface, p *leaseSchedulerProc,
 			require.NoError(t, err, "pod %s's decision", name)
 			return pod.Spec.NodeName
 		}
-		if p.hasExited() {
-			t.Fatalf("the scheduler exited (%v) before binding %s; its log:\n%s", p.err, name, p.tail())
+		if p.Exited() {
+			t.Fatalf("the scheduler exited (%v) before binding %s; its log:\n%s", p.Err(), name, p.Tail(5000))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pod %s not bound (last: %v); the scheduler's log:\n%s", name, err, p.tail())
+			t.Fatalf("pod %s not bound (last: %v); the scheduler's log:\n%s", name, err, p.Tail(5000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -183,15 +132,15 @@ func TestLeaseLostExits(t *testing.T) {
 	cp.StopAPIServer()
 	outage := time.Now()
 	select {
-	case <-first.exited:
+	case <-first.Done():
 	case <-time.After(2 * time.Minute): // far beyond the 3 s renew deadline: a hang, not a speed bound
-		t.Fatalf("the scheduler did not exit during the outage; its log:\n%s", first.tail())
+		t.Fatalf("the scheduler did not exit during the outage; its log:\n%s", first.Tail(5000))
 	}
-	t.Logf("the scheduler exited %s into the outage: %v", time.Since(outage).Round(time.Second), first.err)
+	t.Logf("the scheduler exited %s into the outage: %v", time.Since(outage).Round(time.Second), first.Err())
 	var exit *exec.ExitError
-	require.True(t, errors.As(first.err, &exit), "the exit: %v", first.err)
-	require.Equal(t, 1, exit.ExitCode(), "the exit status; the log:\n%s", first.tail())
-	log := first.tail()
+	require.True(t, errors.As(first.Err(), &exit), "the exit: %v", first.Err())
+	require.Equal(t, 1, exit.ExitCode(), "the exit status; the log:\n%s", first.Tail(5000))
+	log := first.Tail(5000)
 	require.Contains(t, log, "Leaderelection lost")
 	require.Contains(t, log, `"Failed to renew lease" lock="kube-system/numaplace-scheduler"`)
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +32,8 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/topology"
 
+	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
-	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
 // TestThroughput is the side-by-side throughput trial (throughput.sh runs
@@ -248,38 +246,20 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 	before, err := controlplane.ScrapeMetrics(ctx, cfg)
 	require.NoError(t, err)
 	res := runResult{loadBefore: loadAverage()}
-	logPath := filepath.Join(t.TempDir(), "scheduler.log")
-	logFile, err := os.Create(logPath)
-	require.NoError(t, err)
-	defer logFile.Close()
 	args := []string{"--config", config, "--secure-port", "0", "--v", "1"}
 	// NUMAPLACE_THROUGHPUT_PPROF=DIR: serve /debug/pprof and write a CPU
 	// profile of each run's first 20 seconds of binding into DIR.
 	pprofDir := os.Getenv("NUMAPLACE_THROUGHPUT_PPROF")
 	port := 0
 	if pprofDir != "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port = l.Addr().(*net.TCPAddr).Port
-		require.NoError(t, l.Close())
+		port = controlplane.FreePort(t)
 		args = []string{"--config", config, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 			"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig, "--v", "1"}
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
+	proc := controlplane.StartProcess(t, t.TempDir(), "scheduler", cmd)
+	logPath, exited, stop := proc.Log, proc.Done(), proc.Stop
 	defer stop()
 
 	bound := map[string]bool{}

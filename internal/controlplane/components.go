@@ -4,31 +4,22 @@ import (
 	"crypto/tls"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// ComponentBinary returns the path of a control-plane component built
-// beside kube-apiserver (kube-controller-manager or kube-scheduler: the
-// same bin/ directory or NUMAPLACE_CONTROLPLANE_BIN), or skips the test
-// saying how to build it.
+// ComponentBinary returns the path of a control-plane binary in [BinDir]
+// (kube-apiserver, etcd, kube-controller-manager or kube-scheduler), or
+// skips the test saying how to build it.
 func ComponentBinary(t testing.TB, name string) string {
 	t.Helper()
-	dir := os.Getenv("NUMAPLACE_CONTROLPLANE_BIN")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "kube-scheduler", "bin")
-	}
-	p, err := filepath.Abs(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatalf("the path of %s: %v", name, err)
-	}
+	p := filepath.Join(BinDir(t), name)
 	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		t.Skipf("no real %s: %s is not built; run plugins/agent/.ci-prepare (it runs plugins/kube-scheduler/.ci-prepare, "+
-			"which builds it from the Go module proxy, a few minutes) or set NUMAPLACE_CONTROLPLANE_BIN", name, p)
+		t.Skipf("no real %s: %s is not built; run plugins/kube-scheduler/.ci-prepare (plugins/agent/.ci-prepare runs it; "+
+			"it builds the control plane from the Go module proxy, a few minutes) or set NUMAPLACE_CONTROLPLANE_BIN", name, p)
 	}
 	return p
 }
@@ -49,24 +40,12 @@ var ControllerManagerControllers = []string{"resourceclaim-controller", "garbage
 // waits until its /healthz answers.
 func (c *ControlPlane) StartControllerManager(t testing.TB, controllers ...string) {
 	t.Helper()
-	bin := ComponentBinary(t, "kube-controller-manager")
 	if len(controllers) == 0 {
 		controllers = ControllerManagerControllers
 	}
-	kubeconfig := c.Kubeconfig(t)
-	port := freePort(t)
-	p := startProcess(t, c.dir, "kube-controller-manager", bin,
-		"--kubeconfig", kubeconfig,
-		"--leader-elect=false",
+	c.startComponent(t, "kube-controller-manager",
 		"--controllers", strings.Join(controllers, ","),
-		"--use-service-account-credentials=false",
-		"--bind-address", "127.0.0.1",
-		"--secure-port", strconv.Itoa(port),
-		"--cert-dir", filepath.Join(c.dir, "kube-controller-manager-certs"),
-		"--v", "2")
-	t.Cleanup(p.stop)
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server with a self-signed certificate
-	waitHTTP(t, c.dir, "kube-controller-manager", insecure, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "")
+		"--use-service-account-credentials=false")
 }
 
 // StartScheduler runs the upstream kube-scheduler (ComponentBinary) with
@@ -76,19 +55,27 @@ func (c *ControlPlane) StartControllerManager(t testing.TB, controllers ...strin
 // stopped at the end of the test. It waits until its /healthz answers.
 func (c *ControlPlane) StartScheduler(t testing.TB) {
 	t.Helper()
-	bin := ComponentBinary(t, "kube-scheduler")
-	kubeconfig := c.Kubeconfig(t)
-	port := freePort(t)
-	p := startProcess(t, c.dir, "kube-scheduler", bin,
-		"--kubeconfig", kubeconfig,
+	c.startComponent(t, "kube-scheduler")
+}
+
+// startComponent runs the control-plane binary name against the API
+// server as the admin, without leader election, its secure port on
+// loopback, with the extra arguments, and waits until its /healthz
+// answers.
+func (c *ControlPlane) startComponent(t testing.TB, name string, extra ...string) {
+	t.Helper()
+	bin := ComponentBinary(t, name)
+	port := FreePort(t)
+	args := append([]string{
+		"--kubeconfig", c.Kubeconfig(t),
 		"--leader-elect=false",
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port),
-		"--cert-dir", filepath.Join(c.dir, "kube-scheduler-certs"),
-		"--v", "2")
-	t.Cleanup(p.stop)
+		"--cert-dir", filepath.Join(c.dir, name+"-certs"),
+		"--v", "2"}, extra...)
+	StartProcess(t, c.dir, name, exec.Command(bin, args...))
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server with a self-signed certificate
-	waitHTTP(t, c.dir, "kube-scheduler", insecure, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "")
+	waitHTTP(t, c.dir, name, insecure, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "")
 }
 
 // Log returns the log of a process the control plane started (etcd,

@@ -9,14 +9,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,66 +25,67 @@ import (
 )
 
 // Token is the bearer token of the admin user (in system:masters).
-const Token = "numaplace-agent-test-token"
+const Token = "numaplace-test-token"
 
-// binaries returns the paths of kube-apiserver and etcd, or skips the test
-// saying how to build them.
-func binaries(t testing.TB) (apiserver, etcd string) {
+// BinDir returns the directory of the control-plane binaries:
+// $NUMAPLACE_CONTROLPLANE_BIN when it is set, otherwise
+// plugins/kube-scheduler/bin below [RepoRoot], where
+// plugins/kube-scheduler/.ci-prepare builds them.
+func BinDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("NUMAPLACE_CONTROLPLANE_BIN")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "kube-scheduler", "bin")
-	}
-	apiserver, etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
-	for _, p := range []string{apiserver, etcd} {
-		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			t.Skipf("no real control plane: %s is not built; run plugins/agent/.ci-prepare (it runs plugins/kube-scheduler/.ci-prepare, "+
-				"which builds kube-apiserver and etcd from the Go module proxy, a few minutes) or set NUMAPLACE_CONTROLPLANE_BIN", p)
-		}
-	}
-	for _, p := range []*string{&apiserver, &etcd} {
-		abs, err := filepath.Abs(*p)
+	if dir := os.Getenv("NUMAPLACE_CONTROLPLANE_BIN"); dir != "" {
+		abs, err := filepath.Abs(dir)
 		require.NoError(t, err)
-		*p = abs
+		return abs
 	}
-	return apiserver, etcd
+	return RepoPath(t, "plugins", "kube-scheduler", "bin")
 }
 
-// ControlPlane is a running etcd and kube-apiserver.
+// Binaries returns the paths of kube-apiserver and etcd in [BinDir], or
+// skips the test saying how to build them.
+func Binaries(t testing.TB) (apiserver, etcd string) {
+	t.Helper()
+	return ComponentBinary(t, "kube-apiserver"), ComponentBinary(t, "etcd")
+}
+
+// ControlPlane is a running etcd and kube-apiserver. The API server can be
+// stopped and started again (an outage) while etcd keeps the cluster's
+// state.
 type ControlPlane struct {
-	// Config reaches the API server as the admin.
+	// Config reaches the API server as the admin ([Token]).
 	Config *rest.Config
 
 	t         testing.TB
 	dir, bin  string
 	args      []string
-	apiserver *process
+	apiserver *Process // nil while stopped
 }
 
-// Start starts etcd and kube-apiserver on loopback ports (stopped at the
-// end of the test, their logs in its temporary directory) and waits until
-// the API server is ready and has made the default namespace.
-func Start(t testing.TB) *ControlPlane {
+// Start starts etcd and kube-apiserver for the test ([StartControlPlane])
+// and returns a client configuration with full rights.
+func Start(t testing.TB) *rest.Config {
 	t.Helper()
-	return StartWithArgs(t)
+	return StartControlPlane(t).Config
 }
 
-// StartWithArgs is [Start] with more kube-apiserver arguments, such as
-// "--feature-gates=DRAListTypeAttributes=true" (given after Start's own).
-func StartWithArgs(t testing.TB, extra ...string) *ControlPlane {
+// StartControlPlane starts etcd and kube-apiserver on loopback ports
+// (stopped at the end of the test, their logs in its temporary directory)
+// and waits until the API server is ready and has made the default
+// namespace. The extra arguments go to kube-apiserver after its own, such
+// as "--feature-gates=DRAListTypeAttributes=true". It skips the test when
+// the binaries are not built.
+func StartControlPlane(t testing.TB, extra ...string) *ControlPlane {
 	t.Helper()
-	apiserverBin, etcdBin := binaries(t)
+	apiserverBin, etcdBin := Binaries(t)
 	dir := t.TempDir()
-	etcdPort, peerPort := freePort(t), freePort(t)
+	etcdPort, peerPort := FreePort(t), FreePort(t)
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
-	etcd := startProcess(t, dir, "etcd", etcdBin,
-		"--name", "numaplace-agent-test", "--data-dir", filepath.Join(dir, "etcd-data"),
+	StartProcess(t, dir, "etcd", exec.Command(etcdBin,
+		"--name", "numaplace-test", "--data-dir", filepath.Join(dir, "etcd-data"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "numaplace-agent-test="+peerURL, "--log-level", "warn")
-	t.Cleanup(etcd.stop)
+		"--initial-cluster", "numaplace-test="+peerURL, "--log-level", "warn"))
 	waitHTTP(t, dir, "etcd", http.DefaultClient, etcdURL+"/health", "")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(Token+",admin,admin,system:masters\n"), 0o600))
@@ -95,7 +93,7 @@ func StartWithArgs(t testing.TB, extra ...string) *ControlPlane {
 	require.NoError(t, err)
 	keyFile := filepath.Join(dir, "sa.key")
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
-	port := freePort(t)
+	port := FreePort(t)
 	c := &ControlPlane{t: t, dir: dir, bin: apiserverBin, args: []string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
@@ -129,66 +127,25 @@ func StartWithArgs(t testing.TB, extra ...string) *ControlPlane {
 }
 
 // StartAPIServer starts the API server (again, after StopAPIServer) on the
-// same port and etcd, and waits until it is ready.
+// same port, certificates and etcd, and waits until it is ready. Its log
+// goes on in the same file.
 func (c *ControlPlane) StartAPIServer() {
 	c.t.Helper()
 	if c.apiserver != nil {
 		return
 	}
-	c.apiserver = startProcess(c.t, c.dir, "kube-apiserver", c.bin, c.args...)
+	c.apiserver = StartProcess(c.t, c.dir, "kube-apiserver", exec.Command(c.bin, c.args...))
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server with a self-signed certificate
 	waitHTTP(c.t, c.dir, "kube-apiserver", insecure, c.Config.Host+"/readyz", Token)
 }
 
-// StopAPIServer stops the API server (etcd keeps running).
+// StopAPIServer stops the API server ([Process.Stop]); etcd keeps
+// running.
 func (c *ControlPlane) StopAPIServer() {
 	if c.apiserver != nil {
-		c.apiserver.stop()
+		c.apiserver.Stop()
 		c.apiserver = nil
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// process is a started binary.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *os.File
-}
-
-// startProcess starts a binary with its output appended to dir/name.log.
-func startProcess(t testing.TB, dir, name, bin string, args ...string) *process {
-	t.Helper()
-	logFile, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	require.NoError(t, cmd.Start(), "starting %s", name)
-	p := &process{cmd: cmd, done: make(chan struct{}), log: logFile}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	return p
-}
-
-// stop stops the process: SIGTERM, then SIGKILL after 10 s.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	_ = p.log.Close()
 }
 
 // waitHTTP waits until url answers 200, or fails the test with the end of
@@ -228,6 +185,13 @@ func waitHTTP(t testing.TB, dir, name string, client *http.Client, url, token st
 func (c *ControlPlane) Kubeconfig(t testing.TB) string {
 	t.Helper()
 	return WriteKubeconfig(t, c.Config.Host, c.Config.BearerToken)
+}
+
+// Kubeconfig writes a kubeconfig for cfg (as [Start] returns it) into the
+// test's temporary directory and returns its path.
+func Kubeconfig(t testing.TB, cfg *rest.Config) string {
+	t.Helper()
+	return WriteKubeconfig(t, cfg.Host, cfg.BearerToken)
 }
 
 // WriteKubeconfig writes a kubeconfig reaching host with the bearer token

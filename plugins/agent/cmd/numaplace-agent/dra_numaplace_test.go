@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // numaplace-scheduler deciding DRA claims on real components (issue 24,
@@ -126,10 +132,11 @@ func (d *draCluster) requireNoDoubleAllocation(t *testing.T) {
 //     gives GPUs 0 and 1 of node 0; the claim's allocation, the decision,
 //     the container's GPUs, cpuset and memory nodes and the pod-resources
 //     API (List and Get) agree;
-//   - two-claims: a pod with a claim for 2 GPUs and another for a NIC is
-//     placed in one span, node 1, the NIC beside its GPUs (GPUs 4 and 5,
-//     under the NIC's switch), where first fit gives GPUs 0 and 1 of node
-//     0 and the NIC of node 1;
+//   - docs-example: docs/deploy.md's example (a pod with a claim for 2
+//     GPUs and another for a NIC, SingleNUMANode) is placed in one span,
+//     node 1, the NIC beside its GPUs (GPUs 4 and 5, under the NIC's
+//     switch), where first fit gives GPUs 0 and 1 of node 0 and the NIC
+//     of node 1;
 //   - restricted-8: a claim for 8 GPUs with matchAttribute numaNode is not
 //     allocated (its pod stays unscheduled), and a Restricted pod with a
 //     claim for 8 GPUs is admitted with 4+4, its span nodes 0 and 1;
@@ -138,7 +145,7 @@ func (d *draCluster) requireNoDoubleAllocation(t *testing.T) {
 //     freed.
 //
 // With the default kube-scheduler (NUMAPLACE_E2E_DRA_SCHEDULER=
-// default-scheduler) first-fit-disagrees and two-claims fail on the
+// default-scheduler) first-fit-disagrees and docs-example fail on the
 // claim's GPUs (0 and 1), restricted-8 on the missing decision and
 // preemption on the pending pod (DRA pods are not preempted for).
 func TestNUMAPlaceDRAClaims(t *testing.T) {
@@ -158,11 +165,18 @@ func TestNUMAPlaceDRAClaims(t *testing.T) {
 		d.deleteNUMAPod(t, "aligned", claims...)
 	})
 
-	d.scenario(t, "two-claims", func(t *testing.T) {
-		gpuTemplate(t, d, "gpus-only", 2)
-		nicTemplate(t, d, "nic-only", 1)
-		pod, claims := d.runNUMAPod(t, numaDRAPod("spanned", "SingleNUMANode", 1,
-			fromTemplate("gpus", "gpus-only"), fromTemplate("nic", "nic-only")), "gpus", "nic")
+	d.scenario(t, "docs-example", func(t *testing.T) {
+		// docs/deploy.md's templates as they are, and its pod sized for
+		// this machine.
+		templates, pod := docsClaimExample(t)
+		for _, tmpl := range templates {
+			_, err := d.client.ResourceV1().ResourceClaimTemplates("default").Create(context.Background(), tmpl, metav1.CreateOptions{})
+			require.NoError(t, err, "docs/deploy.md's ResourceClaimTemplate %s", tmpl.Name)
+			t.Cleanup(func() {
+				_ = d.client.ResourceV1().ResourceClaimTemplates("default").Delete(context.Background(), tmpl.Name, metav1.DeleteOptions{})
+			})
+		}
+		pod, claims := d.runNUMAPod(t, pod, "gpus", "nic")
 		gpus, nics := claimedGPUs(t, devs, claims...)
 		require.Equal(t, []int{4, 5}, gpus, "claim %s: the 2 GPUs under the NIC's switch on NUMA node 1 (first fit: 0 and 1)", claims[0].Name)
 		require.Equal(t, []string{"mlx5_0"}, nics, "claim %s", claims[1].Name)
@@ -170,10 +184,13 @@ func TestNUMAPlaceDRAClaims(t *testing.T) {
 		require.Equal(t, []int{1}, nodes)
 		require.Equal(t, []string{tree.switchOf(t, tree.nics[0].bus)}, switches)
 		dec, _ := d.checkDecided(t, pod, devs, gpus, nics, claims...)
-		require.Equal(t, []int{1}, dec.NUMANodes, "spanned's span: one node for both claims and its CPU")
+		require.Equal(t, []int{1}, dec.NUMANodes, "%s's span: one node for both claims and its CPU", pod.Name)
 		require.Equal(t, "1", dec.CPUSet)
+		for i, want := range [][]string{{"gpu-4", "gpu-5"}, {"nic-mlx5-0"}} {
+			require.Equal(t, want, allDevices(claims[i]), "claim %s's devices as docs/deploy.md prints them", claims[i].Name)
+		}
 		d.requireNoDoubleAllocation(t)
-		d.deleteNUMAPod(t, "spanned", claims...)
+		d.deleteNUMAPod(t, pod.Name, claims...)
 	})
 
 	d.scenario(t, "restricted-8", func(t *testing.T) {
@@ -232,4 +249,60 @@ func TestNUMAPlaceDRAClaims(t *testing.T) {
 		d.requireNoDoubleAllocation(t)
 		d.deleteNUMAPod(t, "high", claims...)
 	})
+}
+
+// docsClaimExample reads the example of docs/deploy.md's "Claims that
+// numaplace-scheduler decides" (the YAML block after the comment naming
+// this test) strictly: its ResourceClaimTemplates as they are, and its pod
+// sized for this machine (the imported image and draPodScript, host
+// network, 1 CPU for its 16 and 64Mi of memory for its 64Gi, the scheduler
+// draSchedulerName), everything else (annotations, claims, scheduler) as
+// written.
+func docsClaimExample(t *testing.T) ([]*resourcev1.ResourceClaimTemplate, *corev1.Pod) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "docs", "deploy.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+	const marker = "TestNUMAPlaceDRAClaims/docs-example creates these objects"
+	i := strings.Index(doc, marker)
+	require.GreaterOrEqual(t, i, 0, "docs/deploy.md has no block marked %q", marker)
+	start := strings.Index(doc[i:], "```yaml\n")
+	require.GreaterOrEqual(t, start, 0, "no YAML block after the marker")
+	body := doc[i+start+len("```yaml\n"):]
+	end := strings.Index(body, "\n```")
+	require.GreaterOrEqual(t, end, 0, "the YAML block does not end")
+	var templates []*resourcev1.ResourceClaimTemplate
+	var pod *corev1.Pod
+	for _, part := range strings.Split(body[:end+1], "\n---\n") {
+		var meta metav1.TypeMeta
+		require.NoError(t, yaml.Unmarshal([]byte(part), &meta))
+		switch meta.Kind {
+		case "ResourceClaimTemplate":
+			var tmpl resourcev1.ResourceClaimTemplate
+			require.NoError(t, yaml.UnmarshalStrict([]byte(part), &tmpl), "docs/deploy.md's ResourceClaimTemplate")
+			templates = append(templates, &tmpl)
+		case "Pod":
+			pod = &corev1.Pod{}
+			require.NoError(t, yaml.UnmarshalStrict([]byte(part), pod), "docs/deploy.md's Pod")
+		default:
+			t.Fatalf("docs/deploy.md's example has a %q", meta.Kind)
+		}
+	}
+	require.Len(t, templates, 2, "docs/deploy.md's example's templates")
+	require.NotNil(t, pod, "docs/deploy.md's example has no pod")
+	require.Equal(t, "numaplace-scheduler", pod.Spec.SchedulerName)
+	pod.Namespace = "default"
+	pod.Spec.SchedulerName = draSchedulerName()
+	pod.Spec.HostNetwork = true
+	pod.Spec.TerminationGracePeriodSeconds = new(int64(5))
+	require.Len(t, pod.Spec.Containers, 1)
+	c := &pod.Spec.Containers[0]
+	require.Equal(t, "16", c.Resources.Requests.Cpu().String(), "docs/deploy.md's pod's CPUs")
+	c.Image, c.ImagePullPolicy, c.Command = e2eImage, corev1.PullNever, []string{"/bin/sh", "-c", draPodScript}
+	for _, res := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+		res[corev1.ResourceCPU] = resource.MustParse("1")
+		res[corev1.ResourceMemory] = resource.MustParse("64Mi")
+	}
+	return templates, pod
 }

@@ -198,7 +198,7 @@ func TestNUMAPlaceDRAClaims(t *testing.T) {
 		// per node: the pod is never scheduled.
 		gpuTemplate(t, d, "eight-one-node", 8, matchAttribute(attrNUMANode, "gpus"))
 		_, err := d.client.CoreV1().Pods("default").Create(context.Background(),
-			numaDRAPod("matched", "Restricted", 0, fromTemplate("gpus", "eight-one-node")), metav1.CreateOptions{})
+			numaDRAPod("matched", "Restricted", 1, fromTemplate("gpus", "eight-one-node")), metav1.CreateOptions{})
 		require.NoError(t, err)
 		msg := waitUnschedulable(t, d.client, "matched", "")
 		t.Logf("matched (8 GPUs, matchAttribute numaNode): %s", msg)
@@ -226,7 +226,9 @@ func TestNUMAPlaceDRAClaims(t *testing.T) {
 		}
 		gpuTemplate(t, d, "all-eight", 8)
 		gpuTemplate(t, d, "pair", 2)
-		low := numaDRAPod("low", "Restricted", 0, fromTemplate("gpus", "all-eight"))
+		// Both ask for a CPU (the host has two, one of them the shared
+		// pool's), so high needs low's CPU as well as two of its GPUs.
+		low := numaDRAPod("low", "Restricted", 1, fromTemplate("gpus", "all-eight"))
 		low.Spec.PriorityClassName = "numaplace-low"
 		_, lowClaims := d.runNUMAPod(t, low, "gpus")
 		lowGPUs, _ := claimedGPUs(t, devs, lowClaims...)

@@ -84,6 +84,10 @@ func (d *draCluster) runNUMAPod(t *testing.T, pod *corev1.Pod, claims ...string)
 	_, err := d.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	cs := d.podClaims(t, pod.Name, claims...)
+	for _, c := range cs {
+		// What the scheduler allocated, before the node runs the pod.
+		t.Logf("pod %s: claim %s allocated %v", pod.Name, c.Name, allDevices(c))
+	}
 	p := waitRunning(t, d.client, pod.Name)
 	require.Equal(t, kubeletNode, p.Spec.NodeName)
 	return p, cs

@@ -293,7 +293,6 @@ func TestControlPlaneDRAConstraintsHonouredOrRefused(t *testing.T) {
 	msg := c.waitUnschedulable("m8")
 	require.Contains(t, msg, "numaplace: the pod's ResourceClaims")
 
-
 	all := request("gpus", numaplace.ClassGPU, 0)
 	all.Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
 	c.claim("all", []resourceapi.DeviceRequest{all})

@@ -572,7 +572,7 @@ func (pl *Plugin) writeClaims(ctx context.Context, state fwk.CycleState, pod *v1
 		_ = pl.dra.ResourceClaims().AssumeClaimAfterAPICall(c)
 	}
 	for i, claim := range r.claims {
-		c, err := write(claim, claim.Status.Allocation, r.consumers[i])
+		c, err := write(r.all.claims[r.all.toAllocate[i]], claim.Status.Allocation, r.consumers[i])
 		if err != nil {
 			return fmt.Errorf("writing the allocation of claim %s for pod %s: %w", klog.KObj(claim), podKey(pod), err)
 		}

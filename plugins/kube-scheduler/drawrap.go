@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 )
 
 // DRAName is the plugin that takes DynamicResources' place in numaplace's
@@ -20,6 +21,9 @@ import (
 // which NUMAPlace allocates (dra.go). The profile disables DynamicResources
 // and enables this plugin after NUMAPlace (deploy/scheduler-config.yaml).
 const DRAName = "NUMAPlaceDynamicResources"
+
+// upstreamStateKey is where DynamicResources keeps its CycleState.
+const upstreamStateKey fwk.StateKey = names.DynamicResources
 
 // DRA is the [DRAName] plugin: DynamicResources, skipping NUMAPlace's
 // pods. It reads from NUMAPlace's CycleState whether a pod is NUMAPlace's,
@@ -116,6 +120,11 @@ func (pl *DRA) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, no
 // room) except for NUMAPlace's pods.
 func (pl *DRA) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if ours(state) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if _, err := state.Read(upstreamStateKey); err != nil {
+		// DynamicResources' PreFilter did not run (an earlier plugin
+		// refused the pod): it has nothing to deallocate.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	return pl.up.PostFilter(ctx, state, pod, m)

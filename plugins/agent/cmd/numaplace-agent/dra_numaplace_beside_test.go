@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -191,7 +193,7 @@ func TestNUMAPlaceDRASeedSpec(t *testing.T) {
 	t.Run("dra", func(t *testing.T) {
 		d := startDRACluster(t, draClusterOptions{agent: true, tree: splitTree(), numaplace: true})
 		devs := d.treeDevices(t)
-		pod, claim := d.runExtendedPod(t, seedPod("seed", true))
+		pod, claim := d.runSeedPod(t, seedPod("seed", true))
 		gpus, _ := claimedGPUs(t, devs, claim)
 		require.Equal(t, []int{4, 5, 6, 7}, gpus, "claim %s (aliyun.com/gpu through %s; first fit: 0-3)", claim.Name, draAliyunGPUClass)
 		dec, view := d.checkDecided(t, pod, devs, gpus, nil, claim)
@@ -208,4 +210,31 @@ func TestNUMAPlaceDRASeedSpec(t *testing.T) {
 		require.Equal(t, dpView.Mems, view.Mems, "memory nodes on the two nodes")
 		d.deleteNUMAPod(t, "seed", claim)
 	})
+}
+
+// runSeedPod creates the pod, waits until the scheduler has made and
+// allocated the claim for its aliyun.com/gpu (named in its
+// status.extendedResourceClaimStatus, mapped to its container main) and it
+// runs, and returns it and the claim.
+func (d *draCluster) runSeedPod(t *testing.T, pod *corev1.Pod) (*corev1.Pod, *resourcev1.ResourceClaim) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := d.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var claim *resourcev1.ResourceClaim
+	require.Eventually(t, func() bool {
+		p, err := d.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || p.Status.ExtendedResourceClaimStatus == nil {
+			return false
+		}
+		claim, err = d.client.ResourceV1().ResourceClaims("default").Get(ctx, p.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
+		return err == nil && claim.Status.Allocation != nil
+	}, 60*time.Second, 100*time.Millisecond, "pod %s has no allocated claim for its aliyun.com/gpu: %s", pod.Name, describe(d.client, pod.Name))
+	t.Logf("pod %s: claim %s (extended resource) allocated %v", pod.Name, claim.Name, allDevices(claim))
+	p := waitRunning(t, d.client, pod.Name)
+	require.Equal(t, kubeletNode, p.Spec.NodeName)
+	st := p.Status.ExtendedResourceClaimStatus
+	require.Len(t, st.RequestMappings, 1)
+	require.Equal(t, []string{"main", "aliyun.com/gpu"}, []string{st.RequestMappings[0].ContainerName, st.RequestMappings[0].ResourceName})
+	return p, claim
 }

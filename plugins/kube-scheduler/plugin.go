@@ -663,6 +663,9 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 			QueueingHintFn: pl.isSchedulableAfterAssignedPodUpdate},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterTargetPodUpdate},
+		// A claim deallocated or deleted frees the GPUs the cache counted
+		// for it (draevents.go).
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}},
 	}, nil
 }
 

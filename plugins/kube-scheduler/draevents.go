@@ -11,8 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/adapters/scheduler"
 )
 
 // claimNodeIndex is the plugin's index of the ResourceClaim informer:
@@ -105,6 +107,7 @@ func (e *events) addClaimHoldersLocked(node string, now map[string]*v1.Pod) {
 		e.logger().Error(err, "Listing the node's ResourceClaims from the informer", "node", node)
 		return
 	}
+	var releasing []string
 	for _, obj := range objs {
 		c, ok := obj.(*resourceapi.ResourceClaim)
 		if !ok || c.Status.Allocation == nil {
@@ -134,7 +137,69 @@ func (e *events) addClaimHoldersLocked(node string, now map[string]*v1.Pod) {
 			Spec: v1.PodSpec{NodeName: node},
 		}
 		now[podKey(p)] = p
+		if e.consumersGone(c) {
+			releasing = append(releasing, podKey(p))
+		}
 	}
+	if len(releasing) > 0 {
+		e.releasing.Store(node, releasing)
+	} else {
+		e.releasing.Delete(node)
+	}
+}
+
+// consumersGone reports whether the claim was reserved for pods that are
+// all gone (deleted, or finished): the resourceclaim controller is about
+// to deallocate it.
+func (e *events) consumersGone(c *resourceapi.ResourceClaim) bool {
+	if len(c.Status.ReservedFor) == 0 {
+		return false
+	}
+	for _, ref := range c.Status.ReservedFor {
+		if ref.Resource != "pods" || ref.APIGroup != "" {
+			return false
+		}
+		obj, ok, err := e.pods.GetByKey(c.Namespace + "/" + ref.Name)
+		if err != nil {
+			return false
+		}
+		if p, isPod := obj.(*v1.Pod); ok && isPod && p.UID == ref.UID && !terminal(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// releasingOn returns the stand-ins of the node's claims whose pods are
+// gone (see [events.consumersGone]).
+func (e *events) releasingOn(node string) []string {
+	if v, ok := e.releasing.Load(node); ok {
+		return v.([]string)
+	}
+	return nil
+}
+
+// ReasonTextReleasing is the refusal of a node where the pod fits once the
+// claims of deleted pods are deallocated: UnschedulableAndUnresolvable, so
+// that no preemption evicts more pods meanwhile; the claims' deallocation
+// requeues the pod.
+const ReasonTextReleasing = Prefix + "waiting for the ResourceClaims of deleted pods to be deallocated"
+
+// waitForReleasing returns the [ReasonTextReleasing] status when the pod,
+// refused on the node, would fit there without the claims that are being
+// deallocated; nil otherwise.
+func (pl *Plugin) waitForReleasing(s *podState, node string) *fwk.Status {
+	if pl.ev == nil {
+		return nil
+	}
+	rel := pl.ev.releasingOn(node)
+	if len(rel) == 0 {
+		return nil
+	}
+	if err := s.prepared.FilterWhatIf(node, scheduler.WhatIf{Removed: rel}); err != nil {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonTextReleasing)
 }
 
 // claimAccounted reports whether a pod accounts the claim's GPUs itself.

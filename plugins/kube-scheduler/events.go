@@ -78,8 +78,10 @@ type events struct {
 	nrtInf *nrtInformer
 
 	// claims is the ResourceClaim informer's store, indexed by node
-	// (draevents.go).
-	claims cache.Indexer
+	// (draevents.go); releasing holds, by node, the stand-ins of claims
+	// whose pods are gone.
+	claims    cache.Indexer
+	releasing sync.Map
 
 	marks  *marker
 	regs   []registration

@@ -309,6 +309,9 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if s.filters.Add(1)%filterSample == 1 {
 		defer observeFilter(s.policy, time.Now())
 	}
+	if st := pl.extendedDRA(s, node); st != nil {
+		return st
+	}
 	w := nodeWhatIfOf(s, state, node.Name)
 	if w != nil {
 		err = pl.filterWhatIf(s, node.Name, w)
@@ -322,6 +325,11 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		return nil
 	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA && s.dra == nil:
 		return nil
+	}
+	if w == nil {
+		if st := pl.waitForReleasing(s, node.Name); st != nil {
+			return st
+		}
 	}
 	return pl.refusal(fwk.Unschedulable, s, node.Name, err)
 }

@@ -670,3 +670,30 @@ func schedulerWhatIf(w *nodeWhatIf) *scheduler.WhatIf {
 	}
 	return &scheduler.WhatIf{Removed: removed, Added: added}
 }
+
+// ReasonTextExtendedDRA refuses a pod whose aliyun.com/gpu a node serves
+// through DRA (a DeviceClass's extendedResourceName, and no device plugin
+// advertising it on the node): numaplace does not make that claim itself,
+// and kube-scheduler's first fit would give the pod other GPUs than its
+// decision names.
+const ReasonTextExtendedDRA = Prefix + "the node serves aliyun.com/gpu through DRA (extendedResourceName); numaplace-scheduler " +
+	"allocates GPUs there only through ResourceClaims of gpu.numaplace.io"
+
+// extendedDRA refuses the node when the pod's container aliyun.com/gpu
+// would be made a DRA claim there (see [ReasonTextExtendedDRA]).
+func (pl *Plugin) extendedDRA(s *podState, node *v1.Node) *fwk.Status {
+	claimed := 0
+	if s.dra != nil {
+		claimed = s.dra.gpus
+	}
+	if s.req.GPUs-claimed <= 0 || pl.dra == nil {
+		return nil
+	}
+	if q, ok := node.Status.Allocatable[kube.ResourceAliyunGPU]; ok && !q.IsZero() {
+		return nil
+	}
+	if r := pl.dra.DeviceClassResolver(); r == nil || r.GetDeviceClass(kube.ResourceAliyunGPU) == nil {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonTextExtendedDRA)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/numaplace/numaplace/topology"
 
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/controlplane"
 )
 
 // The DRA tests run numaplace-scheduler's profile on a real kube-apiserver
@@ -318,4 +319,107 @@ func (c *cluster) waitClaimFree(name string) {
 		return err != nil || rc.Status.Allocation == nil, nil
 	})
 	require.NoError(c.t, err, "claim %s stays allocated", name)
+}
+
+// slowKubelet finishes the deletion of bound pods as a kubelet would,
+// after they were terminating for the grace given (so that
+// DefaultPreemption, seeing its victims terminate, does not preempt
+// again meanwhile).
+func (c *cluster) slowKubelet(grace time.Duration) {
+	t := c.t
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil && time.Since(p.DeletionTimestamp.Time) > grace-time.Duration(*p.DeletionGracePeriodSeconds)*time.Second {
+					_ = c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+				}
+			}
+			return false, nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// templatePod is claimPod with one claim made from the template.
+func templatePod(name, policy string, cpus int, template string) *v1.Pod {
+	p := pod(name, policy, cpus, 0)
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "devices", ResourceClaimTemplateName: ptr.To(template)}}
+	p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "devices"}}
+	return p
+}
+
+// podClaim returns the name of the claim made for the pod's "devices"
+// claim (pod.status.resourceClaimStatuses).
+func (c *cluster) podClaim(name string) string {
+	c.t.Helper()
+	p := c.waitFor(name, "its claim", func(p *v1.Pod) bool {
+		return len(p.Status.ResourceClaimStatuses) == 1 && p.Status.ResourceClaimStatuses[0].ResourceClaimName != nil
+	})
+	return *p.Status.ResourceClaimStatuses[0].ResourceClaimName
+}
+
+// TestControlPlaneDRATemplatesPreemptionExclusivity, with the controller
+// manager's resourceclaim controller: four low-priority SingleNUMANode
+// pods whose claims come from a 2-GPU ResourceClaimTemplate fill a
+// dgx-h100's GPUs, each claim allocated to its pod's decision; a
+// high-priority pod of the same template preempts exactly one of them
+// (numaplace's dry-run counts the victim's claim free) and gets its GPUs
+// once the controller has deallocated the victim's claim; a Restricted pod
+// without devices that would need both NUMA nodes is refused while DRA
+// pods hold single NUMA nodes (singleNUMANodeExclusive).
+func TestControlPlaneDRATemplatesPreemptionExclusivity(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	controlplane.StartControllerManager(t, c.config)
+	c.applyDeviceClasses()
+	c.priorityClasses()
+	c.draNode("h", "dgx-h100")
+	c.slowKubelet(3 * time.Second)
+	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "two-gpus"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)}}}}}
+	_, err := c.client.ResourceV1().ResourceClaimTemplates("default").Create(context.Background(), tmpl, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.start(nil)
+
+	held := map[string][]int{}
+	for i := range 4 {
+		name := "low-" + strconv.Itoa(i)
+		c.create(c.withPriority(templatePod(name, "SingleNUMANode", 8, "two-gpus"), "low"))
+		p := c.waitBound(name)
+		d := decision(t, p)
+		require.Equal(t, gpuDevices(gpuIDs(d)), c.allocated(c.podClaim(name), p), "pod %s", name)
+		held[name] = gpuIDs(d)
+	}
+	c.requireNoDoubleHandout()
+
+	// Exclusivity: single-NUMA-node pods (DRA ones) on both nodes.
+	c.create(pod("wide", "Restricted", 120, 0))
+	require.Contains(t, c.waitUnschedulable("wide"), "singleNUMANodeExclusive")
+	c.deletePod("wide")
+
+	c.create(c.withPriority(templatePod("high", "SingleNUMANode", 8, "two-gpus"), "high"))
+	p := c.waitBound("high")
+	d := decision(t, p)
+	require.Equal(t, gpuDevices(gpuIDs(d)), c.allocated(c.podClaim("high"), p))
+	names := c.podNames()
+	require.Len(t, names, 4, "one low pod was evicted: %v", names)
+	var victim string
+	for name := range held {
+		if !slices.Contains(names, name) {
+			victim = name
+		}
+	}
+	require.NotEmpty(t, victim)
+	require.Equal(t, held[victim], gpuIDs(d), "the high pod has the victim's GPUs")
+	c.requireNoDoubleHandout()
 }

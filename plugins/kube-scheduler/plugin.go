@@ -309,6 +309,9 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if s.filters.Add(1)%filterSample == 1 {
 		defer observeFilter(s.policy, time.Now())
 	}
+	if st := pl.extendedDRA(s, node); st != nil {
+		return st
+	}
 	w := nodeWhatIfOf(s, state, node.Name)
 	if w != nil {
 		err = pl.filterWhatIf(s, node.Name, w)
@@ -322,6 +325,11 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		return nil
 	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA && s.dra == nil:
 		return nil
+	}
+	if w == nil {
+		if st := pl.waitForReleasing(s, node.Name); st != nil {
+			return st
+		}
 	}
 	return pl.refusal(fwk.Unschedulable, s, node.Name, err)
 }
@@ -663,6 +671,9 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 			QueueingHintFn: pl.isSchedulableAfterAssignedPodUpdate},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterTargetPodUpdate},
+		// A claim deallocated or deleted frees the GPUs the cache counted
+		// for it (draevents.go).
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}},
 	}, nil
 }
 

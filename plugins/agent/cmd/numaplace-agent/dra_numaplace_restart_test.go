@@ -91,13 +91,19 @@ func TestNUMAPlaceDRARestarts(t *testing.T) {
 		return strings.Contains(string(data), "DRA driver registered")
 	}, 60*time.Second, 100*time.Millisecond, "the restarted agent's DRA driver did not register (log: %s)", d.agentProc.log)
 	d.waitDriverConnected(t)
+	d.treeDevices(t) // its slices published again
 	check("agent-sigkill")
 
+	// The kubelet's restart has the driver's slices published again; the
+	// next pod is made once they are (finding 7 of i24-e2e: a pod refused
+	// while they were gone was not tried again within a minute).
 	d.restartKubelet(t)
 	d.waitDriverConnected(t)
+	d.treeDevices(t)
 	check("kubelet-sigterm")
 	d.killKubelet(t)
 	d.waitDriverConnected(t)
+	d.treeDevices(t)
 	check("kubelet-sigkill")
 
 	// Deleted, its claims go and their devices are free: a pod for all 8

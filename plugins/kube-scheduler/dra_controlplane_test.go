@@ -423,3 +423,40 @@ func TestControlPlaneDRATemplatesPreemptionExclusivity(t *testing.T) {
 	require.Equal(t, held[victim], gpuIDs(d), "the high pod has the victim's GPUs")
 	c.requireNoDoubleHandout()
 }
+
+// TestControlPlaneDRAWritesPerPod counts the scheduler's writes for pods
+// whose claims numaplace allocates, from the API server's
+// apiserver_request_total: per pod its Binding and no pod patch (no
+// nominatedNodeName); per claim one PUT resourceclaims (the finalizer) and
+// one PUT resourceclaims/status (allocation and reservedFor).
+func TestControlPlaneDRAWritesPerPod(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	c.applyDeviceClasses()
+	c.draNode("h", "dgx-h100")
+	const pods = 3
+	for i := range pods {
+		name := "w" + strconv.Itoa(i)
+		c.claim(name+"-gpus", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+		c.claim(name+"-nic", []resourceapi.DeviceRequest{request("nic", numaplace.ClassNIC, 1)})
+	}
+	before, err := controlplane.ScrapeMetrics(context.Background(), c.config)
+	require.NoError(t, err)
+	c.start(nil)
+	for i := range pods {
+		name := "w" + strconv.Itoa(i)
+		c.create(claimPod(name, "SingleNUMANode", 8, name+"-gpus", name+"-nic"))
+		p := c.waitBound(name)
+		require.Equal(t, gpuDevices(gpuIDs(decision(t, p))), c.allocated(name+"-gpus", p))
+	}
+	after, err := controlplane.ScrapeMetrics(context.Background(), c.config)
+	require.NoError(t, err)
+	writes := map[string]float64{}
+	for r, n := range after.Sub(before).Requests {
+		if r.Write() && (r.Resource == "pods" || r.Resource == "resourceclaims") {
+			writes[r.String()] = n
+		}
+	}
+	t.Logf("writes: %v", writes)
+	require.Equal(t, map[string]float64{"POST pods": pods, "POST pods/binding": pods,
+		"PUT resourceclaims": 2 * pods, "PUT resourceclaims/status": 2 * pods}, writes)
+}

@@ -72,7 +72,7 @@ func TestEventsBoundDRAPodIsNoMisfit(t *testing.T) {
 	delete(p.Spec.Containers[0].Resources.Limits, "aliyun.com/gpu")
 	p.Annotations[kube.AnnotationCPUSetScheduler] = "required"
 	p.Annotations[kube.AnnotationSpecAlibaba] = `{"numaTopologyPolicy":"SingleNUMANode"}`
-		w.podChanged(p)
+	w.podChanged(p)
 	require.Equal(t, []int{4, 5}, heldGPUs(t, w.pl.cache, "default/dra"))
 	st, ok := w.pl.cache.Node("n1")
 	require.True(t, ok)

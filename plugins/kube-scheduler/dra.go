@@ -60,6 +60,9 @@ type draPod struct {
 	byNode     map[string][]*resourceapi.ResourceSlice // slices local to one node
 	anyNode    []*resourceapi.ResourceSlice            // slices of several nodes
 	victims    func(keys []string) sets.Set[structured.DeviceID]
+	// extended is the claim to make for the containers' aliyun.com/gpu
+	// on nodes that serve it through DRA (draextended.go), or nil.
+	extended *extendedClaim
 }
 
 // numaplaceClass reports whether the DeviceClass is one whose devices
@@ -81,12 +84,19 @@ var errDRA = errors.New("ResourceClaims")
 // class (DynamicResources handles the pod, see [DRAName]); an error
 // wrapping errDRA naming the claim and request numaplace cannot honour.
 func (pl *Plugin) readDRA(pod *v1.Pod) (*draPod, error) {
-	if len(pod.Spec.ResourceClaims) == 0 || pl.dra == nil {
+	if pl.dra == nil {
+		return nil, nil
+	}
+	ext, err := pl.readExtended(pod)
+	if err != nil {
+		return nil, err
+	}
+	if len(pod.Spec.ResourceClaims) == 0 && ext == nil {
 		return nil, nil
 	}
 	claims := make([]*resourceapi.ResourceClaim, 0, len(pod.Spec.ResourceClaims))
 	consumers := make([]resourceapi.ResourceClaimConsumerReference, 0, len(pod.Spec.ResourceClaims))
-	ours := false
+	ours := ext != nil
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		name, mustCheckOwner, err := resourceclaim.Name(pod, pc)
@@ -130,7 +140,7 @@ func (pl *Plugin) readDRA(pod *v1.Pod) (*draPod, error) {
 	if !ours {
 		return nil, nil
 	}
-	d := &draPod{claims: claims, consumers: consumers}
+	d := &draPod{claims: claims, consumers: consumers, extended: ext}
 	for i, claim := range claims {
 		if claim.Status.Allocation != nil {
 			if usesDriver(claim.Status.Allocation) {
@@ -364,7 +374,14 @@ func (d *draPod) nodeSlices(node string, a allocator.Allocation) []*resourceapi.
 // A nil result with a nil error means the claims do not admit the
 // decision.
 func (pl *Plugin) allocateClaims(ctx context.Context, d *draPod, node *v1.Node, a allocator.Allocation, freed sets.Set[structured.DeviceID]) ([]resourceapi.AllocationResult, error) {
-	if len(d.toAllocate) == 0 {
+	claims := make([]*resourceapi.ResourceClaim, 0, len(d.toAllocate)+1)
+	for _, k := range d.toAllocate {
+		claims = append(claims, d.claims[k])
+	}
+	if extendedOn(d, node) {
+		claims = append(claims, d.extended.claim)
+	}
+	if len(claims) == 0 {
 		return nil, nil
 	}
 	st := d.allocated
@@ -374,10 +391,6 @@ func (pl *Plugin) allocateClaims(ctx context.Context, d *draPod, node *v1.Node, 
 	al, err := structured.NewAllocator(ctx, pl.draFeatures, st, pl.dra.DeviceClasses(), d.nodeSlices(node.Name, a), pl.celCache)
 	if err != nil {
 		return nil, err
-	}
-	claims := make([]*resourceapi.ResourceClaim, len(d.toAllocate))
-	for i, k := range d.toAllocate {
-		claims[i] = d.claims[k]
 	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -417,7 +430,7 @@ func (pl *Plugin) filterDRA(ctx context.Context, s *podState, node *v1.Node, w *
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("%s: allocating the claims of pod %s on node %s: %w", Name, s.pod.Key(), node.Name, err))
 	}
-	if res == nil && len(s.dra.toAllocate) > 0 {
+	if res == nil && (len(s.dra.toAllocate) > 0 || extendedOn(s.dra, node)) {
 		if v := pl.logger.V(4); v.Enabled() {
 			v.Info("The pod's claims do not admit numaplace's decision", "pod", s.pod.Key(), "node", node.Name, "gpus", a.GPUs, "numaNodes", a.NUMANodes())
 		}
@@ -436,6 +449,12 @@ type draReserved struct {
 	others, othersConsumers []int
 	all                     *draPod
 	written                 []*resourceapi.ResourceClaim
+	// ext is the extended resource claim to create (in memory, with its
+	// allocation), extMappings the pod status's mappings, extCreated the
+	// claim once created.
+	ext         *resourceapi.ResourceClaim
+	extMappings []v1.ContainerExtendedResourceRequest
+	extCreated  *resourceapi.ResourceClaim
 }
 
 // Clone implements fwk.StateData (the binding cycle's state is not cloned
@@ -462,10 +481,19 @@ func (pl *Plugin) reserveDRA(ctx context.Context, state fwk.CycleState, s *podSt
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if res == nil && len(s.dra.toAllocate) > 0 {
+	if res == nil && (len(s.dra.toAllocate) > 0 || extendedOn(s.dra, node.Node())) {
 		return draRefusal()
 	}
 	r := &draReserved{all: s.dra}
+	if extendedOn(s.dra, node.Node()) {
+		c := s.dra.extended.claim.DeepCopy()
+		c.Finalizers = append(c.Finalizers, resourceapi.Finalizer)
+		c.Status.Allocation = &res[len(res)-1]
+		if err := pl.dra.ResourceClaims().SignalClaimPendingAllocation(c.UID, c); err != nil {
+			return fwk.AsStatus(fmt.Errorf("%s: the extended resource claim of pod %s: %w", Name, podKey(pod), err))
+		}
+		r.ext, r.extMappings = c, s.dra.extended.mappings
+	}
 	for i, k := range s.dra.toAllocate {
 		c := s.dra.claims[k].DeepCopy()
 		if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
@@ -491,6 +519,9 @@ func (pl *Plugin) reserveDRA(ctx context.Context, state fwk.CycleState, s *podSt
 func (pl *Plugin) unsignal(r *draReserved) {
 	for _, c := range r.claims {
 		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(c.UID, true)
+	}
+	if r.ext != nil {
+		pl.dra.ResourceClaims().MaybeRemoveClaimPendingAllocation(r.ext.UID, true)
 	}
 }
 
@@ -581,6 +612,11 @@ func (pl *Plugin) writeClaims(ctx context.Context, state fwk.CycleState, pod *v1
 			pl.logger.V(5).Info("Claim not stored in the assume cache", "claim", klog.KObj(c), "err", err)
 		}
 	}
+	if r.ext != nil {
+		if err := pl.createExtended(ctx, r, pod); err != nil {
+			return err
+		}
+	}
 	pl.unsignal(r)
 	return nil
 }
@@ -594,6 +630,7 @@ func (pl *Plugin) unreserveDRA(ctx context.Context, state fwk.CycleState, pod *v
 		return
 	}
 	pl.unsignal(r)
+	pl.deleteExtended(ctx, r)
 	client := pl.handle.ClientSet().ResourceV1()
 	for _, w := range r.written {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -669,31 +706,4 @@ func schedulerWhatIf(w *nodeWhatIf) *scheduler.WhatIf {
 		added = append(added, w.added[k].prepared)
 	}
 	return &scheduler.WhatIf{Removed: removed, Added: added}
-}
-
-// ReasonTextExtendedDRA refuses a pod whose aliyun.com/gpu a node serves
-// through DRA (a DeviceClass's extendedResourceName, and no device plugin
-// advertising it on the node): numaplace does not make that claim itself,
-// and kube-scheduler's first fit would give the pod other GPUs than its
-// decision names.
-const ReasonTextExtendedDRA = Prefix + "the node serves aliyun.com/gpu through DRA (extendedResourceName); numaplace-scheduler " +
-	"allocates GPUs there only through ResourceClaims of gpu.numaplace.io"
-
-// extendedDRA refuses the node when the pod's container aliyun.com/gpu
-// would be made a DRA claim there (see [ReasonTextExtendedDRA]).
-func (pl *Plugin) extendedDRA(s *podState, node *v1.Node) *fwk.Status {
-	claimed := 0
-	if s.dra != nil {
-		claimed = s.dra.gpus
-	}
-	if s.req.GPUs-claimed <= 0 || pl.dra == nil {
-		return nil
-	}
-	if q, ok := node.Status.Allocatable[kube.ResourceAliyunGPU]; ok && !q.IsZero() {
-		return nil
-	}
-	if r := pl.dra.DeviceClassResolver(); r == nil || r.GetDeviceClass(kube.ResourceAliyunGPU) == nil {
-		return nil
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonTextExtendedDRA)
 }

@@ -423,3 +423,72 @@ func TestControlPlaneDRATemplatesPreemptionExclusivity(t *testing.T) {
 	require.Equal(t, held[victim], gpuIDs(d), "the high pod has the victim's GPUs")
 	c.requireNoDoubleHandout()
 }
+
+// TestControlPlaneDRAWritesPerPod counts the scheduler's writes for pods
+// whose claims numaplace allocates, from the API server's
+// apiserver_request_total: per pod its Binding and no pod patch (no
+// nominatedNodeName); per claim one PUT resourceclaims (the finalizer) and
+// one PUT resourceclaims/status (allocation and reservedFor).
+func TestControlPlaneDRAWritesPerPod(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	c.applyDeviceClasses()
+	c.draNode("h", "dgx-h100")
+	const pods = 3
+	for i := range pods {
+		name := "w" + strconv.Itoa(i)
+		c.claim(name+"-gpus", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+		c.claim(name+"-nic", []resourceapi.DeviceRequest{request("nic", numaplace.ClassNIC, 1)})
+	}
+	before, err := controlplane.ScrapeMetrics(context.Background(), c.config)
+	require.NoError(t, err)
+	c.start(nil)
+	for i := range pods {
+		name := "w" + strconv.Itoa(i)
+		c.create(claimPod(name, "SingleNUMANode", 8, name+"-gpus", name+"-nic"))
+		p := c.waitBound(name)
+		require.Equal(t, gpuDevices(gpuIDs(decision(t, p))), c.allocated(name+"-gpus", p))
+	}
+	after, err := controlplane.ScrapeMetrics(context.Background(), c.config)
+	require.NoError(t, err)
+	writes := map[string]float64{}
+	for r, n := range after.Sub(before).Requests {
+		if r.Write() && (r.Resource == "pods" || r.Resource == "resourceclaims") {
+			writes[r.String()] = n
+		}
+	}
+	t.Logf("writes: %v", writes)
+	require.Equal(t, map[string]float64{"POST pods": pods, "POST pods/binding": pods,
+		"PUT resourceclaims": 2 * pods, "PUT resourceclaims/status": 2 * pods}, writes)
+}
+
+// TestControlPlaneDRASeedPodSpec: the seed's pod spec unchanged
+// (aliyun.com/gpu: 4, 24 CPUs, the ACK SingleNUMANode annotation) on a
+// node whose GPUs are DRA devices (no aliyun.com/gpu in its allocatable;
+// deploy/dra.yaml's aliyun-gpu.numaplace.io maps it): numaplace makes the
+// pod's extended resource claim as DynamicResources would (owned by the
+// pod, annotated, one request for the container), allocated to the GPUs of
+// its decision and reserved for the pod, and records it in the pod's
+// status.extendedResourceClaimStatus.
+func TestControlPlaneDRASeedPodSpec(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	c.applyDeviceClasses()
+	m := c.draNode("h", "dgx-h100")
+	c.busyNUMA0("h", m)
+	c.kubelet()
+	c.start(nil)
+	c.create(pod("seed", "SingleNUMANode", 24, 4))
+	p := c.waitBound("seed")
+	d := decision(t, p)
+	require.Len(t, d.GPUs, 4)
+	require.Equal(t, []int{1}, gpuNUMANodes(t, "dgx-h100", gpuIDs(d)))
+	p = c.waitFor("seed", "its extended resource claim status", func(p *v1.Pod) bool { return p.Status.ExtendedResourceClaimStatus != nil })
+	st := p.Status.ExtendedResourceClaimStatus
+	require.Equal(t, []v1.ContainerExtendedResourceRequest{{ContainerName: "main", ResourceName: "aliyun.com/gpu", RequestName: "container-0-request-0"}},
+		st.RequestMappings)
+	rc := c.getClaim(st.ResourceClaimName)
+	require.Equal(t, "true", rc.Annotations[resourceapi.ExtendedResourceClaimAnnotation])
+	require.Len(t, rc.OwnerReferences, 1)
+	require.Equal(t, p.UID, rc.OwnerReferences[0].UID)
+	require.Equal(t, gpuDevices(gpuIDs(d)), c.allocated(st.ResourceClaimName, p))
+	require.Equal(t, numaplace.ClassAliyunGPU, rc.Spec.Devices.Requests[0].Exactly.DeviceClassName)
+}

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/numaplace/numaplace/adapters/kube"
 )
 
 // TestEventsClaimsHoldTheirGPUs: an allocated claim of numaplace GPUs that
@@ -57,4 +59,22 @@ func TestEventsClaimsHoldTheirGPUs(t *testing.T) {
 	_, ok = w.pl.cache.Pod("default/" + ClaimHolderPrefix + "c")
 	require.False(t, ok, "a deallocated claim holds nothing")
 	require.NoError(t, w.pl.cache.Filter(PodFromV1(numaPod("r8", "Restricted", 8, 8)), "n1"))
+}
+
+// TestEventsBoundDRAPodIsNoMisfit: a bound pod whose GPUs come from its
+// claims (no aliyun.com/gpu in its containers) and whose decision names
+// them is accounted by its decision, without a misfit.
+func TestEventsBoundDRAPodIsNoMisfit(t *testing.T) {
+	w := newTestEvents(t)
+	w.nodeChanged(testNode(t, "n1", "dgx-h100", true))
+	p := boundPod("dra", "n1", 0, `{"policy":"SingleNUMANode","cpuset":"112-113","numaNodes":[1],"gpus":[{"id":4},{"id":5}],"memoryMiB":{"1":0}}`)
+	delete(p.Spec.Containers[0].Resources.Requests, "aliyun.com/gpu")
+	delete(p.Spec.Containers[0].Resources.Limits, "aliyun.com/gpu")
+	p.Annotations[kube.AnnotationCPUSetScheduler] = "required"
+	p.Annotations[kube.AnnotationSpecAlibaba] = `{"numaTopologyPolicy":"SingleNUMANode"}`
+	w.podChanged(p)
+	require.Equal(t, []int{4, 5}, heldGPUs(t, w.pl.cache, "default/dra"))
+	st, ok := w.pl.cache.Node("n1")
+	require.True(t, ok)
+	require.Empty(t, st.Misfits)
 }

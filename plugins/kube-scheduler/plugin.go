@@ -309,9 +309,6 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if s.filters.Add(1)%filterSample == 1 {
 		defer observeFilter(s.policy, time.Now())
 	}
-	if st := pl.extendedDRA(s, node); st != nil {
-		return st
-	}
 	w := nodeWhatIfOf(s, state, node.Name)
 	if w != nil {
 		err = pl.filterWhatIf(s, node.Name, w)

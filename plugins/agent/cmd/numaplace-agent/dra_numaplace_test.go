@@ -257,9 +257,9 @@ func TestNUMAPlaceDRAClaims(t *testing.T) {
 	})
 }
 
-// docsClaimExample reads the example of docs/deploy.md's "Claims that
-// numaplace-scheduler decides" (the YAML block after the comment naming
-// this test) strictly: its ResourceClaimTemplates as they are, and its pod
+// docsClaimExample reads docs/deploy.md's example of claims numaplace
+// decides (step 6, the YAML block after the comment naming this test)
+// strictly: its ResourceClaimTemplates as they are, and its pod
 // sized for this machine (the imported image and draPodScript, host
 // network, 1 CPU for its 16 and 64Mi of memory for its 64Gi, the scheduler
 // draSchedulerName), everything else (annotations, claims, scheduler) as

@@ -401,9 +401,8 @@ func (pl *Plugin) allocateClaims(ctx context.Context, d *draPod, node *v1.Node, 
 	if len(res) != len(claims) {
 		return nil, nil
 	}
-	// Every numaplace GPU of the decision must be in the claims: a count
-	// smaller than the decision's GPUs cannot happen (the pod's GPUs are the
-	// claims' count), one naming other GPUs is impossible by the cut-down.
+	// The claims name GPUs of the decision only (the cut-down offers no
+	// other); their GPU requests are what the decision counted for them.
 	return res, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 // ComponentBinary returns the path of a control-plane binary in [BinDir]
@@ -64,18 +66,41 @@ func (c *ControlPlane) StartScheduler(t testing.TB) {
 // answers.
 func (c *ControlPlane) startComponent(t testing.TB, name string, extra ...string) {
 	t.Helper()
+	startComponent(t, c.dir, c.Kubeconfig(t), name, extra...)
+}
+
+// startComponent runs the control-plane binary name with the kubeconfig,
+// without leader election, its secure port on loopback, its log and
+// certificates in dir, with the extra arguments, and waits until its
+// /healthz answers.
+func startComponent(t testing.TB, dir, kubeconfig, name string, extra ...string) {
+	t.Helper()
 	bin := ComponentBinary(t, name)
 	port := FreePort(t)
 	args := append([]string{
-		"--kubeconfig", c.Kubeconfig(t),
+		"--kubeconfig", kubeconfig,
 		"--leader-elect=false",
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port),
-		"--cert-dir", filepath.Join(c.dir, name+"-certs"),
+		"--cert-dir", filepath.Join(dir, name+"-certs"),
 		"--v", "2"}, extra...)
-	StartProcess(t, c.dir, name, exec.Command(bin, args...))
+	StartProcess(t, dir, name, exec.Command(bin, args...))
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server with a self-signed certificate
-	waitHTTP(t, c.dir, name, insecure, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "")
+	waitHTTP(t, dir, name, insecure, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "")
+}
+
+// StartControllerManager runs kube-controller-manager as
+// [ControlPlane.StartControllerManager] does, against the API server of
+// cfg (a control plane started by [Start]), its log in a directory of the
+// test's own.
+func StartControllerManager(t testing.TB, cfg *rest.Config, controllers ...string) {
+	t.Helper()
+	if len(controllers) == 0 {
+		controllers = ControllerManagerControllers
+	}
+	startComponent(t, t.TempDir(), Kubeconfig(t, cfg), "kube-controller-manager",
+		"--controllers", strings.Join(controllers, ","),
+		"--use-service-account-credentials=false")
 }
 
 // Log returns the log of a process the control plane started (etcd,

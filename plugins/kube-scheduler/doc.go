@@ -62,7 +62,8 @@
 //
 // A scheduler binary with the plugin built in is cmd/numaplace-scheduler:
 //
-//	command := app.NewSchedulerCommand(app.WithPlugin(numaplace.Name, numaplace.New))
+//	command := app.NewSchedulerCommand(app.WithPlugin(numaplace.Name, numaplace.New),
+//		app.WithPlugin(numaplace.DRAName, numaplace.NewDRA))
 //
 // and cmd/numaplace-inspect prints a node's placement picture, as the plugin
 // accounts it, from a kubeconfig.

@@ -77,6 +77,12 @@ type events struct {
 	nrt    nrtStore
 	nrtInf *nrtInformer
 
+	// claims is the ResourceClaim informer's store, indexed by node
+	// (draevents.go); releasing holds, by node, the stand-ins of claims
+	// whose pods are gone.
+	claims    cache.Indexer
+	releasing sync.Map
+
 	marks  *marker
 	regs   []registration
 	synced atomic.Bool
@@ -149,6 +155,9 @@ func startEvents(ctx context.Context, pl *Plugin, f informers.SharedInformerFact
 		return nil, errors.Join(fmt.Errorf("adding the pod event handler: %w", err), e.close())
 	}
 	e.regs = append(e.regs, registration{podInf, reg})
+	if err := e.startClaimEvents(f); err != nil {
+		return nil, errors.Join(err, e.close())
+	}
 	nrtInf, err := startNRT(ctx, e, cfg)
 	if err != nil {
 		return nil, errors.Join(err, e.close())
@@ -508,6 +517,7 @@ func (e *events) syncPodsLocked(name string, rec *nodeRecord) bool {
 		}
 		now[podKey(p)] = p
 	}
+	e.addClaimHoldersLocked(name, now)
 	var bound []*kube.Pod
 	var gone []*kube.Pod
 	var boundV1 []*v1.Pod

@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
@@ -392,6 +394,10 @@ func TestEventsAccountingIsAFunctionOfTheObjects(t *testing.T) {
 	nodeNames := []string{"n1", "n2"}
 	rapid.Check(t, func(rt *rapid.T) {
 		w := newTestEvents(t)
+		// ResourceClaims allocated to GPUs of the nodes (draevents.go).
+		claimStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{claimNodeIndex: indexClaimByNode})
+		w.claims = claimStore
+		claims := map[string]*resourceapi.ResourceClaim{}
 		type note struct {
 			node string // the node to sync (a notification names its object's node)
 		}
@@ -412,7 +418,7 @@ func TestEventsAccountingIsAFunctionOfTheObjects(t *testing.T) {
 		next := 0
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 9).Draw(rt, "op") {
+			switch rapid.IntRange(0, 11).Draw(rt, "op") {
 			case 0, 1: // a node with a machine (maybe malformed, maybe without the label)
 				name := rapid.SampledFrom(nodeNames).Draw(rt, "node")
 				js := rapid.SampledFrom(machines).Draw(rt, "machine")
@@ -499,8 +505,48 @@ func TestEventsAccountingIsAFunctionOfTheObjects(t *testing.T) {
 				if len(pending) > 0 {
 					deliver(rapid.IntRange(0, len(pending)-1).Draw(rt, "which"))
 				}
+			case 10: // a claim allocated to GPUs of a node, reserved for a pod there or for none
+				next++
+				name := fmt.Sprintf("c%02d", next)
+				node := rapid.SampledFrom(nodeNames).Draw(rt, "claim-node")
+				rc := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+					Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}
+				for _, g := range rapid.SliceOfNDistinct(rapid.IntRange(0, 3), 1, 2, rapid.ID[int]).Draw(rt, "claim-gpus") {
+					rc.Status.Allocation.Devices.Results = append(rc.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+						Request: "gpus", Driver: DRADriver, Pool: node, Device: fmt.Sprintf("gpu-%d", g)})
+				}
+				var here []string
+				for _, k := range slices.Sorted(maps.Keys(pods)) {
+					if pods[k].Spec.NodeName == node {
+						here = append(here, k)
+					}
+				}
+				if len(here) > 0 && rapid.Bool().Draw(rt, "reserved") {
+					p := pods[rapid.SampledFrom(here).Draw(rt, "consumer")]
+					rc.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+				}
+				claims[name] = rc
+				w.store(claimStore, rc)
+				notify(node)
+			case 11: // a claim deallocated or deleted
+				if len(claims) == 0 {
+					break
+				}
+				name := rapid.SampledFrom(slices.Sorted(maps.Keys(claims))).Draw(rt, "claim")
+				rc := claims[name]
+				delete(claims, name)
+				node := rc.Status.Allocation.Devices.Results[0].Pool
+				if rapid.Bool().Draw(rt, "delete-claim") {
+					_ = claimStore.Delete(rc)
+				} else {
+					q := rc.DeepCopy()
+					q.Status = resourceapi.ResourceClaimStatus{}
+					w.store(claimStore, q)
+				}
+				notify(node)
 			case 8: // a scheduler restart: a new plugin over the same stores
 				w = newWorld(t, w.nodeStore, w.podStore)
+				w.claims = claimStore
 				pending = pending[:0]
 				for _, name := range rapid.Permutation(nodeNames).Draw(rt, "restart-order") {
 					w.syncNode(name)
@@ -516,6 +562,7 @@ func TestEventsAccountingIsAFunctionOfTheObjects(t *testing.T) {
 			deliver(rapid.IntRange(0, len(pending)-1).Draw(rt, "late"))
 		}
 		fresh := newWorld(t, w.nodeStore, w.podStore)
+		fresh.claims = claimStore
 		for _, name := range rapid.Permutation(nodeNames).Draw(rt, "fresh-order") {
 			fresh.syncNode(name)
 		}

@@ -195,7 +195,7 @@ func (c *cluster) start(args *numaplace.Args) *running {
 			mu.Unlock()
 		}
 		return p, err
-	}}
+	}, numaplace.DRAName: numaplace.NewDRA}
 	factory := kubescheduler.NewInformerFactory(c.client, 0, nil)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
 	opts := []kubescheduler.Option{

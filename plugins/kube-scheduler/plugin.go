@@ -16,9 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/numaplace/numaplace/adapters/kube"
@@ -60,6 +65,9 @@ type podState struct {
 	req      kube.PodRequest
 	prepared *scheduler.PreparedPod // parsed once for Filter and Score
 	policy   string                 // the metrics' policy label
+	// dra is set for a pod whose ResourceClaims ask for numaplace's
+	// DeviceClasses (dra.go): numaplace allocates them.
+	dra *draPod
 	// whatIf is set once PreFilterExtensions changed a node in some clone
 	// of the cycle's state (shared by the clones): only then does Filter
 	// look for a dry-run's changes.
@@ -93,6 +101,13 @@ type Plugin struct {
 
 	pathOnce sync.Once
 	path     writePath // how the profile writes decisions (writePath)
+
+	// dra is the framework's DRA state (claims with the scheduler's
+	// assumed and pending allocations, slices, classes); draFeatures and
+	// celCache are the structured allocator's (dra.go).
+	dra         fwk.SharedDRAManager
+	draFeatures structured.Features
+	celCache    *cel.Cache
 }
 
 // Compile-time checks of the extension points.
@@ -136,7 +151,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := RegisterMetrics(); err != nil {
 		return nil, fmt.Errorf("%s: registering metrics: %w", Name, err)
 	}
-	pl := &Plugin{handle: h, args: args, cache: cache, logger: klog.FromContext(ctx).WithName(Name)}
+	pl := &Plugin{handle: h, args: args, cache: cache, logger: klog.FromContext(ctx).WithName(Name), dra: h.SharedDRAManager()}
+	pl.draFeatures = dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	pl.celCache = newCELCache(pl.draFeatures)
 	ev, err := startEvents(ctx, pl, h.SharedInformerFactory(), h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
@@ -198,13 +215,21 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 
 // readPod converts and parses the pod once.
 func (pl *Plugin) readPod(pod *v1.Pod) (*podState, error) {
+	d, err := pl.readDRA(pod)
+	if err != nil {
+		return nil, err
+	}
 	kp := PodFromV1(pod)
-	pp, err := pl.cache.Prepare(kp)
+	ckp := kp
+	if d != nil {
+		ckp = podForDecision(kp, d.gpus)
+	}
+	pp, err := pl.cache.Prepare(ckp)
 	if err != nil {
 		return nil, err
 	}
 	req := pp.Request()
-	return &podState{pod: kp, req: req, prepared: pp, policy: policyLabel(req)}, nil
+	return &podState{pod: ckp, req: req, prepared: pp, policy: policyLabel(req), dra: d}, nil
 }
 
 // PreFilterExtensions returns the plugin, whose AddPod and RemovePod keep
@@ -272,7 +297,7 @@ func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *f
 // (see whatif.go). A node without a topology annotation, or with a
 // malformed one, refuses pods with a NUMA spec and accepts the others
 // (their resources are the other plugins' business there).
-func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := pl.podState(state, pod)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -284,16 +309,24 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if s.filters.Add(1)%filterSample == 1 {
 		defer observeFilter(s.policy, time.Now())
 	}
-	if w := nodeWhatIfOf(s, state, node.Name); w != nil {
+	w := nodeWhatIfOf(s, state, node.Name)
+	if w != nil {
 		err = pl.filterWhatIf(s, node.Name, w)
 	} else {
 		err = s.prepared.Filter(node.Name)
 	}
 	switch {
+	case err == nil && s.dra != nil:
+		return pl.filterDRA(ctx, s, node, schedulerWhatIf(w))
 	case err == nil:
 		return nil
-	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
+	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA && s.dra == nil:
 		return nil
+	}
+	if w == nil {
+		if st := pl.waitForReleasing(s, node.Name); st != nil {
+			return st
+		}
 	}
 	return pl.refusal(fwk.Unschedulable, s, node.Name, err)
 }
@@ -355,7 +388,7 @@ func (pl *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod,
 // reason; the scheduler then tries again. In a profile that neither binds
 // with NUMAPlace nor runs its PreBind, a pod that needs a decision is an
 // error (it would be bound without one).
-func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := pl.podState(state, pod)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -370,8 +403,14 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		if pl.ev != nil {
 			pl.ev.noteReserved(nodeName, podKey(pod))
 		}
+		if s.dra != nil {
+			if st := pl.reserveDRA(ctx, state, s, pod, nodeName); st != nil {
+				pl.Unreserve(ctx, state, pod, nodeName)
+				return st
+			}
+		}
 		return nil
-	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA:
+	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA && s.dra == nil:
 		return nil
 	}
 	return pl.refusal(fwk.Unschedulable, s, nodeName, err)
@@ -380,7 +419,8 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 // Unreserve gives back what Reserve took (Cache.Unreserve). It is
 // idempotent: a pod the cache does not hold, or already knows as bound,
 // is left alone.
-func (pl *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+func (pl *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.unreserveDRA(ctx, state, pod)
 	err := pl.cache.Unreserve(&kube.Pod{Namespace: pod.Namespace, Name: pod.Name})
 	if pl.ev != nil {
 		pl.ev.forgetReserved(nodeName, podKey(pod))
@@ -496,6 +536,9 @@ func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, pod 
 	if pl.writePath() == writeByBind {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if reservedOf(state) != nil {
+		return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+	}
 	st, ok := pl.cache.Pod(podKey(pod))
 	if ok && st.Allocation == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -522,6 +565,9 @@ func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, pod 
 func (pl *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if pl.writePath() == writeByBind {
 		return nil
+	}
+	if err := pl.writeClaims(ctx, state, pod); err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: %w", Name, err))
 	}
 	ann, err := pl.decision(state, pod, nodeName)
 	if err != nil {
@@ -567,6 +613,9 @@ func annotationPatch(uid types.UID, ann map[string]string) ([]byte, error) {
 func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if pl.writePath() != writeByBind {
 		return fwk.NewStatus(fwk.Skip)
+	}
+	if err := pl.writeClaims(ctx, state, pod); err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: %w", Name, err))
 	}
 	ann, err := pl.decision(state, pod, nodeName)
 	if err != nil {
@@ -619,6 +668,9 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 			QueueingHintFn: pl.isSchedulableAfterAssignedPodUpdate},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterTargetPodUpdate},
+		// A claim deallocated or deleted frees the GPUs the cache counted
+		// for it (draevents.go).
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}},
 	}, nil
 }
 

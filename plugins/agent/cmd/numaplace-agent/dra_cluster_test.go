@@ -135,6 +135,11 @@ type draCluster struct {
 	agentProc *hostProcess
 	// published is the number of devices the agent's slices list.
 	published int
+	// tree is the node's machine when the options gave one;
+	// schedKubeconfig is numaplace-scheduler's kubeconfig when it runs.
+	tree            *fakeTree
+	schedKubeconfig string
+	schedRuns       int
 }
 
 // draClusterOptions change what startDRACluster starts.
@@ -145,6 +150,12 @@ type draClusterOptions struct {
 	// draGPUs, when set, are the GPUs the DRA role serves (--dra-gpus),
 	// the device plugin on for the others.
 	draGPUs []int
+	// tree, when set, is the node's machine instead of fakeGPUs and
+	// fakeNICs under fakePCIePaths (dra_numaplace_cluster_test.go).
+	tree *fakeTree
+	// numaplace also starts numaplace-scheduler (deploy/scheduler.yaml
+	// applied) beside the default kube-scheduler, once the agent runs.
+	numaplace bool
 }
 
 // startDRACluster starts a draCluster, or skips saying what the machine
@@ -197,14 +208,21 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 	require.NoError(t, err)
 	c.e, c.cp, c.client, c.dyn = e, cp, client, dyn
 	c.kubelet, c.pluginDir, c.node = kubeletProc, pluginDir, node
-	d := &draCluster{kubeletCluster: c, sysfs: fakeSysfsWithNICs(t, e.dir, fakeGPUs, fakeNICs),
+	gpus, nics := fakeGPUs, fakeNICs
+	var sysfs string
+	if o.tree != nil {
+		gpus, nics, sysfs = o.tree.gpus, o.tree.nics, o.tree.write(t, e.dir)
+	} else {
+		sysfs = fakeSysfsWithNICs(t, e.dir, fakeGPUs, fakeNICs)
+	}
+	d := &draCluster{kubeletCluster: c, sysfs: sysfs, tree: o.tree,
 		devDir: fmt.Sprintf("/proc/%d/root/dev", e.pid), pluginsDir: filepath.Join(e.kubeletDir, "plugins"),
 		registryDir: filepath.Join(e.kubeletDir, "plugins_registry")}
 	if !o.agent {
 		return d
 	}
 	c.agentArgs = d.draAgentArgs(t)
-	d.published = len(fakeGPUs) + len(fakeNICs)
+	d.published = len(gpus) + len(nics)
 	if o.draGPUs != nil {
 		var ids []string
 		for _, g := range o.draGPUs {
@@ -212,7 +230,7 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 		}
 		c.agentArgs = append(slices.DeleteFunc(c.agentArgs, func(a string) bool { return a == "--device-plugin=false" }),
 			"--dra-gpus", strings.Join(ids, ","), "--kubelet-socket-dir", pluginDir)
-		d.published = len(o.draGPUs) + len(fakeNICs)
+		d.published = len(o.draGPUs) + len(nics)
 	}
 	c.agentBin = <-built
 	require.NotEmpty(t, c.agentBin, "go build numaplace-agent failed")
@@ -221,6 +239,9 @@ func startDRACluster(t *testing.T, o draClusterOptions) *draCluster {
 	d.waitSlices(t, func(devs []resourcev1.Device) bool { return len(devs) == d.published },
 		fmt.Sprintf("the agent's ResourceSlices do not list %d devices", d.published))
 	c.stage("agent: ResourceSlices published")
+	if o.numaplace {
+		d.startNUMAPlaceScheduler(t)
+	}
 	return d
 }
 

@@ -709,6 +709,9 @@ type kubeletClusterOptions struct {
 	// gpus are the fake sysfs tree's GPUs (their device minors must be
 	// below len(standInGPUs)-2); nil is fakeGPUs.
 	gpus []fakeGPU
+	// tree, when set, is the machine instead (its GPUs, NICs and PCIe
+	// switches; dra_numaplace_cluster_test.go), gpus unused.
+	tree *fakeTree
 }
 
 // startKubeletClusterWith is startKubeletCluster with options: it returns
@@ -718,6 +721,9 @@ func startKubeletClusterWith(t *testing.T, o kubeletClusterOptions) *kubeletClus
 	gpus := o.gpus
 	if gpus == nil {
 		gpus = fakeGPUs
+	}
+	if o.tree != nil {
+		gpus = o.tree.gpus
 	}
 	node1GPUs := 0
 	for _, g := range gpus {
@@ -775,7 +781,13 @@ func startKubeletClusterWith(t *testing.T, o kubeletClusterOptions) *kubeletClus
 	// bound to the node (the admission policy of deploy/agent.yaml needs
 	// the node's name in it); the GPUs' device nodes as containerd sees
 	// them.
-	c.agentArgs = []string{"--sysfs-root", fakeSysfsWith(t, e.dir, gpus), "--node-name", kubeletNode,
+	sysfs := ""
+	if o.tree != nil {
+		sysfs = o.tree.write(t, e.dir)
+	} else {
+		sysfs = fakeSysfsWith(t, e.dir, gpus)
+	}
+	c.agentArgs = []string{"--sysfs-root", sysfs, "--node-name", kubeletNode,
 		"--kubeconfig", serviceAccountKubeconfig(t, client, cp.Config.Host, "numaplace-system", "numaplace-agent", node),
 		"--checkpoint", filepath.Join(e.dir, "checkpoint.json"), "--kubelet-socket-dir", pluginDir,
 		"--dev-root", fmt.Sprintf("/proc/%d/root/dev", e.pid), "--proc-root", "/proc",

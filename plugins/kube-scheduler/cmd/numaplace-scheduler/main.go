@@ -47,7 +47,7 @@ var ignoredWithConfig = []struct{ flag, field string }{
 // command is kube-scheduler's command with the plugin registered; it warns
 // of flags that --config makes kube-scheduler ignore.
 func command() *cobra.Command {
-	cmd := app.NewSchedulerCommand(app.WithPlugin(numaplace.Name, numaplace.New))
+	cmd := app.NewSchedulerCommand(app.WithPlugin(numaplace.Name, numaplace.New), app.WithPlugin(numaplace.DRAName, numaplace.NewDRA))
 	cmd.Use = "numaplace-scheduler"
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {

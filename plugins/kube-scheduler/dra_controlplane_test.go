@@ -24,8 +24,8 @@ import (
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 
-	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
 	"github.com/numaplace/numaplace/internal/controlplane"
+	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
 )
 
 // The DRA tests run numaplace-scheduler's profile on a real kube-apiserver

@@ -285,8 +285,8 @@ func ParsePod(p *Pod, cfg Config) (PodRequest, error) {
 	req.MemoryMiB = res.memoryMiB
 	if has {
 		req.CPUs = int(res.milliCPU / 1000)
-		if req.CPUs == 0 && req.GPUs == 0 {
-			return fail("containers", "a pod with a NUMA topology spec asks for no CPUs and no GPUs")
+		if req.CPUs == 0 && req.GPUs == 0 && p.ResourceClaims == 0 {
+			return fail("containers", "a pod with a NUMA topology spec asks for no CPUs and no GPUs and has no ResourceClaims")
 		}
 	}
 	return req, nil

@@ -228,6 +228,15 @@ func TestParsePodCPURules(t *testing.T) {
 			"containers", "no CPUs and no GPUs")
 		requirePodError(t, parseErr(numaPod(specSNN)), "containers", "no CPUs and no GPUs")
 	})
+	t.Run("nothing asked beside ResourceClaims", func(t *testing.T) {
+		p := numaPod(specSNN, guaranteed("app", "memory", "1Gi"))
+		p.ResourceClaims = 1
+		r, err := kube.ParsePod(p, kube.Config{})
+		require.NoError(t, err)
+		require.True(t, r.NUMA)
+		require.Zero(t, r.CPUs)
+		require.Zero(t, r.GPUs)
+	})
 	t.Run("without a NUMA spec anything goes", func(t *testing.T) {
 		c := kube.Container{Name: "app", Requests: res("cpu", "250m", "memory", "512Mi"), Limits: res("cpu", "2")}
 		r, err := kube.ParsePod(plainPod(c), kube.Config{})

@@ -50,6 +50,13 @@ type Pod struct {
 	Containers []Container
 	// NodeName is the node the pod is bound to ("" while pending).
 	NodeName string
+	// ResourceClaims is the number of the pod's ResourceClaims
+	// (spec.resourceClaims, and the claim of extended resources that DRA
+	// devices serve), when known: a NUMA pod with claims may ask for no
+	// CPUs and no GPUs of its own, its claims' devices being what it is
+	// placed for. A node that holds claims reserved for the pod counts
+	// them here before it reads the pod.
+	ResourceClaims int
 }
 
 // Key returns "namespace/name", the pod's identity in the adapters (also

@@ -62,8 +62,9 @@ import (
 // Pods are ordered by key; kubeletGPUs (optional, shared-pool pods only)
 // are the GPUs the kubelet gave a pod's containers outside numaplace's
 // decisions ([Node.SetKubeletGPUs]); claimGPUs and claims (optional,
-// together, placed pods only) are the GPUs of a pod's ResourceClaims that
-// serve its GPU request and the claims holding them (see [Node.Admit]);
+// together, pods with exclusive resources only: placed by the node or by a
+// decision) are the GPUs of a pod's ResourceClaims that serve its GPU
+// request and the claims holding them (see [Node.Admit]);
 // memory is keyed by NUMA node ID; numaNodes is the
 // span, checked against the one the restored allocation has. The file is
 // read strictly (internal/strictjson: unknown, miscased and repeated keys
@@ -362,8 +363,8 @@ func decodeCheckpoint(raw []byte, m *topology.Machine) (*decoded, string, error)
 		if len(p.KubeletGPUs) == 0 {
 			p.KubeletGPUs = nil
 		}
-		if (len(p.ClaimGPUs) > 0 || len(p.Claims) > 0) && (p.Source != Local || len(p.ClaimGPUs) == 0 || len(p.Claims) == 0) {
-			return nil, item + ": claimGPUs and claims are recorded together, for a pod the node placed (source local) only", nil
+		if (len(p.ClaimGPUs) > 0 || len(p.Claims) > 0) && (p.Source == SharedPool || len(p.ClaimGPUs) == 0 || len(p.Claims) == 0) {
+			return nil, item + ": claimGPUs and claims are recorded together, for a pod the node placed or that has a decision (source local or decision) only", nil
 		}
 		for _, g := range p.ClaimGPUs {
 			if _, ok := m.GPU(g); !ok {

@@ -381,7 +381,18 @@ func (n *Node) CheckpointPath() string {
 //     this node. When the pod has a NUMA spec too, the decision's CPU and
 //     GPU counts must match its request.
 //     A decision that reserves memory must reserve exactly the pod's memory
-//     request.
+//     request. GPUs and devices the decision names that ResourceClaims
+//     reserved for the pod hold ([Node.HoldClaim]: numaplace-scheduler
+//     allocates a DRA pod's claims by its decision) are the pod's through
+//     those claims: they stay held by the claims (Admission.GPUs and
+//     Admission.Claims name them, as for a pod placed with its claims'
+//     GPUs below); every GPU and device of those claims must be named by
+//     the decision, and a pod's GPUs come all from its claims or none,
+//     else the decision is refused as kube.ErrInvalidDecision (a decision
+//     that names none of them was made without them: the pod has its
+//     claims' devices beside the decision's). A pod whose
+//     claims hold GPUs may ask for no GPUs (it takes its claims') and,
+//     having claims, for no CPUs either.
 //   - Without a decision, a pod with a NUMA spec is placed by its policy,
 //     its memory request per NUMA node with its CPUs and GPUs (unless
 //     NodeOptions.DisableMemoryAlignment, or the machine describes no
@@ -431,6 +442,16 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 	if pod.Name == "" {
 		return Admission{}, fmt.Errorf("%w %s: the pod has no name", kube.ErrInvalidPod, key)
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// The claims the node holds for the pod: a NUMA pod may have no
+	// request of its own beside them.
+	claims := n.claimsLocked(reservedFor(pod.UID))
+	if len(claims) > pod.ResourceClaims {
+		p := *pod
+		p.ResourceClaims = len(claims)
+		pod = &p
+	}
 	req, err := kube.ParsePod(pod, n.opts.Pods)
 	if err != nil {
 		return Admission{}, err
@@ -444,22 +465,18 @@ func (n *Node) Admit(pod *kube.Pod) (Admission, error) {
 		dec = &d
 	}
 
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if rec, ok := n.pods[key]; ok {
-		return n.readmitLocked(pod, key, rec, req, dec)
+		return n.readmitLocked(pod, key, rec, req, dec, claims)
 	}
 	rec := podRecord{uid: pod.UID}
-	var claims []ClaimHold // the claims reserved for a NUMA pod without a decision
-	if dec == nil && req.NUMA {
-		claims = n.claimsLocked(reservedFor(pod.UID))
-	}
 	switch {
 	case dec != nil:
 		rec.source = FromDecision
-		if err := n.claimLocked(key, req, dec); err != nil {
+		gpus, names, err := n.claimLocked(key, req, dec, claims)
+		if err != nil {
 			return Admission{}, err
 		}
+		rec.claimGPUs, rec.claims = gpus, names
 	case req.NUMA && claimsWithGPUs(claims):
 		rec.source = Local
 		gpus, names, err := n.placeWithClaimsLocked(key, req, claims)
@@ -533,7 +550,7 @@ func (n *Node) countShared() int {
 }
 
 // readmitLocked handles Admit of a pod that is already admitted.
-func (n *Node) readmitLocked(pod *kube.Pod, key string, rec podRecord, req kube.PodRequest, dec *kube.Decision) (Admission, error) {
+func (n *Node) readmitLocked(pod *kube.Pod, key string, rec podRecord, req kube.PodRequest, dec *kube.Decision, own []ClaimHold) (Admission, error) {
 	differ := func(format string, args ...any) (Admission, error) {
 		return Admission{}, fmt.Errorf("%w: pod %s: %s", ErrAdmittedDifferently, key, fmt.Sprintf(format, args...))
 	}
@@ -551,12 +568,17 @@ func (n *Node) readmitLocked(pod *kube.Pod, key string, rec podRecord, req kube.
 	}
 	old, _ := n.s.Get(key)
 	if dec != nil {
-		a, err := dec.Allocation(n.m, key)
+		d, claimGPUs, _, err := n.withoutOwnClaims(key, dec, own)
+		if err != nil {
+			return Admission{}, err
+		}
+		a, err := d.Allocation(n.m, key)
 		if err != nil {
 			return Admission{}, fmt.Errorf("pod %s: %w", key, err)
 		}
-		if !sameHolding(&old, &a) {
-			return differ("it holds %s, the decision names %s", describe(n.m, &old), describe(n.m, &a))
+		if !sameHolding(&old, &a) || !slices.Equal(claimGPUs, rec.claimGPUs) {
+			return differ("it holds %s and its claims' GPUs %v, the decision names %s and its claims' GPUs %v",
+				describe(n.m, &old), rec.claimGPUs, describe(n.m, &a), claimGPUs)
 		}
 		return n.admissionLocked(key, rec), nil
 	}
@@ -619,26 +641,47 @@ func sameHolding(a, b *allocator.Allocation) bool {
 func sortedInts(s []int) []int          { s = slices.Clone(s); slices.Sort(s); return s }
 func sortedStrings(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
 
-// claimLocked claims the decision's resources for the pod.
-func (n *Node) claimLocked(key string, req kube.PodRequest, dec *kube.Decision) error {
-	if conflicts := n.conflictsLocked(dec); len(conflicts) > 0 {
-		return affinityError(key, conflicts, nil)
-	}
-	a, err := dec.Allocation(n.m, key)
+// claimLocked claims the decision's resources for the pod. GPUs and
+// devices the decision names that ResourceClaims reserved for the pod
+// (own) hold are the pod's through those claims: they are not claimed
+// again, and the claims keep holding them. Every GPU and device of own must
+// be named by the decision (the decision is the whole of what the pod
+// gets). It returns the GPUs the pod has through its claims (ascending) and
+// the namespace/names of the claims holding them.
+func (n *Node) claimLocked(key string, req kube.PodRequest, dec *kube.Decision, own []ClaimHold) ([]int, []string, error) {
+	d, claimGPUs, names, err := n.withoutOwnClaims(key, dec, own)
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", key, err)
+		return nil, nil, err
 	}
-	if req.NUMA && (a.CPUs.Size() != req.CPUs || len(a.GPUs) != req.GPUs) {
-		return fmt.Errorf("pod %s: %w: it gives %d CPUs and %d GPUs, the pod requests %d CPUs and %d GPUs",
-			key, kube.ErrInvalidDecision, a.CPUs.Size(), len(a.GPUs), req.CPUs, req.GPUs)
+	if conflicts := n.conflictsLocked(d); len(conflicts) > 0 {
+		return nil, nil, affinityError(key, conflicts, nil)
+	}
+	a, err := d.Allocation(n.m, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s: %w", key, err)
+	}
+	if len(claimGPUs) > 0 && len(a.GPUs) > 0 {
+		return nil, nil, fmt.Errorf("pod %s: %w: it names GPUs %s, which the pod's ResourceClaims %s hold, and GPUs %s, which they do not: a pod's GPUs come all from its claims or none",
+			key, kube.ErrInvalidDecision, intList(claimGPUs), strings.Join(names, ", "), intList(sortedInts(a.GPUs)))
+	}
+	wantGPUs := req.GPUs
+	if wantGPUs == 0 && len(claimGPUs) > 0 {
+		wantGPUs = len(claimGPUs) // a pod asking for no GPUs takes its claims'
+	}
+	if req.NUMA && (a.CPUs.Size() != req.CPUs || len(a.GPUs)+len(claimGPUs) != wantGPUs) {
+		return nil, nil, fmt.Errorf("pod %s: %w: it gives %d CPUs and %d GPUs, the pod requests %d CPUs and %d GPUs",
+			key, kube.ErrInvalidDecision, a.CPUs.Size(), len(a.GPUs)+len(claimGPUs), req.CPUs, wantGPUs)
 	}
 	if mem := a.MemoryMiB(); mem != 0 && mem != req.MemoryMiB {
-		return fmt.Errorf("pod %s: %w: it reserves %d MiB of memory, the pod requests %d MiB",
+		return nil, nil, fmt.Errorf("pod %s: %w: it reserves %d MiB of memory, the pod requests %d MiB",
 			key, kube.ErrInvalidDecision, mem, req.MemoryMiB)
+	}
+	if len(claimGPUs) > 0 {
+		a.GPUs = []int{} // empty, as the checkpoint restores it
 	}
 	got, err := n.s.Claim(a)
 	if err != nil {
-		return affinityError(key, nil, err)
+		return nil, nil, affinityError(key, nil, err)
 	}
 	if len(dec.NUMANodes) > 0 {
 		want := make([]numa.NodeID, len(dec.NUMANodes))
@@ -646,13 +689,110 @@ func (n *Node) claimLocked(key string, req kube.PodRequest, dec *kube.Decision) 
 			want[i] = numa.NodeID(id)
 		}
 		slices.Sort(want)
-		if span := got.NUMANodes(); !slices.Equal(span, want) {
+		span := got.NUMANodes()
+		for _, g := range claimGPUs {
+			gpu, _ := n.m.GPU(g)
+			if !slices.Contains(span, gpu.NUMANode) {
+				span = append(span, gpu.NUMANode)
+			}
+		}
+		slices.Sort(span)
+		if !slices.Equal(span, want) {
 			_ = n.s.Release(key)
-			return fmt.Errorf("pod %s: %w: it names NUMA nodes %v, but its CPUs, GPUs and memory lie on %v",
+			return nil, nil, fmt.Errorf("pod %s: %w: it names NUMA nodes %v, but its CPUs, GPUs and memory lie on %v",
 				key, kube.ErrInvalidDecision, want, span)
 		}
 	}
-	return nil
+	return claimGPUs, names, nil
+}
+
+// sameDeviceCount reports whether a and b list as many devices of each
+// class.
+func sameDeviceCount(a, b map[string][]string) bool {
+	for class, ids := range b {
+		if len(a[class]) != len(ids) {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutOwnClaims returns dec without the GPUs and devices that the
+// claims own (reserved for the pod) hold, the GPUs it took out
+// (ascending) and the namespace/names of the claims holding them. When dec
+// names some of them, a GPU or device of own that dec does not name is an
+// error wrapping kube.ErrInvalidDecision: the pod would get it through the
+// claim's CDI devices though its decision, made with its claims, leaves it
+// out. A decision that names none of them is returned as it is: it was
+// made without the claims, whose devices the pod's containers get beside
+// the decision's.
+func (n *Node) withoutOwnClaims(key string, dec *kube.Decision, own []ClaimHold) (*kube.Decision, []int, []string, error) {
+	if len(own) == 0 {
+		return dec, nil, nil, nil
+	}
+	gpuClaim := map[int]string{}
+	devClaim := map[string]map[string]string{}
+	for _, c := range own {
+		for _, g := range c.GPUs {
+			gpuClaim[g] = c.Key()
+		}
+		for class, ids := range c.Devices {
+			if devClaim[class] == nil {
+				devClaim[class] = map[string]string{}
+			}
+			for _, id := range ids {
+				devClaim[class][id] = c.Key()
+			}
+		}
+	}
+	d := *dec
+	d.GPUs = nil
+	d.Devices = nil
+	var gpus []int
+	used := map[string]bool{}
+	for _, g := range dec.GPUs {
+		if name, ok := gpuClaim[g.ID]; ok {
+			gpus = append(gpus, g.ID)
+			used[name] = true
+			delete(gpuClaim, g.ID)
+			continue
+		}
+		d.GPUs = append(d.GPUs, g)
+	}
+	for class, ids := range dec.Devices {
+		for _, id := range ids {
+			if _, ok := devClaim[class][id]; ok {
+				delete(devClaim[class], id)
+				continue
+			}
+			if d.Devices == nil {
+				d.Devices = map[string][]string{}
+			}
+			d.Devices[class] = append(d.Devices[class], id)
+		}
+	}
+	if len(gpus) == 0 && len(d.Devices) == len(dec.Devices) && sameDeviceCount(d.Devices, dec.Devices) {
+		// The decision names nothing the claims hold: its GPUs and devices
+		// are its own, the claims' are the claims' (a decision made
+		// without them).
+		return dec, nil, nil, nil
+	}
+	var missing []string
+	for _, g := range slices.Sorted(maps.Keys(gpuClaim)) {
+		missing = append(missing, fmt.Sprintf("GPU %d (ResourceClaim %s)", g, gpuClaim[g]))
+	}
+	for _, class := range slices.Sorted(maps.Keys(devClaim)) {
+		for _, id := range slices.Sorted(maps.Keys(devClaim[class])) {
+			missing = append(missing, fmt.Sprintf("%s device %q (ResourceClaim %s)", class, id, devClaim[class][id]))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, nil, nil, fmt.Errorf("pod %s: %w: the pod's claims hold %s, which the decision does not name",
+			key, kube.ErrInvalidDecision, strings.Join(missing, ", "))
+	}
+	slices.Sort(gpus)
+	names := slices.Sorted(maps.Keys(used))
+	return &d, gpus, names, nil
 }
 
 // conflictsLocked lists what the decision names that is not free.

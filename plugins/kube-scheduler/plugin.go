@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -67,6 +68,18 @@ type podState struct {
 	// filters counts the cycle's Filter calls, to time one in
 	// filterSample.
 	filters atomic.Uint32
+	// refused is the last refusal's reasons as a status carries them (see
+	// Plugin.refusal).
+	refused atomic.Pointer[refusalReasons]
+}
+
+// refusalReasons are a FilterError's reasons after [Prefix] (clipped, so
+// that the statuses sharing them copy them on an append) and the counter
+// of numaplace_refusals_total they count in.
+type refusalReasons struct {
+	from     []string // the FilterError's Reasons they were made from
+	reasons  []string
+	refusals metrics.CounterMetric
 }
 
 // filterSample: Filter times one call in filterSample (the first of each
@@ -239,18 +252,26 @@ func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *f
 	case errors.Is(err, errMoreVictims):
 		return fwk.NewStatus(fwk.Unschedulable, ReasonTextMoreVictims)
 	case errors.As(err, &fe):
-		refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err)).Inc()
+		// The nodes of a cycle refusing for the same reasons share their
+		// FilterError's Reasons (scheduler.PreparedPod.Filter), and the
+		// reasons and counter made from them here.
+		r := s.refused.Load()
+		if r == nil || len(r.from) != len(fe.Reasons) || len(fe.Reasons) == 0 || &r.from[0] != &fe.Reasons[0] {
+			r = &refusalReasons{from: fe.Reasons, reasons: make([]string, len(fe.Reasons)),
+				refusals: refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err))}
+			for i, reason := range fe.Reasons {
+				r.reasons[i] = Prefix + reason
+			}
+			s.refused.Store(r)
+		}
+		r.refusals.Inc()
 		if v := pl.logger.V(5); v.Enabled() {
 			v.Info("Node refuses pod", "pod", s.pod.Key(), "node", node, "detail", fe.Detail)
 		}
 		if fe.Never {
 			code = fwk.UnschedulableAndUnresolvable
 		}
-		reasons := make([]string, len(fe.Reasons))
-		for i, r := range fe.Reasons {
-			reasons[i] = Prefix + r
-		}
-		return fwk.NewStatus(code, reasons...)
+		return fwk.NewStatus(code, r.reasons...)
 	case errors.Is(err, scheduler.ErrUnknownNode):
 		if why := pl.ev.malformed(node); why != "" {
 			refusalsTotal.WithLabelValues(s.policy, ReasonMalformed).Inc()

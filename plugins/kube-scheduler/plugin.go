@@ -247,11 +247,18 @@ func (pl *Plugin) podState(state fwk.CycleState, pod *v1.Pod) (*podState, error)
 // is not opted in, it has no usable topology) is UnschedulableAndUnresolvable,
 // so that preemption skips the node; the others are code (Unschedulable).
 func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *fwk.Status {
-	var fe *scheduler.FilterError
+	fe, _ := err.(*scheduler.FilterError) // most refusals: no unwrapping (it allocates)
+	if fe == nil {
+		if errors.Is(err, errMoreVictims) {
+			return fwk.NewStatus(fwk.Unschedulable, ReasonTextMoreVictims)
+		}
+		var wrapped *scheduler.FilterError
+		if errors.As(err, &wrapped) {
+			fe = wrapped
+		}
+	}
 	switch {
-	case errors.Is(err, errMoreVictims):
-		return fwk.NewStatus(fwk.Unschedulable, ReasonTextMoreVictims)
-	case errors.As(err, &fe):
+	case fe != nil:
 		// The nodes of a cycle refusing for the same reasons share their
 		// FilterError's Reasons (scheduler.PreparedPod.Filter), and the
 		// reasons and counter made from them here.
@@ -310,6 +317,9 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	} else {
 		err = s.prepared.Filter(node.Name)
 	}
+	if fe, _ := err.(*scheduler.FilterError); fe != nil { // most refusals: no unwrapping (it allocates)
+		return pl.refusal(fwk.Unschedulable, s, node.Name, err)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -346,11 +356,11 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	score, err := s.prepared.Score(node.Name)
-	var fe *scheduler.FilterError
-	switch {
-	case err == nil:
+	if err == nil {
 		return int64(score), nil
-	case errors.As(err, &fe), errors.Is(err, scheduler.ErrUnknownNode):
+	}
+	var fe *scheduler.FilterError
+	if errors.As(err, &fe) || errors.Is(err, scheduler.ErrUnknownNode) {
 		return 0, nil
 	}
 	return 0, fwk.AsStatus(fmt.Errorf("%s: scoring node %s for pod %s: %w", Name, node.Name, s.pod.Key(), err))

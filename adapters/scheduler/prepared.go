@@ -17,9 +17,15 @@ type PreparedPod struct {
 	c    *Cache
 	pr   *podReq
 	prio int32 // the pod's priority (preemption)
-	// refused is the last refusal written (see PreparedPod.refusal).
-	refused atomic.Pointer[refusalMemo]
+	// refused are the last refusals written (see PreparedPod.refusal),
+	// next the slot the next one goes to.
+	refused [refusalSlots]atomic.Pointer[refusalMemo]
+	next    atomic.Uint32
 }
+
+// refusalSlots is how many refusals a prepared pod remembers: the nodes
+// of a cycle alternate between a few kinds of machines and states.
+const refusalSlots = 4
 
 // refusalMemo is a refusing verdict and the *FilterError written for it.
 type refusalMemo struct {
@@ -58,19 +64,21 @@ func (pp *PreparedPod) Filter(node string) error {
 }
 
 // refusal is refusalError of the pod on the node: a copy, but for the
-// node's name, of the last one written when the verdict is the same (the
-// nodes of a cycle refuse a pod for few reasons, and the error reads of
-// the node only the verdict and its name). The copies share their Reasons
-// (clipped, so that an append copies them).
+// node's name, of one of the last refusalSlots written when the verdict is
+// the same (the nodes of a cycle refuse a pod for few reasons, and the
+// error reads of the node only the verdict and its name). The copies share
+// their Reasons (clipped, so that an append copies them).
 func (pp *PreparedPod) refusal(node string, v *verdict) *FilterError {
-	if m := pp.refused.Load(); m != nil && sameVerdict(&m.v, v) {
-		e := *m.e
-		e.Node = node
-		return &e
+	for i := range pp.refused {
+		if m := pp.refused[i].Load(); m != nil && sameVerdict(&m.v, v) {
+			e := *m.e
+			e.Node = node
+			return &e
+		}
 	}
 	e := pp.c.refusalError(node, pp.pr, *v)
 	e.Reasons = slices.Clip(e.Reasons)
-	pp.refused.Store(&refusalMemo{v: *v, e: e})
+	pp.refused[pp.next.Add(1)%refusalSlots].Store(&refusalMemo{v: *v, e: e})
 	return e
 }
 

@@ -68,10 +68,15 @@ type podState struct {
 	// filters counts the cycle's Filter calls, to time one in
 	// filterSample.
 	filters atomic.Uint32
-	// refused is the last refusal's reasons as a status carries them (see
-	// Plugin.refusal).
-	refused atomic.Pointer[refusalReasons]
+	// refused are the last refusals' reasons as a status carries them
+	// (see Plugin.refusal), refusedNext the slot the next one goes to.
+	refused     [refusalSlots]atomic.Pointer[refusalReasons]
+	refusedNext atomic.Uint32
 }
+
+// refusalSlots is how many refusals' reasons a pod's state remembers (as
+// many as scheduler.PreparedPod remembers refusals).
+const refusalSlots = 4
 
 // refusalReasons are a FilterError's reasons after [Prefix] (clipped, so
 // that the statuses sharing them copy them on an append) and the counter
@@ -262,14 +267,20 @@ func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *f
 		// The nodes of a cycle refusing for the same reasons share their
 		// FilterError's Reasons (scheduler.PreparedPod.Filter), and the
 		// reasons and counter made from them here.
-		r := s.refused.Load()
-		if r == nil || len(r.from) != len(fe.Reasons) || len(fe.Reasons) == 0 || &r.from[0] != &fe.Reasons[0] {
+		var r *refusalReasons
+		for i := range s.refused {
+			if m := s.refused[i].Load(); m != nil && len(m.from) == len(fe.Reasons) && len(fe.Reasons) > 0 && &m.from[0] == &fe.Reasons[0] {
+				r = m
+				break
+			}
+		}
+		if r == nil {
 			r = &refusalReasons{from: fe.Reasons, reasons: make([]string, len(fe.Reasons)),
 				refusals: refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err))}
 			for i, reason := range fe.Reasons {
 				r.reasons[i] = Prefix + reason
 			}
-			s.refused.Store(r)
+			s.refused[s.refusedNext.Add(1)%refusalSlots].Store(r)
 		}
 		r.refusals.Inc()
 		if v := pl.logger.V(5); v.Enabled() {

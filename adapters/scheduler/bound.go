@@ -556,12 +556,26 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 // the node's lock).
 func (ni *nodeInfo) misfitsLocked() []Misfit {
 	var out []Misfit
-	for _, k := range slices.Sorted(maps.Keys(ni.pods)) {
-		if pi := ni.pods[k]; pi.misfit != "" {
+	for k, pi := range ni.pods {
+		if pi.misfit != "" {
 			out = append(out, Misfit{Pod: k, Kind: pi.misfit, Reason: pi.reason})
 		}
 	}
+	slices.SortFunc(out, func(a, b Misfit) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
+}
+
+// Misfits returns [NodeStatus]'s Misfits and Overcommit of the named node
+// (false for an unknown node) without the rest of [Cache.Node]'s copy:
+// what a caller following a node's misfits after every change reads.
+func (c *Cache) Misfits(name string) (misfits []Misfit, overcommit []string, ok bool) {
+	ni, err := c.node(name)
+	if err != nil {
+		return nil, nil, false
+	}
+	ni.mu.RLock()
+	defer ni.mu.RUnlock()
+	return ni.misfitsLocked(), ni.overcommitLocked(), true
 }
 
 // overcommitLocked describes the node's totals that its pods exceed (the

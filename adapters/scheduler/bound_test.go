@@ -137,6 +137,10 @@ func requireSameAccounting(t require.TestingT, want, got *scheduler.Cache, node 
 	require.Equal(t, w.Pods, g.Pods, node)
 	require.Equal(t, w.Misfits, g.Misfits, node)
 	require.Equal(t, w.Overcommit, g.Overcommit, node)
+	misfits, overcommit, ok3 := got.Misfits(node)
+	require.True(t, ok3, node)
+	require.Equal(t, g.Misfits, misfits, node)
+	require.Equal(t, g.Overcommit, overcommit, node)
 	require.Equal(t, len(w.Allocations), len(g.Allocations), node)
 	for i, a := range w.Allocations {
 		b := g.Allocations[i]

@@ -93,7 +93,27 @@ type Cache struct {
 
 	nextStart atomic.Int64 // where the next partial search starts
 	results   sync.Pool    // *[]verdict for ScheduleOne
+
+	// index is a copy of nodes that Cache.node reads without mu (Filter
+	// and Score look a node up on every call, many at once), current
+	// while its gen is nodesGen; stale counts the lookups made under mu
+	// since it went stale, and the index is copied again after
+	// staleLookups of them (not after every AddNode of a cluster's first
+	// listing).
+	index    atomic.Pointer[nodeIndex]
+	nodesGen atomic.Uint64 // changes of nodes, counted under mu
+	stale    atomic.Int32
 }
+
+// nodeIndex is a copy of Cache.nodes at a generation.
+type nodeIndex struct {
+	gen   uint64
+	nodes map[string]*nodeInfo
+}
+
+// staleLookups is how many lookups under Cache.mu a stale index takes
+// before it is copied again.
+const staleLookups = 64
 
 // nodeInfo is one node. Lock order: Cache.mu, then Cache.podsMu, then
 // nodeInfo.mu, then Cache.groupsMu. The write lock is taken by
@@ -264,6 +284,7 @@ func (c *Cache) AddNode(n Node) error {
 	c.setMachine(ni, n.Machine, class, st)
 	c.nodes[n.Name] = ni
 	c.dirty = true
+	c.nodesGen.Add(1)
 	return nil
 }
 
@@ -365,6 +386,7 @@ func (c *Cache) RemoveNode(name string) error {
 	}
 	delete(c.nodes, name)
 	c.dirty = true
+	c.nodesGen.Add(1)
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
 	c.lockNode(ni)
@@ -398,13 +420,33 @@ func (c *Cache) sortedNodes() []*nodeInfo {
 }
 
 func (c *Cache) node(name string) (*nodeInfo, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	ni, ok := c.nodes[name]
+	var ni *nodeInfo
+	var ok bool
+	if ix := c.index.Load(); ix != nil && ix.gen == c.nodesGen.Load() {
+		ni, ok = ix.nodes[name]
+	} else {
+		ni, ok = c.nodeLocking(name)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, name)
 	}
 	return ni, nil
+}
+
+// nodeLocking is node's lookup under mu, when the index is stale; every
+// staleLookups-th copies the nodes into a new index.
+func (c *Cache) nodeLocking(name string) (*nodeInfo, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ni, ok := c.nodes[name]
+	if c.stale.Add(1) >= staleLookups {
+		c.stale.Store(0)
+		// nodes changes under the write lock only: the copy is of
+		// generation nodesGen. Of two copies stored out of order, the
+		// older is stale and copied again.
+		c.index.Store(&nodeIndex{gen: c.nodesGen.Load(), nodes: maps.Clone(c.nodes)})
+	}
+	return ni, ok
 }
 
 // Nodes returns the names of the nodes, ascending.

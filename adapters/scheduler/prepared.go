@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/allocator"
 )
 
 // PreparedPod is a pod parsed and validated once, for the many Filter and
@@ -14,6 +17,20 @@ type PreparedPod struct {
 	c    *Cache
 	pr   *podReq
 	prio int32 // the pod's priority (preemption)
+	// refused are the last refusals written (see PreparedPod.refusal),
+	// next the slot the next one goes to.
+	refused [refusalSlots]atomic.Pointer[refusalMemo]
+	next    atomic.Uint32
+}
+
+// refusalSlots is how many refusals a prepared pod remembers: the nodes
+// of a cycle alternate between a few kinds of machines and states.
+const refusalSlots = 4
+
+// refusalMemo is a refusing verdict and the *FilterError written for it.
+type refusalMemo struct {
+	v verdict
+	e *FilterError
 }
 
 // Prepare parses and validates the pod as Filter does (its *kube.PodError
@@ -41,9 +58,45 @@ func (pp *PreparedPod) Filter(node string) error {
 	}
 	var v verdict
 	if pp.c.evaluateGrouped(ni, pp.pr, nil, true, &v); v.why != fits {
-		return pp.c.refusalError(ni.name, pp.pr, v)
+		return pp.refusal(ni.name, &v)
 	}
 	return nil
+}
+
+// refusal is refusalError of the pod on the node: a copy, but for the
+// node's name, of one of the last refusalSlots written when the verdict is
+// the same (the nodes of a cycle refuse a pod for few reasons, and the
+// error reads of the node only the verdict and its name). The copies share
+// their Reasons (clipped, so that an append copies them).
+func (pp *PreparedPod) refusal(node string, v *verdict) *FilterError {
+	for i := range pp.refused {
+		if m := pp.refused[i].Load(); m != nil && sameVerdict(&m.v, v) {
+			e := *m.e
+			e.Node = node
+			return &e
+		}
+	}
+	e := pp.c.refusalError(node, pp.pr, *v)
+	e.Reasons = slices.Clip(e.Reasons)
+	pp.refused[pp.next.Add(1)%refusalSlots].Store(&refusalMemo{v: *v, e: e})
+	return e
+}
+
+// sameVerdict reports whether two verdicts are the same: equal fields, and
+// no error or the same *allocator.PlacementError (a class's never-fit
+// verdicts share theirs). Other errors are never taken for the same.
+func sameVerdict(a, b *verdict) bool {
+	x, y := *a, *b
+	x.err, y.err = nil, nil
+	if x != y {
+		return false
+	}
+	if a.err == nil || b.err == nil {
+		return a.err == nil && b.err == nil
+	}
+	pa, ok1 := a.err.(*allocator.PlacementError)
+	pb, ok2 := b.err.(*allocator.PlacementError)
+	return ok1 && ok2 && pa == pb
 }
 
 // Score is [Cache.Score] of the prepared pod.

@@ -407,8 +407,8 @@ func (e *events) syncNodeLocked(name string) {
 		e.logger().V(2).Info("Node topology read", "node", name, "source", rec.source, "from", describeSource(key, name),
 			"numaNodes", rec.machine.NumNodes(), "cpus", rec.machine.CPUs().Size(), "gpus", rec.machine.NumGPUs())
 		e.syncPodsLocked(name, rec)
-		st, _ := c.Node(name)
-		if len(st.Misfits) > 0 || len(st.Overcommit) > 0 || len(rec.unaccounted) > 0 {
+		misfits, overcommit, _ := c.Misfits(name)
+		if len(misfits) > 0 || len(overcommit) > 0 || len(rec.unaccounted) > 0 {
 			topologyUpdates.WithLabelValues(UpdateMisfit).Inc()
 		} else {
 			topologyUpdates.WithLabelValues(UpdateApplied).Inc()
@@ -521,21 +521,33 @@ func (e *events) syncPodsLocked(name string, rec *nodeRecord) bool {
 	var bound []*kube.Pod
 	var gone []*kube.Pod
 	var boundV1 []*v1.Pod
-	for _, k := range slices.Sorted(maps.Keys(now)) {
-		p := now[k]
-		if rv, ok := rec.pods[k]; ok && rv == p.ResourceVersion {
-			continue
+	// The pods changed and gone, each in key order (only they are sorted:
+	// an event changes one pod of many).
+	var changed, goneKeys []string
+	for k, p := range now {
+		if rv, ok := rec.pods[k]; !ok || rv != p.ResourceVersion {
+			changed = append(changed, k)
 		}
+	}
+	slices.Sort(changed)
+	for _, k := range changed {
+		p := now[k]
 		bound = append(bound, PodFromV1(p))
 		boundV1 = append(boundV1, p)
 	}
-	for _, k := range slices.Sorted(maps.Keys(rec.pods)) {
-		if _, ok := now[k]; !ok {
-			ns, n := splitKey(k)
-			gone = append(gone, &kube.Pod{Namespace: ns, Name: n})
-			delete(rec.pods, k)
-			delete(rec.unaccounted, k)
+	if len(rec.pods) > len(now)-len(changed) { // some recorded pod is not in the store now
+		for k := range rec.pods {
+			if _, ok := now[k]; !ok {
+				goneKeys = append(goneKeys, k)
+			}
 		}
+		slices.Sort(goneKeys)
+	}
+	for _, k := range goneKeys {
+		ns, n := splitKey(k)
+		gone = append(gone, &kube.Pod{Namespace: ns, Name: n})
+		delete(rec.pods, k)
+		delete(rec.unaccounted, k)
 	}
 	if len(bound) == 0 && len(gone) == 0 {
 		return false
@@ -580,9 +592,12 @@ func splitKey(k string) (ns, name string) {
 // the node's condition names already (an earlier scheduler process
 // reported it) gets no Event again.
 func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
-	var st scheduler.NodeStatus
+	var st struct {
+		Misfits    []scheduler.Misfit
+		Overcommit []string
+	}
 	if rec.inCache {
-		st, _ = e.pl.cache.Node(n.Name)
+		st.Misfits, st.Overcommit, _ = e.pl.cache.Misfits(n.Name)
 	}
 	now := map[string]scheduler.Misfit{}
 	for _, m := range st.Misfits {

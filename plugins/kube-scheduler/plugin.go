@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/metrics"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -75,6 +76,23 @@ type podState struct {
 	// filters counts the cycle's Filter calls, to time one in
 	// filterSample.
 	filters atomic.Uint32
+	// refused are the last refusals' reasons as a status carries them
+	// (see Plugin.refusal), refusedNext the slot the next one goes to.
+	refused     [refusalSlots]atomic.Pointer[refusalReasons]
+	refusedNext atomic.Uint32
+}
+
+// refusalSlots is how many refusals' reasons a pod's state remembers (as
+// many as scheduler.PreparedPod remembers refusals).
+const refusalSlots = 4
+
+// refusalReasons are a FilterError's reasons after [Prefix] (clipped, so
+// that the statuses sharing them copy them on an append) and the counter
+// of numaplace_refusals_total they count in.
+type refusalReasons struct {
+	from     []string // the FilterError's Reasons they were made from
+	reasons  []string
+	refusals metrics.CounterMetric
 }
 
 // filterSample: Filter times one call in filterSample (the first of each
@@ -259,23 +277,44 @@ func (pl *Plugin) podState(state fwk.CycleState, pod *v1.Pod) (*podState, error)
 // is not opted in, it has no usable topology) is UnschedulableAndUnresolvable,
 // so that preemption skips the node; the others are code (Unschedulable).
 func (pl *Plugin) refusal(code fwk.Code, s *podState, node string, err error) *fwk.Status {
-	var fe *scheduler.FilterError
+	fe, _ := err.(*scheduler.FilterError) // most refusals: no unwrapping (it allocates)
+	if fe == nil {
+		if errors.Is(err, errMoreVictims) {
+			return fwk.NewStatus(fwk.Unschedulable, ReasonTextMoreVictims)
+		}
+		var wrapped *scheduler.FilterError
+		if errors.As(err, &wrapped) {
+			fe = wrapped
+		}
+	}
 	switch {
-	case errors.Is(err, errMoreVictims):
-		return fwk.NewStatus(fwk.Unschedulable, ReasonTextMoreVictims)
-	case errors.As(err, &fe):
-		refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err)).Inc()
+	case fe != nil:
+		// The nodes of a cycle refusing for the same reasons share their
+		// FilterError's Reasons (scheduler.PreparedPod.Filter), and the
+		// reasons and counter made from them here.
+		var r *refusalReasons
+		for i := range s.refused {
+			if m := s.refused[i].Load(); m != nil && len(m.from) == len(fe.Reasons) && len(fe.Reasons) > 0 && &m.from[0] == &fe.Reasons[0] {
+				r = m
+				break
+			}
+		}
+		if r == nil {
+			r = &refusalReasons{from: fe.Reasons, reasons: make([]string, len(fe.Reasons)),
+				refusals: refusalsTotal.WithLabelValues(s.policy, reasonLabel(fe.Err))}
+			for i, reason := range fe.Reasons {
+				r.reasons[i] = Prefix + reason
+			}
+			s.refused[s.refusedNext.Add(1)%refusalSlots].Store(r)
+		}
+		r.refusals.Inc()
 		if v := pl.logger.V(5); v.Enabled() {
 			v.Info("Node refuses pod", "pod", s.pod.Key(), "node", node, "detail", fe.Detail)
 		}
 		if fe.Never {
 			code = fwk.UnschedulableAndUnresolvable
 		}
-		reasons := make([]string, len(fe.Reasons))
-		for i, r := range fe.Reasons {
-			reasons[i] = Prefix + r
-		}
-		return fwk.NewStatus(code, reasons...)
+		return fwk.NewStatus(code, r.reasons...)
 	case errors.Is(err, scheduler.ErrUnknownNode):
 		if why := pl.ev.malformed(node); why != "" {
 			refusalsTotal.WithLabelValues(s.policy, ReasonMalformed).Inc()
@@ -314,6 +353,14 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		err = pl.filterWhatIf(s, node.Name, w)
 	} else {
 		err = s.prepared.Filter(node.Name)
+	}
+	if fe, _ := err.(*scheduler.FilterError); fe != nil { // most refusals: no unwrapping (it allocates)
+		if w == nil {
+			if st := pl.waitForReleasing(s, node.Name); st != nil {
+				return st
+			}
+		}
+		return pl.refusal(fwk.Unschedulable, s, node.Name, err)
 	}
 	switch {
 	case err == nil && s.dra != nil:
@@ -358,11 +405,11 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	score, err := s.prepared.Score(node.Name)
-	var fe *scheduler.FilterError
-	switch {
-	case err == nil:
+	if err == nil {
 		return int64(score), nil
-	case errors.As(err, &fe), errors.Is(err, scheduler.ErrUnknownNode):
+	}
+	var fe *scheduler.FilterError
+	if errors.As(err, &fe) || errors.Is(err, scheduler.ErrUnknownNode) {
 		return 0, nil
 	}
 	return 0, fwk.AsStatus(fmt.Errorf("%s: scoring node %s for pod %s: %w", Name, node.Name, s.pod.Key(), err))

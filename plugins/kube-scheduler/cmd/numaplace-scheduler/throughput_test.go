@@ -248,8 +248,11 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 	res := runResult{loadBefore: loadAverage()}
 	args := []string{"--config", config, "--secure-port", "0", "--v", "1"}
 	// NUMAPLACE_THROUGHPUT_PPROF=DIR: serve /debug/pprof and write a CPU
-	// profile of each run's first 20 seconds of binding into DIR.
+	// profile of each run's first seconds of binding into DIR (20, or
+	// NUMAPLACE_THROUGHPUT_PPROF_SECONDS: shorter than the run, or the
+	// profile is lost when the scheduler stops).
 	pprofDir := os.Getenv("NUMAPLACE_THROUGHPUT_PPROF")
+	pprofSeconds := envInt(t, "NUMAPLACE_THROUGHPUT_PPROF_SECONDS", 20)
 	port := 0
 	if pprofDir != "" {
 		port = controlplane.FreePort(t)
@@ -280,7 +283,7 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 			if first.IsZero() {
 				first = now
 				if pprofDir != "" {
-					go cpuProfile(t, port, filepath.Join(pprofDir, fmt.Sprintf("%s-%g-%d.pprof", profile, r.qps, r.burst)))
+					go cpuProfile(t, port, pprofSeconds, filepath.Join(pprofDir, fmt.Sprintf("%s-%g-%d.pprof", profile, r.qps, r.burst)))
 				}
 			}
 			last = now
@@ -324,11 +327,11 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 	return res
 }
 
-// cpuProfile fetches a 20-second CPU profile from the scheduler's
+// cpuProfile fetches a CPU profile of the seconds from the scheduler's
 // /debug/pprof into path.
-func cpuProfile(t *testing.T, port int, path string) {
+func cpuProfile(t *testing.T, port, seconds int, path string) {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=20", port), nil)
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, seconds), nil)
 	if err != nil {
 		t.Logf("profile: %v", err)
 		return

@@ -418,8 +418,10 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 			"(before any other bind plugin) or at preBind")
 	}
 	var withhold func(int) bool
-	if ni, gerr := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName); gerr == nil && ni.Node() != nil {
-		withhold = pl.withholdOn(s, ni.Node())
+	if s.gpus != nil && pl.handle != nil && pl.handle.SnapshotSharedLister() != nil {
+		if ni, gerr := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName); gerr == nil && ni.Node() != nil {
+			withhold = pl.withholdOn(s, ni.Node())
+		}
 	}
 	err = s.prepared.Reserve(nodeName, withhold)
 	switch {

@@ -152,10 +152,13 @@ func (pr *podReq) kubeletRequest(n *nodeInfo) (*allocator.Request, bool) {
 
 func shapeOf(a *allocator.Request) shape {
 	sh := shape{cpus: a.CPUs, gpus: a.GPUs, mem: a.MemoryMiB, pol: a.Policy, ex: a.Exclusive, full: a.FullPCPUs}
-	if len(a.Amounts) > 0 {
+	if len(a.Amounts) > 0 || len(a.Devices) > 0 {
 		var b strings.Builder
 		for _, k := range slices.Sorted(maps.Keys(a.Amounts)) {
 			fmt.Fprintf(&b, "%q=%d;", k, a.Amounts[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(a.Devices)) {
+			fmt.Fprintf(&b, "device %q=%d;", k, a.Devices[k])
 		}
 		sh.amounts = b.String()
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 
@@ -45,6 +46,30 @@ func (c *Cache) Prepare(p *kube.Pod) (*PreparedPod, error) {
 	}
 	c.classify(pr)
 	return &PreparedPod{c: c, pr: pr, prio: p.Priority}, nil
+}
+
+// PrepareWithDevices is [Cache.Prepare] with devices of other classes
+// asked for too, by class (such as {"rdma": 1}: the NICs a pod's DRA
+// claims ask for), which the pod's containers cannot name: a pod that gets
+// an allocation (a NUMA spec, or GPUs) gets them in the same joint
+// decision, and its decision names them (devices). For a pod without an
+// allocation they are ignored. Reserve the pod with [PreparedPod.Reserve]
+// so that the reservation is made with them.
+func (c *Cache) PrepareWithDevices(p *kube.Pod, devices map[string]int) (*PreparedPod, error) {
+	pp, err := c.Prepare(p)
+	if err != nil || len(devices) == 0 || !pp.pr.needsAlloc {
+		return pp, err
+	}
+	pr := *pp.pr
+	for class, n := range devices {
+		if n < 0 {
+			return nil, &kube.PodError{Pod: p.Key(), Field: "devices", Reason: fmt.Sprintf("%d %s devices", n, class)}
+		}
+	}
+	pr.areq.Devices, pr.areqNoMem.Devices = maps.Clone(devices), maps.Clone(devices)
+	pr.sh, pr.shNoMem = shapeOf(&pr.areq), shapeOf(&pr.areqNoMem)
+	c.classify(&pr)
+	return &PreparedPod{c: c, pr: &pr, prio: pp.prio}, nil
 }
 
 // Request returns what the pod asks for.

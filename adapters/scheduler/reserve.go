@@ -25,7 +25,7 @@ func (c *Cache) Reserve(p *kube.Pod, node string) error {
 	if err != nil {
 		return err
 	}
-	v, err := c.reserve(ni, pr, p.Priority)
+	v, err := c.reserve(ni, pr, p.Priority, nil)
 	if err != nil {
 		return err
 	}
@@ -35,9 +35,32 @@ func (c *Cache) Reserve(p *kube.Pod, node string) error {
 	return nil
 }
 
+// Reserve is [Cache.Reserve] of the prepared pod (with the devices it was
+// prepared with, see [Cache.PrepareWithDevices]) and with the node's GPUs
+// that withhold names kept from it (as [WhatIf].WithholdGPU keeps them from
+// [PreparedPod.Decide]): the decision is then made on a copy of the node's
+// state where they are unhealthy and claimed on the node, so it is the
+// decision Decide made with the same withhold. On a node running the
+// kubelet's own Topology Manager withhold is not applied. A nil withhold
+// withholds nothing.
+func (pp *PreparedPod) Reserve(node string, withhold func(id int) bool) error {
+	ni, err := pp.c.node(node)
+	if err != nil {
+		return err
+	}
+	v, err := pp.c.reserve(ni, pp.pr, pp.prio, withhold)
+	if err != nil {
+		return err
+	}
+	if v.why != fits {
+		return pp.c.refusalError(ni.name, pp.pr, v)
+	}
+	return nil
+}
+
 // reserve is Reserve of a parsed pod: the verdict says why the node refused
 // it; the error is for a pod already placed elsewhere.
-func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
+func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32, withhold func(int) bool) (verdict, error) {
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
 	if old, ok := c.pods[pr.key]; ok {
@@ -53,7 +76,13 @@ func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32) (verdict, error) {
 		return v, nil
 	}
 	pi := &podInfo{key: pr.key, node: ni, req: pr.PodRequest, prio: prio}
-	if err := c.placeLocked(ni, pr, pi, false); err != nil {
+	var err error
+	if withhold != nil && ni.kpol == "" && pr.needsAlloc {
+		err = c.placeWithholdingLocked(ni, pr, pi, withhold)
+	} else {
+		err = c.placeLocked(ni, pr, pi, false)
+	}
+	if err != nil {
 		return verdict{why: allocRefused, err: err}, nil
 	}
 	ni.account(pi, 1)
@@ -103,6 +132,27 @@ func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted boo
 		return err
 	}
 	pi.alloc, pi.cpus, pi.gpus = true, a.CPUs.Size(), len(a.GPUs)
+	return nil
+}
+
+// placeWithholdingLocked is placeLocked for numaplace's allocator with the
+// GPUs withhold names kept from the pod: decided on a copy of the node's
+// state where they are unhealthy, then claimed on the node.
+func (c *Cache) placeWithholdingLocked(ni *nodeInfo, pr *podReq, pi *podInfo, withhold func(int) bool) error {
+	areq, _ := pr.request(ni)
+	r := *areq
+	r.ID = pr.key
+	scratch := ni.state.Clone()
+	withholdGPUs(scratch, ni.m, withhold)
+	a, err := scratch.Allocate(&r)
+	if err != nil {
+		return err
+	}
+	got, err := ni.state.Claim(a)
+	if err != nil {
+		return err
+	}
+	pi.alloc, pi.cpus, pi.gpus = true, got.CPUs.Size(), len(got.GPUs)
 	return nil
 }
 

@@ -190,7 +190,7 @@ func (c *Cache) ScheduleOne(p *kube.Pod) (Result, error) {
 			return Result{}, c.fitError(nodes, pr, start, *vs)
 		}
 		ni := nodes[bestJ]
-		v, err := c.reserve(ni, pr, p.Priority)
+		v, err := c.reserve(ni, pr, p.Priority, nil)
 		if err != nil {
 			return Result{}, err
 		}

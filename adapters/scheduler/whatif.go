@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+
+	"github.com/numaplace/numaplace/allocator"
+	"github.com/numaplace/numaplace/topology"
 )
 
 // WhatIf is a change of one node that a preemption dry-run (the scheduler
@@ -18,6 +22,13 @@ type WhatIf struct {
 	// node side would place them without a decision (pods already placed
 	// on the node are not added twice).
 	Added []*PreparedPod
+	// WithholdGPU, when set, names the GPUs of the node that the pod may
+	// not be given there (a pod whose GPUs come from DRA claims may get
+	// only the GPUs the node publishes as DRA devices, a device-plugin pod
+	// only the others): on the copy they are marked unhealthy after the
+	// removals and additions, so the decision is made among the rest. It
+	// does not change what other pods hold.
+	WithholdGPU func(id int) bool
 }
 
 // scratchLocked returns a private copy of the node with w applied: its
@@ -49,7 +60,19 @@ func (c *Cache) scratchLocked(ni *nodeInfo, w WhatIf) *nodeInfo {
 		s.account(pi, 1)
 		s.pods[pi.key] = pi
 	}
+	if w.WithholdGPU != nil {
+		withholdGPUs(s.state, s.m, w.WithholdGPU)
+	}
 	return s
+}
+
+// withholdGPUs marks unhealthy, in st, the machine's GPUs that f names.
+func withholdGPUs(st *allocator.State, m *topology.Machine, f func(int) bool) {
+	for _, g := range m.GPUs() {
+		if f(g.ID) {
+			_, _ = st.SetDeviceHealth(allocator.GPUClass, strconv.Itoa(g.ID), false)
+		}
+	}
 }
 
 // FilterWhatIf is [PreparedPod.Filter] on the node changed by w, exactly:

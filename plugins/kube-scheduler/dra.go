@@ -42,6 +42,10 @@ const (
 	attrType     = DRADriver + "/type"
 	attrIndex    = DRADriver + "/index"
 	attrNUMANode = "resource.kubernetes.io/numaNode"
+	// attrIBDevice is a NIC's InfiniBand device name (its ID in the
+	// machine's "rdma" class, rdmaClass).
+	attrIBDevice = DRADriver + "/ibDevice"
+	rdmaClass    = "rdma"
 )
 
 // draStateKey is where Reserve keeps the claims' allocations for the
@@ -56,6 +60,7 @@ type draPod struct {
 	consumers  []resourceapi.ResourceClaimConsumerReference // per claim
 	toAllocate []int                                        // indexes into claims
 	gpus       int                                          // GPUs the numaplace requests ask for
+	nics       int                                          // NICs the numaplace requests ask for
 	allocated  structured.AllocatedState
 	byNode     map[string][]*resourceapi.ResourceSlice // slices local to one node
 	anyNode    []*resourceapi.ResourceSlice            // slices of several nodes
@@ -186,11 +191,13 @@ func (pl *Plugin) readDRA(pod *v1.Pod) (*draPod, error) {
 			if n == 0 {
 				n = 1
 			}
+			if n > 1<<12 {
+				return nil, fmt.Errorf("%w: ResourceClaim %s, request %q: %d devices", errDRA, klog.KObj(claim), r.Name, n)
+			}
 			if gpu {
-				if n > 1<<12 {
-					return nil, fmt.Errorf("%w: ResourceClaim %s, request %q: %d GPUs", errDRA, klog.KObj(claim), r.Name, n)
-				}
 				d.gpus += int(n)
+			} else {
+				d.nics += int(n)
 			}
 		}
 	}
@@ -325,11 +332,13 @@ func attrString(d *resourceapi.Device, name resourceapi.QualifiedName) string {
 }
 
 // nodeSlices returns the slices the allocator sees for the pod on the
-// node: numaplace's devices cut down to the decision (its GPUs, and the
-// NICs on the NUMA nodes of its span; all NICs for a pod without a span),
-// every other driver's devices as published.
+// node: numaplace's devices cut down to the decision (its GPUs, and its
+// NICs (devices.rdma) when it names some, else the NICs on the NUMA nodes
+// of its span; all NICs for a pod without a span), every other driver's
+// devices as published.
 func (d *draPod) nodeSlices(node string, a allocator.Allocation) []*resourceapi.ResourceSlice {
 	gpus := sets.New(a.GPUs...)
+	nics := sets.New(a.Devices[rdmaClass]...)
 	span := sets.New[int64]()
 	for _, id := range a.NUMANodes() {
 		span.Insert(int64(id))
@@ -350,6 +359,12 @@ func (d *draPod) nodeSlices(node string, a allocator.Allocation) []*resourceapi.
 					c.Spec.Devices = append(c.Spec.Devices, *dev)
 				}
 			case "nic":
+				if nics.Len() > 0 {
+					if nics.Has(attrString(dev, attrIBDevice)) {
+						c.Spec.Devices = append(c.Spec.Devices, *dev)
+					}
+					continue
+				}
 				n, ok := attrInt(dev, attrNUMANode)
 				if span.Len() == 0 || ok && span.Has(n) {
 					c.Spec.Devices = append(c.Spec.Devices, *dev)
@@ -408,7 +423,12 @@ func (pl *Plugin) allocateClaims(ctx context.Context, d *draPod, node *v1.Node, 
 
 // draRefusal is the Filter status of a node whose slices and the pod's
 // claims do not admit numaplace's decision.
-func draRefusal() *fwk.Status {
+// why, when known, names the claim and its constraint or selector at fault
+// (explainRefusal).
+func draRefusal(why string) *fwk.Status {
+	if why != "" {
+		return fwk.NewStatus(fwk.Unschedulable, Prefix+"the pod's ResourceClaims do not admit numaplace's devices for its policy: "+why)
+	}
 	return fwk.NewStatus(fwk.Unschedulable, Prefix+"the pod's ResourceClaims (their selectors, constraints, or the node's published devices) "+
 		"do not admit numaplace's devices for its policy")
 }
@@ -416,7 +436,13 @@ func draRefusal() *fwk.Status {
 // filterDRA is Filter's part for a pod with numaplace claims, once the
 // cache admits the pod on the node: the decision (on the dry-run's node
 // when w is set) must be what the claims can be allocated to.
-func (pl *Plugin) filterDRA(ctx context.Context, s *podState, node *v1.Node, w *scheduler.WhatIf) *fwk.Status {
+func (pl *Plugin) filterDRA(ctx context.Context, s *podState, node *v1.Node, w *scheduler.WhatIf, withhold func(int) bool) *fwk.Status {
+	if withhold != nil {
+		if w == nil {
+			w = &scheduler.WhatIf{}
+		}
+		w.WithholdGPU = withhold
+	}
 	a, err := s.prepared.Decide(node.Name, w)
 	if err != nil {
 		return pl.refusal(fwk.Unschedulable, s, node.Name, err)
@@ -430,10 +456,15 @@ func (pl *Plugin) filterDRA(ctx context.Context, s *podState, node *v1.Node, w *
 		return fwk.AsStatus(fmt.Errorf("%s: allocating the claims of pod %s on node %s: %w", Name, s.pod.Key(), node.Name, err))
 	}
 	if res == nil && (len(s.dra.toAllocate) > 0 || extendedOn(s.dra, node)) {
-		if v := pl.logger.V(4); v.Enabled() {
-			v.Info("The pod's claims do not admit numaplace's decision", "pod", s.pod.Key(), "node", node.Name, "gpus", a.GPUs, "numaNodes", a.NUMANodes())
+		st := s.dra.allocated
+		if freed.Len() > 0 {
+			st.AllocatedDevices = st.AllocatedDevices.Clone().Difference(freed)
 		}
-		return draRefusal()
+		why := pl.explainRefusal(ctx, s, node, a, st)
+		if v := pl.logger.V(4); v.Enabled() {
+			v.Info("The pod's claims do not admit numaplace's decision", "pod", s.pod.Key(), "node", node.Name, "gpus", a.GPUs, "numaNodes", a.NUMANodes(), "why", why)
+		}
+		return draRefusal(why)
 	}
 	return nil
 }
@@ -481,7 +512,7 @@ func (pl *Plugin) reserveDRA(ctx context.Context, state fwk.CycleState, s *podSt
 		return fwk.AsStatus(err)
 	}
 	if res == nil && (len(s.dra.toAllocate) > 0 || extendedOn(s.dra, node.Node())) {
-		return draRefusal()
+		return draRefusal(pl.explainRefusal(ctx, s, node.Node(), a, s.dra.allocated))
 	}
 	r := &draReserved{all: s.dra}
 	if extendedOn(s.dra, node.Node()) {

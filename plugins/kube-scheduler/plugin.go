@@ -69,6 +69,12 @@ type podState struct {
 	// dra is set for a pod whose ResourceClaims ask for numaplace's
 	// DeviceClasses (dra.go): numaplace allocates them.
 	dra *draPod
+	// orig is the pod as converted, before podForDecision added its
+	// claims' GPUs; gpus are the numaplace GPUs each node publishes in
+	// its ResourceSlices (drawithhold.go), nil when the pod's decision
+	// need not be kept from some GPUs.
+	orig *kube.Pod
+	gpus map[string]nodeGPUs
 	// whatIf is set once PreFilterExtensions changed a node in some clone
 	// of the cycle's state (shared by the clones): only then does Filter
 	// look for a dry-run's changes.
@@ -242,12 +248,22 @@ func (pl *Plugin) readPod(pod *v1.Pod) (*podState, error) {
 	if d != nil {
 		ckp = podForDecision(kp, d.gpus)
 	}
-	pp, err := pl.cache.Prepare(ckp)
+	var pp *scheduler.PreparedPod
+	if d != nil && d.nics > 0 {
+		// The NICs of the claims are in the joint decision (devices.rdma).
+		pp, err = pl.cache.PrepareWithDevices(ckp, map[string]int{rdmaClass: d.nics})
+	} else {
+		pp, err = pl.cache.Prepare(ckp)
+	}
 	if err != nil {
 		return nil, err
 	}
 	req := pp.Request()
-	return &podState{pod: ckp, req: req, prepared: pp, policy: policyLabel(req), dra: d}, nil
+	s := &podState{pod: ckp, req: req, prepared: pp, policy: policyLabel(req), dra: d, orig: kp}
+	if err := pl.readGPUs(s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // PreFilterExtensions returns the plugin, whose AddPod and RemovePod keep
@@ -349,9 +365,13 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		defer observeFilter(s.policy, time.Now())
 	}
 	w := nodeWhatIfOf(s, state, node.Name)
-	if w != nil {
-		err = pl.filterWhatIf(s, node.Name, w)
-	} else {
+	withhold := pl.withholdOn(s, node)
+	switch {
+	case w != nil:
+		err = pl.filterWhatIf(s, node.Name, w, withhold)
+	case withhold != nil && s.dra == nil:
+		err = s.prepared.FilterWhatIf(node.Name, scheduler.WhatIf{WithholdGPU: withhold})
+	default:
 		err = s.prepared.Filter(node.Name)
 	}
 	if fe, _ := err.(*scheduler.FilterError); fe != nil { // most refusals: no unwrapping (it allocates)
@@ -364,7 +384,7 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	}
 	switch {
 	case err == nil && s.dra != nil:
-		return pl.filterDRA(ctx, s, node, schedulerWhatIf(w))
+		return pl.filterDRA(ctx, s, node, schedulerWhatIf(w), withhold)
 	case err == nil:
 		return nil
 	case errors.Is(err, scheduler.ErrUnknownNode) && !s.req.NUMA && s.dra == nil:
@@ -444,7 +464,13 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return fwk.NewStatus(fwk.Error, Name+": the profile has no way to write the decision: enable NUMAPlace at bind "+
 			"(before any other bind plugin) or at preBind")
 	}
-	err = pl.cache.Reserve(s.pod, nodeName)
+	var withhold func(int) bool
+	if s.gpus != nil && pl.handle != nil && pl.handle.SnapshotSharedLister() != nil {
+		if ni, gerr := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName); gerr == nil && ni.Node() != nil {
+			withhold = pl.withholdOn(s, ni.Node())
+		}
+	}
+	err = s.prepared.Reserve(nodeName, withhold)
 	switch {
 	case err == nil:
 		if pl.ev != nil {
@@ -716,9 +742,34 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterTargetPodUpdate},
 		// A claim deallocated or deleted frees the GPUs the cache counted
-		// for it (draevents.go).
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}},
+		// for it (draevents.go); a claim made or changed may be what a
+		// DRA pod waited for.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}},
+		// A node's ResourceSlices (re)published, or a DeviceClass made or
+		// changed, may admit a pod whose claims (or GPUs on a node
+		// splitting them between DRA and the device plugin) NUMAPlace
+		// refused, as DynamicResources requeues its pods on them.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
+			QueueingHintFn: pl.isSchedulableAfterDRAChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},
+			QueueingHintFn: pl.isSchedulableAfterDRAChange},
 	}, nil
+}
+
+// isSchedulableAfterDRAChange: Queue a pod with ResourceClaims or with
+// aliyun.com/gpu (which DRA may serve, or which a node's slices keep from
+// the device plugin) for a ResourceSlice or DeviceClass added or changed.
+func (pl *Plugin) isSchedulableAfterDRAChange(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return fwk.Queue, nil
+	}
+	for i := range pod.Spec.Containers {
+		if q, ok := pod.Spec.Containers[i].Resources.Requests[kube.ResourceAliyunGPU]; ok && !q.IsZero() {
+			return fwk.Queue, nil
+		}
+	}
+	logger.V(6).Info("DRA change does not concern the pod", "pod", klog.KObj(pod))
+	return fwk.QueueSkip, nil
 }
 
 // isSchedulableAfterNodeChange: Queue for a node that arrives with a

@@ -157,9 +157,9 @@ func nodeName(p *v1.Pod, nodeInfo fwk.NodeInfo) string {
 // every other pod, one at a time. Otherwise (pods nominated to the node, or
 // no set found within the search budget) the node so changed is judged
 // exactly (scheduler.PreparedPod.FilterWhatIf).
-func (pl *Plugin) filterWhatIf(s *podState, node string, w *nodeWhatIf) error {
+func (pl *Plugin) filterWhatIf(s *podState, node string, w *nodeWhatIf, withhold func(int) bool) error {
 	removed := slices.Sorted(maps.Keys(w.removed))
-	if len(w.added) == 0 && len(removed) > 0 {
+	if len(w.added) == 0 && len(removed) > 0 && withhold == nil {
 		m := w.memo
 		m.once.Do(func() {
 			pe, err := s.prepared.Victims(node, removed)
@@ -178,5 +178,5 @@ func (pl *Plugin) filterWhatIf(s *podState, node string, w *nodeWhatIf) error {
 	for _, k := range slices.Sorted(maps.Keys(w.added)) {
 		added = append(added, w.added[k].prepared)
 	}
-	return s.prepared.FilterWhatIf(node, scheduler.WhatIf{Removed: removed, Added: added})
+	return s.prepared.FilterWhatIf(node, scheduler.WhatIf{Removed: removed, Added: added, WithholdGPU: withhold})
 }

@@ -267,6 +267,7 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 
 	bound := map[string]bool{}
 	var first, last time.Time
+	inProfile := 0 // pods bound while the CPU profile ran
 	timeout := time.After(15 * time.Minute)
 	for len(bound) < nPods {
 		select {
@@ -288,6 +289,9 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 			}
 			last = now
 			bound[p.Name] = true
+			if now.Sub(first) < time.Duration(pprofSeconds)*time.Second {
+				inProfile++
+			}
 		case <-exited:
 			log, _ := os.ReadFile(logPath)
 			t.Fatalf("the scheduler exited after binding %d of %d pods:\n%s", len(bound), nPods, tail(log))
@@ -297,6 +301,9 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 		}
 	}
 	res.span, res.bound = last.Sub(first), len(bound)
+	if pprofDir != "" {
+		t.Logf("profile %s: %d pods bound in the CPU profile's %d s", profile, inProfile, pprofSeconds)
+	}
 	// The last writes (events, conditions) settle before the count.
 	time.Sleep(2 * time.Second)
 	stop()

@@ -248,7 +248,8 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 	res := runResult{loadBefore: loadAverage()}
 	args := []string{"--config", config, "--secure-port", "0", "--v", "1"}
 	// NUMAPLACE_THROUGHPUT_PPROF=DIR: serve /debug/pprof and write a CPU
-	// profile of each run's first seconds of binding into DIR (20, or
+	// profile of the scheduler's and the API server's first seconds of
+	// binding in each run into DIR (20, or
 	// NUMAPLACE_THROUGHPUT_PPROF_SECONDS: shorter than the run, or the
 	// profile is lost when the scheduler stops).
 	pprofDir := os.Getenv("NUMAPLACE_THROUGHPUT_PPROF")
@@ -284,7 +285,8 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 			if first.IsZero() {
 				first = now
 				if pprofDir != "" {
-					go cpuProfile(t, port, pprofSeconds, filepath.Join(pprofDir, fmt.Sprintf("%s-%g-%d.pprof", profile, r.qps, r.burst)))
+					go cpuProfile(t, fmt.Sprintf("https://127.0.0.1:%d", port), pprofSeconds, filepath.Join(pprofDir, fmt.Sprintf("%s-%g-%d.pprof", profile, r.qps, r.burst)))
+					go cpuProfile(t, cfg.Host, pprofSeconds, filepath.Join(pprofDir, fmt.Sprintf("apiserver-%s-%g-%d.pprof", profile, r.qps, r.burst)))
 				}
 			}
 			last = now
@@ -334,11 +336,11 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 	return res
 }
 
-// cpuProfile fetches a CPU profile of the seconds from the scheduler's
-// /debug/pprof into path.
-func cpuProfile(t *testing.T, port, seconds int, path string) {
+// cpuProfile fetches a CPU profile of the seconds from the /debug/pprof of
+// the server at base (https://host:port) into path.
+func cpuProfile(t *testing.T, base string, seconds int, path string) {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, seconds), nil)
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds), nil)
 	if err != nil {
 		t.Logf("profile: %v", err)
 		return

@@ -38,6 +38,7 @@ var (
 	_ fwk.PreFilterPlugin   = (*DRA)(nil)
 	_ fwk.FilterPlugin      = (*DRA)(nil)
 	_ fwk.PostFilterPlugin  = (*DRA)(nil)
+	_ fwk.PreScorePlugin    = (*DRA)(nil)
 	_ fwk.ScorePlugin       = (*DRA)(nil)
 	_ fwk.ReservePlugin     = (*DRA)(nil)
 	_ fwk.PreBindPlugin     = (*DRA)(nil)
@@ -128,6 +129,18 @@ func (pl *DRA) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	return pl.up.PostFilter(ctx, state, pod, m)
+}
+
+// PreScore skips Score for NUMAPlace's pods (which NUMAPlace scores) and
+// for pods without ResourceClaims in their spec: DynamicResources' Score
+// rates only the subrequests a claim's firstAvailable list chose, so it is
+// 0 on every node for them (a claim made for an extended resource asks
+// exactly), and the framework need not call it on every feasible node.
+func (pl *DRA) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if ours(state) || len(pod.Spec.ResourceClaims) == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
 }
 
 // Score is DynamicResources' (prioritized-list ranks); 0 for NUMAPlace's

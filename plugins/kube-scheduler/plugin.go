@@ -748,7 +748,12 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		// A node's ResourceSlices (re)published, or a DeviceClass made or
 		// changed, may admit a pod whose claims (or GPUs on a node
 		// splitting them between DRA and the device plugin) NUMAPlace
-		// refused, as DynamicResources requeues its pods on them.
+		// refused, as DynamicResources requeues its pods on them. A
+		// DeviceTaintRule added, changed or deleted arrives here too: the
+		// scheduler's ResourceSlice events come from the slice tracker
+		// (k8s.io/dynamic-resource-allocation/resourceslice/tracker), which
+		// sends an Update of each slice whose devices' taints the rule
+		// changes; the framework has no DeviceTaintRule event of its own.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterDRAChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},

@@ -1,0 +1,63 @@
+package numaplace_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
+)
+
+// taintRule creates a DeviceTaintRule tainting the named devices of
+// numaplace's driver in the node's pool NoSchedule (one rule per device:
+// a rule selects one device or a whole pool).
+func (c *cluster) taintRule(name, pool string, devices ...string) {
+	c.t.Helper()
+	for _, dev := range devices {
+		r := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + dev},
+			Spec: resourceapi.DeviceTaintRuleSpec{
+				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(numaplace.DRADriver), Pool: ptr.To(pool), Device: ptr.To(dev)},
+				Taint:          resourceapi.DeviceTaint{Key: "example.com/" + name, Value: "yes", Effect: resourceapi.DeviceTaintEffectNoSchedule},
+			}}
+		_, err := c.client.ResourceV1().DeviceTaintRules().Create(context.Background(), r, metav1.CreateOptions{})
+		require.NoError(c.t, err)
+	}
+}
+
+// untaintRule deletes the rules taintRule made.
+func (c *cluster) untaintRule(name string, devices ...string) {
+	c.t.Helper()
+	for _, dev := range devices {
+		require.NoError(c.t, c.client.ResourceV1().DeviceTaintRules().Delete(context.Background(), name+"-"+dev, metav1.DeleteOptions{}))
+	}
+}
+
+// TestControlPlaneDRARequeuedOnTaintRuleDeletion: a pod with a 2-GPU claim
+// on a node whose GPUs are all tainted NoSchedule by DeviceTaintRules is
+// refused; deleting the rules (the slice itself unchanged) has the pod
+// tried again and bound within the wait (30s), long before the
+// unschedulable pods' 5-minute flush.
+func TestControlPlaneDRARequeuedOnTaintRuleDeletion(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	c.applyDeviceClasses()
+	m := c.draNode("h", "dgx-h100")
+	var gpus []string
+	for _, g := range m.GPUs() {
+		gpus = append(gpus, gpuDevices([]int{g.ID})...)
+	}
+	c.taintRule("broken", "h", gpus...)
+	c.kubelet()
+	c.start(nil)
+
+	c.claim("two", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+	c.create(claimPod("a", "SingleNUMANode", 8, "two"))
+	msg := c.waitUnschedulable("a")
+	require.Contains(t, msg, "numaplace")
+	c.untaintRule("broken", gpus...)
+	p := c.waitBound("a")
+	require.Equal(t, gpuDevices(gpuIDs(decision(t, p))), c.allocated("two", p))
+}

@@ -9,6 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
 )
 
@@ -60,4 +64,46 @@ func TestControlPlaneDRARequeuedOnTaintRuleDeletion(t *testing.T) {
 	c.untaintRule("broken", gpus...)
 	p := c.waitBound("a")
 	require.Equal(t, gpuDevices(gpuIDs(decision(t, p))), c.allocated("two", p))
+}
+
+// TestControlPlaneDRAScoreRatesTheWithheldView: two empty dgx-h100 but for
+// what they offer a DRA pod: on "a" GPUs 0-5 are tainted NoSchedule in the
+// slice (GPUs 6 and 7 of NUMA node 1 offered), "b" offers all its GPUs and
+// a bound pod holds GPUs 0-3 there. A SingleNUMANode pod with a 2-GPU
+// claim fills "a"'s offered GPUs, so MostAllocated packs it there; rated
+// on the whole machine (the old Score) "a" looked emptier than "b" and the
+// pod went to "b".
+func TestControlPlaneDRAScoreRatesTheWithheldView(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	c.applyDeviceClasses()
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	n := node(t, "a", "dgx-h100", true, false)
+	delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
+	delete(n.Status.Capacity, kube.ResourceAliyunGPU)
+	c.create(n)
+	taints := map[int][]resourceapi.DeviceTaint{}
+	for id := range 6 {
+		taints[id] = []resourceapi.DeviceTaint{{Key: "example.com/broken", Value: "yes", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	}
+	c.publishSlice("a", m, func(int) bool { return true }, taints)
+	c.draNode("b", "dgx-h100")
+	busy := m.NodeCPUs(0).Difference(m.ReservedCPUs())
+	two := numa.CPUSet{}
+	for cpu := range busy.All() {
+		if two.Size() == 2 {
+			break
+		}
+		two.Add(cpu)
+	}
+	c.create(decided("busy", "b", two.String(), gpusOn(m, 0)...))
+	c.kubelet()
+	c.start(nil)
+
+	c.claim("two", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+	c.create(claimPod("p", "SingleNUMANode", 8, "two"))
+	p := c.waitBound("p")
+	require.Equal(t, "a", p.Spec.NodeName, "the pod was not packed on the node its offered GPUs fill")
+	require.Equal(t, []string{"gpu-6", "gpu-7"}, c.allocated("two", p))
+	c.requireNoDoubleHandout()
 }

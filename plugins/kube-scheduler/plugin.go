@@ -413,8 +413,11 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 }
 
 // Score rates the node for the pod on 0-100 (Cache.Score: alignment
-// first, then the packing strategy). A node that has come to refuse the
-// pod since Filter, or that has no topology annotation, scores 0.
+// first, then the packing strategy). On a node that withholds some GPUs
+// from the pod (drawithhold.go) it rates the node as Filter decided it,
+// without those GPUs (PreparedPod.ScoreWhatIf). A node that has come to
+// refuse the pod since Filter, or that has no topology annotation, scores
+// 0.
 func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s, err := pl.podState(state, pod)
 	if err != nil {
@@ -424,7 +427,12 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	score, err := s.prepared.Score(node.Name)
+	var score int
+	if withhold := pl.withholdOn(s, node); withhold != nil {
+		score, err = s.prepared.ScoreWhatIf(node.Name, scheduler.WhatIf{WithholdGPU: withhold})
+	} else {
+		score, err = s.prepared.Score(node.Name)
+	}
 	if err == nil {
 		return int64(score), nil
 	}

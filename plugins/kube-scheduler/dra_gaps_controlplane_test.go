@@ -2,6 +2,7 @@ package numaplace_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,4 +107,80 @@ func TestControlPlaneDRAScoreRatesTheWithheldView(t *testing.T) {
 	require.Equal(t, "a", p.Spec.NodeName, "the pod was not packed on the node its offered GPUs fill")
 	require.Equal(t, []string{"gpu-6", "gpu-7"}, c.allocated("two", p))
 	c.requireNoDoubleHandout()
+}
+
+// nicsOn returns the driver's device names of the machine's NICs on the
+// NUMA node.
+func nicsOn(m *topology.Machine, numaNode int) []string {
+	var out []string
+	for _, d := range m.Devices() {
+		if d.Class == "rdma" && int(d.NUMANode) == numaNode {
+			out = append(out, nicName(d.ID))
+		}
+	}
+	return out
+}
+
+// TestControlPlaneDRANICsWithheld: on an empty dgx-h100, numaplace's
+// decision for a SingleNUMANode pod with a 2-GPU claim and a 1-NIC claim
+// takes NUMA node 0 and a NIC there. When node 0's NICs are tainted by
+// DeviceTaintRules, not published, or held by a claim allocated outside
+// numaplace (its NICs no decision accounts), the pod is decided around
+// them: GPUs, CPUs and NIC on NUMA node 1, the claims allocated to the
+// decision. (Before NICs were withheld, the decision named a NIC of node 0
+// and the pod was refused.)
+func TestControlPlaneDRANICsWithheld(t *testing.T) {
+	for _, how := range []string{"tainted", "unpublished", "held"} {
+		t.Run(how, func(t *testing.T) {
+			c := newControlPlaneCluster(t)
+			c.applyDeviceClasses()
+			m, err := topology.Preset("dgx-h100")
+			require.NoError(t, err)
+			node0 := nicsOn(m, 0)
+			require.Len(t, node0, 4)
+			switch how {
+			case "unpublished":
+				n := node(t, "h", "dgx-h100", true, false)
+				delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
+				delete(n.Status.Capacity, kube.ResourceAliyunGPU)
+				c.create(n)
+				c.publishSlice("h", m, func(int) bool { return true }, nil)
+				sl, err := c.client.ResourceV1().ResourceSlices().Get(context.Background(), "h-gpu.numaplace.io", metav1.GetOptions{})
+				require.NoError(t, err)
+				sl.Spec.Devices = slices.DeleteFunc(sl.Spec.Devices, func(d resourceapi.Device) bool { return slices.Contains(node0, d.Name) })
+				_, err = c.client.ResourceV1().ResourceSlices().Update(context.Background(), sl, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			default:
+				c.draNode("h", "dgx-h100")
+			}
+			switch how {
+			case "tainted":
+				c.taintRule("nic-broken", "h", node0...)
+			case "held":
+				c.claim("elsewhere", []resourceapi.DeviceRequest{request("nics", numaplace.ClassNIC, 4)})
+				rc := c.getClaim("elsewhere")
+				rc.Status.Allocation = &resourceapi.AllocationResult{}
+				for _, dev := range node0 {
+					rc.Status.Allocation.Devices.Results = append(rc.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+						Request: "nics", Driver: numaplace.DRADriver, Pool: "h", Device: dev})
+				}
+				_, err := c.client.ResourceV1().ResourceClaims("default").UpdateStatus(context.Background(), rc, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			}
+			c.kubelet()
+			c.start(nil)
+
+			c.claim("a-gpus", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+			c.claim("a-nic", []resourceapi.DeviceRequest{request("nic", numaplace.ClassNIC, 1)})
+			c.create(claimPod("a", "SingleNUMANode", 8, "a-gpus", "a-nic"))
+			p := c.waitBound("a")
+			d := decision(t, p)
+			require.Equal(t, []int{1}, d.NUMANodes)
+			require.Equal(t, gpuDevices(gpuIDs(d)), c.allocated("a-gpus", p))
+			require.Len(t, d.Devices["rdma"], 1, "the decision names no NIC: %v", p.Annotations[kube.AnnotationAllocation])
+			nic := c.allocated("a-nic", p)
+			require.Equal(t, []string{nicName(d.Devices["rdma"][0])}, nic, "the NIC claim got another NIC than the decision's")
+			require.NotContains(t, node0, nic[0])
+		})
+	}
 }

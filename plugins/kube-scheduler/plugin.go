@@ -75,6 +75,9 @@ type podState struct {
 	// need not be kept from some GPUs.
 	orig *kube.Pod
 	gpus map[string]nodeGPUs
+	// nics are the numaplace NICs each node publishes and offers the pod
+	// (drawithholdnic.go), nil when the pod asks for none.
+	nics map[string]nodeNICs
 	// whatIf is set once PreFilterExtensions changed a node in some clone
 	// of the cycle's state (shared by the clones): only then does Filter
 	// look for a dry-run's changes.
@@ -263,6 +266,7 @@ func (pl *Plugin) readPod(pod *v1.Pod) (*podState, error) {
 	if err := pl.readGPUs(s); err != nil {
 		return nil, err
 	}
+	pl.readNICs(s)
 	return s, nil
 }
 
@@ -414,8 +418,9 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 
 // Score rates the node for the pod on 0-100 (Cache.Score: alignment
 // first, then the packing strategy). On a node that withholds some GPUs
-// from the pod (drawithhold.go) it rates the node as Filter decided it,
-// without those GPUs (PreparedPod.ScoreWhatIf). A node that has come to
+// or NICs from the pod (drawithhold.go, drawithholdnic.go) it rates the
+// node as Filter decided it, without those devices
+// (PreparedPod.ScoreWhatIf). A node that has come to
 // refuse the pod since Filter, or that has no topology annotation, scores
 // 0.
 func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
@@ -428,8 +433,8 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	var score int
-	if withhold := pl.withholdOn(s, node); withhold != nil {
-		score, err = s.prepared.ScoreWhatIf(node.Name, scheduler.WhatIf{WithholdGPU: withhold})
+	if w, ok := pl.withheldWhatIf(s, node.Name, pl.withholdOn(s, node)); ok {
+		score, err = s.prepared.ScoreWhatIf(node.Name, w)
 	} else {
 		score, err = s.prepared.Score(node.Name)
 	}
@@ -478,7 +483,11 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 			withhold = pl.withholdOn(s, ni.Node())
 		}
 	}
-	err = s.prepared.Reserve(nodeName, withhold)
+	if w, ok := pl.withheldWhatIf(s, nodeName, withhold); ok && w.WithholdDevice != nil {
+		err = s.prepared.ReserveWithholding(nodeName, w)
+	} else {
+		err = s.prepared.Reserve(nodeName, withhold)
+	}
 	switch {
 	case err == nil:
 		if pl.ev != nil {

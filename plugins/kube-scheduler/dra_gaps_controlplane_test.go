@@ -184,3 +184,54 @@ func TestControlPlaneDRANICsWithheld(t *testing.T) {
 		})
 	}
 }
+
+// TestControlPlaneDRALeftOverClaimRecovered: the state numaplace-scheduler
+// leaves when it dies between Bind's claim writes and the Binding (a
+// claim with the delete-protection finalizer, allocated to numaplace's
+// devices and reserved for the unbound pod, the pod without a decision)
+// written directly, here with GPUs 0 and 4 (NUMA nodes 0 and 1), which no
+// SingleNUMANode decision takes together. A scheduler started on it
+// deallocates the claim and decides the pod afresh: it binds, its claim
+// names the decision's GPUs on one NUMA node, reserved for it, and no GPU
+// is held twice. (Before, the pod was refused for good: "allocated
+// already".)
+func TestControlPlaneDRALeftOverClaimRecovered(t *testing.T) {
+	c := newControlPlaneCluster(t)
+	c.applyDeviceClasses()
+	c.draNode("h", "dgx-h100")
+	c.claim("two", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+	c.create(claimPod("a", "SingleNUMANode", 8, "two"))
+	pa := c.get("a")
+	ctx := context.Background()
+	rc := c.getClaim("two")
+	rc.Finalizers = append(rc.Finalizers, resourceapi.Finalizer)
+	rc, err := c.client.ResourceV1().ResourceClaims("default").Update(ctx, rc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	rc.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, dev := range []string{"gpu-0", "gpu-4"} {
+		rc.Status.Allocation.Devices.Results = append(rc.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "gpus", Driver: numaplace.DRADriver, Pool: "h", Device: dev})
+	}
+	rc.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "a", UID: pa.UID}}
+	_, err = c.client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, rc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	c.kubelet()
+	c.start(nil)
+
+	p := c.waitBound("a")
+	d := decision(t, p)
+	require.Len(t, d.GPUs, 2)
+	require.Len(t, gpuNUMANodes(t, "dgx-h100", gpuIDs(d)), 1, "the decision spans NUMA nodes: %v", gpuIDs(d))
+	require.Equal(t, gpuDevices(gpuIDs(d)), c.allocated("two", p))
+
+	// Nothing is held twice: a second pod gets two other GPUs.
+	c.claim("more", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})
+	c.create(claimPod("b", "SingleNUMANode", 8, "more"))
+	pb := c.waitBound("b")
+	db := decision(t, pb)
+	require.Equal(t, gpuDevices(gpuIDs(db)), c.allocated("more", pb))
+	for _, g := range gpuIDs(db) {
+		require.NotContains(t, gpuIDs(d), g)
+	}
+	c.requireNoDoubleHandout()
+}

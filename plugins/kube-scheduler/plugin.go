@@ -225,12 +225,18 @@ func (pl *Plugin) Close() error {
 // message after [Prefix], which names the annotation, container or
 // resource at fault. The first cycles wait (at most 30 seconds) until the
 // informers have delivered every node and pod to the plugin, so that a
-// restarted scheduler decides on the whole state.
+// restarted scheduler decides on the whole state. Claims of numaplace's
+// devices that an earlier attempt allocated for the pod and did not bind
+// it are deallocated first (draleftover.go), so that the pod is decided
+// afresh.
 func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if err := pl.ev.waitSynced(ctx, syncTimeout); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
 	pl.ev.catchUp(nodes)
+	if _, err := pl.releaseLeftovers(ctx, pod); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
 	s, err := pl.readPod(pod)
 	if err != nil {
 		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()

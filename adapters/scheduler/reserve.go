@@ -48,7 +48,11 @@ func (pp *PreparedPod) Reserve(node string, withhold func(id int) bool) error {
 	if err != nil {
 		return err
 	}
-	v, err := pp.c.reserve(ni, pp.pr, pp.prio, withhold)
+	var w *WhatIf
+	if withhold != nil {
+		w = &WhatIf{WithholdGPU: withhold}
+	}
+	v, err := pp.c.reserve(ni, pp.pr, pp.prio, w)
 	if err != nil {
 		return err
 	}
@@ -59,8 +63,9 @@ func (pp *PreparedPod) Reserve(node string, withhold func(id int) bool) error {
 }
 
 // reserve is Reserve of a parsed pod: the verdict says why the node refused
-// it; the error is for a pod already placed elsewhere.
-func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32, withhold func(int) bool) (verdict, error) {
+// it; the error is for a pod already placed elsewhere. Of withhold only
+// WithholdGPU and WithholdDevice are read.
+func (c *Cache) reserve(ni *nodeInfo, pr *podReq, prio int32, withhold *WhatIf) (verdict, error) {
 	c.podsMu.Lock()
 	defer c.podsMu.Unlock()
 	if old, ok := c.pods[pr.key]; ok {
@@ -136,14 +141,19 @@ func (c *Cache) placeLocked(ni *nodeInfo, pr *podReq, pi *podInfo, predicted boo
 }
 
 // placeWithholdingLocked is placeLocked for numaplace's allocator with the
-// GPUs withhold names kept from the pod: decided on a copy of the node's
-// state where they are unhealthy, then claimed on the node.
-func (c *Cache) placeWithholdingLocked(ni *nodeInfo, pr *podReq, pi *podInfo, withhold func(int) bool) error {
+// GPUs and devices withhold names kept from the pod: decided on a copy of
+// the node's state where they are unhealthy, then claimed on the node.
+func (c *Cache) placeWithholdingLocked(ni *nodeInfo, pr *podReq, pi *podInfo, withhold *WhatIf) error {
 	areq, _ := pr.request(ni)
 	r := *areq
 	r.ID = pr.key
 	scratch := ni.state.Clone()
-	withholdGPUs(scratch, ni.m, withhold)
+	if withhold.WithholdGPU != nil {
+		withholdGPUs(scratch, ni.m, withhold.WithholdGPU)
+	}
+	if withhold.WithholdDevice != nil {
+		withholdDevices(scratch, ni.m, withhold.WithholdDevice)
+	}
 	a, err := scratch.Allocate(&r)
 	if err != nil {
 		return err

@@ -29,6 +29,12 @@ type WhatIf struct {
 	// removals and additions, so the decision is made among the rest. It
 	// does not change what other pods hold.
 	WithholdGPU func(id int) bool
+	// WithholdDevice, when set, names the node's devices of other classes
+	// (by class and ID, as the machine lists them: "rdma", "mlx5_0") that
+	// the pod may not be given there, withheld as WithholdGPU withholds
+	// GPUs (a pod whose NICs come from DRA claims may get only the NICs
+	// the node publishes untainted).
+	WithholdDevice func(class, id string) bool
 }
 
 // scratchLocked returns a private copy of the node with w applied: its
@@ -62,6 +68,9 @@ func (c *Cache) scratchLocked(ni *nodeInfo, w WhatIf) *nodeInfo {
 	}
 	if w.WithholdGPU != nil {
 		withholdGPUs(s.state, s.m, w.WithholdGPU)
+	}
+	if w.WithholdDevice != nil {
+		withholdDevices(s.state, s.m, w.WithholdDevice)
 	}
 	return s
 }

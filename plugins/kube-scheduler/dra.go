@@ -437,19 +437,20 @@ func draRefusal(why string) *fwk.Status {
 // cache admits the pod on the node: the decision (on the dry-run's node
 // when w is set) must be what the claims can be allocated to.
 func (pl *Plugin) filterDRA(ctx context.Context, s *podState, node *v1.Node, w *scheduler.WhatIf, withhold func(int) bool) *fwk.Status {
-	if withhold != nil {
+	var freed sets.Set[structured.DeviceID]
+	if w != nil && len(w.Removed) > 0 {
+		freed = s.dra.victims(w.Removed)
+	}
+	nics := pl.withholdNICsOn(s, node.Name, freed)
+	if withhold != nil || nics != nil {
 		if w == nil {
 			w = &scheduler.WhatIf{}
 		}
-		w.WithholdGPU = withhold
+		w.WithholdGPU, w.WithholdDevice = withhold, nics
 	}
 	a, err := s.prepared.Decide(node.Name, w)
 	if err != nil {
 		return pl.refusal(fwk.Unschedulable, s, node.Name, err)
-	}
-	var freed sets.Set[structured.DeviceID]
-	if w != nil && len(w.Removed) > 0 {
-		freed = s.dra.victims(w.Removed)
 	}
 	res, err := pl.allocateClaims(ctx, s.dra, node, a, freed)
 	if err != nil {

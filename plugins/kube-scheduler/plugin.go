@@ -75,6 +75,9 @@ type podState struct {
 	// need not be kept from some GPUs.
 	orig *kube.Pod
 	gpus map[string]nodeGPUs
+	// nics are the numaplace NICs each node publishes and offers the pod
+	// (drawithholdnic.go), nil when the pod asks for none.
+	nics map[string]nodeNICs
 	// whatIf is set once PreFilterExtensions changed a node in some clone
 	// of the cycle's state (shared by the clones): only then does Filter
 	// look for a dry-run's changes.
@@ -222,12 +225,18 @@ func (pl *Plugin) Close() error {
 // message after [Prefix], which names the annotation, container or
 // resource at fault. The first cycles wait (at most 30 seconds) until the
 // informers have delivered every node and pod to the plugin, so that a
-// restarted scheduler decides on the whole state.
+// restarted scheduler decides on the whole state. Claims of numaplace's
+// devices that an earlier attempt allocated for the pod and did not bind
+// it are deallocated first (draleftover.go), so that the pod is decided
+// afresh.
 func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if err := pl.ev.waitSynced(ctx, syncTimeout); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
 	pl.ev.catchUp(nodes)
+	if _, err := pl.releaseLeftovers(ctx, pod); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
 	s, err := pl.readPod(pod)
 	if err != nil {
 		refusalsTotal.WithLabelValues(PolicyInvalid, ReasonInvalidPod).Inc()
@@ -263,6 +272,7 @@ func (pl *Plugin) readPod(pod *v1.Pod) (*podState, error) {
 	if err := pl.readGPUs(s); err != nil {
 		return nil, err
 	}
+	pl.readNICs(s)
 	return s, nil
 }
 
@@ -413,8 +423,12 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 }
 
 // Score rates the node for the pod on 0-100 (Cache.Score: alignment
-// first, then the packing strategy). A node that has come to refuse the
-// pod since Filter, or that has no topology annotation, scores 0.
+// first, then the packing strategy). On a node that withholds some GPUs
+// or NICs from the pod (drawithhold.go, drawithholdnic.go) it rates the
+// node as Filter decided it, without those devices
+// (PreparedPod.ScoreWhatIf). A node that has come to
+// refuse the pod since Filter, or that has no topology annotation, scores
+// 0.
 func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s, err := pl.podState(state, pod)
 	if err != nil {
@@ -424,7 +438,12 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	score, err := s.prepared.Score(node.Name)
+	var score int
+	if w, ok := pl.withheldWhatIf(s, node.Name, pl.withholdOn(s, node)); ok {
+		score, err = s.prepared.ScoreWhatIf(node.Name, w)
+	} else {
+		score, err = s.prepared.Score(node.Name)
+	}
 	if err == nil {
 		return int64(score), nil
 	}
@@ -470,7 +489,11 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 			withhold = pl.withholdOn(s, ni.Node())
 		}
 	}
-	err = s.prepared.Reserve(nodeName, withhold)
+	if w, ok := pl.withheldWhatIf(s, nodeName, withhold); ok && w.WithholdDevice != nil {
+		err = s.prepared.ReserveWithholding(nodeName, w)
+	} else {
+		err = s.prepared.Reserve(nodeName, withhold)
+	}
 	switch {
 	case err == nil:
 		if pl.ev != nil {
@@ -748,7 +771,12 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		// A node's ResourceSlices (re)published, or a DeviceClass made or
 		// changed, may admit a pod whose claims (or GPUs on a node
 		// splitting them between DRA and the device plugin) NUMAPlace
-		// refused, as DynamicResources requeues its pods on them.
+		// refused, as DynamicResources requeues its pods on them. A
+		// DeviceTaintRule added, changed or deleted arrives here too: the
+		// scheduler's ResourceSlice events come from the slice tracker
+		// (k8s.io/dynamic-resource-allocation/resourceslice/tracker), which
+		// sends an Update of each slice whose devices' taints the rule
+		// changes; the framework has no DeviceTaintRule event of its own.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
 			QueueingHintFn: pl.isSchedulableAfterDRAChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},

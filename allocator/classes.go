@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -235,7 +236,7 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 		n++
 	}
 	cs.n = n
-	cs.uniform = p.uniformOn(pool)
+	cs.uniform = !general.On && p.uniformOn(pool)
 	if cs.uniform {
 		return
 	}

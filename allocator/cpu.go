@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -234,7 +235,7 @@ func newCPUs(m *topology.Machine) *CPUs {
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
-	if l.single {
+	if l.single && !general.On {
 		c.loadSingle(l)
 		return 1
 	}
@@ -308,7 +309,7 @@ func (c *CPUs) recount(set numa.CPUSet) {
 // recountNode sets node i's counters from the free set: its free threads
 // and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
-	if l := &c.layout[i]; l.single {
+	if l := &c.layout[i]; l.single && !general.On {
 		c.nodeFree[i], c.wholeFree[i] = c.loadSingle(l)
 		return
 	}
@@ -492,7 +493,7 @@ func (c *CPUs) picked() numa.CPUSet {
 // partly used cores at once when their threads fit, else those that fit
 // one core at a time, the last core of a pass thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
-	if l := &c.layout[node]; l.single {
+	if l := &c.layout[node]; l.single && !general.On {
 		c.pickSingle(l, node, want, wholeOnly)
 		return
 	}

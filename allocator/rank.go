@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -284,7 +285,7 @@ func newDistClasses(tab []int32, n int) *distClasses {
 // (then cheaper).
 func (dc *distClasses) to(i int, m numa.Mask) int64 {
 	var t int64
-	if c := m.Count(); dc.nv > 0 && c > 2*dc.nv { // every node of m is at one of the distances: vals[0] each, plus what is over it
+	if c := m.Count(); dc.nv > 0 && c > 2*dc.nv && !general.On { // every node of m is at one of the distances: vals[0] each, plus what is over it
 		return dc.byValue(i&(numa.MaxNodes-1), m, dc.vals[0]*int64(c))
 	}
 	row := dc.tab[i*dc.n : (i+1)*dc.n]
@@ -311,7 +312,7 @@ func (dc *distClasses) byValue(i int, m numa.Mask, base int64) int64 {
 // or set likewise: by value, or row by row when m has few nodes (then
 // cheaper).
 func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
-	if c := m.Count(); dc.nv > 0 && c > 3*dc.nv {
+	if c := m.Count(); dc.nv > 0 && c > 3*dc.nv && !general.On {
 		base := dc.vals[0] * int64(c)
 		for w := uint64(pool); w != 0; w &= w - 1 {
 			x := bits.TrailingZeros64(w) & (numa.MaxNodes - 1)
@@ -334,7 +335,7 @@ func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
 func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 	s := sr.s
 	rk.ruleBroken = m&sr.forbidden != 0
-	if m&(m-1) == 0 && m != 0 { // one node: one set, no pairs, the node gives everything
+	if m&(m-1) == 0 && m != 0 && !general.On { // one node: one set, no pairs, the node gives everything
 		i := bits.TrailingZeros64(uint64(m)) & (numa.MaxNodes - 1)
 		rk.sets, rk.distance = bits.OnesCount64(s.setBit[i]), 0
 		for j := 0; j < sr.k; j++ {
@@ -404,10 +405,10 @@ func (sr *searcher) rankSplit(m numa.Mask, rk *rank) {
 // proportional), within each node's free units.
 func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	need := &sr.freeP.need
-	if m&(m-1) == 0 { // one node: it gives everything
-		if m == 0 {
-			return
-		}
+	if m == 0 {
+		return
+	}
+	if m&(m-1) == 0 && !general.On { // one node: it gives everything
 		i := bits.TrailingZeros64(uint64(m))
 		for j := 0; j < sr.k; j++ {
 			dst[j][i] = need[j]
@@ -495,7 +496,7 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 			rem -= q
 			keys[p] = f<<7 | int64(127-p)
 		}
-		if rem > 0 && total < 1<<56 {
+		if rem > 0 && total < 1<<56 && !general.On {
 			// The largest fractional parts, the earlier position on a tie:
 			// the rem largest keys.
 			selectLargest(keys, int(rem))

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -35,7 +36,7 @@ func (s *State) Score(r *Request) (int, error) {
 			return 0, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
-	if s.fitsOneNode(r) {
+	if !general.On && s.fitsOneNode(r) {
 		return s.oneNodeScore(r), nil
 	}
 	return s.searchScore(r)
@@ -134,7 +135,7 @@ func (s *State) scoreOf(aligned bool, k int, capSum, freeSum, demand *[maxKinds]
 // working memory is taken for it.
 func (s *State) capacitySum(j int, r *Request) int64 {
 	var t int64
-	if b := s.bulk[j]; b != nil {
+	if b := s.bulk[j]; b != nil && !general.On {
 		for _, v := range b.CapacityView(r) {
 			t += v
 		}

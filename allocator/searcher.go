@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -235,7 +236,7 @@ func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
 // memory); any other request asks every resource.
 func (sr *searcher) loadDemands() error {
 	r, s, k := sr.r, sr.s, 0
-	if len(r.Devices) == 0 && len(r.Amounts) == 0 && len(s.res) == s.builtin {
+	if !general.On && len(r.Devices) == 0 && len(r.Amounts) == 0 && len(s.res) == s.builtin {
 		add := func(j int, d int64) {
 			if d > 0 {
 				sr.kinds[k], sr.demand[k] = j, d
@@ -297,7 +298,7 @@ func (sr *searcher) loadFree() []Shortage {
 			}
 		case sr.direct:
 			raw, un = s.builtinFree(res, r, none)
-		case s.bulk[res] != nil:
+		case s.bulk[res] != nil && !general.On:
 			raw = s.bulk[res].FreeView(r)
 			if none {
 				un = s.res[res].Unplaced(r)
@@ -415,7 +416,7 @@ func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) 
 	if pool.Count() <= smallPool {
 		return sr.sub.exists(p, pool, w)
 	}
-	if !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
+	if !general.On && !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
 		p.clip()
 		if !p.uniformOn(pool) && !p.mayCover(pool, w) {
 			sr.large.p = nil // as if prepared for pool: the next pool is prepared anew
@@ -448,7 +449,7 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 		return sr.large.minWidth()
 	}
 	p.clip()
-	if pool != 0 && p.uniformOn(pool) { // identical nodes: arithmetic
+	if !general.On && pool != 0 && p.uniformOn(pool) { // identical nodes: arithmetic
 		w := p.uniformWidth(&p.val[pool.Lowest()], pool.Count())
 		if w < 0 {
 			return -1, 0
@@ -473,7 +474,7 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 // anyCover reports whether some pool, restricted to allowed, has a cover
 // of width w of the free problem, and keeps the cover found in sr.found.
 func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
-	if w == 1 { // the common case: the nodes that cover alone are known
+	if w == 1 && !general.On { // the common case: the nodes that cover alone are known
 		for _, p := range pools {
 			if m := p & allowed & sr.freeP.ones; m != 0 {
 				sr.found = m & -m
@@ -499,7 +500,7 @@ func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
 func (sr *searcher) widthCap() (int, bool) {
 	s := sr.s
 	all := s.m.AllNodes()
-	if _, ok := sr.freeP.oneNode(all); ok {
+	if _, ok := sr.freeP.oneNode(all); ok && !general.On {
 		return 1, true
 	}
 	cp := sr.capacity()

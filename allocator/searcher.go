@@ -661,26 +661,79 @@ func (sr *searcher) decide(choose bool) error {
 // minWidth's one-node answer for BestEffort and None.
 // TestFitsOneNodeAgreesWithDecide keeps the two equal.
 func (s *State) fitsOneNode(r *Request) bool {
+	fits, _ := s.quickFit(r)
+	return fits
+}
+
+// quickFit is [State.fitsOneNode] that also names the refusals known
+// from the same counters, for the same requests (built-in amounts only,
+// valid, on a state without kinds of the caller's own): it returns true
+// when fitsOneNode does; else the sentinel of decide's refusal when it is
+// one of these two, else nil (decide must answer):
+//   - [ErrInsufficient], for every policy, when the free units of some
+//     demanded kind on the whole machine fall short of the demand on known
+//     nodes (loadFree's shortage; a None request's GPUs of unknown NUMA
+//     node are taken first);
+//   - for SingleNUMANode (width 1), [ErrNoNUMAFit] when no node at all
+//     covers the request alone, and [ErrExclusivity] when only nodes
+//     shared by multi-node allocations do and the rule is Required (a
+//     Preferred request is then admitted on one of them).
+//
+// It reads O(k·n) counters and allocates nothing; the refusal's
+// explanation is decide's, built when asked for ([refusal]).
+// TestQuickRefusalAgreesWithDecide keeps it equal to decide.
+func (s *State) quickFit(r *Request) (bool, error) {
 	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
 		r.validate(s.m.ThreadsPerCore()) != nil {
-		return false
+		return false, nil
 	}
 	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
 	if gpus == 0 && cpus == 0 && mem == 0 {
-		return true // nothing on known nodes
+		return true, nil // nothing on known nodes
 	}
 	// BestEffort and None: width_free 1 whatever the rule (it is soft).
 	// Otherwise a one-node cover that keeps the rule (policy.AllowedPool of
 	// width 1); for Restricted inside some NUMA set, which is the same, the
 	// sets partitioning the nodes.
-	pool := s.m.AllNodes()
+	all := s.m.AllNodes()
+	pool := all
 	if r.Policy != policy.BestEffort && r.Policy != policy.None {
 		pool &^= s.sharedMask
 	}
-	return s.coversAlone(r, pool, gpus, cpus, mem)
+	if s.coversAlone(r, pool, gpus, cpus, mem) {
+		return true, nil
+	}
+	if s.shortInAll(r, gpus, cpus, mem) {
+		return false, ErrInsufficient
+	}
+	if r.Policy == policy.SingleNUMANode {
+		if pool == all || !s.coversAlone(r, all&^pool, gpus, cpus, mem) {
+			return false, ErrNoNUMAFit
+		}
+		if policy.Binds(r.Policy, r.Exclusive) {
+			return false, ErrExclusivity
+		}
+	}
+	return false, nil
+}
+
+// shortInAll reports whether the free GPUs, CPUs (whole cores for a
+// FullPCPUs request) or memory of all nodes together fall short of gpus,
+// cpus or mem units.
+func (s *State) shortInAll(r *Request, gpus, cpus, mem int64) bool {
+	return sum64(s.gpu.nodeFree) < gpus || sum64(s.cpu.FreeView(r)) < cpus || sum64(s.mem.free) < mem
+}
+
+// sum64 returns the sum of v.
+func sum64(v []int64) int64 {
+	var t int64
+	for _, x := range v {
+		t += x
+	}
+	return t
 }
 
 // coversAlone reports whether some node of pool has free GPUs, CPUs

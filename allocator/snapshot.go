@@ -103,7 +103,7 @@ func (s *State) Restore(snap Snapshot) error {
 	if s == nil {
 		return errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	// Work on a copy so that a refusal changes nothing.
 	tmp := s.cloneLocked()
@@ -154,7 +154,7 @@ func (s *State) Claim(a Allocation) (Allocation, error) {
 	if s == nil {
 		return Allocation{}, errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	if err := s.claim(a.Clone()); err != nil {
 		return Allocation{}, &RestoreError{ID: a.ID, Err: err}
@@ -282,7 +282,7 @@ func (s *State) SetDeviceHealth(class, id string, healthy bool) (affected []stri
 	if s == nil {
 		return nil, errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	return s.setHealth(class, id, healthy)
 }

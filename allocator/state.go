@@ -114,6 +114,8 @@ type State struct {
 	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
 	builtin                int                      // res[builtin:] are the kinds of the caller's own
 	memSlot                uint8                    // the index in memSlots of the state's slot of working memory
+	gen                    uint64                   // counts the write locks taken (see lockWrite)
+	refused                atomic.Pointer[refusal]  // Fit's last refusal without a search (see refusal)
 	// machine is m for [State.Machine], which reads it without the lock:
 	// stored wherever m is set, under the write lock (or before the
 	// state is shared). Last, so that the fields a decision reads keep
@@ -366,6 +368,19 @@ func (s *State) Machine() *topology.Machine {
 // anything; the error is the one Allocate would return. It allocates
 // nothing on success. A nil r or a nil state is an error.
 //
+// The common answers cost O(k·n) reads of the free counters and no
+// search: an admission on one node, and the refusals of a request of
+// built-in amounts that the whole machine's free units do not cover, or
+// (SingleNUMANode) that no node covers alone. Such a refusal's error
+// builds its explanation only when asked for: Error, errors.As with a
+// *[PlacementError] target, and errors.Is with [ErrNeverFits] run the
+// decision then (errors.Is with the category does not), under the read
+// lock; asked after the state changed, it says that only the category is
+// known. Fit allocates nothing when it refuses the same request again on
+// an unchanged state (it keeps its last such refusal), and one small
+// record otherwise. Use errors.As, not a type assertion, to read a
+// refusal's *PlacementError.
+//
 // Bound: one decision (see the engine's doc: O(k·n) reads, the exhaustive
 // subset search on at most 16 NUMA nodes, at most searchSteps steps of the
 // class search beyond), under the read lock.
@@ -380,9 +395,17 @@ func (s *State) Fit(r *Request) error {
 			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
-	if !general.On && s.fitsOneNode(r) { // the common answer, without a searcher
-		s.mu.RUnlock()
-		return nil
+	if !general.On { // the common answers, without a searcher
+		fits, cat := s.quickFit(r)
+		if fits {
+			s.mu.RUnlock()
+			return nil
+		}
+		if cat != nil {
+			e := s.refuseQuick(r, s.gen, cat)
+			s.mu.RUnlock()
+			return e
+		}
 	}
 	sr := s.searcher(r, nil)
 	err := sr.decide(false)
@@ -405,18 +428,20 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if err := s.check(r); err != nil {
 		return Allocation{}, err
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	if r.ID == "" {
 		return Allocation{}, invalidRequest(r, "id", "is empty")
 	}
 	pos, hash, dup := s.ids.probe(r.ID)
 	if dup {
+		s.unchanged()
 		return Allocation{}, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 	}
 	sr := s.searcher(r, nil)
 	defer sr.done()
 	if err := sr.decide(true); err != nil {
+		s.unchanged()
 		return Allocation{}, err
 	}
 	// Build the allocation in its record slot: a local passed to the
@@ -478,7 +503,7 @@ func (s *State) Release(id string) error {
 	if s == nil {
 		return errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	pos, _, ok := s.ids.probe(id)
 	if !ok {
@@ -607,6 +632,19 @@ func (s *State) didYouMean(class string) string {
 var errNilState = fmt.Errorf("%w: the *allocator.State is nil", ErrNoMachine)
 
 // check refuses a nil state or a nil request.
+// lockWrite takes the write lock and counts it in gen, so that a refusal
+// explained later knows whether the state may have changed since
+// (see [refusal]): every write lock may change the state.
+func (s *State) lockWrite() {
+	s.mu.Lock()
+	s.gen++
+}
+
+// unchanged takes back lockWrite's count for a write that changed
+// nothing (a refused Allocate): no reader saw the count, the write lock
+// being held.
+func (s *State) unchanged() { s.gen-- }
+
 func (s *State) check(r *Request) error {
 	if s == nil {
 		return errNilState

@@ -440,6 +440,7 @@ func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.th
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
+	clear(c.pickBits) // the picks start from none
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -453,8 +454,8 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 	a.CPUs = c.takePicked()
 }
 
-// takePicked takes the CPUs picked since the last takePicked (in
-// pickBits) out of the free set and returns them as a new set.
+// takePicked takes the CPUs picked (in pickBits, which the caller cleared
+// before its picks) out of the free set and returns them as a new set.
 func (c *CPUs) takePicked() numa.CPUSet {
 	picked := c.picked()
 	c.free.RemoveAll(picked)
@@ -463,7 +464,7 @@ func (c *CPUs) takePicked() numa.CPUSet {
 
 // picked returns the CPUs in pickBits as a new set of the words up to the
 // highest CPU picked (cut from a chunk shared with other allocations' sets:
-// one allocation of memory per cpuWordChunk words), and zeroes pickBits.
+// one allocation of memory per cpuWordChunk words).
 func (c *CPUs) picked() numa.CPUSet {
 	pb := c.pickBits
 	n := len(pb)
@@ -474,9 +475,7 @@ func (c *CPUs) picked() numa.CPUSet {
 		return numa.CPUSet{}
 	}
 	w := c.words.cut(n, cpuWordChunk)
-	for i := range w {
-		w[i], pb[i] = pb[i], 0
-	}
+	copy(w, pb[:n])
 	return numa.CPUSetFromWords(w)
 }
 

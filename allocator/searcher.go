@@ -3,10 +3,9 @@ package allocator
 import (
 	"math"
 	"math/bits"
-	"sync"
-	"sync/atomic"
 
 	"github.com/numaplace/numaplace/allocator/internal/general"
+	"github.com/numaplace/numaplace/allocator/internal/scratch"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -17,26 +16,25 @@ import (
 // kinds, the free amounts and the capacities as covering problems, the node
 // types, the step bound of its searches, the working memory of the
 // strategies) and its results (the plan, a cover the admission found, the
-// chosen span and its split). [searcher.begin] sets every field a decision
-// reads before it reads it; the large arrays are written for the nodes and
-// kinds of the decision before they are read (but for take, which every
-// decision leaves all zeros, see [searchMem]), so nothing one decision
-// leaves behind is read by the next.
+// chosen span and its split). [searcher.begin] sets every scalar a
+// decision reads before it reads it, and the arrays are written for the
+// nodes and kinds of the decision before they are read (take whole, for
+// the decision's kinds, by [searcher.choose] or decide), so nothing one
+// decision leaves behind is read by the next.
 //
 // Its memory is in two parts. The searcher itself (about 5 KB) holds what
-// every decision reads; each State keeps one in a slot of its own, taken
-// for a decision and put back after it (a decision that finds the slot
-// taken, by a concurrent reader, takes one from a pool shared by every
-// State), so that a cluster of thousands of machine states keeps about
-// 5 KB per state. The working memory of the strategies, the split of the
-// spans and the problems' own arrays ([searchMem], about 100 KB) come from
-// slots shared by the States ([memSlots], one atomic swap) backed by a pool
-// shared by every State, taken by [searcher.needMem] only when a
-// decision needs more than the nodes that cover the request alone: a
-// search of width 2 or more, the capacities, the choice of a span, the
-// free amounts as if victims were released or of resources without
-// [BulkReader]. It goes back to its slot (or the pool) when the decision
-// is done.
+// every decision reads; each State keeps one in a slot of its own
+// (State.spare, a [scratch.Slot]), taken for a decision and put back after
+// it (a decision that finds the slot taken, by a concurrent reader, takes
+// one from the pool searchers shared by every State), so that a cluster of
+// thousands of machine states keeps about 5 KB per state. The working
+// memory of the strategies, the split of the spans and the problems' own
+// arrays ([searchMem], about 100 KB) come from the pool searchMems, taken
+// by [searcher.needMem] only when a decision needs more than the nodes that
+// cover the request alone: a search of width 2 or more, the capacities,
+// the choice of a span, the free amounts as if victims were released or of
+// resources without [BulkReader]. It goes back to the pool when the
+// decision is done.
 //
 // The strategies, chosen in one place ([searcher.exists]):
 //   - one node ([problem.oneNode]): width 1, O(k·n), exact;
@@ -101,14 +99,11 @@ type searcher struct {
 	scr       splitScratch
 	amt       *[maxKinds][numa.MaxNodes]int64 // the split of the span being ranked (in mem)
 	take      *[maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere (in mem)
-	takeSpan  numa.Mask                       // the nodes whose entries of take are written (0: none)
 }
 
 // searchMem is the large working memory of a decision (see [searcher]):
 // the arrays of its free and capacity problems, the strategies' memory and
-// the splits of the spans it ranks. Its take is all zeros whenever it is
-// in the pool: a decision writes only the entries of the span it chooses
-// (takeSpan) and done zeroes them, so that no decision clears whole rows.
+// the splits of the spans it ranks. A decision writes what it reads of it.
 type searchMem struct {
 	freeVal, capVal     [numa.MaxNodes][maxKinds]int64
 	freeStore, capStore [maxKinds][numa.MaxNodes]int64
@@ -117,49 +112,17 @@ type searchMem struct {
 	amt, take           [maxKinds][numa.MaxNodes]int64
 }
 
-var searchMems = sync.Pool{New: func() any { return new(searchMem) }}
+// searchMems holds the working memories between decisions, for every
+// State.
+var searchMems scratch.Pool[searchMem]
 
-// memSlots hold working memories between decisions, ahead of the pool:
-// each State takes and puts back that of its own slot ([State.memSlot],
-// given round robin, so that states of concurrent decisions mostly use
-// different slots), one atomic swap each way instead of the pool's pinning;
-// a decision that finds its slot empty (a concurrent decision holds its
-// memory) takes one from searchMems, and one that finds it full puts its
-// memory there. They keep at most len(memSlots) working memories (about
-// 100 KB each) for the life of the process.
-var memSlots [8]memSlot
-
-// memSlot is one slot of memSlots, alone on its cache line.
-type memSlot struct {
-	m atomic.Pointer[searchMem]
-	_ [56]byte
-}
-
-// memSlotNext gives the states their memSlot.
-var memSlotNext atomic.Uint32
-
-// nextMemSlot returns the memSlots index of a new State.
-func nextMemSlot() uint8 { return uint8((memSlotNext.Add(1) - 1) % uint32(len(memSlots))) }
-
-// memSlot returns the state's slot of memSlots (the first for a
-// searcher without a state, as tests use).
-func (sr *searcher) memSlot() *memSlot {
-	if sr.s == nil {
-		return &memSlots[0]
-	}
-	return &memSlots[sr.s.memSlot]
-}
-
-// needMem gives the decision its working memory, from the state's slot or
-// else the pool, unless it has it already.
+// needMem gives the decision its working memory, from the pool, unless it
+// has it already.
 func (sr *searcher) needMem() {
 	if sr.mem != nil {
 		return
 	}
-	m := sr.memSlot().m.Swap(nil)
-	if m == nil {
-		m = searchMems.Get().(*searchMem)
-	}
+	m := searchMems.Get()
 	sr.mem = m
 	sr.freeP.val, sr.freeP.store = &m.freeVal, &m.freeStore
 	sr.capP.val, sr.capP.store = &m.capVal, &m.capStore
@@ -177,52 +140,50 @@ type plan struct {
 	inSet     bool
 }
 
-var searchers = sync.Pool{New: func() any { return new(searcher) }}
+// searchers holds the searchers that no state's slot holds.
+var searchers scratch.Pool[searcher]
 
 // searcher returns a searcher for one decision of r on s, seeing the live
 // allocations without (nil: none) as released: the state's own when its
 // slot holds it, else one from the pool. The caller holds a lock and calls
 // done when the decision's results have been used.
 func (s *State) searcher(r *Request, without []*Allocation) *searcher {
-	sr := s.spare.Swap(nil)
-	if sr == nil {
-		sr = searchers.Get().(*searcher)
-	}
+	sr := s.spare.Get(&searchers)
 	sr.begin(s, r, without)
 	return sr
 }
 
-// begin resets every field a decision reads before writing it.
+// begin sets every scalar field a decision reads before the decision
+// writes it: its inputs, the results and the choosing state. The arrays
+// (the demands, the free and capacity problems, the ranks, take) are
+// written by the steps that fill them (loadDemands, loadFree, capacity,
+// choose) for the decision's kinds and nodes before they are read.
 func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.s, sr.r, sr.without = s, r, without
-	sr.k, sr.capOK = 0, false
+	sr.k, sr.direct, sr.sumsOK, sr.capOK = 0, false, false, false
+	sr.single, sr.shared = 0, 0
 	sr.bound = stepBound{}
-	sr.plan, sr.found, sr.have = plan{}, 0, false
+	sr.plan, sr.found = plan{}, 0
+	sr.forbidden, sr.strands, sr.have, sr.left, sr.top = 0, false, false, 0, 0
+	sr.curOK, sr.amtSpan = false, 0
 }
 
-// done gives the working memory back to its slot or pool (its take zeroed
-// on takeSpan, so all zeros again) and the searcher to its state's slot
-// (or, when the slot holds another, to the pool), dropping its references
-// to the state, the request and the victims. The views of
+// done gives the working memory back to the pool and the searcher to its
+// state's slot (or, when the slot holds another, to the pool), dropping
+// its references to the state, the request and the victims. The views of
 // resources' counters in the problems stay until the next decision
 // overwrites them (they keep alive only those counters, a few words per
 // node and kind); no decision reads those of another.
 func (sr *searcher) done() {
 	if m := sr.mem; m != nil {
-		sr.clearTake(sr.takeSpan)
-		sr.takeSpan = 0
 		sr.mem, sr.sub, sr.large, sr.amt, sr.take = nil, nil, nil, nil, nil
 		sr.freeP.val, sr.freeP.store, sr.capP.val, sr.capP.store = nil, nil, nil, nil
 		m.large.p, m.large.b = nil, nil
-		if !sr.memSlot().m.CompareAndSwap(nil, m) {
-			searchMems.Put(m)
-		}
+		searchMems.Put(m)
 	}
 	s := sr.s
 	sr.s, sr.r, sr.without = nil, nil, nil
-	if !s.spare.CompareAndSwap(nil, sr) {
-		searchers.Put(sr)
-	}
+	s.spare.Put(&searchers, sr)
 }
 
 // cut reports whether the bound cut a search of the decision.
@@ -569,7 +530,8 @@ func (sr *searcher) decide(choose bool) error {
 	}
 	if sr.freeP.nothing() {
 		if choose {
-			sr.needMem() // take is all zeros (see searchMem)
+			sr.needMem()
+			sr.clearTake() // nothing on known nodes
 		}
 		return nil // None served from devices of unknown NUMA node alone
 	}
@@ -760,13 +722,11 @@ func orLeast(d int64) int64 {
 	return d
 }
 
-// clearTake zeroes the entries of take of the nodes of span (the
-// decision's kinds), which [searcher.choose] wrote: O(k·|span|).
-func (sr *searcher) clearTake(span numa.Mask) {
+// clearTake zeroes the rows of take of the decision's kinds on every node:
+// O(k·n).
+func (sr *searcher) clearTake() {
 	for j := 0; j < sr.k; j++ {
-		for w := uint64(span); w != 0; w &= w - 1 {
-			sr.take[j][bits.TrailingZeros64(w)] = 0
-		}
+		clear(sr.take[j][:sr.s.n])
 	}
 }
 

@@ -226,7 +226,7 @@ func (s *State) cloneLocked() *State {
 		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
 		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab,
 		distBy:  s.distBy,
-		builtin: s.builtin, memSlot: nextMemSlot()}
+		builtin: s.builtin}
 	c.machine.Store(s.m)
 	c.res = make([]Resource, len(s.res))
 	for j, r := range s.res {

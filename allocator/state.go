@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/numaplace/numaplace/allocator/internal/general"
+	"github.com/numaplace/numaplace/allocator/internal/scratch"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -105,17 +106,16 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int                      // nodes in the largest NUMA set
-	setBit                 [numa.MaxNodes]uint64    // by node: 1 << its NUMA set's index
-	setOf                  [numa.MaxNodes]uint8     // by node: its NUMA set's index
-	distTab                []int32                  // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
-	distBy                 *distClasses             // distTab by value
-	keep                   int                      // the resource whose free units rank.stranded counts (-1: none)
-	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
-	builtin                int                      // res[builtin:] are the kinds of the caller's own
-	memSlot                uint8                    // the index in memSlots of the state's slot of working memory
-	gen                    uint64                   // counts the write locks taken (see lockWrite)
-	refused                atomic.Pointer[refusal]  // Fit's last refusal without a search (see refusal)
+	maxSet                 int                     // nodes in the largest NUMA set
+	setBit                 [numa.MaxNodes]uint64   // by node: 1 << its NUMA set's index
+	setOf                  [numa.MaxNodes]uint8    // by node: its NUMA set's index
+	distTab                []int32                 // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
+	distBy                 *distClasses            // distTab by value
+	keep                   int                     // the resource whose free units rank.stranded counts (-1: none)
+	spare                  scratch.Slot[searcher]  // the state's searcher, when no decision holds it (see searcher)
+	builtin                int                     // res[builtin:] are the kinds of the caller's own
+	gen                    uint64                  // counts the write locks taken (see lockWrite)
+	refused                atomic.Pointer[refusal] // Fit's last refusal without a search (see refusal)
 	// machine is m for [State.Machine], which reads it without the lock:
 	// stored wherever m is set, under the write lock (or before the
 	// state is shared). Last, so that the fields a decision reads keep
@@ -149,7 +149,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: newIDTable(),
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
-		allPool: [1]numa.Mask{m.AllNodes()}, memSlot: nextMemSlot()}
+		allPool: [1]numa.Mask{m.AllNodes()}}
 	s.machine.Store(m)
 	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512

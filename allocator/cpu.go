@@ -50,8 +50,8 @@ type CPUs struct {
 	threadOff  []int32
 	coreThread []int32
 	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
-	// from the start of a Take (or of a grown Resize) to its end, and is
-	// all zeros outside one (picked zeroes the words it copies); planes
+	// from the start of a Take (or of a grown Resize), which clears it,
+	// to its end; planes
 	// holds one node's planes, its whole free cores and the cores taken
 	// whole while it picks or recounts (tpc+2 times the widest node's slot
 	// words).

@@ -537,7 +537,6 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 type splitScratch struct {
 	order    [numa.MaxNodes]int8
 	key      [numa.MaxNodes]int64
-	keys     [numa.MaxNodes]uint64
 	fracKeys [numa.MaxNodes]int64
 }
 

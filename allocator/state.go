@@ -124,8 +124,10 @@ type State struct {
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a
-// machine may have for [New]: the CPU resource keeps a core's free threads
-// in one 64-bit word.
+// machine may have for [New]: the CPU resource counts a core's
+// allocatable threads in an int8 and keeps one plane of free threads per
+// thread of a core (tpc+2 words per 64 cores of a node in its working
+// memory); 64 is far above what hardware has (SMT8).
 const MaxThreadsPerCore = 64
 
 // New returns the state of machine m with everything free. A nil m is

@@ -48,9 +48,9 @@ import (
 // Choosing among admissible spans ([searcher.choose]) ranks candidates by
 // [rank].
 //
-// Fit takes no searcher when [State.fitsOneNode] answers: the decision's
-// own first steps for a request of built-in amounts that some node the
-// rule allows covers alone, read from the free counters.
+// Fit and Score take no searcher when [State.fitsOneNode] answers: the
+// decision's own first steps for a request without Devices that some node
+// the rule allows covers alone, read from the free counters.
 type searcher struct {
 	// Inputs.
 	s       *State
@@ -198,15 +198,13 @@ func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
 func (sr *searcher) loadDemands() error {
 	r, s, k := sr.r, sr.s, 0
 	if !general.On && len(r.Devices) == 0 && len(r.Amounts) == 0 && len(s.res) == s.builtin {
-		add := func(j int, d int64) {
+		idx, demand := s.fieldKinds(r)
+		for f, d := range demand {
 			if d > 0 {
-				sr.kinds[k], sr.demand[k] = j, d
+				sr.kinds[k], sr.demand[k] = idx[f], d
 				k++
 			}
 		}
-		add(0, s.gpu.Demand(r))
-		add(s.builtin-2, s.cpu.Demand(r))
-		add(s.builtin-1, s.mem.Demand(r))
 		sr.k, sr.freeP.k, sr.capP.k = k, k, k
 		sr.direct = true
 		return nil
@@ -606,9 +604,9 @@ func (sr *searcher) decide(choose bool) error {
 }
 
 // fitsOneNode reports whether [searcher.decide] admits r on the first
-// cover it looks for, of one node, for a valid request of built-in
-// amounts only (no Devices, no Amounts) on a state without kinds of the
-// caller's own: for SingleNUMANode and Restricted, some node that the
+// cover it looks for, of one node, for a valid request without Devices
+// (its Amounts, on a state with kinds of the caller's own, read by
+// [State.fitsOneNodeWithCustom]): for SingleNUMANode and Restricted, some node that the
 // singleNUMANodeExclusive rule allows a one-node span covers r alone; for
 // BestEffort and None, some node covers it alone (width_free 1; the rule
 // is soft); or nothing is left to place on known nodes (None served from
@@ -628,10 +626,10 @@ func (s *State) fitsOneNode(r *Request) bool {
 }
 
 // quickFit is [State.fitsOneNode] that also names the refusals known
-// from the same counters, for the same requests (built-in amounts only,
-// valid, on a state without kinds of the caller's own): it returns true
-// when fitsOneNode does; else the sentinel of decide's refusal when it is
-// one of these two, else nil (decide must answer):
+// from the same counters: it returns true when fitsOneNode does; else,
+// for a valid request of built-in amounts only on a state without kinds of
+// the caller's own, the sentinel of decide's refusal when it is one of
+// these two, else nil (decide must answer):
 //   - [ErrInsufficient], for every policy, when the free units of some
 //     demanded kind on the whole machine fall short of the demand on known
 //     nodes (loadFree's shortage; a None request's GPUs of unknown NUMA
@@ -645,11 +643,17 @@ func (s *State) fitsOneNode(r *Request) bool {
 // explanation is decide's, built when asked for ([refusal]).
 // TestQuickRefusalAgreesWithDecide keeps it equal to decide.
 func (s *State) quickFit(r *Request) (bool, error) {
-	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
-		r.validate(s.m.ThreadsPerCore()) != nil {
+	if len(r.Devices) != 0 || r.validate(s.m.ThreadsPerCore()) != nil {
 		return false, nil
 	}
-	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+	if len(s.res) != s.builtin {
+		return s.fitsOneNodeWithCustom(r), nil
+	}
+	if len(r.Amounts) != 0 {
+		return false, nil // kinds the state does not have: decide says so
+	}
+	_, d := s.fieldKinds(r)
+	gpus, cpus, mem := d[0], d[1], d[2]
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
@@ -680,6 +684,61 @@ func (s *State) quickFit(r *Request) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// fitsOneNodeWithCustom is quickFit's admission on a state with kinds of
+// the caller's own, for a valid request without Devices (whose Amounts
+// name kinds of the state): decide's first steps as in fitsOneNode, every
+// demanded kind read through the resource (its view, or Free node by
+// node), the units of unknown NUMA node of a None request taken first.
+// It never names a refusal (decide does, with the kinds' own words).
+func (s *State) fitsOneNodeWithCustom(r *Request) bool {
+	if len(r.Amounts) != 0 && s.checkAmounts(r) != nil {
+		return false
+	}
+	var free [maxKinds][]int64
+	var need [maxKinds]int64
+	var res [maxKinds]int
+	k := 0
+	none := r.Policy == policy.None
+	for j, x := range s.res {
+		d := x.Demand(r)
+		if d == 0 {
+			continue
+		}
+		if none {
+			d -= min(x.Unplaced(r), d)
+			if d == 0 {
+				continue
+			}
+		}
+		if k == maxKinds {
+			return false // too many kinds: decide refuses it
+		}
+		res[k], need[k] = j, d
+		if b := s.bulk[j]; b != nil {
+			free[k] = b.FreeView(r)
+		}
+		k++
+	}
+	if k == 0 {
+		return true // nothing on known nodes
+	}
+	pool := s.m.AllNodes()
+	if r.Policy != policy.BestEffort && r.Policy != policy.None {
+		pool &^= s.sharedMask
+	}
+nodes:
+	for w := uint64(pool); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
+		for j := 0; j < k; j++ {
+			if f := free[j]; f != nil && f[i] < need[j] || f == nil && s.res[res[j]].Free(r, i) < need[j] {
+				continue nodes
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // shortInAll reports whether the free GPUs, CPUs (whole cores for a

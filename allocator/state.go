@@ -322,6 +322,16 @@ func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 	return buf
 }
 
+// fieldKinds returns where the kinds that a request's own fields ask for
+// (GPUs, CPUs, MemoryMiB) sit in s.res, in the engine's kind order, and
+// r's demands of them. It is the one statement of the layout of s.res:
+// the GPUs first, then the device classes (asked for in Devices, sorted by
+// name), then the CPUs and memory, then the kinds of the caller's own
+// (res[builtin:], asked for in Amounts).
+func (s *State) fieldKinds(r *Request) (idx [3]int, demand [3]int64) {
+	return [3]int{0, s.builtin - 2, s.builtin - 1}, [3]int64{s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)}
+}
+
 // builtinFree returns the free units on every node of built-in resource j
 // (the GPUs, the CPUs or memory) for r, as freeOf does (a view of the
 // resource's counters), and its free units of unknown NUMA node when
@@ -329,13 +339,13 @@ func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 // rather than through the Resource interface (TestLoadFreeShortcut keeps
 // them equal).
 func (s *State) builtinFree(j int, r *Request, unplaced bool) ([]int64, int64) {
-	switch j {
-	case 0:
+	switch s.res[j] {
+	case s.gpu:
 		if unplaced {
 			return s.gpu.nodeFree, int64(s.gpu.unFree)
 		}
 		return s.gpu.nodeFree, 0
-	case s.builtin - 2:
+	case s.cpu:
 		return s.cpu.FreeView(r), 0
 	}
 	return s.mem.free, 0

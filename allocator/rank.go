@@ -496,26 +496,27 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 			rem -= q
 			keys[p] = f<<7 | int64(127-p)
 		}
-		if rem > 0 && total < 1<<56 && !general.On {
+		switch {
+		case rem == 0:
+		case total < 1<<56 && !general.On:
 			// The largest fractional parts, the earlier position on a tie:
 			// the rem largest keys.
 			selectLargest(keys, int(rem))
 			for _, key := range keys[:rem] {
 				out[order[127-key&127]]++
 			}
-			rem = 0
-		}
-		var given numa.Mask
-		for ; rem > 0; rem-- { // the same, without packing
-			best, bestFrac := -1, int64(-1)
-			for _, i := range order {
-				if f := frac[i]; !given.Contains(int(i)) && f > bestFrac {
-					best, bestFrac = int(i), f
-				}
+		default: // the same, by a stable sort of the positions (any total)
+			var byFrac [numa.MaxNodes]int8
+			ps := byFrac[:len(order)]
+			for p := range ps {
+				ps[p] = int8(p)
 			}
-			given = given.With(best)
-			out[best]++
+			slices.SortStableFunc(ps, func(a, b int8) int { return cmp.Compare(frac[order[b]], frac[order[a]]) })
+			for _, p := range ps[:rem] {
+				out[order[p]]++
+			}
 		}
+		rem = 0
 	}
 	for _, i := range order {
 		if out[i] > free[i] {

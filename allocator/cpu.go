@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -81,14 +80,11 @@ type cpuRun struct {
 // plane, slot by slot, then one empty run, mask 0, for each word of its
 // planes that no run reaches, so that every word is set by a run and
 // loadPlanes clears nothing). One struct per node, so that loading a
-// node's planes reads its layout from one place. single is set when the
-// planes are one word each (nw is 1) and each is one run, runs[t] being
-// plane t's: loadPlanes then takes the whole free cores as it goes.
+// node's planes reads its layout from one place.
 type planeLayout struct {
-	runs   []cpuRun
-	able   []uint64
-	nw     int32
-	single bool
+	runs []cpuRun
+	able []uint64
+	nw   int32
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of node w
@@ -198,11 +194,6 @@ func newCPUs(m *topology.Machine) *CPUs {
 			}
 		}
 		c.layout[node].runs = runs
-		single := nw == 1 && len(runs) == c.tpc
-		for t := 0; single && t < len(runs); t++ {
-			single = runs[t].pw == int32(t)
-		}
-		c.layout[node].single = single
 	}
 	wholeable := make([]uint64, slotWords) // every node's able, one after the other
 	for node, cores := range c.nodeCores {
@@ -235,10 +226,6 @@ func newCPUs(m *topology.Machine) *CPUs {
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
-	if l.single && !general.On {
-		c.loadSingle(l)
-		return 1
-	}
 	nw := int(l.nw)
 	np := c.tpc * nw // the planes' words, the whole free cores after them
 	p := c.planes[:np+nw]
@@ -251,29 +238,6 @@ func (c *CPUs) loadPlanes(node int) int {
 		whole[j] = w
 	}
 	return nw
-}
-
-// loadSingle is loadPlanes for a layout of single planes (see
-// planeLayout): plane t is runs[t] alone, and the whole free cores are the
-// AND of the planes and able, taken as the planes are set. It returns the
-// node's free threads and whole free cores (the counters recountNode sets).
-func (c *CPUs) loadSingle(l *planeLayout) (threads, wholeCores int64) {
-	free, runs := c.free.Words(), l.runs
-	p := c.planes[:len(runs)+1]
-	whole := l.able[0]
-	n := 0
-	for t, r := range runs {
-		var w uint64
-		if uint(r.cw) < uint(len(free)) {
-			w = free[r.cw]
-		}
-		v := bits.RotateLeft64(w, int(r.rot)) & r.mask
-		p[t] = v
-		n += bits.OnesCount64(v)
-		whole &= v
-	}
-	p[len(runs)] = whole
-	return int64(n), int64(bits.OnesCount64(whole))
 }
 
 // loadRuns sets the plane words p from the CPU words free, run by run (a
@@ -309,10 +273,6 @@ func (c *CPUs) recount(set numa.CPUSet) {
 // recountNode sets node i's counters from the free set: its free threads
 // and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
-	if l := &c.layout[i]; l.single && !general.On {
-		c.nodeFree[i], c.wholeFree[i] = c.loadSingle(l)
-		return
-	}
 	nw := c.loadPlanes(i)
 	np := c.tpc * nw
 	p := c.planes[:np+nw]
@@ -492,10 +452,6 @@ func (c *CPUs) picked() numa.CPUSet {
 // partly used cores at once when their threads fit, else those that fit
 // one core at a time, the last core of a pass thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
-	if l := &c.layout[node]; l.single && !general.On {
-		c.pickSingle(l, node, want, wholeOnly)
-		return
-	}
 	nw, tpc := c.loadPlanes(node), c.tpc
 	p := c.planes[:(tpc+2)*nw]
 	whole, sel := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
@@ -552,73 +508,6 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)
-}
-
-// pickSingle is pick for a node of single planes (see planeLayout): the
-// same passes on one slot word, its whole free cores and the cores taken
-// whole held in registers, the planes in c.planes (as loadSingle leaves
-// them) for pickThreads.
-func (c *CPUs) pickSingle(l *planeLayout, node, want int, wholeOnly bool) {
-	c.loadSingle(l)
-	tpc, runs := c.tpc, l.runs
-	planes := c.planes[:len(runs)+1] // the planes (one per thread), then the whole free cores
-	whole := planes[len(runs)]
-	planes = planes[:len(runs)]
-	wantCores := want / tpc
-	var sel uint64
-	n := wantCores
-	if n > 0 {
-		if k := bits.OnesCount64(whole); k <= n {
-			sel, n = whole, n-k
-		} else {
-			sel, n = lowestBits(whole, n), 0
-		}
-	}
-	whole &^= sel
-	got, split := (wantCores-n)*tpc, 0
-	if !wholeOnly && got < want {
-		var part uint64 // the cores of pass 2
-		for _, w := range planes {
-			part |= w
-		}
-		part &^= sel | whole
-		if k := threadsOf(planes, part); got+k <= want {
-			sel |= part
-			got += k
-		} else {
-			// The lowest cores that fit go whole, the next thread by
-			// thread.
-			for w := part; got < want; w &= w - 1 {
-				s := bits.TrailingZeros64(w)
-				if k := threadsOf(planes, 1<<uint(s)); got+k <= want {
-					sel |= 1 << uint(s)
-					got += k
-					continue
-				}
-				got = c.pickThreads(node, 0, s, want, got)
-			}
-		}
-		for w := whole; w != 0 && got < want; w &= w - 1 { // pass 3
-			got = c.pickThreads(node, 0, bits.TrailingZeros64(w), want, got)
-			split++
-		}
-	}
-	pb := c.pickBits
-	for t, r := range runs {
-		pb[r.cw] |= bits.RotateLeft64(planes[t]&sel&r.mask, -int(r.rot))
-	}
-	c.nodeFree[node] -= int64(got)
-	c.wholeFree[node] -= int64(wantCores - n + split)
-}
-
-// threadsOf counts the free threads of the cores of cores (a mask of slot
-// word 0) in the one-word planes.
-func threadsOf(planes []uint64, cores uint64) int {
-	k := 0
-	for _, w := range planes {
-		k += bits.OnesCount64(w & cores)
-	}
-	return k
 }
 
 // threadsIn counts the free threads (in the planes p of nw words) of the

@@ -9,7 +9,7 @@ import (
 	"github.com/numaplace/numaplace/policy"
 )
 
-// refusal is the error of a Fit that [State.quickFit] refuses: the
+// refusal is the error of a Fit that [State.quickRefusal] names: the
 // request (its fields, Devices and Amounts being empty there), the state
 // and its generation at the refusal, and the refusal's category. The
 // state keeps its last one (State.refused), which Fit returns again for

@@ -15,10 +15,10 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
-// TestQuickRefusalAgreesWithDecide checks that every refusal quickFit
+// TestQuickRefusalAgreesWithDecide checks that every refusal quickRefusal
 // names without a search is decide's: decide refuses the request with a
 // *PlacementError of that category, on states that random allocations
-// filled in part; and that quickFit names one for every request of
+// filled in part; and that quickRefusal names one for every request of
 // built-in amounts that decide refuses for lack of free units on the whole
 // machine (every policy) or for lack of a one-node cover (SingleNUMANode).
 func TestQuickRefusalAgreesWithDecide(t *testing.T) {
@@ -27,7 +27,11 @@ func TestQuickRefusalAgreesWithDecide(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) {
 			s := MustNew(m, Options{})
 			r := fillAndDraw(rt, s)
-			fits, cat := s.quickFit(r)
+			fits := s.fitsOneNode(r)
+			var cat error
+			if !fits {
+				cat = s.quickRefusal(r)
+			}
 			sr := s.searcher(r, nil)
 			err := sr.decide(false)
 			sr.done()
@@ -39,14 +43,14 @@ func TestQuickRefusalAgreesWithDecide(t *testing.T) {
 			isPE := errors.As(err, &pe)
 			if cat != nil {
 				named++
-				require.True(rt, isPE, "request %s: quickFit refuses (%v), decide says %v", r, cat, err)
+				require.True(rt, isPE, "request %s: quickRefusal names %v, decide says %v", r, cat, err)
 				require.Equal(rt, cat, pe.Unwrap(), "request %s: %v", r, err)
 				return
 			}
 			if isPE && len(r.Devices) == 0 {
 				c := pe.Unwrap()
 				require.False(rt, c == ErrInsufficient || r.Policy == policy.SingleNUMANode && c != ErrSearchLimit,
-					"request %s: decide refuses with %v and quickFit does not name it", r, err)
+					"request %s: decide refuses with %v and quickRefusal does not name it", r, err)
 			}
 		})
 	}

@@ -621,15 +621,38 @@ func (sr *searcher) decide(choose bool) error {
 // minWidth's one-node answer for BestEffort and None.
 // TestFitsOneNodeAgreesWithDecide keeps the two equal.
 func (s *State) fitsOneNode(r *Request) bool {
-	fits, _ := s.quickFit(r)
-	return fits
+	if len(r.Devices) != 0 || r.validate(s.m.ThreadsPerCore()) != nil {
+		return false
+	}
+	if len(s.res) != s.builtin {
+		return s.fitsOneNodeWithCustom(r)
+	}
+	if len(r.Amounts) != 0 {
+		return false // kinds the state does not have: decide says so
+	}
+	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+	if r.Policy == policy.None {
+		gpus -= min(int64(s.gpu.unFree), gpus)
+	}
+	if gpus == 0 && cpus == 0 && mem == 0 {
+		return true // nothing on known nodes
+	}
+	// BestEffort and None: width_free 1 whatever the rule (it is soft).
+	// Otherwise a one-node cover that keeps the rule (policy.AllowedPool of
+	// width 1); for Restricted inside some NUMA set, which is the same, the
+	// sets partitioning the nodes.
+	pool := s.m.AllNodes()
+	if r.Policy != policy.BestEffort && r.Policy != policy.None {
+		pool &^= s.sharedMask
+	}
+	return s.coversAlone(r, pool, gpus, cpus, mem)
 }
 
-// quickFit is [State.fitsOneNode] that also names the refusals known
-// from the same counters: it returns true when fitsOneNode does; else,
-// for a valid request of built-in amounts only on a state without kinds of
-// the caller's own, the sentinel of decide's refusal when it is one of
-// these two, else nil (decide must answer):
+// quickRefusal names, for a request that [State.fitsOneNode] does not
+// admit, the refusals known from the same counters: for a valid request of
+// built-in amounts only on a state without kinds of the caller's own, the
+// sentinel of decide's refusal when it is one of these two, else nil
+// (decide must answer):
 //   - [ErrInsufficient], for every policy, when the free units of some
 //     demanded kind on the whole machine fall short of the demand on known
 //     nodes (loadFree's shortage; a None request's GPUs of unknown NUMA
@@ -642,51 +665,32 @@ func (s *State) fitsOneNode(r *Request) bool {
 // It reads O(k·n) counters and allocates nothing; the refusal's
 // explanation is decide's, built when asked for ([refusal]).
 // TestQuickRefusalAgreesWithDecide keeps it equal to decide.
-func (s *State) quickFit(r *Request) (bool, error) {
-	if len(r.Devices) != 0 || r.validate(s.m.ThreadsPerCore()) != nil {
-		return false, nil
-	}
-	if len(s.res) != s.builtin {
-		return s.fitsOneNodeWithCustom(r), nil
-	}
-	if len(r.Amounts) != 0 {
-		return false, nil // kinds the state does not have: decide says so
+func (s *State) quickRefusal(r *Request) error {
+	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
+		r.validate(s.m.ThreadsPerCore()) != nil {
+		return nil
 	}
 	_, d := s.fieldKinds(r)
 	gpus, cpus, mem := d[0], d[1], d[2]
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
-	if gpus == 0 && cpus == 0 && mem == 0 {
-		return true, nil // nothing on known nodes
-	}
-	// BestEffort and None: width_free 1 whatever the rule (it is soft).
-	// Otherwise a one-node cover that keeps the rule (policy.AllowedPool of
-	// width 1); for Restricted inside some NUMA set, which is the same, the
-	// sets partitioning the nodes.
-	all := s.m.AllNodes()
-	pool := all
-	if r.Policy != policy.BestEffort && r.Policy != policy.None {
-		pool &^= s.sharedMask
-	}
-	if s.coversAlone(r, pool, gpus, cpus, mem) {
-		return true, nil
-	}
 	if s.shortInAll(r, gpus, cpus, mem) {
-		return false, ErrInsufficient
+		return ErrInsufficient
 	}
 	if r.Policy == policy.SingleNUMANode {
-		if pool == all || !s.coversAlone(r, all&^pool, gpus, cpus, mem) {
-			return false, ErrNoNUMAFit
+		all := s.m.AllNodes()
+		if s.sharedMask&all == 0 || !s.coversAlone(r, s.sharedMask&all, gpus, cpus, mem) {
+			return ErrNoNUMAFit
 		}
 		if policy.Binds(r.Policy, r.Exclusive) {
-			return false, ErrExclusivity
+			return ErrExclusivity
 		}
 	}
-	return false, nil
+	return nil
 }
 
-// fitsOneNodeWithCustom is quickFit's admission on a state with kinds of
+// fitsOneNodeWithCustom is fitsOneNode on a state with kinds of
 // the caller's own, for a valid request without Devices (whose Amounts
 // name kinds of the state): decide's first steps as in fitsOneNode, every
 // demanded kind read through the resource (its view, or Free node by

@@ -408,12 +408,11 @@ func (s *State) Fit(r *Request) error {
 		}
 	}
 	if !general.On { // the common answers, without a searcher
-		fits, cat := s.quickFit(r)
-		if fits {
+		if s.fitsOneNode(r) {
 			s.mu.RUnlock()
 			return nil
 		}
-		if cat != nil {
+		if cat := s.quickRefusal(r); cat != nil {
 			e := s.refuseQuick(r, s.gen, cat)
 			s.mu.RUnlock()
 			return e

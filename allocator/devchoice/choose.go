@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -165,7 +166,6 @@ type Chooser struct {
 	// The word path (one want of at most 64 devices): the sets are single
 	// words.
 	word     bool
-	general  bool   // tests: always take the general path
 	wFree    uint64 // the want's free devices
 	wMust    uint64
 	itMask   []uint64 // per item, its free devices
@@ -302,8 +302,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	}
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
-	c.word = c.nw == 1 && !c.general && n > 0 && n <= 64
-	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !c.general // (tests compare it with the search)
+	c.word = c.nw == 1 && !general.On && n > 0 && n <= 64
+	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !general.On
 	switch {
 	case one && c.word:
 		mustSeen[0], total[0] = c.countOneWord()
@@ -349,7 +349,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if n > 64 {
 		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
 	}
-	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || c.general {
+	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || general.On {
 		// Refused, empty or the general path: Choose says which.
 		c.wordFree[0], c.wordMust[0] = free, must
 		w := Words(n)

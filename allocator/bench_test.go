@@ -1,6 +1,7 @@
 package allocator_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -101,6 +102,51 @@ func BenchmarkScore(b *testing.B) {
 					if _, err := s.Score(&r); err != nil {
 						b.Fatal(err)
 					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkFitRefused measures a refused Fit beside an admitted one on
+// half-full machines: "admitted" is benchRequest under SingleNUMANode;
+// "nonuma" a SingleNUMANode request that the free CPUs of the machine
+// hold in all but no NUMA node holds (ErrNoNUMAFit); "short" one that the
+// whole machine does not hold now (ErrInsufficient); "short-alternating"
+// two such requests in turn, so that no refusal is the state's last one
+// again. A scheduler filtering many nodes mostly refuses, so a refusal
+// should cost about what an admission does; its explanation is built only
+// when asked for (Error, errors.As).
+func BenchmarkFitRefused(b *testing.B) {
+	for _, preset := range benchPresets {
+		admitted := benchRequest(preset, policy.SingleNUMANode)
+		for _, c := range []string{"admitted", "nonuma", "short", "short-alternating"} {
+			b.Run(preset+"/"+c, func(b *testing.B) {
+				s := halfFull(b, preset)
+				var most, all int64
+				for i := range s.Machine().NumNodes() {
+					most, all = max(most, s.NodeFree(i)["cpu"]), all+s.NodeFree(i)["cpu"]
+				}
+				rs := []allocator.Request{admitted}
+				switch c {
+				case "nonuma":
+					rs[0].CPUs = int(most) + 2
+				case "short", "short-alternating":
+					rs[0].CPUs = int(all) + 2
+					if c == "short-alternating" {
+						rs = append(rs, rs[0])
+						rs[1].ID = "other"
+					}
+				}
+				for i := range rs {
+					if err := s.Fit(&rs[i]); (err == nil) != (c == "admitted") || rs[i].CPUs > int(all) && !errors.Is(err, allocator.ErrInsufficient) {
+						b.Fatalf("Fit %s: %v", &rs[i], err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					_ = s.Fit(&rs[i%len(rs)])
 				}
 			})
 		}

@@ -82,7 +82,7 @@ func TestStateKeepsASmallSearcher(t *testing.T) {
 	require.NoError(t, err)
 	s := MustNew(m, Options{})
 	require.NoError(t, s.Fit(&Request{CPUs: 4, Policy: policy.SingleNUMANode}))
-	require.Nil(t, s.spare.Load(), "a Fit on one node takes no searcher")
+	require.Nil(t, s.spare.Peek(), "a Fit on one node takes no searcher")
 	for i, r := range []Request{
 		{CPUs: 200, Policy: policy.BestEffort}, // wider than one node: the decision proper
 		{ID: "a", CPUs: 60, GPUs: 2, Policy: policy.Restricted},
@@ -94,7 +94,7 @@ func TestStateKeepsASmallSearcher(t *testing.T) {
 			_, err := s.Allocate(&r)
 			require.NoError(t, err)
 		}
-		sr := s.spare.Load()
+		sr := s.spare.Peek()
 		require.NotNil(t, sr, "decision %d", i)
 		require.Nil(t, sr.mem, "decision %d: the working memory went back to the pool", i)
 		require.Nil(t, sr.sub)

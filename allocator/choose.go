@@ -36,8 +36,7 @@ func (sr *searcher) choose(pools []numa.Mask, restrict numa.Mask) numa.Mask {
 		sr.enumerate(pools, restrict)
 	}
 	span := sr.ranks[sr.top].span
-	sr.clearTake(sr.takeSpan &^ span) // take is 0 but on the span it last held
-	sr.takeSpan = span
+	sr.clearTake()
 	if sr.amtSpan == span { // the last span ranked: its split is in amt
 		for j := 0; j < sr.k; j++ {
 			for w := uint64(span); w != 0; w &= w - 1 {

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"math/bits"
 	"slices"
+	"sort"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -235,7 +237,7 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 		n++
 	}
 	cs.n = n
-	cs.uniform = p.uniformOn(pool)
+	cs.uniform = !general.On && p.uniformOn(pool)
 	if cs.uniform {
 		return
 	}
@@ -883,27 +885,13 @@ func (cs *classSearch) lagrangeLowerBound() int {
 	lb := 0
 	for wi := 0; wi < cs.nw; wi++ {
 		pre := &cs.lagPrefix[wi]
-		t := sortSearch(cs.n+1, func(w int) bool { return pre[w] >= cs.lagWant[wi] })
+		t := sort.Search(cs.n+1, func(w int) bool { return pre[w] >= cs.lagWant[wi] })
 		if t > cs.n {
 			return -1
 		}
 		lb = max(lb, t)
 	}
 	return lb
-}
-
-// sortSearch is sort.Search without the import.
-func sortSearch(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if !f(h) {
-			lo = h + 1
-		} else {
-			hi = h
-		}
-	}
-	return lo
 }
 
 // classify groups the pool's nodes into classes: it chooses the sorted

@@ -49,8 +49,8 @@ type CPUs struct {
 	threadOff  []int32
 	coreThread []int32
 	// pickBits holds the CPUs being picked (bit cpu%64 of word cpu/64),
-	// from the start of a Take (or of a grown Resize) to its end, and is
-	// all zeros outside one (picked zeroes the words it copies); planes
+	// from the start of a Take (or of a grown Resize), which clears it,
+	// to its end; planes
 	// holds one node's planes, its whole free cores and the cores taken
 	// whole while it picks or recounts (tpc+2 times the widest node's slot
 	// words).
@@ -80,14 +80,11 @@ type cpuRun struct {
 // plane, slot by slot, then one empty run, mask 0, for each word of its
 // planes that no run reaches, so that every word is set by a run and
 // loadPlanes clears nothing). One struct per node, so that loading a
-// node's planes reads its layout from one place. single is set when the
-// planes are one word each (nw is 1) and each is one run, runs[t] being
-// plane t's: loadPlanes then takes the whole free cores as it goes.
+// node's planes reads its layout from one place.
 type planeLayout struct {
-	runs   []cpuRun
-	able   []uint64
-	nw     int32
-	single bool
+	runs []cpuRun
+	able []uint64
+	nw   int32
 }
 
 // wordMask is a node's CPUs in one word of a CPU set: bits mask of node w
@@ -197,11 +194,6 @@ func newCPUs(m *topology.Machine) *CPUs {
 			}
 		}
 		c.layout[node].runs = runs
-		single := nw == 1 && len(runs) == c.tpc
-		for t := 0; single && t < len(runs); t++ {
-			single = runs[t].pw == int32(t)
-		}
-		c.layout[node].single = single
 	}
 	wholeable := make([]uint64, slotWords) // every node's able, one after the other
 	for node, cores := range c.nodeCores {
@@ -234,10 +226,6 @@ func newCPUs(m *topology.Machine) *CPUs {
 // being its slot words, and returns nw.
 func (c *CPUs) loadPlanes(node int) int {
 	l := &c.layout[node]
-	if l.single {
-		c.loadSingle(l)
-		return 1
-	}
 	nw := int(l.nw)
 	np := c.tpc * nw // the planes' words, the whole free cores after them
 	p := c.planes[:np+nw]
@@ -250,29 +238,6 @@ func (c *CPUs) loadPlanes(node int) int {
 		whole[j] = w
 	}
 	return nw
-}
-
-// loadSingle is loadPlanes for a layout of single planes (see
-// planeLayout): plane t is runs[t] alone, and the whole free cores are the
-// AND of the planes and able, taken as the planes are set. It returns the
-// node's free threads and whole free cores (the counters recountNode sets).
-func (c *CPUs) loadSingle(l *planeLayout) (threads, wholeCores int64) {
-	free, runs := c.free.Words(), l.runs
-	p := c.planes[:len(runs)+1]
-	whole := l.able[0]
-	n := 0
-	for t, r := range runs {
-		var w uint64
-		if uint(r.cw) < uint(len(free)) {
-			w = free[r.cw]
-		}
-		v := bits.RotateLeft64(w, int(r.rot)) & r.mask
-		p[t] = v
-		n += bits.OnesCount64(v)
-		whole &= v
-	}
-	p[len(runs)] = whole
-	return int64(n), int64(bits.OnesCount64(whole))
 }
 
 // loadRuns sets the plane words p from the CPU words free, run by run (a
@@ -308,10 +273,6 @@ func (c *CPUs) recount(set numa.CPUSet) {
 // recountNode sets node i's counters from the free set: its free threads
 // and its whole free cores are the bits of its planes.
 func (c *CPUs) recountNode(i int) {
-	if l := &c.layout[i]; l.single {
-		c.nodeFree[i], c.wholeFree[i] = c.loadSingle(l)
-		return
-	}
 	nw := c.loadPlanes(i)
 	np := c.tpc * nw
 	p := c.planes[:np+nw]
@@ -439,6 +400,7 @@ func (c *CPUs) threadsOf(k int32) []int32 { return c.threads[c.threadOff[k]:c.th
 // Take picks the CPUs: per node, whole free cores first, then partly used
 // cores, then a split of a free core.
 func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
+	clear(c.pickBits) // the picks start from none
 	for node, k := range amounts {
 		if k == 0 {
 			continue
@@ -452,8 +414,8 @@ func (c *CPUs) Take(r *Request, amounts []int64, _ int64, a *Allocation) {
 	a.CPUs = c.takePicked()
 }
 
-// takePicked takes the CPUs picked since the last takePicked (in
-// pickBits) out of the free set and returns them as a new set.
+// takePicked takes the CPUs picked (in pickBits, which the caller cleared
+// before its picks) out of the free set and returns them as a new set.
 func (c *CPUs) takePicked() numa.CPUSet {
 	picked := c.picked()
 	c.free.RemoveAll(picked)
@@ -462,7 +424,7 @@ func (c *CPUs) takePicked() numa.CPUSet {
 
 // picked returns the CPUs in pickBits as a new set of the words up to the
 // highest CPU picked (cut from a chunk shared with other allocations' sets:
-// one allocation of memory per cpuWordChunk words), and zeroes pickBits.
+// one allocation of memory per cpuWordChunk words).
 func (c *CPUs) picked() numa.CPUSet {
 	pb := c.pickBits
 	n := len(pb)
@@ -473,9 +435,7 @@ func (c *CPUs) picked() numa.CPUSet {
 		return numa.CPUSet{}
 	}
 	w := c.words.cut(n, cpuWordChunk)
-	for i := range w {
-		w[i], pb[i] = pb[i], 0
-	}
+	copy(w, pb[:n])
 	return numa.CPUSetFromWords(w)
 }
 
@@ -492,10 +452,6 @@ func (c *CPUs) picked() numa.CPUSet {
 // partly used cores at once when their threads fit, else those that fit
 // one core at a time, the last core of a pass thread by thread.
 func (c *CPUs) pick(node, want int, wholeOnly bool) {
-	if l := &c.layout[node]; l.single {
-		c.pickSingle(l, node, want, wholeOnly)
-		return
-	}
 	nw, tpc := c.loadPlanes(node), c.tpc
 	p := c.planes[:(tpc+2)*nw]
 	whole, sel := p[tpc*nw:(tpc+1)*nw], p[(tpc+1)*nw:]
@@ -552,73 +508,6 @@ func (c *CPUs) pick(node, want int, wholeOnly bool) {
 	}
 	c.nodeFree[node] -= int64(got)
 	c.wholeFree[node] -= int64(wantCores - n + split)
-}
-
-// pickSingle is pick for a node of single planes (see planeLayout): the
-// same passes on one slot word, its whole free cores and the cores taken
-// whole held in registers, the planes in c.planes (as loadSingle leaves
-// them) for pickThreads.
-func (c *CPUs) pickSingle(l *planeLayout, node, want int, wholeOnly bool) {
-	c.loadSingle(l)
-	tpc, runs := c.tpc, l.runs
-	planes := c.planes[:len(runs)+1] // the planes (one per thread), then the whole free cores
-	whole := planes[len(runs)]
-	planes = planes[:len(runs)]
-	wantCores := want / tpc
-	var sel uint64
-	n := wantCores
-	if n > 0 {
-		if k := bits.OnesCount64(whole); k <= n {
-			sel, n = whole, n-k
-		} else {
-			sel, n = lowestBits(whole, n), 0
-		}
-	}
-	whole &^= sel
-	got, split := (wantCores-n)*tpc, 0
-	if !wholeOnly && got < want {
-		var part uint64 // the cores of pass 2
-		for _, w := range planes {
-			part |= w
-		}
-		part &^= sel | whole
-		if k := threadsOf(planes, part); got+k <= want {
-			sel |= part
-			got += k
-		} else {
-			// The lowest cores that fit go whole, the next thread by
-			// thread.
-			for w := part; got < want; w &= w - 1 {
-				s := bits.TrailingZeros64(w)
-				if k := threadsOf(planes, 1<<uint(s)); got+k <= want {
-					sel |= 1 << uint(s)
-					got += k
-					continue
-				}
-				got = c.pickThreads(node, 0, s, want, got)
-			}
-		}
-		for w := whole; w != 0 && got < want; w &= w - 1 { // pass 3
-			got = c.pickThreads(node, 0, bits.TrailingZeros64(w), want, got)
-			split++
-		}
-	}
-	pb := c.pickBits
-	for t, r := range runs {
-		pb[r.cw] |= bits.RotateLeft64(planes[t]&sel&r.mask, -int(r.rot))
-	}
-	c.nodeFree[node] -= int64(got)
-	c.wholeFree[node] -= int64(wantCores - n + split)
-}
-
-// threadsOf counts the free threads of the cores of cores (a mask of slot
-// word 0) in the one-word planes.
-func threadsOf(planes []uint64, cores uint64) int {
-	k := 0
-	for _, w := range planes {
-		k += bits.OnesCount64(w & cores)
-	}
-	return k
 }
 
 // threadsIn counts the free threads (in the planes p of nw words) of the

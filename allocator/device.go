@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -457,7 +458,7 @@ func (d *Devices) switchesNeeded(node, k int) int {
 // GPUs are chosen at once, from the amounts as given.
 func (d *Devices) Take(r *Request, amounts []int64, unplaced int64, a *Allocation) {
 	j := d.joint
-	if d.isGPU && len(r.Devices) == 0 {
+	if d.isGPU && len(r.Devices) == 0 && !general.On {
 		j.takeOne(d.ci, amounts, unplaced, a)
 		return
 	}
@@ -551,7 +552,7 @@ func (j *deviceJoint) take(a *Allocation) {
 			j.active = append(j.active, ci)
 		}
 	}
-	if len(j.active) == 1 {
+	if len(j.active) == 1 && !general.On {
 		ci := j.active[0]
 		j.takeOne(ci, j.amt[ci], j.unplaced[ci], a)
 		return
@@ -584,7 +585,7 @@ func (j *deviceJoint) takeOne(ci int, amt []int64, unplaced int64, a *Allocation
 	j.before[ci] = append(j.before[ci][:0], d.freeSet...)
 	for w := atLeast(amt, 1); w != 0; w &= w - 1 {
 		node := bits.TrailingZeros64(w)
-		if amt[node] == d.nodeFree[node] {
+		if amt[node] == d.nodeFree[node] && !general.On {
 			d.holdFree(node)
 		} else {
 			j.chooseOne(ci, numa.Mask(w&-w), false, amt[node])
@@ -619,7 +620,7 @@ func (j *deviceJoint) choose(nodes numa.Mask, unknown bool) {
 	}
 	switch {
 	case len(j.wants) == 0:
-	case len(j.wants) == 1 && !unknown && int64(j.wants[0].Count) == j.res[j.wants[0].Class].nodeFree[node]:
+	case len(j.wants) == 1 && !unknown && int64(j.wants[0].Count) == j.res[j.wants[0].Class].nodeFree[node] && !general.On:
 		// Every free device of the node: the only choice.
 		j.res[j.wants[0].Class].holdFree(node)
 	case len(j.wants) > devchoice.MaxWants:

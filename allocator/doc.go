@@ -72,9 +72,10 @@
 // only on the state's own machine. GPU IDs given as text are canonical
 // decimal ([CanonicalDeviceID]); class names are case-sensitive.
 //
-// Refusals are typed: a *[PlacementError] says which rule
-// refused, with every amount in its unit, and whether the request can never
-// fit this machine ([ErrNeverFits]) or does not fit now. A nil machine,
+// Refusals are typed: a *[PlacementError] (read it with errors.As) says
+// which rule refused, with every amount in its unit, and whether the
+// request can never fit this machine ([ErrNeverFits]) or does not fit now. Fit's common refusals cost what its admissions do and build
+// their explanation only when asked for (see [State.Fit]). A nil machine,
 // state or request is an error, never a panic.
 //
 // Every method of State is safe for concurrent use.

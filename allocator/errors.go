@@ -163,7 +163,9 @@ type Shortage struct {
 // PlacementError says why a request was refused: which rule, which
 // resources are short and where, the widths involved. It unwraps to
 // [ErrInsufficient], [ErrNoNUMAFit], [ErrExclusivity] or [ErrSearchLimit],
-// and matches [ErrNeverFits] too when Never is set.
+// and matches [ErrNeverFits] too when Never is set. [State.Fit] may return
+// a refusal that builds its PlacementError when asked for: read it with
+// errors.As.
 type PlacementError struct {
 	// ID is the request's ID.
 	ID string

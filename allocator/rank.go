@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -286,7 +287,7 @@ func newDistClasses(tab []int32, n int) *distClasses {
 // (then cheaper).
 func (dc *distClasses) to(i int, m numa.Mask) int64 {
 	var t int64
-	if c := m.Count(); dc.nv > 0 && c > 2*dc.nv { // every node of m is at one of the distances: vals[0] each, plus what is over it
+	if c := m.Count(); dc.nv > 0 && c > 2*dc.nv && !general.On { // every node of m is at one of the distances: vals[0] each, plus what is over it
 		return dc.byValue(i&(numa.MaxNodes-1), m, dc.vals[0]*int64(c))
 	}
 	row := dc.tab[i*dc.n : (i+1)*dc.n]
@@ -313,7 +314,7 @@ func (dc *distClasses) byValue(i int, m numa.Mask, base int64) int64 {
 // or set likewise: by value, or row by row when m has few nodes (then
 // cheaper).
 func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
-	if c := m.Count(); dc.nv > 0 && c > 3*dc.nv {
+	if c := m.Count(); dc.nv > 0 && c > 3*dc.nv && !general.On {
 		base := dc.vals[0] * int64(c)
 		for w := uint64(pool); w != 0; w &= w - 1 {
 			x := bits.TrailingZeros64(w) & (numa.MaxNodes - 1)
@@ -336,7 +337,7 @@ func (dc *distClasses) toAll(pool, m numa.Mask, to *[numa.MaxNodes]int64) {
 func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 	s := sr.s
 	rk.ruleBroken = m&sr.forbidden != 0
-	if m&(m-1) == 0 && m != 0 { // one node: one set, no pairs, the node gives everything
+	if m&(m-1) == 0 && m != 0 && !general.On { // one node: one set, no pairs, the node gives everything
 		i := bits.TrailingZeros64(uint64(m)) & (numa.MaxNodes - 1)
 		rk.sets, rk.distance = bits.OnesCount64(s.setBit[i]), 0
 		for j := 0; j < sr.k; j++ {
@@ -406,10 +407,10 @@ func (sr *searcher) rankSplit(m numa.Mask, rk *rank) {
 // proportional), within each node's free units.
 func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	need := &sr.freeP.need
-	if m&(m-1) == 0 { // one node: it gives everything
-		if m == 0 {
-			return
-		}
+	if m == 0 {
+		return
+	}
+	if m&(m-1) == 0 && !general.On { // one node: it gives everything
 		i := bits.TrailingZeros64(uint64(m))
 		for j := 0; j < sr.k; j++ {
 			dst[j][i] = need[j]
@@ -497,26 +498,27 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 			rem -= q
 			keys[p] = f<<7 | int64(127-p)
 		}
-		if rem > 0 && total < 1<<56 {
+		switch {
+		case rem == 0:
+		case total < 1<<56 && !general.On:
 			// The largest fractional parts, the earlier position on a tie:
 			// the rem largest keys.
 			selectLargest(keys, int(rem))
 			for _, key := range keys[:rem] {
 				out[order[127-key&127]]++
 			}
-			rem = 0
-		}
-		var given numa.Mask
-		for ; rem > 0; rem-- { // the same, without packing
-			best, bestFrac := -1, int64(-1)
-			for _, i := range order {
-				if f := frac[i]; !given.Contains(int(i)) && f > bestFrac {
-					best, bestFrac = int(i), f
-				}
+		default: // the same, by a stable sort of the positions (any total)
+			var byFrac [numa.MaxNodes]int8
+			ps := byFrac[:len(order)]
+			for p := range ps {
+				ps[p] = int8(p)
 			}
-			given = given.With(best)
-			out[best]++
+			slices.SortStableFunc(ps, func(a, b int8) int { return cmp.Compare(frac[order[b]], frac[order[a]]) })
+			for _, p := range ps[:rem] {
+				out[order[p]]++
+			}
 		}
+		rem = 0
 	}
 	for _, i := range order {
 		if out[i] > free[i] {
@@ -538,7 +540,6 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 type splitScratch struct {
 	order    [numa.MaxNodes]int8
 	key      [numa.MaxNodes]int64
-	keys     [numa.MaxNodes]uint64
 	fracKeys [numa.MaxNodes]int64
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -101,4 +102,37 @@ func TestImproveFollowsTheOrder(t *testing.T) {
 			require.GreaterOrEqual(t, compareRanks(&rk, &best, sr.k), 0, "swapping %d for %d ranks lower", i, j)
 		}
 	}
+}
+
+// TestProportionalAnyTotal checks proportional's split when the weights
+// sum to 2^56 or more (no packed keys then): weights scaled by 2^57 give
+// the same floors and the same order of fractional parts as the weights
+// themselves (whose split takes the packed keys), so the same split.
+// (Scaled by 2^54, weights of a total of at least 4 sum to 2^56 or more.)
+func TestProportionalAnyTotal(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 12).Draw(rt, "n")
+		need := rapid.Int64Range(0, 40).Draw(rt, "need")
+		var small, big [numa.MaxNodes]int64
+		free := make([]int64, numa.MaxNodes)
+		order := make([]int8, n)
+		for p := range order {
+			order[p] = int8(p)
+			small[p] = rapid.Int64Range(0, 31).Draw(rt, "w")
+			big[p] = small[p] << 54
+			free[p] = rapid.Int64Range(0, 20).Draw(rt, "free")
+		}
+		var total int64
+		for p := range order {
+			total += small[p]
+		}
+		if total < 4 {
+			return
+		}
+		var want, got [numa.MaxNodes]int64
+		var scr splitScratch
+		proportional(need, &small, free, order, &want, &scr)
+		proportional(need, &big, free, order, &got, &scr)
+		require.Equal(rt, want, got)
+	})
 }

@@ -108,7 +108,7 @@ func (s *State) ReplaceMachine(m *topology.Machine) error {
 	if m == nil {
 		return fmt.Errorf("%w: ReplaceMachine needs a *topology.Machine, got nil", ErrNoMachine)
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	if len(s.opts.Resources) > 0 {
 		return fmt.Errorf("%w: the state has resources of the caller's own (Options.Resources), which cannot follow a new machine", ErrTopologyChange)

@@ -45,7 +45,7 @@ func (s *State) Resize(id string, cpus int) (Allocation, error) {
 	if s == nil {
 		return Allocation{}, errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	idx, ok := s.ids.get(id)
 	if !ok {

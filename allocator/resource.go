@@ -71,8 +71,10 @@ type Penalizer interface {
 // BulkReader is an optional ability of a [Resource] that the engine uses on
 // its hot path instead of calling Free and Capacity once per node: the
 // values of every node at once, as a view of the resource's own counters.
-// The engine reads a view only while it holds the state's lock, never
-// writes it, and drops it before the lock is released.
+// The engine reads a view only while it holds the state's lock and never
+// writes it; a searcher keeps the slice header until its next decision
+// overwrites it (keeping the counters alive, a few words per node), never
+// reading it after the decision.
 type BulkReader interface {
 	// FreeView returns Free(r, i) for every node i: one entry per node of
 	// the machine.

@@ -3,7 +3,9 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/internal/quote"
+	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
 
@@ -35,7 +37,7 @@ func (s *State) Score(r *Request) (int, error) {
 			return 0, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
-	if s.fitsOneNode(r) {
+	if !general.On && s.fitsOneNode(r) {
 		return s.oneNodeScore(r), nil
 	}
 	return s.searchScore(r)
@@ -75,28 +77,29 @@ func (s *State) searchScore(r *Request) (int, error) {
 // oneNodeScore is Score for a request that [State.fitsOneNode] admits,
 // read from the free counters without a searcher: the span is one node,
 // so the placement is aligned (width_free 1, or nothing to place on known
-// nodes), and the utilisation is that of the demanded built-in kinds, in
-// the decision's order (GPUs, CPUs, memory), from the same sums the
-// decision would make. TestOneNodeScoreAgreesWithScore keeps the two
+// nodes), and the utilisation is that of the demanded kinds, in the
+// decision's order (GPUs, CPUs, memory, then the kinds of the caller's
+// own), from the same sums the decision would make. TestOneNodeScoreAgreesWithScore keeps the two
 // equal.
 func (s *State) oneNodeScore(r *Request) int {
 	var capSum, freeSum, demand [maxKinds]int64
 	k := 0
 	none := r.Policy == policy.None
-	add := func(j int, d int64) {
-		if d > 0 {
+	idx, d := s.fieldKinds(r)
+	for f, j := range idx {
+		if d[f] > 0 {
 			free, _ := s.builtinFree(j, r, none)
-			var t int64
-			for _, v := range free {
-				t += v
-			}
-			capSum[k], freeSum[k], demand[k] = s.capacitySum(j, r), t, d
+			capSum[k], freeSum[k], demand[k] = s.capacitySum(j, r), sum64(free), d[f]
 			k++
 		}
 	}
-	add(0, s.gpu.Demand(r))
-	add(s.builtin-2, s.cpu.Demand(r))
-	add(s.builtin-1, s.mem.Demand(r))
+	var buf [numa.MaxNodes]int64
+	for j := s.builtin; j < len(s.res); j++ { // the kinds of the caller's own
+		if dj := s.res[j].Demand(r); dj > 0 {
+			capSum[k], freeSum[k], demand[k] = s.capacitySum(j, r), sum64(s.freeOf(j, r, buf[:s.n])), dj
+			k++
+		}
+	}
 	return s.scoreOf(true, k, &capSum, &freeSum, &demand)
 }
 
@@ -134,7 +137,7 @@ func (s *State) scoreOf(aligned bool, k int, capSum, freeSum, demand *[maxKinds]
 // working memory is taken for it.
 func (s *State) capacitySum(j int, r *Request) int64 {
 	var t int64
-	if b := s.bulk[j]; b != nil {
+	if b := s.bulk[j]; b != nil && !general.On {
 		for _, v := range b.CapacityView(r) {
 			t += v
 		}

@@ -3,9 +3,9 @@ package allocator
 import (
 	"math"
 	"math/bits"
-	"sync"
-	"sync/atomic"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
+	"github.com/numaplace/numaplace/allocator/internal/scratch"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -16,26 +16,25 @@ import (
 // kinds, the free amounts and the capacities as covering problems, the node
 // types, the step bound of its searches, the working memory of the
 // strategies) and its results (the plan, a cover the admission found, the
-// chosen span and its split). [searcher.begin] sets every field a decision
-// reads before it reads it; the large arrays are written for the nodes and
-// kinds of the decision before they are read (but for take, which every
-// decision leaves all zeros, see [searchMem]), so nothing one decision
-// leaves behind is read by the next.
+// chosen span and its split). [searcher.begin] sets every scalar a
+// decision reads before it reads it, and the arrays are written for the
+// nodes and kinds of the decision before they are read (take whole, for
+// the decision's kinds, by [searcher.choose] or decide), so nothing one
+// decision leaves behind is read by the next.
 //
 // Its memory is in two parts. The searcher itself (about 5 KB) holds what
-// every decision reads; each State keeps one in a slot of its own, taken
-// for a decision and put back after it (a decision that finds the slot
-// taken, by a concurrent reader, takes one from a pool shared by every
-// State), so that a cluster of thousands of machine states keeps about
-// 5 KB per state. The working memory of the strategies, the split of the
-// spans and the problems' own arrays ([searchMem], about 100 KB) come from
-// slots shared by the States ([memSlots], one atomic swap) backed by a pool
-// shared by every State, taken by [searcher.needMem] only when a
-// decision needs more than the nodes that cover the request alone: a
-// search of width 2 or more, the capacities, the choice of a span, the
-// free amounts as if victims were released or of resources without
-// [BulkReader]. It goes back to its slot (or the pool) when the decision
-// is done.
+// every decision reads; each State keeps one in a slot of its own
+// (State.spare, a [scratch.Slot]), taken for a decision and put back after
+// it (a decision that finds the slot taken, by a concurrent reader, takes
+// one from the pool searchers shared by every State), so that a cluster of
+// thousands of machine states keeps about 5 KB per state. The working
+// memory of the strategies, the split of the spans and the problems' own
+// arrays ([searchMem], about 100 KB) come from the pool searchMems, taken
+// by [searcher.needMem] only when a decision needs more than the nodes that
+// cover the request alone: a search of width 2 or more, the capacities,
+// the choice of a span, the free amounts as if victims were released or of
+// resources without [BulkReader]. It goes back to the pool when the
+// decision is done.
 //
 // The strategies, chosen in one place ([searcher.exists]):
 //   - one node ([problem.oneNode]): width 1, O(k·n), exact;
@@ -49,9 +48,9 @@ import (
 // Choosing among admissible spans ([searcher.choose]) ranks candidates by
 // [rank].
 //
-// Fit takes no searcher when [State.fitsOneNode] answers: the decision's
-// own first steps for a request of built-in amounts that some node the
-// rule allows covers alone, read from the free counters.
+// Fit and Score take no searcher when [State.fitsOneNode] answers: the
+// decision's own first steps for a request without Devices that some node
+// the rule allows covers alone, read from the free counters.
 type searcher struct {
 	// Inputs.
 	s       *State
@@ -100,14 +99,11 @@ type searcher struct {
 	scr       splitScratch
 	amt       *[maxKinds][numa.MaxNodes]int64 // the split of the span being ranked (in mem)
 	take      *[maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere (in mem)
-	takeSpan  numa.Mask                       // the nodes whose entries of take are written (0: none)
 }
 
 // searchMem is the large working memory of a decision (see [searcher]):
 // the arrays of its free and capacity problems, the strategies' memory and
-// the splits of the spans it ranks. Its take is all zeros whenever it is
-// in the pool: a decision writes only the entries of the span it chooses
-// (takeSpan) and done zeroes them, so that no decision clears whole rows.
+// the splits of the spans it ranks. A decision writes what it reads of it.
 type searchMem struct {
 	freeVal, capVal     [numa.MaxNodes][maxKinds]int64
 	freeStore, capStore [maxKinds][numa.MaxNodes]int64
@@ -116,49 +112,17 @@ type searchMem struct {
 	amt, take           [maxKinds][numa.MaxNodes]int64
 }
 
-var searchMems = sync.Pool{New: func() any { return new(searchMem) }}
+// searchMems holds the working memories between decisions, for every
+// State.
+var searchMems scratch.Pool[searchMem]
 
-// memSlots hold working memories between decisions, ahead of the pool:
-// each State takes and puts back that of its own slot ([State.memSlot],
-// given round robin, so that states of concurrent decisions mostly use
-// different slots), one atomic swap each way instead of the pool's pinning;
-// a decision that finds its slot empty (a concurrent decision holds its
-// memory) takes one from searchMems, and one that finds it full puts its
-// memory there. They keep at most len(memSlots) working memories (about
-// 100 KB each) for the life of the process.
-var memSlots [8]memSlot
-
-// memSlot is one slot of memSlots, alone on its cache line.
-type memSlot struct {
-	m atomic.Pointer[searchMem]
-	_ [56]byte
-}
-
-// memSlotNext gives the states their memSlot.
-var memSlotNext atomic.Uint32
-
-// nextMemSlot returns the memSlots index of a new State.
-func nextMemSlot() uint8 { return uint8((memSlotNext.Add(1) - 1) % uint32(len(memSlots))) }
-
-// memSlot returns the state's slot of memSlots (the first for a
-// searcher without a state, as tests use).
-func (sr *searcher) memSlot() *memSlot {
-	if sr.s == nil {
-		return &memSlots[0]
-	}
-	return &memSlots[sr.s.memSlot]
-}
-
-// needMem gives the decision its working memory, from the state's slot or
-// else the pool, unless it has it already.
+// needMem gives the decision its working memory, from the pool, unless it
+// has it already.
 func (sr *searcher) needMem() {
 	if sr.mem != nil {
 		return
 	}
-	m := sr.memSlot().m.Swap(nil)
-	if m == nil {
-		m = searchMems.Get().(*searchMem)
-	}
+	m := searchMems.Get()
 	sr.mem = m
 	sr.freeP.val, sr.freeP.store = &m.freeVal, &m.freeStore
 	sr.capP.val, sr.capP.store = &m.capVal, &m.capStore
@@ -176,52 +140,50 @@ type plan struct {
 	inSet     bool
 }
 
-var searchers = sync.Pool{New: func() any { return new(searcher) }}
+// searchers holds the searchers that no state's slot holds.
+var searchers scratch.Pool[searcher]
 
 // searcher returns a searcher for one decision of r on s, seeing the live
 // allocations without (nil: none) as released: the state's own when its
 // slot holds it, else one from the pool. The caller holds a lock and calls
 // done when the decision's results have been used.
 func (s *State) searcher(r *Request, without []*Allocation) *searcher {
-	sr := s.spare.Swap(nil)
-	if sr == nil {
-		sr = searchers.Get().(*searcher)
-	}
+	sr := s.spare.Get(&searchers)
 	sr.begin(s, r, without)
 	return sr
 }
 
-// begin resets every field a decision reads before writing it.
+// begin sets every scalar field a decision reads before the decision
+// writes it: its inputs, the results and the choosing state. The arrays
+// (the demands, the free and capacity problems, the ranks, take) are
+// written by the steps that fill them (loadDemands, loadFree, capacity,
+// choose) for the decision's kinds and nodes before they are read.
 func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.s, sr.r, sr.without = s, r, without
-	sr.k, sr.capOK = 0, false
+	sr.k, sr.direct, sr.sumsOK, sr.capOK = 0, false, false, false
+	sr.single, sr.shared = 0, 0
 	sr.bound = stepBound{}
-	sr.plan, sr.found, sr.have = plan{}, 0, false
+	sr.plan, sr.found = plan{}, 0
+	sr.forbidden, sr.strands, sr.have, sr.left, sr.top = 0, false, false, 0, 0
+	sr.curOK, sr.amtSpan = false, 0
 }
 
-// done gives the working memory back to its slot or pool (its take zeroed
-// on takeSpan, so all zeros again) and the searcher to its state's slot
-// (or, when the slot holds another, to the pool), dropping its references
-// to the state, the request and the victims. The views of
+// done gives the working memory back to the pool and the searcher to its
+// state's slot (or, when the slot holds another, to the pool), dropping
+// its references to the state, the request and the victims. The views of
 // resources' counters in the problems stay until the next decision
 // overwrites them (they keep alive only those counters, a few words per
 // node and kind); no decision reads those of another.
 func (sr *searcher) done() {
 	if m := sr.mem; m != nil {
-		sr.clearTake(sr.takeSpan)
-		sr.takeSpan = 0
 		sr.mem, sr.sub, sr.large, sr.amt, sr.take = nil, nil, nil, nil, nil
 		sr.freeP.val, sr.freeP.store, sr.capP.val, sr.capP.store = nil, nil, nil, nil
 		m.large.p, m.large.b = nil, nil
-		if !sr.memSlot().m.CompareAndSwap(nil, m) {
-			searchMems.Put(m)
-		}
+		searchMems.Put(m)
 	}
 	s := sr.s
 	sr.s, sr.r, sr.without = nil, nil, nil
-	if !s.spare.CompareAndSwap(nil, sr) {
-		searchers.Put(sr)
-	}
+	s.spare.Put(&searchers, sr)
 }
 
 // cut reports whether the bound cut a search of the decision.
@@ -235,16 +197,14 @@ func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
 // memory); any other request asks every resource.
 func (sr *searcher) loadDemands() error {
 	r, s, k := sr.r, sr.s, 0
-	if len(r.Devices) == 0 && len(r.Amounts) == 0 && len(s.res) == s.builtin {
-		add := func(j int, d int64) {
+	if !general.On && len(r.Devices) == 0 && len(r.Amounts) == 0 && len(s.res) == s.builtin {
+		idx, demand := s.fieldKinds(r)
+		for f, d := range demand {
 			if d > 0 {
-				sr.kinds[k], sr.demand[k] = j, d
+				sr.kinds[k], sr.demand[k] = idx[f], d
 				k++
 			}
 		}
-		add(0, s.gpu.Demand(r))
-		add(s.builtin-2, s.cpu.Demand(r))
-		add(s.builtin-1, s.mem.Demand(r))
 		sr.k, sr.freeP.k, sr.capP.k = k, k, k
 		sr.direct = true
 		return nil
@@ -297,7 +257,7 @@ func (sr *searcher) loadFree() []Shortage {
 			}
 		case sr.direct:
 			raw, un = s.builtinFree(res, r, none)
-		case s.bulk[res] != nil:
+		case s.bulk[res] != nil && !general.On:
 			raw = s.bulk[res].FreeView(r)
 			if none {
 				un = s.res[res].Unplaced(r)
@@ -415,7 +375,7 @@ func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) 
 	if pool.Count() <= smallPool {
 		return sr.sub.exists(p, pool, w)
 	}
-	if !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
+	if !general.On && !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
 		p.clip()
 		if !p.uniformOn(pool) && !p.mayCover(pool, w) {
 			sr.large.p = nil // as if prepared for pool: the next pool is prepared anew
@@ -448,7 +408,7 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 		return sr.large.minWidth()
 	}
 	p.clip()
-	if pool != 0 && p.uniformOn(pool) { // identical nodes: arithmetic
+	if !general.On && pool != 0 && p.uniformOn(pool) { // identical nodes: arithmetic
 		w := p.uniformWidth(&p.val[pool.Lowest()], pool.Count())
 		if w < 0 {
 			return -1, 0
@@ -473,7 +433,7 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 // anyCover reports whether some pool, restricted to allowed, has a cover
 // of width w of the free problem, and keeps the cover found in sr.found.
 func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
-	if w == 1 { // the common case: the nodes that cover alone are known
+	if w == 1 && !general.On { // the common case: the nodes that cover alone are known
 		for _, p := range pools {
 			if m := p & allowed & sr.freeP.ones; m != 0 {
 				sr.found = m & -m
@@ -499,7 +459,7 @@ func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
 func (sr *searcher) widthCap() (int, bool) {
 	s := sr.s
 	all := s.m.AllNodes()
-	if _, ok := sr.freeP.oneNode(all); ok {
+	if _, ok := sr.freeP.oneNode(all); ok && !general.On {
 		return 1, true
 	}
 	cp := sr.capacity()
@@ -568,7 +528,8 @@ func (sr *searcher) decide(choose bool) error {
 	}
 	if sr.freeP.nothing() {
 		if choose {
-			sr.needMem() // take is all zeros (see searchMem)
+			sr.needMem()
+			sr.clearTake() // nothing on known nodes
 		}
 		return nil // None served from devices of unknown NUMA node alone
 	}
@@ -643,9 +604,9 @@ func (sr *searcher) decide(choose bool) error {
 }
 
 // fitsOneNode reports whether [searcher.decide] admits r on the first
-// cover it looks for, of one node, for a valid request of built-in
-// amounts only (no Devices, no Amounts) on a state without kinds of the
-// caller's own: for SingleNUMANode and Restricted, some node that the
+// cover it looks for, of one node, for a valid request without Devices
+// (its Amounts, on a state with kinds of the caller's own, read by
+// [State.fitsOneNodeWithCustom]): for SingleNUMANode and Restricted, some node that the
 // singleNUMANodeExclusive rule allows a one-node span covers r alone; for
 // BestEffort and None, some node covers it alone (width_free 1; the rule
 // is soft); or nothing is left to place on known nodes (None served from
@@ -660,9 +621,14 @@ func (sr *searcher) decide(choose bool) error {
 // minWidth's one-node answer for BestEffort and None.
 // TestFitsOneNodeAgreesWithDecide keeps the two equal.
 func (s *State) fitsOneNode(r *Request) bool {
-	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
-		r.validate(s.m.ThreadsPerCore()) != nil {
+	if len(r.Devices) != 0 || r.validate(s.m.ThreadsPerCore()) != nil {
 		return false
+	}
+	if len(s.res) != s.builtin {
+		return s.fitsOneNodeWithCustom(r)
+	}
+	if len(r.Amounts) != 0 {
+		return false // kinds the state does not have: decide says so
 	}
 	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
 	if r.Policy == policy.None {
@@ -680,6 +646,119 @@ func (s *State) fitsOneNode(r *Request) bool {
 		pool &^= s.sharedMask
 	}
 	return s.coversAlone(r, pool, gpus, cpus, mem)
+}
+
+// quickRefusal names, for a request that [State.fitsOneNode] does not
+// admit, the refusals known from the same counters: for a valid request of
+// built-in amounts only on a state without kinds of the caller's own, the
+// sentinel of decide's refusal when it is one of these two, else nil
+// (decide must answer):
+//   - [ErrInsufficient], for every policy, when the free units of some
+//     demanded kind on the whole machine fall short of the demand on known
+//     nodes (loadFree's shortage; a None request's GPUs of unknown NUMA
+//     node are taken first);
+//   - for SingleNUMANode (width 1), [ErrNoNUMAFit] when no node at all
+//     covers the request alone, and [ErrExclusivity] when only nodes
+//     shared by multi-node allocations do and the rule is Required (a
+//     Preferred request is then admitted on one of them).
+//
+// It reads O(k·n) counters and allocates nothing; the refusal's
+// explanation is decide's, built when asked for ([refusal]).
+// TestQuickRefusalAgreesWithDecide keeps it equal to decide.
+func (s *State) quickRefusal(r *Request) error {
+	if len(r.Devices) != 0 || len(r.Amounts) != 0 || len(s.res) != s.builtin ||
+		r.validate(s.m.ThreadsPerCore()) != nil {
+		return nil
+	}
+	_, d := s.fieldKinds(r)
+	gpus, cpus, mem := d[0], d[1], d[2]
+	if r.Policy == policy.None {
+		gpus -= min(int64(s.gpu.unFree), gpus)
+	}
+	if s.shortInAll(r, gpus, cpus, mem) {
+		return ErrInsufficient
+	}
+	if r.Policy == policy.SingleNUMANode {
+		all := s.m.AllNodes()
+		if s.sharedMask&all == 0 || !s.coversAlone(r, s.sharedMask&all, gpus, cpus, mem) {
+			return ErrNoNUMAFit
+		}
+		if policy.Binds(r.Policy, r.Exclusive) {
+			return ErrExclusivity
+		}
+	}
+	return nil
+}
+
+// fitsOneNodeWithCustom is fitsOneNode on a state with kinds of
+// the caller's own, for a valid request without Devices (whose Amounts
+// name kinds of the state): decide's first steps as in fitsOneNode, every
+// demanded kind read through the resource (its view, or Free node by
+// node), the units of unknown NUMA node of a None request taken first.
+// It never names a refusal (decide does, with the kinds' own words).
+func (s *State) fitsOneNodeWithCustom(r *Request) bool {
+	if len(r.Amounts) != 0 && s.checkAmounts(r) != nil {
+		return false
+	}
+	var free [maxKinds][]int64
+	var need [maxKinds]int64
+	var res [maxKinds]int
+	k := 0
+	none := r.Policy == policy.None
+	for j, x := range s.res {
+		d := x.Demand(r)
+		if d == 0 {
+			continue
+		}
+		if none {
+			d -= min(x.Unplaced(r), d)
+			if d == 0 {
+				continue
+			}
+		}
+		if k == maxKinds {
+			return false // too many kinds: decide refuses it
+		}
+		res[k], need[k] = j, d
+		if b := s.bulk[j]; b != nil {
+			free[k] = b.FreeView(r)
+		}
+		k++
+	}
+	if k == 0 {
+		return true // nothing on known nodes
+	}
+	pool := s.m.AllNodes()
+	if r.Policy != policy.BestEffort && r.Policy != policy.None {
+		pool &^= s.sharedMask
+	}
+nodes:
+	for w := uint64(pool); w != 0; w &= w - 1 {
+		i := bits.TrailingZeros64(w)
+		for j := 0; j < k; j++ {
+			if f := free[j]; f != nil && f[i] < need[j] || f == nil && s.res[res[j]].Free(r, i) < need[j] {
+				continue nodes
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// shortInAll reports whether the free GPUs, CPUs (whole cores for a
+// FullPCPUs request) or memory of all nodes together fall short of gpus,
+// cpus or mem units.
+func (s *State) shortInAll(r *Request, gpus, cpus, mem int64) bool {
+	return sum64(s.gpu.nodeFree) < gpus || sum64(s.cpu.FreeView(r)) < cpus || sum64(s.mem.free) < mem
+}
+
+// sum64 returns the sum of v.
+func sum64(v []int64) int64 {
+	var t int64
+	for _, x := range v {
+		t += x
+	}
+	return t
 }
 
 // coversAlone reports whether some node of pool has free GPUs, CPUs
@@ -706,13 +785,11 @@ func orLeast(d int64) int64 {
 	return d
 }
 
-// clearTake zeroes the entries of take of the nodes of span (the
-// decision's kinds), which [searcher.choose] wrote: O(k·|span|).
-func (sr *searcher) clearTake(span numa.Mask) {
+// clearTake zeroes the rows of take of the decision's kinds on every node:
+// O(k·n).
+func (sr *searcher) clearTake() {
 	for j := 0; j < sr.k; j++ {
-		for w := uint64(span); w != 0; w &= w - 1 {
-			sr.take[j][bits.TrailingZeros64(w)] = 0
-		}
+		clear(sr.take[j][:sr.s.n])
 	}
 }
 

@@ -130,7 +130,7 @@ func (s *State) Restore(snap Snapshot) error {
 	if s == nil {
 		return errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	// Work on a copy so that a refusal changes nothing.
 	tmp := s.cloneLocked()
@@ -181,7 +181,7 @@ func (s *State) Claim(a Allocation) (Allocation, error) {
 	if s == nil {
 		return Allocation{}, errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	if err := s.claim(a.Clone()); err != nil {
 		return Allocation{}, &RestoreError{ID: a.ID, Err: err}
@@ -253,7 +253,7 @@ func (s *State) cloneLocked() *State {
 		singleMask: s.singleMask, sharedMask: s.sharedMask, allPool: s.allPool,
 		setMasks: s.setMasks, dist: s.dist, maxSet: s.maxSet, setBit: s.setBit, setOf: s.setOf, distTab: s.distTab,
 		distBy:  s.distBy,
-		builtin: s.builtin, memSlot: nextMemSlot()}
+		builtin: s.builtin}
 	c.machine.Store(s.m)
 	c.res = make([]Resource, len(s.res))
 	for j, r := range s.res {
@@ -309,7 +309,7 @@ func (s *State) SetDeviceHealth(class, id string, healthy bool) (affected []stri
 	if s == nil {
 		return nil, errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	return s.setHealth(class, id, healthy)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
+	"github.com/numaplace/numaplace/allocator/internal/scratch"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
@@ -105,15 +107,16 @@ type State struct {
 	allPool                [1]numa.Mask
 	setMasks               []numa.Mask
 	dist                   numa.Distances
-	maxSet                 int                      // nodes in the largest NUMA set
-	setBit                 [numa.MaxNodes]uint64    // by node: 1 << its NUMA set's index
-	setOf                  [numa.MaxNodes]uint8     // by node: its NUMA set's index
-	distTab                []int32                  // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
-	distBy                 *distClasses             // distTab by value
-	keep                   int                      // the resource whose free units rank.stranded counts (-1: none)
-	spare                  atomic.Pointer[searcher] // the state's searcher, when no decision holds it (see searcher)
-	builtin                int                      // res[builtin:] are the kinds of the caller's own
-	memSlot                uint8                    // the index in memSlots of the state's slot of working memory
+	maxSet                 int                     // nodes in the largest NUMA set
+	setBit                 [numa.MaxNodes]uint64   // by node: 1 << its NUMA set's index
+	setOf                  [numa.MaxNodes]uint8    // by node: its NUMA set's index
+	distTab                []int32                 // distTab[i*n+j]: the SLIT distance of nodes i and j (as Distances.Sum reads the pair)
+	distBy                 *distClasses            // distTab by value
+	keep                   int                     // the resource whose free units rank.stranded counts (-1: none)
+	spare                  scratch.Slot[searcher]  // the state's searcher, when no decision holds it (see searcher)
+	builtin                int                     // res[builtin:] are the kinds of the caller's own
+	gen                    uint64                  // counts the write locks taken (see lockWrite)
+	refused                atomic.Pointer[refusal] // Fit's last refusal without a search (see refusal)
 	// machine is m for [State.Machine], which reads it without the lock:
 	// stored wherever m is set, under the write lock (or before the
 	// state is shared). Last, so that the fields a decision reads keep
@@ -122,8 +125,10 @@ type State struct {
 }
 
 // MaxThreadsPerCore is the most threads (SMT siblings) one core of a
-// machine may have for [New]: the CPU resource keeps a core's free threads
-// in one 64-bit word.
+// machine may have for [New]: the CPU resource counts a core's
+// allocatable threads in an int8 and keeps one plane of free threads per
+// thread of a core (tpc+2 words per 64 cores of a node in its working
+// memory); 64 is far above what hardware has (SMT8).
 const MaxThreadsPerCore = 64
 
 // New returns the state of machine m with everything free. A nil m is
@@ -147,7 +152,7 @@ func New(m *topology.Machine, opts Options) (*State, error) {
 	}
 	s := &State{m: m, n: m.NumNodes(), opts: opts, ids: newIDTable(),
 		classes: map[string]*Devices{}, setMasks: m.NUMASets(), dist: m.Distances(),
-		allPool: [1]numa.Mask{m.AllNodes()}, memSlot: nextMemSlot()}
+		allPool: [1]numa.Mask{m.AllNodes()}}
 	s.machine.Store(m)
 	if s.opts.SearchBudget == 0 {
 		s.opts.SearchBudget = 512
@@ -309,13 +314,23 @@ func (s *State) initPen() {
 // resource's counters (read-only, under the lock), or buf (one entry per
 // node) filled node by node.
 func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
-	if b := s.bulk[j]; b != nil {
+	if b := s.bulk[j]; b != nil && !general.On {
 		return b.FreeView(r)
 	}
 	for i := range buf {
 		buf[i] = s.res[j].Free(r, i)
 	}
 	return buf
+}
+
+// fieldKinds returns where the kinds that a request's own fields ask for
+// (GPUs, CPUs, MemoryMiB) sit in s.res, in the engine's kind order, and
+// r's demands of them. It is the one statement of the layout of s.res:
+// the GPUs first, then the device classes (asked for in Devices, sorted by
+// name), then the CPUs and memory, then the kinds of the caller's own
+// (res[builtin:], asked for in Amounts).
+func (s *State) fieldKinds(r *Request) (idx [3]int, demand [3]int64) {
+	return [3]int{0, s.builtin - 2, s.builtin - 1}, [3]int64{s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)}
 }
 
 // builtinFree returns the free units on every node of built-in resource j
@@ -325,13 +340,13 @@ func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 // rather than through the Resource interface (TestLoadFreeShortcut keeps
 // them equal).
 func (s *State) builtinFree(j int, r *Request, unplaced bool) ([]int64, int64) {
-	switch j {
-	case 0:
+	switch s.res[j] {
+	case s.gpu:
 		if unplaced {
 			return s.gpu.nodeFree, int64(s.gpu.unFree)
 		}
 		return s.gpu.nodeFree, 0
-	case s.builtin - 2:
+	case s.cpu:
 		return s.cpu.FreeView(r), 0
 	}
 	return s.mem.free, 0
@@ -340,7 +355,7 @@ func (s *State) builtinFree(j int, r *Request, unplaced bool) ([]int64, int64) {
 // capacityOf returns resource j's capacity on every node, as freeOf does
 // its free units.
 func (s *State) capacityOf(j int, r *Request, buf []int64) []int64 {
-	if b := s.bulk[j]; b != nil {
+	if b := s.bulk[j]; b != nil && !general.On {
 		return b.CapacityView(r)
 	}
 	for i := range buf {
@@ -366,6 +381,19 @@ func (s *State) Machine() *topology.Machine {
 // anything; the error is the one Allocate would return. It allocates
 // nothing on success. A nil r or a nil state is an error.
 //
+// The common answers cost O(k·n) reads of the free counters and no
+// search: an admission on one node, and the refusals of a request of
+// built-in amounts that the whole machine's free units do not cover, or
+// (SingleNUMANode) that no node covers alone. Such a refusal's error
+// builds its explanation only when asked for: Error, errors.As with a
+// *[PlacementError] target, and errors.Is with [ErrNeverFits] run the
+// decision then (errors.Is with the category does not), under the read
+// lock; asked after the state changed, it says that only the category is
+// known. Fit allocates nothing when it refuses the same request again on
+// an unchanged state (it keeps its last such refusal), and one small
+// record otherwise. Use errors.As, not a type assertion, to read a
+// refusal's *PlacementError.
+//
 // Bound: one decision (see the package doc: O(k·n) reads, the exhaustive
 // subset search on at most 16 NUMA nodes, at most 32,768 steps of the
 // search over node classes beyond, then [ErrSearchLimit]), under the read
@@ -381,9 +409,16 @@ func (s *State) Fit(r *Request) error {
 			return fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 		}
 	}
-	if s.fitsOneNode(r) { // the common answer, without a searcher
-		s.mu.RUnlock()
-		return nil
+	if !general.On { // the common answers, without a searcher
+		if s.fitsOneNode(r) {
+			s.mu.RUnlock()
+			return nil
+		}
+		if cat := s.quickRefusal(r); cat != nil {
+			e := s.refuseQuick(r, s.gen, cat)
+			s.mu.RUnlock()
+			return e
+		}
 	}
 	sr := s.searcher(r, nil)
 	err := sr.decide(false)
@@ -406,18 +441,20 @@ func (s *State) Allocate(r *Request) (Allocation, error) {
 	if err := s.check(r); err != nil {
 		return Allocation{}, err
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	if r.ID == "" {
 		return Allocation{}, invalidRequest(r, "id", "is empty")
 	}
 	pos, hash, dup := s.ids.probe(r.ID)
 	if dup {
+		s.unchanged()
 		return Allocation{}, fmt.Errorf("%w: %s", ErrDuplicateID, quote.Short(r.ID))
 	}
 	sr := s.searcher(r, nil)
 	defer sr.done()
 	if err := sr.decide(true); err != nil {
+		s.unchanged()
 		return Allocation{}, err
 	}
 	// Build the allocation in its record slot: a local passed to the
@@ -479,7 +516,7 @@ func (s *State) Release(id string) error {
 	if s == nil {
 		return errNilState
 	}
-	s.mu.Lock()
+	s.lockWrite()
 	defer s.mu.Unlock()
 	pos, _, ok := s.ids.probe(id)
 	if !ok {
@@ -608,6 +645,19 @@ func (s *State) didYouMean(class string) string {
 var errNilState = fmt.Errorf("%w: the *allocator.State is nil", ErrNoMachine)
 
 // check refuses a nil state or a nil request.
+// lockWrite takes the write lock and counts it in gen, so that a refusal
+// explained later knows whether the state may have changed since
+// (see [refusal]): every write lock may change the state.
+func (s *State) lockWrite() {
+	s.mu.Lock()
+	s.gen++
+}
+
+// unchanged takes back lockWrite's count for a write that changed
+// nothing (a refused Allocate): no reader saw the count, the write lock
+// being held.
+func (s *State) unchanged() { s.gen-- }
+
 func (s *State) check(r *Request) error {
 	if s == nil {
 		return errNilState

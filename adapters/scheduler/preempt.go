@@ -94,7 +94,9 @@ func betterPreemption(a Preemption, asum int64, b Preemption, bsum int64) bool {
 // DefaultPreemption's greedy reprieve may evict more); then the lowest sum
 // of priorities; then the first in key order. A priority level is searched
 // when removing every candidate up to it makes the pod fit (as
-// DefaultPreemption first removes every lower-priority pod); its sets are
+// DefaultPreemption first removes every lower-priority pod; fitting is not
+// monotone in removals, so a set below the first such level that makes
+// the pod fit is not searched); its sets are
 // tried by the number of victims of that priority, then of lower ones, up
 // to [DefaultPreemptionBudget] sets in all, after which every candidate up
 // to the level is the answer.

@@ -118,8 +118,12 @@ func TestPreemptNeverOnHigherPriority(t *testing.T) {
 }
 
 // TestPreemptIsExact: on random small nodes, the victims returned make the
-// pod fit once removed, and no set of lower-priority pods that does comes
-// before them in kube-scheduler's order (brute force).
+// pod fit once removed, and, by brute force, no set of lower-priority pods
+// that does comes before them in kube-scheduler's order among the sets
+// PreemptOn searches: those whose highest priority is the lowest level at
+// which removing every candidate up to it makes the pod fit (fitting is not
+// monotone in removals: TestPreemptLevelRule). When no level does, the
+// answer is ErrNoPreemption.
 // The nodes hold NUMA pods, shared-pool pods and possibly a pod without a
 // NUMA spec bound with a decision naming CPUs (it holds them exclusively),
 // so that the shared-pool and memory rules bind as often as the
@@ -193,11 +197,17 @@ func TestPreemptIsExact(t *testing.T) {
 		if q := rapid.SampledFrom(mems).Draw(t, "inmem"); q != "" {
 			in = withMemory(in, q, q)
 		}
+		// The replay is the node itself (decisions depend on their inputs
+		// only; a refused placement changes nothing).
+		want, _ := c.Node("n")
+		got, _ := build(nil).Node("n")
+		require.Equal(t, want, got, "the node replayed")
 		pe, err := c.PreemptOn(in, "n")
 		// Brute force: the set of lower-priority pods whose removal makes
-		// Filter pass that comes first in kube-scheduler's order: the lowest
-		// highest priority, the fewest victims of it, the fewest victims,
-		// the lowest priority sum.
+		// Filter pass that comes first in kube-scheduler's order (the
+		// lowest highest priority, the fewest victims of it, the fewest
+		// victims, the lowest priority sum) among those whose highest
+		// priority is the level PreemptOn searches.
 		type rank struct{ top, atTop, n, sum int }
 		less := func(a, b rank) bool {
 			return cmp.Or(cmp.Compare(a.top, b.top), cmp.Compare(a.atTop, b.atTop), cmp.Compare(a.n, b.n), cmp.Compare(a.sum, b.sum)) < 0
@@ -217,8 +227,9 @@ func TestPreemptIsExact(t *testing.T) {
 			}
 			return r
 		}
-		best := -1
-		var bestRank rank
+		// fits[mask]: the pod fits once the pods of mask are removed (masks
+		// of lower-priority pods only).
+		fits := map[int]bool{}
 		for mask := 1; mask < 1<<len(pods); mask++ {
 			skip := map[int]bool{}
 			ok := true
@@ -230,13 +241,38 @@ func TestPreemptIsExact(t *testing.T) {
 					}
 				}
 			}
+			if ok {
+				fits[mask] = build(skip).Filter(in, "n") == nil
+			}
+		}
+		// The level: the lowest priority p below the pod's at which
+		// removing every pod of priority p or lower makes the pod fit.
+		level := -1
+		for p := 0; p < int(in.Priority) && level < 0; p++ {
+			mask := 0
+			for i, q := range pods {
+				if int(q.Priority) <= p {
+					mask |= 1 << i
+				}
+			}
+			if mask != 0 && fits[mask] {
+				level = p
+			}
+		}
+		best := -1
+		var bestRank rank
+		for mask, ok := range fits {
 			if !ok {
 				continue
 			}
-			if build(skip).Filter(in, "n") == nil {
-				if r := rankOf(skip); best < 0 || less(r, bestRank) {
-					best, bestRank = len(skip), r
+			skip := map[int]bool{}
+			for i := range pods {
+				if mask&(1<<i) != 0 {
+					skip[i] = true
 				}
+			}
+			if r := rankOf(skip); r.top == level && (best < 0 || less(r, bestRank)) {
+				best, bestRank = len(skip), r
 			}
 		}
 		if c.Filter(in, "n") == nil {
@@ -395,4 +431,45 @@ func TestPreemptSharedPoolOfExclusivePlainPod(t *testing.T) {
 	require.Equal(t, []string{"default/b"}, pe.Victims)
 	require.NoError(t, c.RemovePod(bound(withPriority(plainPod("b", "5", 0), 2), "n", nil)))
 	require.NoError(t, c.Filter(x, "n"))
+}
+
+// TestPreemptLevelRule: fitting is not monotone in removals (removing a
+// multi-node allocation can turn the NUMA nodes it shared single, and a
+// multi-node pod may not use those), so a set of victims below a priority
+// level can make the pod fit while removing every candidate up to the
+// level does not. PreemptOn, like DefaultPreemption (which first removes
+// every lower-priority pod), searches a level only when removing every
+// candidate up to it makes the pod fit: such sets are not its answer.
+func TestPreemptLevelRule(t *testing.T) {
+	newNode := func(pods ...*kube.Pod) *scheduler.Cache {
+		c := newCache(t, scheduler.Config{}, scheduler.Node{Name: "n", Labels: optIn, Machine: preset(t, "dgx-h100")})
+		for _, p := range pods {
+			require.NoError(t, c.Reserve(p, "n"))
+		}
+		return c
+	}
+	// 1 TiB per NUMA node: a and b take 768 GiB on one NUMA node each, the
+	// best-effort c 512 GiB over both.
+	a := withMemory(withPriority(numaPod("a", 1, 0, "SingleNUMANode"), 1), "768Gi", "768Gi")
+	b := withMemory(withPriority(numaPod("b", 1, 0, "SingleNUMANode"), 0), "768Gi", "768Gi")
+	c := withMemory(withPriority(numaPod("c", 1, 0, "BestEffort"), 0), "512Gi", "512Gi")
+	cache := newNode(a, b, c)
+	st, _ := cache.Node("n")
+	require.Len(t, st.Allocations, 3)
+	require.Len(t, st.Allocations[2].NUMANodes(), 2, "c spans both NUMA nodes: %v", st.Allocations[2])
+	// Five GPUs need both NUMA nodes.
+	in := withMemory(withPriority(numaPod("in", 1, 5, "Restricted"), 1), "256Gi", "256Gi")
+	pp, err := cache.Prepare(in)
+	require.NoError(t, err)
+	require.Error(t, pp.Filter("n"))
+	require.NoError(t, pp.FilterWhatIf("n", scheduler.WhatIf{Removed: []string{"default/b"}}), "b's NUMA node is free for the span")
+	require.Error(t, pp.FilterWhatIf("n", scheduler.WhatIf{Removed: []string{"default/b", "default/c"}}),
+		"without c both NUMA nodes are single-NUMA-node ones")
+	_, err = cache.PreemptOn(in, "n")
+	require.ErrorIs(t, err, scheduler.ErrNoPreemption)
+	_, err = pp.Victims("n", []string{"default/b", "default/c"})
+	require.ErrorIs(t, err, scheduler.ErrNoPreemption)
+	pe, err := pp.Victims("n", []string{"default/b"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/b"}, pe.Victims, "among b alone, b is the answer")
 }

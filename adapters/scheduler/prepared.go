@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -108,8 +109,10 @@ func (pp *PreparedPod) refusal(node string, v *verdict) *FilterError {
 }
 
 // sameVerdict reports whether two verdicts are the same: equal fields, and
-// no error or the same *allocator.PlacementError (a class's never-fit
-// verdicts share theirs). Other errors are never taken for the same.
+// no error or errors explained by the same *allocator.PlacementError (a
+// class's never-fit verdicts share theirs; a Fit refusal explains itself
+// once, and the state returns the same refusal for the same request until
+// it changes). Other errors are never taken for the same.
 func sameVerdict(a, b *verdict) bool {
 	x, y := *a, *b
 	x.err, y.err = nil, nil
@@ -119,9 +122,21 @@ func sameVerdict(a, b *verdict) bool {
 	if a.err == nil || b.err == nil {
 		return a.err == nil && b.err == nil
 	}
-	pa, ok1 := a.err.(*allocator.PlacementError)
-	pb, ok2 := b.err.(*allocator.PlacementError)
-	return ok1 && ok2 && pa == pb
+	pa, pb := placementOf(a.err), placementOf(b.err)
+	return pa != nil && pa == pb
+}
+
+// placementOf returns the *allocator.PlacementError that explains err, or
+// nil.
+func placementOf(err error) *allocator.PlacementError {
+	if pe, ok := err.(*allocator.PlacementError); ok {
+		return pe
+	}
+	var pe *allocator.PlacementError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }
 
 // Score is [Cache.Score] of the prepared pod.

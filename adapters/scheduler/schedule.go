@@ -400,7 +400,8 @@ func verdictKeyOf(v *verdict) (verdictKey, bool) {
 	if v.err == nil {
 		return k, true
 	}
-	pe, ok := v.err.(*allocator.PlacementError)
+	var pe *allocator.PlacementError
+	ok := errors.As(v.err, &pe) // a Fit refusal explains itself here (allocator's refusal)
 	k.pe = pe
 	return k, ok
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
 
@@ -79,8 +80,9 @@ type Result struct {
 func (r *Result) Devices(k int) Set { return r.sets[k] }
 
 // Chooser chooses devices on one machine. It holds the working memory of
-// one call at a time, reused from call to call (no state of one call is
-// read by the next), so it is not safe for concurrent use: give each
+// one call at a time, reused from call to call (each call sets what it
+// reads before reading it: nothing relies on an earlier call having
+// cleared anything), so it is not safe for concurrent use: give each
 // goroutine its own, or keep them in a sync.Pool. Its memory is linear in
 // the machine's devices, plus, like the Index's distance table, a row of
 // distances per NUMA node for the word path's search (at most 65×65).
@@ -107,7 +109,7 @@ type Chooser struct {
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
-	gon   []bool  // group already in active (during load only)
+	gon   []bool  // group already in active (countAll clears it first)
 	// active are the allowed groups with free devices of some want,
 	// ascending.
 	active []int32
@@ -125,7 +127,7 @@ type Chooser struct {
 	// Level 2: switches inside a set of groups, as items (a struct of
 	// arrays): item i is switch itSW[i], with buckets itFirst[i] and on
 	// through nextB.
-	swItem   []int32 // switch ID -> item, -1 when none
+	swItem   []int32 // switch ID -> its item, when that item is the switch's (leafGroups checks)
 	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
 	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
 	itSW     []int32
@@ -150,7 +152,7 @@ type Chooser struct {
 	cand      []int32 // first-want candidates, ascending
 	candLeft  []int32 // per candidate position, the candidates from there on that are not must-include (exactFirst)
 	candItem  []int32
-	inS       []bool // GPU -> chosen (cleared after use)
+	inS       []bool // GPU -> chosen (cleared by each user first)
 	gain      []int32
 	deg       []int32
 	sel       [MaxWants][]int32
@@ -165,7 +167,6 @@ type Chooser struct {
 	// The word path (one want of at most 64 devices): the sets are single
 	// words.
 	word     bool
-	general  bool   // tests: always take the general path
 	wFree    uint64 // the want's free devices
 	wMust    uint64
 	itMask   []uint64 // per item, its free devices
@@ -174,7 +175,6 @@ type Chooser struct {
 	// The best choice so far.
 	have     bool
 	bestRank Rank
-	bestOne  int32 // the device of chooseOne's best
 	topSum   int32 // the word path: the sum of groupTop over c.pick
 	// The word path's level 1: the items in countWord's order, their sort
 	// keys and the items in search order (levelOneWord), and the free
@@ -197,7 +197,7 @@ type Chooser struct {
 	// wholeGroupsWord's tied groups (each written before it is read).
 	tied tiedGroups
 	ex   exactState
-	inC  []bool // GPU -> a candidate of greedyFirst (cleared after use)
+	inC  []bool // GPU -> a candidate of greedyFirst (cleared first)
 	best [MaxWants][]int32
 	res  Result
 	// ChooseWord's request sets.
@@ -224,9 +224,6 @@ func (x *Index) NewChooser() *Chooser {
 	c.gfit = make([]int32, ng)
 	c.gon = make([]bool, ng)
 	c.swItem = make([]int32, x.nswitch)
-	for i := range c.swItem {
-		c.swItem[i] = -1
-	}
 	c.nextB = make([]int32, nb)
 	c.bItem = make([]int32, nb)
 	n0 := len(x.classes[0].ids)
@@ -241,8 +238,9 @@ func (x *Index) NewChooser() *Chooser {
 	return c
 }
 
-// Choose chooses the devices of req. It allocates nothing unless it
-// returns an error.
+// Choose chooses the devices of req. Once its working memory has grown to
+// the requests it is given (the first calls), it allocates nothing unless
+// it returns an error.
 //
 // The choice is the best under [Rank] that the search finds, and the search
 // is deterministic: the same index and request give the same choice. It
@@ -302,8 +300,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	}
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
-	c.word = c.nw == 1 && !c.general && n > 0 && n <= 64
-	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !c.general // (tests compare it with the search)
+	c.word = c.nw == 1 && !general.On && n > 0 && n <= 64
+	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !general.On
 	switch {
 	case one && c.word:
 		mustSeen[0], total[0] = c.countOneWord()
@@ -332,7 +330,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // devices on the NUMA nodes of nodes (and of unknown node when unknown),
 // with every Set a single word: count devices out of free including every
 // device of must. It returns the devices Choose returns for that request,
-// as a word, and allocates nothing unless it returns an error; the errors
+// as a word, and (once its working memory has grown, as Choose's)
+// allocates nothing unless it returns an error; the errors
 // are Choose's (a class of more than 64 devices is an invalid request). It
 // is the device plugin's entry: Choose without reading a Request or
 // writing a Result. Requests whose choice is forced (as many free devices
@@ -349,7 +348,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if n > 64 {
 		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
 	}
-	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || c.general {
+	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || general.On {
 		// Refused, empty or the general path: Choose says which.
 		c.wordFree[0], c.wordMust[0] = free, must
 		w := Words(n)
@@ -513,6 +512,7 @@ func (c *Chooser) devName(class, d int) string {
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
 	c.active = c.active[:0]
+	clear(c.gon)
 	for k := range c.nw {
 		cl := &x.classes[c.cls[k]]
 		for _, g := range cl.groups {
@@ -534,8 +534,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 			}
 		}
 	}
-	// The active groups ascending, those without free devices left out;
-	// gon is cleared for the next call.
+	// The active groups ascending, those without free devices left out.
 	act := c.active
 	for i := 1; i < len(act); i++ {
 		for j := i; j > 0 && act[j] < act[j-1]; j-- {
@@ -544,7 +543,6 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	}
 	n := 0
 	for _, g := range act {
-		c.gon[g] = false
 		if c.anyFree(g) {
 			act[n] = g
 			n++
@@ -877,7 +875,7 @@ func (c *Chooser) tryLeaf(g int32) bool {
 func (c *Chooser) boundBeats() bool {
 	lb := c.groupBound()
 	d := compareRanks(&lb, &c.bestRank)
-	return d < 0 || d == 0 && c.lowestFree0() <= c.bestLow()
+	return d < 0 || d == 0 && c.mayTie(c.lowestFree0())
 }
 
 // groupLinks returns the most links a choice of the first want inside the
@@ -916,14 +914,6 @@ func (c *Chooser) leaf() {
 	} else {
 		c.leafGroups()
 	}
-}
-
-// bestLow returns the lowest first-want device of the best choice.
-func (c *Chooser) bestLow() int32 {
-	if c.word {
-		return int32(bits.TrailingZeros64(c.bestWord))
-	}
-	return c.best[0][0]
 }
 
 // groupBound returns an optimistic rank of the groups of c.pick: exact on

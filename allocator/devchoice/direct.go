@@ -77,7 +77,7 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		}
 		return false // too few: the search's checks say why
 	}
-	if !x.switchInGroup {
+	if !x.switchInGroup || !directOK {
 		return false
 	}
 	if must != 0 {
@@ -101,11 +101,11 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 	unknown := int32(x.nodes)
 	// Every candidate has one node, no unknown node, no distance and one
 	// switch; the rest of its rank is its links (the same for every choice
-	// of count devices without c.links), then left, the free devices it
-	// leaves in its switch and then in its node packed in one integer (each
-	// below 64).
+	// of count devices without c.links) and the free devices it leaves in
+	// its switch and in its node, the fields of its packed key that differ.
 	groups := 0 // allowed groups holding count
-	var d directBest
+	d := wordBest{key: ^uint64(0)}
+	shS, shN := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63
 	// The buckets whose choice needs a call (exactWord's, or links not in
 	// the index's tables) wait in pend, so that the loop keeps its values
 	// in registers.
@@ -132,18 +132,18 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 			if nb < count {
 				continue
 			}
-			left := uint32(nb-count)<<8 | uint32(nf-count)
+			left := uint64(nb-count)<<shS | uint64(nf-count)<<shN // the key's only fields that differ
 			switch {
 			case !c.links:
 				sel := m
 				if nb > count {
 					sel = lowestBits(m, int(count))
 				}
-				d.offer(sel, 0, left)
+				d.offer(left, 0, sel)
 			case nb == count && m == bm: // the whole bucket
-				d.offer(m, int(cl.bLinks[bi]), left)
+				d.offer(left, int(cl.bLinks[bi]), m)
 			case m>>63 == 0 && count == 2 && nb <= 11 && m == bm: // the whole bucket's best pair
-				d.offer(cl.bPair[bi], int(cl.bPairLinks[bi]), left)
+				d.offer(left, int(cl.bPairLinks[bi]), cl.bPair[bi])
 			default:
 				pend[np&63] = uint8(bi)
 				np++
@@ -155,16 +155,16 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 		m := free & cl.bm[bi]
 		nb := int32(popcount(m))
 		nf := int32(popcount(free & cl.gm[x.buckets[cl.cb[bi].b].group]))
-		left := uint32(nb-count)<<8 | uint32(nf-count)
+		left := uint64(nb-count)<<shS | uint64(nf-count)<<shN
 		switch {
 		case nb == count:
-			d.offer(m, c.linksWord(m), left)
+			d.offer(left, c.linksWord(m), m)
 		case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
 			sel, links := x.bestPairWord(m) // exactWord's pair
-			d.offer(sel, links, left)
+			d.offer(left, links, sel)
 		case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
 			sel := c.exactWord(m, int(count))
-			d.offer(sel, c.linksWord(sel), left)
+			d.offer(left, c.linksWord(sel), sel)
 		default:
 			return false // leafSwitchesWord's greedy choice
 		}
@@ -183,7 +183,10 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 	cl := &x.classes[c.cls[0]]
 	unknown := int32(x.nodes)
 	groups := 0 // allowed groups holding count
-	var d directBest
+	// Every candidate has one node, no unknown node, no distance and
+	// nothing left; its switches (in its packed key) and links differ.
+	d := wordBest{key: ^uint64(0)}
+	shSw := keyShift[critSwitches] & 63
 	var pend [64]uint8 // groups of known node whose links need a call (see oneSwitchWord)
 	np := 0
 	for i := range cl.wg {
@@ -203,9 +206,9 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 		nb := holding(f, cl.bm[wg.lo:wg.hi]) // the switches of the choice
 		switch {
 		case !c.links:
-			d.offerGroup(f, 0, nb)
+			d.offer(uint64(nb)<<shSw, 0, f)
 		case f == wg.gm:
-			d.offerGroup(f, int(cl.wgLinks[i]), nb)
+			d.offer(uint64(nb)<<shSw, int(cl.wgLinks[i]), f)
 		default:
 			pend[np] = uint8(i)
 			np++
@@ -215,7 +218,7 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 		wg := &cl.wg[i]
 		f := free & wg.gm
 		nb := holding(f, cl.bm[wg.lo:wg.hi])
-		d.offerGroup(f, c.linksWord(f), nb)
+		d.offer(uint64(nb)<<shSw, c.linksWord(f), f)
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false
@@ -325,16 +328,16 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	if sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
 		return false
 	}
-	// Every set's rank but for its links is one integer, smaller better:
-	// unknown node, distance, switches (sums of the groups' own fields,
-	// and of the distances between them, each field wide enough for
-	// every sum: at most 64 switches, 65·64/2 pairs of distance at most
-	// unknownDistance). The groups above v (in every set) make the base;
+	// Every set's rank but for its links is its packedKey (k nodes, the
+	// unknown node, distance, switches; nothing left), a sum of the
+	// groups' own fields and of the distances between them (keyBits has
+	// room for every sum). The groups above v (in every set) make the base;
 	// those of v (tied) are listed with their devices, own key and
 	// distance to the base, group and row of distances.
 	ng := int32(x.nodes + 1)
 	gdist := x.gdist
 	unknown := int32(x.nodes)
+	shSw, distShift := keyShift[critSwitches], keyShift[critDistance]
 	t := &c.tied
 	var rows [32]int32 // the base's groups' rows (each holds 2 or more devices)
 	base, baseKey := uint64(0), uint64(0)
@@ -346,12 +349,12 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 		if n < v {
 			continue
 		}
-		key := uint64(1)
+		key := uint64(1) << shSw
 		if wg.hi-wg.lo > 1 {
-			key = uint64(holding(f, cl.bm[wg.lo:wg.hi]))
+			key = uint64(holding(f, cl.bm[wg.lo:wg.hi])) << shSw
 		}
 		if wg.g == unknown {
-			key |= 1 << unkShift
+			key |= 1 << keyShift[critUnknown]
 		}
 		if n > v {
 			for _, rb := range rows[:nf&31] {
@@ -375,6 +378,8 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	// met does not matter): pairs in two loops, other sizes as masks over
 	// the tied groups' positions (Gosper's hack).
 	best := groupsBest{key: ^uint64(0), links: -1}
+	k0 := uint64(k) << keyShift[critNodes] // (the same for every set)
+	baseKey += k0
 	if r == 2 {
 		for i := 0; i < nt-1; i++ {
 			fi, ki, ri := base|t.f[i&15], baseKey+t.key[i&15], t.row[i&15]
@@ -408,13 +413,6 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	return true
 }
 
-// The fields of wholeGroupsWord's packed rank: switches in the low bits,
-// then the distance, then the unknown node.
-const (
-	distShift = 8
-	unkShift  = 40
-)
-
 // tiedGroups are wholeGroupsWord's tied groups, by position: their
 // devices, own packed rank (switches, unknown node, distance to the
 // base's groups), group and row in the index's distances.
@@ -433,9 +431,10 @@ type groupsBest struct {
 }
 
 // offer keeps the set of devices sel of packed rank key (no worse than
-// the best's) when it beats the best: a lower key, then (as Rank ranks
-// sets of whole groups of one node count) more links, then the lowest
-// indices. The links are counted only when the keys tie.
+// the best's) when it beats the best: a lower key, then (directOK: NVLinks
+// come after every criterion of the key that differs) more links, then
+// the lowest indices (lowerWord). The links are counted only when the
+// keys tie.
 func (b *groupsBest) offer(c *Chooser, sel uint64, key uint64) {
 	links := -1
 	if key == b.key {
@@ -448,44 +447,28 @@ func (b *groupsBest) offer(c *Chooser, sel uint64, key uint64) {
 				return
 			}
 		}
-		if diff := sel ^ b.sel; (!c.links || links == b.links) && sel&(diff&-diff) == 0 {
-			return // b holds the lowest device of the difference
+		if (!c.links || links == b.links) && !lowerWord(sel, b.sel) {
+			return
 		}
 	}
 	b.sel, b.key, b.links = sel, key, links
 }
 
-// directBest is directWord's best choice so far: its devices (0 before
-// the first), links and left (oneSwitchWord's packed free devices left,
-// wholeGroupWord's switches).
-type directBest struct {
+// wordBest is a direct decision's best choice so far: its devices (0
+// before the first), packed key (the fields of packedKey that differ
+// between its candidates) and links.
+type wordBest struct {
 	sel   uint64
+	key   uint64
 	links int
-	left  uint32
 }
 
-// offer keeps the choice sel when it beats the best: more links, then
-// less left, then the lowest indices.
-func (d *directBest) offer(sel uint64, links int, left uint32) {
-	if d.sel != 0 {
-		diff := sel ^ d.sel // lowerIDs on words: the lower set holds diff's lowest device
-		if links < d.links || links == d.links && (left > d.left || left == d.left && sel&(diff&-diff) == 0) {
-			return
-		}
+// offer keeps the choice sel of packed key key and links links when it
+// beats the best (keyTerms, then lowerWord).
+func (d *wordBest) offer(key uint64, links int, sel uint64) {
+	if a, b := keyTerms(key, links, d.key, d.links); a < b || a == b && lowerWord(sel, d.sel) {
+		d.sel, d.key, d.links = sel, key, links
 	}
-	d.sel, d.links, d.left = sel, links, left
-}
-
-// offerGroup keeps the choice sel of a whole group when it beats the best:
-// fewer switches, then more links, then the lowest indices.
-func (d *directBest) offerGroup(sel uint64, links int, switches uint32) {
-	if d.sel != 0 {
-		diff := sel ^ d.sel
-		if switches > d.left || switches == d.left && (links < d.links || links == d.links && sel&(diff&-diff) == 0) {
-			return
-		}
-	}
-	d.sel, d.links, d.left = sel, links, switches
 }
 
 // holding returns how many of the words bms hold devices of f.

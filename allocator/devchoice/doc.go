@@ -10,8 +10,8 @@
 // [Chooser] holds the working memory of one call at a time; a [Request]
 // names the allowed NUMA nodes and, per class, a count, the free devices
 // and the must-include ones, as [Set]s of dense indices. [Chooser.Choose]
-// returns the best choice under [Rank], whose doc comment is the one
-// statement of the preference order.
+// returns the best choice under [Rank], whose doc comment lists the
+// preference order.
 //
 // Pairing: when a request asks for GPUs and devices of another class (RDMA
 // NICs), GPUs are its first class and every other device counts as paired

@@ -2,10 +2,6 @@ package devchoice
 
 import "github.com/numaplace/numaplace/numa"
 
-// ForceGeneral makes c always take the general path, so that tests can
-// compare it with the word path.
-func ForceGeneral(c *Chooser) { c.general = true }
-
 // WholeGroupsWord runs ChooseWord's decision over several whole groups
 // alone (for count at least 2 devices of class 0 out of free, without
 // must-include devices) and returns its choice, or false when it leaves

@@ -1,10 +1,16 @@
 package devchoice
 
-import "cmp"
+import (
+	"cmp"
+	"math/bits"
 
-// Rank is how good a choice of devices is. Its fields are the chooser's
-// criteria, in the order they are compared, and this comment is the one
-// place that order is stated ([Rank.Compare] follows it field by field):
+	"github.com/numaplace/numaplace/allocator/internal/general"
+)
+
+// Rank is how good a choice of devices is: one field per criterion of the
+// chooser, compared in this order by [Rank.Compare] and by every
+// decision of the chooser (the order is kept in one place in the source,
+// which all of them read):
 //
 //  1. Nodes: the fewest NUMA nodes holding the chosen devices (devices of
 //     unknown NUMA node count as one more node);
@@ -28,8 +34,9 @@ import "cmp"
 //  8. NodeLeft: in the chosen NUMA nodes, so that whole free switches and
 //     nodes stay whole for larger requests;
 //
-// and on a tie the lowest device indices: the first class's chosen indices
-// in ascending order compared lexicographically, then the next class's.
+// and on a tie the lowest device indices: the first class's chosen
+// indices in ascending order compared lexicographically, then the next
+// class's.
 type Rank struct {
 	Nodes      int
 	Unknown    int
@@ -41,30 +48,211 @@ type Rank struct {
 	NodeLeft   int
 }
 
+// criterion names a field of Rank.
+type criterion uint8
+
+const (
+	critNodes criterion = iota
+	critUnknown
+	critDistance
+	critUnpaired
+	critSwitches
+	critNVLinks
+	critSwitchLeft
+	critNodeLeft
+	numCriteria
+)
+
+// order is the order of preference: the criteria in the order they are
+// compared. It is the one statement of that order: compareRanks reads it,
+// and setOrder derives from it the packed keys' layout and whether the
+// direct decisions apply (directOK). Only tests change it (setOrder). The
+// searches go by the fewest NUMA nodes first, so Nodes stays first.
+var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
+
+// What setOrder derives from order: keyShift[k] is where criterion k lies
+// in a packed key (see packedKey), rankPos[k] its place in order, and
+// directOK says whether the node-level criteria and Switches come before
+// NVLinks, SwitchLeft and NodeLeft, as the direct decisions assume (a best
+// choice then has the fewest nodes and switches; otherwise they leave
+// every request to the search).
+var (
+	keyShift [numCriteria]uint8
+	rankPos  [numCriteria]uint8
+	// fieldOrder: order lists the criteria in Rank's field order, so that
+	// compareRanks may walk the fields (a shortcut of its general loop).
+	fieldOrder bool
+	// keyAboveLinks masks the fields of a packed key before NVLinks.
+	keyAboveLinks uint64
+	directOK      bool
+)
+
+// keyBits are the widths of the criteria in a packed key: enough for any
+// choice of one class of at most 64 devices (at most 65 groups, 64
+// switches, C(65,2) pairs of groups at distance at most unknownDistance),
+// with the device index below them (keyIndexBits). Unpaired (0 for one
+// class) and NVLinks (unbounded) are not packed.
+var keyBits = [numCriteria]uint8{critNodes: 7, critUnknown: 1, critDistance: 22, critSwitches: 7, critSwitchLeft: 7, critNodeLeft: 7}
+
+const keyIndexBits = 6
+
+func init() { setOrder(order) }
+
+// setOrder makes o the order of preference and derives the packed keys'
+// layout and directOK from it.
+func setOrder(o [numCriteria]criterion) {
+	order = o
+	shift := uint8(keyIndexBits)
+	for i := int(numCriteria) - 1; i >= 0; i-- {
+		k := order[i]
+		rankPos[k] = uint8(i)
+		keyShift[k] = shift
+		shift += keyBits[k]
+	}
+	keyAboveLinks = ^uint64(0) << (keyShift[critNVLinks] & 63)
+	fieldOrder = true
+	for i, k := range order {
+		fieldOrder = fieldOrder && k == criterion(i)
+	}
+	directOK = true
+	for _, early := range []criterion{critNodes, critUnknown, critDistance, critSwitches} {
+		for _, late := range []criterion{critNVLinks, critSwitchLeft, critNodeLeft} {
+			directOK = directOK && rankPos[early] < rankPos[late]
+		}
+	}
+}
+
+// value returns criterion k of r, smaller better (NVLinks negated).
+func (r *Rank) value(k criterion) int {
+	switch k {
+	case critNodes:
+		return r.Nodes
+	case critUnknown:
+		return r.Unknown
+	case critDistance:
+		return r.Distance
+	case critUnpaired:
+		return r.Unpaired
+	case critSwitches:
+		return r.Switches
+	case critNVLinks:
+		return -r.NVLinks // more is better
+	case critSwitchLeft:
+		return r.SwitchLeft
+	}
+	return r.NodeLeft
+}
+
 // Compare returns a negative number when r is the better rank, a positive
 // one when o is, and 0 when they are equal (the chooser then takes the
 // lowest device indices).
 func (r Rank) Compare(o Rank) int { return compareRanks(&r, &o) }
 
-// compareRanks is Rank.Compare by pointers (for the chooser's hot loops):
-// one criterion after the other, as Rank's doc comment lists them (a cmp.Or
-// chain that stops at the first difference).
+// compareRanks is Rank.Compare by pointers, the one comparison of ranks:
+// the criteria of order one after the other, up to the first difference.
 func compareRanks(r, o *Rank) int {
-	switch {
-	case r.Nodes != o.Nodes:
-		return cmp.Compare(r.Nodes, o.Nodes)
-	case r.Unknown != o.Unknown:
-		return cmp.Compare(r.Unknown, o.Unknown)
-	case r.Distance != o.Distance:
-		return cmp.Compare(r.Distance, o.Distance)
-	case r.Unpaired != o.Unpaired:
-		return cmp.Compare(r.Unpaired, o.Unpaired)
-	case r.Switches != o.Switches:
-		return cmp.Compare(r.Switches, o.Switches)
-	case r.NVLinks != o.NVLinks:
-		return cmp.Compare(o.NVLinks, r.NVLinks) // more is better
-	case r.SwitchLeft != o.SwitchLeft:
-		return cmp.Compare(r.SwitchLeft, o.SwitchLeft)
+	if fieldOrder && !general.On {
+		// order is Rank's field order: the first field that differs.
+		switch {
+		case r.Nodes != o.Nodes:
+			return cmp.Compare(r.Nodes, o.Nodes)
+		case r.Unknown != o.Unknown:
+			return cmp.Compare(r.Unknown, o.Unknown)
+		case r.Distance != o.Distance:
+			return cmp.Compare(r.Distance, o.Distance)
+		case r.Unpaired != o.Unpaired:
+			return cmp.Compare(r.Unpaired, o.Unpaired)
+		case r.Switches != o.Switches:
+			return cmp.Compare(r.Switches, o.Switches)
+		case r.NVLinks != o.NVLinks:
+			return cmp.Compare(o.NVLinks, r.NVLinks)
+		case r.SwitchLeft != o.SwitchLeft:
+			return cmp.Compare(r.SwitchLeft, o.SwitchLeft)
+		}
+		return cmp.Compare(r.NodeLeft, o.NodeLeft)
 	}
-	return cmp.Compare(r.NodeLeft, o.NodeLeft)
+	// The criteria that differ, each as the bit of its place in order
+	// (rankPos): the lowest bit set is the first difference.
+	var m uint32
+	if r.Nodes != o.Nodes {
+		m |= 1 << (rankPos[critNodes] & 31)
+	}
+	if r.Unknown != o.Unknown {
+		m |= 1 << (rankPos[critUnknown] & 31)
+	}
+	if r.Distance != o.Distance {
+		m |= 1 << (rankPos[critDistance] & 31)
+	}
+	if r.Unpaired != o.Unpaired {
+		m |= 1 << (rankPos[critUnpaired] & 31)
+	}
+	if r.Switches != o.Switches {
+		m |= 1 << (rankPos[critSwitches] & 31)
+	}
+	if r.NVLinks != o.NVLinks {
+		m |= 1 << (rankPos[critNVLinks] & 31)
+	}
+	if r.SwitchLeft != o.SwitchLeft {
+		m |= 1 << (rankPos[critSwitchLeft] & 31)
+	}
+	if r.NodeLeft != o.NodeLeft {
+		m |= 1 << (rankPos[critNodeLeft] & 31)
+	}
+	if m == 0 {
+		return 0
+	}
+	k := order[bits.TrailingZeros32(m)&7]
+	if r.value(k) < o.value(k) {
+		return -1
+	}
+	return 1
+}
+
+// packedKey returns r packed in one integer, with device index d (below
+// 64) in the low bits: of two ranks with the same Unpaired and NVLinks
+// and fields within keyBits, the smaller key is the one compareRanks and
+// then lowerWord on single devices prefer (TestPackedKeyIsCompare).
+func packedKey(r *Rank, d int) uint64 {
+	return uint64(r.Nodes)<<keyShift[critNodes] | uint64(r.Unknown)<<keyShift[critUnknown] |
+		uint64(r.Distance)<<keyShift[critDistance] | uint64(r.Switches)<<keyShift[critSwitches] |
+		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | uint64(d)
+}
+
+// keyTerms returns what decides between two ranks of equal Unpaired given
+// as packed keys (packedKey) and NVLinks, smaller better, as compareRanks
+// decides: the keys themselves, unless their fields before NVLinks in
+// order (above NVLinks' place in the key) are equal and the links differ,
+// then the links (more is better; links are never negative).
+func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
+	if (key^key2)&keyAboveLinks == 0 && links != links2 {
+		return uint64(links2), uint64(links)
+	}
+	return key, key2
+}
+
+// lowerWord is the chooser's tie-break between two choices of equal rank,
+// as words of devices of one class: whether a comes before b, that is,
+// holds the lowest device of their symmetric difference (listed in
+// ascending order, a's devices come first lexicographically, for sets of
+// one size); false when they are equal. Every tie-break of the chooser is
+// this one: the general path's sorted lists compare the same way
+// (slices.Compare), a single device wins by the lower index, and a
+// bound's lowest free device against the best's is its optimistic form
+// (Chooser.mayTie).
+func lowerWord(a, b uint64) bool {
+	x := a ^ b
+	return a&(x&-x) != 0
+}
+
+// mayTie reports whether a choice whose lowest device of the first want
+// is at least low may still win a tie of ranks against the best choice:
+// lowerWord prefers the best's when its lowest device is below low.
+func (c *Chooser) mayTie(low int32) bool { return low <= c.bestLow() }
+
+// bestLow returns the lowest first-want device of the best choice.
+func (c *Chooser) bestLow() int32 {
+	if c.word {
+		return int32(bits.TrailingZeros64(c.bestWord))
+	}
+	return c.best[0][0]
 }

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
@@ -513,9 +514,9 @@ func TestWordPathIsTheGeneralPath(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		general := x.NewChooser()
-		devchoice.ForceGeneral(general)
-		gen, err := general.Choose(req)
+		restore := general.Set(true)
+		gen, err := x.NewChooser().Choose(req)
+		restore()
 		if err != nil {
 			rt.Fatal(err)
 		}

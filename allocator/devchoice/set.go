@@ -92,21 +92,6 @@ func (s Set) AppendTo(dst []int) []int {
 	return dst
 }
 
-// lowerIDs reports whether a's devices, listed in ascending order, come
-// before b's in lexicographic order (sets of the same size: the set holding
-// the lowest device of their symmetric difference comes first).
-func lowerIDs(a, b Set) int {
-	for i := range a {
-		if x := a[i] ^ b[i]; x != 0 {
-			if a[i]&(x&-x) != 0 {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
-}
-
 // popcount returns the number of bits set in w. It is math/bits.OnesCount64
 // without the POPCNT instruction, which amd64 before v2 lacks: there the
 // compiler checks for it at run time and calls a fallback, and the

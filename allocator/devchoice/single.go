@@ -53,17 +53,17 @@ func (c *Chooser) keepOne(g, d, sw, nf int32) {
 	if g == int32(c.x.nodes) {
 		r.Unknown = 1
 	}
-	if c.have {
-		if cmp := compareRanks(&r, &c.bestRank); cmp > 0 || cmp == 0 && d > c.bestOne {
+	if c.word {
+		c.keepWord(&r, 1<<uint(d))
+		return
+	}
+	if c.have { // lowerWord on single devices: the lower index
+		if cmp := compareRanks(&r, &c.bestRank); cmp > 0 || cmp == 0 && d > c.best[0][0] {
 			return
 		}
 	}
-	c.have, c.bestRank, c.bestOne = true, r, d
-	if c.word {
-		c.bestWord = 1 << uint(d)
-	} else {
-		c.best[0] = append(c.best[0][:0], d)
-	}
+	c.have, c.bestRank = true, r
+	c.best[0] = append(c.best[0][:0], d)
 }
 
 // bucketFree returns the free devices of class bucket i of cl.
@@ -133,39 +133,42 @@ func (c *Chooser) countOneWord() (mustSeen, total int32) {
 }
 
 // chooseOneWord is chooseOne on the word path without a must-include
-// device: the keys of chooseOne's comparison (unknown node, free left
-// under the switch, then in the node, then the index) packed in one
-// integer per bucket, the lowest kept.
+// device: each bucket's lowest free device is a candidate of rank
+// {Nodes: 1, Unknown, Switches: 1, SwitchLeft, NodeLeft}, compared by its
+// packedKey (the order's), the lowest kept.
 func (c *Chooser) chooseOneWord() {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	free := c.wFree
 	unknown := int32(x.nodes)
-	best := uint32(1<<32 - 1)
+	// The key's constant part (one node, one switch) and its fields'
+	// places, read once.
+	base := uint64(1)<<(keyShift[critNodes]&63) | 1<<(keyShift[critSwitches]&63)
+	shU, shS, shN := keyShift[critUnknown]&63, keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63
+	best := ^uint64(0)
 	for _, g := range cl.groups {
 		f := free & cl.gm[g]
 		if f == 0 || !c.allowedGroup(int(g)) {
 			continue
 		}
-		key := uint32(popcount(f)-1) << 6
+		key := base | uint64(popcount(f)-1)<<shN
 		if g == unknown {
-			key |= 1 << 18
+			key |= 1 << shU
 		}
 		lo, hi := cl.cbStart[g], cl.cbStart[g+1]
 		if hi == lo+1 { // one bucket: the group's lowest device
-			best = min(best, key|uint32(popcount(f)-1)<<12|uint32(bits.TrailingZeros64(f)))
+			best = min(best, key|uint64(popcount(f)-1)<<shS|uint64(bits.TrailingZeros64(f)))
 			continue
 		}
 		for _, bm := range cl.bm[lo:hi] {
 			if m := free & bm; m != 0 {
-				best = min(best, key|uint32(popcount(m)-1)<<12|uint32(bits.TrailingZeros64(m)))
+				best = min(best, key|uint64(popcount(m)-1)<<shS|uint64(bits.TrailingZeros64(m)))
 			}
 		}
 	}
-	if best == 1<<32-1 {
+	if best == ^uint64(0) {
 		return // nothing free (refused before)
 	}
-	d := int32(best & 63)
-	c.have, c.bestOne, c.bestWord = true, d, 1<<uint(d)
-	c.bestRank = Rank{Nodes: 1, Unknown: int(best >> 18), Switches: 1, SwitchLeft: int(best >> 12 & 63), NodeLeft: int(best >> 6 & 63)}
+	c.have, c.bestWord = true, 1<<(best&63)
+	c.bestRank = Rank{Nodes: 1, Unknown: int(best >> shU & 1), Switches: 1, SwitchLeft: int(best >> shS & 127), NodeLeft: int(best >> shN & 127)}
 }

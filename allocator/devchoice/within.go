@@ -42,8 +42,10 @@ func (c *Chooser) leafGroups() {
 				}
 				it := int32(-1)
 				sw := x.buckets[b].sw
-				if merge {
-					it = c.swItem[sw]
+				if merge { // swItem is trusted only when the item names sw
+					if j := c.swItem[sw]; j >= 0 && int(j) < len(c.itSW) && c.itSW[j] == sw {
+						it = j
+					}
 				}
 				if it < 0 {
 					it = int32(len(c.itSW))
@@ -81,11 +83,6 @@ func (c *Chooser) leafGroups() {
 	c.nodeLeft = nodeLeft
 	c.gLinks = c.groupLinks()
 	c.searchSwitches()
-	if merge {
-		for _, sw := range c.itSW {
-			c.swItem[sw] = -1
-		}
-	}
 }
 
 // linked reports whether bucket b is already in item it's list.
@@ -129,7 +126,7 @@ func (c *Chooser) searchSwitches() {
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFree0() > c.bestLow() {
+		if d > 0 || d == 0 && !c.mayTie(c.lowestFree0()) {
 			return
 		}
 	}
@@ -304,7 +301,7 @@ func (c *Chooser) leafSwitches(s int) {
 	r := c.rankOf()
 	if c.have {
 		d := compareRanks(&r, &c.bestRank)
-		if d == 0 {
+		if d == 0 { // lowerWord's tie-break on sorted lists
 			for k := range c.nw {
 				if d = slices.Compare(c.sel[k], c.best[k]); d != 0 {
 					break
@@ -385,6 +382,7 @@ func (c *Chooser) linksAmong(sel []int32) int {
 		}
 		return links
 	}
+	clear(c.inS)
 	for _, u := range sel {
 		c.inS[u] = true
 	}
@@ -394,9 +392,6 @@ func (c *Chooser) linksAmong(sel []int32) int {
 				links += int(x.linkN[k])
 			}
 		}
-	}
-	for _, u := range sel {
-		c.inS[u] = false
 	}
 	return links
 }
@@ -637,6 +632,7 @@ func (c *Chooser) enumFirst(from int, links int) {
 func (c *Chooser) greedyFirst() {
 	x := c.x
 	need := int(c.need[0])
+	clear(c.inS)
 	for _, d := range c.sel[0] {
 		c.inS[d] = true
 	}
@@ -657,6 +653,7 @@ func (c *Chooser) greedyFirst() {
 			// By the adjacency lists: O(candidates + their links), never a
 			// pass over pairs of candidates.
 			c.inC = grow(c.inC, len(x.classes[0].ids))
+			clear(c.inC)
 			for _, v := range c.cand {
 				c.inC[v] = true
 			}
@@ -671,9 +668,6 @@ func (c *Chooser) greedyFirst() {
 					}
 				}
 				c.gain[v], c.deg[v] = g, dg
-			}
-			for _, v := range c.cand {
-				c.inC[v] = false
 			}
 		}
 	}
@@ -741,9 +735,6 @@ func (c *Chooser) greedyFirst() {
 			sel[bx] = v
 		}
 	}
-	for _, d := range c.sel[0] {
-		c.inS[d] = false
-	}
 }
 
 // addGain adds sign times v's links to the gains of the candidates.
@@ -758,8 +749,7 @@ func (c *Chooser) addGain(v int32, sign int32) {
 		return
 	}
 	for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
-		// Only candidates' gains are read; the others are set before they
-		// are read in a later call.
+		// Only candidates' gains are read (greedyFirst sets them first).
 		c.gain[x.linkTo[k]] += sign * x.linkN[k]
 	}
 }

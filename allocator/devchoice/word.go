@@ -26,7 +26,7 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	}
 	c.wFree, c.wMust = free, must
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
-	c.pickFree, c.pickNB = 0, 0
+	c.pickFree, c.pickNB, c.lastFree = 0, 0, 0
 	c.pick = c.pick[:0]
 	allowed := c.allowedWord(cl)
 	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
@@ -336,7 +336,7 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupK
 			lb := c.everyBound(unk, dist, nb+it.nb, c.linksFor(top+it.top))
 			sel := pf | it.free
 			if c.have {
-				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && bits.TrailingZeros64(sel) > bits.TrailingZeros64(c.bestWord) {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(int32(bits.TrailingZeros64(sel))) {
 					continue
 				}
 			}
@@ -370,7 +370,7 @@ func (c *Chooser) boundBeatsWord() bool {
 		}
 	}
 	d := compareRanks(&lb, &c.bestRank)
-	return d < 0 || d == 0 && bits.TrailingZeros64(c.pickFree) <= bits.TrailingZeros64(c.bestWord)
+	return d < 0 || d == 0 && c.mayTie(int32(bits.TrailingZeros64(c.pickFree)))
 }
 
 // leafWord is leafGroups and searchSwitches for the word path.
@@ -456,7 +456,7 @@ func (c *Chooser) leafWord() {
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
+		if d > 0 || d == 0 && !c.mayTie(c.lowestFreeWord()) {
 			return
 		}
 	}
@@ -486,7 +486,7 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && c.lowestFreeWord() > c.bestLow() {
+		if d > 0 || d == 0 && !c.mayTie(c.lowestFreeWord()) {
 			return
 		}
 	}
@@ -551,16 +551,16 @@ func (c *Chooser) everyBound(unk, dist, n int32, links int) Rank {
 
 // keepWord keeps the choice sel of rank r when it beats the best.
 func (c *Chooser) keepWord(r *Rank, sel uint64) {
-	if c.have {
-		d := compareRanks(r, &c.bestRank)
-		if d == 0 {
-			d = lowerIDs(Set{sel}, Set{c.bestWord})
-		}
-		if d >= 0 {
-			return
-		}
+	if !c.have || beatsWord(r, sel, &c.bestRank, c.bestWord) {
+		c.have, c.bestRank, c.bestWord = true, *r, sel
 	}
-	c.have, c.bestRank, c.bestWord = true, *r, sel
+}
+
+// beatsWord reports whether the choice sel of rank r beats the choice
+// best of rank rb: compareRanks, then lowerWord.
+func beatsWord(r *Rank, sel uint64, rb *Rank, best uint64) bool {
+	d := compareRanks(r, rb)
+	return d < 0 || d == 0 && lowerWord(sel, best)
 }
 
 // leafSwitchesWord is leafSwitches for the word path.
@@ -761,7 +761,7 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		for w := s; w != 0; w &= w - 1 {
 			sel |= 1 << pos[bits.TrailingZeros64(w)]
 		}
-		if l := c.linksWord(sel); l > bestLinks || l == bestLinks && lowerIDs(Set{sel}, Set{best}) < 0 {
+		if l := c.linksWord(sel); l > bestLinks || l == bestLinks && lowerWord(sel, best) {
 			best, bestLinks = sel, l
 		}
 		// The next mask with rest bits (Gosper's hack).

@@ -9,14 +9,16 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
 
 // ChooseWord chooses exactly what Choose chooses for the same request of
-// one class, on small and large random machines (with must-include
-// devices, one device or many, budgets reached or not), and one Chooser
-// serves both calls in turn.
+// one class (Choose on its word path, then with general.On on its general
+// path), on small and large random machines (with must-include devices,
+// one device or many, budgets reached or not), and one Chooser serves
+// every call in turn.
 func TestChooseWordIsChoose(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := anyMachine(rt)
@@ -33,8 +35,10 @@ func TestChooseWordIsChoose(t *testing.T) {
 		free, must := toSet(n, w.free), toSet(n, w.must)
 		req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: cl, Count: w.count, Free: free, Must: must}}}
 		c := x.NewChooser()
-		for range 2 {
+		for i := range 2 {
+			restore := general.Set(i == 1) // the word path's choice, then the general path's
 			res, err := c.Choose(req)
+			restore()
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -234,11 +238,14 @@ func TestChooseWordForcedGroupIsChoose(t *testing.T) {
 	}
 }
 
-// chooseBoth runs Choose and ChooseWord with c on one request of count
-// GPUs (must may be nil), fails when they differ and returns the choice.
+// chooseBoth runs Choose on its general path (general.On) and ChooseWord
+// on its fast paths with c on one request of count GPUs (must may be nil),
+// fails when they differ and returns the choice.
 func chooseBoth(rt *rapid.T, c *devchoice.Chooser, count int, free, must devchoice.Set, nodes numa.Mask, unknown bool) uint64 {
 	req := &devchoice.Request{Nodes: nodes, Unknown: unknown, Wants: []devchoice.Want{{Class: 0, Count: count, Free: free, Must: must}}}
+	restore := general.Set(true) // the general path's choice
 	res, err := c.Choose(req)
+	restore()
 	if err != nil {
 		rt.Fatal(err)
 	}

@@ -25,7 +25,7 @@ var (
 	// resources, but the singleNUMANodeExclusive rule forbids every one.
 	ErrExclusivity = errors.New("singleNUMANodeExclusive rule forbids every placement")
 	// ErrSearchLimit: the search for a set of NUMA nodes of the demanded
-	// width reached its bound (searchSteps steps of the search over node
+	// width reached its bound (cover.SearchSteps steps of the search over node
 	// classes in one decision) before it could say whether one exists. A
 	// Restricted request is refused rather than placed on a width that
 	// might be wrong; None and BestEffort requests, admitted by the free

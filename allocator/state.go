@@ -394,7 +394,7 @@ func (s *State) Machine() *topology.Machine {
 // refusal's *PlacementError.
 //
 // Bound: one decision (see the engine's doc: O(k·n) reads, the exhaustive
-// subset search on at most 16 NUMA nodes, at most searchSteps steps of the
+// subset search on at most 16 NUMA nodes, at most cover.SearchSteps steps of the
 // class search beyond), under the read lock.
 func (s *State) Fit(r *Request) error {
 	if err := s.check(r); err != nil {

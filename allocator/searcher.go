@@ -446,7 +446,7 @@ func (sr *searcher) nodeTypes() {
 // Bound: the admission reads the amounts in O(k·n), searches pools of at
 // most cover.SmallPool nodes exactly (at most 2^16 subsets per width), and on
 // larger pools takes at most cover.SearchSteps steps of the class search in all
-// (cover.SoftSteps for None and BestEffort, see [cover.Bound]). When that bound
+// (1,024 for None and BestEffort, see [cover.Bound]). When that bound
 // cuts a search of a Restricted request, it is refused with
 // [ErrSearchLimit], so that its answer is exact or refused; None and
 // BestEffort are admitted by the free totals (exact), and a cut search

@@ -69,14 +69,14 @@ func shareFast(v, need int64, r uint64) int64 {
 	return int64(q)
 }
 
-// SoftSteps bounds the steps of the search over classes in a decision of
+// softSteps bounds the steps of the search over classes in a decision of
 // a None or BestEffort request, whose admission the free totals decide: a
 // cut search there costs the span's width its exactness, never the request
 // its admission (see Bound).
-const SoftSteps = 1 << 10
+const softSteps = 1 << 10
 
 // Bound is the bound of one decision on its searches over classes: at
-// most SearchSteps steps in all (SoftSteps when Soft), the steps used so
+// most SearchSteps steps in all (1,024 when Soft), the steps used so
 // far (Used), and how many searches the bound cut before they could
 // answer (Undecided). A decision starts with the zero value, sets Soft
 // for a None or BestEffort request, and gives the bound to its [Search]
@@ -100,7 +100,7 @@ type Bound struct {
 // limit returns the decision's bound in steps.
 func (b *Bound) limit() int {
 	if b.Soft {
-		return SoftSteps
+		return softSteps
 	}
 	return SearchSteps
 }
@@ -149,7 +149,7 @@ func (b *Bound) cutOne() {
 // each step of the search over classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no
 // weighting separates), hence the bound: at most SearchSteps steps in one
-// decision (a Fit, an Allocate, a Score, the widths of a Resize; SoftSteps
+// decision (a Fit, an Allocate, a Score, the widths of a Resize; softSteps
 // for None and BestEffort). A search the bound cuts is undecided (counted
 // in the decision's Bound), and the decision refuses a Restricted
 // request with allocator.ErrSearchLimit rather than guess a width; for None and

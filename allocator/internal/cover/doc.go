@@ -13,7 +13,7 @@
 // ([Problem.OneNode]); an exact depth-first search over the subsets of the
 // width on pools of at most [SmallPool] nodes; on larger pools a search
 // over classes of nodes with equal amounts, exact within [SearchSteps]
-// steps per decision ([SoftSteps] for a soft bound, see [Bound]), with
+// steps per decision (1,024 for a soft bound, see [Bound]), with
 // greedy covers, per-kind and Lagrangian bounds first. Every answer is a
 // deterministic function of the problem, the pool and the width (and of
 // the bound's steps already used): ties go to the lower node indices.

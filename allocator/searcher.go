@@ -581,7 +581,8 @@ func (s *State) fitsOneNode(r *Request) bool {
 	if len(r.Amounts) != 0 {
 		return false // kinds the state does not have: decide says so
 	}
-	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+	_, d := s.fieldKinds(r)
+	gpus, cpus, mem := d[0], d[1], d[2]
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
@@ -700,7 +701,8 @@ nodes:
 // FullPCPUs request) or memory of all nodes together fall short of gpus,
 // cpus or mem units.
 func (s *State) shortInAll(r *Request, gpus, cpus, mem int64) bool {
-	return sum64(s.gpu.nodeFree) < gpus || sum64(s.cpu.FreeView(r)) < cpus || sum64(s.mem.free) < mem
+	f := s.fieldFree(r)
+	return sum64(f[0]) < gpus || sum64(f[1]) < cpus || sum64(f[2]) < mem
 }
 
 // sum64 returns the sum of v.
@@ -717,7 +719,8 @@ func sum64(v []int64) int64 {
 // and mem units (an amount of 0 is no condition), looking at the nodes in
 // ascending order up to the first that does.
 func (s *State) coversAlone(r *Request, pool numa.Mask, gpus, cpus, mem int64) bool {
-	gf, cf, mf := s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free
+	f := s.fieldFree(r)
+	gf, cf, mf := f[0], f[1], f[2]
 	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
 	for w := uint64(pool); w != 0; w &= w - 1 {
 		if i := bits.TrailingZeros64(w); gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {

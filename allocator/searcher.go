@@ -581,8 +581,7 @@ func (s *State) fitsOneNode(r *Request) bool {
 	if len(r.Amounts) != 0 {
 		return false // kinds the state does not have: decide says so
 	}
-	_, d := s.fieldKinds(r)
-	gpus, cpus, mem := d[0], d[1], d[2]
+	gpus, cpus, mem := s.fieldDemand(r)
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
@@ -622,8 +621,7 @@ func (s *State) quickRefusal(r *Request) error {
 		r.validate(s.m.ThreadsPerCore()) != nil {
 		return nil
 	}
-	_, d := s.fieldKinds(r)
-	gpus, cpus, mem := d[0], d[1], d[2]
+	gpus, cpus, mem := s.fieldDemand(r)
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
@@ -701,8 +699,8 @@ nodes:
 // FullPCPUs request) or memory of all nodes together fall short of gpus,
 // cpus or mem units.
 func (s *State) shortInAll(r *Request, gpus, cpus, mem int64) bool {
-	f := s.fieldFree(r)
-	return sum64(f[0]) < gpus || sum64(f[1]) < cpus || sum64(f[2]) < mem
+	gf, cf, mf := s.fieldFree(r)
+	return sum64(gf) < gpus || sum64(cf) < cpus || sum64(mf) < mem
 }
 
 // sum64 returns the sum of v.
@@ -719,8 +717,7 @@ func sum64(v []int64) int64 {
 // and mem units (an amount of 0 is no condition), looking at the nodes in
 // ascending order up to the first that does.
 func (s *State) coversAlone(r *Request, pool numa.Mask, gpus, cpus, mem int64) bool {
-	f := s.fieldFree(r)
-	gf, cf, mf := f[0], f[1], f[2]
+	gf, cf, mf := s.fieldFree(r)
 	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
 	for w := uint64(pool); w != 0; w &= w - 1 {
 		if i := bits.TrailingZeros64(w); gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {

@@ -341,13 +341,14 @@ func builtinField(kind string) (string, bool) {
 }
 
 // fieldKinds returns where the kinds of builtinKinds sit in s.res, in
-// their order, and r's demands of them. With fieldFree it is the one
-// statement of the layout of s.res: the GPUs first, then the device
-// classes (asked for in Devices, sorted by name), then the CPUs and
+// their order, and r's demands of them. With fieldDemand and fieldFree it
+// is the one statement of the layout of s.res: the GPUs first, then the
+// device classes (asked for in Devices, sorted by name), then the CPUs and
 // memory, then the kinds of the caller's own (res[builtin:], asked for in
 // Amounts).
 func (s *State) fieldKinds(r *Request) (idx [3]int, demand [3]int64) {
-	return s.fieldIndex(), [3]int64{s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)}
+	gpus, cpus, mem := s.fieldDemand(r)
+	return s.fieldIndex(), [3]int64{gpus, cpus, mem}
 }
 
 // fieldIndex returns where the kinds of builtinKinds sit in s.res.
@@ -355,12 +356,18 @@ func (s *State) fieldIndex() [3]int {
 	return [3]int{0, s.builtin - 2, s.builtin - 1}
 }
 
+// fieldDemand returns r's demands of the kinds of builtinKinds, in their
+// order (as three values, which the hot paths keep in registers).
+func (s *State) fieldDemand(r *Request) (gpus, cpus, mem int64) {
+	return s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+}
+
 // fieldFree returns the free units on every node of the kinds of
 // builtinKinds for r, in their order: views of the resources' own
 // counters (whole cores for a FullPCPUs request), as freeOf reads them
 // through the Resource interface (TestLoadFreeShortcut keeps them equal).
-func (s *State) fieldFree(r *Request) [3][]int64 {
-	return [3][]int64{s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free}
+func (s *State) fieldFree(r *Request) (gpus, cpus, mem []int64) {
+	return s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free
 }
 
 // builtinFree returns the free units on every node of built-in resource j
@@ -368,17 +375,17 @@ func (s *State) fieldFree(r *Request) [3][]int64 {
 // units of unknown NUMA node when unplaced is set (else 0; only GPUs have
 // any).
 func (s *State) builtinFree(j int, r *Request, unplaced bool) ([]int64, int64) {
-	free := s.fieldFree(r)
+	gpus, cpus, mem := s.fieldFree(r)
 	switch idx := s.fieldIndex(); j {
 	case idx[0]:
 		if unplaced {
-			return free[0], int64(s.gpu.unFree)
+			return gpus, int64(s.gpu.unFree)
 		}
-		return free[0], 0
+		return gpus, 0
 	case idx[1]:
-		return free[1], 0
+		return cpus, 0
 	}
-	return free[2], 0
+	return mem, 0
 }
 
 // capacityOf returns resource j's capacity on every node, as freeOf does

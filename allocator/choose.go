@@ -3,6 +3,7 @@ package allocator
 import (
 	"math/bits"
 
+	"github.com/numaplace/numaplace/allocator/internal/cover"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 )
@@ -11,7 +12,7 @@ import (
 // pools restricted to restrict, and leaves its split in sr.take (0 on the
 // other nodes).
 //
-// Pools of at most smallPool nodes are enumerated ([subsetSearch.each]),
+// Pools of at most cover.SmallPool nodes are enumerated ([cover.Search.Each]),
 // up to max(64, Options.SearchBudget / pools) candidates each. A pool
 // holding the whole machine is first searched NUMA set by NUMA set when the
 // width fits in one and [rankOrder] starts with the rule and the sets
@@ -66,9 +67,9 @@ func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
 	budget := max(64, sr.s.opts.SearchBudget/len(pools))
 	for _, p := range pools {
 		p &= restrict
-		if p.Count() <= smallPool {
+		if p.Count() <= cover.SmallPool {
 			sr.left = budget
-			sr.sub.each(&sr.freeP, p, w, sr)
+			sr.cov.Each(&sr.freeP, p, w, sr)
 			continue
 		}
 		m, ok := sr.found, sr.found != 0 && sr.found.IsSubsetOf(p) && sr.found.Count() == w
@@ -87,13 +88,13 @@ func (sr *searcher) enumerate(pools []numa.Mask, restrict numa.Mask) {
 			sr.keep(&sr.cur)
 			continue
 		}
-		sr.visit(m)
+		sr.Visit(m)
 	}
 }
 
-// visit ranks the candidate m and keeps it when it is the best so far; it
+// Visit ranks the candidate m and keeps it when it is the best so far; it
 // returns false when the pool's budget of candidates is spent.
-func (sr *searcher) visit(m numa.Mask) bool {
+func (sr *searcher) Visit(m numa.Mask) bool {
 	next := &sr.ranks[1-sr.top] // the slot that does not hold the best
 	sr.rankOf(m, next)
 	if sr.beats(next) {
@@ -130,13 +131,13 @@ func (sr *searcher) beats(rk *rank) bool {
 // search optimises whatever the order says. The swaps whose new node
 // lacks what the cover without the old one needs are skipped: by mask when
 // the class search holds the pool's orders by kind
-// ([classSearch.indexAtLeast], O(k log n) per node of the cover), else
+// ([cover.Search.IndexAtLeast], O(k log n) per node of the cover), else
 // node by node. It tries at most Options.SearchBudget/2 swaps in all (the
 // skipped ones count); a swap made costs O(n) more. When
 // the returned cover's full rank is known it is left in sr.cur (sr.curOK).
 func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	s, p := sr.s, &sr.freeP
-	p.clip()
+	p.Clip()
 	budget := s.opts.SearchBudget / 2
 	ties := max(1, budget/128)
 	full := !setsFirst // rank every swap in full
@@ -147,7 +148,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	for wd := uint64(m); wd != 0; wd &= wd - 1 {
 		inSet[s.setOf[bits.TrailingZeros64(wd)]]++
 	}
-	sums := p.sums(m)
+	sums := p.Sums(m)
 	// toM[x] is the total distance from node x of the pool to the nodes of
 	// m, kept up to date across swaps.
 	var toM [numa.MaxNodes]int64
@@ -161,7 +162,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 	}
 	// Whether the class search can say which nodes have enough of every
 	// kind (else each swap is checked).
-	indexed := sr.large.indexAtLeast(p, pool)
+	indexed := sr.cov.IndexAtLeast(p, pool)
 	cur := &sr.cur // the full rank of m, when known
 	known := false
 	tieRound := full // the current sweep ranks the swaps that tie
@@ -189,10 +190,10 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 				pos = ^occ &^ same
 			}
 			var want [maxKinds]int64 // what j must give for m without i to cover
-			vi := &p.val[i]
-			k := min(p.k, maxKinds)
+			vi := &p.Val[i]
+			k := min(p.K, maxKinds)
 			for r := range k {
-				want[r] = p.need[r] - sums[r] + vi[r]
+				want[r] = p.Need[r] - sums[r] + vi[r]
 			}
 			// Every node outside m is a swap tried, in ascending order, and
 			// counts against the budget; those that cannot lower the rank
@@ -214,7 +215,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 				}
 			}
 			if indexed { // only the nodes that give what m without i lacks
-				cands &= uint64(sr.large.atLeast(&want))
+				cands &= uint64(sr.cov.AtLeast(&want))
 			}
 			for wj := cands; wj != 0; wj &= wj - 1 {
 				j := bits.TrailingZeros64(wj) & 63
@@ -228,7 +229,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 						continue
 					}
 				}
-				vj := &p.val[j]
+				vj := &p.Val[j]
 				if !indexed {
 					r := 0
 					for r < k && vj[r] >= want[r] {
@@ -262,7 +263,7 @@ func (sr *searcher) improve(pool, m numa.Mask) numa.Mask {
 					known = false
 				}
 				budget -= bits.OnesCount64(outside & (2<<uint(j) - 1)) // the swaps tried up to j
-				for r := 0; r < p.k; r++ {
+				for r := 0; r < p.K; r++ {
 					sums[r] += vj[r] - vi[r]
 				}
 				m = next

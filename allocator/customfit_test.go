@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
 	"github.com/numaplace/numaplace/topology"
@@ -34,8 +35,12 @@ func (p *pages) Claim(*Allocation) error { return nil }
 // TestCustomKindKeepsOneNodeShortcut checks that on a state with a kind
 // of the caller's own, Fit and Score answer a request that one node
 // covers (with or without that kind) without a searcher, as on a state
-// without one, and agree with the decision proper.
+// without one, and agree with the decision proper. The state's searcher
+// slot is the counter: empty after a shortcut, filled by the decision
+// proper, which is what the switch (general.On) makes Fit and Score take,
+// with the same answers.
 func TestCustomKindKeepsOneNodeShortcut(t *testing.T) {
+	t.Cleanup(general.Set(false))
 	m, err := topology.Preset("dgx-a100")
 	require.NoError(t, err)
 	p := &pages{free: make([]int64, m.NumNodes())}
@@ -62,11 +67,27 @@ func TestCustomKindKeepsOneNodeShortcut(t *testing.T) {
 		want, err := s.searchScore(r)
 		require.NoError(t, err)
 		require.Equal(t, want, sc, "request %s", r)
+
+		// The general path, through the switch: a searcher each time, and
+		// the same answers.
+		general.Set(true)
+		g := MustNew(m, Options{Resources: []Resource{p}})
+		require.NoError(t, g.Fit(r), "request %s, general path", r)
+		require.NotNil(t, g.spare.Peek(), "request %s: the general path took a searcher", r)
+		gsc, err := g.Score(r)
+		require.NoError(t, err)
+		require.Equal(t, sc, gsc, "request %s: Score's shortcut and general path", r)
+		general.Set(false)
 	}
-	// 9 pages fit no node: the decision proper answers (and refuses).
+	// 9 pages fit no node: the decision proper answers (and refuses), as
+	// the general path does.
 	r := &Request{CPUs: 4, Amounts: map[string]int64{"pages": 9}, Policy: policy.SingleNUMANode}
 	require.False(t, s.fitsOneNode(r))
-	require.ErrorIs(t, s.Fit(r), ErrNoNUMAFit)
+	err = s.Fit(r)
+	require.ErrorIs(t, err, ErrNoNUMAFit)
+	general.Set(true)
+	require.Equal(t, err.Error(), MustNew(m, Options{Resources: []Resource{p}}).Fit(r).Error())
+	general.Set(false)
 }
 
 func (p *pages) Nodes(*Allocation) numa.Mask { return 0 }

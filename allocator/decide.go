@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/numaplace/numaplace/allocator/internal/cover"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -13,7 +14,7 @@ import (
 
 // searchLimitText says what a refusal with ErrSearchLimit means.
 var searchLimitText = fmt.Sprintf("the search for a set of NUMA nodes of the width its policy demands reached its bound "+
-	"(%d steps) before it could tell whether one has the free resources; refused rather than placed on a width that might be wrong", searchSteps)
+	"(%d steps) before it could tell whether one has the free resources; refused rather than placed on a width that might be wrong", cover.SearchSteps)
 
 // searchLimit builds the refusal of a decision whose search the bound cut.
 func (sr *searcher) searchLimit() error {
@@ -109,9 +110,9 @@ func (sr *searcher) noFit(pools []numa.Mask) error {
 	for k := 0; k < sr.k; k++ {
 		var best int64
 		for _, pool := range pools {
-			best = max(best, topSum(sr.freeP.amount[k], pool, p.width))
+			best = max(best, topSum(sr.freeP.Amount[k], pool, p.width))
 		}
-		if need := sr.freeP.need[k]; best < need {
+		if need := sr.freeP.Need[k]; best < need {
 			short = append(short, Shortage{Resource: s.res[sr.kinds[k]].Kind(), Need: need, Have: best})
 		}
 	}
@@ -139,12 +140,12 @@ func (sr *searcher) noFit(pools []numa.Mask) error {
 func (sr *searcher) neverOnOneNode() (string, bool) {
 	s, r := sr.s, sr.r
 	cp := sr.capacity()
-	if _, ok := cp.oneNode(s.m.AllNodes()); ok {
+	if _, ok := cp.OneNode(s.m.AllNodes()); ok {
 		return "", false
 	}
 	var lack []string
 	for k := 0; k < sr.k; k++ {
-		if sr.capMax[k] < cp.need[k] {
+		if sr.capMax[k] < cp.Need[k] {
 			res := s.res[sr.kinds[k]]
 			lack = append(lack, fmt.Sprintf("at most %s", res.Describe(r, sr.capMax[k])))
 		}
@@ -226,7 +227,7 @@ func (sr *searcher) describeNeed(short []Shortage) string {
 func (sr *searcher) describeAll() string {
 	parts := make([]string, 0, sr.k)
 	for k := 0; k < sr.k; k++ {
-		if need := sr.freeP.need[k]; need > 0 {
+		if need := sr.freeP.Need[k]; need > 0 {
 			parts = append(parts, sr.s.res[sr.kinds[k]].Describe(sr.r, need))
 		}
 	}

@@ -93,10 +93,10 @@ func TestLoadFreeShortcut(t *testing.T) {
 			slow.direct = false
 			fastShort, slowShort := fast.loadFree(), slow.loadFree()
 			require.Equal(rt, slowShort, fastShort)
-			require.Equal(rt, slow.freeP.ones, fast.freeP.ones)
+			require.Equal(rt, slow.freeP.Ones, fast.freeP.Ones)
 			for j := 0; j < slow.k; j++ {
-				require.Equal(rt, slow.freeP.amount[j], fast.freeP.amount[j], "kind %d", j)
-				require.Equal(rt, slow.freeP.need[j], fast.freeP.need[j], "kind %d", j)
+				require.Equal(rt, slow.freeP.Amount[j], fast.freeP.Amount[j], "kind %d", j)
+				require.Equal(rt, slow.freeP.Need[j], fast.freeP.Need[j], "kind %d", j)
 				require.Equal(rt, slow.unFree[j], fast.unFree[j], "kind %d", j)
 				require.Equal(rt, slow.unplaced[j], fast.unplaced[j], "kind %d", j)
 			}

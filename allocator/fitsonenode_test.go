@@ -30,7 +30,7 @@ func TestFitsOneNodeAgreesWithDecide(t *testing.T) {
 			allowed := policy.AllowedPool(1, m.AllNodes(), s.singleMask, s.sharedMask)
 			direct := len(r.Devices) == 0
 			want := direct && err == nil &&
-				(sr.freeP.nothing() || sr.plan.width == 1 && (soft || sr.found.IsSubsetOf(allowed)))
+				(sr.freeP.Nothing() || sr.plan.width == 1 && (soft || sr.found.IsSubsetOf(allowed)))
 			sr.done()
 			require.Equal(rt, want, fast, "request %s: decide says %v", r, err)
 			if fast {

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/numaplace/numaplace/allocator/internal/cover"
 	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
 )
@@ -36,7 +37,7 @@ import (
 // ranks two fixed spans both ways, under this order and with two criteria
 // swapped.
 //
-// Which spans are ranked: on pools of at most smallPool nodes, every
+// Which spans are ranked: on pools of at most cover.SmallPool nodes, every
 // admissible span of the demanded width up to Options.SearchBudget of them
 // (inside one NUMA set first when the width fits in one and the order puts
 // the sets crossed first after the rule, since a span inside one set then
@@ -341,7 +342,7 @@ func (sr *searcher) rankOf(m numa.Mask, rk *rank) {
 		i := bits.TrailingZeros64(uint64(m)) & (numa.MaxNodes - 1)
 		rk.sets, rk.distance = bits.OnesCount64(s.setBit[i]), 0
 		for j := 0; j < sr.k; j++ {
-			sr.amt[j][i] = sr.freeP.need[j]
+			sr.amt[j][i] = sr.freeP.Need[j]
 		}
 		sr.rankSplit(m, rk)
 		return
@@ -380,8 +381,8 @@ func (sr *searcher) rankSplit(m numa.Mask, rk *rank) {
 			pen = p.Penalty(sr.r, m, sr.amt[j][:n])
 		}
 		rk.penalty[j] = pen
-		free := sr.freeP.amount[j]
-		left := -sr.freeP.need[j]
+		free := sr.freeP.Amount[j]
+		left := -sr.freeP.Need[j]
 		for w := uint64(m); w != 0; w &= w - 1 {
 			left += free[bits.TrailingZeros64(w)]
 		}
@@ -406,7 +407,7 @@ func (sr *searcher) rankSplit(m numa.Mask, rk *rank) {
 // tie), and every other kind in proportion to the anchor's split (see
 // proportional), within each node's free units.
 func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
-	need := &sr.freeP.need
+	need := &sr.freeP.Need
 	if m == 0 {
 		return
 	}
@@ -429,7 +430,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	order, key := &sr.scr.order, &sr.scr.key
 	var raw []int64
 	if anchor >= 0 {
-		raw = sr.freeP.amount[anchor]
+		raw = sr.freeP.Amount[anchor]
 	}
 	const insertion = 12 // the most nodes sorted by insertion
 	keyed := anchor >= 0 && m.Count() > insertion
@@ -459,7 +460,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 			}
 		}
 	} else {
-		sortAscendingDesc(order[:n], key, mx, mn)
+		cover.SortAscendingDesc(order[:n], key, mx, mn)
 	}
 	rem := need[anchor]
 	for _, i := range order[:n] {
@@ -470,7 +471,7 @@ func (sr *searcher) split(m numa.Mask, dst *[maxKinds][numa.MaxNodes]int64) {
 	weights := &dst[anchor]
 	for j := 0; j < sr.k; j++ {
 		if j != anchor && need[j] > 0 {
-			proportional(need[j], weights, sr.freeP.amount[j], order[:n], &dst[j], &sr.scr)
+			proportional(need[j], weights, sr.freeP.Amount[j], order[:n], &dst[j], &sr.scr)
 		}
 	}
 }
@@ -503,7 +504,7 @@ func proportional(need int64, weights *[numa.MaxNodes]int64, free []int64, order
 		case total < 1<<56 && !general.On:
 			// The largest fractional parts, the earlier position on a tie:
 			// the rem largest keys.
-			selectLargest(keys, int(rem))
+			cover.SelectLargest(keys, int(rem))
 			for _, key := range keys[:rem] {
 				out[order[127-key&127]]++
 			}

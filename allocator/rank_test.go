@@ -90,11 +90,11 @@ func TestImproveFollowsTheOrder(t *testing.T) {
 	var best rank
 	sr.rankOf(span, &best)
 	p := &sr.freeP
-	p.clip()
+	p.Clip()
 	for i := range span.All() {
 		for j := range (m.AllNodes() &^ span).All() {
 			next := span.Without(i).With(j)
-			if !p.covers(next) {
+			if !p.Covers(next) {
 				continue
 			}
 			var rk rank

@@ -69,9 +69,6 @@ func (r *Request) String() string {
 // reads as its [Resource.Demand].
 func (r *Request) Amount(kind string) int64 { return r.Amounts[kind] }
 
-// builtinField names the field that asks for a built-in kind.
-var builtinField = map[string]string{"cpu": "CPUs", GPUClass: "GPUs", "memory": "MemoryMiB"}
-
 func (r *Request) validate(tpc int) error {
 	switch {
 	case r.CPUs < 0:
@@ -99,7 +96,7 @@ func (r *Request) validate(tpc int) error {
 	}
 	if len(r.Amounts) > 0 {
 		for kind, n := range r.Amounts {
-			if f, ok := builtinField[kind]; ok {
+			if f, ok := builtinField(kind); ok {
 				return invalidRequest(r, "amounts["+kind+"]", "%s is a built-in kind, asked for with the %s field", kind, f)
 			}
 			if n < 0 {

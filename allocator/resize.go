@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/numaplace/numaplace/allocator/internal/cover"
 	"github.com/numaplace/numaplace/internal/quote"
 	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/policy"
@@ -435,7 +436,7 @@ func byValue(dst []int8, v *[numa.MaxNodes]int64, m numa.Mask) []int8 {
 		dst = append(dst, int8(i))
 	}
 	var buf [numa.MaxNodes]uint64
-	sortDesc(dst[n:], v, &buf)
+	cover.SortDesc(dst[n:], v, &buf)
 	return dst
 }
 

@@ -62,7 +62,7 @@ func (s *State) searchScore(r *Request) (int, error) {
 	aligned := true // SingleNUMANode and Restricted: admission demands it
 	if r.Policy == policy.BestEffort || r.Policy == policy.None {
 		widthCap, _ := sr.widthCap()
-		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut() && !sr.bound.approx
+		aligned = sr.plan.widthFree <= max(widthCap, 1) && !sr.cut() && !sr.bound.Approx
 	}
 	capSum := sr.capSum // the capacity problem's sums, when widthCap loaded it
 	if !sr.capOK {

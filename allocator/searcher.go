@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 
+	"github.com/numaplace/numaplace/allocator/internal/cover"
 	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/allocator/internal/scratch"
 	"github.com/numaplace/numaplace/numa"
@@ -36,14 +37,17 @@ import (
 // resources without [BulkReader]. It goes back to the pool when the
 // decision is done.
 //
-// The strategies, chosen in one place ([searcher.exists]):
-//   - one node ([problem.oneNode]): width 1, O(k·n), exact;
-//   - the subset search ([subsetSearch]): pools of at most smallPool nodes,
-//     exact, C(n, w) subsets in the worst case;
-//   - the class search ([classSearch]): larger pools, exact within the
-//     decision's bound ([stepBound]); beyond it undecided (a Restricted
-//     request refused with ErrSearchLimit), or for None and BestEffort the
-//     narrowest cover known ([classSearch.narrowestKnown]).
+// The covering questions (some w nodes of a pool that cover a problem's
+// demands; the fewest that do) are answered by package
+// allocator/internal/cover ([cover.Search.Exists], [cover.Search.MinWidth],
+// where the strategy is chosen):
+//   - one node ([cover.Problem.OneNode]): width 1, O(k·n), exact;
+//   - the subset search: pools of at most [cover.SmallPool] nodes, exact,
+//     C(n, w) subsets in the worst case;
+//   - the class search: larger pools, exact within the decision's bound
+//     ([cover.Bound]); beyond it undecided (a Restricted request refused
+//     with ErrSearchLimit), or for None and BestEffort the narrowest cover
+//     known.
 //
 // Choosing among admissible spans ([searcher.choose]) ranks candidates by
 // [rank].
@@ -66,19 +70,18 @@ type searcher struct {
 	unFree   [maxKinds]int64 // free units of unknown NUMA node (None)
 	freeSum  [maxKinds]int64 // free units per kind on known nodes (when sumsOK)
 	sumsOK   bool
-	freeP    problem         // the free units per kind and node
-	capP     problem         // the capacities (when capOK)
+	freeP    cover.Problem   // the free units per kind and node
+	capP     cover.Problem   // the capacities (when capOK)
 	capMax   [maxKinds]int64 // the largest capacity of one node, per kind
 	capSum   [maxKinds]int64 // the capacity per kind on known nodes
 	capOK    bool            // capP, capMax and capSum are loaded
 
 	single, shared numa.Mask // the node types (without the victims)
-	bound          stepBound
+	bound          cover.Bound
 
 	// Working memory of the strategies (in mem, nil without it).
-	mem   *searchMem
-	sub   *subsetSearch
-	large *classSearch
+	mem *searchMem
+	cov *cover.Search
 
 	// Results.
 	plan  plan
@@ -101,14 +104,16 @@ type searcher struct {
 	take      *[maxKinds][numa.MaxNodes]int64 // the split of the chosen span, 0 elsewhere (in mem)
 }
 
+// maxKinds is the most resource kinds one request may ask for at once.
+const maxKinds = cover.MaxKinds
+
 // searchMem is the large working memory of a decision (see [searcher]):
 // the arrays of its free and capacity problems, the strategies' memory and
 // the splits of the spans it ranks. A decision writes what it reads of it.
 type searchMem struct {
 	freeVal, capVal     [numa.MaxNodes][maxKinds]int64
 	freeStore, capStore [maxKinds][numa.MaxNodes]int64
-	sub                 subsetSearch
-	large               classSearch
+	cov                 cover.Search
 	amt, take           [maxKinds][numa.MaxNodes]int64
 }
 
@@ -124,10 +129,10 @@ func (sr *searcher) needMem() {
 	}
 	m := searchMems.Get()
 	sr.mem = m
-	sr.freeP.val, sr.freeP.store = &m.freeVal, &m.freeStore
-	sr.capP.val, sr.capP.store = &m.capVal, &m.capStore
-	sr.sub, sr.large, sr.amt, sr.take = &m.sub, &m.large, &m.amt, &m.take
-	m.large.p, m.large.b = nil, &sr.bound
+	sr.freeP.Val, sr.freeP.Store = &m.freeVal, &m.freeStore
+	sr.capP.Val, sr.capP.Store = &m.capVal, &m.capStore
+	sr.cov, sr.amt, sr.take = &m.cov, &m.amt, &m.take
+	m.cov.Begin(&sr.bound)
 }
 
 // plan is the answer of a decision's admission: the widths, and the span
@@ -162,7 +167,7 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 	sr.s, sr.r, sr.without = s, r, without
 	sr.k, sr.direct, sr.sumsOK, sr.capOK = 0, false, false, false
 	sr.single, sr.shared = 0, 0
-	sr.bound = stepBound{}
+	sr.bound = cover.Bound{}
 	sr.plan, sr.found = plan{}, 0
 	sr.forbidden, sr.strands, sr.have, sr.left, sr.top = 0, false, false, 0, 0
 	sr.curOK, sr.amtSpan = false, 0
@@ -176,9 +181,9 @@ func (sr *searcher) begin(s *State, r *Request, without []*Allocation) {
 // node and kind); no decision reads those of another.
 func (sr *searcher) done() {
 	if m := sr.mem; m != nil {
-		sr.mem, sr.sub, sr.large, sr.amt, sr.take = nil, nil, nil, nil, nil
-		sr.freeP.val, sr.freeP.store, sr.capP.val, sr.capP.store = nil, nil, nil, nil
-		m.large.p, m.large.b = nil, nil
+		sr.mem, sr.cov, sr.amt, sr.take = nil, nil, nil, nil
+		sr.freeP.Val, sr.freeP.Store, sr.capP.Val, sr.capP.Store = nil, nil, nil, nil
+		m.cov.End()
 		searchMems.Put(m)
 	}
 	s := sr.s
@@ -187,7 +192,7 @@ func (sr *searcher) done() {
 }
 
 // cut reports whether the bound cut a search of the decision.
-func (sr *searcher) cut() bool { return sr.bound.undecided > 0 }
+func (sr *searcher) cut() bool { return sr.bound.Undecided > 0 }
 
 // loadDemands finds the demanded kinds (at most maxKinds). A request of
 // built-in amounts only (no Devices, no Amounts) on a state without kinds
@@ -205,7 +210,7 @@ func (sr *searcher) loadDemands() error {
 				k++
 			}
 		}
-		sr.k, sr.freeP.k, sr.capP.k = k, k, k
+		sr.k, sr.freeP.K, sr.capP.K = k, k, k
 		sr.direct = true
 		return nil
 	}
@@ -227,7 +232,7 @@ func (sr *searcher) loadDemandsOfAll() error {
 		sr.kinds[k], sr.demand[k] = j, d
 		k++
 	}
-	sr.k, sr.freeP.k, sr.capP.k = k, k, k
+	sr.k, sr.freeP.K, sr.capP.K = k, k, k
 	return nil
 }
 
@@ -249,7 +254,7 @@ func (sr *searcher) loadFree() []Shortage {
 		switch {
 		case sr.without != nil:
 			sr.needMem()
-			raw = p.store[j][:s.n]
+			raw = p.Store[j][:s.n]
 			ret := s.res[res].(Returner)
 			ret.FreeWithout(r, sr.without, raw)
 			if none {
@@ -264,17 +269,17 @@ func (sr *searcher) loadFree() []Shortage {
 			}
 		default:
 			sr.needMem() // for the problem's own store
-			raw = s.freeOf(res, r, p.store[j][:s.n])
+			raw = s.freeOf(res, r, p.Store[j][:s.n])
 			if none {
 				un = s.res[res].Unplaced(r)
 			}
 		}
-		p.amount[j] = raw
+		p.Amount[j] = raw
 		need := sr.demand[j]
 		sr.unFree[j] = un
 		sr.unplaced[j] = min(un, need)
 		known := need - sr.unplaced[j]
-		p.need[j], sr.capP.need[j] = known, known
+		p.Need[j], sr.capP.Need[j] = known, known
 		if j == 0 {
 			ones = atLeast(raw[:s.n], known)
 			continue
@@ -288,7 +293,7 @@ func (sr *searcher) loadFree() []Shortage {
 	if sr.k == 0 {
 		ones = uint64(numa.FirstN(s.n))
 	}
-	p.n, p.ones, p.clipped = s.n, numa.Mask(ones), false
+	p.SetOnes(s.n, numa.Mask(ones))
 	sr.sumsOK = false
 	if ones != 0 {
 		return nil
@@ -322,7 +327,7 @@ func (sr *searcher) sums() {
 	}
 	for j := 0; j < sr.k; j++ {
 		var t int64
-		for _, v := range sr.freeP.amount[j] {
+		for _, v := range sr.freeP.Amount[j] {
 			t += v
 		}
 		sr.freeSum[j] = t
@@ -331,7 +336,7 @@ func (sr *searcher) sums() {
 }
 
 // capacity returns the capacity problem, loading it on first use.
-func (sr *searcher) capacity() *problem {
+func (sr *searcher) capacity() *cover.Problem {
 	p := &sr.capP
 	if sr.capOK {
 		return p
@@ -339,8 +344,8 @@ func (sr *searcher) capacity() *problem {
 	sr.needMem()
 	s := sr.s
 	for j := 0; j < sr.k; j++ {
-		capa := s.capacityOf(sr.kinds[j], sr.r, p.store[j][:s.n])
-		p.amount[j] = capa
+		capa := s.capacityOf(sr.kinds[j], sr.r, p.Store[j][:s.n])
+		p.Amount[j] = capa
 		var sum, most int64
 		for _, v := range capa {
 			sum += v
@@ -348,86 +353,32 @@ func (sr *searcher) capacity() *problem {
 		}
 		sr.capSum[j], sr.capMax[j] = sum, most
 	}
-	p.load(s.n)
+	p.Load(s.n)
 	sr.capOK = true
 	return p
 }
 
-// exists returns some w nodes of pool that cover p's demands. It is the one
-// place where the strategy is chosen: one node for width 1, the exact
-// subset search on pools of at most smallPool nodes, the class search
-// (within the decision's bound) on larger pools.
-//
-// Before preparing the class search for a pool it does not hold, the
-// per-kind bound of the search's first step is judged without sorting
-// ([problem.mayCover]): when it fails, no w nodes cover, and the answer is
-// the class search's (false, that one step counted in the decision's
-// bound) without its preparation. A pool of identical nodes, or a
-// decision whose bound is spent, takes the class search's own path.
-func (sr *searcher) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
-	switch n := pool.Count(); {
-	case w <= 0 || w > n:
-		return 0, false
-	case w == 1:
-		return p.oneNode(pool)
+// exists returns some w nodes of pool that cover p's demands
+// ([cover.Search.Exists], where the strategy is chosen); width 1 is
+// answered from the nodes that cover alone without the working memory.
+func (sr *searcher) exists(p *cover.Problem, pool numa.Mask, w int) (numa.Mask, bool) {
+	if w == 1 {
+		return p.OneNode(pool)
 	}
 	sr.needMem()
-	if pool.Count() <= smallPool {
-		return sr.sub.exists(p, pool, w)
-	}
-	if !general.On && !sr.large.prepared(p, pool) && sr.bound.used < sr.bound.limit() {
-		p.clip()
-		if !p.uniformOn(pool) && !p.mayCover(pool, w) {
-			sr.large.p = nil // as if prepared for pool: the next pool is prepared anew
-			sr.bound.used++
-			return 0, false
-		}
-	}
-	sr.prepareLarge(p, pool)
-	return sr.large.exists(w)
-}
-
-// prepareLarge makes the class search hold problem p and pool.
-func (sr *searcher) prepareLarge(p *problem, pool numa.Mask) {
-	if !sr.large.prepared(p, pool) {
-		sr.large.prepare(p, pool)
-	}
+	return sr.cov.Exists(p, pool, w)
 }
 
 // minWidth returns the fewest nodes of pool that cover p's demands and one
-// such cover, or -1 when none does or the bound cut the search (see cut).
-// Widths are tried upward from a lower bound through exists; on large
-// pools the class search skips the widths its Lagrangian bounds rule out.
-func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
-	if m, ok := sr.exists(p, pool, 1); ok {
+// such cover, or -1 when none does or the bound cut the search (see cut):
+// [cover.Search.MinWidth], with the nodes that cover alone answered
+// without the working memory.
+func (sr *searcher) minWidth(p *cover.Problem, pool numa.Mask) (int, numa.Mask) {
+	if m, ok := p.OneNode(pool); ok {
 		return 1, m // the common case, without sorting
 	}
 	sr.needMem()
-	if pool.Count() > smallPool {
-		sr.prepareLarge(p, pool)
-		return sr.large.minWidth()
-	}
-	p.clip()
-	if !general.On && pool != 0 && p.uniformOn(pool) { // identical nodes: arithmetic
-		w := p.uniformWidth(&p.val[pool.Lowest()], pool.Count())
-		if w < 0 {
-			return -1, 0
-		}
-		return w, lowest(pool, w)
-	}
-	lb := p.lowerBound(pool)
-	if lb < 0 {
-		return -1, 0
-	}
-	if lb == 0 {
-		return 0, 0
-	}
-	for w := max(lb, 2); w <= pool.Count(); w++ {
-		if m, ok := sr.exists(p, pool, w); ok {
-			return w, m
-		}
-	}
-	return -1, 0
+	return sr.cov.MinWidth(p, pool)
 }
 
 // anyCover reports whether some pool, restricted to allowed, has a cover
@@ -435,7 +386,7 @@ func (sr *searcher) minWidth(p *problem, pool numa.Mask) (int, numa.Mask) {
 func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
 	if w == 1 && !general.On { // the common case: the nodes that cover alone are known
 		for _, p := range pools {
-			if m := p & allowed & sr.freeP.ones; m != 0 {
+			if m := p & allowed & sr.freeP.Ones; m != 0 {
 				sr.found = m & -m
 				return true
 			}
@@ -459,11 +410,11 @@ func (sr *searcher) anyCover(pools []numa.Mask, allowed numa.Mask, w int) bool {
 func (sr *searcher) widthCap() (int, bool) {
 	s := sr.s
 	all := s.m.AllNodes()
-	if _, ok := sr.freeP.oneNode(all); ok && !general.On {
+	if _, ok := sr.freeP.OneNode(all); ok && !general.On {
 		return 1, true
 	}
 	cp := sr.capacity()
-	if _, ok := cp.oneNode(all); ok {
+	if _, ok := cp.OneNode(all); ok {
 		return 1, true
 	}
 	best := -1
@@ -493,9 +444,9 @@ func (sr *searcher) nodeTypes() {
 // node in sr.take. It never changes the state; the caller holds a lock.
 //
 // Bound: the admission reads the amounts in O(k·n), searches pools of at
-// most smallPool nodes exactly (at most 2^16 subsets per width), and on
-// larger pools takes at most searchSteps steps of the class search in all
-// (softSteps for None and BestEffort, see [stepBound]). When that bound
+// most cover.SmallPool nodes exactly (at most 2^16 subsets per width), and on
+// larger pools takes at most cover.SearchSteps steps of the class search in all
+// (1,024 for None and BestEffort, see [cover.Bound]). When that bound
 // cuts a search of a Restricted request, it is refused with
 // [ErrSearchLimit], so that its answer is exact or refused; None and
 // BestEffort are admitted by the free totals (exact), and a cut search
@@ -526,7 +477,7 @@ func (sr *searcher) decide(choose bool) error {
 	if short := sr.loadFree(); short != nil {
 		return sr.insufficient(short)
 	}
-	if sr.freeP.nothing() {
+	if sr.freeP.Nothing() {
 		if choose {
 			sr.needMem()
 			sr.clearTake() // nothing on known nodes
@@ -537,7 +488,7 @@ func (sr *searcher) decide(choose bool) error {
 	all := s.m.AllNodes()
 	p := &sr.plan
 	pools := s.allPool[:]
-	sr.bound.soft = r.Policy == policy.BestEffort || r.Policy == policy.None
+	sr.bound.Soft = r.Policy == policy.BestEffort || r.Policy == policy.None
 	switch r.Policy {
 	case policy.SingleNUMANode:
 		p.width = 1
@@ -630,7 +581,7 @@ func (s *State) fitsOneNode(r *Request) bool {
 	if len(r.Amounts) != 0 {
 		return false // kinds the state does not have: decide says so
 	}
-	gpus, cpus, mem := s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+	gpus, cpus, mem := s.fieldDemand(r)
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
@@ -670,8 +621,7 @@ func (s *State) quickRefusal(r *Request) error {
 		r.validate(s.m.ThreadsPerCore()) != nil {
 		return nil
 	}
-	_, d := s.fieldKinds(r)
-	gpus, cpus, mem := d[0], d[1], d[2]
+	gpus, cpus, mem := s.fieldDemand(r)
 	if r.Policy == policy.None {
 		gpus -= min(int64(s.gpu.unFree), gpus)
 	}
@@ -749,7 +699,8 @@ nodes:
 // FullPCPUs request) or memory of all nodes together fall short of gpus,
 // cpus or mem units.
 func (s *State) shortInAll(r *Request, gpus, cpus, mem int64) bool {
-	return sum64(s.gpu.nodeFree) < gpus || sum64(s.cpu.FreeView(r)) < cpus || sum64(s.mem.free) < mem
+	gf, cf, mf := s.fieldFree(r)
+	return sum64(gf) < gpus || sum64(cf) < cpus || sum64(mf) < mem
 }
 
 // sum64 returns the sum of v.
@@ -766,7 +717,7 @@ func sum64(v []int64) int64 {
 // and mem units (an amount of 0 is no condition), looking at the nodes in
 // ascending order up to the first that does.
 func (s *State) coversAlone(r *Request, pool numa.Mask, gpus, cpus, mem int64) bool {
-	gf, cf, mf := s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free
+	gf, cf, mf := s.fieldFree(r)
 	gpus, cpus, mem = orLeast(gpus), orLeast(cpus), orLeast(mem)
 	for w := uint64(pool); w != 0; w &= w - 1 {
 		if i := bits.TrailingZeros64(w); gf[i] >= gpus && cf[i] >= cpus && mf[i] >= mem {
@@ -805,7 +756,7 @@ func (sr *searcher) demandedIndex(kind string) int {
 }
 
 // topSum returns the sum of the w largest values of v over pool, in
-// O(n) on average for n nodes (see sumLargest).
+// O(n) on average for n nodes (see [cover.SumLargest]).
 func topSum(v []int64, pool numa.Mask, w int) int64 {
 	var vals [numa.MaxNodes]int64
 	n := 0
@@ -813,5 +764,5 @@ func topSum(v []int64, pool numa.Mask, w int) int64 {
 		vals[n] = v[bits.TrailingZeros64(wd)]
 		n++
 	}
-	return sumLargest(vals[:n], w)
+	return cover.SumLargest(vals[:n], w)
 }

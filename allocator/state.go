@@ -206,7 +206,7 @@ func (s *State) addResource(name string, r Resource) error {
 	if kind == "" {
 		return fmt.Errorf("%w: %s has no kind", ErrInvalidOptions, name)
 	}
-	if _, ok := builtinField[kind]; ok || s.classes[kind] != nil {
+	if _, ok := builtinField(kind); ok || s.classes[kind] != nil {
 		return fmt.Errorf("%w: %s is of kind %q, which the state already has", ErrInvalidOptions, name, kind)
 	}
 	for _, have := range s.res {
@@ -323,33 +323,70 @@ func (s *State) freeOf(j int, r *Request, buf []int64) []int64 {
 	return buf
 }
 
-// fieldKinds returns where the kinds that a request's own fields ask for
-// (GPUs, CPUs, MemoryMiB) sit in s.res, in the engine's kind order, and
-// r's demands of them. It is the one statement of the layout of s.res:
-// the GPUs first, then the device classes (asked for in Devices, sorted by
-// name), then the CPUs and memory, then the kinds of the caller's own
-// (res[builtin:], asked for in Amounts).
+// builtinKinds is the one table of the built-in kinds that a request's
+// own fields ask for, in the engine's kind order (the order of fieldKinds
+// and fieldFree): the resource's kind and the Request field.
+var builtinKinds = [3]struct{ kind, field string }{
+	{GPUClass, "GPUs"}, {"cpu", "CPUs"}, {"memory", "MemoryMiB"},
+}
+
+// builtinField returns the Request field that asks for kind, and whether
+// kind is a built-in one (builtinKinds).
+func builtinField(kind string) (string, bool) {
+	for _, b := range builtinKinds {
+		if b.kind == kind {
+			return b.field, true
+		}
+	}
+	return "", false
+}
+
+// fieldKinds returns where the kinds of builtinKinds sit in s.res, in
+// their order, and r's demands of them. With fieldDemand and fieldFree it
+// is the one statement of the layout of s.res: the GPUs first, then the
+// device classes (asked for in Devices, sorted by name), then the CPUs and
+// memory, then the kinds of the caller's own (res[builtin:], asked for in
+// Amounts).
 func (s *State) fieldKinds(r *Request) (idx [3]int, demand [3]int64) {
-	return [3]int{0, s.builtin - 2, s.builtin - 1}, [3]int64{s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)}
+	gpus, cpus, mem := s.fieldDemand(r)
+	return s.fieldIndex(), [3]int64{gpus, cpus, mem}
+}
+
+// fieldIndex returns where the kinds of builtinKinds sit in s.res.
+func (s *State) fieldIndex() [3]int {
+	return [3]int{0, s.builtin - 2, s.builtin - 1}
+}
+
+// fieldDemand returns r's demands of the kinds of builtinKinds, in their
+// order (as three values, which the hot paths keep in registers).
+func (s *State) fieldDemand(r *Request) (gpus, cpus, mem int64) {
+	return s.gpu.Demand(r), s.cpu.Demand(r), s.mem.Demand(r)
+}
+
+// fieldFree returns the free units on every node of the kinds of
+// builtinKinds for r, in their order: views of the resources' own
+// counters (whole cores for a FullPCPUs request), as freeOf reads them
+// through the Resource interface (TestLoadFreeShortcut keeps them equal).
+func (s *State) fieldFree(r *Request) (gpus, cpus, mem []int64) {
+	return s.gpu.nodeFree, s.cpu.FreeView(r), s.mem.free
 }
 
 // builtinFree returns the free units on every node of built-in resource j
-// (the GPUs, the CPUs or memory) for r, as freeOf does (a view of the
-// resource's counters), and its free units of unknown NUMA node when
-// unplaced is set (else 0), read from the resources' types directly
-// rather than through the Resource interface (TestLoadFreeShortcut keeps
-// them equal).
+// (the GPUs, the CPUs or memory) for r (fieldFree's view), and its free
+// units of unknown NUMA node when unplaced is set (else 0; only GPUs have
+// any).
 func (s *State) builtinFree(j int, r *Request, unplaced bool) ([]int64, int64) {
-	switch s.res[j] {
-	case s.gpu:
+	gpus, cpus, mem := s.fieldFree(r)
+	switch idx := s.fieldIndex(); j {
+	case idx[0]:
 		if unplaced {
-			return s.gpu.nodeFree, int64(s.gpu.unFree)
+			return gpus, int64(s.gpu.unFree)
 		}
-		return s.gpu.nodeFree, 0
-	case s.cpu:
-		return s.cpu.FreeView(r), 0
+		return gpus, 0
+	case idx[1]:
+		return cpus, 0
 	}
-	return s.mem.free, 0
+	return mem, 0
 }
 
 // capacityOf returns resource j's capacity on every node, as freeOf does

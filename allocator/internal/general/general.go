@@ -1,6 +1,6 @@
 // Package general holds the one test-only switch that routes every fast
-// path of package allocator and package allocator/devchoice to the general
-// path it shortcuts.
+// path of package allocator, of its covering search (allocator/internal/cover)
+// and of package allocator/devchoice to the general path it shortcuts.
 //
 // Every shortcut in those packages (a one-node test, a direct load, a
 // packed key, a word-sized path, a direct decision) must give exactly what
@@ -10,8 +10,8 @@
 // allocator's general_test.go). Nothing outside tests sets On.
 package general
 
-// On, when true, makes every fast path of allocator and devchoice take its
-// general path. It is false in production. Tests set it with [Set]; it
+// On, when true, makes every fast path of allocator, its covering search
+// and devchoice take its general path. It is false in production. Tests set it with [Set]; it
 // must not change while any decision runs (a test that sets it does not
 // run in parallel with other tests of the package).
 var On bool

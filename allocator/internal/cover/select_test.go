@@ -1,4 +1,4 @@
-package allocator
+package cover
 
 import (
 	"cmp"
@@ -22,7 +22,7 @@ func drawKeys(t *rapid.T, n int) []int64 {
 	return keys
 }
 
-// TestSortDescAgrees: sortDesc (counting, bucket, packed and closure
+// TestSortDescAgrees: SortDesc (counting, bucket, packed and closure
 // paths) orders any nodes like a stable sort by key descending, the lower
 // index first on a tie, and counts the distinct keys.
 func TestSortDescAgrees(t *testing.T) {
@@ -54,9 +54,9 @@ func TestSortDescAgrees(t *testing.T) {
 		}
 		asc := slices.IsSorted(ord)
 		var buf [numa.MaxNodes]uint64
-		d := sortDesc(ord, &key, &buf)
+		d := SortDesc(ord, &key, &buf)
 		if !slices.Equal(ord, want) || d != distinct {
-			t.Fatalf("sortDesc = %v (%d distinct), want %v (%d)", ord, d, want, distinct)
+			t.Fatalf("SortDesc = %v (%d distinct), want %v (%d)", ord, d, want, distinct)
 		}
 		if asc && n > 0 { // orderAscendingDesc: the same order, for nodes in ascending order
 			ord2 := slices.Sorted(slices.Values(ord))
@@ -72,7 +72,7 @@ func TestSortDescAgrees(t *testing.T) {
 	})
 }
 
-// TestSelectionsAgree: sumLargest and fewestLargest give what a sort by
+// TestSelectionsAgree: SumLargest and fewestLargest give what a sort by
 // value descending gives.
 func TestSelectionsAgree(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -89,8 +89,8 @@ func TestSelectionsAgree(t *testing.T) {
 		for _, x := range sorted[:min(max(w, 0), n)] {
 			want += x
 		}
-		if got := sumLargest(slices.Clone(v), w); got != want {
-			t.Fatalf("sumLargest(%v, %d) = %d, want %d", v, w, got, want)
+		if got := SumLargest(slices.Clone(v), w); got != want {
+			t.Fatalf("SumLargest(%v, %d) = %d, want %d", v, w, got, want)
 		}
 		var total int64
 		for _, x := range v {
@@ -119,10 +119,9 @@ func TestSelectionsAgree(t *testing.T) {
 // of up to 12 kinds (beyond the packing of ranks).
 func TestClassifyOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var mem searchMem
-		c := problem{val: &mem.freeVal, store: &mem.freeStore}
+		c := blankProblem()
 		k := rapid.SampledFrom([]int{1, 2, 3, 5, 11, 12}).Draw(t, "kinds")
-		n := rapid.IntRange(smallPool+1, numa.MaxNodes).Draw(t, "nodes")
+		n := rapid.IntRange(SmallPool+1, numa.MaxNodes).Draw(t, "nodes")
 		c.loadRandom(t, k, n, func(int) int64 {
 			return rapid.SampledFrom([]int64{1, 3, 40, 1000, 1 << 40}).Draw(t, "maxVal")
 		})
@@ -138,12 +137,12 @@ func TestClassifyOrder(t *testing.T) {
 			want[i] = int8(i)
 		}
 		slices.SortFunc(want, func(a, b int8) int {
-			for r := 0; r < c.k; r++ {
-				if r != sk && c.val[a][r] != c.val[b][r] {
-					return cmp.Compare(c.val[b][r], c.val[a][r])
+			for r := 0; r < c.K; r++ {
+				if r != sk && c.Val[a][r] != c.Val[b][r] {
+					return cmp.Compare(c.Val[b][r], c.Val[a][r])
 				}
 			}
-			return cmp.Or(cmp.Compare(c.val[b][sk], c.val[a][sk]), cmp.Compare(a, b))
+			return cmp.Or(cmp.Compare(c.Val[b][sk], c.Val[a][sk]), cmp.Compare(a, b))
 		})
 		if got := cs.members[:n]; !slices.Equal(got, want) {
 			t.Fatalf("members %v, want %v", got, want)
@@ -152,41 +151,6 @@ func TestClassifyOrder(t *testing.T) {
 			a, b := want[j-1], want[j]
 			if same := cs.classOf[a] == cs.classOf[b]; same != sameOthers(&c, sk, a, b) {
 				t.Fatalf("nodes %d and %d: one class %v, equal amounts %v", a, b, same, !same)
-			}
-		}
-	})
-}
-
-// TestDistClassesAgree: the distances from a node to a set, summed by
-// value (to, toAll), are the sums along the table's row, for tables of few
-// distinct distances (indexed) and of many (not indexed).
-func TestDistClassesAgree(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, numa.MaxNodes).Draw(t, "n")
-		values := rapid.IntRange(1, 2*maxDistValues).Draw(t, "values")
-		tab := make([]int32, n*n)
-		for i := 0; i < n; i++ {
-			for j := i; j < n; j++ {
-				d := int32(10 + rapid.IntRange(0, values-1).Draw(t, "d"))
-				tab[i*n+j], tab[j*n+i] = d, d
-			}
-		}
-		dc := newDistClasses(tab, n)
-		all := numa.FirstN(n)
-		m := numa.Mask(rapid.Uint64().Draw(t, "m")) & all
-		pool := (numa.Mask(rapid.Uint64().Draw(t, "pool")) | m) & all
-		var to [numa.MaxNodes]int64
-		dc.toAll(pool, m, &to)
-		for i := 0; i < n; i++ {
-			var want int64
-			for j := range m.All() {
-				want += int64(tab[i*n+j])
-			}
-			if got := dc.to(i, m); got != want {
-				t.Fatalf("to(%d, %v) = %d, want %d", i, m, got, want)
-			}
-			if pool.Contains(i) && to[i] != want {
-				t.Fatalf("toAll(%v, %v)[%d] = %d, want %d", pool, m, i, to[i], want)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package allocator
+package cover
 
 import (
 	"cmp"
@@ -14,8 +14,8 @@ import (
 // the Lagrangian bounds are computed.
 const shortSearch = 512
 
-// searchSteps bounds the steps of the search over classes in one decision.
-const searchSteps = 1 << 15
+// SearchSteps bounds the steps of the search over classes in one decision.
+const SearchSteps = 1 << 15
 
 // shareScale is the fixed-point scale of a node's share of a demand.
 const shareScale = 1 << 20
@@ -72,46 +72,51 @@ func shareFast(v, need int64, r uint64) int64 {
 // softSteps bounds the steps of the search over classes in a decision of
 // a None or BestEffort request, whose admission the free totals decide: a
 // cut search there costs the span's width its exactness, never the request
-// its admission (see stepBound).
+// its admission (see Bound).
 const softSteps = 1 << 10
 
-// stepBound is the bound of one decision on its searches over classes: at
-// most searchSteps steps in all (softSteps when soft), used so far (used),
-// and how many searches the bound cut before they could answer
-// (undecided). A decision starts with the zero value (see
-// [searcher.begin]).
+// Bound is the bound of one decision on its searches over classes: at
+// most SearchSteps steps in all (1,024 when Soft), the steps used so
+// far (Used), and how many searches the bound cut before they could
+// answer (Undecided). A decision starts with the zero value, sets Soft
+// for a None or BestEffort request, and gives the bound to its [Search]
+// ([Search.Begin]).
 //
 // A soft bound (a None or BestEffort decision, admitted by the free totals
 // alone) never leaves a search undecided: where the bound cuts the search
 // for the fewest covering nodes, the answer is the narrowest cover known
 // by then (the class search's greedy covers of the wider widths, or
-// greedyCover's), and approx records that the width (width_free) and so
+// greedyCover's), and Approx records that the width (width_free) and so
 // the span's preference are then best-effort rather than exact.
-type stepBound struct {
-	used, undecided int
-	soft, approx    bool
+type Bound struct {
+	// Used counts the steps taken; Undecided the searches the bound cut
+	// (never for a soft bound).
+	Used, Undecided int
+	// Soft marks a None or BestEffort decision; Approx, set by the
+	// search, a soft one whose width is the narrowest cover known.
+	Soft, Approx bool
 }
 
 // limit returns the decision's bound in steps.
-func (b *stepBound) limit() int {
-	if b.soft {
+func (b *Bound) limit() int {
+	if b.Soft {
 		return softSteps
 	}
-	return searchSteps
+	return SearchSteps
 }
 
 // cutOne counts a search the bound cut: undecided, or approx when soft.
-func (b *stepBound) cutOne() {
-	if b.soft {
-		b.approx = true
+func (b *Bound) cutOne() {
+	if b.Soft {
+		b.Approx = true
 		return
 	}
-	b.undecided++
+	b.Undecided++
 }
 
-// classSearch is the strategy for pools of more than smallPool nodes. It is
-// prepared for one problem and one pool (prepare; a decision never changes
-// a problem once loaded, so the preparation holds for the rest of the
+// classSearch is the strategy for pools of more than SmallPool nodes. It is
+// prepared for one Problem and one pool (prepare; a decision never changes
+// a Problem once loaded, so the preparation holds for the rest of the
 // decision) and answers, for each width w, whether some w nodes of the pool
 // cover, in these steps, each exact:
 //
@@ -143,37 +148,38 @@ func (b *stepBound) cutOne() {
 // and classifying adds k-1 counting passes;
 // each step of the search over classes is O(k·n). The worst case of the search is exponential in the
 // number of classes (every node distinct in every kind, with demands no
-// weighting separates), hence the bound: at most searchSteps steps in one
+// weighting separates), hence the bound: at most SearchSteps steps in one
 // decision (a Fit, an Allocate, a Score, the widths of a Resize; softSteps
 // for None and BestEffort). A search the bound cuts is undecided (counted
-// in the decision's stepBound), and the decision refuses a Restricted
-// request with [ErrSearchLimit] rather than guess a width; for None and
+// in the decision's Bound), and the decision refuses a Restricted
+// request with allocator.ErrSearchLimit rather than guess a width; for None and
 // BestEffort, whose admission the free totals decide, minWidth answers the
 // narrowest cover known instead ([classSearch.narrowestKnown]). The
-// shapes of BenchmarkWorstNUMA64 stay far below the bound; fragmented
-// machines where every node holds a different mix of every kind
-// (TestSoftPoliciesRandomFragments, TestSearchBound) reach it.
+// shapes of allocator's BenchmarkWorstNUMA64 stay far below the bound;
+// fragmented machines where every node holds a different mix of every
+// kind (allocator's TestSoftPoliciesRandomFragments, TestSearchBound)
+// reach it.
 type classSearch struct {
-	p    *problem  // the prepared problem (nil: none prepared)
+	p    *Problem  // the prepared Problem (nil: none prepared)
 	pool numa.Mask // the prepared pool
-	b    *stepBound
+	b    *Bound
 	n    int
 	w    int
 
 	uniform  bool                           // every node of the pool has the same amounts
 	nodes    [numa.MaxNodes]int8            // the pool's nodes, ascending
-	shares   [numa.MaxNodes][maxKinds]int64 // by node: share of each demand (when sharesOK, see makeShares)
+	shares   [numa.MaxNodes][MaxKinds]int64 // by node: share of each demand (when sharesOK, see makeShares)
 	sharesOK bool
 	score    [numa.MaxNodes]int64 // by node: the sum of its shares
 	scoreMax int64                // the largest and smallest score
 	scoreMin int64
 	byScore  [numa.MaxNodes]int8           // pool nodes by score descending
-	byKind   [maxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
-	distinct [maxKinds]int                 // distinct amounts of kind r in the pool
+	byKind   [MaxKinds][numa.MaxNodes]int8 // pool nodes by amount of kind r, descending
+	distinct [MaxKinds]int                 // distinct amounts of kind r in the pool
 	sorted   uint32                        // bit 0: byScore is made; bit r+1: byKind[r] and distinct[r]
 	// firstMask[r][t] holds the first t nodes of byKind[r], for the kinds
 	// of bit r of firstOK (made by atLeast).
-	firstMask [maxKinds][numa.MaxNodes + 1]numa.Mask
+	firstMask [MaxKinds][numa.MaxNodes + 1]numa.Mask
 	firstOK   uint32
 
 	classified bool
@@ -184,12 +190,12 @@ type classSearch struct {
 	start      [numa.MaxNodes + 1]int16      // class c holds members[start[c]:start[c+1]]
 	cum        [numa.MaxNodes + 1]int64      // cum[j] = sorted-kind sum of members[:j]
 	cumMask    [numa.MaxNodes + 1]numa.Mask  // cumMask[j] = the nodes of members[:j]
-	kindOrd    [maxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (in any order among those of one amount)
+	kindOrd    [MaxKinds][numa.MaxNodes]int8 // classes by their amount of kind r, descending (in any order among those of one amount)
 	inOrder    uint32                        // bit r: kindOrd[r] is the classes in index order
 
 	lagrange  bool // prepareLagrange ran
 	nw        int
-	wts       [maxWeightings][maxKinds]int64
+	wts       [maxWeightings][MaxKinds]int64
 	lagWant   [maxWeightings]int64
 	lagPrefix [maxWeightings][numa.MaxNodes + 1]int64
 
@@ -199,34 +205,34 @@ type classSearch struct {
 	vals [numa.MaxNodes]int64
 	// kv[r][x] is the clipped amount of kind r of node x of the pool, and
 	// kmx[r], kmn[r] the largest and the least (made by prepare).
-	kv       [maxKinds][numa.MaxNodes]int64
-	kmx, kmn [maxKinds]int64
+	kv       [MaxKinds][numa.MaxNodes]int64
+	kmx, kmn [MaxKinds]int64
 	// top holds, once a search has taken topAfter steps, the sums bound
 	// reads: for q < k the sum of the t largest amounts of kind q over the
 	// nodes of classes cl and later, for q = k the same of the scores, at
 	// top[(q*nc+cl)*(n+1)+t] (t up to n, saturated beyond their count).
 	top     []int64
 	topOK   bool
-	steps   int // dfs steps taken since the problem was prepared
+	steps   int // dfs steps taken since the Problem was prepared
 	found   numa.Mask
 	budget  int  // steps dfs may still take
 	cut     bool // dfs ran out of budget
 	lastCut bool // the bound cut the last exists
 }
 
-// prepared reports whether cs holds the preparation of problem p and pool.
-func (cs *classSearch) prepared(p *problem, pool numa.Mask) bool {
+// prepared reports whether cs holds the preparation of Problem p and pool.
+func (cs *classSearch) prepared(p *Problem, pool numa.Mask) bool {
 	return cs.p == p && cs.pool == pool
 }
 
-// prepare loads pool into cs for problem p: its nodes, whether they are
+// prepare loads pool into cs for Problem p: its nodes, whether they are
 // identical, each kind's amounts (kv) and each node's score (its shares
 // are made on demand, makeShares). The orders by score and by each kind's amount are sorted
 // when first read (sortScore, sortKind): a first width that the greedy
 // cover by score settles needs no other. A kind of one amount on every
 // node of the pool has its order made here (the nodes as they are).
-func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
-	p.clip()
+func (cs *classSearch) prepare(p *Problem, pool numa.Mask) {
+	p.Clip()
 	cs.p, cs.pool = p, pool
 	cs.classified, cs.lagrange, cs.topOK, cs.sorted, cs.steps = false, false, false, 0, 0
 	cs.firstOK, cs.sharesOK = 0, false
@@ -255,8 +261,8 @@ func (cs *classSearch) prepare(p *problem, pool numa.Mask) {
 	for _, i := range nodes {
 		score[i&(numa.MaxNodes-1)] = 0
 	}
-	for r := range min(p.k, maxKinds) {
-		need, rc := p.need[r], p.recip[r]
+	for r := range min(p.K, MaxKinds) {
+		need, rc := p.Need[r], p.recip[r]
 		lo, hi := cs.kindValues(r)
 		kv := &cs.kv[r]
 		switch spread := uint64(hi) - uint64(lo); {
@@ -306,8 +312,8 @@ func (cs *classSearch) makeShares() {
 	p := cs.p
 	for _, i := range cs.nodes[:cs.n] {
 		x := i & (numa.MaxNodes - 1)
-		for r := range min(p.k, maxKinds) {
-			cs.shares[x][r] = shareBy(p.val[x][r], p.need[r], p.recip[r])
+		for r := range min(p.K, MaxKinds) {
+			cs.shares[x][r] = shareBy(p.Val[x][r], p.Need[r], p.recip[r])
 		}
 	}
 	cs.sharesOK = true
@@ -334,7 +340,7 @@ func (cs *classSearch) sortKind(r int) {
 	if cs.sorted&(2<<uint(r)) == 0 {
 		ord := cs.byKind[r][:cs.n]
 		copy(ord, cs.nodes[:cs.n])
-		cs.distinct[r] = sortAscendingDesc(ord, &cs.kv[r], cs.kmx[r], cs.kmn[r])
+		cs.distinct[r] = SortAscendingDesc(ord, &cs.kv[r], cs.kmx[r], cs.kmn[r])
 		cs.sorted |= 2 << uint(r)
 	}
 }
@@ -342,7 +348,7 @@ func (cs *classSearch) sortKind(r int) {
 // kindValues loads kv[r], kmx[r] and kmn[r], the pool's amounts of kind r
 // (clipped), and returns the least and the largest.
 func (cs *classSearch) kindValues(r int) (lo, hi int64) {
-	val, nodes, kv := cs.p.val, cs.nodes[:cs.n], &cs.kv[r]
+	val, nodes, kv := cs.p.Val, cs.nodes[:cs.n], &cs.kv[r]
 	lo, hi = val[nodes[0]&(numa.MaxNodes-1)][r], val[nodes[0]&(numa.MaxNodes-1)][r]
 	for _, i := range nodes {
 		x := i & (numa.MaxNodes - 1)
@@ -355,10 +361,10 @@ func (cs *classSearch) kindValues(r int) (lo, hi int64) {
 }
 
 // sortOrders sorts every order (see sortScore, sortKind): O(k·n log n) at
-// most (see sortDesc).
+// most (see SortDesc).
 func (cs *classSearch) sortOrders() {
 	cs.sortScore()
-	for r := 0; r < cs.p.k; r++ {
+	for r := 0; r < cs.p.K; r++ {
 		cs.sortKind(r)
 	}
 }
@@ -380,12 +386,12 @@ func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 		m = maskOf(cs.byScore[:w])
 	}
 	cs.greedied = true
-	if p.covers(m) {
+	if p.Covers(m) {
 		return m, true
 	}
-	for r := 0; r < p.k; r++ {
+	for r := 0; r < p.K; r++ {
 		cs.sortKind(r)
-		if m := maskOf(cs.byKind[r][:w]); p.covers(m) {
+		if m := maskOf(cs.byKind[r][:w]); p.Covers(m) {
 			return m, true
 		}
 	}
@@ -394,7 +400,7 @@ func (cs *classSearch) greedy(w int) (numa.Mask, bool) {
 
 // largestMask returns the w nodes of pool (keys between mn and mx) with
 // the largest keys, the lower index first on a tie: the first w of pool's
-// nodes as sortAscendingDesc orders them. It deals the nodes into 64
+// nodes as SortAscendingDesc orders them. It deals the nodes into 64
 // buckets by the top bits of their key's distance below mx, takes the
 // buckets wholly above the w-th node and deals the w-th node's bucket
 // again, finer, until the nodes left tie (then the lowest indices): O(n)
@@ -438,11 +444,11 @@ func largestMask(pool numa.Mask, key *[numa.MaxNodes]int64, w int, mx, mn int64)
 	return m
 }
 
-// indexAtLeast reports whether atLeast can answer for problem p on pool:
+// indexAtLeast reports whether atLeast can answer for Problem p on pool:
 // cs is prepared for p on a pool holding pool, with every order by kind
 // sorted.
-func (cs *classSearch) indexAtLeast(p *problem, pool numa.Mask) bool {
-	all := uint32(2<<uint(min(p.k, maxKinds)) - 2) // the bits of the orders by kind
+func (cs *classSearch) indexAtLeast(p *Problem, pool numa.Mask) bool {
+	all := uint32(2<<uint(min(p.K, MaxKinds)) - 2) // the bits of the orders by kind
 	return cs.p == p && pool.IsSubsetOf(cs.pool) && !cs.uniform && cs.sorted&all == all
 }
 
@@ -452,22 +458,22 @@ func (cs *classSearch) indexAtLeast(p *problem, pool numa.Mask) bool {
 // binary search along its order, O(k log n), and the mask of the nodes
 // before the first below the threshold (firstMask, made for the kind on
 // its first such search in O(n)).
-func (cs *classSearch) atLeast(want *[maxKinds]int64) numa.Mask {
+func (cs *classSearch) atLeast(want *[MaxKinds]int64) numa.Mask {
 	p := cs.p
 	m := cs.pool
-	for r := range min(p.k, maxKinds) {
+	for r := range min(p.K, MaxKinds) {
 		ord := &cs.byKind[r]
 		w := want[r]
 		switch {
-		case p.val[ord[(cs.n-1)&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w:
+		case p.Val[ord[(cs.n-1)&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w:
 			continue // every node
-		case p.val[ord[0]&(numa.MaxNodes-1)][r] < w:
+		case p.Val[ord[0]&(numa.MaxNodes-1)][r] < w:
 			return 0 // none
 		}
 		lo, hi := 0, cs.n // the first node below w is at lo once they meet
 		for lo < hi {
 			h := int(uint(lo+hi) >> 1)
-			if p.val[ord[h&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w {
+			if p.Val[ord[h&(numa.MaxNodes-1)]&(numa.MaxNodes-1)][r] >= w {
 				lo = h + 1
 			} else {
 				hi = h
@@ -490,17 +496,17 @@ func (cs *classSearch) atLeast(want *[maxKinds]int64) numa.Mask {
 
 // uniformWidth returns the fewest identical nodes that cover, or -1.
 func (cs *classSearch) uniformWidth() int {
-	return cs.p.uniformWidth(&cs.p.val[cs.nodes[0]], cs.n)
+	return cs.p.uniformWidth(&cs.p.Val[cs.nodes[0]], cs.n)
 }
 
 // run runs one search over classes for width w with at most limit steps
 // (and what the decision has left) and returns whether it found a cover
 // and whether it was cut.
 func (cs *classSearch) run(w, limit int) (found, cut bool) {
-	b := max(min(limit, cs.b.limit()-cs.b.used), 0)
+	b := max(min(limit, cs.b.limit()-cs.b.Used), 0)
 	cs.found, cs.budget, cs.cut = 0, b, false
-	ok := cs.dfs(0, w, [maxKinds]int64{}, 0)
-	cs.b.used += b - cs.budget
+	ok := cs.dfs(0, w, [MaxKinds]int64{}, 0)
+	cs.b.Used += b - cs.budget
 	return ok, cs.cut
 }
 
@@ -536,7 +542,7 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 		if !cut {
 			return 0, false // the whole search ran: no cover of width w
 		}
-		if cs.b.used >= cs.b.limit() {
+		if cs.b.Used >= cs.b.limit() {
 			cs.b.cutOne()
 			cs.lastCut = true
 			return 0, false
@@ -549,7 +555,7 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 	if !cs.lagrangeFeasible(w) {
 		return 0, false
 	}
-	ok, cut := cs.run(w, searchSteps)
+	ok, cut := cs.run(w, SearchSteps)
 	if ok {
 		return cs.found, true
 	}
@@ -564,7 +570,7 @@ func (cs *classSearch) exists(w int) (numa.Mask, bool) {
 // demands and one such cover, or -1: widths below the per-kind lower bound,
 // and once computed the largest Lagrangian lower bound, are skipped without
 // a search. When the bound cuts a search it answers -1 with the decision's
-// stepBound counting it undecided, or, for a soft bound, the narrowest
+// Bound counting it undecided, or, for a soft bound, the narrowest
 // cover known (narrowestKnown), marked approx.
 func (cs *classSearch) minWidth() (int, numa.Mask) {
 	p := cs.p
@@ -576,7 +582,7 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 		return w, maskOf(cs.nodes[:w])
 	}
 	lb := 1
-	for r := 0; r < p.k; r++ {
+	for r := 0; r < p.K; r++ {
 		var t int
 		if cs.sorted&(2<<uint(r)) == 0 {
 			// Amounts close together are sorted by counting now (the
@@ -589,7 +595,7 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 				for j, i := range cs.nodes[:cs.n] {
 					v[j&(numa.MaxNodes-1)] = kv[i&(numa.MaxNodes-1)]
 				}
-				t = fewestLargest(v[:cs.n], p.need[r])
+				t = fewestLargest(v[:cs.n], p.Need[r])
 			}
 		}
 		if cs.sorted&(2<<uint(r)) != 0 {
@@ -605,7 +611,7 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 			return w, m
 		}
 		if cs.lastCut {
-			if cs.b.soft {
+			if cs.b.Soft {
 				return cs.narrowestKnown(w + 1)
 			}
 			return -1, 0 // unknown: the decision refuses with ErrSearchLimit
@@ -621,14 +627,14 @@ func (cs *classSearch) minWidth() (int, numa.Mask) {
 	return -1, 0
 }
 
-// sortDesc orders nodes by key descending, the lower index first on a tie,
+// SortDesc orders nodes by key descending, the lower index first on a tie,
 // and returns how many distinct keys they have. Nodes in ascending order
 // (as the searches list them) are sorted stably by key alone: by counting
 // when the keys' spread is below countingRange, else by bucket
 // (bucketSortDesc). Otherwise, when the keys' spread is below 2^56, the
 // key's distance below the largest key and the index are packed into one
 // integer and sorted without a comparison closure; beyond, by a closure.
-func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint64) int {
+func SortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint64) int {
 	if len(nodes) == 0 {
 		return 0
 	}
@@ -640,7 +646,7 @@ func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint6
 		ascending = ascending && i > nodes[j-1]
 	}
 	if ascending {
-		return sortAscendingDesc(nodes, key, mx, mn)
+		return SortAscendingDesc(nodes, key, mx, mn)
 	}
 	switch spread := uint64(mx - mn); {
 	case spread >= 1<<56:
@@ -668,11 +674,11 @@ func sortDesc(nodes []int8, key *[numa.MaxNodes]int64, buf *[numa.MaxNodes]uint6
 	return d
 }
 
-// sortAscendingDesc is sortDesc for nodes in ascending order whose keys
+// SortAscendingDesc is SortDesc for nodes in ascending order whose keys
 // are at most mx and at least mn: by counting when the spread is below
 // countingRange, else as orderAscendingDesc does, then counting the
 // distinct keys.
-func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
+func SortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) int {
 	if uint64(mx-mn) < countingRange {
 		return countingSortDesc(nodes, key, mx, mn)
 	}
@@ -686,7 +692,7 @@ func sortAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) in
 	return d
 }
 
-// orderAscendingDesc is sortAscendingDesc without the count of distinct
+// orderAscendingDesc is SortAscendingDesc without the count of distinct
 // keys: by counting when the spread is below countingRange, by bucket
 // below 2^62, else by a stable comparison sort.
 func orderAscendingDesc(nodes []int8, key *[numa.MaxNodes]int64, mx, mn int64) {
@@ -794,27 +800,27 @@ const maxWeightings = 24
 // bounds try and returns how many: each kind alone (the per-kind bound),
 // then for two kinds the ratios 1:3, 1:1 and 3:1, for more kinds every pair
 // evenly (while they fit) and all kinds evenly.
-func (p *problem) weightings(wts *[maxWeightings][maxKinds]int64) int {
+func (p *Problem) weightings(wts *[maxWeightings][MaxKinds]int64) int {
 	n := 0
-	add := func() *[maxKinds]int64 { n++; wts[n-1] = [maxKinds]int64{}; return &wts[n-1] }
-	for r := 0; r < p.k && n < maxWeightings; r++ {
+	add := func() *[MaxKinds]int64 { n++; wts[n-1] = [MaxKinds]int64{}; return &wts[n-1] }
+	for r := 0; r < p.K && n < maxWeightings; r++ {
 		add()[r] = 1
 	}
 	switch {
-	case p.k == 2:
+	case p.K == 2:
 		for _, q := range [...][2]int64{{1, 3}, {1, 1}, {3, 1}} {
 			wt := add()
 			wt[0], wt[1] = q[0], q[1]
 		}
-	case p.k > 2:
-		for r := 0; r < p.k; r++ {
-			for q := r + 1; q < p.k && n < maxWeightings-1; q++ {
+	case p.K > 2:
+		for r := 0; r < p.K; r++ {
+			for q := r + 1; q < p.K && n < maxWeightings-1; q++ {
 				wt := add()
 				wt[r], wt[q] = 1, 1
 			}
 		}
 		wt := add()
-		for r := 0; r < p.k; r++ {
+		for r := 0; r < p.K; r++ {
 			wt[r] = 1
 		}
 	}
@@ -833,7 +839,7 @@ func (cs *classSearch) prepareLagrange() {
 		wt := &cs.wts[wi]
 		var want int64
 		single := -1
-		for r := 0; r < p.k; r++ {
+		for r := 0; r < p.K; r++ {
 			want += wt[r] * shareScale
 			if wt[r] != 0 {
 				if single == -1 {
@@ -855,7 +861,7 @@ func (cs *classSearch) prepareLagrange() {
 		v := cs.vals[:cs.n]
 		for j, i := range cs.nodes[:cs.n] {
 			var x int64
-			for r := 0; r < p.k; r++ {
+			for r := 0; r < p.K; r++ {
 				x += wt[r] * cs.shares[i][r]
 			}
 			v[j] = x
@@ -902,7 +908,7 @@ func (cs *classSearch) classify() {
 	p := cs.p
 	cs.sortOrders()
 	best, bestDistinct := 0, -1
-	for r := 0; r < p.k; r++ {
+	for r := 0; r < p.K; r++ {
 		if d := cs.distinct[r]; d > bestDistinct {
 			best, bestDistinct = r, d
 		}
@@ -915,17 +921,17 @@ func (cs *classSearch) classify() {
 	// its distinct amounts, the last kind first (a radix sort).
 	m := cs.members[:cs.n]
 	copy(m, cs.byKind[sk][:cs.n])
-	val := p.val
+	val := p.Val
 	var rank [numa.MaxNodes]uint8 // by node: its amount's rank, 0 for the largest
 	var out [numa.MaxNodes]int8
 	// ranks packs each node's ranks of the other kinds, 6 bits each (a kind
 	// has at most 64 distinct amounts), while they fit: two nodes are of one
 	// class when their packed ranks are equal.
 	var ranks [numa.MaxNodes]uint64
-	packed := p.k-1 <= 64/6
+	packed := p.K-1 <= 64/6
 	cs.inOrder = 0
 	first := -1 // the kind sorted last, the first of the classes' order
-	for r := p.k - 1; r >= 0; r-- {
+	for r := p.K - 1; r >= 0; r-- {
 		if r == sk || cs.distinct[r] == 1 {
 			continue // a kind of one amount leaves the order and the classes as they are
 		}
@@ -978,7 +984,7 @@ func (cs *classSearch) classify() {
 	// of one amount (any order) and for the first kind of their order
 	// (then the classes of one amount of it may come in any order: bound
 	// sums the same).
-	for r := 0; r < p.k; r++ {
+	for r := 0; r < p.K; r++ {
 		if r == sk {
 			continue
 		}
@@ -1002,9 +1008,9 @@ func (cs *classSearch) classify() {
 	}
 }
 
-func sameOthers(p *problem, sk int, a, b int8) bool {
-	for r := 0; r < p.k; r++ {
-		if r != sk && p.val[a][r] != p.val[b][r] {
+func sameOthers(p *Problem, sk int, a, b int8) bool {
+	for r := 0; r < p.K; r++ {
+		if r != sk && p.Val[a][r] != p.Val[b][r] {
 			return false
 		}
 	}
@@ -1026,7 +1032,7 @@ const topAfter = 2048
 // score: O((k+1)·nc·n).
 func (cs *classSearch) buildTop() {
 	p := cs.p
-	k, nc, n := p.k, cs.nc, cs.n
+	k, nc, n := p.K, cs.nc, cs.n
 	size := (k + 1) * nc * (n + 1)
 	if cap(cs.top) < size {
 		cs.top = make([]int64, size)
@@ -1047,7 +1053,7 @@ func (cs *classSearch) buildTop() {
 				}
 				v := cs.score[i]
 				if q < k {
-					v = p.val[i][q]
+					v = p.Val[i][q]
 				}
 				row[t+1] = row[t] + v
 				t++
@@ -1065,7 +1071,7 @@ func (cs *classSearch) buildTop() {
 // nodes of those classes must make up the shortfall, and the rem largest
 // scores the shares still missing (the uniform Lagrangian bound). After
 // topAfter steps it reads the sums from the table of buildTop in O(k).
-func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
+func (cs *classSearch) bound(cl, rem int, sums *[MaxKinds]int64) bool {
 	p := cs.p
 	if !cs.topOK && cs.steps > topAfter {
 		cs.buildTop()
@@ -1073,26 +1079,26 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 	if cs.topOK {
 		n1 := cs.n + 1
 		var residual int64
-		for r := 0; r < p.k; r++ {
-			short := p.need[r] - sums[r]
+		for r := 0; r < p.K; r++ {
+			short := p.Need[r] - sums[r]
 			if short <= 0 {
 				continue
 			}
-			residual += shareBy(short, p.need[r], p.recip[r]) - 1
+			residual += shareBy(short, p.Need[r], p.recip[r]) - 1
 			if cs.top[(r*cs.nc+cl)*n1+rem] < short {
 				return false
 			}
 		}
-		return residual <= 0 || cs.top[(p.k*cs.nc+cl)*n1+rem] >= residual
+		return residual <= 0 || cs.top[(p.K*cs.nc+cl)*n1+rem] >= residual
 	}
 	m := cs.members[:cs.n]
 	var residual int64 // uniform share still missing
-	for r := 0; r < p.k; r++ {
-		short := p.need[r] - sums[r]
+	for r := 0; r < p.K; r++ {
+		short := p.Need[r] - sums[r]
 		if short <= 0 {
 			continue
 		}
-		residual += shareBy(short, p.need[r], p.recip[r]) - 1 // -1: shares round up
+		residual += shareBy(short, p.Need[r], p.recip[r]) - 1 // -1: shares round up
 		var best int64
 		left := rem
 		if r == cs.sk {
@@ -1101,7 +1107,7 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 					break
 				}
 				if x := i & (numa.MaxNodes - 1); int(cs.classOf[x]) >= cl {
-					best += p.val[x][r]
+					best += p.Val[x][r]
 					left--
 				}
 			}
@@ -1119,7 +1125,7 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 				}
 				size := int(cs.start[k+1] - cs.start[k])
 				t := min(size, left)
-				best += int64(t) * p.val[m[cs.start[k]]][r]
+				best += int64(t) * p.Val[m[cs.start[k]]][r]
 				left -= t
 			}
 		}
@@ -1145,7 +1151,7 @@ func (cs *classSearch) bound(cl, rem int, sums *[maxKinds]int64) bool {
 }
 
 // dfs chooses how many nodes class cl and the later ones give.
-func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bool {
+func (cs *classSearch) dfs(cl, rem int, sums [MaxKinds]int64, mask numa.Mask) bool {
 	p := cs.p
 	if cs.budget <= 0 {
 		cs.cut = true
@@ -1156,8 +1162,8 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 	cs.budget--
 	cs.steps++
 	if rem == 0 {
-		for r := 0; r < p.k; r++ {
-			if sums[r] < p.need[r] {
+		for r := 0; r < p.K; r++ {
+			if sums[r] < p.Need[r] {
 				return false
 			}
 		}
@@ -1176,8 +1182,8 @@ func (cs *classSearch) dfs(cl, rem int, sums [maxKinds]int64, mask numa.Mask) bo
 	}
 	for t := min(size, rem); t >= lo; t-- {
 		next := sums
-		first := &p.val[m[s]&(numa.MaxNodes-1)]
-		for r := 0; r < p.k; r++ {
+		first := &p.Val[m[s]&(numa.MaxNodes-1)]
+		for r := 0; r < p.K; r++ {
 			if r != cs.sk {
 				next[r] += int64(t) * first[r]
 			}
@@ -1215,10 +1221,10 @@ func (cs *classSearch) narrowestKnown(from int) (int, numa.Mask) {
 func (cs *classSearch) greedyCover() numa.Mask {
 	p := cs.p
 	var m numa.Mask
-	var missing [maxKinds]int64
-	copy(missing[:p.k], p.need[:p.k])
+	var missing [MaxKinds]int64
+	copy(missing[:p.K], p.Need[:p.K])
 	short := func() bool {
-		for r := 0; r < p.k; r++ {
+		for r := 0; r < p.K; r++ {
 			if missing[r] > 0 {
 				return true
 			}
@@ -1232,10 +1238,10 @@ func (cs *classSearch) greedyCover() numa.Mask {
 				continue
 			}
 			var gain int64
-			v := &p.val[i]
-			for r := 0; r < p.k; r++ {
+			v := &p.Val[i]
+			for r := 0; r < p.K; r++ {
 				if missing[r] > 0 {
-					gain += shareBy(min(v[r], missing[r]), p.need[r], p.recip[r])
+					gain += shareBy(min(v[r], missing[r]), p.Need[r], p.recip[r])
 				}
 			}
 			if gain > bestGain {
@@ -1246,13 +1252,13 @@ func (cs *classSearch) greedyCover() numa.Mask {
 			break // cannot happen when the pool's totals cover
 		}
 		m = m.With(best)
-		v := &p.val[best]
-		for r := 0; r < p.k; r++ {
+		v := &p.Val[best]
+		for r := 0; r < p.K; r++ {
 			missing[r] -= v[r]
 		}
 	}
 	for w := uint64(m); w != 0; w &= w - 1 {
-		if i := bits.TrailingZeros64(w); p.covers(m.Without(i)) {
+		if i := bits.TrailingZeros64(w); p.Covers(m.Without(i)) {
 			m = m.Without(i)
 		}
 	}

@@ -1,4 +1,4 @@
-package allocator
+package cover
 
 import (
 	"math/bits"
@@ -6,63 +6,81 @@ import (
 	"github.com/numaplace/numaplace/numa"
 )
 
-// maxKinds is the most resource kinds one request may ask for at once.
-const maxKinds = 16
+// MaxKinds is the most resource kinds one request may ask for at once.
+const MaxKinds = 16
 
-// smallPool is the largest pool the exact subset search takes; larger
-// pools go to the class search (classes.go).
-const smallPool = 16
+// SmallPool is the largest pool the exact subset search takes; larger
+// pools go to the class search.
+const SmallPool = 16
 
-// problem is one covering question of a decision: for each demanded kind r
+// Problem is one covering question of a decision: for each demanded kind r
 // and NUMA node i an amount (the node's free units, or its capacity) and
-// the demand need[r] the known nodes must give. A set M of nodes covers
-// when Σ_{i∈M} min(amount[r][i], need[r]) >= need[r] for every r. A
-// decision loads each problem once (see [searcher]) and never changes it
+// the demand Need[r] the known nodes must give. A set M of nodes covers
+// when Σ_{i∈M} min(Amount[r][i], Need[r]) >= Need[r] for every r. The
+// caller loads each Problem once per decision ([Problem.Load] or
+// [Problem.SetOnes] after filling Amount and Need) and never changes it
 // afterwards, so the strategies may keep what they derive from it for the
 // rest of the decision.
 //
 // The amounts are kept as read, kind by kind, with the set of nodes that
-// cover alone (ones), which answers every question of width 1; the
-// node-major copy clipped at the demands (val), which the wider searches
-// read, is made on first use (clip).
-type problem struct {
-	k       int
-	n       int // the machine's nodes
-	need    [maxKinds]int64
-	recip   [maxKinds]uint64  // recip(need[r]), made with val
-	amount  [maxKinds][]int64 // by kind: one entry per node (a resource's view, or store)
-	ones    numa.Mask         // the nodes whose amounts cover alone
-	clipped bool              // val holds the amounts clipped at the demands
-	val     *[numa.MaxNodes][maxKinds]int64
-	store   *[maxKinds][numa.MaxNodes]int64 // amounts the problem holds itself (val and store are in the searcher's searchMem)
+// cover alone (Ones), which answers every question of width 1; the
+// node-major copy clipped at the demands (Val), which the wider searches
+// read, is made on first use ([Problem.Clip]).
+type Problem struct {
+	// K is the number of demanded kinds (at most MaxKinds), N the
+	// machine's nodes.
+	K, N int
+	// Need is the demand of each kind on known nodes.
+	Need  [MaxKinds]int64
+	recip [MaxKinds]uint64 // recip(Need[r]), made with Val
+	// Amount holds, by kind, one amount per node: a view of the caller's
+	// counters, or a row of Store.
+	Amount [MaxKinds][]int64
+	// Ones is the set of nodes whose amounts cover alone (set by Load or
+	// SetOnes).
+	Ones    numa.Mask
+	clipped bool // Val holds the amounts clipped at the demands
+	// Val is the memory of the amounts clipped at the demands, by node
+	// (made by Clip); Store, memory the caller may fill Amount's rows
+	// from. Both are the caller's, set before the Problem is loaded.
+	Val   *[numa.MaxNodes][MaxKinds]int64
+	Store *[MaxKinds][numa.MaxNodes]int64
 }
 
-// load finishes loading the amounts of the problem's k kinds on n nodes:
-// it computes ones and marks val as not made yet.
-func (p *problem) load(n int) {
-	p.n, p.clipped = n, false
+// Load finishes loading the amounts of the Problem's K kinds on n nodes:
+// it computes Ones and marks Val as not made yet. O(k·n).
+func (p *Problem) Load(n int) {
+	p.N, p.clipped = n, false
 	ones := numa.FirstN(n)
-	for r := 0; r < p.k; r++ {
-		need := p.need[r]
-		for i, v := range p.amount[r] {
+	for r := 0; r < p.K; r++ {
+		need := p.Need[r]
+		for i, v := range p.Amount[r] {
 			if v < need {
 				ones &^= 1 << uint(i)
 			}
 		}
 	}
-	p.ones = ones
+	p.Ones = ones
 }
 
-// clip makes val, the amounts clipped at the demands, node by node.
-func (p *problem) clip() {
+// SetOnes is Load for a caller that found the nodes covering alone
+// itself: it sets N to n and Ones to ones (which must be the nodes whose
+// Amount reaches Need in every kind) and marks Val as not made yet.
+func (p *Problem) SetOnes(n int, ones numa.Mask) {
+	p.N, p.Ones, p.clipped = n, ones, false
+}
+
+// Clip makes Val, the amounts clipped at the demands, node by node, once
+// per loading: O(k·n).
+func (p *Problem) Clip() {
 	if p.clipped {
 		return
 	}
-	val := p.val
-	for r := range min(p.k, maxKinds) {
-		need := p.need[r]
+	val := p.Val
+	for r := range min(p.K, MaxKinds) {
+		need := p.Need[r]
 		p.recip[r] = recip(need)
-		amount := p.amount[r]
+		amount := p.Amount[r]
 		for i, v := range amount[:min(len(amount), numa.MaxNodes)] {
 			val[i][r] = min(v, need)
 		}
@@ -70,20 +88,21 @@ func (p *problem) clip() {
 	p.clipped = true
 }
 
-// nothing reports whether the known nodes need give nothing (a None
+// Nothing reports whether the known nodes need give nothing (a None
 // request served from devices of unknown NUMA node alone).
-func (p *problem) nothing() bool {
-	for r := 0; r < p.k; r++ {
-		if p.need[r] > 0 {
+func (p *Problem) Nothing() bool {
+	for r := 0; r < p.K; r++ {
+		if p.Need[r] > 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// sums returns Σ_{i∈m} val[i][r] for each kind (val must be made).
-func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
-	val, k := p.val, min(p.k, maxKinds)
+// Sums returns Σ_{i∈m} Val[i][r] for each kind (Val must be made, see
+// Clip).
+func (p *Problem) Sums(m numa.Mask) (s [MaxKinds]int64) {
+	val, k := p.Val, min(p.K, MaxKinds)
 	for w := uint64(m); w != 0; w &= w - 1 {
 		v := &val[bits.TrailingZeros64(w)&(numa.MaxNodes-1)]
 		for r := 0; r < k; r++ {
@@ -93,27 +112,27 @@ func (p *problem) sums(m numa.Mask) (s [maxKinds]int64) {
 	return s
 }
 
-// covers reports whether m covers every demand (val must be made), kind by
+// Covers reports whether m covers every demand (Val must be made), kind by
 // kind, stopping at the first kind m falls short of.
-func (p *problem) covers(m numa.Mask) bool {
-	val := p.val
-	for r := range min(p.k, maxKinds) {
+func (p *Problem) Covers(m numa.Mask) bool {
+	val := p.Val
+	for r := range min(p.K, MaxKinds) {
 		var s int64
 		for w := uint64(m); w != 0; w &= w - 1 {
 			s += val[bits.TrailingZeros64(w)&(numa.MaxNodes-1)][r]
 		}
-		if s < p.need[r] {
+		if s < p.Need[r] {
 			return false
 		}
 	}
 	return true
 }
 
-// oneNode is the strategy for width 1: the lowest node of pool that covers
-// alone, in O(1) (the nodes that do were found when the problem was
+// OneNode is the strategy for width 1: the lowest node of pool that covers
+// alone, in O(1) (the nodes that do were found when the Problem was
 // loaded); exact.
-func (p *problem) oneNode(pool numa.Mask) (numa.Mask, bool) {
-	m := pool & p.ones
+func (p *Problem) OneNode(pool numa.Mask) (numa.Mask, bool) {
+	m := pool & p.Ones
 	return m & -m, m != 0
 }
 
@@ -121,23 +140,23 @@ func (p *problem) oneNode(pool numa.Mask) (numa.Mask, bool) {
 // judged kind by kind (for each kind, the fewest of its largest amounts
 // that reach the demand), or -1 when even the whole pool falls short. It
 // takes O(k·n log n).
-func (p *problem) lowerBound(pool numa.Mask) int {
-	p.clip()
+func (p *Problem) lowerBound(pool numa.Mask) int {
+	p.Clip()
 	var vals [numa.MaxNodes]int64
 	lb := 0
-	for r := 0; r < p.k; r++ {
+	for r := 0; r < p.K; r++ {
 		n := 0
 		var total int64
 		for w := uint64(pool); w != 0; w &= w - 1 {
-			v := p.val[bits.TrailingZeros64(w)][r]
+			v := p.Val[bits.TrailingZeros64(w)][r]
 			vals[n] = v
 			total += v
 			n++
 		}
-		if total < p.need[r] {
+		if total < p.Need[r] {
 			return -1
 		}
-		if p.need[r] == 0 {
+		if p.Need[r] == 0 {
 			continue
 		}
 		s := vals[:n]
@@ -145,7 +164,7 @@ func (p *problem) lowerBound(pool numa.Mask) int {
 		var acc int64
 		t := 0
 		for _, v := range s {
-			if acc >= p.need[r] {
+			if acc >= p.Need[r] {
 				break
 			}
 			acc += v
@@ -194,9 +213,9 @@ func median3(v []int64) int64 {
 	return max(min(a, b), min(max(a, b), c))
 }
 
-// selectLargest reorders v so that its w largest values come first (in no
+// SelectLargest reorders v so that its w largest values come first (in no
 // particular order): O(len(v)) steps on average, O(len(v)²) at worst.
-func selectLargest(v []int64, w int) {
+func SelectLargest(v []int64, w int) {
 	lo, hi := 0, len(v) // v[:lo] >= v[lo:hi] >= v[hi:], lo <= w <= hi
 	for w > lo && w < hi {
 		if hi-lo <= selectShort {
@@ -215,11 +234,11 @@ func selectLargest(v []int64, w int) {
 	}
 }
 
-// sumLargest returns the sum of the w largest values of v, which it
-// reorders (see selectLargest).
-func sumLargest(v []int64, w int) int64 {
+// SumLargest returns the sum of the w largest values of v, which it
+// reorders (see SelectLargest).
+func SumLargest(v []int64, w int) int64 {
 	w = min(max(w, 0), len(v))
-	selectLargest(v, w)
+	SelectLargest(v, w)
 	var t int64
 	for _, x := range v[:w] {
 		t += x
@@ -231,7 +250,7 @@ func sumLargest(v []int64, w int) int64 {
 // negative) whose sum reaches need, or -1 when all of them fall short; it
 // may reorder v. Values less than countingRange apart are counted
 // (fewestCounted, O(len(v) + countingRange)); others are selected like
-// selectLargest does, O(len(v)) steps on average.
+// SelectLargest does, O(len(v)) steps on average.
 func fewestLargest(v []int64, need int64) int {
 	if need <= 0 {
 		return 0
@@ -307,15 +326,15 @@ func fewestCounted(v []int64, need int64, mx, mn int64) int {
 
 // fewestFirst returns the fewest of ord's first nodes (ord by amount of
 // kind r descending) whose amounts of kind r reach the demand, or -1.
-func fewestFirst(p *problem, r int, ord []int8) int {
+func fewestFirst(p *Problem, r int, ord []int8) int {
 	var acc int64
 	for t, i := range ord {
-		if acc >= p.need[r] {
+		if acc >= p.Need[r] {
 			return t
 		}
-		acc += p.val[i][r]
+		acc += p.Val[i][r]
 	}
-	if acc < p.need[r] {
+	if acc < p.Need[r] {
 		return -1
 	}
 	return len(ord)
@@ -324,13 +343,13 @@ func fewestFirst(p *problem, r int, ord []int8) int {
 // mayCover reports whether, kind by kind, the w largest amounts of pool
 // reach the demand: false proves that no w nodes of pool cover (it is
 // the per-kind bound of the searches' first step). O(k·n) on average for
-// n nodes of the pool (see sumLargest).
-func (p *problem) mayCover(pool numa.Mask, w int) bool {
-	p.clip()
+// n nodes of the pool (see SumLargest).
+func (p *Problem) mayCover(pool numa.Mask, w int) bool {
+	p.Clip()
 	var vals [numa.MaxNodes]int64
-	val := p.val
-	for r := range min(p.k, maxKinds) {
-		if p.need[r] == 0 {
+	val := p.Val
+	for r := range min(p.K, MaxKinds) {
+		if p.Need[r] == 0 {
 			continue
 		}
 		n := 0
@@ -338,7 +357,7 @@ func (p *problem) mayCover(pool numa.Mask, w int) bool {
 			vals[n&(numa.MaxNodes-1)] = val[bits.TrailingZeros64(wd)&(numa.MaxNodes-1)][r]
 			n++
 		}
-		if sumLargest(vals[:n], w) < p.need[r] {
+		if SumLargest(vals[:n], w) < p.Need[r] {
 			return false
 		}
 	}
@@ -347,11 +366,11 @@ func (p *problem) mayCover(pool numa.Mask, w int) bool {
 
 // uniformOn reports whether every node of pool has the same amounts
 // clipped at the demands (val must be made).
-func (p *problem) uniformOn(pool numa.Mask) bool {
-	first := &p.val[pool.Lowest()]
+func (p *Problem) uniformOn(pool numa.Mask) bool {
+	first := &p.Val[pool.Lowest()]
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
-		v := &p.val[bits.TrailingZeros64(wd)]
-		for r := 0; r < p.k; r++ {
+		v := &p.Val[bits.TrailingZeros64(wd)]
+		for r := 0; r < p.K; r++ {
 			if v[r] != first[r] {
 				return false
 			}
@@ -371,17 +390,17 @@ func lowest(pool numa.Mask, w int) numa.Mask {
 
 // uniformWidth returns the fewest of n identical nodes, each with the
 // amounts v clipped at the demands, that cover, or -1.
-func (p *problem) uniformWidth(v *[maxKinds]int64, n int) int {
+func (p *Problem) uniformWidth(v *[MaxKinds]int64, n int) int {
 	w := 1
-	for r := 0; r < p.k; r++ {
-		if p.need[r] == 0 {
+	for r := 0; r < p.K; r++ {
+		if p.Need[r] == 0 {
 			continue
 		}
 		if v[r] == 0 {
 			return -1
 		}
-		t := p.need[r] / v[r]
-		if p.need[r]%v[r] != 0 {
+		t := p.Need[r] / v[r]
+		if p.Need[r]%v[r] != 0 {
 			t++
 		}
 		if t > int64(n) {
@@ -392,13 +411,7 @@ func (p *problem) uniformWidth(v *[maxKinds]int64, n int) int {
 	return w
 }
 
-// visitor receives the covers an enumeration finds; visit returns false to
-// stop it.
-type visitor interface {
-	visit(m numa.Mask) bool
-}
-
-// subsetSearch is the exact strategy for pools of at most smallPool nodes:
+// subsetSearch is the exact strategy for pools of at most SmallPool nodes:
 // a depth-first search over the subsets of exactly w nodes, in a fixed
 // order of the nodes, that cuts a branch as soon as, for some kind, the
 // amounts chosen plus the most the remaining nodes could add (their sum, or
@@ -407,24 +420,24 @@ type visitor interface {
 // it is exact: exists finds a cover whenever one exists, each visits every
 // cover.
 type subsetSearch struct {
-	p      *problem
+	p      *Problem
 	n, w   int
-	ord    [smallPool]int8
-	sufSum [smallPool + 1][maxKinds]int64
-	sufMax [smallPool + 1][maxKinds]int64
+	ord    [SmallPool]int8
+	sufSum [SmallPool + 1][MaxKinds]int64
+	sufMax [SmallPool + 1][MaxKinds]int64
 	found  numa.Mask
-	visit  visitor // each's callback
+	visit  Visitor // each's callback
 	stop   bool
 }
 
-// load sets the search up for problem p over the nodes of ord[:n].
-func (s *subsetSearch) load(p *problem, w int) {
+// load sets the search up for Problem p over the nodes of ord[:n].
+func (s *subsetSearch) load(p *Problem, w int) {
 	s.p, s.w, s.stop, s.found = p, w, false, 0
-	k := p.k
-	s.sufSum[s.n] = [maxKinds]int64{}
-	s.sufMax[s.n] = [maxKinds]int64{}
+	k := p.K
+	s.sufSum[s.n] = [MaxKinds]int64{}
+	s.sufMax[s.n] = [MaxKinds]int64{}
 	for q := s.n - 1; q >= 0; q-- {
-		v := &p.val[s.ord[q]]
+		v := &p.Val[s.ord[q]]
 		for r := 0; r < k; r++ {
 			s.sufSum[q][r] = s.sufSum[q+1][r] + v[r]
 			s.sufMax[q][r] = max(s.sufMax[q+1][r], v[r])
@@ -434,35 +447,35 @@ func (s *subsetSearch) load(p *problem, w int) {
 
 // promising reports whether the branch at position q with chosen nodes and
 // partial sums can still reach every demand.
-func (s *subsetSearch) promising(q, chosen int, sums *[maxKinds]int64) bool {
+func (s *subsetSearch) promising(q, chosen int, sums *[MaxKinds]int64) bool {
 	rem := int64(s.w - chosen)
 	if s.n-q < int(rem) {
 		return false
 	}
-	for r := 0; r < s.p.k; r++ {
+	for r := 0; r < s.p.K; r++ {
 		add := min(s.sufSum[q][r], rem*s.sufMax[q][r])
-		if sums[r]+add < s.p.need[r] {
+		if sums[r]+add < s.p.Need[r] {
 			return false
 		}
 	}
 	return true
 }
 
-// exists returns some subset of pool (at most smallPool nodes) of exactly
+// exists returns some subset of pool (at most SmallPool nodes) of exactly
 // w >= 2 nodes that covers the demands, trying first the nodes that cover
 // most of the demands (so the first branch usually succeeds).
-func (s *subsetSearch) exists(p *problem, pool numa.Mask, w int) (numa.Mask, bool) {
+func (s *subsetSearch) exists(p *Problem, pool numa.Mask, w int) (numa.Mask, bool) {
 	if !p.mayCover(pool, w) {
 		return 0, false
 	}
-	var score [smallPool]uint64
+	var score [SmallPool]uint64
 	s.n = 0
 	for wd := uint64(pool); wd != 0; wd &= wd - 1 {
 		i := bits.TrailingZeros64(wd)
 		var sc uint64
-		for r := 0; r < p.k; r++ {
-			if p.need[r] > 0 {
-				sc += uint64(shareBy(p.val[i][r], p.need[r], p.recip[r]))
+		for r := 0; r < p.K; r++ {
+			if p.Need[r] > 0 {
+				sc += uint64(shareBy(p.Val[i][r], p.Need[r], p.recip[r]))
 			}
 		}
 		// Insertion by score, descending; the lower index first on a tie
@@ -475,16 +488,16 @@ func (s *subsetSearch) exists(p *problem, pool numa.Mask, w int) (numa.Mask, boo
 		s.n++
 	}
 	s.load(p, w)
-	if s.first(0, 0, 0, [maxKinds]int64{}) {
+	if s.first(0, 0, 0, [MaxKinds]int64{}) {
 		return s.found, true
 	}
 	return 0, false
 }
 
-func (s *subsetSearch) first(q, chosen int, mask numa.Mask, sums [maxKinds]int64) bool {
+func (s *subsetSearch) first(q, chosen int, mask numa.Mask, sums [MaxKinds]int64) bool {
 	if chosen == s.w {
-		for r := 0; r < s.p.k; r++ {
-			if sums[r] < s.p.need[r] {
+		for r := 0; r < s.p.K; r++ {
+			if sums[r] < s.p.Need[r] {
 				return false
 			}
 		}
@@ -496,8 +509,8 @@ func (s *subsetSearch) first(q, chosen int, mask numa.Mask, sums [maxKinds]int64
 	}
 	i := int(s.ord[q])
 	with := sums
-	for r := 0; r < s.p.k; r++ {
-		with[r] += s.p.val[i][r]
+	for r := 0; r < s.p.K; r++ {
+		with[r] += s.p.Val[i][r]
 	}
 	if s.first(q+1, chosen+1, mask|1<<uint(i), with) {
 		return true
@@ -505,16 +518,16 @@ func (s *subsetSearch) first(q, chosen int, mask numa.Mask, sums [maxKinds]int64
 	return s.first(q+1, chosen, mask, sums)
 }
 
-// each calls visit with every subset of pool (at most smallPool nodes) of
+// each calls visit with every subset of pool (at most SmallPool nodes) of
 // exactly w nodes that covers the demands, in lexicographic order of their
 // node indices, until visit returns false.
-func (s *subsetSearch) each(p *problem, pool numa.Mask, w int, visit visitor) {
+func (s *subsetSearch) each(p *Problem, pool numa.Mask, w int, visit Visitor) {
 	if w <= 0 || w > pool.Count() {
 		return
 	}
 	if w == 1 {
-		for wd := uint64(pool & p.ones); wd != 0; wd &= wd - 1 {
-			if !visit.visit(numa.Mask(1) << uint(bits.TrailingZeros64(wd))) {
+		for wd := uint64(pool & p.Ones); wd != 0; wd &= wd - 1 {
+			if !visit.Visit(numa.Mask(1) << uint(bits.TrailingZeros64(wd))) {
 				return
 			}
 		}
@@ -530,21 +543,21 @@ func (s *subsetSearch) each(p *problem, pool numa.Mask, w int, visit visitor) {
 	}
 	s.load(p, w)
 	s.visit = visit
-	s.all(0, 0, 0, [maxKinds]int64{})
+	s.all(0, 0, 0, [MaxKinds]int64{})
 	s.visit = nil
 }
 
-func (s *subsetSearch) all(q, chosen int, mask numa.Mask, sums [maxKinds]int64) {
+func (s *subsetSearch) all(q, chosen int, mask numa.Mask, sums [MaxKinds]int64) {
 	if s.stop {
 		return
 	}
 	if chosen == s.w {
-		for r := 0; r < s.p.k; r++ {
-			if sums[r] < s.p.need[r] {
+		for r := 0; r < s.p.K; r++ {
+			if sums[r] < s.p.Need[r] {
 				return
 			}
 		}
-		if !s.visit.visit(mask) {
+		if !s.visit.Visit(mask) {
 			s.stop = true
 		}
 		return
@@ -554,8 +567,8 @@ func (s *subsetSearch) all(q, chosen int, mask numa.Mask, sums [maxKinds]int64) 
 	}
 	i := int(s.ord[q])
 	with := sums
-	for r := 0; r < s.p.k; r++ {
-		with[r] += s.p.val[i][r]
+	for r := 0; r < s.p.K; r++ {
+		with[r] += s.p.Val[i][r]
 	}
 	s.all(q+1, chosen+1, mask|1<<uint(i), with)
 	s.all(q+1, chosen, mask, sums)

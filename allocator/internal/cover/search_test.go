@@ -1,4 +1,4 @@
-package allocator
+package cover
 
 import (
 	"testing"
@@ -11,12 +11,12 @@ import (
 // smallExists is the plain subset search, forced whatever the pool size
 // (at most 22 nodes here): the reference the large-pool search is checked
 // against.
-func (p *problem) smallExists(pool numa.Mask, w int) bool {
-	var rec func(rest numa.Mask, left int, sums [maxKinds]int64) bool
-	rec = func(rest numa.Mask, left int, sums [maxKinds]int64) bool {
+func (p *Problem) smallExists(pool numa.Mask, w int) bool {
+	var rec func(rest numa.Mask, left int, sums [MaxKinds]int64) bool
+	rec = func(rest numa.Mask, left int, sums [MaxKinds]int64) bool {
 		if left == 0 {
-			for r := 0; r < p.k; r++ {
-				if sums[r] < p.need[r] {
+			for r := 0; r < p.K; r++ {
+				if sums[r] < p.Need[r] {
 					return false
 				}
 			}
@@ -27,12 +27,12 @@ func (p *problem) smallExists(pool numa.Mask, w int) bool {
 		}
 		i := rest.Lowest()
 		with := sums
-		for r := 0; r < p.k; r++ {
-			with[r] += p.val[i][r]
+		for r := 0; r < p.K; r++ {
+			with[r] += p.Val[i][r]
 		}
 		return rec(rest.Without(i), left-1, with) || rec(rest.Without(i), left, sums)
 	}
-	return rec(pool, w, [maxKinds]int64{})
+	return rec(pool, w, [MaxKinds]int64{})
 }
 
 // TestLargeSearchAgreesWithSubsetSearch checks the class search, the greedy
@@ -41,58 +41,59 @@ func (p *problem) smallExists(pool numa.Mask, w int) bool {
 // feasible, and every cover found is a cover of exactly that width.
 func TestLargeSearchAgreesWithSubsetSearch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var mem searchMem
-		c := problem{val: &mem.freeVal, store: &mem.freeStore}
-		c.k = rapid.IntRange(1, 4).Draw(t, "kinds")
-		n := rapid.IntRange(smallPool+1, 22).Draw(t, "nodes")
+		c := blankProblem()
+		c.K = rapid.IntRange(1, 4).Draw(t, "kinds")
+		n := rapid.IntRange(SmallPool+1, 22).Draw(t, "nodes")
 		maxVal := rapid.SampledFrom([]int64{1, 2, 3, 8, 40, 1000}).Draw(t, "maxVal")
 		// Trade-off shapes: some nodes rich in one kind and poor in others.
-		for r := 0; r < c.k; r++ {
-			c.amount[r] = c.store[r][:n]
+		for r := 0; r < c.K; r++ {
+			c.Amount[r] = c.Store[r][:n]
 		}
 		for i := 0; i < n; i++ {
-			rich := rapid.IntRange(0, c.k-1).Draw(t, "rich")
-			for r := 0; r < c.k; r++ {
+			rich := rapid.IntRange(0, c.K-1).Draw(t, "rich")
+			for r := 0; r < c.K; r++ {
 				v := rapid.Int64Range(0, maxVal).Draw(t, "v")
 				if r != rich && rapid.Bool().Draw(t, "poor") {
 					v /= 4
 				}
-				c.amount[r][i] = v
+				c.Amount[r][i] = v
 			}
 		}
-		var total [maxKinds]int64
+		var total [MaxKinds]int64
 		for i := 0; i < n; i++ {
-			for r := 0; r < c.k; r++ {
-				total[r] += c.amount[r][i]
+			for r := 0; r < c.K; r++ {
+				total[r] += c.Amount[r][i]
 			}
 		}
-		for r := 0; r < c.k; r++ {
-			c.need[r] = rapid.Int64Range(1, total[r]+2).Draw(t, "need")
+		for r := 0; r < c.K; r++ {
+			c.Need[r] = rapid.Int64Range(1, total[r]+2).Draw(t, "need")
 		}
-		c.load(n)
-		c.clip()
+		c.Load(n)
+		c.Clip()
 		pool := numa.FirstN(n)
-		var sr searcher
+		var s Search
 		want := -1
 		for w := 1; w <= n; w++ {
 			ok := c.smallExists(pool, w)
-			sr.begin(nil, nil, nil) // one decision per width
-			m, got := sr.exists(&c, pool, w)
-			if sr.cut() {
-				t.Fatalf("width %d: the search bound (%d steps) cut the search of %d nodes", w, searchSteps, n)
+			var b Bound
+			s.Begin(&b) // one decision per width
+			m, got := s.Exists(&c, pool, w)
+			if b.Undecided > 0 {
+				t.Fatalf("width %d: the search bound (%d steps) cut the search of %d nodes", w, SearchSteps, n)
 			}
 			if got != ok {
 				t.Fatalf("width %d: large search says %v, subset search %v", w, got, ok)
 			}
-			if got && (m.Count() != w || !m.IsSubsetOf(pool) || !c.covers(m)) {
+			if got && (m.Count() != w || !m.IsSubsetOf(pool) || !c.Covers(m)) {
 				t.Fatalf("width %d: %s is not a cover of that width", w, m)
 			}
 			if ok && want < 0 {
 				want = w
 			}
 		}
-		sr.begin(nil, nil, nil)
-		if got, _ := sr.minWidth(&c, pool); got != want {
+		var b Bound
+		s.Begin(&b)
+		if got, _ := s.MinWidth(&c, pool); got != want {
 			t.Fatalf("minWidth %d, want %d", got, want)
 		}
 	})
@@ -125,26 +126,26 @@ func TestShareBy(t *testing.T) {
 
 // loadRandom loads into c k kinds on n nodes, the amounts of kind r drawn
 // from 0 to maxVal(r) and its demand from 1 to maxVal(r)·n/2+1.
-func (c *problem) loadRandom(t *rapid.T, k, n int, maxVal func(r int) int64) {
-	c.k = k
+func (c *Problem) loadRandom(t *rapid.T, k, n int, maxVal func(r int) int64) {
+	c.K = k
 	for r := 0; r < k; r++ {
 		mv := maxVal(r)
-		c.amount[r] = c.store[r][:n]
+		c.Amount[r] = c.Store[r][:n]
 		for i := 0; i < n; i++ {
-			c.amount[r][i] = rapid.Int64Range(0, mv).Draw(t, "v")
+			c.Amount[r][i] = rapid.Int64Range(0, mv).Draw(t, "v")
 		}
-		c.need[r] = rapid.Int64Range(1, mv*int64(n)/2+1).Draw(t, "need")
+		c.Need[r] = rapid.Int64Range(1, mv*int64(n)/2+1).Draw(t, "need")
 	}
-	c.load(n)
+	c.Load(n)
 }
 
-// drawLarge draws a random problem of 1-4 kinds on 17-40 nodes (see
+// drawLarge draws a random Problem of 1-4 kinds on 17-40 nodes (see
 // loadRandom), its amounts at most maxVal.
-func drawLarge(t *rapid.T) (c *problem, k, n int, maxVal int64) {
-	mem := new(searchMem)
-	c = &problem{val: &mem.freeVal, store: &mem.freeStore}
+func drawLarge(t *rapid.T) (c *Problem, k, n int, maxVal int64) {
+	c = new(Problem)
+	*c = blankProblem()
 	k = rapid.IntRange(1, 4).Draw(t, "kinds")
-	n = rapid.IntRange(smallPool+1, 40).Draw(t, "nodes")
+	n = rapid.IntRange(SmallPool+1, 40).Draw(t, "nodes")
 	maxVal = rapid.SampledFrom([]int64{1, 3, 40, 1000}).Draw(t, "maxVal")
 	c.loadRandom(t, k, n, func(int) int64 { return maxVal })
 	return c, k, n, maxVal
@@ -165,15 +166,15 @@ func TestBoundTableAgrees(t *testing.T) {
 		for q := 0; q < 50; q++ {
 			cl := rapid.IntRange(0, cs.nc-1).Draw(t, "cl")
 			rem := rapid.IntRange(1, n).Draw(t, "rem")
-			var sums [maxKinds]int64
-			for r := 0; r < c.k; r++ {
-				sums[r] = rapid.Int64Range(0, c.need[r]).Draw(t, "sum")
+			var sums [MaxKinds]int64
+			for r := 0; r < c.K; r++ {
+				sums[r] = rapid.Int64Range(0, c.Need[r]).Draw(t, "sum")
 			}
 			cs.topOK = false
 			walk := cs.bound(cl, rem, &sums)
 			cs.buildTop()
 			if table := cs.bound(cl, rem, &sums); table != walk {
-				t.Fatalf("class %d, %d slots, sums %v: the table says %v, the walk %v", cl, rem, sums[:c.k], table, walk)
+				t.Fatalf("class %d, %d slots, sums %v: the table says %v, the walk %v", cl, rem, sums[:c.K], table, walk)
 			}
 		}
 	})
@@ -188,7 +189,7 @@ func TestAtLeastAgrees(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c, k, n, maxVal := drawLarge(t)
 		if rapid.Bool().Draw(t, "negative") {
-			c.amount[0][rapid.IntRange(0, n-1).Draw(t, "at")] = -rapid.Int64Range(1, maxVal).Draw(t, "neg")
+			c.Amount[0][rapid.IntRange(0, n-1).Draw(t, "at")] = -rapid.Int64Range(1, maxVal).Draw(t, "neg")
 		}
 		var cs classSearch
 		cs.prepare(c, numa.FirstN(n))
@@ -204,15 +205,15 @@ func TestAtLeastAgrees(t *testing.T) {
 			t.Fatal("not indexed with every order sorted")
 		}
 		for q := 0; q < 30; q++ {
-			var want [maxKinds]int64
+			var want [MaxKinds]int64
 			for r := 0; r < k; r++ {
-				want[r] = rapid.Int64Range(-2, c.need[r]+2).Draw(t, "want")
+				want[r] = rapid.Int64Range(-2, c.Need[r]+2).Draw(t, "want")
 			}
 			var ref numa.Mask
 			for i := 0; i < n; i++ {
 				ok := true
 				for r := 0; r < k; r++ {
-					ok = ok && c.val[i][r] >= want[r]
+					ok = ok && c.Val[i][r] >= want[r]
 				}
 				if ok {
 					ref = ref.With(i)
@@ -223,4 +224,9 @@ func TestAtLeastAgrees(t *testing.T) {
 			}
 		}
 	})
+}
+
+// blankProblem returns a Problem with memory of its own for Val and Store.
+func blankProblem() Problem {
+	return Problem{Val: new([numa.MaxNodes][MaxKinds]int64), Store: new([MaxKinds][numa.MaxNodes]int64)}
 }

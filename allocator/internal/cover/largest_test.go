@@ -1,4 +1,4 @@
-package allocator
+package cover
 
 import (
 	"math/bits"
@@ -11,7 +11,7 @@ import (
 )
 
 // TestLargestMaskIsSortedPrefix checks that largestMask picks exactly the
-// first w nodes of sortAscendingDesc's order, on random pools whose keys
+// first w nodes of SortAscendingDesc's order, on random pools whose keys
 // tie often, cluster, or spread up to 2^61.
 func TestLargestMaskIsSortedPrefix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 8))
@@ -41,7 +41,7 @@ func TestLargestMaskIsSortedPrefix(t *testing.T) {
 			mx, mn = max(mx, key[i]), min(mn, key[i])
 		}
 		ord := append([]int8(nil), nodes...)
-		sortAscendingDesc(ord, &key, mx, mn)
+		SortAscendingDesc(ord, &key, mx, mn)
 		w := 1 + rng.IntN(len(nodes))
 		if got, want := largestMask(pool, &key, w, mx, mn), maskOf(ord[:w]); got != want {
 			t.Fatalf("trial %d: w=%d of %v keys %v: largestMask %v, sorted prefix %v", trial, w, nodes, key, got, want)
@@ -51,13 +51,12 @@ func TestLargestMaskIsSortedPrefix(t *testing.T) {
 
 // TestPrepareShares: prepare's scores and makeShares' shares are share's, for demands
 // that shareFast takes and for those beyond recip's bound (the division
-// pass), mixed in one problem.
+// pass), mixed in one Problem.
 func TestPrepareShares(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var mem searchMem
-		c := problem{val: &mem.freeVal, store: &mem.freeStore}
+		c := blankProblem()
 		k := rapid.IntRange(1, 4).Draw(t, "kinds")
-		n := rapid.IntRange(smallPool+1, numa.MaxNodes).Draw(t, "nodes")
+		n := rapid.IntRange(SmallPool+1, numa.MaxNodes).Draw(t, "nodes")
 		maxVals := make([]int64, k)
 		for r := range maxVals {
 			maxVals[r] = rapid.SampledFrom([]int64{1, 40, 1 << 20, 1 << 45, 1 << 55}).Draw(t, "maxVal")
@@ -73,9 +72,9 @@ func TestPrepareShares(t *testing.T) {
 		for i := 0; i < n; i++ {
 			var sc int64
 			for r := 0; r < k; r++ {
-				want := share(c.val[i][r], c.need[r])
+				want := share(c.Val[i][r], c.Need[r])
 				if got := cs.shares[i][r]; got != want {
-					t.Fatalf("node %d kind %d: share %d of %d is %d, want %d", i, r, c.val[i][r], c.need[r], got, want)
+					t.Fatalf("node %d kind %d: share %d of %d is %d, want %d", i, r, c.Val[i][r], c.Need[r], got, want)
 				}
 				sc += want
 			}

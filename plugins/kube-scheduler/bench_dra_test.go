@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -173,7 +174,7 @@ type draBench struct {
 
 func newDRABench(b *testing.B, preset string, claim *resourceapi.ResourceClaim) *draBench {
 	b.Helper()
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
 	b.Cleanup(cancel) // the informers' Shutdown below waits for this
 	m, err := topology.Preset(preset)
 	require.NoError(b, err)
@@ -194,7 +195,7 @@ func newDRABench(b *testing.B, preset string, claim *resourceapi.ResourceClaim) 
 		KubeClient:             client,
 	})
 	require.NoError(b, err)
-	claims := assumecache.NewAssumeCache(klog.Background(), inf.Resource().V1().ResourceClaims().Informer(), "resource claim", "", nil)
+	claims := assumecache.NewAssumeCache(logr.Discard(), inf.Resource().V1().ResourceClaims().Informer(), "resource claim", "", nil)
 	done := []cache.DoneChecker{tracker.HasSyncedChecker(), claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSyncedChecker()}
 	mgr := dynamicresources.NewDRAManager(ctx, claims, tracker, inf)
 	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -257,6 +258,7 @@ func BenchmarkDRAFilter(b *testing.B) {
 				st = pl.Filter(context.Background(), state, pod, w.nodeInfo)
 				require.Equal(b, fits, st.IsSuccess(), st.Message())
 				b.ReportAllocs()
+				cpu0, cpuOK := processCPU()
 				for b.Loop() {
 					if st := pl.Filter(context.Background(), state, pod, w.nodeInfo); st.IsSuccess() != fits {
 						b.Fatal(st.Message())
@@ -267,6 +269,7 @@ func BenchmarkDRAFilter(b *testing.B) {
 						}
 					}
 				}
+				reportCPU(b, cpu0, cpuOK)
 			})
 			b.Run(preset+"/"+pol+"/dynamicresources", func(b *testing.B) {
 				w := newDRABench(b, preset, claim)
@@ -277,12 +280,23 @@ func BenchmarkDRAFilter(b *testing.B) {
 				st = up.Filter(context.Background(), state, pod, w.nodeInfo)
 				require.True(b, st.IsSuccess(), st.Message())
 				b.ReportAllocs()
+				cpu0, cpuOK := processCPU()
 				for b.Loop() {
 					if st := up.Filter(context.Background(), state, pod, w.nodeInfo); !st.IsSuccess() {
 						b.Fatal(st.Message())
 					}
 				}
+				reportCPU(b, cpu0, cpuOK)
 			})
 		}
+	}
+}
+
+// reportCPU reports the process's CPU time per op since cpu0 (all its
+// threads: the garbage collector's work too), which on a loaded machine
+// moves less than the wall clock, which counts the waits for a CPU.
+func reportCPU(b *testing.B, cpu0 time.Duration, ok bool) {
+	if cpu1, ok1 := processCPU(); ok && ok1 && b.N > 0 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 }

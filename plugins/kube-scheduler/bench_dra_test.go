@@ -173,7 +173,7 @@ type draBench struct {
 	nodeInfo  fwk.NodeInfo
 }
 
-func newDRABench(b *testing.B, preset string, claim *resourceapi.ResourceClaim) *draBench {
+func newDRABench(b testing.TB, preset string, claim *resourceapi.ResourceClaim) *draBench {
 	b.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
 	b.Cleanup(cancel) // the informers' Shutdown below waits for this

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,19 +233,34 @@ func newDRABench(b testing.TB, preset string, claim *resourceapi.ResourceClaim) 
 // BenchmarkDRAFilter is the cost per node of deciding a DRA pod (a claim
 // for 4 gpu.numaplace.io GPUs, 24 CPUs, the ACK annotations of the policy)
 // on an empty node, side by side: "numaplace" is NUMAPlace's Filter and
-// Score (the decision, then the structured allocator over the node's
-// slices cut down to the decision's GPUs, as numaplace-scheduler runs them
-// for every feasible node); "dynamicresources" is the in-tree
+// Score (the decision, then the claims checked against the decision's
+// devices: claimsFit, or the structured allocator over the node's slices
+// cut down to them; as numaplace-scheduler runs them for every feasible
+// node); "dynamicresources" is the in-tree
 // DynamicResources plugin's Filter for the same pod, node and slices (the
 // built-in allocator's first fit; it does not score). PreFilter runs once,
 // outside the loop, for both. A SingleNUMANode pod of 4 GPUs does not fit
 // dgx-a100 or numa64 (2 GPUs per NUMA node): NUMAPlace refuses it, which
 // DynamicResources, knowing no policy, does not; the Restricted pod is
-// admitted by both.
+// admitted by both. "Restricted-selector" is the Restricted pod whose
+// request has a CEL selector of its own (the class's test again), which
+// claimsFit evaluates itself; "Restricted-match" the Restricted pod whose
+// claim has a matchAttribute constraint (on the type, which all GPUs
+// share), so that NUMAPlace runs the structured allocator over the
+// cut-down slices (claimsFit decides no claim with a constraint).
 func BenchmarkDRAFilter(b *testing.B) {
 	for _, preset := range []string{"dgx-a100", "numa64"} {
-		for _, pol := range []string{"SingleNUMANode", "Restricted"} {
-			pod, claim := benchDRAPod(pol, 24, 4)
+		for _, pol := range []string{"SingleNUMANode", "Restricted", "Restricted-selector", "Restricted-match"} {
+			policy, variant, _ := strings.Cut(pol, "-")
+			pod, claim := benchDRAPod(policy, 24, 4)
+			switch variant {
+			case "selector":
+				claim.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+					Expression: `device.attributes["gpu.numaplace.io"].type == "gpu"`}}}
+			case "match":
+				claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{
+					MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(DRADriver + "/type"))}}
+			}
 			b.Run(preset+"/"+pol+"/numaplace", func(b *testing.B) {
 				w := newDRABench(b, preset, claim)
 				pl := w.numaplace
@@ -254,7 +270,7 @@ func BenchmarkDRAFilter(b *testing.B) {
 				s, err := pl.podState(state, pod)
 				require.NoError(b, err)
 				require.NotNil(b, s.dra, "NUMAPlace did not take the pod's claim")
-				fits := pol == "Restricted"
+				fits := policy == "Restricted"
 				st = pl.Filter(context.Background(), state, pod, w.nodeInfo)
 				require.Equal(b, fits, st.IsSuccess(), st.Message())
 				b.ReportAllocs()

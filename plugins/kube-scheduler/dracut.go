@@ -3,6 +3,7 @@ package numaplace
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,10 +34,10 @@ import (
 type sliceDevs struct {
 	gpus map[int][]int
 	nics []nicDev
-	// sel holds the results of classes' selectors on the devices, by
-	// position (classMatches).
+	// sel holds the results of selectors on the devices, by position
+	// (selectorsMatch).
 	mu  sync.Mutex
-	sel map[*resourceapi.DeviceClass][]int8
+	sel map[selKey][]int8
 }
 
 // nicDev is one NIC of a slice: its position, InfiniBand device name and
@@ -218,19 +219,23 @@ func (d *draPod) nodeSlices(node string, a allocator.Allocation) []*resourceapi.
 
 // plainRequest is one request of a claim that claimsFit may decide
 // without the structured allocator: ExactCount devices of a numaplace GPU
-// class, with tolerations and nothing else (no selectors, capacity or
-// admin access).
+// class, with CEL selectors and tolerations and nothing else (no capacity
+// or admin access).
 type plainRequest struct {
 	class       string
 	count       int64
 	tolerations []resourceapi.DeviceToleration
+	// selectors are the request's own CEL selectors, exprs their
+	// expressions joined (the key of their results).
+	selectors []resourceapi.DeviceSelector
+	exprs     string
 }
 
 // plainRequests returns the requests of the claims as plainRequests, and
 // false when some claim has more than that: a constraint, a request with
-// firstAvailable, selectors, capacity, adminAccess, another class or
-// allocation mode, a count below one, or more devices than an allocation
-// holds.
+// firstAvailable, a selector other than CEL, capacity, adminAccess,
+// another class or allocation mode, a count below one, or more devices
+// than an allocation holds.
 func plainRequests(claims []*resourceapi.ResourceClaim) ([]plainRequest, bool) {
 	var out []plainRequest
 	for _, c := range claims {
@@ -240,15 +245,23 @@ func plainRequests(claims []*resourceapi.ResourceClaim) ([]plainRequest, bool) {
 		total := int64(0)
 		for _, r := range c.Spec.Devices.Requests {
 			x := r.Exactly
-			if x == nil || len(r.FirstAvailable) > 0 || len(x.Selectors) > 0 || x.Capacity != nil || x.AdminAccess != nil ||
+			if x == nil || len(r.FirstAvailable) > 0 || x.Capacity != nil || x.AdminAccess != nil ||
 				x.AllocationMode != resourceapi.DeviceAllocationModeExactCount || x.Count < 1 || x.Count > resourceapi.AllocationResultsMaxSize {
 				return nil, false
 			}
 			if _, gpu := numaplaceClass(x.DeviceClassName); !gpu {
 				return nil, false
 			}
+			exprs := make([]string, len(x.Selectors))
+			for i, sel := range x.Selectors {
+				if sel.CEL == nil {
+					return nil, false
+				}
+				exprs[i] = sel.CEL.Expression
+			}
 			total += x.Count
-			out = append(out, plainRequest{class: x.DeviceClassName, count: x.Count, tolerations: x.Tolerations})
+			out = append(out, plainRequest{class: x.DeviceClassName, count: x.Count, tolerations: x.Tolerations,
+				selectors: x.Selectors, exprs: strings.Join(exprs, "\x00")})
 		}
 		if total > resourceapi.AllocationResultsMaxSize {
 			return nil, false
@@ -283,28 +296,36 @@ func plainSlice(s *resourceapi.ResourceSlice) bool {
 		(s.Spec.AllNodes == nil || !*s.Spec.AllNodes)
 }
 
-// Results of a class's selectors on a device, as sliceDevs keeps them.
+// selKey names a list of selectors whose results sliceDevs keeps: a
+// class's (the class object; a changed class is a new object), or a
+// request's (its expressions).
+type selKey struct {
+	class *resourceapi.DeviceClass
+	exprs string
+}
+
+// Results of selectors on a device, as sliceDevs keeps them.
 const (
 	selUnknown int8 = iota
 	selMatch
 	selNoMatch
 )
 
-// classMatches reports whether the class's CEL selectors all select the
-// device at position pos of slice s, as the structured allocator
-// evaluates them (in order, the first that does not match decides); ok
-// is false when one fails to compile or to evaluate. Results are kept
-// per class object (a changed class is a new object).
-func (sd *sliceDevs) classMatches(ctx context.Context, cache *cel.Cache, class *resourceapi.DeviceClass, s *resourceapi.ResourceSlice, pos int) (match, ok bool) {
+// selectorsMatch reports whether the CEL selectors (a class's or a
+// request's, named by key) all select the device at position pos of slice
+// s, as the structured allocator evaluates them (in order, the first that
+// does not match decides); ok is false when one fails to compile or to
+// evaluate. Results are kept per key.
+func (sd *sliceDevs) selectorsMatch(ctx context.Context, cache *cel.Cache, key selKey, selectors []resourceapi.DeviceSelector, s *resourceapi.ResourceSlice, pos int) (match, ok bool) {
 	sd.mu.Lock()
-	if r := sd.sel[class]; r != nil && r[pos] != selUnknown {
+	if r := sd.sel[key]; r != nil && r[pos] != selUnknown {
 		sd.mu.Unlock()
 		return r[pos] == selMatch, true
 	}
 	sd.mu.Unlock()
 	dev := &s.Spec.Devices[pos]
 	match = true
-	for _, sel := range class.Spec.Selectors {
+	for _, sel := range selectors {
 		if sel.CEL == nil {
 			return false, false
 		}
@@ -324,13 +345,13 @@ func (sd *sliceDevs) classMatches(ctx context.Context, cache *cel.Cache, class *
 	}
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
-	if sd.sel == nil || len(sd.sel) >= 8 { // classes replaced: forget the old objects
-		sd.sel = map[*resourceapi.DeviceClass][]int8{}
+	if sd.sel == nil || len(sd.sel) >= 16 { // classes replaced, claims gone: forget the old ones
+		sd.sel = map[selKey][]int8{}
 	}
-	r := sd.sel[class]
+	r := sd.sel[key]
 	if r == nil {
 		r = make([]int8, len(s.Spec.Devices))
-		sd.sel[class] = r
+		sd.sel[key] = r
 	}
 	r[pos] = selNoMatch
 	if match {
@@ -369,8 +390,8 @@ type poolSeen struct {
 // on the node, plain slices, device names unique among the kept
 // devices), every kept device is plain, and the kept devices that no
 // allocated claim holds are, for every request alike, either selected by
-// its class (CEL, evaluated as the allocator does) and allowed by its
-// tolerations or not, and number at least the requests' counts. Then the
+// its class and its own selectors (CEL, evaluated as the allocator does)
+// and allowed by its tolerations or not, and number at least the requests' counts. Then the
 // allocator's exhaustive first-fit search finds an allocation (every
 // request takes any of those devices) and meets no error (every
 // selector it may evaluate on these devices was evaluated here without
@@ -448,9 +469,14 @@ func (pl *Plugin) claimsFit(ctx context.Context, d *draPod, node *v1.Node, a all
 			}
 			all, none := true, true
 			for i, r := range reqs {
-				m, ok := sd.classMatches(ctx, pl.celCache, classes[i], s, pos)
+				m, ok := sd.selectorsMatch(ctx, pl.celCache, selKey{class: classes[i]}, classes[i].Spec.Selectors, s, pos)
 				if !ok {
 					return false
+				}
+				if m && len(r.selectors) > 0 {
+					if m, ok = sd.selectorsMatch(ctx, pl.celCache, selKey{exprs: r.exprs}, r.selectors, s, pos); !ok {
+						return false
+					}
 				}
 				if m && pl.draFeatures.DeviceTaints && !taintAllows(dev.Taints, r.tolerations) {
 					m = false

@@ -19,12 +19,12 @@ import (
 )
 
 // TestClaimsFitAgreesWithAllocator plays random claims (one to three
-// requests of gpu.numaplace.io, sometimes with a selector, a constraint,
+// requests of gpu.numaplace.io, sometimes with selectors, a constraint,
 // allocationMode All, firstAvailable or adminAccess), random taints and
 // tolerations, devices held by other claims and decisions on a dgx-a100
 // node, and requires that claimsFit admits only what the structured
 // allocator over the cut-down slices admits, and, for plain claims whose
-// requests tolerate alike, exactly that.
+// requests select and tolerate alike, exactly that.
 func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 	ctx := context.Background()
 	pod, claim := benchDRAPod("Restricted", 24, 4)
@@ -48,24 +48,29 @@ func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 		c := claim.DeepCopy()
 		c.Spec.Devices.Requests = nil
 		tolerate := rng.IntN(3) == 0
-		sameTols := true
+		alike := true
 		for r := range 1 + rng.IntN(3) {
 			x := &resourceapi.ExactDeviceRequest{DeviceClassName: ClassGPU, AllocationMode: resourceapi.DeviceAllocationModeExactCount,
 				Count: int64(1 + rng.IntN(3))}
 			if tolerate || rng.IntN(8) == 0 {
 				x.Tolerations = []resourceapi.DeviceToleration{{Key: "k", Operator: resourceapi.DeviceTolerationOpExists}}
-				sameTols = sameTols && tolerate
+				alike = alike && tolerate
 			} else {
-				sameTols = sameTols && !tolerate
+				alike = alike && !tolerate
 			}
 			c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourceapi.DeviceRequest{Name: fmt.Sprintf("r%d", r), Exactly: x})
 		}
 		plain := true
 		switch rng.IntN(8) {
-		case 0:
+		case 0: // a selector on every request: still plain
+			for r := range c.Spec.Devices.Requests {
+				c.Spec.Devices.Requests[r].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+					Expression: `device.attributes["resource.kubernetes.io"].numaNode <= 3`}}}
+			}
+		case 5: // a selector on the first request only: plain, requests not alike
 			c.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 				Expression: `device.attributes["resource.kubernetes.io"].numaNode == 0`}}}
-			plain = false
+			alike = alike && len(c.Spec.Devices.Requests) == 1
 		case 1:
 			c.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("resource.kubernetes.io/numaNode"))}}
 			plain = false
@@ -139,12 +144,12 @@ func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 		if ok {
 			allocYes++
 		}
-		if plain && sameTols {
+		if plain && alike {
 			plainCases++
 			require.Equal(t, ok, fast, "case %d: a plain claim, the allocator says %v (err %v)", i, ok, err)
 		}
 	}
-	t.Logf("claimsFit admitted %d, the allocator %d of 600 cases (%d plain with alike tolerations)", fastYes, allocYes, plainCases)
+	t.Logf("claimsFit admitted %d, the allocator %d of 600 cases (%d plain, requests alike)", fastYes, allocYes, plainCases)
 	require.NotZero(t, fastYes)
 	require.Less(t, fastYes, allocYes) // the non-plain claims the allocator admits
 }

@@ -65,6 +65,17 @@ type draPod struct {
 	byNode     map[string][]*resourceapi.ResourceSlice // slices local to one node
 	anyNode    []*resourceapi.ResourceSlice            // slices of several nodes
 	victims    func(keys []string) sets.Set[structured.DeviceID]
+	// plain are the requests of the claims to allocate when plainOK
+	// (plainRequests: claimsFit may decide them).
+	plain   []plainRequest
+	plainOK bool
+	// extPlain are those of the extended resource claim, when
+	// extPlainOK.
+	extPlain   []plainRequest
+	extPlainOK bool
+	// cuts is the plugin's index of numaplace's devices in the slices
+	// (dracut.go), or nil.
+	cuts *sliceCuts
 	// extended is the claim to make for the containers' aliyun.com/gpu
 	// on nodes that serve it through DRA (draextended.go), or nil.
 	extended *extendedClaim
@@ -201,6 +212,14 @@ func (pl *Plugin) readDRA(pod *v1.Pod) (*draPod, error) {
 			}
 		}
 	}
+	toAllocate := make([]*resourceapi.ResourceClaim, 0, len(d.toAllocate))
+	for _, k := range d.toAllocate {
+		toAllocate = append(toAllocate, claims[k])
+	}
+	d.plain, d.plainOK = plainRequests(toAllocate)
+	if ext != nil {
+		d.extPlain, d.extPlainOK = plainRequests([]*resourceapi.ResourceClaim{ext.claim})
+	}
 	if err := pl.gatherDRA(d); err != nil {
 		return nil, err
 	}
@@ -259,6 +278,8 @@ func (pl *Plugin) gatherDRA(d *draPod) error {
 		}
 	}
 	d.victims = pl.victimDevices
+	d.cuts = &pl.cuts
+	d.cuts.forget(d.byNode)
 	return nil
 }
 
@@ -331,56 +352,6 @@ func attrString(d *resourceapi.Device, name resourceapi.QualifiedName) string {
 	return *a.StringValue
 }
 
-// nodeSlices returns the slices the allocator sees for the pod on the
-// node: numaplace's devices cut down to the decision (its GPUs, and its
-// NICs (devices.rdma) when it names some, else the NICs on the NUMA nodes
-// of its span; all NICs for a pod without a span), every other driver's
-// devices as published.
-func (d *draPod) nodeSlices(node string, a allocator.Allocation) []*resourceapi.ResourceSlice {
-	gpus := sets.New(a.GPUs...)
-	nics := sets.New(a.Devices[rdmaClass]...)
-	span := sets.New[int64]()
-	for _, id := range a.NUMANodes() {
-		span.Insert(int64(id))
-	}
-	out := make([]*resourceapi.ResourceSlice, 0, len(d.byNode[node])+len(d.anyNode))
-	for _, s := range d.byNode[node] {
-		if s.Spec.Driver != DRADriver {
-			out = append(out, s)
-			continue
-		}
-		c := s.DeepCopy()
-		c.Spec.Devices = c.Spec.Devices[:0]
-		for i := range s.Spec.Devices {
-			dev := &s.Spec.Devices[i]
-			switch attrString(dev, attrType) {
-			case "gpu":
-				if idx, ok := attrInt(dev, attrIndex); ok && gpus.Has(int(idx)) {
-					c.Spec.Devices = append(c.Spec.Devices, *dev)
-				}
-			case "nic":
-				if nics.Len() > 0 {
-					if nics.Has(attrString(dev, attrIBDevice)) {
-						c.Spec.Devices = append(c.Spec.Devices, *dev)
-					}
-					continue
-				}
-				n, ok := attrInt(dev, attrNUMANode)
-				if span.Len() == 0 || ok && span.Has(n) {
-					c.Spec.Devices = append(c.Spec.Devices, *dev)
-				}
-			}
-		}
-		out = append(out, c)
-	}
-	for _, s := range d.anyNode {
-		if s.Spec.Driver != DRADriver {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // allocateClaims allocates the pod's unallocated claims on the node for
 // the decision a with the structured allocator over the cut-down slices
 // (so that numaplace's GPUs and only those serve the GPU requests, and
@@ -451,6 +422,9 @@ func (pl *Plugin) filterDRA(ctx context.Context, s *podState, node *v1.Node, w *
 	a, err := s.prepared.Decide(node.Name, w)
 	if err != nil {
 		return pl.refusal(fwk.Unschedulable, s, node.Name, err)
+	}
+	if pl.claimsFit(ctx, s.dra, node, a, freed) {
+		return nil
 	}
 	res, err := pl.allocateClaims(ctx, s.dra, node, a, freed)
 	if err != nil {

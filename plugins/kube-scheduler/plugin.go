@@ -135,6 +135,8 @@ type Plugin struct {
 	dra         fwk.SharedDRAManager
 	draFeatures structured.Features
 	celCache    *cel.Cache
+	// cuts indexes numaplace's devices in the nodes' slices (dracut.go).
+	cuts sliceCuts
 }
 
 // Compile-time checks of the extension points.

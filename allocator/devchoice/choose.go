@@ -269,8 +269,9 @@ func (x *Index) NewChooser() *Chooser {
 //     there (lowest indices first), then under switches already chosen,
 //     then under the fewest new switches (best fit).
 //
-// A request for one device of one class, on a machine whose every switch
-// lies in one NUMA node, skips the levels: every choice then has one node,
+// A request for one device of a class of at most 64 devices, without a
+// must-include device, on a machine whose every switch lies in one NUMA
+// node, skips the levels: every choice then has one node,
 // one switch and no links, and the best device is found exactly in one
 // pass over the class's buckets on the allowed nodes.
 //
@@ -301,9 +302,10 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
 	c.word = c.nw == 1 && !general.On && n > 0 && n <= 64
-	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !general.On
+	// One device without a must-include one, switches in groups: chooseOneWord.
+	one := c.word && c.need[0] == 1 && c.x.switchInGroup && (c.must[0] == nil || c.must[0][0] == 0)
 	switch {
-	case one && c.word:
+	case one:
 		mustSeen[0], total[0] = c.countOneWord()
 	case c.word:
 		mustSeen[0], total[0] = c.countWord()
@@ -314,10 +316,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 		return nil, err
 	}
 	switch {
-	case one && c.word && c.wMust == 0:
-		c.chooseOneWord()
 	case one:
-		c.chooseOne()
+		c.chooseOneWord()
 	case c.word:
 		c.levelOneWord()
 	default:
@@ -372,6 +372,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
+	one = one && must == 0 // chooseOneWord; with a must-include device, the search
 	var mustSeen, total [MaxWants]int32
 	if one {
 		mustSeen[0], total[0] = c.countOneWord()
@@ -382,10 +383,8 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
 	switch {
-	case one && must == 0:
-		c.chooseOneWord()
 	case one:
-		c.chooseOne()
+		c.chooseOneWord()
 	default:
 		c.levelOneWord()
 	}

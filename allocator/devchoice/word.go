@@ -685,13 +685,11 @@ func (x *Index) linksWord(sel uint64) int {
 
 // exactWord is exactFirst for the word path: of the combinations of rest
 // devices of free (with the must-include ones), the one with the most
-// links, the lowest indices on a tie. The combinations are enumerated as
-// masks over the positions of free's devices (Gosper's hack), so ties are
-// broken by comparing the sets rather than by the order met. free has at
-// most 63 devices (so that the masks over their positions do not
-// overflow).
+// links, the lowest indices on a tie (the first best in lexicographic
+// order). free has at most 63 devices, and the class is the GPUs with the
+// dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
-	if rest == 2 && c.wMust == 0 && c.x.dense != nil {
+	if rest == 2 && c.wMust == 0 {
 		return c.bestPairWord(free)
 	}
 	var pos [64]uint8
@@ -719,57 +717,40 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		}
 		return must | best
 	}
-	if c.x.dense != nil {
-		// The combinations in lexicographic order with their links summed
-		// as they grow: the first best has the lowest indices (of two
-		// combinations, the one first in this order holds the lowest
-		// device of their difference).
-		nd := len(c.x.classes[0].ids)
-		rows := c.x.rows
-		e := &c.ex
-		ml := &e.ml
-		clear(ml[:n])
-		for w := must; w != 0; w &= w - 1 {
-			row := &rows[bits.TrailingZeros64(w)]
-			for i := range n {
-				ml[i] += row[pos[i]&63]
-			}
+	// The combinations in lexicographic order with their links summed
+	// as they grow: the first best has the lowest indices (of two
+	// combinations, the one first in this order holds the lowest
+	// device of their difference).
+	nd := len(c.x.classes[0].ids)
+	rows := c.x.rows
+	e := &c.ex
+	ml := &e.ml
+	clear(ml[:n])
+	for w := must; w != 0; w &= w - 1 {
+		row := &rows[bits.TrailingZeros64(w)]
+		for i := range n {
+			ml[i] += row[pos[i]&63]
 		}
-		if rest == 2 { // the pairs, as exactDFS visits them, in two loops
-			bi, bj, bl := 0, 1, int32(-1)
-			for i := 0; i < n-1; i++ {
-				row := &rows[pos[i]&63]
-				mi := ml[i]
-				for j := i + 1; j < n; j++ {
-					if l := mi + ml[j&63] + row[pos[j&63]&63]; l > bl {
-						bi, bj, bl = i, j, l
-					}
+	}
+	if rest == 2 { // the pairs, as exactDFS visits them, in two loops
+		bi, bj, bl := 0, 1, int32(-1)
+		for i := 0; i < n-1; i++ {
+			row := &rows[pos[i]&63]
+			mi := ml[i]
+			for j := i + 1; j < n; j++ {
+				if l := mi + ml[j&63] + row[pos[j&63]&63]; l > bl {
+					bi, bj, bl = i, j, l
 				}
 			}
-			return must | 1<<pos[bi] | 1<<pos[bj]
 		}
-		if k := n - rest; k < rest {
-			return must | free&^c.exactDrop(&pos, n, k)
-		}
-		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
-		c.exactDFS(0, rest, 0, 0)
-		return must | e.best
+		return must | 1<<pos[bi] | 1<<pos[bj]
 	}
-	best, bestLinks := uint64(0), -1
-	for s := uint64(1)<<uint(rest) - 1; s < 1<<uint(n); {
-		sel := must
-		for w := s; w != 0; w &= w - 1 {
-			sel |= 1 << pos[bits.TrailingZeros64(w)]
-		}
-		if l := c.linksWord(sel); l > bestLinks || l == bestLinks && lowerWord(sel, best) {
-			best, bestLinks = sel, l
-		}
-		// The next mask with rest bits (Gosper's hack).
-		low := s & -s
-		r := s + low
-		s = r | ((s^r)>>2)/low
+	if k := n - rest; k < rest {
+		return must | free&^c.exactDrop(&pos, n, k)
 	}
-	return best
+	e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
+	c.exactDFS(0, rest, 0, 0)
+	return must | e.best
 }
 
 // bestPairWord is exactWord for two devices of free and no must-include

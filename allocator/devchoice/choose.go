@@ -678,11 +678,7 @@ func (c *Chooser) levelOne() {
 	c.linksUB = c.linksBound()
 	for ; extra <= len(c.gitems); extra++ {
 		c.key.nodes = int32(forced + extra)
-		if extra == 1 {
-			c.oneMore()
-		} else {
-			c.dfsGroups(0, extra)
-		}
+		c.dfsGroups(0, extra)
 		if c.have || c.steps >= stepBudget {
 			break
 		}
@@ -799,73 +795,6 @@ func (c *Chooser) dfsGroups(from, left int) {
 			return
 		}
 	}
-}
-
-// oneMore is dfsGroups(0, 1) unrolled: the sets of the forced groups and
-// one more, step for step as dfsGroups takes them (the same budgets and
-// cuts), with the distance to the forced groups read from the items' tie.
-func (c *Chooser) oneMore() {
-	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-		return
-	}
-	c.steps++
-	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-		return
-	}
-	unknown := int32(c.x.nodes)
-	base := c.key
-	for i := range c.gitems {
-		it := &c.gitems[i]
-		if c.gcap[0]+it.c0 < c.need[0] {
-			return
-		}
-		for k := 1; k < c.nw; k++ {
-			if c.gcap[k]+c.suffix[k][i] < c.need[k] {
-				return
-			}
-		}
-		// The child call of dfsGroups.
-		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-			return
-		}
-		c.steps++
-		c.key.dist = base.dist + it.tie
-		if it.g == unknown {
-			c.key.unk = 1
-		}
-		if c.tryLeaf(it.g) && (c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget) {
-			c.key = base
-			return
-		}
-		c.key = base
-	}
-}
-
-// tryLeaf is the leaf of dfsGroups with group g added to c.pick (c.key
-// already counts it): the capacity check, the bound, the search. It
-// reports whether it got past the key's cut (dfsGroups then checks its
-// budgets).
-func (c *Chooser) tryLeaf(g int32) bool {
-	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-		return true
-	}
-	for k := range c.nw {
-		if c.gcap[k]+c.gcnt[k][g] < c.need[k] {
-			return true
-		}
-	}
-	for k := range c.nw {
-		c.gcap[k] += c.gcnt[k][g]
-	}
-	c.pick = append(c.pick, g)
-	if !c.have || c.boundBeats() {
-		c.leaf()
-	}
-	c.pick = c.pick[:len(c.pick)-1]
-	for k := range c.nw {
-		c.gcap[k] -= c.gcnt[k][g]
-	}
-	return true
 }
 
 // boundBeats reports whether the groups of c.pick may hold a choice better

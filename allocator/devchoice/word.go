@@ -699,29 +699,10 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		n++
 	}
 	must := c.wMust
-	if rest == 0 {
-		return must
-	}
-	if rest == 1 { // the device with the most links to the must-include ones
-		best, bestLinks := uint64(0), int32(-1)
-		rows := c.x.rows
-		for i := range n {
-			v := pos[i] & 63
-			l := int32(0)
-			for w := must; w != 0; w &= w - 1 {
-				l += rows[bits.TrailingZeros64(w)][v]
-			}
-			if l > bestLinks {
-				best, bestLinks = 1<<uint(v), l
-			}
-		}
-		return must | best
-	}
 	// The combinations in lexicographic order with their links summed
 	// as they grow: the first best has the lowest indices (of two
 	// combinations, the one first in this order holds the lowest
 	// device of their difference).
-	nd := len(c.x.classes[0].ids)
 	rows := c.x.rows
 	e := &c.ex
 	ml := &e.ml
@@ -732,30 +713,17 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 			ml[i] += row[pos[i]&63]
 		}
 	}
-	if rest == 2 { // the pairs, as exactDFS visits them, in two loops
-		bi, bj, bl := 0, 1, int32(-1)
-		for i := 0; i < n-1; i++ {
-			row := &rows[pos[i]&63]
-			mi := ml[i]
-			for j := i + 1; j < n; j++ {
-				if l := mi + ml[j&63] + row[pos[j&63]&63]; l > bl {
-					bi, bj, bl = i, j, l
-				}
-			}
-		}
-		return must | 1<<pos[bi] | 1<<pos[bj]
-	}
 	if k := n - rest; k < rest {
 		return must | free&^c.exactDrop(&pos, n, k)
 	}
-	e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
+	e.n, e.pos, e.best, e.bestLinks = n, pos, 0, -1
 	c.exactDFS(0, rest, 0, 0)
 	return must | e.best
 }
 
 // bestPairWord is exactWord for two devices of free and no must-include
 // device: the pair with the most links, the first in lexicographic order
-// on a tie (as exactWord's loops over the pairs keep it), read from the
+// on a tie (as exactDFS keeps it), read from the
 // bits of free without listing them.
 func (c *Chooser) bestPairWord(free uint64) uint64 {
 	pair, _ := c.x.bestPairWord(free)
@@ -806,7 +774,6 @@ func (c *Chooser) linksFor(top int32) int {
 // exactDFS keeps the first best choice.
 func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
-	nd := len(c.x.classes[0].ids)
 	rows := c.x.rows
 	// The degrees by pairs: the table is symmetric with a zero diagonal
 	// (Index.buildLinks), so each pair's links are read once.
@@ -830,7 +797,7 @@ func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 		}
 		return 1 << pos[bi]
 	}
-	e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, *pos, 0, -1<<31
+	e.n, e.pos, e.best, e.bestLinks = n, *pos, 0, -1<<31
 	c.dropDFS(0, k, 0, 0)
 	return e.best
 }
@@ -862,7 +829,7 @@ func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
 
 // exactState is the working memory of exactDFS.
 type exactState struct {
-	n, nd     int
+	n         int
 	pos       [64]uint8 // the candidates' device indices
 	ml        [64]int32 // each candidate's links to the must-include devices
 	deg       [64]int32 // exactDrop: each candidate's links to all candidates and must-include devices

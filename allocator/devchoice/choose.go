@@ -1,6 +1,7 @@
 package devchoice
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -535,11 +536,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	}
 	// The active groups ascending, those without free devices left out.
 	act := c.active
-	for i := 1; i < len(act); i++ {
-		for j := i; j > 0 && act[j] < act[j-1]; j-- {
-			act[j], act[j-1] = act[j-1], act[j]
-		}
-	}
+	slices.Sort(act)
 	n := 0
 	for _, g := range act {
 		if c.anyFree(g) {
@@ -706,36 +703,9 @@ func (c *Chooser) levelOne() {
 // free device of the first want (so that ties meet the lowest indices
 // first).
 func sortGItems(items []gItem) {
-	if len(items) <= 12 {
-		for i := 1; i < len(items); i++ {
-			for j := i; j > 0 && gItemLess(&items[j], &items[j-1]); j-- {
-				items[j], items[j-1] = items[j-1], items[j]
-			}
-		}
-		return
-	}
 	slices.SortFunc(items, func(a, b gItem) int {
-		if gItemLess(&a, &b) {
-			return -1
-		}
-		if gItemLess(&b, &a) {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(a.tie, b.tie), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(a.g, b.g))
 	})
-}
-
-// gItemLess is the order of sortGItems.
-func gItemLess(a, b *gItem) bool {
-	switch {
-	case a.c0 != b.c0:
-		return a.c0 > b.c0
-	case a.tie != b.tie:
-		return a.tie < b.tie
-	case a.low != b.low:
-		return uint32(a.low) < uint32(b.low)
-	}
-	return a.g < b.g
 }
 
 // dfsGroups extends c.pick by left more groups from c.gitems[from:], with

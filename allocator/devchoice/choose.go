@@ -609,24 +609,12 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 // of must-include devices) into c.pick and c.key, the other active groups
 // into c.gitems, then levelOne.
 func (c *Chooser) searchGroups() {
-	x := c.x
-	ng := x.nodes + 1
 	c.pick = c.pick[:0]
 	c.gcap = [MaxWants]int32{}
 	c.key = groupKey{}
 	for _, g := range c.active {
-		if !c.gmust[g] {
-			continue
-		}
-		for _, h := range c.pick {
-			c.key.dist += x.gdist[int(g)*ng+int(h)]
-		}
-		if g == int32(x.nodes) {
-			c.key.unk = 1
-		}
-		c.pick = append(c.pick, g)
-		for k := range c.nw {
-			c.gcap[k] += c.gcnt[k][g]
+		if c.gmust[g] {
+			c.addGroup(g)
 		}
 	}
 	c.gitems = c.gitems[:0]
@@ -682,20 +670,29 @@ func (c *Chooser) levelOne() {
 	}
 	if !c.have { // the budget cut a multi-want search: every allowed group
 		for _, it := range c.gitems {
-			for _, h := range c.pick {
-				c.key.dist += x.gdist[int(it.g)*ng+int(h)]
-			}
-			if it.g == int32(x.nodes) {
-				c.key.unk = 1
-			}
-			c.pick = append(c.pick, it.g)
-			for k := range c.nw {
-				c.gcap[k] += c.gcnt[k][it.g]
-			}
+			c.addGroup(it.g)
 		}
 		c.key.nodes = int32(len(c.pick))
 		c.leaf()
 	}
+}
+
+// addGroup adds group g to c.pick, with c.key (but for its node count) and
+// c.gcap; dfsGroups undoes it by restoring them.
+func (c *Chooser) addGroup(g int32) {
+	x := c.x
+	ng := x.nodes + 1
+	row := x.gdist[int(g)*ng : int(g+1)*ng]
+	for _, h := range c.pick {
+		c.key.dist += row[h]
+	}
+	if g == int32(x.nodes) {
+		c.key.unk = 1
+	}
+	for k := range c.nw {
+		c.gcap[k] += c.gcnt[k][g]
+	}
+	c.pick = append(c.pick, g)
 }
 
 // sortGItems orders groups by free devices of the first want
@@ -729,8 +726,6 @@ func (c *Chooser) dfsGroups(from, left int) {
 		}
 		return
 	}
-	x := c.x
-	ng := x.nodes + 1
 	for i := from; i+left <= len(c.gitems); i++ {
 		// Items are sorted by the first want's count, descending: the
 		// most the rest can add is the next left items.
@@ -744,17 +739,7 @@ func (c *Chooser) dfsGroups(from, left int) {
 		}
 		g := c.gitems[i].g
 		key := c.key
-		row := x.gdist[int(g)*ng : int(g+1)*ng]
-		for _, h := range c.pick {
-			c.key.dist += row[h]
-		}
-		if g == int32(x.nodes) {
-			c.key.unk = 1
-		}
-		for k := range c.nw {
-			c.gcap[k] += c.gcnt[k][g]
-		}
-		c.pick = append(c.pick, g)
+		c.addGroup(g)
 		c.dfsGroups(i+1, left-1)
 		c.pick = c.pick[:len(c.pick)-1]
 		for k := range c.nw {

@@ -516,11 +516,11 @@ func (c *Chooser) everyLeaf(lb *Rank, sel, picked uint64) {
 func (c *Chooser) pickLinks(sel, picked uint64) int {
 	last := c.lastFree
 	if last == 0 || sel == last || sel != picked || c.x.rows == nil || c.x.uniform {
-		return c.linksWord(sel) // no earlier groups, or not the loop's choice
+		return c.x.linksWord(sel) // no earlier groups, or not the loop's choice
 	}
 	if c.baseLinks < 0 {
 		base := sel &^ last
-		c.baseLinks = c.linksWord(base)
+		c.baseLinks = c.x.linksWord(base)
 		c.baseN = 0
 		for w := base; w != 0; w &= w - 1 {
 			c.baseIdx[c.baseN&63] = uint8(bits.TrailingZeros64(w))
@@ -537,7 +537,7 @@ func (c *Chooser) pickLinks(sel, picked uint64) int {
 		}
 	}
 	if last&(last-1) != 0 { // more than one device: the links among them
-		links += int32(c.linksWord(last))
+		links += int32(c.x.linksWord(last))
 	}
 	return int(links)
 }
@@ -600,7 +600,7 @@ func (c *Chooser) leafSwitchesWord(s int) {
 		}
 	}
 	if c.cls[0] == 0 {
-		r.NVLinks = c.linksWord(sel)
+		r.NVLinks = c.x.linksWord(sel)
 	}
 	c.keepWord(&r, sel)
 }
@@ -651,9 +651,6 @@ func (c *Chooser) linkedWord(cand uint64) uint64 {
 	return sel
 }
 
-// linksWord is linksAmong for the GPUs of sel.
-func (c *Chooser) linksWord(sel uint64) int { return c.x.linksWord(sel) }
-
 // linksWord returns the NVLink links among the GPUs of sel (at most 64
 // GPUs).
 func (x *Index) linksWord(sel uint64) int {
@@ -690,7 +687,8 @@ func (x *Index) linksWord(sel uint64) int {
 // dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	if rest == 2 && c.wMust == 0 {
-		return c.bestPairWord(free)
+		pair, _ := c.x.bestPairWord(free)
+		return pair
 	}
 	var pos [64]uint8
 	n := 0
@@ -721,17 +719,10 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	return must | e.best
 }
 
-// bestPairWord is exactWord for two devices of free and no must-include
-// device: the pair with the most links, the first in lexicographic order
-// on a tie (as exactDFS keeps it), read from the
-// bits of free without listing them.
-func (c *Chooser) bestPairWord(free uint64) uint64 {
-	pair, _ := c.x.bestPairWord(free)
-	return pair
-}
-
-// bestPairWord returns Chooser.bestPairWord's pair of free (at least two
-// GPUs, with the dense table) and its links.
+// bestPairWord is exactWord for two devices of free (at least two GPUs,
+// with the dense table) and no must-include device: the pair with the most
+// links, the first in lexicographic order on a tie (as exactDFS keeps it),
+// read from the bits of free without listing them, and its links.
 func (x *Index) bestPairWord(free uint64) (uint64, int) {
 	rows := x.rows
 	bi, bj, bl := 0, 0, int32(-1)

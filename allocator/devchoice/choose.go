@@ -1,6 +1,7 @@
 package devchoice
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -269,8 +270,9 @@ func (x *Index) NewChooser() *Chooser {
 //     there (lowest indices first), then under switches already chosen,
 //     then under the fewest new switches (best fit).
 //
-// A request for one device of one class, on a machine whose every switch
-// lies in one NUMA node, skips the levels: every choice then has one node,
+// A request for one device of a class of at most 64 devices, without a
+// must-include device, on a machine whose every switch lies in one NUMA
+// node, skips the levels: every choice then has one node,
 // one switch and no links, and the best device is found exactly in one
 // pass over the class's buckets on the allowed nodes.
 //
@@ -301,9 +303,10 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
 	c.word = c.nw == 1 && !general.On && n > 0 && n <= 64
-	one := c.nw == 1 && c.need[0] == 1 && c.x.switchInGroup && !general.On
+	// One device without a must-include one, switches in groups: chooseOneWord.
+	one := c.word && c.need[0] == 1 && c.x.switchInGroup && (c.must[0] == nil || c.must[0][0] == 0)
 	switch {
-	case one && c.word:
+	case one:
 		mustSeen[0], total[0] = c.countOneWord()
 	case c.word:
 		mustSeen[0], total[0] = c.countWord()
@@ -314,10 +317,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 		return nil, err
 	}
 	switch {
-	case one && c.word && c.wMust == 0:
-		c.chooseOneWord()
 	case one:
-		c.chooseOne()
+		c.chooseOneWord()
 	case c.word:
 		c.levelOneWord()
 	default:
@@ -372,6 +373,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
+	one = one && must == 0 // chooseOneWord; with a must-include device, the search
 	var mustSeen, total [MaxWants]int32
 	if one {
 		mustSeen[0], total[0] = c.countOneWord()
@@ -382,10 +384,8 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
 	switch {
-	case one && must == 0:
-		c.chooseOneWord()
 	case one:
-		c.chooseOne()
+		c.chooseOneWord()
 	default:
 		c.levelOneWord()
 	}
@@ -536,11 +536,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	}
 	// The active groups ascending, those without free devices left out.
 	act := c.active
-	for i := 1; i < len(act); i++ {
-		for j := i; j > 0 && act[j] < act[j-1]; j-- {
-			act[j], act[j-1] = act[j-1], act[j]
-		}
-	}
+	slices.Sort(act)
 	n := 0
 	for _, g := range act {
 		if c.anyFree(g) {
@@ -613,24 +609,12 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 // of must-include devices) into c.pick and c.key, the other active groups
 // into c.gitems, then levelOne.
 func (c *Chooser) searchGroups() {
-	x := c.x
-	ng := x.nodes + 1
 	c.pick = c.pick[:0]
 	c.gcap = [MaxWants]int32{}
 	c.key = groupKey{}
 	for _, g := range c.active {
-		if !c.gmust[g] {
-			continue
-		}
-		for _, h := range c.pick {
-			c.key.dist += x.gdist[int(g)*ng+int(h)]
-		}
-		if g == int32(x.nodes) {
-			c.key.unk = 1
-		}
-		c.pick = append(c.pick, g)
-		for k := range c.nw {
-			c.gcap[k] += c.gcnt[k][g]
+		if c.gmust[g] {
+			c.addGroup(g)
 		}
 	}
 	c.gitems = c.gitems[:0]
@@ -679,31 +663,36 @@ func (c *Chooser) levelOne() {
 	c.linksUB = c.linksBound()
 	for ; extra <= len(c.gitems); extra++ {
 		c.key.nodes = int32(forced + extra)
-		if extra == 1 {
-			c.oneMore()
-		} else {
-			c.dfsGroups(0, extra)
-		}
+		c.dfsGroups(0, extra)
 		if c.have || c.steps >= stepBudget {
 			break
 		}
 	}
 	if !c.have { // the budget cut a multi-want search: every allowed group
 		for _, it := range c.gitems {
-			for _, h := range c.pick {
-				c.key.dist += x.gdist[int(it.g)*ng+int(h)]
-			}
-			if it.g == int32(x.nodes) {
-				c.key.unk = 1
-			}
-			c.pick = append(c.pick, it.g)
-			for k := range c.nw {
-				c.gcap[k] += c.gcnt[k][it.g]
-			}
+			c.addGroup(it.g)
 		}
 		c.key.nodes = int32(len(c.pick))
 		c.leaf()
 	}
+}
+
+// addGroup adds group g to c.pick, with c.key (but for its node count) and
+// c.gcap; dfsGroups undoes it by restoring them.
+func (c *Chooser) addGroup(g int32) {
+	x := c.x
+	ng := x.nodes + 1
+	row := x.gdist[int(g)*ng : int(g+1)*ng]
+	for _, h := range c.pick {
+		c.key.dist += row[h]
+	}
+	if g == int32(x.nodes) {
+		c.key.unk = 1
+	}
+	for k := range c.nw {
+		c.gcap[k] += c.gcnt[k][g]
+	}
+	c.pick = append(c.pick, g)
 }
 
 // sortGItems orders groups by free devices of the first want
@@ -711,36 +700,9 @@ func (c *Chooser) levelOne() {
 // free device of the first want (so that ties meet the lowest indices
 // first).
 func sortGItems(items []gItem) {
-	if len(items) <= 12 {
-		for i := 1; i < len(items); i++ {
-			for j := i; j > 0 && gItemLess(&items[j], &items[j-1]); j-- {
-				items[j], items[j-1] = items[j-1], items[j]
-			}
-		}
-		return
-	}
 	slices.SortFunc(items, func(a, b gItem) int {
-		if gItemLess(&a, &b) {
-			return -1
-		}
-		if gItemLess(&b, &a) {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(a.tie, b.tie), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(a.g, b.g))
 	})
-}
-
-// gItemLess is the order of sortGItems.
-func gItemLess(a, b *gItem) bool {
-	switch {
-	case a.c0 != b.c0:
-		return a.c0 > b.c0
-	case a.tie != b.tie:
-		return a.tie < b.tie
-	case a.low != b.low:
-		return uint32(a.low) < uint32(b.low)
-	}
-	return a.g < b.g
 }
 
 // dfsGroups extends c.pick by left more groups from c.gitems[from:], with
@@ -764,8 +726,6 @@ func (c *Chooser) dfsGroups(from, left int) {
 		}
 		return
 	}
-	x := c.x
-	ng := x.nodes + 1
 	for i := from; i+left <= len(c.gitems); i++ {
 		// Items are sorted by the first want's count, descending: the
 		// most the rest can add is the next left items.
@@ -779,17 +739,7 @@ func (c *Chooser) dfsGroups(from, left int) {
 		}
 		g := c.gitems[i].g
 		key := c.key
-		row := x.gdist[int(g)*ng : int(g+1)*ng]
-		for _, h := range c.pick {
-			c.key.dist += row[h]
-		}
-		if g == int32(x.nodes) {
-			c.key.unk = 1
-		}
-		for k := range c.nw {
-			c.gcap[k] += c.gcnt[k][g]
-		}
-		c.pick = append(c.pick, g)
+		c.addGroup(g)
 		c.dfsGroups(i+1, left-1)
 		c.pick = c.pick[:len(c.pick)-1]
 		for k := range c.nw {
@@ -800,73 +750,6 @@ func (c *Chooser) dfsGroups(from, left int) {
 			return
 		}
 	}
-}
-
-// oneMore is dfsGroups(0, 1) unrolled: the sets of the forced groups and
-// one more, step for step as dfsGroups takes them (the same budgets and
-// cuts), with the distance to the forced groups read from the items' tie.
-func (c *Chooser) oneMore() {
-	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-		return
-	}
-	c.steps++
-	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-		return
-	}
-	unknown := int32(c.x.nodes)
-	base := c.key
-	for i := range c.gitems {
-		it := &c.gitems[i]
-		if c.gcap[0]+it.c0 < c.need[0] {
-			return
-		}
-		for k := 1; k < c.nw; k++ {
-			if c.gcap[k]+c.suffix[k][i] < c.need[k] {
-				return
-			}
-		}
-		// The child call of dfsGroups.
-		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-			return
-		}
-		c.steps++
-		c.key.dist = base.dist + it.tie
-		if it.g == unknown {
-			c.key.unk = 1
-		}
-		if c.tryLeaf(it.g) && (c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget) {
-			c.key = base
-			return
-		}
-		c.key = base
-	}
-}
-
-// tryLeaf is the leaf of dfsGroups with group g added to c.pick (c.key
-// already counts it): the capacity check, the bound, the search. It
-// reports whether it got past the key's cut (dfsGroups then checks its
-// budgets).
-func (c *Chooser) tryLeaf(g int32) bool {
-	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-		return true
-	}
-	for k := range c.nw {
-		if c.gcap[k]+c.gcnt[k][g] < c.need[k] {
-			return true
-		}
-	}
-	for k := range c.nw {
-		c.gcap[k] += c.gcnt[k][g]
-	}
-	c.pick = append(c.pick, g)
-	if !c.have || c.boundBeats() {
-		c.leaf()
-	}
-	c.pick = c.pick[:len(c.pick)-1]
-	for k := range c.nw {
-		c.gcap[k] -= c.gcnt[k][g]
-	}
-	return true
 }
 
 // boundBeats reports whether the groups of c.pick may hold a choice better

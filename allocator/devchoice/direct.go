@@ -158,13 +158,13 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 		left := uint64(nb-count)<<shS | uint64(nf-count)<<shN
 		switch {
 		case nb == count:
-			d.offer(left, c.linksWord(m), m)
+			d.offer(left, c.x.linksWord(m), m)
 		case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
 			sel, links := x.bestPairWord(m) // exactWord's pair
 			d.offer(left, links, sel)
 		case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
 			sel := c.exactWord(m, int(count))
-			d.offer(left, c.linksWord(sel), sel)
+			d.offer(left, c.x.linksWord(sel), sel)
 		default:
 			return false // leafSwitchesWord's greedy choice
 		}
@@ -218,7 +218,7 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 		wg := &cl.wg[i]
 		f := free & wg.gm
 		nb := holding(f, cl.bm[wg.lo:wg.hi])
-		d.offer(uint64(nb)<<shSw, c.linksWord(f), f)
+		d.offer(uint64(nb)<<shSw, c.x.linksWord(f), f)
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false
@@ -440,9 +440,9 @@ func (b *groupsBest) offer(c *Chooser, sel uint64, key uint64) {
 	if key == b.key {
 		if c.links {
 			if b.links < 0 {
-				b.links = c.linksWord(b.sel)
+				b.links = c.x.linksWord(b.sel)
 			}
-			links = c.linksWord(sel)
+			links = c.x.linksWord(sel)
 			if links < b.links {
 				return
 			}

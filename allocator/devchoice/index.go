@@ -57,16 +57,15 @@ type Index struct {
 	switchInGroup bool
 	// The NVLinks between GPUs as adjacency lists (compressed rows): the
 	// neighbours of GPU i are linkTo[linkStart[i]:linkStart[i+1]],
-	// ascending, with their counts in linkN; dense holds the same as an n×n
-	// table when n <= denseLinkGPUs.
+	// ascending, with their counts in linkN; rows holds the same as an n×n
+	// table when n <= denseLinkGPUs, row by row in arrays of denseLinkGPUs
+	// counts (256 bytes per GPU), for the word path's loops without bounds
+	// checks.
 	linkStart []int32
 	linkTo    []int32
 	linkN     []int32
-	dense     []int32
-	// rows is dense again, row by row in arrays of denseLinkGPUs counts
-	// (256 bytes per GPU), for the word path's loops without bounds checks.
-	rows    [][denseLinkGPUs]int32
-	maxLink int32
+	rows      [][denseLinkGPUs]int32
+	maxLink   int32
 	// uniform: every pair of GPUs is joined by the same positive number of
 	// links (an NVSwitch fabric), so every choice of k GPUs has the same
 	// links.
@@ -356,7 +355,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		cl.bPairLinks = make([]int32, len(cl.bm))
 		for i, bm := range cl.bm {
 			cl.bLinks[i] = int32(x.linksWord(bm))
-			if x.dense != nil && popcount(bm) >= 2 {
+			if x.rows != nil && popcount(bm) >= 2 {
 				p, l := x.bestPairWord(bm)
 				cl.bPair[i], cl.bPairLinks[i] = p, int32(l)
 			}
@@ -399,10 +398,8 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 		x.uniform = x.uniform && e.n == x.maxLink
 	}
 	if n <= denseLinkGPUs && len(edges) > 0 {
-		x.dense = make([]int32, n*n)
 		x.rows = make([][denseLinkGPUs]int32, n)
 		for _, e := range edges {
-			x.dense[int(e.from)*n+int(e.to)] = e.n
 			x.rows[e.from][e.to] = e.n
 		}
 	}
@@ -487,8 +484,8 @@ func (x *Index) bucketTop(i int32, k int32) int32 {
 
 // link returns the NVLink links between GPU indices a and b (0 when none).
 func (x *Index) link(a, b int32) int32 {
-	if x.dense != nil {
-		return x.dense[int(a)*len(x.classes[0].ids)+int(b)]
+	if x.rows != nil {
+		return x.rows[a][b&63]
 	}
 	lo, hi := x.linkStart[a], x.linkStart[a+1]
 	if k, ok := slices.BinarySearch(x.linkTo[lo:hi], b); ok {

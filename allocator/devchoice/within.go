@@ -372,16 +372,6 @@ func (c *Chooser) linksAmong(sel []int32) int {
 		return len(sel) * (len(sel) - 1) / 2 * int(x.maxLink)
 	}
 	links := 0
-	if x.dense != nil {
-		n := len(x.classes[0].ids)
-		for a, u := range sel {
-			row := x.dense[int(u)*n : int(u)*n+n]
-			for _, v := range sel[a+1:] {
-				links += int(row[v])
-			}
-		}
-		return links
-	}
 	clear(c.inS)
 	for _, u := range sel {
 		c.inS[u] = true
@@ -637,38 +627,24 @@ func (c *Chooser) greedyFirst() {
 		c.inS[d] = true
 	}
 	if c.links {
-		if x.dense != nil {
-			for _, v := range c.cand {
-				var g, dg int32
-				for _, u := range c.cand {
-					l := x.link(v, u)
-					dg += l
+		// By the adjacency lists: O(candidates + their links), never a
+		// pass over pairs of candidates.
+		c.inC = grow(c.inC, len(x.classes[0].ids))
+		clear(c.inC)
+		for _, v := range c.cand {
+			c.inC[v] = true
+		}
+		for _, v := range c.cand {
+			var g, dg int32
+			for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
+				if u := x.linkTo[k]; c.inC[u] {
+					dg += x.linkN[k]
 					if c.inS[u] {
-						g += l
+						g += x.linkN[k]
 					}
 				}
-				c.gain[v], c.deg[v] = g, dg
 			}
-		} else {
-			// By the adjacency lists: O(candidates + their links), never a
-			// pass over pairs of candidates.
-			c.inC = grow(c.inC, len(x.classes[0].ids))
-			clear(c.inC)
-			for _, v := range c.cand {
-				c.inC[v] = true
-			}
-			for _, v := range c.cand {
-				var g, dg int32
-				for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
-					if u := x.linkTo[k]; c.inC[u] {
-						dg += x.linkN[k]
-						if c.inS[u] {
-							g += x.linkN[k]
-						}
-					}
-				}
-				c.gain[v], c.deg[v] = g, dg
-			}
+			c.gain[v], c.deg[v] = g, dg
 		}
 	}
 	pot := c.potential()
@@ -740,14 +716,6 @@ func (c *Chooser) greedyFirst() {
 // addGain adds sign times v's links to the gains of the candidates.
 func (c *Chooser) addGain(v int32, sign int32) {
 	x := c.x
-	if x.dense != nil {
-		n := len(x.classes[0].ids)
-		row := x.dense[int(v)*n : int(v)*n+n]
-		for _, u := range c.cand {
-			c.gain[u] += sign * row[u]
-		}
-		return
-	}
 	for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
 		// Only candidates' gains are read (greedyFirst sets them first).
 		c.gain[x.linkTo[k]] += sign * x.linkN[k]

@@ -516,11 +516,11 @@ func (c *Chooser) everyLeaf(lb *Rank, sel, picked uint64) {
 func (c *Chooser) pickLinks(sel, picked uint64) int {
 	last := c.lastFree
 	if last == 0 || sel == last || sel != picked || c.x.rows == nil || c.x.uniform {
-		return c.linksWord(sel) // no earlier groups, or not the loop's choice
+		return c.x.linksWord(sel) // no earlier groups, or not the loop's choice
 	}
 	if c.baseLinks < 0 {
 		base := sel &^ last
-		c.baseLinks = c.linksWord(base)
+		c.baseLinks = c.x.linksWord(base)
 		c.baseN = 0
 		for w := base; w != 0; w &= w - 1 {
 			c.baseIdx[c.baseN&63] = uint8(bits.TrailingZeros64(w))
@@ -537,7 +537,7 @@ func (c *Chooser) pickLinks(sel, picked uint64) int {
 		}
 	}
 	if last&(last-1) != 0 { // more than one device: the links among them
-		links += int32(c.linksWord(last))
+		links += int32(c.x.linksWord(last))
 	}
 	return int(links)
 }
@@ -600,7 +600,7 @@ func (c *Chooser) leafSwitchesWord(s int) {
 		}
 	}
 	if c.cls[0] == 0 {
-		r.NVLinks = c.linksWord(sel)
+		r.NVLinks = c.x.linksWord(sel)
 	}
 	c.keepWord(&r, sel)
 }
@@ -651,9 +651,6 @@ func (c *Chooser) linkedWord(cand uint64) uint64 {
 	return sel
 }
 
-// linksWord is linksAmong for the GPUs of sel.
-func (c *Chooser) linksWord(sel uint64) int { return c.x.linksWord(sel) }
-
 // linksWord returns the NVLink links among the GPUs of sel (at most 64
 // GPUs).
 func (x *Index) linksWord(sel uint64) int {
@@ -685,14 +682,13 @@ func (x *Index) linksWord(sel uint64) int {
 
 // exactWord is exactFirst for the word path: of the combinations of rest
 // devices of free (with the must-include ones), the one with the most
-// links, the lowest indices on a tie. The combinations are enumerated as
-// masks over the positions of free's devices (Gosper's hack), so ties are
-// broken by comparing the sets rather than by the order met. free has at
-// most 63 devices (so that the masks over their positions do not
-// overflow).
+// links, the lowest indices on a tie (the first best in lexicographic
+// order). free has at most 63 devices, and the class is the GPUs with the
+// dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
-	if rest == 2 && c.wMust == 0 && c.x.dense != nil {
-		return c.bestPairWord(free)
+	if rest == 2 && c.wMust == 0 {
+		pair, _ := c.x.bestPairWord(free)
+		return pair
 	}
 	var pos [64]uint8
 	n := 0
@@ -701,88 +697,32 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		n++
 	}
 	must := c.wMust
-	if rest == 0 {
-		return must
-	}
-	if rest == 1 { // the device with the most links to the must-include ones
-		best, bestLinks := uint64(0), int32(-1)
-		rows := c.x.rows
+	// The combinations in lexicographic order with their links summed
+	// as they grow: the first best has the lowest indices (of two
+	// combinations, the one first in this order holds the lowest
+	// device of their difference).
+	rows := c.x.rows
+	e := &c.ex
+	ml := &e.ml
+	clear(ml[:n])
+	for w := must; w != 0; w &= w - 1 {
+		row := &rows[bits.TrailingZeros64(w)]
 		for i := range n {
-			v := pos[i] & 63
-			l := int32(0)
-			for w := must; w != 0; w &= w - 1 {
-				l += rows[bits.TrailingZeros64(w)][v]
-			}
-			if l > bestLinks {
-				best, bestLinks = 1<<uint(v), l
-			}
+			ml[i] += row[pos[i]&63]
 		}
-		return must | best
 	}
-	if c.x.dense != nil {
-		// The combinations in lexicographic order with their links summed
-		// as they grow: the first best has the lowest indices (of two
-		// combinations, the one first in this order holds the lowest
-		// device of their difference).
-		nd := len(c.x.classes[0].ids)
-		rows := c.x.rows
-		e := &c.ex
-		ml := &e.ml
-		clear(ml[:n])
-		for w := must; w != 0; w &= w - 1 {
-			row := &rows[bits.TrailingZeros64(w)]
-			for i := range n {
-				ml[i] += row[pos[i]&63]
-			}
-		}
-		if rest == 2 { // the pairs, as exactDFS visits them, in two loops
-			bi, bj, bl := 0, 1, int32(-1)
-			for i := 0; i < n-1; i++ {
-				row := &rows[pos[i]&63]
-				mi := ml[i]
-				for j := i + 1; j < n; j++ {
-					if l := mi + ml[j&63] + row[pos[j&63]&63]; l > bl {
-						bi, bj, bl = i, j, l
-					}
-				}
-			}
-			return must | 1<<pos[bi] | 1<<pos[bj]
-		}
-		if k := n - rest; k < rest {
-			return must | free&^c.exactDrop(&pos, n, k)
-		}
-		e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, pos, 0, -1
-		c.exactDFS(0, rest, 0, 0)
-		return must | e.best
+	if k := n - rest; k < rest {
+		return must | free&^c.exactDrop(&pos, n, k)
 	}
-	best, bestLinks := uint64(0), -1
-	for s := uint64(1)<<uint(rest) - 1; s < 1<<uint(n); {
-		sel := must
-		for w := s; w != 0; w &= w - 1 {
-			sel |= 1 << pos[bits.TrailingZeros64(w)]
-		}
-		if l := c.linksWord(sel); l > bestLinks || l == bestLinks && lowerWord(sel, best) {
-			best, bestLinks = sel, l
-		}
-		// The next mask with rest bits (Gosper's hack).
-		low := s & -s
-		r := s + low
-		s = r | ((s^r)>>2)/low
-	}
-	return best
+	e.n, e.pos, e.best, e.bestLinks = n, pos, 0, -1
+	c.exactDFS(0, rest, 0, 0)
+	return must | e.best
 }
 
-// bestPairWord is exactWord for two devices of free and no must-include
-// device: the pair with the most links, the first in lexicographic order
-// on a tie (as exactWord's loops over the pairs keep it), read from the
-// bits of free without listing them.
-func (c *Chooser) bestPairWord(free uint64) uint64 {
-	pair, _ := c.x.bestPairWord(free)
-	return pair
-}
-
-// bestPairWord returns Chooser.bestPairWord's pair of free (at least two
-// GPUs, with the dense table) and its links.
+// bestPairWord is exactWord for two devices of free (at least two GPUs,
+// with the dense table) and no must-include device: the pair with the most
+// links, the first in lexicographic order on a tie (as exactDFS keeps it),
+// read from the bits of free without listing them, and its links.
 func (x *Index) bestPairWord(free uint64) (uint64, int) {
 	rows := x.rows
 	bi, bj, bl := 0, 0, int32(-1)
@@ -825,7 +765,6 @@ func (c *Chooser) linksFor(top int32) int {
 // exactDFS keeps the first best choice.
 func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
-	nd := len(c.x.classes[0].ids)
 	rows := c.x.rows
 	// The degrees by pairs: the table is symmetric with a zero diagonal
 	// (Index.buildLinks), so each pair's links are read once.
@@ -849,7 +788,7 @@ func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 		}
 		return 1 << pos[bi]
 	}
-	e.n, e.nd, e.pos, e.best, e.bestLinks = n, nd, *pos, 0, -1<<31
+	e.n, e.pos, e.best, e.bestLinks = n, *pos, 0, -1<<31
 	c.dropDFS(0, k, 0, 0)
 	return e.best
 }
@@ -881,7 +820,7 @@ func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
 
 // exactState is the working memory of exactDFS.
 type exactState struct {
-	n, nd     int
+	n         int
 	pos       [64]uint8 // the candidates' device indices
 	ml        [64]int32 // each candidate's links to the must-include devices
 	deg       [64]int32 // exactDrop: each candidate's links to all candidates and must-include devices

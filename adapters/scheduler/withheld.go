@@ -21,6 +21,9 @@ func (pp *PreparedPod) ScoreWhatIf(node string, w WhatIf) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if len(w.Removed) == 0 && len(w.Added) == 0 && !w.withholds(ni.m) {
+		return pp.Score(node) // nothing changes: no copy of the state
+	}
 	ni.mu.RLock()
 	s := pp.c.scratchLocked(ni, w)
 	ni.mu.RUnlock()
@@ -47,7 +50,7 @@ func (pp *PreparedPod) ReserveWithholding(node string, w WhatIf) error {
 		return err
 	}
 	var wp *WhatIf
-	if w.WithholdGPU != nil || w.WithholdDevice != nil {
+	if w.withholds(ni.m) {
 		wp = &w
 	}
 	v, err := pp.c.reserve(ni, pp.pr, pp.prio, wp)
@@ -58,6 +61,26 @@ func (pp *PreparedPod) ReserveWithholding(node string, w WhatIf) error {
 		return pp.c.refusalError(ni.name, pp.pr, v)
 	}
 	return nil
+}
+
+// withholds reports whether w's WithholdGPU or WithholdDevice names any
+// GPU or device of m (when neither does, the node needs no copy).
+func (w *WhatIf) withholds(m *topology.Machine) bool {
+	if w.WithholdGPU != nil {
+		for _, g := range m.GPUs() {
+			if w.WithholdGPU(g.ID) {
+				return true
+			}
+		}
+	}
+	if w.WithholdDevice != nil {
+		for _, d := range m.Devices() {
+			if w.WithholdDevice(d.Class, d.ID) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // withholdDevices marks unhealthy, in st, the machine's devices (other than

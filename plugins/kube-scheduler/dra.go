@@ -69,6 +69,9 @@ type draPod struct {
 	// (plainRequests: claimsFit may decide them).
 	plain   []plainRequest
 	plainOK bool
+	// plainCons are the constraints of the claims to allocate that
+	// claimsFit checks itself (plainConstraints), when plainOK.
+	plainCons []plainConstraint
 	// extPlain are those of the extended resource claim, when
 	// extPlainOK.
 	extPlain   []plainRequest
@@ -217,8 +220,10 @@ func (pl *Plugin) readDRA(pod *v1.Pod) (*draPod, error) {
 		toAllocate = append(toAllocate, claims[k])
 	}
 	d.plain, d.plainOK = plainRequests(toAllocate)
+	d.plainCons, _ = plainConstraints(toAllocate)
 	if ext != nil {
 		d.extPlain, d.extPlainOK = plainRequests([]*resourceapi.ResourceClaim{ext.claim})
+		d.extPlainOK = d.extPlainOK && len(ext.claim.Spec.Devices.Constraints) == 0
 	}
 	if err := pl.gatherDRA(d); err != nil {
 		return nil, err

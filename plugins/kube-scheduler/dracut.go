@@ -232,16 +232,16 @@ type plainRequest struct {
 }
 
 // plainRequests returns the requests of the claims as plainRequests, and
-// false when some claim has more than that: a constraint, a request with
-// firstAvailable, a selector other than CEL, capacity, adminAccess,
-// another class or allocation mode, a count below one, or more devices
-// than an allocation holds.
+// false when some claim has more than that: a constraint plainConstraints
+// refuses, a request with firstAvailable, a selector other than CEL,
+// capacity, adminAccess, another class or allocation mode, a count below
+// one, or more devices than an allocation holds.
 func plainRequests(claims []*resourceapi.ResourceClaim) ([]plainRequest, bool) {
+	if _, ok := plainConstraints(claims); !ok {
+		return nil, false
+	}
 	var out []plainRequest
 	for _, c := range claims {
-		if len(c.Spec.Devices.Constraints) > 0 {
-			return nil, false
-		}
 		total := int64(0)
 		for _, r := range c.Spec.Devices.Requests {
 			x := r.Exactly
@@ -268,6 +268,106 @@ func plainRequests(claims []*resourceapi.ResourceClaim) ([]plainRequest, bool) {
 		}
 	}
 	return out, true
+}
+
+// plainConstraint is a constraint claimsFit may check itself: a
+// matchAttribute or distinctAttribute of the only claim to allocate that
+// applies to all of its requests, so that it bears on every device the
+// claim gets.
+type plainConstraint struct {
+	attr     resourceapi.FullyQualifiedName
+	distinct bool
+}
+
+// plainConstraints returns the claims' constraints as plainConstraints,
+// and false when some constraint is not one: a constraint when several
+// claims are allocated together, one naming only some of its claim's
+// requests, or one that is neither a matchAttribute nor a
+// distinctAttribute.
+func plainConstraints(claims []*resourceapi.ResourceClaim) ([]plainConstraint, bool) {
+	var out []plainConstraint
+	for _, c := range claims {
+		for _, k := range c.Spec.Devices.Constraints {
+			if len(claims) > 1 {
+				return nil, false
+			}
+			if len(k.Requests) > 0 {
+				for _, r := range c.Spec.Devices.Requests {
+					if !slices.Contains(k.Requests, r.Name) {
+						return nil, false
+					}
+				}
+			}
+			switch {
+			case k.MatchAttribute != nil && k.DistinctAttribute == nil:
+				out = append(out, plainConstraint{attr: *k.MatchAttribute})
+			case k.DistinctAttribute != nil && k.MatchAttribute == nil:
+				out = append(out, plainConstraint{attr: *k.DistinctAttribute, distinct: true})
+			default:
+				return nil, false
+			}
+		}
+	}
+	return out, true
+}
+
+// holds reports whether the constraint holds for the devices (all of one
+// claim, of numaplace's driver), as the structured allocator judges it
+// for single values: every device has the attribute (by its fully
+// qualified name, or by its short name when the domain is the driver's),
+// and their values are all equal (matchAttribute) or pairwise different
+// (distinctAttribute), values of different types differing. A value that
+// is a list, or of no known type, is not judged here: false.
+func (k plainConstraint) holds(devs []*resourceapi.Device) bool {
+	vals := make([]resourceapi.DeviceAttribute, 0, len(devs))
+	for _, dev := range devs {
+		a, ok := dev.Attributes[resourceapi.QualifiedName(k.attr)]
+		if !ok {
+			if i := strings.IndexByte(string(k.attr), '/'); i > 0 && string(k.attr[:i]) == DRADriver {
+				a, ok = dev.Attributes[resourceapi.QualifiedName(k.attr[i+1:])]
+			}
+		}
+		if !ok || !singleValue(a) {
+			return false
+		}
+		for _, b := range vals {
+			if sameValue(a, b) == k.distinct {
+				return false
+			}
+		}
+		if !k.distinct && len(vals) > 0 {
+			continue // equal to the first, so to all
+		}
+		vals = append(vals, a)
+	}
+	return true
+}
+
+// singleValue reports whether the attribute holds exactly one value of
+// one of the four single types (no list).
+func singleValue(a resourceapi.DeviceAttribute) bool {
+	n := 0
+	for _, set := range []bool{a.IntValue != nil, a.BoolValue != nil, a.StringValue != nil, a.VersionValue != nil} {
+		if set {
+			n++
+		}
+	}
+	return n == 1 && a.IntValues == nil && a.BoolValues == nil && a.StringValues == nil
+}
+
+// sameValue reports whether two single-valued attributes have the same
+// type and value.
+func sameValue(a, b resourceapi.DeviceAttribute) bool {
+	switch {
+	case a.IntValue != nil:
+		return b.IntValue != nil && *a.IntValue == *b.IntValue
+	case a.BoolValue != nil:
+		return b.BoolValue != nil && *a.BoolValue == *b.BoolValue
+	case a.StringValue != nil:
+		return b.StringValue != nil && *a.StringValue == *b.StringValue
+	default:
+		return b.VersionValue != nil && *a.VersionValue == *b.VersionValue
+	}
 }
 
 // plainDevice reports whether nothing but its attributes, capacity and
@@ -410,6 +510,14 @@ func (pl *Plugin) claimsFit(ctx context.Context, d *draPod, node *v1.Node, a all
 	if len(reqs) == 0 || len(d.anyNode) > 0 {
 		return false
 	}
+	// A constraint is judged here only for one claim, on single-valued
+	// attributes read as the allocator without list attributes, derived
+	// attributes or compatibility groups reads them.
+	cons := d.plainCons
+	if len(cons) > 0 && (extendedOn(d, node) || pl.draFeatures.ListTypeAttributes || pl.draFeatures.DerivedAttributes ||
+		pl.draFeatures.CompatibilityGroups) {
+		return false
+	}
 	st := &d.allocated
 	if pl.draFeatures.ConsumableCapacity && (len(st.AllocatedSharedDeviceIDs) > 0 || len(st.AggregatedCapacity) > 0) {
 		return false
@@ -450,6 +558,7 @@ func (pl *Plugin) claimsFit(ctx context.Context, d *draPod, node *v1.Node, a all
 	nics, span := cutSets(a)
 	var kept []int
 	var ids []structured.DeviceID
+	var chosen []*resourceapi.Device // the eligible devices, when a constraint needs them
 	eligible := int64(0)
 	for _, s := range published {
 		sd := devs[s]
@@ -486,10 +595,25 @@ func (pl *Plugin) claimsFit(ctx context.Context, d *draPod, node *v1.Node, a all
 			switch {
 			case all:
 				eligible++
+				if len(cons) > 0 {
+					chosen = append(chosen, dev)
+				}
 			case !none:
 				return false
 			}
 		}
 	}
-	return eligible >= need
+	if len(cons) == 0 || eligible < need {
+		return eligible >= need
+	}
+	// A constraint that holds for all the eligible devices holds for any
+	// of them the allocator takes (equal values stay equal, different
+	// ones different); one that does not is left to the allocator's own
+	// search, which may find a set of them for which it holds.
+	for _, k := range cons {
+		if !k.holds(chosen) {
+			return false
+		}
+	}
+	return true
 }

@@ -43,8 +43,8 @@ func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 	require.NoError(t, err)
 
 	rng := rand.New(rand.NewPCG(24, 6))
-	var fastYes, allocYes, plainCases int
-	for i := range 600 {
+	var fastYes, allocYes, plainCases, fastConstrained, allocConstrained int
+	for i := range 1500 {
 		c := claim.DeepCopy()
 		c.Spec.Devices.Requests = nil
 		tolerate := rng.IntN(3) == 0
@@ -60,7 +60,7 @@ func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 			}
 			c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourceapi.DeviceRequest{Name: fmt.Sprintf("r%d", r), Exactly: x})
 		}
-		plain := true
+		plain, constrained := true, false
 		switch rng.IntN(8) {
 		case 0: // a selector on every request: still plain
 			for r := range c.Spec.Devices.Requests {
@@ -71,9 +71,25 @@ func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 			c.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 				Expression: `device.attributes["resource.kubernetes.io"].numaNode == 0`}}}
 			alike = alike && len(c.Spec.Devices.Requests) == 1
-		case 1:
-			c.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("resource.kubernetes.io/numaNode"))}}
-			plain = false
+		case 1, 6: // a constraint: plain when it applies to every request
+			attrs := []string{"resource.kubernetes.io/numaNode", "resource.kubernetes.io/pcieRoot", "gpu.numaplace.io/type",
+				"gpu.numaplace.io/index", "gpu.numaplace.io/uuid", "example.com/missing"}
+			attr := resourceapi.FullyQualifiedName(attrs[rng.IntN(len(attrs))])
+			k := resourceapi.DeviceConstraint{MatchAttribute: &attr}
+			if rng.IntN(2) == 0 {
+				k = resourceapi.DeviceConstraint{DistinctAttribute: &attr}
+			}
+			if rng.IntN(3) == 0 {
+				for _, r := range c.Spec.Devices.Requests {
+					k.Requests = append(k.Requests, r.Name)
+				}
+				if rng.IntN(2) == 0 {
+					k.Requests = k.Requests[:1] // only the first request
+					plain = len(c.Spec.Devices.Requests) == 1
+				}
+			}
+			c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, k)
+			constrained = true
 		case 2:
 			c.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
 			c.Spec.Devices.Requests[0].Exactly.Count = 0
@@ -134,23 +150,32 @@ func TestClaimsFitAgreesWithAllocator(t *testing.T) {
 			}
 		}
 
+		d.plainCons, _ = plainConstraints(d.claims)
 		fast := pl.claimsFit(ctx, d, node, a, freed)
 		res, err := pl.allocateClaims(ctx, d, node, a, freed)
 		ok := err == nil && res != nil
 		if fast {
 			fastYes++
-			require.True(t, ok, "case %d: claimsFit admits what the allocator does not (err %v)", i, err)
+			require.True(t, ok, "case %d: claimsFit admits what the allocator does not (err %v, constraints %+v)", i, err, c.Spec.Devices.Constraints)
+			if constrained {
+				fastConstrained++
+			}
 		}
 		if ok {
 			allocYes++
+			if constrained && plain {
+				allocConstrained++
+			}
 		}
-		if plain && alike {
+		if plain && alike && !constrained {
 			plainCases++
 			require.Equal(t, ok, fast, "case %d: a plain claim, the allocator says %v (err %v)", i, ok, err)
 		}
 	}
-	t.Logf("claimsFit admitted %d, the allocator %d of 600 cases (%d plain, requests alike)", fastYes, allocYes, plainCases)
+	t.Logf("claimsFit admitted %d, the allocator %d of 1500 cases (%d plain, requests alike); with a constraint on every request claimsFit admitted %d, the allocator %d",
+		fastYes, allocYes, plainCases, fastConstrained, allocConstrained)
 	require.NotZero(t, fastYes)
+	require.NotZero(t, fastConstrained, "claimsFit judges no constraint itself")
 	require.Less(t, fastYes, allocYes) // the non-plain claims the allocator admits
 }
 

@@ -35,7 +35,7 @@ type extendedClaim struct {
 // DRA nodes: nil when no DeviceClass maps aliyun.com/gpu or the pod asks
 // for none; an error (errDRA) for what numaplace does not do: a class that
 // is not numaplace's, init containers asking for it, other extended
-// resources served by DRA, a claim left from an earlier attempt.
+// resources served by DRA, a status naming a claim the pod does not own.
 func (pl *Plugin) readExtended(pod *v1.Pod) (*extendedClaim, error) {
 	if pl.dra == nil {
 		return nil, nil
@@ -67,9 +67,14 @@ func (pl *Plugin) readExtended(pod *v1.Pod) (*extendedClaim, error) {
 				errDRA, pod.Spec.InitContainers[i].Name, kube.ResourceAliyunGPU)
 		}
 	}
-	if pod.Status.ExtendedResourceClaimStatus != nil {
-		return nil, fmt.Errorf("%w: the pod's extended resource claim %s is left from an earlier attempt",
-			errDRA, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName)
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
+		// Left by an earlier attempt that did not bind the pod: deleted
+		// by releaseLeftovers when the pod owns it (or gone); a new claim
+		// is made, and the status names it at Bind.
+		if c, err := pl.dra.ResourceClaims().Get(pod.Namespace, st.ResourceClaimName); err == nil && c.DeletionTimestamp == nil && !ownedBy(c, pod) {
+			return nil, fmt.Errorf("%w: the pod's status names the extended resource claim %s, which the pod does not own",
+				errDRA, klog.KObj(c))
+		}
 	}
 	e := &extendedClaim{claim: &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{

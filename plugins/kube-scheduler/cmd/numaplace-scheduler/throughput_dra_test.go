@@ -104,46 +104,14 @@ func TestThroughputDRA(t *testing.T) {
 	t.Logf("%d nodes and their ResourceSlices created in %s", nNodes, time.Since(start).Round(time.Millisecond))
 
 	rounds := envInt(t, "NUMAPLACE_THROUGHPUT_ROUNDS", 2)
-	type row struct {
-		rate     rate
-		runs     map[string][]runResult
-		medianPS map[string]float64
-	}
-	var rows []row
-	for _, r := range rates {
-		rw := row{rate: r, runs: map[string][]runResult{}, medianPS: map[string]float64{}}
-		for round := range rounds {
-			order := []string{"default", "numaplace"}
-			if round%2 == 1 {
-				order = []string{"numaplace", "default"}
-			}
-			for _, profile := range order {
-				res := runThroughputDRA(t, client, cfg, kubeconfig, base, profile, r, nPods)
-				rw.runs[profile] = append(rw.runs[profile], res)
-				t.Logf("qps %g burst %d, round %d, profile %s: %d DRA pods in %s, %.1f pods/s; writes per pod: %s; "+
-					"API server CPU %.1f s, scheduler CPU %.1f s; load average %s -> %s",
-					r.qps, r.burst, round+1, profile, nPods, res.span.Round(time.Millisecond), res.podsPerSecond(),
-					res.writesPerPod(nPods), res.apiserverCPU, res.schedulerCPU, res.loadBefore, res.loadAfter)
-			}
-		}
-		for p, runs := range rw.runs {
-			ps := make([]float64, len(runs))
-			for i, res := range runs {
-				ps[i] = res.podsPerSecond()
-			}
-			rw.medianPS[p] = median(ps)
-		}
-		rows = append(rows, rw)
-	}
-	fmt.Printf("\nDRA throughput: %d nodes (half dgx-h100, half dgx-a100, GPUs as gpu.numaplace.io devices), %d pods with a GPU claim each, "+
-		"%d CPUs, %d rounds (median pods/s), at %s\n", nNodes, nPods, runtime.NumCPU(), rounds, time.Now().UTC().Format(time.RFC3339))
-	fmt.Printf("%-20s %12s %12s %6s  %-30s %s\n", "client rate", "default", "numaplace", "ratio", "runs default / numaplace", "writes/pod default / numaplace")
-	for _, rw := range rows {
-		d, n := rw.medianPS["default"], rw.medianPS["numaplace"]
-		fmt.Printf("%-20s %8.1f p/s %8.1f p/s %6.2f  %-30s %s / %s\n", fmt.Sprintf("qps %g burst %d", rw.rate.qps, rw.rate.burst),
-			d, n, n/d, runsPS(rw.runs["default"])+" / "+runsPS(rw.runs["numaplace"]),
-			rw.runs["default"][0].writesPerPod(nPods), rw.runs["numaplace"][0].writesPerPod(nPods))
-	}
+	sideBySide(t, rates, rounds, nPods, "DRA pods",
+		func() string {
+			return fmt.Sprintf("\nDRA throughput: %d nodes (half dgx-h100, half dgx-a100, GPUs as gpu.numaplace.io devices), %d pods with a GPU claim each, "+
+				"%d CPUs, %d rounds (median pods/s), at %s\n", nNodes, nPods, runtime.NumCPU(), rounds, time.Now().UTC().Format(time.RFC3339))
+		},
+		func(profile string, r rate) runResult {
+			return runThroughputDRA(t, client, cfg, kubeconfig, base, profile, r, nPods)
+		})
 }
 
 // draClasses reads deploy/dra.yaml's DeviceClasses.

@@ -86,6 +86,23 @@ func TestThroughput(t *testing.T) {
 	t.Logf("%d nodes created in %s", nNodes, time.Since(start).Round(time.Millisecond))
 
 	rounds := envInt(t, "NUMAPLACE_THROUGHPUT_ROUNDS", 2)
+	sideBySide(t, rates, rounds, nPods, "pods",
+		func() string {
+			return fmt.Sprintf("\nthroughput: %d nodes (half dgx-h100, half dgx-a100), %d pods, %d CPUs, %d rounds (median pods/s), at %s\n",
+				nNodes, nPods, runtime.NumCPU(), rounds, time.Now().UTC().Format(time.RFC3339))
+		},
+		func(profile string, r rate) runResult {
+			return runThroughput(t, client, cfg, kubeconfig, base, profile, r, nPods)
+		})
+}
+
+// sideBySide runs the two profiles at each client rate of rates, rounds
+// times, taking turns to go first (ABBA, so that a drift of the machine's
+// load weighs on both alike), logs each run (nPods of what) and prints
+// heading's line, then the table: each profile's median pods/s, their
+// ratio, the runs and the writes per pod.
+func sideBySide(t *testing.T, rates []rate, rounds, nPods int, what string, heading func() string, run func(profile string, r rate) runResult) {
+	t.Helper()
 	type row struct {
 		rate     rate
 		runs     map[string][]runResult
@@ -95,18 +112,16 @@ func TestThroughput(t *testing.T) {
 	for _, r := range rates {
 		rw := row{rate: r, runs: map[string][]runResult{}, medianPS: map[string]float64{}}
 		for round := range rounds {
-			// ABBA: the two profiles alternate first, so that a drift of the
-			// machine's load weighs on both alike.
 			order := []string{"default", "numaplace"}
 			if round%2 == 1 {
 				order = []string{"numaplace", "default"}
 			}
 			for _, profile := range order {
-				res := runThroughput(t, client, cfg, kubeconfig, base, profile, r, nPods)
+				res := run(profile, r)
 				rw.runs[profile] = append(rw.runs[profile], res)
-				t.Logf("qps %g burst %d, round %d, profile %s: %d pods in %s, %.1f pods/s; writes per pod: %s; "+
+				t.Logf("qps %g burst %d, round %d, profile %s: %d %s in %s, %.1f pods/s; writes per pod: %s; "+
 					"API server CPU %.1f s, scheduler CPU %.1f s; load average %s -> %s",
-					r.qps, r.burst, round+1, profile, nPods, res.span.Round(time.Millisecond), res.podsPerSecond(),
+					r.qps, r.burst, round+1, profile, nPods, what, res.span.Round(time.Millisecond), res.podsPerSecond(),
 					res.writesPerPod(nPods), res.apiserverCPU, res.schedulerCPU, res.loadBefore, res.loadAfter)
 			}
 		}
@@ -119,8 +134,7 @@ func TestThroughput(t *testing.T) {
 		}
 		rows = append(rows, rw)
 	}
-	fmt.Printf("\nthroughput: %d nodes (half dgx-h100, half dgx-a100), %d pods, %d CPUs, %d rounds (median pods/s), at %s\n",
-		nNodes, nPods, runtime.NumCPU(), rounds, time.Now().UTC().Format(time.RFC3339))
+	fmt.Print(heading())
 	fmt.Printf("%-20s %12s %12s %6s  %-30s %s\n", "client rate", "default", "numaplace", "ratio", "runs default / numaplace", "writes/pod default / numaplace")
 	for _, rw := range rows {
 		d, n := rw.medianPS["default"], rw.medianPS["numaplace"]

@@ -14,7 +14,6 @@ package numaplace
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,96 +43,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/draslices"
 	"github.com/numaplace/numaplace/topology"
 )
-
-// benchSlicesMax is how many devices one benchmark ResourceSlice holds, as
-// numaplace-agent's driver cuts them (plugins/agent/dra MaxDevicesPerSlice,
-// the API's limit for slices with taints or list attributes).
-const benchSlicesMax = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
-
-// benchSlices returns the ResourceSlices numaplace-agent's DRA driver
-// publishes for the machine on node: the GPUs (gpu-<index>) then the RDMA
-// NICs (nic-<ibdev>), with the driver's attributes (type, index, minor,
-// uuid, pcieSwitch, nvlinkGroup and nvlinks, ibDevice; the standard
-// numaNode and pciBusID) and the GPU memory capacity, cut into slices of
-// benchSlicesMax devices of one pool.
-func benchSlices(node string, m *topology.Machine) []*resourceapi.ResourceSlice {
-	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
-	num := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &v} }
-	// nvlinkGroup: the lowest GPU index joined by NVLink (the presets
-	// here join all of them or none).
-	peers := map[int]int{}
-	lowest := -1
-	for _, l := range m.NVLinks() {
-		peers[l.A]++
-		peers[l.B]++
-		if lowest < 0 || min(l.A, l.B) < lowest {
-			lowest = min(l.A, l.B)
-		}
-	}
-	var devs []resourceapi.Device
-	for _, g := range m.GPUs() {
-		attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			"type": str("gpu"), "index": num(int64(g.ID)), "minor": num(int64(g.ID)),
-			"resource.kubernetes.io/numaNode": num(int64(g.NUMANode)),
-			"resource.kubernetes.io/pciBusID": str(g.BusID),
-		}
-		if g.UUID != "" {
-			attrs["uuid"] = str(g.UUID)
-		}
-		if g.PCIeSwitch != "" {
-			attrs["pcieSwitch"] = str(g.PCIeSwitch)
-		}
-		if peers[g.ID] > 0 {
-			attrs["nvlinkGroup"] = num(int64(lowest))
-			attrs["nvlinks"] = num(int64(peers[g.ID]))
-		}
-		d := resourceapi.Device{Name: "gpu-" + strconv.Itoa(g.ID), Attributes: attrs}
-		if g.MemoryMiB > 0 {
-			d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-				"memory": {Value: *resource.NewQuantity(g.MemoryMiB<<20, resource.BinarySI)}}
-		}
-		devs = append(devs, d)
-	}
-	for _, d := range m.Devices() {
-		if d.Class != "rdma" {
-			continue
-		}
-		attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			"type": str("nic"), "ibDevice": str(d.ID),
-			"resource.kubernetes.io/numaNode": num(int64(d.NUMANode)),
-			"resource.kubernetes.io/pciBusID": str(d.BusID),
-		}
-		if d.PCIeSwitch != "" {
-			attrs["pcieSwitch"] = str(d.PCIeSwitch)
-		}
-		devs = append(devs, resourceapi.Device{Name: benchNICName(d.ID), Attributes: attrs})
-	}
-	count := (len(devs) + benchSlicesMax - 1) / benchSlicesMax
-	var out []*resourceapi.ResourceSlice
-	for i := 0; i < len(devs); i += benchSlicesMax {
-		out = append(out, &resourceapi.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", node, DRADriver, len(out))},
-			Spec: resourceapi.ResourceSliceSpec{Driver: DRADriver, NodeName: ptr.To(node),
-				Pool:    resourceapi.ResourcePool{Name: node, ResourceSliceCount: int64(count)},
-				Devices: devs[i:min(i+benchSlicesMax, len(devs))]},
-		})
-	}
-	return out
-}
-
-// benchNICName is the DRA device name of the NIC with the InfiniBand device
-// ibdev, as the driver names it.
-func benchNICName(ibdev string) string {
-	out := []byte("nic-" + ibdev)
-	for i := range out {
-		if out[i] == '_' {
-			out[i] = '-'
-		}
-	}
-	return string(out)
-}
 
 // benchGPUClass is deploy/dra.yaml's gpu.numaplace.io DeviceClass.
 func benchGPUClass() *resourceapi.DeviceClass {
@@ -182,7 +94,7 @@ func newDRABench(b testing.TB, preset string, claim *resourceapi.ResourceClaim) 
 	require.NoError(b, err)
 	const nodeName = "gpu-1"
 	objs := []apiruntime.Object{benchGPUClass(), claim}
-	for _, s := range benchSlices(nodeName, m) {
+	for _, s := range draslices.Published(DRADriver, nodeName, m) {
 		objs = append(objs, s)
 	}
 	client := fake.NewClientset()

@@ -28,6 +28,7 @@ import (
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/draslices"
 	"github.com/numaplace/numaplace/topology"
 )
 
@@ -94,7 +95,7 @@ func TestThroughputDRA(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, s := range draSlices(name, m) {
+		for _, s := range draslices.Published(numaplace.DRADriver, name, m) {
 			if _, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
 				return err
 			}
@@ -128,74 +129,6 @@ func draClasses(t *testing.T) []*resourceapi.DeviceClass {
 		}
 	}
 	require.NotEmpty(t, out, "deploy/dra.yaml has no DeviceClass")
-	return out
-}
-
-// draSlices returns the ResourceSlices numaplace-agent's DRA driver
-// publishes for machine m on the node (plugins/agent/dra): one pool named
-// after the node, devices gpu-<index> (type, index, minor, uuid,
-// nvlinkGroup and nvlinks, pcieSwitch, the standard numaNode and pciBusID,
-// the memory capacity) then nic-<ibdev> (type, ibDevice, pcieSwitch,
-// numaNode, pciBusID), at most 64 to a slice.
-func draSlices(node string, m *topology.Machine) []*resourceapi.ResourceSlice {
-	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
-	num := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &v} }
-	peers := map[int]int{}
-	lowest := -1
-	for _, l := range m.NVLinks() {
-		peers[l.A]++
-		peers[l.B]++
-		if lowest < 0 || min(l.A, l.B) < lowest {
-			lowest = min(l.A, l.B)
-		}
-	}
-	common := func(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node int, bus, sw string) {
-		attrs["resource.kubernetes.io/numaNode"] = num(int64(node))
-		if bus != "" {
-			attrs["resource.kubernetes.io/pciBusID"] = str(bus)
-		}
-		if sw != "" {
-			attrs["pcieSwitch"] = str(sw)
-		}
-	}
-	var devs []resourceapi.Device
-	for _, g := range m.GPUs() {
-		attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			"type": str("gpu"), "index": num(int64(g.ID)), "minor": num(int64(g.ID))}
-		if g.UUID != "" {
-			attrs["uuid"] = str(g.UUID)
-		}
-		if peers[g.ID] > 0 {
-			attrs["nvlinkGroup"] = num(int64(lowest))
-			attrs["nvlinks"] = num(int64(peers[g.ID]))
-		}
-		common(attrs, int(g.NUMANode), g.BusID, g.PCIeSwitch)
-		d := resourceapi.Device{Name: "gpu-" + strconv.Itoa(g.ID), Attributes: attrs}
-		if g.MemoryMiB > 0 {
-			d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-				"memory": {Value: *resource.NewQuantity(g.MemoryMiB<<20, resource.BinarySI)}}
-		}
-		devs = append(devs, d)
-	}
-	for _, d := range m.Devices() {
-		if d.Class != "rdma" {
-			continue
-		}
-		attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": str("nic"), "ibDevice": str(d.ID)}
-		common(attrs, int(d.NUMANode), d.BusID, d.PCIeSwitch)
-		devs = append(devs, resourceapi.Device{Name: "nic-" + strings.ReplaceAll(d.ID, "_", "-"), Attributes: attrs})
-	}
-	const per = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
-	count := (len(devs) + per - 1) / per
-	var out []*resourceapi.ResourceSlice
-	for i := 0; i < len(devs); i += per {
-		out = append(out, &resourceapi.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", node, numaplace.DRADriver, len(out))},
-			Spec: resourceapi.ResourceSliceSpec{Driver: numaplace.DRADriver, NodeName: ptr.To(node),
-				Pool:    resourceapi.ResourcePool{Name: node, ResourceSliceCount: int64(count)},
-				Devices: devs[i:min(i+per, len(devs))]},
-		})
-	}
 	return out
 }
 

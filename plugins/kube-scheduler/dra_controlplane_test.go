@@ -60,16 +60,22 @@ func (c *cluster) applyDeviceClasses() {
 	require.Equal(t, 3, n, "deploy/dra.yaml's DeviceClasses")
 }
 
-// draNode is node(name, preset) opted in, without aliyun.com/gpu in its
-// allocatable (no device plugin: its GPUs are DRA devices), with its
-// ResourceSlice.
-func (c *cluster) draNode(name, preset string) *topology.Machine {
-	t := c.t
-	t.Helper()
-	n := node(t, name, preset, true, false)
+// draNodeObject creates node(name, preset) opted in, without
+// aliyun.com/gpu in its allocatable (no device plugin: its GPUs are DRA
+// devices), and no ResourceSlice.
+func (c *cluster) draNodeObject(name, preset string) {
+	c.t.Helper()
+	n := node(c.t, name, preset, true, false)
 	delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
 	delete(n.Status.Capacity, kube.ResourceAliyunGPU)
 	c.create(n)
+}
+
+// draNode is draNodeObject(name, preset) with its ResourceSlice.
+func (c *cluster) draNode(name, preset string) *topology.Machine {
+	t := c.t
+	t.Helper()
+	c.draNodeObject(name, preset)
 	m, err := topology.Preset(preset)
 	require.NoError(t, err)
 	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }

@@ -116,10 +116,7 @@ func TestControlPlaneDRATaintedGPUs(t *testing.T) {
 	c.applyDeviceClasses()
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	n := node(t, "h", "dgx-h100", true, false)
-	delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
-	delete(n.Status.Capacity, kube.ResourceAliyunGPU)
-	c.create(n)
+	c.draNodeObject("h", "dgx-h100")
 	taint := resourceapi.DeviceTaint{Key: "example.com/broken", Value: "yes", Effect: resourceapi.DeviceTaintEffectNoSchedule}
 	taints := map[int][]resourceapi.DeviceTaint{}
 	for _, g := range gpusOn(m, 0) {
@@ -155,10 +152,7 @@ func TestControlPlaneDRARequeuedOnSlices(t *testing.T) {
 	c.applyDeviceClasses()
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	n := node(t, "h", "dgx-h100", true, false)
-	delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
-	delete(n.Status.Capacity, kube.ResourceAliyunGPU)
-	c.create(n)
+	c.draNodeObject("h", "dgx-h100")
 	c.kubelet()
 	c.start(nil)
 	c.claim("two", []resourceapi.DeviceRequest{request("gpus", numaplace.ClassGPU, 2)})

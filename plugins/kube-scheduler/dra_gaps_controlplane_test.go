@@ -79,10 +79,7 @@ func TestControlPlaneDRAScoreRatesTheWithheldView(t *testing.T) {
 	c.applyDeviceClasses()
 	m, err := topology.Preset("dgx-h100")
 	require.NoError(t, err)
-	n := node(t, "a", "dgx-h100", true, false)
-	delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
-	delete(n.Status.Capacity, kube.ResourceAliyunGPU)
-	c.create(n)
+	c.draNodeObject("a", "dgx-h100")
 	taints := map[int][]resourceapi.DeviceTaint{}
 	for id := range 6 {
 		taints[id] = []resourceapi.DeviceTaint{{Key: "example.com/broken", Value: "yes", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
@@ -140,10 +137,7 @@ func TestControlPlaneDRANICsWithheld(t *testing.T) {
 			require.Len(t, node0, 4)
 			switch how {
 			case "unpublished":
-				n := node(t, "h", "dgx-h100", true, false)
-				delete(n.Status.Allocatable, kube.ResourceAliyunGPU)
-				delete(n.Status.Capacity, kube.ResourceAliyunGPU)
-				c.create(n)
+				c.draNodeObject("h", "dgx-h100")
 				c.publishSlice("h", m, func(int) bool { return true }, nil)
 				sl, err := c.client.ResourceV1().ResourceSlices().Get(context.Background(), "h-gpu.numaplace.io", metav1.GetOptions{})
 				require.NoError(t, err)

@@ -60,18 +60,7 @@ func TestThroughputDRA(t *testing.T) {
 		t.Skip("the DRA throughput trial runs only with NUMAPLACE_THROUGHPUT_DRA=1 (see throughput-dra.sh)")
 	}
 	nNodes, nPods := envInt(t, "NUMAPLACE_THROUGHPUT_NODES", 1000), envInt(t, "NUMAPLACE_THROUGHPUT_PODS", 1000)
-	shipped, err := os.ReadFile("../../deploy/scheduler-config.yaml")
-	require.NoError(t, err)
-	var base map[string]any
-	require.NoError(t, yaml.Unmarshal(shipped, &base))
-	rates := parseRates(t, envString("NUMAPLACE_THROUGHPUT_RATES", "500/1000"), base)
-
-	cfg := controlplane.Start(t)
-	setup := rest.CopyConfig(cfg)
-	setup.QPS, setup.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(setup)
-	require.NoError(t, err)
-	kubeconfig := controlplane.Kubeconfig(t, cfg)
+	base, rates, cfg, client, kubeconfig := startTrial(t, "500/1000")
 	ctx := t.Context()
 
 	for _, c := range draClasses(t) {

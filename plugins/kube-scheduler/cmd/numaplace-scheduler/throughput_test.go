@@ -60,18 +60,7 @@ func TestThroughput(t *testing.T) {
 		t.Skip("the throughput trial runs only with NUMAPLACE_THROUGHPUT=1 (see throughput.sh)")
 	}
 	nNodes, nPods := envInt(t, "NUMAPLACE_THROUGHPUT_NODES", 1000), envInt(t, "NUMAPLACE_THROUGHPUT_PODS", 2000)
-	shipped, err := os.ReadFile("../../deploy/scheduler-config.yaml")
-	require.NoError(t, err)
-	var base map[string]any
-	require.NoError(t, yaml.Unmarshal(shipped, &base))
-	rates := parseRates(t, envString("NUMAPLACE_THROUGHPUT_RATES", "shipped,500/1000"), base)
-
-	cfg := controlplane.Start(t)
-	setup := rest.CopyConfig(cfg)
-	setup.QPS, setup.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(setup)
-	require.NoError(t, err)
-	kubeconfig := controlplane.Kubeconfig(t, cfg)
+	base, rates, cfg, client, kubeconfig := startTrial(t, "shipped,500/1000")
 	ctx := t.Context()
 
 	start := time.Now()
@@ -142,6 +131,26 @@ func sideBySide(t *testing.T, rates []rate, rounds, nPods int, what string, head
 			d, n, n/d, runsPS(rw.runs["default"])+" / "+runsPS(rw.runs["numaplace"]),
 			rw.runs["default"][0].writesPerPod(nPods), rw.runs["numaplace"][0].writesPerPod(nPods))
 	}
+}
+
+// startTrial reads deploy/scheduler-config.yaml (base, the configuration
+// each run edits) and the client rates of NUMAPLACE_THROUGHPUT_RATES (or
+// rates), and starts etcd and kube-apiserver: their config, a client for
+// the trial's own writes (qps 2000, burst 4000, so that setting up is not
+// what the trial waits for) and a kubeconfig for the scheduler.
+func startTrial(t *testing.T, rates string) (map[string]any, []rate, *rest.Config, kubernetes.Interface, string) {
+	t.Helper()
+	shipped, err := os.ReadFile("../../deploy/scheduler-config.yaml")
+	require.NoError(t, err)
+	var base map[string]any
+	require.NoError(t, yaml.Unmarshal(shipped, &base))
+	rs := parseRates(t, envString("NUMAPLACE_THROUGHPUT_RATES", rates), base)
+	cfg := controlplane.Start(t)
+	setup := rest.CopyConfig(cfg)
+	setup.QPS, setup.Burst = 2000, 4000
+	client, err := kubernetes.NewForConfig(setup)
+	require.NoError(t, err)
+	return base, rs, cfg, client, controlplane.Kubeconfig(t, cfg)
 }
 
 func median(v []float64) float64 {

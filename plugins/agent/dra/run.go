@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/allocator"
@@ -42,10 +46,12 @@ type RunOptions struct {
 type ClaimGetter func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error)
 
 // Run runs the DRA role until ctx is done: it reconciles the claims held
-// in the node state with the API server's ([Driver.Reconcile]), registers
-// the driver with the kubelet (kubeletplugin.Start), publishes the
+// in the node state with the API server's ([Driver.Reconcile]), serves the
+// driver's registration socket (a stale one removed, see registrarSocket)
+// and DRA API for the kubelet (kubeletplugin.Start), publishes the
 // ResourceSlices and then checks the devices' nodes every
-// Options.HealthInterval, republishing at every change. It returns nil
+// Options.HealthInterval, republishing at every change; it logs each
+// answer of the kubelet to the registration. It returns nil
 // when ctx is done, and an error when the driver cannot start or a fatal
 // error of the kubelet plugin helper stops it.
 func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
@@ -83,12 +89,17 @@ func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
 	}
 	d.CheckHealth()
 
+	regSocket, err := registrarSocket(ro.RegistryDir, d.opts.DriverName)
+	if err != nil {
+		return fmt.Errorf("dra: %w", err)
+	}
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(d.opts.DriverName),
 		kubeletplugin.NodeName(d.opts.NodeName),
 		kubeletplugin.KubeClient(ro.Client),
 		kubeletplugin.PluginDataDirectoryPath(dataDir),
 		kubeletplugin.RegistrarDirectoryPath(ro.RegistryDir),
+		kubeletplugin.RegistrarSocketFilename(regSocket),
 		kubeletplugin.HealthService(d.opts.HealthInterval > 0),
 	}
 	if uid := tokenNodeUID(ctx, ro.Client, d.opts.NodeName); uid != "" {
@@ -108,9 +119,9 @@ func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
 	for _, n := range d.cat.Notes() {
 		d.log.Info("device attribute left out", "note", n)
 	}
-	d.log.Info("DRA driver registered", "driver", d.opts.DriverName, "pool", d.opts.NodeName,
-		"devices", len(d.cat.Names()), "pluginDir", dataDir, "registryDir", ro.RegistryDir, "cdiRoot", d.opts.CDIRoot,
-		"listAttributes", d.opts.ListAttributes)
+	d.log.Info("DRA driver serving; waiting for the kubelet to register it", "driver", d.opts.DriverName, "pool", d.opts.NodeName,
+		"devices", len(d.cat.Names()), "pluginDir", dataDir, "registrationSocket", filepath.Join(ro.RegistryDir, regSocket),
+		"cdiRoot", d.opts.CDIRoot, "listAttributes", d.opts.ListAttributes)
 
 	var tick <-chan time.Time
 	if d.opts.HealthInterval > 0 {
@@ -118,8 +129,24 @@ func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
 		defer t.Stop()
 		tick = t.C
 	}
+	// The kubelet's answers to the registration (NotifyRegistrationStatus)
+	// are logged as they come: the helper keeps only the last one.
+	reg := time.NewTicker(registrationPoll)
+	defer reg.Stop()
+	var lastStatus *registerapi.RegistrationStatus
 	for {
 		select {
+		case <-reg.C:
+			st := helper.RegistrationStatus()
+			if st == nil || st == lastStatus {
+				continue
+			}
+			lastStatus = st
+			if st.PluginRegistered {
+				d.log.Info("DRA driver registered by the kubelet", "driver", d.opts.DriverName)
+			} else {
+				d.log.Error("the kubelet refused to register the DRA driver", "driver", d.opts.DriverName, "error", st.Error)
+			}
 		case <-ctx.Done():
 			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				return fmt.Errorf("dra: %w", err)
@@ -133,6 +160,52 @@ func (d *Driver) Run(ctx context.Context, ro RunOptions) error {
 			}
 		}
 	}
+}
+
+// registrationPoll is how often Run looks at the kubelet's last answer to
+// the driver's registration.
+const registrationPoll = 250 * time.Millisecond
+
+// unixPathMax is the longest path a Unix socket may have on Linux (108
+// bytes with the terminating NUL).
+const unixPathMax = 107
+
+// registrarSocket removes the registration sockets of the driver that a
+// run which did not stop cleanly (kill -9, a node's crash) left in dir
+// ("<driver>-reg.sock", the kubelet plugin helper's default, and
+// "<driver>-reg-<id>.sock") and returns a new name to listen on,
+// "<driver>-reg-<id>.sock" with a random id of 8 hex digits (fewer, at
+// least 4, when the path would be longer than a Unix socket's 107 bytes).
+//
+// A new name each run: a kubelet still trying an old socket path (it does
+// so at start, a blocking dial of 10 s, then again with a backoff of up to
+// 2 minutes per path) would, on the same path, reach the new server with
+// the old socket's registration, and then unregister and register the
+// driver again a second later, failing the prepares in between. On a path
+// it has never seen it registers the driver once, at once.
+func registrarSocket(dir, driver string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("read the kubelet registration directory: %w", err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n != driver+"-reg.sock" && !(strings.HasPrefix(n, driver+"-reg-") && strings.HasSuffix(n, ".sock")) {
+			continue
+		}
+		if e.Type()&fs.ModeSocket == 0 {
+			return "", fmt.Errorf("the kubelet registration directory %s has %s, which is not a socket; remove it", dir, n)
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("remove the stale registration socket: %w", err)
+		}
+	}
+	room := min(unixPathMax-len(filepath.Join(dir, driver+"-reg-.sock")), 8)
+	if room < 4 {
+		return "", fmt.Errorf("the kubelet registration directory %s and the driver name %s leave no room for a socket name (a Unix socket's path has at most %d bytes)",
+			dir, driver, unixPathMax)
+	}
+	return fmt.Sprintf("%s-reg-%s.sock", driver, fmt.Sprintf("%08x", rand.Uint32())[:room]), nil
 }
 
 // tokenNodeUID returns the UID of the node the client's token is bound to

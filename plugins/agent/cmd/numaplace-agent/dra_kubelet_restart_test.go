@@ -41,8 +41,9 @@ func (c *kubeletCluster) killKubelet(t *testing.T) {
 // (same ID, no restart), the claim its allocation and reservation, the
 // container exactly its devices and the claim its CDI spec; the new
 // kubelet's pod-resources API names the same devices; the driver is
-// registered with the new kubelet (a pod with a claim for the two other
-// GPUs runs, and is unprepared when deleted); a claim for all four GPUs
+// registered with the new kubelet, once (it is never unregistered), and a
+// pod with a claim for the two other GPUs runs and is unprepared when
+// deleted; a claim for all four GPUs
 // is not allocated; the agent's checkpoint still holds the claim and the
 // node refuses to prepare a claim given one of its GPUs by hand, naming
 // it. Last, deleting the pod unprepares its claim (its CDI spec goes, the
@@ -152,6 +153,17 @@ func TestDRAKubeletRestart(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, corev1.PodPending, p.Status.Phase)
 		require.Empty(t, cdiSpecsOf(t, e, claimNamed(t, d, intruder)), "the refused claim %s has a CDI spec", intruder)
+
+		// The new kubelet registered the driver once: it never
+		// unregistered it (after kill -9 of both, a kubelet that found
+		// the old registration socket reached the new agent through it
+		// and unregistered and registered the driver again a second
+		// later, failing a prepare in between, until the agent listened
+		// on a new socket name each run).
+		kubeletLog, err := os.ReadFile(d.kubelet.log)
+		require.NoError(t, err)
+		require.NotContains(t, string(kubeletLog), "OperationExecutor.UnregisterPlugin started",
+			"the kubelet unregistered a plugin after the kubelet's %s (its log: %s)", round, d.kubelet.log)
 	}
 
 	d.restartKubelet(t)

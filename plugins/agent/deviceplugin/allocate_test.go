@@ -8,31 +8,16 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	api "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
-	"github.com/numaplace/numaplace/plugins/agent/devices"
-	"github.com/numaplace/numaplace/topology"
 )
 
 // TestAllocateWithoutDeviceNodes: with NoDeviceNodes (the NRI role adds
 // the nodes) Allocate gives the kubelet's GPUs in the environment only,
 // and still refuses a GPU whose device node is missing or unknown.
 func TestAllocateWithoutDeviceNodes(t *testing.T) {
-	m, err := topology.ParseJSON([]byte(testMachine))
-	require.NoError(t, err)
-	node, err := kubelet.Open(m, "", kubelet.NodeOptions{})
-	require.NoError(t, err)
-	devRoot := t.TempDir()
-	for _, n := range []string{"nvidia0", "nvidia1", "nvidia2", "nvidiactl"} {
-		if err := unix.Mknod(filepath.Join(devRoot, n), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-			t.Skipf("cannot make stand-in device nodes here (mknod needs CAP_MKNOD): %v", err)
-		}
-	}
-	devs, err := devices.New(m, devRoot, nil)
-	require.NoError(t, err)
+	node, devs, devRoot := testNodeDevices(t, "nvidia0", "nvidia1", "nvidia2", "nvidiactl")
 	p, err := deviceplugin.New(node, devs, deviceplugin.Options{SocketDir: t.TempDir(), NoDeviceNodes: true,
 		HealthInterval: -1, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

@@ -4,24 +4,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	api "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
-	"github.com/numaplace/numaplace/plugins/agent/devices"
 	"github.com/numaplace/numaplace/plugins/agent/nri"
-	"github.com/numaplace/numaplace/topology"
 )
 
 // fakePods is the pods bound to the node; fresh counts the fresh reads.
@@ -100,18 +95,7 @@ func gpuPodInfo(name string, sec int, decided []int, gpus ...int) deviceplugin.P
 
 func decidedPlugin(t *testing.T, pods deviceplugin.Pods, kl deviceplugin.KubeletPods) (*deviceplugin.Plugin, *recordedEvents) {
 	t.Helper()
-	m, err := topology.ParseJSON([]byte(testMachine))
-	require.NoError(t, err)
-	node, err := kubelet.Open(m, "", kubelet.NodeOptions{})
-	require.NoError(t, err)
-	devRoot := t.TempDir()
-	for _, n := range []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl"} {
-		if err := unix.Mknod(filepath.Join(devRoot, n), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-			t.Skipf("cannot make stand-in device nodes here (mknod needs CAP_MKNOD): %v", err)
-		}
-	}
-	devs, err := devices.New(m, devRoot, nil)
-	require.NoError(t, err)
+	node, devs, _ := testNodeDevices(t)
 	ev := &recordedEvents{}
 	opts := deviceplugin.Options{SocketDir: t.TempDir(), NoDeviceNodes: true, HealthInterval: -1,
 		Logger: slog.New(slog.DiscardHandler), Pods: pods, Events: ev}

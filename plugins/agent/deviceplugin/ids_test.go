@@ -3,17 +3,13 @@ package deviceplugin_test
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	api "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/numaplace/numaplace/adapters/kubelet"
 	"github.com/numaplace/numaplace/plugins/agent/deviceplugin"
-	"github.com/numaplace/numaplace/plugins/agent/devices"
-	"github.com/numaplace/numaplace/topology"
 )
 
 // The plugin reads a GPU index from the kubelet as the allocator reads it
@@ -21,18 +17,7 @@ import (
 // GetPreferredAllocation and Allocate, as "3" is; other spellings are
 // refused, naming the ID.
 func TestPluginCanonicalGPUIDs(t *testing.T) {
-	m, err := topology.ParseJSON([]byte(testMachine))
-	require.NoError(t, err)
-	node, err := kubelet.Open(m, "", kubelet.NodeOptions{})
-	require.NoError(t, err)
-	devRoot := t.TempDir()
-	for _, n := range []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl"} {
-		if err := unix.Mknod(filepath.Join(devRoot, n), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-			t.Skipf("cannot make stand-in device nodes here (mknod needs CAP_MKNOD): %v", err)
-		}
-	}
-	devs, err := devices.New(m, devRoot, nil)
-	require.NoError(t, err)
+	node, devs, _ := testNodeDevices(t)
 	p, err := deviceplugin.New(node, devs, deviceplugin.Options{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -144,18 +144,7 @@ func shortDir(t *testing.T) string {
 }
 
 func TestDevicePluginWithTheKubeletsDeviceManager(t *testing.T) {
-	m, err := topology.ParseJSON([]byte(testMachine))
-	require.NoError(t, err)
-	node, err := kubelet.Open(m, "", kubelet.NodeOptions{})
-	require.NoError(t, err)
-	devRoot := t.TempDir()
-	for _, n := range []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl"} {
-		if err := unix.Mknod(filepath.Join(devRoot, n), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-			t.Skipf("cannot make stand-in device nodes here (mknod needs CAP_MKNOD): %v", err)
-		}
-	}
-	devs, err := devices.New(m, devRoot, nil)
-	require.NoError(t, err)
+	node, devs, devRoot := testNodeDevices(t)
 
 	dir := shortDir(t)
 	k := &kubeletSide{dir: dir, lists: make(chan []*api.Device, 64), gone: make(chan string, 16)}

@@ -489,11 +489,12 @@ func decisionPod(cpus string, nodes []int, gpus ...int) map[string]string {
 	}
 }
 
-func TestOnRealContainerdWithNRI(t *testing.T) {
-	start := time.Now()
-	e := startContainerd(t)
-	t.Logf("containerd up, image imported: %s", time.Since(start).Round(time.Millisecond))
-
+// e2eAgentArgs writes e2eMachine and stand-in device nodes of its GPUs
+// (and nvidiactl, nvidia-uvm) into the environment's directory and returns
+// the agent's arguments for them (its checkpoint under state/, no
+// reporter, no device health checks) and the checkpoint's path.
+func (e *e2eEnv) e2eAgentArgs(t *testing.T) ([]string, string) {
+	t.Helper()
 	devRoot := filepath.Join(e.dir, "dev")
 	require.NoError(t, os.MkdirAll(devRoot, 0o755))
 	for _, n := range []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"} {
@@ -504,6 +505,15 @@ func TestOnRealContainerdWithNRI(t *testing.T) {
 	checkpoint := filepath.Join(e.dir, "state", "numaplace", "checkpoint.json")
 	args := []string{"--topology", machineFile, "--checkpoint", checkpoint, "--dev-root", devRoot,
 		"--reporter=false", "--kubelet-socket-dir", filepath.Join(e.dir, "kubelet"), "--health-interval", "0"}
+	return args, checkpoint
+}
+
+func TestOnRealContainerdWithNRI(t *testing.T) {
+	start := time.Now()
+	e := startContainerd(t)
+	t.Logf("containerd up, image imported: %s", time.Since(start).Round(time.Millisecond))
+
+	args, checkpoint := e.e2eAgentArgs(t)
 	agent := e.startAgent(t, args...)
 
 	// A pod without a NUMA spec runs on the shared pool: both CPUs.

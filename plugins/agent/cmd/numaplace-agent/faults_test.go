@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -328,16 +327,7 @@ func TestAPIServerOutageOnTheKubelet(t *testing.T) {
 // stay right, and a pod naming x's CPU and GPU is refused with x named.
 func TestCorruptCheckpointOnContainerd(t *testing.T) {
 	e := startContainerd(t)
-	devRoot := filepath.Join(e.dir, "dev")
-	require.NoError(t, os.MkdirAll(devRoot, 0o755))
-	for _, n := range []string{"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"} {
-		require.NoError(t, unix.Mknod(filepath.Join(devRoot, n), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))), "mknod %s", n)
-	}
-	machineFile := filepath.Join(e.dir, "machine.json")
-	require.NoError(t, os.WriteFile(machineFile, []byte(e2eMachine), 0o600))
-	checkpoint := filepath.Join(e.dir, "state", "numaplace", "checkpoint.json")
-	args := []string{"--topology", machineFile, "--checkpoint", checkpoint, "--dev-root", devRoot,
-		"--reporter=false", "--kubelet-socket-dir", filepath.Join(e.dir, "kubelet"), "--health-interval", "0"}
+	args, checkpoint := e.e2eAgentArgs(t)
 	agent := e.startAgent(t, args...)
 
 	web, err := e.runPod(t, "web", nil)

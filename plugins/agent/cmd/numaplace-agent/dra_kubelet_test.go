@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,16 +184,9 @@ func (d *draCluster) checkDRAContainer(t *testing.T, pod *corev1.Pod, devs map[s
 // driver/pool/device" for each device, sorted.
 func podDynamicResources(t *testing.T, e *kubeletEnv, pod string) []string {
 	t.Helper()
-	sock := filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock")
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := podresources.NewPodResourcesListerClient(conn).List(ctx, &podresources.ListPodResourcesRequest{})
-	require.NoError(t, err, "List on the kubelet's pod-resources API at %s", sock)
+	resp := listPodResources(t, e)
 	var out []string
-	for _, p := range resp.GetPodResources() {
+	for _, p := range resp {
 		if p.GetNamespace() != "default" || p.GetName() != pod {
 			continue
 		}
@@ -203,14 +194,22 @@ func podDynamicResources(t *testing.T, e *kubeletEnv, pod string) []string {
 			if c.GetName() != "main" {
 				continue
 			}
-			for _, dr := range c.GetDynamicResources() {
-				for _, r := range dr.GetClaimResources() {
-					out = append(out, fmt.Sprintf("%s %s/%s/%s", dr.GetClaimName(), r.GetDriverName(), r.GetPoolName(), r.GetDeviceName()))
-				}
-			}
+			out = append(out, dynamicOf(c)...)
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// dynamicOf is the container's dynamic resources as the pod-resources API
+// gives them, "claim driver/pool/device" each.
+func dynamicOf(c *podresources.ContainerResources) []string {
+	var out []string
+	for _, dr := range c.GetDynamicResources() {
+		for _, r := range dr.GetClaimResources() {
+			out = append(out, fmt.Sprintf("%s %s/%s/%s", dr.GetClaimName(), r.GetDriverName(), r.GetPoolName(), r.GetDeviceName()))
+		}
+	}
 	return out
 }
 

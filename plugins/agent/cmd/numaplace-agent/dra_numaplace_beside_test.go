@@ -52,21 +52,7 @@ func devicePluginView(t *testing.T, e *kubeletEnv, tree *fakeTree, pod *corev1.P
 	slices.Sort(dv.Visible)
 	slices.Sort(nodes)
 	ctr := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	var v containerView
-	if s := e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"]; s != "" {
-		v.Visible = strings.Split(s, ",")
-		slices.Sort(v.Visible)
-	}
-	for _, n := range strings.Fields(e.exec(t, ctr, "ls", "/dev")) {
-		if rest, ok := strings.CutPrefix(n, "nvidia"); ok {
-			if _, err := strconv.Atoi(rest); err == nil {
-				v.GPUNodes = append(v.GPUNodes, n)
-			}
-		}
-	}
-	slices.Sort(v.GPUNodes)
-	v.CPUs = e.status(t, ctr, "Cpus_allowed_list")
-	v.Mems = e.status(t, ctr, "Mems_allowed_list")
+	v := seenIn(t, e, ctr)
 	t.Logf("pod %s: decision %s; container: CPUs %s, mems %s, NVIDIA_VISIBLE_DEVICES %v, %v",
 		pod.Name, pod.Annotations["numaplace.io/allocation"], v.CPUs, v.Mems, v.Visible, v.GPUNodes)
 	require.Equal(t, dv.Visible, v.Visible, "pod %s's NVIDIA_VISIBLE_DEVICES (sorted)", pod.Name)

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -303,6 +301,20 @@ func (d *draCluster) viewOf(t *testing.T, pod *corev1.Pod) containerView {
 	t.Helper()
 	e := d.e
 	ctr := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	v := seenIn(t, e, ctr)
+	if out, err := e.crictl("exec", ctr, "ls", "/dev/infiniband"); err == nil {
+		v.RDMA = strings.Fields(out)
+		slices.Sort(v.RDMA)
+	}
+	v.ListDynamic, v.ListCPUs, v.GetDynamic, v.GetCPUs = podResourcesOf(t, e, pod.Name)
+	return v
+}
+
+// seenIn reads what the container sees of its GPUs and CPUs:
+// NVIDIA_VISIBLE_DEVICES (sorted), its GPU device nodes (/dev/nvidiaN,
+// sorted), its cpuset and memory nodes.
+func seenIn(t *testing.T, e *kubeletEnv, ctr string) containerView {
+	t.Helper()
 	var v containerView
 	if s := e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"]; s != "" {
 		v.Visible = strings.Split(s, ",")
@@ -316,13 +328,8 @@ func (d *draCluster) viewOf(t *testing.T, pod *corev1.Pod) containerView {
 		}
 	}
 	slices.Sort(v.GPUNodes)
-	if out, err := e.crictl("exec", ctr, "ls", "/dev/infiniband"); err == nil {
-		v.RDMA = strings.Fields(out)
-		slices.Sort(v.RDMA)
-	}
 	v.CPUs = e.status(t, ctr, "Cpus_allowed_list")
 	v.Mems = e.status(t, ctr, "Mems_allowed_list")
-	v.ListDynamic, v.ListCPUs, v.GetDynamic, v.GetCPUs = podResourcesOf(t, e, pod.Name)
 	return v
 }
 
@@ -331,42 +338,33 @@ func (d *draCluster) viewOf(t *testing.T, pod *corev1.Pod) containerView {
 // driver/pool/device", sorted) and its exclusive CPUs (cpu_ids, sorted).
 func podResourcesOf(t *testing.T, e *kubeletEnv, pod string) (listDyn []string, listCPUs []int64, getDyn []string, getCPUs []int64) {
 	t.Helper()
-	sock := filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock")
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	client := podresources.NewPodResourcesListerClient(conn)
 	read := func(p *podresources.PodResources) (dyn []string, cpus []int64) {
 		for _, c := range p.GetContainers() {
 			if c.GetName() != "main" {
 				continue
 			}
-			for _, dr := range c.GetDynamicResources() {
-				for _, r := range dr.GetClaimResources() {
-					dyn = append(dyn, fmt.Sprintf("%s %s/%s/%s", dr.GetClaimName(), r.GetDriverName(), r.GetPoolName(), r.GetDeviceName()))
-				}
-			}
+			dyn = append(dyn, dynamicOf(c)...)
 			cpus = append(cpus, c.GetCpuIds()...)
 		}
 		slices.Sort(dyn)
 		slices.Sort(cpus)
 		return dyn, cpus
 	}
-	list, err := client.List(ctx, &podresources.ListPodResourcesRequest{})
-	require.NoError(t, err, "List on the kubelet's pod-resources API at %s", sock)
-	found := false
-	for _, p := range list.GetPodResources() {
-		if p.GetNamespace() == "default" && p.GetName() == pod {
-			listDyn, listCPUs = read(p)
-			found = true
+	withPodResources(t, e, func(ctx context.Context, client podresources.PodResourcesListerClient, sock string) {
+		list, err := client.List(ctx, &podresources.ListPodResourcesRequest{})
+		require.NoError(t, err, "List on the kubelet's pod-resources API at %s", sock)
+		found := false
+		for _, p := range list.GetPodResources() {
+			if p.GetNamespace() == "default" && p.GetName() == pod {
+				listDyn, listCPUs = read(p)
+				found = true
+			}
 		}
-	}
-	require.True(t, found, "the kubelet's pod-resources List has no pod %s", pod)
-	got, err := client.Get(ctx, &podresources.GetPodResourcesRequest{PodName: pod, PodNamespace: "default"})
-	require.NoError(t, err, "Get of pod %s on the kubelet's pod-resources API", pod)
-	getDyn, getCPUs = read(got.GetPodResources())
+		require.True(t, found, "the kubelet's pod-resources List has no pod %s", pod)
+		got, err := client.Get(ctx, &podresources.GetPodResourcesRequest{PodName: pod, PodNamespace: "default"})
+		require.NoError(t, err, "Get of pod %s on the kubelet's pod-resources API", pod)
+		getDyn, getCPUs = read(got.GetPodResources())
+	})
 	return listDyn, listCPUs, getDyn, getCPUs
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,14 +10,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/numaplace/numaplace/adapters/kube"
 )
@@ -44,16 +40,9 @@ func eightFakeGPUs() []fakeGPU {
 // the aliyun.com/gpu device IDs of each container it lists.
 func podResources(t *testing.T, e *kubeletEnv) map[string]map[string][]string {
 	t.Helper()
-	sock := filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock")
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := podresources.NewPodResourcesListerClient(conn).List(ctx, &podresources.ListPodResourcesRequest{})
-	require.NoError(t, err, "List on the kubelet's pod-resources API at %s", sock)
+	resp := listPodResources(t, e)
 	out := map[string]map[string][]string{}
-	for _, p := range resp.GetPodResources() {
+	for _, p := range resp {
 		if p.GetNamespace() != "default" {
 			continue
 		}

@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
 // podResourceGPUs lists the kubelet's pod-resources API (List on its
@@ -20,16 +16,9 @@ import (
 // pod's containers as "namespace/name/container" -> IDs, sorted.
 func (c *kubeletCluster) podResourceGPUs(t *testing.T) map[string][]string {
 	t.Helper()
-	sock := filepath.Join(c.e.kubeletDir, "pod-resources", "kubelet.sock")
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := podresources.NewPodResourcesListerClient(conn).List(ctx, &podresources.ListPodResourcesRequest{})
-	require.NoError(t, err, "pod-resources List on %s", sock)
+	resp := listPodResources(t, c.e)
 	out := map[string][]string{}
-	for _, p := range resp.GetPodResources() {
+	for _, p := range resp {
 		for _, ctr := range p.GetContainers() {
 			for _, d := range ctr.GetDevices() {
 				if d.GetResourceName() == "aliyun.com/gpu" {

@@ -536,9 +536,12 @@ func (c *Cache) AddPod(p *kube.Pod) error {
 // the named node), every pod of gone is forgotten as [Cache.RemovePod]
 // would (unknown ones are skipped), and the node's state is recomputed at
 // most once, which makes the first listing of a node's pods (a restart)
-// linear in them. It returns one error per pod of bound (nil for those
-// recorded), and an error wrapping [ErrUnknownNode] (nothing changed) when
-// the node is not in the cache.
+// linear in them. A pod bound with exactly the decision [Cache.PreBind]
+// returned for its reservation is that reservation's binding: recorded
+// without reading the decision again, and without recomputing the node
+// (so is a batch of such pods). It returns one error per pod of bound (nil
+// for those recorded), and an error wrapping [ErrUnknownNode] (nothing
+// changed) when the node is not in the cache.
 func (c *Cache) SyncPods(node string, bound, gone []*kube.Pod) ([]error, error) {
 	return c.syncPods(node, bound, gone)
 }

@@ -61,16 +61,55 @@ type boundRec struct {
 	// from (nil and "" when it has none or it is malformed).
 	dec    *kube.Decision
 	decRaw string
+	// sent is set when decRaw is exactly the decision PreBind returned for
+	// the pod's reservation (readBound's sent): dec is not read then
+	// unless the record is not that reservation's binding (settle).
+	sent *sentDecision
 	// invalid says why the pod or its decision could not be read ("" when
 	// both could).
 	invalid string
 }
 
+// readDecision reads decRaw into dec (clearing both when it cannot be
+// read) and forgets sent.
+func (r *boundRec) readDecision() error {
+	r.sent = nil
+	d, err := kube.ParseDecision(r.decRaw)
+	if err != nil {
+		r.dec, r.decRaw = nil, ""
+		return err
+	}
+	r.dec = &d
+	return nil
+}
+
+// settle reads the decision of a record readBound left unread (sent), as
+// readBound reads it for a pod it could parse: a record that is not the
+// binding of the reservation the decision was sent for is recorded from
+// what its annotation says.
+func (r *boundRec) settle() {
+	if r.sent == nil {
+		return
+	}
+	if err := r.readDecision(); err != nil {
+		r.invalid = decisionUnreadable(err)
+	}
+}
+
+// decisionUnreadable is the misfit reason of a readable pod whose decision
+// cannot be read.
+func decisionUnreadable(err error) string {
+	return fmt.Sprintf("its decision cannot be read (%v); it is accounted as a pod without one", err)
+}
+
 // readBound reads a bound pod: its request and its decision. A pod that
 // kube.ParsePod refuses is read from its decision when it has a readable
 // one, else as the same pod without its NUMA spec; the error is for a pod
-// that cannot be read at all.
-func (c *Cache) readBound(p *kube.Pod) (*boundRec, error) {
+// that cannot be read at all. When the pod's decision annotation is
+// exactly sent (the decision PreBind returned for its reservation) and the
+// pod can be read, the decision is not parsed here: syncPods records the
+// reservation's binding without it, or reads it (boundRec.settle).
+func (c *Cache) readBound(p *kube.Pod, sent *sentDecision) (*boundRec, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: no pod (nil)", kube.ErrInvalidPod)
 	}
@@ -79,20 +118,24 @@ func (c *Cache) readBound(p *kube.Pod) (*boundRec, error) {
 	}
 	rec := &boundRec{key: p.Key(), node: p.NodeName, prio: p.Priority}
 	var decErr error
-	if raw, ok := p.Annotations[kube.AnnotationAllocation]; ok {
-		d, err := kube.ParseDecision(raw)
-		if err == nil {
-			rec.dec, rec.decRaw = &d, raw
+	raw, hasDec := p.Annotations[kube.AnnotationAllocation]
+	if hasDec {
+		rec.decRaw = raw
+		if sent == nil || sent.raw != raw {
+			decErr = rec.readDecision()
 		} else {
-			decErr = err
+			rec.sent = sent
 		}
 	}
 	pr, err := c.parse(p)
+	if err != nil && rec.sent != nil {
+		decErr = rec.readDecision()
+	}
 	switch {
 	case err == nil:
 		rec.pr, rec.req = pr, pr.PodRequest
 		if decErr != nil {
-			rec.invalid = fmt.Sprintf("its decision cannot be read (%v); it is accounted as a pod without one", decErr)
+			rec.invalid = decisionUnreadable(decErr)
 		}
 	case rec.dec != nil:
 		rec.req = decisionRequest(rec.dec)
@@ -448,6 +491,7 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 		wasAlloc := pi.alloc
 		pi.alloc, pi.cpus, pi.gpus, pi.predicted = false, 0, 0, false
 		pi.misfit, pi.reason = "", ""
+		pi.sent.Store(nil) // a reservation may be placed again below
 		if pi.invalid != "" {
 			pi.misfit, pi.reason = MisfitInvalid, pi.invalid
 		}
@@ -456,7 +500,7 @@ func (c *Cache) rebuildLocked(ni *nodeInfo, oldM *topology.Machine, old *allocat
 			if wasAlloc {
 				reserved = append(reserved, pi)
 			}
-		case pi.dec != nil:
+		case pi.decision() != nil:
 			decided = append(decided, pi)
 		case predicts(ni, pi.pr):
 			predicted = append(predicted, pi)

@@ -168,6 +168,16 @@ type podInfo struct {
 	dec     *kube.Decision
 	decRaw  string
 	invalid string
+	// decLazy: decRaw is the decision sent for the pod's reservation,
+	// recorded at its binding without being parsed; dec is read from it
+	// when first needed (podInfo.decision).
+	decLazy bool
+	// sent is the decision annotation PreBind last returned for the
+	// reservation (nil: none yet, or the node was rebuilt since, which may
+	// have placed it again): the pod seen bound with exactly that
+	// annotation is the reservation's binding, known without parsing it
+	// (syncPods).
+	sent atomic.Pointer[sentDecision]
 	// predicted: bound without a decision, placed (or not) by the
 	// allocator as the node side would.
 	predicted bool
@@ -175,6 +185,27 @@ type podInfo struct {
 	// ("" when it is).
 	misfit MisfitKind
 	reason string
+}
+
+// sentDecision is a decision annotation PreBind returned for a
+// reservation on the machine m.
+type sentDecision struct {
+	raw string
+	m   *topology.Machine
+}
+
+// decision returns the pod's decision, reading a decision recorded lazily
+// (decLazy) first. The caller holds the node's write lock. A decision the
+// cache wrote itself always reads back (kube.ParseDecision of
+// kube.Decision.String); were it not to, the pod counts as having none.
+func (pi *podInfo) decision() *kube.Decision {
+	if pi.decLazy {
+		pi.decLazy = false
+		if d, err := kube.ParseDecision(pi.decRaw); err == nil {
+			pi.dec = &d
+		}
+	}
+	return pi.dec
 }
 
 // usage is what pi takes of its node's totals.
@@ -505,9 +536,12 @@ func (c *Cache) AddPod(p *kube.Pod) error {
 // the named node), every pod of gone is forgotten as [Cache.RemovePod]
 // would (unknown ones are skipped), and the node's state is recomputed at
 // most once, which makes the first listing of a node's pods (a restart)
-// linear in them. It returns one error per pod of bound (nil for those
-// recorded), and an error wrapping [ErrUnknownNode] (nothing changed) when
-// the node is not in the cache.
+// linear in them. A pod bound with exactly the decision [Cache.PreBind]
+// returned for its reservation is that reservation's binding: recorded
+// without reading the decision again, and without recomputing the node
+// (so is a batch of such pods). It returns one error per pod of bound (nil
+// for those recorded), and an error wrapping [ErrUnknownNode] (nothing
+// changed) when the node is not in the cache.
 func (c *Cache) SyncPods(node string, bound, gone []*kube.Pod) ([]error, error) {
 	return c.syncPods(node, bound, gone)
 }
@@ -516,7 +550,7 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 	errs := make([]error, len(bound))
 	recs := make([]*boundRec, len(bound))
 	for i, p := range bound {
-		rec, err := c.readBound(p)
+		rec, err := c.readBound(p, c.sentFor(p))
 		switch {
 		case err != nil:
 			errs[i] = err
@@ -551,10 +585,7 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 		err := fmt.Errorf("%w: %s", ErrUnknownNode, ni.name)
 		return errs, err
 	}
-	// A batch of several pods is recorded by one rebuild (its decisions
-	// restored at once) rather than one claim, and one copy of the state,
-	// per pod.
-	rebuild := len(bound) > 1
+	rebuild := false
 	for _, p := range gone {
 		if p == nil {
 			continue
@@ -563,32 +594,34 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 			rebuild = c.forgetLocked(ni, pi) || rebuild
 		}
 	}
+	// The records that change nothing, and the bindings of reservations
+	// (which claim nothing), first; then the others, which claim what their
+	// decisions name: a batch of several of those is recorded by one
+	// rebuild (its decisions restored at once) rather than one claim, and
+	// one copy of the state, per pod. Only those claims touch the node's
+	// allocation state, so the order of the two kinds does not matter.
+	claims := 0
 	for i, rec := range recs {
 		if rec == nil {
-			if bound[i] != nil && !errors.Is(errs[i], ErrNotBound) {
-				if pi := c.pods[bound[i].Key()]; pi != nil && pi.node == ni {
-					rebuild = c.forgetLocked(ni, pi) || rebuild
-				}
-			}
 			continue
 		}
-		if old := c.pods[rec.key]; old != nil {
-			if old.sameRecord(rec) {
-				continue // an update that changes nothing the cache reads
+		old := c.pods[rec.key]
+		switch {
+		case old != nil && old.sameRecord(rec):
+			// An update that changes nothing the cache reads.
+		case old != nil && !old.bound && old.alloc && c.reservedAsDecided(old, rec):
+			// The reservation's binding: it becomes the record.
+			old.bound, old.pr, old.dec, old.decRaw, old.decLazy, old.invalid, old.prio = true, rec.pr, rec.dec, rec.decRaw, rec.sent != nil, rec.invalid, rec.prio
+			ni.account(old, -1)
+			old.req = rec.req
+			ni.account(old, 1)
+			if rec.invalid != "" {
+				old.misfit, old.reason = MisfitInvalid, rec.invalid
 			}
-			if !old.bound && old.alloc && rec.dec != nil && c.reservedAsDecided(old, rec.dec) {
-				// The reservation's binding: it becomes the record.
-				old.bound, old.pr, old.dec, old.decRaw, old.invalid, old.prio = true, rec.pr, rec.dec, rec.decRaw, rec.invalid, rec.prio
-				ni.account(old, -1)
-				old.req = rec.req
-				ni.account(old, 1)
-				if rec.invalid != "" {
-					old.misfit, old.reason = MisfitInvalid, rec.invalid
-				}
-				rebuild = rebuild || ni.inexact > 0
-				continue
-			}
-			if !old.bound && !old.alloc && !rec.needsAlloc() && rec.dec == nil {
+			rebuild = rebuild || ni.inexact > 0
+		default:
+			rec.settle()
+			if old != nil && !old.bound && !old.alloc && !rec.needsAlloc() && rec.dec == nil {
 				// A reservation without an allocation, bound.
 				ni.account(old, -1)
 				old.bound, old.pr, old.req, old.invalid, old.prio = true, rec.pr, rec.req, rec.invalid, rec.prio
@@ -596,8 +629,24 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 					old.misfit, old.reason = MisfitInvalid, rec.invalid
 				}
 				ni.account(old, 1)
+			} else {
+				claims++
 				continue
 			}
+		}
+		recs[i] = nil
+	}
+	rebuild = rebuild || claims > 1
+	for i, rec := range recs {
+		if rec == nil {
+			if bound[i] != nil && errs[i] != nil && !errors.Is(errs[i], ErrNotBound) {
+				if pi := c.pods[bound[i].Key()]; pi != nil && pi.node == ni {
+					rebuild = c.forgetLocked(ni, pi) || rebuild
+				}
+			}
+			continue
+		}
+		if old := c.pods[rec.key]; old != nil {
 			rebuild = c.forgetLocked(ni, old) || rebuild
 		}
 		if rebuild {
@@ -616,6 +665,28 @@ func (c *Cache) syncPods(node string, bound, gone []*kube.Pod) ([]error, error) 
 	return errs, nil
 }
 
+// sentFor returns the decision PreBind returned for the reservation of the
+// bound pod p when p's decision annotation is exactly it, else nil.
+func (c *Cache) sentFor(p *kube.Pod) *sentDecision {
+	if p == nil || p.NodeName == "" {
+		return nil
+	}
+	raw, ok := p.Annotations[kube.AnnotationAllocation]
+	if !ok {
+		return nil
+	}
+	c.podsMu.Lock()
+	pi := c.pods[p.Key()]
+	c.podsMu.Unlock()
+	if pi == nil || pi.bound {
+		return nil
+	}
+	if s := pi.sent.Load(); s != nil && s.raw == raw {
+		return s
+	}
+	return nil
+}
+
 // sameRecord reports whether rec is what pi already records for a bound
 // pod (then an informer update changes nothing).
 func (pi *podInfo) sameRecord(rec *boundRec) bool {
@@ -625,9 +696,22 @@ func (pi *podInfo) sameRecord(rec *boundRec) bool {
 	return (pi.pr == nil) == (rec.pr == nil)
 }
 
-// reservedAsDecided reports whether the reserved pod pi holds what d names.
-// The caller holds the node's lock.
-func (c *Cache) reservedAsDecided(pi *podInfo, d *kube.Decision) bool {
+// reservedAsDecided reports whether the reserved pod pi holds what rec's
+// decision names: rec's annotation is the decision PreBind returned for
+// this very reservation on the node's current machine (rec.sent, compared
+// without parsing), or rec's decision, parsed, is the one pi holds. The
+// caller holds the node's lock.
+func (c *Cache) reservedAsDecided(pi *podInfo, rec *boundRec) bool {
+	if rec.sent != nil {
+		if s := pi.sent.Load(); s == rec.sent && s.m == pi.node.m {
+			return true
+		}
+		rec.settle()
+	}
+	d := rec.dec
+	if d == nil {
+		return false
+	}
 	ni := pi.node
 	a, ok := ni.state.Get(pi.key)
 	if !ok {

@@ -231,7 +231,11 @@ func (c *Cache) annotations(pi *podInfo) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: pod %s is no longer placed on node %s", allocator.ErrUnknownID, pi.key, ni.name)
 	}
 	d := kube.NewDecision(ni.m, &a)
-	out[kube.AnnotationAllocation] = d.String()
+	raw := d.String()
+	out[kube.AnnotationAllocation] = raw
+	if s := pi.sent.Load(); s == nil || s.raw != raw || s.m != ni.m {
+		pi.sent.Store(&sentDecision{raw: raw, m: ni.m})
+	}
 	if c.cfg.KoordinatorAnnotations {
 		koord, err := d.KoordinatorAnnotations(ni.m)
 		if err != nil {

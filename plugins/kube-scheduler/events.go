@@ -316,7 +316,7 @@ func (e *events) syncNodeLocked(name string) {
 			}
 			e.dropLocked(name, rec, why)
 			if n != nil {
-				e.marks.update(name, nil)
+				e.marks.update(name, n.ResourceVersion, nil)
 			}
 		}
 		if n == nil {
@@ -624,5 +624,5 @@ func (e *events) markLocked(n *v1.Node, rec *nodeRecord) {
 		e.pl.event(n, nil, v1.EventTypeWarning, EventOvercommitted, "AccountPod", "numaplace: %s", joinSemi(st.Overcommit))
 	}
 	rec.overcommit = st.Overcommit
-	e.marks.update(n.Name, markOf(rec))
+	e.marks.update(n.Name, n.ResourceVersion, markOf(rec))
 }

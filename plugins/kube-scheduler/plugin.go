@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
@@ -137,6 +138,19 @@ type Plugin struct {
 	celCache    *cel.Cache
 	// cuts indexes numaplace's devices in the nodes' slices (dracut.go).
 	cuts sliceCuts
+
+	// cycle is what the last PreFilter kept, with the CycleState and pod
+	// it kept it for: Filter and Score of that cycle (hundreds of calls a
+	// pod) find their podState here rather than in the CycleState's map.
+	cycle atomic.Pointer[cycleMemo]
+}
+
+// cycleMemo is a podState with the CycleState and pod PreFilter wrote it
+// for.
+type cycleMemo struct {
+	state *framework.CycleState
+	pod   *v1.Pod
+	s     *podState
 }
 
 // Compile-time checks of the extension points.
@@ -245,6 +259,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, Prefix+err.Error())
 	}
 	state.Write(stateKey, s)
+	if cs, ok := state.(*framework.CycleState); ok && cs != nil {
+		pl.cycle.Store(&cycleMemo{state: cs, pod: pod, s: s})
+	}
 	return nil, nil
 }
 
@@ -287,6 +304,11 @@ func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
 // podState returns what PreFilter kept, or reads the pod again when the
 // CycleState has nothing (an extension point run without PreFilter).
 func (pl *Plugin) podState(state fwk.CycleState, pod *v1.Pod) (*podState, error) {
+	if cs, ok := state.(*framework.CycleState); ok && cs != nil {
+		if m := pl.cycle.Load(); m != nil && m.state == cs && m.pod == pod {
+			return m.s, nil
+		}
+	}
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if s, ok := d.(*podState); ok {

@@ -143,29 +143,69 @@ type marker struct {
 
 	mu   sync.Mutex
 	want map[string]*mark
+	// seen are, by node, the mark the node's condition was last found to
+	// say already (no write needed) and the node's resourceVersion then:
+	// update asks for no check again while both stay so.
+	seen map[string]seenMark
+}
+
+// seenMark is a mark a node's condition said at a resourceVersion.
+type seenMark struct {
+	mk *mark
+	rv string
+}
+
+// sameMark reports whether two marks say the same (nil: all pods fit, or
+// never marked).
+func sameMark(a, b *mark) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func newMarker(ctx context.Context, pl *Plugin, nodes corelisters.NodeLister) *marker {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &marker{pl: pl, nodes: nodes, cancel: cancel, done: make(chan struct{}), want: map[string]*mark{},
+	m := &marker{pl: pl, nodes: nodes, cancel: cancel, done: make(chan struct{}), want: map[string]*mark{}, seen: map[string]seenMark{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "numaplace-node-marks"})}
 	go m.run(ctx)
 	return m
 }
 
-// update records what the node's condition should say and has it written.
-func (m *marker) update(node string, mk *mark) {
+// update records what the node's condition should say and has it written,
+// unless the node (at resourceVersion rv, "" if unknown) was last found
+// saying exactly that: then there is nothing to check or write (a bound
+// pod that changes nothing of the node's mark costs no trip through the
+// queue).
+func (m *marker) update(node, rv string, mk *mark) {
 	m.mu.Lock()
 	m.want[node] = mk
+	seen, ok := m.seen[node]
 	m.mu.Unlock()
+	if ok && rv != "" && seen.rv == rv && sameMark(seen.mk, mk) {
+		return
+	}
 	m.queue.Add(node)
+}
+
+// sawMarked records that the node, at resourceVersion rv, says mk already,
+// if mk is still what the plugin wants of it.
+func (m *marker) sawMarked(node, rv string, mk *mark) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.want[node]; ok && cur == mk && rv != "" {
+		m.seen[node] = seenMark{mk: mk, rv: rv}
+	} else {
+		delete(m.seen, node)
+	}
 }
 
 // forget drops what the plugin wanted of a node that is gone.
 func (m *marker) forget(node string) {
 	m.mu.Lock()
 	delete(m.want, node)
+	delete(m.seen, node)
 	m.mu.Unlock()
 }
 
@@ -239,10 +279,15 @@ func (m *marker) write(ctx context.Context, name string) error {
 	}
 	switch {
 	case cur == nil && mk == nil:
+		m.sawMarked(name, n.ResourceVersion, mk)
 		return nil // never marked: nothing to say
 	case cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message:
+		m.sawMarked(name, n.ResourceVersion, mk)
 		return nil
 	}
+	m.mu.Lock()
+	delete(m.seen, name)
+	m.mu.Unlock()
 	now := metav1.NewTime(time.Now())
 	want.LastHeartbeatTime, want.LastTransitionTime = now, now
 	if cur != nil && cur.Status == want.Status {

@@ -8,54 +8,21 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/trialpods"
 )
 
 // cyclePod is the i-th pod of the throughput trial's mix
-// (cmd/numaplace-scheduler's TestThroughput): a sixth each of
-// SingleNUMANode, Restricted, BestEffort, None, GPU pods without a spec and
-// plain pods, 1 GiB each.
+// (trialpods.Mix, as cmd/numaplace-scheduler's TestThroughput draws it).
 func cyclePod(i int, rng *rand.Rand) *v1.Pod {
-	var policy string
-	var cpus, gpus int
-	switch rng.IntN(6) {
-	case 0:
-		policy, cpus, gpus = "SingleNUMANode", 4+rng.IntN(12), rng.IntN(2)
-	case 1:
-		policy, cpus, gpus = "Restricted", 8, 2*rng.IntN(2)
-	case 2:
-		policy, cpus, gpus = "BestEffort", 4, 1
-	case 3:
-		policy, cpus, gpus = "None", 2+rng.IntN(6), rng.IntN(2)
-	case 4:
-		cpus, gpus = 1+rng.IntN(4), rng.IntN(2)
-	default:
-		cpus = 1 + rng.IntN(4)
-	}
-	res := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(cpus), resource.DecimalSI),
-		v1.ResourceMemory: resource.MustParse("1Gi"),
-	}
-	if gpus > 0 {
-		res[kube.ResourceAliyunGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
-	}
-	ann := map[string]string{}
-	if policy != "" {
-		ann[kube.AnnotationSpecAlibaba] = fmt.Sprintf(`{"numaTopologyPolicy":%q}`, policy)
-		ann[kube.AnnotationCPUSetScheduler] = "required"
-	}
+	policy, cpus, gpus := trialpods.Mix(rng)
 	name := fmt.Sprintf("pod-%05d", i)
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name), Annotations: ann},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main",
-			Resources: v1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}}}},
-	}
+	p := trialpods.Pod("default", name, policy, cpus, gpus)
+	p.UID = types.UID("uid-" + name)
+	return p
 }
 
 // BenchmarkCycle is NUMAPlace's share of kube-scheduler's work for one pod

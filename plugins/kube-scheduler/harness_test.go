@@ -37,6 +37,7 @@ import (
 
 	"github.com/numaplace/numaplace/adapters/kube"
 	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/trialpods"
 	"github.com/numaplace/numaplace/topology"
 
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
@@ -276,30 +277,14 @@ func node(t *testing.T, name, preset string, optIn, nrt bool) *v1.Node {
 	}
 }
 
-// pod is a pod for the numaplace scheduler: one container asking for cpus
-// CPUs (request = limit), 1 GiB and gpus aliyun.com/gpu; policy "" means
-// no NUMA spec.
+// pod is a pod for the numaplace scheduler (trialpods.Pod in namespace
+// default, with a UID of its name): one container asking for cpus CPUs
+// (request = limit), 1 GiB and gpus aliyun.com/gpu; policy "" means no
+// NUMA spec.
 func pod(name, policy string, cpus, gpus int) *v1.Pod {
-	res := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(cpus), resource.DecimalSI),
-		v1.ResourceMemory: resource.MustParse("1Gi"),
-	}
-	if gpus > 0 {
-		res[kube.ResourceAliyunGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
-	}
-	ann := map[string]string{}
-	if policy != "" {
-		ann[kube.AnnotationSpecAlibaba] = fmt.Sprintf(`{"numaTopologyPolicy":%q}`, policy)
-		ann[kube.AnnotationCPUSetScheduler] = "required"
-	}
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name), Annotations: ann},
-		Spec: v1.PodSpec{
-			SchedulerName: schedulerName,
-			Containers: []v1.Container{{Name: "main", Image: "registry.example/app:1",
-				Resources: v1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}}},
-		},
-	}
+	p := trialpods.Pod("default", name, policy, cpus, gpus)
+	p.UID = types.UID("uid-" + name)
+	return p
 }
 
 func (c *cluster) create(objs ...runtime.Object) {

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/trialpods"
 )
 
 // testMixed is the operator's trial: 200 pods of every kind (the four
@@ -29,19 +31,8 @@ func testMixed(t *testing.T, c *cluster) {
 	mk := func(i int) *v1.Pod {
 		name := fmt.Sprintf("mixed-%03d", i)
 		// About 100 GPUs in all of the 160: every pod fits somewhere.
-		switch rng.IntN(6) {
-		case 0:
-			return pod(name, "SingleNUMANode", 4+rng.IntN(12), rng.IntN(2))
-		case 1:
-			return pod(name, "Restricted", 8, 2*rng.IntN(2))
-		case 2:
-			return pod(name, "BestEffort", 4, 1)
-		case 3:
-			return pod(name, "None", 2+rng.IntN(6), rng.IntN(2))
-		case 4:
-			return pod(name, "", 1+rng.IntN(4), rng.IntN(2))
-		}
-		return pod(name, "", 1+rng.IntN(4), 0)
+		policy, cpus, gpus := trialpods.Mix(rng)
+		return pod(name, policy, cpus, gpus)
 	}
 	start := time.Now()
 	first := c.start(nil)

@@ -12,6 +12,10 @@
 # claims' writes among them).
 #
 #   ./throughput-dra.sh [NODES [PODS [RATES [ROUNDS]]]]   # defaults: 1000 1000 500/1000 2
+#
+# NUMAPLACE_THROUGHPUT_PPROF=DIR also writes a CPU profile of the scheduler
+# and one of the API server, over the first NUMAPLACE_THROUGHPUT_PPROF_SECONDS
+# (default 20) seconds of binding of each run, into DIR.
 set -eu
 cd "$(dirname "$0")/cmd/numaplace-scheduler"
 NUMAPLACE_THROUGHPUT_DRA=1 \

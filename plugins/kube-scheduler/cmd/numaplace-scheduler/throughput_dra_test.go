@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -19,14 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/numaplace/numaplace/adapters/kube"
-	"github.com/numaplace/numaplace/internal/controlplane"
 	numaplace "github.com/numaplace/numaplace/plugins/kube-scheduler"
 	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/draslices"
 	"github.com/numaplace/numaplace/topology"
@@ -189,87 +186,19 @@ func deleteClaims(t *testing.T, client kubernetes.Interface) {
 func runThroughputDRA(t *testing.T, client kubernetes.Interface, cfg *rest.Config, kubeconfig string, base map[string]any, profile string, r rate, nPods int) runResult {
 	t.Helper()
 	ctx := t.Context()
-	zero := int64(0)
-	require.NoError(t, client.CoreV1().Pods(benchNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
-		return err == nil && len(l.Items) == 0, nil
-	}))
-	deleteClaims(t, client)
 	rng := rand.New(rand.NewPCG(24, 6))
 	pods := make([]*v1.Pod, nPods)
 	claims := make([]*resourceapi.ResourceClaim, nPods)
 	for i := range pods {
 		pods[i], claims[i] = draPod(fmt.Sprintf("pod-%05d", i), rng)
 	}
-	parallel(t, nPods, func(i int) error {
+	res := trialRun(t, client, cfg, kubeconfig, base, profile, r, nPods, func() { deleteClaims(t, client) }, func(i int) error {
 		if _, err := client.ResourceV1().ResourceClaims(benchNamespace).Create(ctx, claims[i], metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		_, err := client.CoreV1().Pods(benchNamespace).Create(ctx, pods[i], metav1.CreateOptions{})
 		return err
 	})
-	list, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	w, err := client.CoreV1().Pods(benchNamespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	defer w.Stop()
-
-	config := schedulerConfig(t, base, profile, r, kubeconfig)
-	before, err := controlplane.ScrapeMetrics(ctx, cfg)
-	require.NoError(t, err)
-	res := runResult{loadBefore: loadAverage()}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "NUMAPLACE_SCHEDULER_ARGS="+strings.Join([]string{"--config", config, "--secure-port", "0", "--v", "1"}, "\n"))
-	proc := controlplane.StartProcess(t, t.TempDir(), "scheduler", cmd)
-	logPath, exited, stop := proc.Log, proc.Done(), proc.Stop
-	defer stop()
-
-	bound := map[string]bool{}
-	var first, last time.Time
-	timeout := time.After(15 * time.Minute)
-	for len(bound) < nPods {
-		select {
-		case ev, ok := <-w.ResultChan():
-			require.True(t, ok, "the pod watch ended")
-			if ev.Type != watch.Modified && ev.Type != watch.Added {
-				continue
-			}
-			p, ok := ev.Object.(*v1.Pod)
-			if !ok || p.Spec.NodeName == "" || bound[p.Name] {
-				continue
-			}
-			now := time.Now()
-			if first.IsZero() {
-				first = now
-			}
-			last = now
-			bound[p.Name] = true
-		case <-exited:
-			log, _ := os.ReadFile(logPath)
-			t.Fatalf("the scheduler exited after binding %d of %d pods:\n%s", len(bound), nPods, tail(log))
-		case <-timeout:
-			log, _ := os.ReadFile(logPath)
-			t.Fatalf("%d of %d pods bound after 15 minutes:\n%s", len(bound), nPods, tail(log))
-		}
-	}
-	res.span, res.bound = last.Sub(first), len(bound)
-	time.Sleep(2 * time.Second) // the last writes (events, conditions) settle before the count
-	stop()
-	if cmd.ProcessState != nil {
-		res.schedulerCPU = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-	}
-	after, err := controlplane.ScrapeMetrics(ctx, cfg)
-	require.NoError(t, err)
-	res.loadAfter = loadAverage()
-	d := after.Sub(before)
-	res.apiserverCPU = d.CPUSeconds
-	res.writes = map[controlplane.Request]float64{}
-	for req, n := range d.Requests {
-		if req.Write() && req.Resource != "leases" {
-			res.writes[req] = n
-		}
-	}
 
 	cl, err := client.ResourceV1().ResourceClaims(benchNamespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)

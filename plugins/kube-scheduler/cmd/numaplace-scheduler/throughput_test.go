@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/numaplace/numaplace/adapters/kube"
+	"github.com/numaplace/numaplace/plugins/kube-scheduler/internal/trialpods"
 	"github.com/numaplace/numaplace/topology"
 
 	"github.com/numaplace/numaplace/internal/controlplane"
@@ -239,9 +240,42 @@ func (r runResult) writesPerPod(pods int) string {
 const benchNamespace = "default"
 
 // runThroughput deletes the pods of the previous run, posts nPods pods,
-// runs the scheduler with the profile until every pod is bound, and
-// measures.
+// runs the scheduler with the profile until every pod is bound, measures,
+// and checks that every NUMA or GPU pod numaplace bound has its decision.
 func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, kubeconfig string, base map[string]any, profile string, r rate, nPods int) runResult {
+	t.Helper()
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(25, 1))
+	pods := make([]*v1.Pod, nPods)
+	for i := range pods {
+		policy, cpus, gpus := trialpods.Mix(rng)
+		pods[i] = trialpods.Pod(benchNamespace, fmt.Sprintf("pod-%05d", i), policy, cpus, gpus)
+	}
+	res := trialRun(t, client, cfg, kubeconfig, base, profile, r, nPods, nil, func(i int) error {
+		_, err := client.CoreV1().Pods(benchNamespace).Create(ctx, pods[i], metav1.CreateOptions{})
+		return err
+	})
+	if profile == "numaplace" {
+		l, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, p := range l.Items {
+			if p.Annotations[kube.AnnotationSpecAlibaba] != "" || p.Spec.Containers[0].Resources.Requests.Name(kube.ResourceAliyunGPU, resource.DecimalSI).Value() > 0 {
+				require.NotEmpty(t, p.Annotations[kube.AnnotationAllocation], "pod %s bound to %s without its decision", p.Name, p.Spec.NodeName)
+			}
+		}
+	}
+	return res
+}
+
+// trialRun is one run of a throughput trial: it deletes the pods of the
+// previous run (and calls clear, when not nil, for what else it left),
+// calls post(i) for i in [0, nPods) in parallel to post the pods, runs
+// the scheduler with the profile and the client rate until every pod is
+// bound, and measures: the span from the first binding to the last, the
+// scheduler's writes by kind, the CPU time of the scheduler and of the
+// API server, and the load before and after.
+func trialRun(t *testing.T, client kubernetes.Interface, cfg *rest.Config, kubeconfig string, base map[string]any, profile string, r rate, nPods int,
+	clear func(), post func(i int) error) runResult {
 	t.Helper()
 	ctx := t.Context()
 	zero := int64(0)
@@ -250,15 +284,10 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 		l, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0, nil
 	}))
-	rng := rand.New(rand.NewPCG(25, 1))
-	pods := make([]*v1.Pod, nPods)
-	for i := range pods {
-		pods[i] = benchPod(fmt.Sprintf("pod-%05d", i), rng)
+	if clear != nil {
+		clear()
 	}
-	parallel(t, nPods, func(i int) error {
-		_, err := client.CoreV1().Pods(benchNamespace).Create(ctx, pods[i], metav1.CreateOptions{})
-		return err
-	})
+	parallel(t, nPods, post)
 	list, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	w, err := client.CoreV1().Pods(benchNamespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
@@ -346,16 +375,6 @@ func runThroughput(t *testing.T, client kubernetes.Interface, cfg *rest.Config, 
 			res.writes[req] = n
 		}
 	}
-
-	if profile == "numaplace" {
-		l, err := client.CoreV1().Pods(benchNamespace).List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		for _, p := range l.Items {
-			if p.Annotations[kube.AnnotationSpecAlibaba] != "" || p.Spec.Containers[0].Resources.Requests.Name(kube.ResourceAliyunGPU, resource.DecimalSI).Value() > 0 {
-				require.NotEmpty(t, p.Annotations[kube.AnnotationAllocation], "pod %s bound to %s without its decision", p.Name, p.Spec.NodeName)
-			}
-		}
-	}
 	return res
 }
 
@@ -426,46 +445,6 @@ func benchNode(t *testing.T, name, preset string) *v1.Node {
 			Labels:      map[string]string{v1.LabelHostname: name, kube.DefaultOptInLabel: kube.DefaultOptInValue},
 			Annotations: map[string]string{numaplace.AnnotationTopology: string(js)}},
 		Status: v1.NodeStatus{Capacity: res, Allocatable: res},
-	}
-}
-
-// benchPod is one pod of the trial's mix (as the plugin's operator trial,
-// scale_test.go): a sixth each of SingleNUMANode, Restricted, BestEffort,
-// None, GPU pods without a spec and plain pods.
-func benchPod(name string, rng *rand.Rand) *v1.Pod {
-	var policy string
-	var cpus, gpus int
-	switch rng.IntN(6) {
-	case 0:
-		policy, cpus, gpus = "SingleNUMANode", 4+rng.IntN(12), rng.IntN(2)
-	case 1:
-		policy, cpus, gpus = "Restricted", 8, 2*rng.IntN(2)
-	case 2:
-		policy, cpus, gpus = "BestEffort", 4, 1
-	case 3:
-		policy, cpus, gpus = "None", 2+rng.IntN(6), rng.IntN(2)
-	case 4:
-		cpus, gpus = 1+rng.IntN(4), rng.IntN(2)
-	default:
-		cpus = 1 + rng.IntN(4)
-	}
-	res := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(cpus), resource.DecimalSI),
-		v1.ResourceMemory: resource.MustParse("1Gi"),
-	}
-	if gpus > 0 {
-		res[kube.ResourceAliyunGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
-	}
-	ann := map[string]string{}
-	if policy != "" {
-		ann[kube.AnnotationSpecAlibaba] = fmt.Sprintf(`{"numaTopologyPolicy":%q}`, policy)
-		ann[kube.AnnotationCPUSetScheduler] = "required"
-	}
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name, Annotations: ann},
-		Spec: v1.PodSpec{SchedulerName: "numaplace-scheduler",
-			Containers: []v1.Container{{Name: "main", Image: "registry.example/app:1",
-				Resources: v1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}}}},
 	}
 }
 

@@ -686,10 +686,6 @@ func (x *Index) linksWord(sel uint64) int {
 // order). free has at most 63 devices, and the class is the GPUs with the
 // dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
-	if rest == 2 && c.wMust == 0 {
-		pair, _ := c.x.bestPairWord(free)
-		return pair
-	}
 	var pos [64]uint8
 	n := 0
 	for w := free; w != 0; w &= w - 1 {
@@ -719,10 +715,12 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	return must | e.best
 }
 
-// bestPairWord is exactWord for two devices of free (at least two GPUs,
-// with the dense table) and no must-include device: the pair with the most
-// links, the first in lexicographic order on a tie (as exactDFS keeps it),
-// read from the bits of free without listing them, and its links.
+// bestPairWord returns exactWord's choice of two devices of free (at least
+// two GPUs, with the dense table) without must-include devices: the pair
+// with the most links, the first in lexicographic order on a tie (as
+// exactDFS keeps it), read from the bits of free without listing them,
+// and its links. The direct decisions read it (oneSwitchWord, and the
+// index's pairs of whole buckets).
 func (x *Index) bestPairWord(free uint64) (uint64, int) {
 	rows := x.rows
 	bi, bj, bl := 0, 0, int32(-1)

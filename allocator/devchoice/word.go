@@ -188,11 +188,6 @@ func (c *Chooser) leafWord() {
 	}
 	c.leaves++
 	c.bsteps, c.bleaves = 0, 0
-	if n == 1 { // the one switch: dfsSwitches' single leaf
-		c.inB[0] = true
-		c.leafSwitchesWord(1)
-		return
-	}
 	c.dfsSwitches(0, smin-forced, capF, smin)
 }
 

@@ -85,7 +85,7 @@ func (r *Result) Devices(k int) Set { return r.sets[k] }
 // cleared anything), so it is not safe for concurrent use: give each
 // goroutine its own, or keep them in a sync.Pool. Its memory is linear in
 // the machine's devices, plus, like the Index's distance table, a row of
-// distances per NUMA node for the word path's search (at most 65×65).
+// distances per NUMA node for the search of sets of nodes (at most 65×65).
 type Chooser struct {
 	x *Index
 

@@ -1,7 +1,6 @@
 package devchoice
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -86,7 +85,7 @@ func (r *Result) Devices(k int) Set { return r.sets[k] }
 // cleared anything), so it is not safe for concurrent use: give each
 // goroutine its own, or keep them in a sync.Pool. Its memory is linear in
 // the machine's devices, plus, like the Index's distance table, a row of
-// distances per NUMA node for the word path's search (at most 65×65).
+// distances per NUMA node for the search of sets of nodes (at most 65×65).
 type Chooser struct {
 	x *Index
 
@@ -116,7 +115,6 @@ type Chooser struct {
 	active []int32
 
 	// Level 1: groups.
-	gitems []gItem
 	prefix []int32
 	suffix [MaxWants][]int32
 	pick   []int32 // the groups of the set being built
@@ -176,19 +174,21 @@ type Chooser struct {
 	// The best choice so far.
 	have     bool
 	bestRank Rank
-	topSum   int32 // the word path: the sum of groupTop over c.pick
-	// The word path's level 1: the items in countWord's order, their sort
-	// keys and the items in search order (levelOneWord), and the free
-	// devices of c.pick's groups and their buckets holding free devices.
+	topSum   int32 // the sum of groupTop over c.pick (when c.links)
+	// Level 1 (groups.go): the items in ascending group order, their sort
+	// keys and the items in search order (levelOne), and the free
+	// devices of c.pick's groups and their buckets holding free devices
+	// (the word path).
 	witems, wsorted []wItem
 	wkeys           []uint64
+	wties           []int32 // per item of witems, its distance to the forced groups (when the keys are not packed)
 	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
 	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
 	wforced         int     // the forced groups at the start of c.pick
 	pickFree        uint64
 	pickNB          int32
 	fit1            int32 // the fit of c.pick's first group (see wItem)
-	// In lastGroupWord's loop: the last picked group's free devices (0
+	// In lastGroup's loop: the last picked group's free devices (0
 	// elsewhere) and the links among the free devices of the groups before
 	// it (-1 until pickLinks computes them).
 	lastFree  uint64
@@ -205,8 +205,6 @@ type Chooser struct {
 	wordFree, wordMust [1]uint64
 	sets               []Set // per class, the result sets
 }
-
-type gItem struct{ g, c0, tie, low int32 }
 
 // groupKey is the node-level part of a rank.
 type groupKey struct{ nodes, unk, dist int32 }
@@ -320,7 +318,7 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	case one:
 		c.chooseOneWord()
 	case c.word:
-		c.levelOneWord()
+		c.levelOne()
 	default:
 		c.searchGroups()
 	}
@@ -387,7 +385,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	case one:
 		c.chooseOneWord()
 	default:
-		c.levelOneWord()
+		c.levelOne()
 	}
 	return c.bestWord, nil
 }
@@ -605,176 +603,6 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 	return x.masks[x.off[int(b)*stride+cl]:x.off[int(b)*stride+cl+1]]
 }
 
-// searchGroups is level 1 of the general path: the forced groups (those
-// of must-include devices) into c.pick and c.key, the other active groups
-// into c.gitems, then levelOne.
-func (c *Chooser) searchGroups() {
-	c.pick = c.pick[:0]
-	c.gcap = [MaxWants]int32{}
-	c.key = groupKey{}
-	for _, g := range c.active {
-		if c.gmust[g] {
-			c.addGroup(g)
-		}
-	}
-	c.gitems = c.gitems[:0]
-	for _, g := range c.active {
-		if !c.gmust[g] {
-			c.gitems = append(c.gitems, gItem{g: g, c0: c.gcnt[0][g], low: c.glow[g]})
-		}
-	}
-	c.levelOne()
-}
-
-// levelOne searches the sets of groups: c.pick holds the forced groups
-// (with c.key and c.gcap theirs) and c.gitems the others.
-func (c *Chooser) levelOne() {
-	x := c.x
-	ng := x.nodes + 1
-	forced := len(c.pick)
-	for i := range c.gitems {
-		it := &c.gitems[i]
-		it.tie = 0
-		for _, h := range c.pick {
-			it.tie += x.gdist[int(it.g)*ng+int(h)]
-		}
-	}
-	sortGItems(c.gitems)
-	c.prefix = append(c.prefix[:0], 0)
-	for i := range c.gitems {
-		c.prefix = append(c.prefix, c.prefix[i]+c.gitems[i].c0)
-	}
-	for k := 1; k < c.nw; k++ {
-		s := slices.Grow(c.suffix[k][:0], len(c.gitems)+1)[:len(c.gitems)+1]
-		s[len(c.gitems)] = 0
-		for i := len(c.gitems) - 1; i >= 0; i-- {
-			s[i] = s[i+1] + c.gcnt[k][c.gitems[i].g]
-		}
-		c.suffix[k] = s
-	}
-	// The fewest extra groups for the first want (greedy: exact for one
-	// want), then sizes upward until some set holds every want.
-	extra, need := 0, c.need[0]-c.gcap[0]
-	for need > 0 && extra < len(c.gitems) {
-		need -= c.gitems[extra].c0
-		extra++
-	}
-	c.steps, c.leaves = 0, 0
-	c.linksUB = c.linksBound()
-	for ; extra <= len(c.gitems); extra++ {
-		c.key.nodes = int32(forced + extra)
-		c.dfsGroups(0, extra)
-		if c.have || c.steps >= stepBudget {
-			break
-		}
-	}
-	if !c.have { // the budget cut a multi-want search: every allowed group
-		for _, it := range c.gitems {
-			c.addGroup(it.g)
-		}
-		c.key.nodes = int32(len(c.pick))
-		c.leaf()
-	}
-}
-
-// addGroup adds group g to c.pick, with c.key (but for its node count) and
-// c.gcap; dfsGroups undoes it by restoring them.
-func (c *Chooser) addGroup(g int32) {
-	x := c.x
-	ng := x.nodes + 1
-	row := x.gdist[int(g)*ng : int(g+1)*ng]
-	for _, h := range c.pick {
-		c.key.dist += row[h]
-	}
-	if g == int32(x.nodes) {
-		c.key.unk = 1
-	}
-	for k := range c.nw {
-		c.gcap[k] += c.gcnt[k][g]
-	}
-	c.pick = append(c.pick, g)
-}
-
-// sortGItems orders groups by free devices of the first want
-// (descending), then by distance to the forced groups, then by their lowest
-// free device of the first want (so that ties meet the lowest indices
-// first).
-func sortGItems(items []gItem) {
-	slices.SortFunc(items, func(a, b gItem) int {
-		return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(a.tie, b.tie), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(a.g, b.g))
-	})
-}
-
-// dfsGroups extends c.pick by left more groups from c.gitems[from:], with
-// c.gcap and c.key kept up to date (and restored on return).
-func (c *Chooser) dfsGroups(from, left int) {
-	if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-		return
-	}
-	c.steps++
-	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-		return
-	}
-	if left == 0 {
-		for k := range c.nw {
-			if c.gcap[k] < c.need[k] {
-				return
-			}
-		}
-		if !c.have || c.boundBeats() {
-			c.leaf()
-		}
-		return
-	}
-	for i := from; i+left <= len(c.gitems); i++ {
-		// Items are sorted by the first want's count, descending: the
-		// most the rest can add is the next left items.
-		if c.gcap[0]+c.prefix[i+left]-c.prefix[i] < c.need[0] {
-			return
-		}
-		for k := 1; k < c.nw; k++ {
-			if c.gcap[k]+c.suffix[k][i] < c.need[k] {
-				return
-			}
-		}
-		g := c.gitems[i].g
-		key := c.key
-		c.addGroup(g)
-		c.dfsGroups(i+1, left-1)
-		c.pick = c.pick[:len(c.pick)-1]
-		for k := range c.nw {
-			c.gcap[k] -= c.gcnt[k][g]
-		}
-		c.key = key
-		if c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget {
-			return
-		}
-	}
-}
-
-// boundBeats reports whether the groups of c.pick may hold a choice better
-// than the best: their optimistic rank beats it, or ties and their lowest
-// free device is not above the best's.
-func (c *Chooser) boundBeats() bool {
-	lb := c.groupBound()
-	d := compareRanks(&lb, &c.bestRank)
-	return d < 0 || d == 0 && c.mayTie(c.lowestFree0())
-}
-
-// groupLinks returns the most links a choice of the first want inside the
-// groups of c.pick can have: C(k,2) times the most links of a pair, and
-// half the sum of the k largest link degrees of the groups' GPUs.
-func (c *Chooser) groupLinks() int {
-	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
-		return c.linksUB
-	}
-	sum := int32(0)
-	for _, g := range c.pick {
-		sum += c.x.groupTop(g, c.need[0])
-	}
-	return min(c.linksUB, int(sum/2))
-}
-
 // switchLinks returns the most links a choice of the first want inside
 // the groups and the switches of c.inB can have (at most gLinks).
 func (c *Chooser) switchLinks() int {
@@ -788,40 +616,6 @@ func (c *Chooser) switchLinks() int {
 		}
 	}
 	return min(c.gLinks, int(sum/2))
-}
-
-// leaf searches inside the groups of c.pick, by the path of the call.
-func (c *Chooser) leaf() {
-	if c.word {
-		c.leafWord()
-	} else {
-		c.leafGroups()
-	}
-}
-
-// groupBound returns an optimistic rank of the groups of c.pick: exact on
-// the node-level criteria, one switch per group when switches lie in
-// groups (every group of a set of the fewest groups holds a chosen device)
-// and one otherwise, the most links, and the least left in a switch when
-// one group holds the count in one switch.
-func (c *Chooser) groupBound() Rank {
-	r := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1, NVLinks: c.groupLinks()}
-	for k := range c.nw {
-		r.NodeLeft += int(c.gcap[k] - c.need[k])
-	}
-	if c.x.switchInGroup { // each group holds a switch of its own
-		r.Switches = len(c.pick)
-	}
-	if c.nw == 1 && len(c.pick) == 1 {
-		// One switch holds the count only if a bucket does (the switch's
-		// buckets on other groups are not in the set).
-		if f := c.gfit[c.pick[0]]; f >= 0 {
-			r.SwitchLeft = int(f - c.need[0])
-		} else {
-			r.Switches = 2
-		}
-	}
-	return r
 }
 
 // result writes the best choice into the result sets.

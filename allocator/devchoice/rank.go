@@ -1,11 +1,6 @@
 package devchoice
 
-import (
-	"cmp"
-	"math/bits"
-
-	"github.com/numaplace/numaplace/allocator/internal/general"
-)
+import "math/bits"
 
 // Rank is how good a choice of devices is: one field per criterion of the
 // chooser, compared in this order by [Rank.Compare] and by every
@@ -79,9 +74,6 @@ var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnp
 var (
 	keyShift [numCriteria]uint8
 	rankPos  [numCriteria]uint8
-	// fieldOrder: order lists the criteria in Rank's field order, so that
-	// compareRanks may walk the fields (a shortcut of its general loop).
-	fieldOrder bool
 	// keyAboveLinks masks the fields of a packed key before NVLinks.
 	keyAboveLinks uint64
 	directOK      bool
@@ -110,10 +102,6 @@ func setOrder(o [numCriteria]criterion) {
 		shift += keyBits[k]
 	}
 	keyAboveLinks = ^uint64(0) << (keyShift[critNVLinks] & 63)
-	fieldOrder = true
-	for i, k := range order {
-		fieldOrder = fieldOrder && k == criterion(i)
-	}
 	directOK = true
 	for _, early := range []criterion{critNodes, critUnknown, critDistance, critSwitches} {
 		for _, late := range []criterion{critNVLinks, critSwitchLeft, critNodeLeft} {
@@ -151,26 +139,6 @@ func (r Rank) Compare(o Rank) int { return compareRanks(&r, &o) }
 // compareRanks is Rank.Compare by pointers, the one comparison of ranks:
 // the criteria of order one after the other, up to the first difference.
 func compareRanks(r, o *Rank) int {
-	if fieldOrder && !general.On {
-		// order is Rank's field order: the first field that differs.
-		switch {
-		case r.Nodes != o.Nodes:
-			return cmp.Compare(r.Nodes, o.Nodes)
-		case r.Unknown != o.Unknown:
-			return cmp.Compare(r.Unknown, o.Unknown)
-		case r.Distance != o.Distance:
-			return cmp.Compare(r.Distance, o.Distance)
-		case r.Unpaired != o.Unpaired:
-			return cmp.Compare(r.Unpaired, o.Unpaired)
-		case r.Switches != o.Switches:
-			return cmp.Compare(r.Switches, o.Switches)
-		case r.NVLinks != o.NVLinks:
-			return cmp.Compare(o.NVLinks, r.NVLinks)
-		case r.SwitchLeft != o.SwitchLeft:
-			return cmp.Compare(r.SwitchLeft, o.SwitchLeft)
-		}
-		return cmp.Compare(r.NodeLeft, o.NodeLeft)
-	}
 	// The criteria that differ, each as the bit of its place in order
 	// (rankPos): the lowest bit set is the first difference.
 	var m uint32

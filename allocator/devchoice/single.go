@@ -6,13 +6,7 @@ import "math/bits"
 // the free devices on the allowed groups (and c.wFree and c.wMust),
 // nothing else.
 func (c *Chooser) countOneWord() (mustSeen, total int32) {
-	cl := &c.x.classes[c.cls[0]]
-	var allowed uint64
-	for _, g := range cl.groups {
-		if c.allowedGroup(int(g)) {
-			allowed |= cl.gm[g]
-		}
-	}
+	allowed := c.allowedWord(&c.x.classes[c.cls[0]])
 	c.wFree, c.wMust = c.free[0][0], 0
 	return 0, int32(popcount(c.free[0][0] & allowed))
 }

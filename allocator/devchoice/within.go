@@ -81,7 +81,7 @@ func (c *Chooser) leafGroups() {
 		c.ix[k] = grow(c.ix[k], n)
 	}
 	c.nodeLeft = nodeLeft
-	c.gLinks = c.groupLinks()
+	c.gLinks = c.linksFor(c.topSum)
 	c.searchSwitches()
 }
 
@@ -126,7 +126,7 @@ func (c *Chooser) searchSwitches() {
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.lowestFree0()) {
+		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
 			return
 		}
 	}
@@ -219,18 +219,6 @@ func (c *Chooser) linksBound() int {
 	}
 	n := int(c.need[0])
 	return n * (n - 1) / 2 * int(c.x.maxLink)
-}
-
-// lowestFree0 returns the lowest free device of the first want in the
-// current groups.
-func (c *Chooser) lowestFree0() int32 {
-	low := int32(-1)
-	for _, g := range c.pick {
-		if l := c.glow[g]; l >= 0 && (low < 0 || l < low) {
-			low = l
-		}
-	}
-	return low
 }
 
 // dfsSwitches extends the set of switches in c.inB by left more items from

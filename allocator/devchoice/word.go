@@ -1,15 +1,14 @@
 package devchoice
 
-import (
-	"math/bits"
-	"slices"
-)
+import "math/bits"
 
 // The word path: one want whose class has at most 64 devices (every real
-// server's GPUs), with every set of devices a single word. It makes the
-// same search as the general path, step for step (the same order of
-// groups and switches, bounds, budgets and tie-breaks), only on words, and
-// the tests check that both choose the same.
+// server's GPUs), with every set of devices a single word. Its level 1 is
+// the general path's (groups.go), on items that carry their free devices
+// as words; inside a set of groups it makes the general path's search,
+// step for step (the same order of switches, bounds, budgets and
+// tie-breaks), only on words, and the tests check that both choose the
+// same.
 
 // countWord is countAll for the word path: the free devices of the
 // allowed groups, by group (c.witems, ascending), with their buckets
@@ -25,9 +24,7 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 		must = c.must[0][0]
 	}
 	c.wFree, c.wMust = free, must
-	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
-	c.pickFree, c.pickNB, c.lastFree = 0, 0, 0
-	c.pick = c.pick[:0]
+	c.startPick()
 	allowed := c.allowedWord(cl)
 	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
 	if must != 0 {
@@ -62,7 +59,7 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 			nb, fit = bucketFit(bm[wg.lo:wg.hi], f, need)
 		}
 		it := &items[k]
-		it.free, it.g, it.c0, it.nb, it.fit, it.top = f, wg.g, n, nb, fit, 0
+		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, int32(bits.TrailingZeros64(f)), nb, fit, 0
 		k++
 	}
 	return items[:k]
@@ -88,8 +85,6 @@ func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
 // ascending group order), with c.key (but for its node count), c.gcap,
 // c.pickFree and c.pickNB theirs.
 func (c *Chooser) forceWord(must uint64) {
-	x := c.x
-	ng := x.nodes + 1
 	items := c.witems
 	k := 0
 	for _, it := range items {
@@ -98,279 +93,10 @@ func (c *Chooser) forceWord(must uint64) {
 			k++
 			continue
 		}
-		dto := int32(0)
-		for _, h := range c.pick {
-			dto += x.gdist[int(it.g)*ng+int(h)]
-		}
 		it.top = 0
-		c.push(&it, dto)
+		c.push(&it, c.distTo(it.g))
 	}
 	c.witems = items[:k]
-}
-
-// wItem is a group of levelOneWord's search (one with free devices and no
-// must-include device): its free devices and their count, its buckets
-// holding free devices, its groupTop for the count when NVLinks bound the
-// links (c.links; 0 otherwise).
-type wItem struct {
-	free                uint64
-	g, c0, nb, fit, top int32
-}
-
-// levelOneWord is levelOne for the word path, step for step: the same
-// items, order, sizes, budgets and cuts.
-func (c *Chooser) levelOneWord() {
-	x := c.x
-	ng := x.nodes + 1
-	forced := len(c.pick)
-	need0 := c.need[0]
-	// The items in sortGItems' order (free devices descending, then the
-	// distance to the forced groups, then the lowest free device, then the
-	// group, as countWord appended them in ascending group order), by keys
-	// packed in one integer: the distances are at most 1000 per pair
-	// (unknownDistance) and the groups at most 65, so each field fits.
-	items := c.witems
-	keys := grow(c.wkeys, len(items))
-	for i := range items {
-		it := &items[i]
-		tie := int32(0)
-		if forced > 0 {
-			for _, h := range c.pick {
-				tie += x.gdist[int(it.g)*ng+int(h)]
-			}
-		}
-		if c.links { // topSum bounds the links only then (groupLinksWord)
-			it.top = x.groupTop(it.g, need0)
-		} else {
-			it.top = 0
-		}
-		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(bits.TrailingZeros64(it.free))<<8 | uint64(i)
-	}
-	if len(keys) <= 16 {
-		for i := 1; i < len(keys); i++ {
-			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-				keys[j], keys[j-1] = keys[j-1], keys[j]
-			}
-		}
-	} else {
-		slices.Sort(keys)
-	}
-	sorted := grow(c.wsorted, len(items))
-	prefix := grow(c.prefix, len(items)+1)
-	// One row of distances per depth of the search (a set of groups picked
-	// in the search has at most len(items) of them).
-	buf := grow(c.wdtoBuf, (len(items)+1)*len(items))
-	dto, grp := buf[:len(items)], grow(c.wgrp, len(items))
-	sum := int32(0)
-	prefix[0] = 0
-	for i, k := range keys {
-		it := &items[k&255]
-		sorted[i] = *it
-		sum += it.c0
-		prefix[i+1] = sum
-		dto[i], grp[i] = int32(k>>20), it.g // the tie: the distance to the forced groups
-	}
-	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
-	c.wforced = forced
-	items = sorted
-	extra, need := 0, need0-c.gcap[0]
-	for need > 0 && extra < len(items) {
-		need -= items[extra].c0
-		extra++
-	}
-	c.steps, c.leaves = 0, 0
-	c.linksUB = c.linksBound()
-	c.topSum = 0
-	if c.links {
-		for _, g := range c.pick {
-			c.topSum += x.groupTop(g, need0)
-		}
-	}
-	for ; extra <= len(items); extra++ {
-		c.key.nodes = int32(forced + extra)
-		if extra == len(items) && !c.have {
-			// Every group: dfsGroups' one path, step for step.
-			c.steps += extra + 1
-			break
-		}
-		c.dfsGroupsWord(0, extra)
-		if c.have || c.steps >= stepBudget {
-			break
-		}
-	}
-	if !c.have { // every group (the whole loop when no smaller set holds it)
-		for i := range items {
-			it := &items[i]
-			dto := int32(0)
-			for _, h := range c.pick {
-				dto += x.gdist[int(it.g)*ng+int(h)]
-			}
-			c.push(it, dto)
-		}
-		c.key.nodes = int32(len(c.pick))
-		c.leafWord()
-	}
-}
-
-// push adds the group of item it to c.pick, with c.key (but for its node
-// count), c.gcap, c.topSum, c.pickFree and c.pickNB (and c.fit1 for the
-// first); dto must be its
-// distance to the groups of c.pick.
-func (c *Chooser) push(it *wItem, dto int32) {
-	if len(c.pick) == 0 {
-		c.fit1 = it.fit
-	}
-	c.key.dist += dto
-	if it.g == int32(c.x.nodes) {
-		c.key.unk = 1
-	}
-	c.gcap[0] += it.c0
-	c.topSum += it.top
-	c.pickFree |= it.free
-	c.pickNB += it.nb
-	c.pick = append(c.pick, it.g)
-}
-
-// spent reports whether level 1's budgets are spent (dfsGroups' test).
-func (c *Chooser) spent() bool {
-	return c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget
-}
-
-// dfsGroupsWord is dfsGroups for the word path, on the items of
-// c.wsorted, step for step. The distance of a set of groups grows by each
-// added group's distance to the others, which c.wdto keeps for the items
-// (c.wgrp are their groups; each depth of the search has a row of its own
-// in c.wdtoBuf, written for the items after the one added); the
-// sets of the last group added are tried in a loop of their own
-// (lastGroupWord).
-func (c *Chooser) dfsGroupsWord(from, left int) {
-	if c.spent() {
-		return
-	}
-	c.steps++
-	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
-		return
-	}
-	if left == 0 {
-		if c.gcap[0] >= c.need[0] && (!c.have || c.boundBeatsWord()) {
-			c.leafWord()
-		}
-		return
-	}
-	if left == 1 {
-		c.lastGroupWord(from)
-		return
-	}
-	x := c.x
-	ng := x.nodes + 1
-	items, prefix, need := c.wsorted, c.prefix, c.need[0]
-	gdist := x.gdist
-	for i := from; i+left <= len(items); i++ {
-		if c.gcap[0]+prefix[i+left]-prefix[i] < need {
-			return
-		}
-		it := &items[i]
-		key, gcap, top, pf, nb := c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB
-		cur := c.wdto
-		c.push(it, cur[i])
-		// The next depth's distances, for the items after i.
-		row := gdist[int(it.g)*ng : int(it.g+1)*ng]
-		n := len(items)
-		d := len(c.pick) - c.wforced
-		next := c.wdtoBuf[d*n : (d+1)*n]
-		src, dst, grp := cur[i+1:], next[i+1:], c.wgrp[i+1:]
-		dst, grp = dst[:len(src)], grp[:len(src)]
-		for j, g := range grp {
-			dst[j] = src[j] + row[g]
-		}
-		c.wdto = next
-		c.dfsGroupsWord(i+1, left-1)
-		c.wdto = cur
-		c.pick = c.pick[:len(c.pick)-1]
-		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = key, gcap, top, pf, nb
-		if c.spent() {
-			return
-		}
-	}
-}
-
-// lastGroupWord is dfsGroupsWord(from, 1) after its step and cut: each
-// item from from on completes a set (the child call of dfsGroups, inline:
-// its budget check, step, cut by distance, capacity and bound).
-func (c *Chooser) lastGroupWord(from int) {
-	items, need := c.wsorted, c.need[0]
-	base, gcap := c.key, c.gcap[0]
-	unknown := int32(c.x.nodes)
-	c.baseLinks = -1
-	c.lastGroupLoop(from, items, need, base, gcap, unknown)
-	c.lastFree = 0
-}
-
-// lastGroupLoop is lastGroupWord's loop.
-func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, base groupKey, gcap, unknown int32) {
-	for i := from; i < len(items); i++ {
-		it := &items[i]
-		if gcap+it.c0 < need {
-			return
-		}
-		if c.spent() {
-			return
-		}
-		c.steps++
-		unk := base.unk
-		if it.g == unknown {
-			unk = 1
-		}
-		dist := base.dist + c.wdto[i]
-		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
-			continue
-		}
-		// When the groups hold exactly the count (and switches lie in
-		// groups), leafWord's own bound (everyDevice's) is never below
-		// boundBeatsWord's and cuts what it cuts (the same lowest free
-		// device on a tie), so it is the one tested, here, and leafWord's
-		// search goes on from there without adding the group to c.pick
-		// (its one choice and rank need only the devices and lb).
-		top, pf, nb := c.topSum, c.pickFree, c.pickNB
-		if gcap+it.c0 == need && c.x.switchInGroup {
-			lb := c.everyBound(unk, dist, nb+it.nb, c.linksFor(top+it.top))
-			sel := pf | it.free
-			if c.have {
-				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(int32(bits.TrailingZeros64(sel))) {
-					continue
-				}
-			}
-			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
-			c.everyLeaf(&lb, sel, sel)
-			continue
-		}
-		c.push(it, dist-base.dist)
-		if !c.have || c.boundBeatsWord() {
-			c.lastFree = it.free
-			c.leafWord()
-		}
-		c.pick = c.pick[:len(c.pick)-1]
-		c.key, c.gcap[0], c.topSum, c.pickFree, c.pickNB = base, gcap, top, pf, nb
-	}
-}
-
-// boundBeatsWord is boundBeats (with groupBound) for the word path.
-func (c *Chooser) boundBeatsWord() bool {
-	need := c.need[0]
-	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1,
-		NVLinks: c.groupLinksWord(), NodeLeft: int(c.gcap[0] - need)}
-	if c.x.switchInGroup { // each group holds a switch of its own
-		lb.Switches = len(c.pick)
-	}
-	if len(c.pick) == 1 {
-		if f := c.fit1; f >= 0 {
-			lb.SwitchLeft = int(f - need)
-		} else {
-			lb.Switches = 2
-		}
-	}
-	d := compareRanks(&lb, &c.bestRank)
-	return d < 0 || d == 0 && c.mayTie(int32(bits.TrailingZeros64(c.pickFree)))
 }
 
 // leafWord is leafGroups and searchSwitches for the word path.
@@ -382,7 +108,7 @@ func (c *Chooser) leafWord() {
 		// Every free device of the groups is taken, and their switches are
 		// their non-empty buckets (counted by countWord): no items to
 		// build.
-		c.gLinks = c.groupLinksWord()
+		c.gLinks = c.linksFor(c.topSum)
 		c.everyDevice(int(c.pickNB), c.pickFree)
 		return
 	}
@@ -418,7 +144,7 @@ func (c *Chooser) leafWord() {
 		}
 	}
 	n := len(c.itSW)
-	c.gLinks = c.groupLinksWord()
+	c.gLinks = c.linksFor(c.topSum)
 	if c.gcap[0] == need0 {
 		// Every free device of the groups is taken: the one set of
 		// switches is all of them (levels 2 and 3 reach it in one step).
@@ -456,26 +182,13 @@ func (c *Chooser) leafWord() {
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.lowestFreeWord()) {
+		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
 			return
 		}
 	}
 	c.leaves++
 	c.bsteps, c.bleaves = 0, 0
-	if n == 1 { // the one switch: dfsSwitches' single leaf
-		c.inB[0] = true
-		c.leafSwitchesWord(1)
-		return
-	}
 	c.dfsSwitches(0, smin-forced, capF, smin)
-}
-
-// lowestFreeWord is lowestFree0 for the word path.
-func (c *Chooser) lowestFreeWord() int32 {
-	if c.pickFree == 0 {
-		return -1
-	}
-	return int32(bits.TrailingZeros64(c.pickFree))
 }
 
 // everyDevice is leafWord's search when the groups hold exactly the
@@ -486,7 +199,7 @@ func (c *Chooser) everyDevice(n int, sel uint64) {
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.lowestFreeWord()) {
+		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
 			return
 		}
 	}
@@ -507,7 +220,7 @@ func (c *Chooser) everyLeaf(lb *Rank, sel, picked uint64) {
 	c.keepWord(&r, sel)
 }
 
-// pickLinks returns linksWord(sel). Inside lastGroupWord's loop, when sel
+// pickLinks returns linksWord(sel). Inside lastGroup's loop, when sel
 // is every free device of the picked groups (picked, the groups before
 // the last and the last), it adds the links of the groups before the last
 // (computed once per loop, in c.baseLinks, with their devices listed in
@@ -686,10 +399,6 @@ func (x *Index) linksWord(sel uint64) int {
 // order). free has at most 63 devices, and the class is the GPUs with the
 // dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
-	if rest == 2 && c.wMust == 0 {
-		pair, _ := c.x.bestPairWord(free)
-		return pair
-	}
 	var pos [64]uint8
 	n := 0
 	for w := free; w != 0; w &= w - 1 {
@@ -719,10 +428,12 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	return must | e.best
 }
 
-// bestPairWord is exactWord for two devices of free (at least two GPUs,
-// with the dense table) and no must-include device: the pair with the most
-// links, the first in lexicographic order on a tie (as exactDFS keeps it),
-// read from the bits of free without listing them, and its links.
+// bestPairWord returns exactWord's choice of two devices of free (at least
+// two GPUs, with the dense table) without must-include devices: the pair
+// with the most links, the first in lexicographic order on a tie (as
+// exactDFS keeps it), read from the bits of free without listing them,
+// and its links. The direct decisions read it (oneSwitchWord, and the
+// index's pairs of whole buckets).
 func (x *Index) bestPairWord(free uint64) (uint64, int) {
 	rows := x.rows
 	bi, bj, bl := 0, 0, int32(-1)
@@ -737,18 +448,6 @@ func (x *Index) bestPairWord(free uint64) (uint64, int) {
 		}
 	}
 	return 1<<uint(bi&63) | 1<<uint(bj&63), int(bl)
-}
-
-// groupLinksWord is groupLinks for the word path, from the sum of the
-// picked groups' top degrees that levelOneWord and dfsGroupsWord keep.
-func (c *Chooser) groupLinksWord() int { return c.linksFor(c.topSum) }
-
-// linksFor is groupLinksWord for groups whose top degrees sum to top.
-func (c *Chooser) linksFor(top int32) int {
-	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
-		return c.linksUB
-	}
-	return min(c.linksUB, int(top/2))
 }
 
 // exactDrop is exactWord's search when fewer devices are left out than

@@ -1,0 +1,462 @@
+package devchoice
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+
+	"github.com/numaplace/numaplace/allocator/internal/general"
+)
+
+// Level 1 of the search, the one search of sets of groups (NUMA nodes,
+// and the unknown node) for both paths: the word path's items carry their
+// free devices as a word, the general path's their counts alone; the
+// order, bounds, budgets and cuts are the same code.
+
+// wItem is a group of level 1's search (one with free devices and no
+// must-include device): its free devices of the first want (the word
+// path; 0 on the general path) and their count c0, its lowest free device
+// of the first want (-1 when none), its buckets holding free devices (the
+// word path), the fewest free first-want devices of a bucket holding the
+// count (-1 when none) and its groupTop for the count when NVLinks bound
+// the links (c.links; 0 otherwise).
+type wItem struct {
+	free                     uint64
+	g, c0, low, nb, fit, top int32
+}
+
+// startPick empties the set of groups being built (c.pick) and what level
+// 1 keeps of it.
+func (c *Chooser) startPick() {
+	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
+	c.pickFree, c.pickNB, c.lastFree, c.topSum = 0, 0, 0, 0
+	c.pick = c.pick[:0]
+}
+
+// searchGroups is level 1 of the general path: the forced groups (those
+// of must-include devices) into c.pick, the other active groups into
+// c.witems, then levelOne.
+func (c *Chooser) searchGroups() {
+	c.startPick()
+	c.witems = c.witems[:0]
+	for _, g := range c.active {
+		it := wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]}
+		if c.gmust[g] {
+			c.push(&it, c.distTo(g))
+			c.addOthers(g, 1)
+		} else {
+			c.witems = append(c.witems, it)
+		}
+	}
+	c.levelOne()
+}
+
+// distTo returns the sum of the distances from group g to the groups of
+// c.pick.
+func (c *Chooser) distTo(g int32) int32 {
+	ng := c.x.nodes + 1
+	d := int32(0)
+	for _, h := range c.pick {
+		d += c.x.gdist[int(g)*ng+int(h)]
+	}
+	return d
+}
+
+// levelOne searches the sets of groups: c.pick holds the forced groups
+// (with c.key, c.gcap and the rest of push's fields theirs) and c.witems
+// the others, in ascending group order. It tries the fewest extra groups
+// that can hold the first want's count (greedy: exact for one want), then
+// sizes upward until some set holds every want.
+func (c *Chooser) levelOne() {
+	x := c.x
+	forced := len(c.pick)
+	need0 := c.need[0]
+	// The items in their search order: free devices of the first want
+	// descending, then the distance to the forced groups, then the lowest
+	// free device (so that ties meet the lowest indices first), then the
+	// group (c.witems is in ascending group order). Keys packed in one
+	// integer where the fields fit (the distances are at most 1000 per
+	// pair, unknownDistance, and the groups at most 65), a comparison of
+	// the items otherwise.
+	items := c.witems
+	keys := grow(c.wkeys, len(items))
+	packed := !general.On && (c.word || c.keysFit())
+	for i := range items {
+		it := &items[i]
+		tie := int32(0) // the distance to the forced groups
+		if forced > 0 {
+			tie = c.distTo(it.g)
+		}
+		if c.links { // topSum bounds the links only then (linksFor)
+			it.top = x.groupTop(it.g, need0)
+		} else {
+			it.top = 0
+		}
+		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(uint32(it.low)&4095)<<8 | uint64(i)
+	}
+	switch {
+	case !packed:
+		ties := grow(c.wties, len(items))
+		for i := range keys {
+			keys[i], ties[i] = uint64(i), 0
+			if forced > 0 {
+				ties[i] = c.distTo(items[i].g)
+			}
+		}
+		c.wties = ties
+		slices.SortFunc(keys, func(p, q uint64) int {
+			a, b := &items[p], &items[q]
+			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(ties[p], ties[q]), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p, q))
+		})
+	case len(keys) <= 16:
+		for i := 1; i < len(keys); i++ {
+			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+				keys[j], keys[j-1] = keys[j-1], keys[j]
+			}
+		}
+	default:
+		slices.Sort(keys)
+	}
+	sorted := grow(c.wsorted, len(items))
+	prefix := grow(c.prefix, len(items)+1)
+	// One row of distances per depth of the search (a set of groups picked
+	// in the search has at most len(items) of them).
+	buf := grow(c.wdtoBuf, (len(items)+1)*len(items))
+	dto, grp := buf[:len(items)], grow(c.wgrp, len(items))
+	sum := int32(0)
+	prefix[0] = 0
+	for i, k := range keys {
+		it := &items[k&255]
+		sorted[i] = *it
+		sum += it.c0
+		prefix[i+1] = sum
+		dto[i], grp[i] = int32(k>>20), it.g // the distance to the forced groups
+		if !packed {
+			dto[i] = c.wties[k]
+		}
+	}
+	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
+	// The other wants' free devices from each item on (their cut).
+	for k := 1; k < c.nw; k++ {
+		s := grow(c.suffix[k], len(sorted)+1)
+		s[len(sorted)] = 0
+		for i := len(sorted) - 1; i >= 0; i-- {
+			s[i] = s[i+1] + c.gcnt[k][sorted[i].g]
+		}
+		c.suffix[k] = s
+	}
+	c.wforced = forced
+	items = sorted
+	extra, need := 0, need0-c.gcap[0]
+	for need > 0 && extra < len(items) {
+		need -= items[extra].c0
+		extra++
+	}
+	c.steps, c.leaves = 0, 0
+	c.linksUB = c.linksBound()
+	c.topSum = 0
+	if c.links {
+		for _, g := range c.pick {
+			c.topSum += x.groupTop(g, need0)
+		}
+	}
+	for ; extra <= len(items); extra++ {
+		c.key.nodes = int32(forced + extra)
+		if extra == len(items) && !c.have {
+			// Every group: dfsGroups' one path, step for step.
+			c.steps += extra + 1
+			break
+		}
+		c.dfsGroups(0, extra)
+		if c.have || c.steps >= stepBudget {
+			break
+		}
+	}
+	if !c.have { // every group (the whole loop when no smaller set holds it)
+		for i := range items {
+			c.push(&items[i], c.distTo(items[i].g))
+			if c.nw > 1 {
+				c.addOthers(items[i].g, 1)
+			}
+		}
+		c.key.nodes = int32(len(c.pick))
+		c.leaf()
+	}
+}
+
+// keysFit reports whether the fields of levelOne's packed keys hold the
+// items of c.witems (they always do on the word path: at most 64 devices).
+func (c *Chooser) keysFit() bool {
+	for i := range c.witems {
+		if it := &c.witems[i]; it.c0 >= 128 || uint32(it.low) >= 4096 {
+			return false
+		}
+	}
+	return true
+}
+
+// push adds the group of item it to c.pick, with c.key (but for its node
+// count), c.gcap[0], c.topSum, c.pickFree and c.pickNB (and c.fit1 for
+// the first); dto must be its distance to the groups of c.pick. With
+// several wants the caller adds the others' c.gcap (addOthers; push stays
+// small enough to be inlined).
+func (c *Chooser) push(it *wItem, dto int32) {
+	if len(c.pick) == 0 {
+		c.fit1 = it.fit
+	}
+	c.key.dist += dto
+	if it.g == int32(c.x.nodes) {
+		c.key.unk = 1
+	}
+	c.gcap[0] += it.c0
+	c.topSum += it.top
+	c.pickFree |= it.free
+	c.pickNB += it.nb
+	c.pick = append(c.pick, it.g)
+}
+
+// addOthers adds sign times group g's free devices of the wants after the
+// first to c.gcap.
+func (c *Chooser) addOthers(g int32, sign int32) {
+	for k := 1; k < c.nw; k++ {
+		c.gcap[k] += sign * c.gcnt[k][g]
+	}
+}
+
+// pickState is what push changes besides c.pick and the other wants'
+// c.gcap, saved before a push and restored after.
+type pickState struct {
+	key        groupKey
+	gcap0, top int32
+	nb         int32
+	free       uint64
+}
+
+// save returns what push changes besides c.pick and the other wants'
+// c.gcap.
+func (c *Chooser) save() pickState {
+	return pickState{c.key, c.gcap[0], c.topSum, c.pickNB, c.pickFree}
+}
+
+// pop undoes the last push, restoring s (taken by save before it).
+func (c *Chooser) pop(s *pickState) {
+	if c.nw > 1 {
+		c.addOthers(c.pick[len(c.pick)-1], -1)
+	}
+	c.pick = c.pick[:len(c.pick)-1]
+	c.key, c.gcap[0], c.topSum, c.pickNB, c.pickFree = s.key, s.gcap0, s.top, s.nb, s.free
+}
+
+// pickLow returns the lowest free first-want device of the groups of
+// c.pick, -1 when none.
+func (c *Chooser) pickLow() int32 {
+	if c.word {
+		if c.pickFree == 0 {
+			return -1
+		}
+		return int32(bits.TrailingZeros64(c.pickFree))
+	}
+	low := int32(-1)
+	for _, g := range c.pick {
+		if l := c.glow[g]; l >= 0 && (low < 0 || l < low) {
+			low = l
+		}
+	}
+	return low
+}
+
+// spent reports whether level 1's budgets are spent.
+func (c *Chooser) spent() bool {
+	return c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget
+}
+
+// capOK reports whether the groups of c.pick hold every want's count.
+func (c *Chooser) capOK() bool {
+	for k := range c.nw {
+		if c.gcap[k] < c.need[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// capCut reports whether the items from i on can no longer complete the
+// other wants' counts (the first want's is cut by c.prefix).
+func (c *Chooser) capCut(i int) bool {
+	for k := 1; k < c.nw; k++ {
+		if c.gcap[k]+c.suffix[k][i] < c.need[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// dfsGroups extends c.pick by left more groups from the items of
+// c.wsorted[from:]. The distance of a set of groups grows by each added
+// group's distance to the others, which c.wdto keeps for the items
+// (c.wgrp are their groups; each depth of the search has a row of its own
+// in c.wdtoBuf, written for the items after the one added); the sets of
+// the last group added are tried in a loop of their own (lastGroup).
+func (c *Chooser) dfsGroups(from, left int) {
+	if c.spent() {
+		return
+	}
+	c.steps++
+	if c.have && (int(c.key.unk) > c.bestRank.Unknown || int(c.key.unk) == c.bestRank.Unknown && int(c.key.dist) > c.bestRank.Distance) {
+		return
+	}
+	if left == 0 {
+		if c.capOK() && (!c.have || c.boundBeats()) {
+			c.leaf()
+		}
+		return
+	}
+	if left == 1 {
+		c.lastGroup(from)
+		return
+	}
+	x := c.x
+	ng := x.nodes + 1
+	items, prefix, need := c.wsorted, c.prefix, c.need[0]
+	gdist := x.gdist
+	for i := from; i+left <= len(items); i++ {
+		// Items are sorted by the first want's count, descending: the
+		// most the rest can add is the next left items.
+		if c.gcap[0]+prefix[i+left]-prefix[i] < need || c.nw > 1 && c.capCut(i) {
+			return
+		}
+		it := &items[i]
+		st := c.save()
+		cur := c.wdto
+		c.push(it, cur[i])
+		if c.nw > 1 {
+			c.addOthers(it.g, 1)
+		}
+		// The next depth's distances, for the items after i.
+		row := gdist[int(it.g)*ng : int(it.g+1)*ng]
+		n := len(items)
+		d := len(c.pick) - c.wforced
+		next := c.wdtoBuf[d*n : (d+1)*n]
+		src, dst, grp := cur[i+1:], next[i+1:], c.wgrp[i+1:]
+		dst, grp = dst[:len(src)], grp[:len(src)]
+		for j, g := range grp {
+			dst[j] = src[j] + row[g]
+		}
+		c.wdto = next
+		c.dfsGroups(i+1, left-1)
+		c.wdto = cur
+		c.pop(&st)
+		if c.spent() {
+			return
+		}
+	}
+}
+
+// lastGroup is dfsGroups(from, 1) after its step and cut: each item from
+// from on completes a set (the child call of dfsGroups, inline: its budget
+// check, step, cut by distance, capacity and bound).
+func (c *Chooser) lastGroup(from int) {
+	c.baseLinks = -1
+	c.lastGroupLoop(from, c.wsorted, c.need[0], int32(c.x.nodes))
+	c.lastFree = 0
+}
+
+// lastGroupLoop is lastGroup's loop.
+func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int32) {
+	st := c.save()
+	base, gcap := st.key, st.gcap0
+	for i := from; i < len(items); i++ {
+		it := &items[i]
+		if gcap+it.c0 < need || c.nw > 1 && c.capCut(i) {
+			return
+		}
+		if c.spent() {
+			return
+		}
+		c.steps++
+		unk := base.unk
+		if it.g == unknown {
+			unk = 1
+		}
+		dist := base.dist + c.wdto[i]
+		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
+			continue
+		}
+		// On the word path, when the groups hold exactly the count (and
+		// switches lie in groups), leafWord's own bound (everyDevice's)
+		// is never below boundBeats' and cuts what it cuts (the same
+		// lowest free device on a tie), so it is the one tested, here,
+		// and leafWord's search goes on from there without adding the
+		// group to c.pick (its one choice and rank need only the devices
+		// and lb).
+		if c.word && gcap+it.c0 == need && c.x.switchInGroup {
+			lb := c.everyBound(unk, dist, st.nb+it.nb, c.linksFor(st.top+it.top))
+			sel := st.free | it.free
+			if c.have {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(int32(bits.TrailingZeros64(sel))) {
+					continue
+				}
+			}
+			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
+			c.everyLeaf(&lb, sel, sel)
+			continue
+		}
+		c.push(it, dist-base.dist)
+		if c.nw > 1 {
+			c.addOthers(it.g, 1)
+		}
+		if (c.nw == 1 || c.capOK()) && (!c.have || c.boundBeats()) {
+			c.lastFree = it.free
+			c.leaf()
+		}
+		c.pop(&st)
+	}
+}
+
+// boundBeats reports whether the groups of c.pick may hold a choice
+// better than the best: their optimistic rank beats it, or ties and their
+// lowest free device is not above the best's. The optimistic rank is
+// exact on the node-level criteria, has one switch per group when
+// switches lie in groups (every group of a set of the fewest groups holds
+// a chosen device) and one otherwise, the most links (linksFor), and the
+// least left in a switch when one group holds the count of one want in
+// one switch.
+func (c *Chooser) boundBeats() bool {
+	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1, NVLinks: c.linksFor(c.topSum)}
+	for k := range c.nw {
+		lb.NodeLeft += int(c.gcap[k] - c.need[k])
+	}
+	if c.x.switchInGroup { // each group holds a switch of its own
+		lb.Switches = len(c.pick)
+	}
+	if c.nw == 1 && len(c.pick) == 1 {
+		// One switch holds the count only if a bucket does (the switch's
+		// buckets on other groups are not in the set).
+		if f := c.fit1; f >= 0 {
+			lb.SwitchLeft = int(f - c.need[0])
+		} else {
+			lb.Switches = 2
+		}
+	}
+	d := compareRanks(&lb, &c.bestRank)
+	return d < 0 || d == 0 && c.mayTie(c.pickLow())
+}
+
+// linksFor returns the most links a choice of the first want inside
+// groups whose top degrees (groupTop) sum to top can have: C(k,2) times
+// the most links of a pair (c.linksUB), and half of top.
+func (c *Chooser) linksFor(top int32) int {
+	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
+		return c.linksUB
+	}
+	return min(c.linksUB, int(top/2))
+}
+
+// leaf searches inside the groups of c.pick, by the path of the call.
+func (c *Chooser) leaf() {
+	if c.word {
+		c.leafWord()
+	} else {
+		c.leafGroups()
+	}
+}

@@ -173,9 +173,7 @@ func (d *draCluster) checkDRAContainer(t *testing.T, pod *corev1.Pod, devs map[s
 		require.Equal(t, "1:3 character special file", e.exec(t, ctr, "stat", "-c", "%t:%T %F", "/dev/"+n), "pod %s's %s", pod.Name, n)
 	}
 	// What it printed at start, through the API server and the kubelet.
-	logs, err := d.client.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main"}).DoRaw(context.Background())
-	require.NoError(t, err)
-	require.Contains(t, string(logs), "NVIDIA_VISIBLE_DEVICES="+visible+"\n", "pod %s's log", pod.Name)
+	require.Contains(t, podLog(t, d.client, pod.Name), "NVIDIA_VISIBLE_DEVICES="+visible+"\n", "pod %s's log", pod.Name)
 	return ctr
 }
 

@@ -60,9 +60,7 @@ func TestGPUPodWithoutSpecStaysOnTheSharedPool(t *testing.T) {
 		pod.Annotations[kube.AnnotationAllocation], cpus, d.CPUSet, e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"])
 	require.Equal(t, pool, cpus, "plain runs on the shared pool, not on the exclusive pod's CPU %s", d.CPUSet)
 	require.Equal(t, pd.GPUs[0].UUID, e.envOf(t, ctr)["NVIDIA_VISIBLE_DEVICES"], "plain's GPU is its decision's")
-	logs, err := client.CoreV1().Pods("default").GetLogs("plain", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
-	require.NoError(t, err)
-	require.Contains(t, string(logs), "Cpus_allowed_list:\t"+pool+"\n", "plain's CPUs when it started")
+	require.Contains(t, podLog(t, client, "plain"), "Cpus_allowed_list:\t"+pool+"\n", "plain's CPUs when it started")
 	c.checkNodeInvariants(t)
 	c.stage("plain: the shared pool beside the exclusive pod's CPU")
 

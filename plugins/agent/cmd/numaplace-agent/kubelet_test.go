@@ -539,6 +539,26 @@ func waitEvent(t *testing.T, client kubernetes.Interface, pod, reason, want stri
 
 // deletePod deletes the pod and waits until it is gone (the kubelet has
 // stopped it).
+// podLog returns what the container main of the pod in default has
+// printed, read through the API server from the kubelet. A kubelet that
+// has just started again serves the log only once it knows the pod again
+// (until then it answers 404), so the read is retried for a minute.
+func podLog(t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+	var logs []byte
+	var err error
+	deadline := time.Now().Add(time.Minute)
+	for {
+		logs, err = client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{Container: "main"}).DoRaw(context.Background())
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.NoError(t, err, "pod %s's log through the API server (retried for a minute)", name)
+	return string(logs)
+}
+
 func deletePod(t *testing.T, client kubernetes.Interface, name string, grace int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -615,9 +635,7 @@ func checkPlacement(t *testing.T, e *kubeletEnv, client kubernetes.Interface, po
 	}
 	require.Equal(t, "1:3 character special file", e.exec(t, ctr, "stat", "-c", "%t:%T %F", "/dev/nvidiactl"))
 
-	logs, err := client.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main"}).DoRaw(context.Background())
-	require.NoError(t, err, "pod %s's log through the API server", pod.Name)
-	got := string(logs)
+	got := podLog(t, client, pod.Name)
 	require.Contains(t, got, "Cpus_allowed_list:\t"+d.CPUSet+"\n", "pod %s's log", pod.Name)
 	require.Contains(t, got, "NVIDIA_VISIBLE_DEVICES="+strings.Join(uuids, ",")+"\n", "pod %s's log", pod.Name)
 	var listed []string

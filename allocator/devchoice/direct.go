@@ -21,7 +21,7 @@ import "math/bits"
 //     holds count free devices, every best choice lies under one such
 //     switch (one node, no distance, no unknown node and one switch are
 //     each the least a choice can have), so the best is the best of the
-//     switches' own choices: the devices leafSwitchesWord chooses inside the
+//     switches' own choices: the devices leafWord chooses inside the
 //     switch (all of them, the lowest without NVLinks to tell them apart,
 //     or exactWord's when its combinations are few), ranked by their
 //     links, then the free devices left in the switch, then in the node,
@@ -56,7 +56,7 @@ import "math/bits"
 //     devices is needed (leaving out any one without must-include devices
 //     leaves fewer than count): every choice is in that group (one node)
 //     under all those switches, leaving the same devices free in them, so
-//     the best is the one leafSwitchesWord makes there (all the devices,
+//     the best is the one leafWord makes there (all the devices,
 //     the lowest without NVLinks to tell them apart, or exactWord's when
 //     its combinations are few; otherwise the search decides).
 //
@@ -166,7 +166,7 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 			sel := c.exactWord(m, int(count))
 			d.offer(left, c.x.linksWord(sel), sel)
 		default:
-			return false // leafSwitchesWord's greedy choice
+			return false // leafWord's greedy choice
 		}
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
@@ -270,7 +270,7 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 	case rest2>>63 == 0 && combos(popcount(rest2), rest) <= exactCombos:
 		sel = c.exactWord(rest2, rest)
 	default:
-		return false // linkedWord's greedy choice: the search's
+		return false // leafWord's greedy choice: the search's
 	}
 	c.have, c.bestWord = true, sel // (ChooseWord returns the word only)
 	return true

@@ -180,7 +180,7 @@ func (c *Chooser) levelOne() {
 			}
 		}
 		c.key.nodes = int32(len(c.pick))
-		c.leaf()
+		c.leafGroups()
 	}
 }
 
@@ -307,7 +307,7 @@ func (c *Chooser) dfsGroups(from, left int) {
 	}
 	if left == 0 {
 		if c.capOK() && (!c.have || c.boundBeats()) {
-			c.leaf()
+			c.leafGroups()
 		}
 		return
 	}
@@ -383,10 +383,10 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 			continue
 		}
 		// On the word path, when the groups hold exactly the count (and
-		// switches lie in groups), leafWord's own bound (everyDevice's)
+		// switches lie in groups), leafGroups' own bound (everyDevice's)
 		// is never below boundBeats' and cuts what it cuts (the same
 		// lowest free device on a tie), so it is the one tested, here,
-		// and leafWord's search goes on from there without adding the
+		// and its search goes on from there without adding the
 		// group to c.pick (its one choice and rank need only the devices
 		// and lb).
 		if c.word && gcap+it.c0 == need && c.x.switchInGroup {
@@ -407,7 +407,7 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 		}
 		if (c.nw == 1 || c.capOK()) && (!c.have || c.boundBeats()) {
 			c.lastFree = it.free
-			c.leaf()
+			c.leafGroups()
 		}
 		c.pop(&st)
 	}
@@ -450,13 +450,4 @@ func (c *Chooser) linksFor(top int32) int {
 		return c.linksUB
 	}
 	return min(c.linksUB, int(top/2))
-}
-
-// leaf searches inside the groups of c.pick, by the path of the call.
-func (c *Chooser) leaf() {
-	if c.word {
-		c.leafWord()
-	} else {
-		c.leafGroups()
-	}
 }

@@ -17,27 +17,41 @@ func grow[T any](s []T, n int) []T {
 
 // leafGroups searches the devices inside the groups of c.pick (levels 2
 // and 3), whose node-level rank is c.key: it builds the items (the
-// switches holding free devices of some want in those groups) and searches
-// them.
+// switches holding free devices of some want in those groups, on the word
+// path with their free devices as words in c.itMask) and searches them.
+// On the word path, when the groups hold exactly the count, the one
+// choice is every free device (everyDevice); when switches lie in groups
+// their switches are then the buckets countWord counted, and no items are
+// built.
 func (c *Chooser) leafGroups() {
 	x := c.x
-	c.itSW, c.itFirst, c.itDeg = c.itSW[:0], c.itFirst[:0], c.itDeg[:0]
+	need0 := c.need[0]
+	every := c.word && c.gcap[0] == need0
+	if every && x.switchInGroup {
+		c.gLinks = c.linksFor(c.topSum)
+		c.everyDevice(int(c.pickNB), c.pickFree)
+		return
+	}
+	c.itSW, c.itFirst, c.itDeg, c.itMask = c.itSW[:0], c.itFirst[:0], c.itDeg[:0], c.itMask[:0]
 	for k := range c.nw {
 		c.icnt[k], c.imcnt[k] = c.icnt[k][:0], c.imcnt[k][:0]
 	}
 	// With one want and switches inside groups, every bucket is its own
 	// item; otherwise buckets of one switch (of any want) are merged.
 	merge := c.nw > 1 || !x.switchInGroup
-	nodeLeft := int32(0)
 	for k := range c.nw {
-		nodeLeft -= c.need[k]
 		cl := &x.classes[c.cls[k]]
 		cnt, mcnt := c.cnt[k], c.mcnt[k]
 		for _, g := range c.pick {
-			nodeLeft += c.gcnt[k][g]
-			for _, cb := range cl.cb[cl.cbStart[g]:cl.cbStart[g+1]] {
-				b := cb.b
-				if cnt[b] == 0 {
+			for i := cl.cbStart[g]; i < cl.cbStart[g+1]; i++ {
+				b := cl.cb[i].b
+				var m uint64 // the word path's free devices of the bucket
+				n, mn := cnt[b], mcnt[b]
+				if c.word {
+					m = c.wFree & cl.bm[i]
+					n, mn = int32(popcount(m)), int32(popcount(m&c.wMust))
+				}
+				if n == 0 {
 					continue
 				}
 				it := int32(-1)
@@ -52,6 +66,7 @@ func (c *Chooser) leafGroups() {
 					c.itSW = append(c.itSW, sw)
 					c.itFirst = append(c.itFirst, -1)
 					c.itDeg = append(c.itDeg, 0)
+					c.itMask = append(c.itMask, 0)
 					for j := range c.nw {
 						c.icnt[j] = append(c.icnt[j], 0)
 						c.imcnt[j] = append(c.imcnt[j], 0)
@@ -63,25 +78,33 @@ func (c *Chooser) leafGroups() {
 				// A bucket seen for an earlier want is already linked
 				// (bItem may also hold a stale item from an earlier call,
 				// hence the check of the list).
-				if !merge || c.bItem[b] != it || !c.linked(it, b) {
+				if k == 0 || c.bItem[b] != it || !c.linked(it, b) {
 					c.nextB[b], c.itFirst[it] = c.itFirst[it], b
 					c.bItem[b] = it
 				}
-				c.icnt[k][it] += cnt[b]
-				c.imcnt[k][it] += mcnt[b]
+				c.itMask[it] |= m
+				c.icnt[k][it] += n
+				c.imcnt[k][it] += mn
 				if k == 0 && c.cls[0] == 0 {
-					c.itDeg[it] += x.bucketTop(x.gpuCB[b], c.need[0])
+					c.itDeg[it] += x.bucketTop(x.gpuCB[b], need0)
 				}
 			}
 		}
 	}
 	n := len(c.itSW)
+	c.gLinks = c.linksFor(c.topSum)
+	if every { // levels 2 and 3 would reach the one choice in one step
+		c.everyDevice(n, c.pickFree)
+		return
+	}
 	c.ip, c.inB, c.iseen = grow(c.ip, n), grow(c.inB, n), grow(c.iseen, n)
 	for k := 1; k < c.nw; k++ {
 		c.ix[k] = grow(c.ix[k], n)
 	}
-	c.nodeLeft = nodeLeft
-	c.gLinks = c.linksFor(c.topSum)
+	c.nodeLeft = 0
+	for k := range c.nw {
+		c.nodeLeft += c.gcap[k] - c.need[k]
+	}
 	c.searchSwitches()
 }
 
@@ -223,19 +246,14 @@ func (c *Chooser) linksBound() int {
 
 // dfsSwitches extends the set of switches in c.inB by left more items from
 // c.order2[from:]; s is the size of the complete set. Each complete set is
-// a leaf of the general path ([Chooser.leafSwitches]) or, on the word path
-// (c.word), of [Chooser.leafSwitchesWord].
+// a leaf ([Chooser.leafSwitches]).
 func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
 		return
 	}
 	c.bsteps++
 	if left == 0 {
-		switch {
-		case capacity < c.need[0]:
-		case c.word:
-			c.leafSwitchesWord(s)
-		default:
+		if capacity >= c.need[0] {
 			c.leafSwitches(s)
 		}
 		return
@@ -264,12 +282,14 @@ func (c *Chooser) leafSwitches(s int) {
 	lb.Switches = c.smin
 	lb.NVLinks = c.switchLinks()
 	lb.Unpaired = c.unpairedBound(true)
+	cand := uint64(0) // the word path: the free devices of the set
 	if c.nw == 1 {
 		lb.Switches = s
 		left := -c.need[0]
 		for i := range c.itSW {
 			if c.inB[i] {
 				left += c.icnt[0][i]
+				cand |= c.itMask[i]
 			}
 		}
 		lb.SwitchLeft = int(left)
@@ -279,6 +299,10 @@ func (c *Chooser) leafSwitches(s int) {
 	}
 	c.bleaves++
 	clear(c.ip)
+	if c.word {
+		c.leafWord(cand)
+		return
+	}
 	for k := 1; k < c.nw; k++ {
 		clear(c.ix[k])
 	}

@@ -99,99 +99,7 @@ func (c *Chooser) forceWord(must uint64) {
 	c.witems = items[:k]
 }
 
-// leafWord is leafGroups and searchSwitches for the word path.
-func (c *Chooser) leafWord() {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
-	free, must, need0 := c.wFree, c.wMust, c.need[0]
-	if c.gcap[0] == need0 && x.switchInGroup {
-		// Every free device of the groups is taken, and their switches are
-		// their non-empty buckets (counted by countWord): no items to
-		// build.
-		c.gLinks = c.linksFor(c.topSum)
-		c.everyDevice(int(c.pickNB), c.pickFree)
-		return
-	}
-	c.itSW, c.itMask, c.itDeg = c.itSW[:0], c.itMask[:0], c.itDeg[:0]
-	for _, g := range c.pick {
-		for i := cl.cbStart[g]; i < cl.cbStart[g+1]; i++ {
-			m := free & cl.bm[i]
-			if m == 0 {
-				continue
-			}
-			b := cl.cb[i].b
-			sw := x.buckets[b].sw
-			it := -1
-			if !x.switchInGroup {
-				for j, s := range c.itSW {
-					if s == sw {
-						it = j
-						break
-					}
-				}
-			}
-			if it < 0 {
-				it = len(c.itSW)
-				c.itSW = append(c.itSW, sw)
-				c.itMask = append(c.itMask, 0)
-				c.itDeg = append(c.itDeg, 0)
-			}
-			c.itMask[it] |= m
-			if c.cls[0] == 0 {
-				c.itDeg[it] += x.bucketTop(i, need0)
-			}
-			c.bItem[b] = int32(it)
-		}
-	}
-	n := len(c.itSW)
-	c.gLinks = c.linksFor(c.topSum)
-	if c.gcap[0] == need0 {
-		// Every free device of the groups is taken: the one set of
-		// switches is all of them (levels 2 and 3 reach it in one step).
-		sel := uint64(0)
-		for _, m := range c.itMask {
-			sel |= m
-		}
-		c.everyDevice(n, sel)
-		return
-	}
-	c.icnt[0], c.imcnt[0] = grow(c.icnt[0], n), grow(c.imcnt[0], n)
-	c.inB = grow(c.inB, n)
-	c.order2 = c.order2[:0]
-	forced, capF := 0, int32(0)
-	cnt0 := c.icnt[0]
-	for i, m := range c.itMask {
-		cnt0[i] = int32(popcount(m))
-		f := m&must != 0
-		c.inB[i] = f
-		if f {
-			forced++
-			capF += cnt0[i]
-		} else {
-			c.order2 = append(c.order2, int32(i))
-		}
-	}
-	c.nodeLeft = c.gcap[0] - need0
-	// The rest is searchSwitches' for one want.
-	smin := c.orderSwitches(cnt0, forced, capF)
-	lb := c.groupRank()
-	lb.Switches = smin
-	lb.NVLinks = c.gLinks
-	if smin == 1 {
-		lb.SwitchLeft = c.oneSwitchLeft(cnt0, forced, capF)
-	}
-	if c.have {
-		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
-			return
-		}
-	}
-	c.leaves++
-	c.bsteps, c.bleaves = 0, 0
-	c.dfsSwitches(0, smin-forced, capF, smin)
-}
-
-// everyDevice is leafWord's search when the groups hold exactly the
+// everyDevice is leafGroups' search on the word path when the groups hold exactly the
 // count: the bounds and the one choice sel, every free device of the
 // groups, under n switches.
 func (c *Chooser) everyDevice(n int, sel uint64) {
@@ -276,33 +184,26 @@ func beatsWord(r *Rank, sel uint64, rb *Rank, best uint64) bool {
 	return d < 0 || d == 0 && lowerWord(sel, best)
 }
 
-// leafSwitchesWord is leafSwitches for the word path.
-func (c *Chooser) leafSwitchesWord(s int) {
+// leafWord is leafSwitches' choice on the word path, past its bound:
+// inside the switches of the set, whose free devices are cand, every
+// device when they are the count, the lowest without NVLinks to tell them
+// apart, otherwise exactWord's when its combinations are few and
+// selectFirst's (greedy) else; kept when it beats the best.
+func (c *Chooser) leafWord(cand uint64) {
 	need := c.need[0]
-	lb := c.groupRank()
-	lb.Switches = s
-	lb.NVLinks = c.switchLinks()
-	left := -need
-	cand := uint64(0)
-	for i, m := range c.itMask {
-		if c.inB[i] {
-			left += c.icnt[0][i]
-			cand |= m
-		}
-	}
-	lb.SwitchLeft = int(left)
-	if c.have && compareRanks(&lb, &c.bestRank) > 0 {
-		return
-	}
-	c.bleaves++
 	var sel uint64
-	switch rest := int(need) - popcount(c.wMust); {
+	switch rest, free := int(need)-popcount(c.wMust), cand&^c.wMust; {
 	case popcount(cand) == int(need):
 		sel = cand
 	case !c.links:
-		sel = c.wMust | lowestBits(cand&^c.wMust, rest)
+		sel = c.wMust | lowestBits(free, rest)
+	case free>>63 == 0 && combos(popcount(free), rest) <= exactCombos:
+		sel = c.exactWord(free, rest)
 	default:
-		sel = c.linkedWord(cand)
+		c.selectFirst()
+		for _, d := range c.sel[0] {
+			sel |= 1 << uint(d)
+		}
 	}
 	r := c.groupRank()
 	r.SwitchLeft = int(-need)
@@ -327,41 +228,6 @@ func lowestBits(w uint64, k int) uint64 {
 		w &^= low
 	}
 	return out
-}
-
-// linkedWord chooses the GPUs among cand (with the must-include ones) by
-// NVLinks, as selectFirst does: exactly when the combinations are few,
-// greedily otherwise.
-func (c *Chooser) linkedWord(cand uint64) uint64 {
-	rest := int(c.need[0]) - popcount(c.wMust)
-	if free := cand &^ c.wMust; free>>63 == 0 && combos(popcount(free), rest) <= exactCombos {
-		return c.exactWord(free, rest)
-	}
-	c.cand = c.cand[:0]
-	for w := cand; w != 0; w &= w - 1 {
-		c.cand = append(c.cand, int32(bits.TrailingZeros64(w)))
-	}
-	c.ip = grow(c.ip, len(c.itSW))
-	clear(c.ip)
-	c.candItem = c.candItem[:0]
-	c.sel[0] = c.sel[0][:0]
-	for _, d := range c.cand {
-		c.candItem = append(c.candItem, c.itemOf(0, d))
-		if c.wMust&(1<<uint(d)) != 0 {
-			c.take(0, d)
-		}
-	}
-	nmust := len(c.sel[0])
-	if combos(len(c.cand)-nmust, int(c.need[0])-nmust) <= exactCombos {
-		c.exactFirst()
-	} else {
-		c.greedyFirst()
-	}
-	var sel uint64
-	for _, d := range c.sel[0] {
-		sel |= 1 << uint(d)
-	}
-	return sel
 }
 
 // linksWord returns the NVLink links among the GPUs of sel (at most 64

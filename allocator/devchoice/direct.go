@@ -156,18 +156,11 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 		nb := int32(popcount(m))
 		nf := int32(popcount(free & cl.gm[x.buckets[cl.cb[bi].b].group]))
 		left := uint64(nb-count)<<shS | uint64(nf-count)<<shN
-		switch {
-		case nb == count:
-			d.offer(left, c.x.linksWord(m), m)
-		case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
-			sel, links := x.bestPairWord(m) // exactWord's pair
-			d.offer(left, links, sel)
-		case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
-			sel := c.exactWord(m, int(count))
-			d.offer(left, c.x.linksWord(sel), sel)
-		default:
+		sel, ok := c.wordChoice(m, count)
+		if !ok {
 			return false // leafWord's greedy choice
 		}
+		d.offer(left, c.x.linksWord(sel), sel)
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false
@@ -260,16 +253,8 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 		return false
 	}
 	c.wFree, c.wMust = free, must
-	rest := int(count) - popcount(must)
-	var sel uint64
-	switch rest2 := cand &^ must; {
-	case nc == count:
-		sel = cand
-	case !c.links:
-		sel = must | lowestBits(rest2, rest)
-	case rest2>>63 == 0 && combos(popcount(rest2), rest) <= exactCombos:
-		sel = c.exactWord(rest2, rest)
-	default:
+	sel, ok := c.wordChoice(cand, count)
+	if !ok {
 		return false // leafWord's greedy choice: the search's
 	}
 	c.have, c.bestWord = true, sel // (ChooseWord returns the word only)

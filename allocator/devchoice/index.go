@@ -107,9 +107,9 @@ type classInfo struct {
 	// wgLinks are the NVLink links among all the GPUs of each group of wg
 	// (class 0 only).
 	wgLinks []int32
-	// bPair is bestPairWord's pair of each bucket's GPUs (0 for a bucket
-	// of one GPU, or without the dense table), with its links in
-	// bPairLinks.
+	// bPair is exactWord's pair of each bucket's GPUs (for buckets of 2
+	// to 11 GPUs, below device 63, with the dense table; 0 otherwise),
+	// with its links in bPairLinks.
 	bPair      []uint64
 	bPairLinks []int32
 }
@@ -353,11 +353,12 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		cl.bLinks = make([]int32, len(cl.bm))
 		cl.bPair = make([]uint64, len(cl.bm))
 		cl.bPairLinks = make([]int32, len(cl.bm))
+		c := x.NewChooser() // for exactWord (no must-include device)
 		for i, bm := range cl.bm {
 			cl.bLinks[i] = int32(x.linksWord(bm))
-			if x.rows != nil && popcount(bm) >= 2 {
-				p, l := x.bestPairWord(bm)
-				cl.bPair[i], cl.bPairLinks[i] = p, int32(l)
+			if n := popcount(bm); x.rows != nil && n >= 2 && n <= 11 && bm>>63 == 0 {
+				p := c.exactWord(bm, 2)
+				cl.bPair[i], cl.bPairLinks[i] = p, int32(x.linksWord(p))
 			}
 		}
 	}
@@ -462,24 +463,20 @@ func (x *Index) buildDegrees() {
 
 // groupTop returns the sum of the k largest link degrees of group g's
 // GPUs (of all of them when it has fewer).
-func (x *Index) groupTop(g int32, k int32) int32 {
-	lo := x.gdegStart[g]
-	hi := int32(len(x.gdeg))
-	if int(g)+1 < len(x.gdegStart) {
-		hi = x.gdegStart[g+1]
-	}
-	return x.gdeg[lo+min(k, hi-lo-1)]
-}
+func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegStart, g, k) }
 
 // bucketTop returns the sum of the k largest link degrees of the GPUs of
 // class-0 bucket i.
-func (x *Index) bucketTop(i int32, k int32) int32 {
-	lo := x.bdegStart[i]
-	hi := int32(len(x.bdeg))
-	if int(i)+1 < len(x.bdegStart) {
-		hi = x.bdegStart[i+1]
+func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
+
+// topOf returns entry min(k, its last) of the prefix sums deg of item i,
+// which start at start[i].
+func topOf(deg, start []int32, i, k int32) int32 {
+	lo, hi := start[i], int32(len(deg))
+	if int(i)+1 < len(start) {
+		hi = start[i+1]
 	}
-	return x.bdeg[lo+min(k, hi-lo-1)]
+	return deg[lo+min(k, hi-lo-1)]
 }
 
 // link returns the NVLink links between GPU indices a and b (0 when none).

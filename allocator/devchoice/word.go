@@ -185,21 +185,12 @@ func beatsWord(r *Rank, sel uint64, rb *Rank, best uint64) bool {
 }
 
 // leafWord is leafSwitches' choice on the word path, past its bound:
-// inside the switches of the set, whose free devices are cand, every
-// device when they are the count, the lowest without NVLinks to tell them
-// apart, otherwise exactWord's when its combinations are few and
-// selectFirst's (greedy) else; kept when it beats the best.
+// wordChoice's inside the switches of the set, whose free devices are
+// cand, or else selectFirst's (greedy); kept when it beats the best.
 func (c *Chooser) leafWord(cand uint64) {
 	need := c.need[0]
-	var sel uint64
-	switch rest, free := int(need)-popcount(c.wMust), cand&^c.wMust; {
-	case popcount(cand) == int(need):
-		sel = cand
-	case !c.links:
-		sel = c.wMust | lowestBits(free, rest)
-	case free>>63 == 0 && combos(popcount(free), rest) <= exactCombos:
-		sel = c.exactWord(free, rest)
-	default:
+	sel, ok := c.wordChoice(cand, need)
+	if !ok {
 		c.selectFirst()
 		for _, d := range c.sel[0] {
 			sel |= 1 << uint(d)
@@ -217,6 +208,23 @@ func (c *Chooser) leafWord(cand uint64) {
 		r.NVLinks = c.x.linksWord(sel)
 	}
 	c.keepWord(&r, sel)
+}
+
+// wordChoice returns the choice of need devices among cand, with the
+// must-include devices c.wMust (within cand), that the word path makes
+// without listing them: all of cand when it holds need, the lowest
+// without NVLinks to tell them apart, exactWord's when its combinations
+// are few; ok is false otherwise (selectFirst's greedy choice decides).
+func (c *Chooser) wordChoice(cand uint64, need int32) (sel uint64, ok bool) {
+	switch rest, free := int(need)-popcount(c.wMust), cand&^c.wMust; {
+	case popcount(cand) == int(need):
+		return cand, true
+	case !c.links:
+		return c.wMust | lowestBits(free, rest), true
+	case free>>63 == 0 && combos(popcount(free), rest) <= exactCombos:
+		return c.exactWord(free, rest), true
+	}
+	return 0, false
 }
 
 // lowestBits returns the k lowest bits of w.
@@ -260,10 +268,10 @@ func (x *Index) linksWord(sel uint64) int {
 }
 
 // exactWord is exactFirst for the word path: of the combinations of rest
-// devices of free (with the must-include ones), the one with the most
-// links, the lowest indices on a tie (the first best in lexicographic
-// order). free has at most 63 devices, and the class is the GPUs with the
-// dense table (c.links on a word: at most 64 GPUs).
+// devices of free (with the must-include ones, c.wMust), the one with the
+// most links, the lowest indices on a tie (the first best in
+// lexicographic order). free has at most 63 devices, and the class is the
+// GPUs with the dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	var pos [64]uint8
 	n := 0
@@ -275,133 +283,93 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	// The combinations in lexicographic order with their links summed
 	// as they grow: the first best has the lowest indices (of two
 	// combinations, the one first in this order holds the lowest
-	// device of their difference).
+	// device of their difference). Each candidate's own weight is its
+	// links to the must-include devices.
 	rows := c.x.rows
 	e := &c.ex
-	ml := &e.ml
-	clear(ml[:n])
-	for w := must; w != 0; w &= w - 1 {
-		row := &rows[bits.TrailingZeros64(w)]
+	w := &e.w
+	clear(w[:n])
+	for m := must; m != 0; m &= m - 1 {
+		row := &rows[bits.TrailingZeros64(m)]
 		for i := range n {
-			ml[i] += row[pos[i]&63]
+			w[i] += row[pos[i]&63]
 		}
 	}
 	if k := n - rest; k < rest {
 		return must | free&^c.exactDrop(&pos, n, k)
 	}
-	e.n, e.pos, e.best, e.bestLinks = n, pos, 0, -1
+	e.n, e.pos, e.best, e.bestLinks, e.last = n, pos, 0, -1, false
 	c.exactDFS(0, rest, 0, 0)
 	return must | e.best
 }
 
-// bestPairWord returns exactWord's choice of two devices of free (at least
-// two GPUs, with the dense table) without must-include devices: the pair
-// with the most links, the first in lexicographic order on a tie (as
-// exactDFS keeps it), read from the bits of free without listing them,
-// and its links. The direct decisions read it (oneSwitchWord, and the
-// index's pairs of whole buckets).
-func (x *Index) bestPairWord(free uint64) (uint64, int) {
-	rows := x.rows
-	bi, bj, bl := 0, 0, int32(-1)
-	for wi := free; wi&(wi-1) != 0; wi &= wi - 1 {
-		i := bits.TrailingZeros64(wi)
-		row := &rows[i&63]
-		for wj := wi & (wi - 1); wj != 0; wj &= wj - 1 {
-			j := bits.TrailingZeros64(wj)
-			if l := row[j&63]; l > bl {
-				bi, bj, bl = i, j, l
-			}
-		}
-	}
-	return 1<<uint(bi&63) | 1<<uint(bj&63), int(bl)
-}
-
 // exactDrop is exactWord's search when fewer devices are left out than
-// chosen (k of the n candidates at pos, with c.ex.ml their links to the
+// chosen (k of the n candidates at pos, with c.ex.w their links to the
 // must-include devices): it returns the k devices to leave out. The links
 // of a choice (among its devices and to the must-include ones) are those
 // of all the candidates, less each left-out device's links to the
 // candidates and must-include devices (its degree), plus the links within
 // the left-out set D (subtracted twice in the degrees, once too often), so
 // the best choice leaves out the D of the least sum of degrees less its
-// links within. Of two choices of equal links, the one holding the lowest
+// links within: exactDFS's search with each candidate weighing minus its
+// degree. Of two choices of equal links, the one holding the lowest
 // device of their difference comes first, which is the one whose D does
 // not hold it: so the last best D in lexicographic order wins, where
-// exactDFS keeps the first best choice.
+// exactWord keeps the first best choice.
 func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
 	rows := c.x.rows
-	// The degrees by pairs: the table is symmetric with a zero diagonal
-	// (Index.buildLinks), so each pair's links are read once.
-	copy(e.deg[:n], e.ml[:n])
+	// The degrees by pairs, in place of the weights: the table is
+	// symmetric with a zero diagonal (Index.buildLinks), so each pair's
+	// links are read once.
+	deg := &e.w
 	for i := range n {
 		row := &rows[pos[i]&63]
-		d := e.deg[i]
+		d := deg[i]
 		for j := i + 1; j < n; j++ {
 			l := row[pos[j]&63]
 			d += l
-			e.deg[j&63] += l
+			deg[j&63] += l
 		}
-		e.deg[i] = d
+		deg[i] = d
 	}
 	if k == 1 {
-		bi, bd := 0, e.deg[0]
+		bi, bd := 0, deg[0]
 		for i := 1; i < n; i++ {
-			if d := e.deg[i]; d <= bd {
+			if d := deg[i]; d <= bd {
 				bi, bd = i, d
 			}
 		}
 		return 1 << pos[bi]
 	}
-	e.n, e.pos, e.best, e.bestLinks = n, *pos, 0, -1<<31
-	c.dropDFS(0, k, 0, 0)
+	for i := range n {
+		deg[i] = -deg[i]
+	}
+	e.n, e.pos, e.best, e.bestLinks, e.last = n, *pos, 0, -1<<31, true
+	c.exactDFS(0, k, 0, 0)
 	return e.best
-}
-
-// dropDFS extends the left-out set of c.ex.chosen[:depth] (whose score,
-// links within it less its degrees, is acc, and whose devices are out) by
-// left more candidates from from on, keeping the last best.
-func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
-	e := &c.ex
-	depth := popcount(out)
-	if left == 0 {
-		if acc >= e.bestLinks {
-			e.best, e.bestLinks = out, acc
-		}
-		return
-	}
-	rows := c.x.rows
-	for i := from; i+left <= e.n; i++ {
-		v := int(e.pos[i] & 63)
-		l := acc - e.deg[i]
-		row := &rows[v]
-		for _, u := range e.chosen[:depth] {
-			l += row[u&63]
-		}
-		e.chosen[depth] = uint8(v)
-		c.dropDFS(i+1, left-1, l, out|1<<uint(v))
-	}
 }
 
 // exactState is the working memory of exactDFS.
 type exactState struct {
 	n         int
 	pos       [64]uint8 // the candidates' device indices
-	ml        [64]int32 // each candidate's links to the must-include devices
-	deg       [64]int32 // exactDrop: each candidate's links to all candidates and must-include devices
+	w         [64]int32 // each candidate's own weight (see exactWord, exactDrop)
 	chosen    [64]uint8 // the devices of the combination being built
 	best      uint64
 	bestLinks int32
+	last      bool // keep the last best combination (the first otherwise)
 }
 
-// exactDFS extends the combination of c.ex.chosen[:depth] (with links
-// acc among them and to the must-include devices, and devices sel) by left
-// more candidates from from on, keeping the first best.
+// exactDFS extends the combination of c.ex.chosen[:depth] (of score acc,
+// the links among them and their weights, and devices sel) by left more
+// candidates from from on, keeping the first best (the last with
+// c.ex.last).
 func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 	e := &c.ex
 	depth := popcount(sel)
 	if left == 0 {
-		if acc > e.bestLinks {
+		if acc > e.bestLinks || e.last && acc == e.bestLinks {
 			e.best, e.bestLinks = sel, acc
 		}
 		return
@@ -409,7 +377,7 @@ func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 	rows := c.x.rows
 	for i := from; i+left <= e.n; i++ {
 		v := int(e.pos[i] & 63)
-		l := acc + e.ml[i]
+		l := acc + e.w[i]
 		row := &rows[v]
 		for _, u := range e.chosen[:depth] {
 			l += row[u&63]

@@ -150,40 +150,38 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		gpuID     int
 	}
 	var devs []dev
-	switches := map[string]int32{}
 	// A named switch is one switch wherever its devices are; the devices of
 	// one NUMA node (or of unknown node) whose switch is not described
-	// share one switch of their own: nothing tells them apart.
-	unnamed := map[int32]int32{}
-	swOf := func(name string, group int32) int32 {
-		if name == "" {
-			s, ok := unnamed[group]
-			if !ok {
-				s = int32(x.nswitch)
-				unnamed[group] = s
-				x.nswitch++
-			}
-			return s
+	// share one switch of their own (keyed by their group): nothing tells
+	// them apart.
+	type swKey struct {
+		name  string
+		group int32
+	}
+	switches := map[swKey]int32{}
+	// place returns the group of a device of NUMA node node and its
+	// switch ID.
+	place := func(node numa.NodeID, sw string) (int32, int32) {
+		g := int32(x.nodes)
+		if i, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
+			g = int32(i)
 		}
-		s, ok := switches[name]
+		k := swKey{name: sw, group: -1}
+		if sw == "" {
+			k.group = g
+		}
+		s, ok := switches[k]
 		if !ok {
 			s = int32(x.nswitch)
-			switches[name] = s
+			switches[k] = s
 			x.nswitch++
 		}
-		return s
-	}
-	group := func(g topology.GPU) int32 {
-		if g.NUMANode != topology.UnknownNode {
-			if i, ok := m.NodeIndex(g.NUMANode); ok {
-				return int32(i)
-			}
-		}
-		return int32(x.nodes)
+		return g, s
 	}
 	x.classes = append(x.classes, classInfo{name: GPUClass})
-	for _, g := range m.GPUs() {
-		devs = append(devs, dev{class: 0, group: group(g), sw: swOf(g.PCIeSwitch, group(g)), id: strconv.Itoa(g.ID), gpuID: g.ID})
+	for _, gpu := range m.GPUs() {
+		g, sw := place(gpu.NUMANode, gpu.PCIeSwitch)
+		devs = append(devs, dev{class: 0, group: g, sw: sw, id: strconv.Itoa(gpu.ID), gpuID: gpu.ID})
 	}
 	for _, d := range m.Devices() { // ordered by class, then ID
 		c := len(x.classes) - 1
@@ -191,13 +189,8 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 			x.classes = append(x.classes, classInfo{name: d.Class})
 			c++
 		}
-		node := int32(x.nodes)
-		if d.NUMANode != topology.UnknownNode {
-			if i, ok := m.NodeIndex(d.NUMANode); ok {
-				node = int32(i)
-			}
-		}
-		devs = append(devs, dev{class: c, group: node, sw: swOf(d.PCIeSwitch, node), id: d.ID})
+		g, sw := place(d.NUMANode, d.PCIeSwitch)
+		devs = append(devs, dev{class: c, group: g, sw: sw, id: d.ID})
 	}
 	nc := len(x.classes)
 	// Buckets group by group, in each group in order of their first device
@@ -243,18 +236,13 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	var entries []entry
 	for c := range x.classes {
 		for i, b := range x.classes[c].bucket {
-			e := entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)}
-			if n := len(entries); n > 0 && entries[n-1].b == e.b && entries[n-1].c == e.c && entries[n-1].w == e.w {
-				entries[n-1].bits |= e.bits
-				continue
-			}
-			entries = append(entries, e)
+			entries = append(entries, entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)})
 		}
 	}
 	slices.SortStableFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.c, b.c), cmp.Compare(a.w, b.w))
 	})
-	// Merge entries of one bucket, class and word that were not adjacent.
+	// One entry per bucket, class and word.
 	merged := entries[:0]
 	for _, e := range entries {
 		if n := len(merged); n > 0 && merged[n-1].b == e.b && merged[n-1].c == e.c && merged[n-1].w == e.w {

@@ -170,18 +170,14 @@ func (c *Chooser) everyBound(unk, dist, n int32, links int) Rank {
 	return Rank{Nodes: int(c.key.nodes), Unknown: int(unk), Distance: int(dist), Switches: int(n), NVLinks: links}
 }
 
-// keepWord keeps the choice sel of rank r when it beats the best.
+// keepWord keeps the choice sel of rank r when it beats the best
+// (compareRanks, then lowerWord).
 func (c *Chooser) keepWord(r *Rank, sel uint64) {
-	if !c.have || beatsWord(r, sel, &c.bestRank, c.bestWord) {
+	if !c.have {
 		c.have, c.bestRank, c.bestWord = true, *r, sel
+	} else if d := compareRanks(r, &c.bestRank); d < 0 || d == 0 && lowerWord(sel, c.bestWord) {
+		c.bestRank, c.bestWord = *r, sel
 	}
-}
-
-// beatsWord reports whether the choice sel of rank r beats the choice
-// best of rank rb: compareRanks, then lowerWord.
-func beatsWord(r *Rank, sel uint64, rb *Rank, best uint64) bool {
-	d := compareRanks(r, rb)
-	return d < 0 || d == 0 && lowerWord(sel, best)
 }
 
 // leafWord is leafSwitches' choice on the word path, past its bound:

@@ -106,11 +106,6 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 	groups := 0 // allowed groups holding count
 	d := wordBest{key: ^uint64(0)}
 	shS, shN := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63
-	// The buckets whose choice needs a call (exactWord's, or links not in
-	// the index's tables) wait in pend, so that the loop keeps its values
-	// in registers.
-	var pend [64]uint8
-	np := 0
 	for i := range cl.wg {
 		wg := &cl.wg[i]
 		f := free & wg.gm
@@ -144,23 +139,14 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 				d.offer(left, int(cl.bLinks[bi]), m)
 			case m>>63 == 0 && count == 2 && nb <= 11 && m == bm: // the whole bucket's best pair
 				d.offer(left, int(cl.bPairLinks[bi]), cl.bPair[bi])
-			default:
-				pend[np&63] = uint8(bi)
-				np++
+			default: // exactWord's, or links not in the index's tables
+				sel, ok := c.wordChoice(m, count)
+				if !ok {
+					return false // leafWord's greedy choice
+				}
+				d.offer(left, c.x.linksWord(sel), sel)
 			}
 		}
-	}
-	for k := range np {
-		bi := int32(pend[k&63])
-		m := free & cl.bm[bi]
-		nb := int32(popcount(m))
-		nf := int32(popcount(free & cl.gm[x.buckets[cl.cb[bi].b].group]))
-		left := uint64(nb-count)<<shS | uint64(nf-count)<<shN
-		sel, ok := c.wordChoice(m, count)
-		if !ok {
-			return false // leafWord's greedy choice
-		}
-		d.offer(left, c.x.linksWord(sel), sel)
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false
@@ -180,8 +166,6 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 	// nothing left; its switches (in its packed key) and links differ.
 	d := wordBest{key: ^uint64(0)}
 	shSw := keyShift[critSwitches] & 63
-	var pend [64]uint8 // groups of known node whose links need a call (see oneSwitchWord)
-	np := 0
 	for i := range cl.wg {
 		wg := &cl.wg[i]
 		f := free & wg.gm
@@ -193,25 +177,18 @@ func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
 		if wg.g == unknown {
 			continue // a choice there loses to one on a known node
 		}
-		if nf > count || np == len(pend) {
+		if nf > count {
 			return false // choices inside a group: the search's
 		}
-		nb := holding(f, cl.bm[wg.lo:wg.hi]) // the switches of the choice
+		links := 0
 		switch {
 		case !c.links:
-			d.offer(uint64(nb)<<shSw, 0, f)
 		case f == wg.gm:
-			d.offer(uint64(nb)<<shSw, int(cl.wgLinks[i]), f)
+			links = int(cl.wgLinks[i])
 		default:
-			pend[np] = uint8(i)
-			np++
+			links = c.x.linksWord(f)
 		}
-	}
-	for _, i := range pend[:np] {
-		wg := &cl.wg[i]
-		f := free & wg.gm
-		nb := holding(f, cl.bm[wg.lo:wg.hi])
-		d.offer(uint64(nb)<<shSw, c.x.linksWord(f), f)
+		d.offer(uint64(holding(f, cl.bm[wg.lo:wg.hi]))<<shSw, links, f) // its switches, links
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false

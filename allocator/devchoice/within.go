@@ -123,7 +123,7 @@ func (c *Chooser) linked(it, b int32) bool {
 func (c *Chooser) searchSwitches() {
 	need0 := c.need[0]
 	cnt0 := c.icnt[0]
-	c.order2 = c.order2[:0]
+	o := c.order2[:0]
 	forced, capF := 0, int32(0)
 	for i := range c.itSW {
 		f := c.imcnt[0][i] > 0
@@ -133,19 +133,49 @@ func (c *Chooser) searchSwitches() {
 			forced++
 			capF += cnt0[i]
 		case cnt0[i] > 0:
-			c.order2 = append(c.order2, int32(i))
+			o = append(o, int32(i))
 		}
 	}
-	smin := c.orderSwitches(cnt0, forced, capF)
-	o := c.order2
+	// The switches without a must-include device of the first want (o)
+	// by its free devices, descending, then by switch ID, with their
+	// running sums in c.prefix2; c.smin is the fewest switches that hold
+	// the first want's count with the forced ones: the greedy count, exact
+	// for one class.
+	sw := c.itSW
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+	c.order2, c.prefix2 = o, append(c.prefix2[:0], 0)
+	extra, rest := 0, need0-capF
+	for i, it := range o {
+		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
+		if rest > 0 {
+			rest -= cnt0[it]
+			extra++
+		}
+	}
+	smin := forced + extra
+	c.smin = smin
 	// An optimistic rank of these groups: cut them when it cannot beat the
-	// best choice so far.
+	// best choice so far. With one want in one switch, what it leaves is
+	// the forced switch's, else the smallest that fits.
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
 	if c.nw == 1 && smin == 1 {
-		lb.SwitchLeft = c.oneSwitchLeft(cnt0, forced, capF)
+		best := capF
+		if forced == 0 {
+			best = -1
+			for _, i := range o {
+				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
+					best = n
+				}
+			}
+		}
+		lb.SwitchLeft = int(best - need0)
 	}
 	if c.have {
 		d := compareRanks(&lb, &c.bestRank)
@@ -167,49 +197,6 @@ func (c *Chooser) searchSwitches() {
 			break
 		}
 	}
-}
-
-// orderSwitches sorts the switches of c.order2 (those without a
-// must-include device of the first want) by the first want's free devices
-// cnt0, descending, then by switch ID; fills c.prefix2 with their running
-// sums; and returns, and records in c.smin, the fewest switches that hold
-// the first want's count with the forced ones (forced switches holding
-// capF devices): the greedy count, exact for one class.
-func (c *Chooser) orderSwitches(cnt0 []int32, forced int, capF int32) int {
-	sw, o := c.itSW, c.order2
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
-	c.prefix2 = append(c.prefix2[:0], 0)
-	for i, it := range o {
-		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
-	}
-	extra, need := 0, c.need[0]-capF
-	for need > 0 && extra < len(o) {
-		need -= cnt0[o[extra]]
-		extra++
-	}
-	c.smin = forced + extra
-	return c.smin
-}
-
-// oneSwitchLeft returns the free devices of the first want that the best
-// single switch leaves when one switch holds the count (orderSwitches
-// returned 1): the forced switch's, else the smallest that fits.
-func (c *Chooser) oneSwitchLeft(cnt0 []int32, forced int, capF int32) int {
-	need0 := c.need[0]
-	if forced == 1 {
-		return int(capF - need0)
-	}
-	best := int32(-1)
-	for _, i := range c.order2 {
-		if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
-			best = n
-		}
-	}
-	return int(best - need0)
 }
 
 // groupRank returns the node-level part of a rank for the current groups.

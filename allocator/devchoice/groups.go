@@ -438,7 +438,14 @@ func (c *Chooser) boundBeats() bool {
 			lb.Switches = 2
 		}
 	}
-	d := compareRanks(&lb, &c.bestRank)
+	return c.beats(&lb)
+}
+
+// beats reports whether a choice inside the groups of c.pick of
+// optimistic rank lb may beat the best: lb beats its rank, or ties it and
+// their lowest free device is not above the best's.
+func (c *Chooser) beats(lb *Rank) bool {
+	d := compareRanks(lb, &c.bestRank)
 	return d < 0 || d == 0 && c.mayTie(c.pickLow())
 }
 

@@ -29,7 +29,7 @@ func (c *Chooser) leafGroups() {
 	every := c.word && c.gcap[0] == need0
 	if every && x.switchInGroup {
 		c.gLinks = c.linksFor(c.topSum)
-		c.everyDevice(int(c.pickNB), c.pickFree)
+		c.everyDevice(int(c.pickNB))
 		return
 	}
 	c.itSW, c.itFirst, c.itDeg, c.itMask = c.itSW[:0], c.itFirst[:0], c.itDeg[:0], c.itMask[:0]
@@ -94,7 +94,7 @@ func (c *Chooser) leafGroups() {
 	n := len(c.itSW)
 	c.gLinks = c.linksFor(c.topSum)
 	if every { // levels 2 and 3 would reach the one choice in one step
-		c.everyDevice(n, c.pickFree)
+		c.everyDevice(n)
 		return
 	}
 	c.ip, c.inB, c.iseen = grow(c.ip, n), grow(c.inB, n), grow(c.iseen, n)
@@ -177,11 +177,8 @@ func (c *Chooser) searchSwitches() {
 		}
 		lb.SwitchLeft = int(best - need0)
 	}
-	if c.have {
-		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
-			return
-		}
+	if c.have && !c.beats(&lb) {
+		return
 	}
 	c.leaves++
 	// With one want, the fewest switches are the only sets to compare.

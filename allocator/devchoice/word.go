@@ -99,19 +99,15 @@ func (c *Chooser) forceWord(must uint64) {
 	c.witems = items[:k]
 }
 
-// everyDevice is leafGroups' search on the word path when the groups hold exactly the
-// count: the bounds and the one choice sel, every free device of the
-// groups, under n switches.
-func (c *Chooser) everyDevice(n int, sel uint64) {
+// everyDevice is leafGroups' search on the word path when the groups hold
+// exactly the count: the bound and the one choice, every free device of
+// the groups (c.pickFree), under n switches.
+func (c *Chooser) everyDevice(n int) {
 	c.nodeLeft = 0
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
-	if c.have {
-		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
-			return
-		}
+	if !c.have || c.beats(&lb) {
+		c.everyLeaf(&lb, c.pickFree, c.pickFree)
 	}
-	c.everyLeaf(&lb, sel, c.pickFree)
 }
 
 // everyLeaf is everyDevice past its bound lb: the one choice sel, kept

@@ -133,8 +133,7 @@ type Chooser struct {
 	itFirst  []int32
 	icnt     [MaxWants][]int32
 	imcnt    [MaxWants][]int32
-	ip       []int32           // first-want devices chosen
-	ix       [MaxWants][]int32 // other wants' devices chosen
+	ix       [MaxWants][]int32 // each want's devices chosen
 	inB      []bool            // in the set of switches being built
 	iseen    []bool
 	order2   []int32

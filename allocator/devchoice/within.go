@@ -97,8 +97,8 @@ func (c *Chooser) leafGroups() {
 		c.everyDevice(n)
 		return
 	}
-	c.ip, c.inB, c.iseen = grow(c.ip, n), grow(c.inB, n), grow(c.iseen, n)
-	for k := 1; k < c.nw; k++ {
+	c.inB, c.iseen = grow(c.inB, n), grow(c.iseen, n)
+	for k := range c.nw {
 		c.ix[k] = grow(c.ix[k], n)
 	}
 	c.nodeLeft = 0
@@ -282,13 +282,12 @@ func (c *Chooser) leafSwitches(s int) {
 		return
 	}
 	c.bleaves++
-	clear(c.ip)
+	for k := range c.nw {
+		clear(c.ix[k])
+	}
 	if c.word {
 		c.leafWord(cand)
 		return
-	}
-	for k := 1; k < c.nw; k++ {
-		clear(c.ix[k])
 	}
 	c.selectFirst()
 	for k := 1; k < c.nw; k++ {
@@ -316,10 +315,7 @@ func (c *Chooser) leafSwitches(s int) {
 
 // used reports whether the selection has devices under item i.
 func (c *Chooser) used(i int32) bool {
-	if c.ip[i] > 0 {
-		return true
-	}
-	for k := 1; k < c.nw; k++ {
+	for k := range c.nw {
 		if c.ix[k][i] > 0 {
 			return true
 		}
@@ -328,7 +324,7 @@ func (c *Chooser) used(i int32) bool {
 }
 
 // rankOf returns the rank of the current selection (c.sel, with the items'
-// counts ip and ix).
+// counts ix).
 func (c *Chooser) rankOf() Rank {
 	r := c.groupRank()
 	left := int32(0)
@@ -344,7 +340,7 @@ func (c *Chooser) rankOf() Rank {
 			left += c.icnt[k][i]
 		}
 		for k := 1; k < c.nw; k++ {
-			r.Unpaired -= int(min(c.ip[i], c.ix[k][i]))
+			r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
 		}
 	}
 	for k := 1; k < c.nw; k++ {
@@ -390,12 +386,7 @@ func (c *Chooser) itemOf(k int, d int32) int32 {
 
 // take records device d of want k in the selection.
 func (c *Chooser) take(k int, d int32) {
-	it := c.itemOf(k, d)
-	if k == 0 {
-		c.ip[it]++
-	} else {
-		c.ix[k][it]++
-	}
+	c.ix[k][c.itemOf(k, d)]++
 	c.sel[k] = append(c.sel[k], d)
 }
 
@@ -504,7 +495,7 @@ func (c *Chooser) pairs(pot *pairPot, k int) int32 {
 func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
 	g := int32(0)
 	for k := 1; k < c.nw; k++ {
-		switch ip := c.ip[it]; {
+		switch ip := c.ix[0][it]; {
 		case ip < c.imcnt[k][it]:
 			g++ // pairs with one more must-include device
 		case ip < c.icnt[k][it] && pot.extra[k] < c.need[k]-c.mneed[k]:
@@ -515,11 +506,11 @@ func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
 }
 
 // addPot records one more (sign 1) or one fewer (sign -1) first-want
-// device under item it in the potential pairs; c.ip[it] is the count
+// device under item it in the potential pairs; c.ix[0][it] is the count
 // without that device (before the increment, after the decrement).
 func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 	for k := 1; k < c.nw; k++ {
-		switch ip := c.ip[it]; {
+		switch ip := c.ix[0][it]; {
 		case ip < c.imcnt[k][it]:
 			pot.must[k] += sign
 		case ip < c.icnt[k][it]:
@@ -537,7 +528,7 @@ func (c *Chooser) potential() (pot pairPot) {
 	}
 	for i := range c.itSW {
 		for k := 1; k < c.nw; k++ {
-			ip, m := c.ip[i], c.imcnt[k][i]
+			ip, m := c.ix[0][i], c.imcnt[k][i]
 			c.mneed[k] += m
 			pm := min(ip, m)
 			pot.must[k] += pm
@@ -602,11 +593,11 @@ func (c *Chooser) enumFirst(from int, links int) {
 		}
 		it := c.candItem[i]
 		c.addPot(it, &c.pot, 1)
-		c.ip[it]++
+		c.ix[0][it]++
 		c.sel[0] = append(c.sel[0], d)
 		c.enumFirst(i+1, links+add)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
-		c.ip[it]--
+		c.ix[0][it]--
 		c.addPot(it, &c.pot, -1)
 	}
 }
@@ -700,8 +691,8 @@ func (c *Chooser) greedyFirst() {
 			u, v := sel[bx], c.cand[by]
 			c.inS[u] = false
 			c.addGain(u, -1)
-			c.ip[c.itemOf(0, u)]--
-			c.ip[c.candItem[by]]++
+			c.ix[0][c.itemOf(0, u)]--
+			c.ix[0][c.candItem[by]]++
 			c.inS[v] = true
 			c.addGain(v, 1)
 			sel[bx] = v
@@ -727,33 +718,24 @@ func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)
 	c.taken = grow(c.taken, len(c.tmp))
+	clear(c.taken)
 	c.sel[k] = c.sel[k][:0]
-	take := func(i int) {
-		c.taken[i] = true
-		c.take(k, c.tmp[i])
-	}
-	for i, d := range c.tmp {
-		c.taken[i] = false
-		if c.must[k] != nil && c.must[k].Has(int(d)) {
-			take(i)
+	// pass takes, in ascending order up to the count, the devices not
+	// taken yet that ok accepts (by device and item).
+	pass := func(ok func(d, it int32) bool) {
+		for i, d := range c.tmp {
+			if len(c.sel[k]) == need {
+				break
+			}
+			if it := c.itemOf(k, d); !c.taken[i] && ok(d, it) {
+				c.taken[i] = true
+				c.take(k, d)
+			}
 		}
 	}
-	for i, d := range c.tmp {
-		if len(c.sel[k]) == need {
-			break
-		}
-		if it := c.itemOf(k, d); c.ix[k][it] < c.ip[it] && !c.taken[i] {
-			take(i)
-		}
-	}
-	for i, d := range c.tmp {
-		if len(c.sel[k]) == need {
-			break
-		}
-		if !c.taken[i] && c.used(c.itemOf(k, d)) {
-			take(i)
-		}
-	}
+	pass(func(d, _ int32) bool { return c.must[k] != nil && c.must[k].Has(int(d)) })
+	pass(func(_, it int32) bool { return c.ix[k][it] < c.ix[0][it] })
+	pass(func(_, it int32) bool { return c.used(it) })
 	for len(c.sel[k]) < need {
 		// A new switch: the smallest that holds the rest, else the
 		// largest; on a tie the one with the lowest device (c.tmp is
@@ -777,15 +759,7 @@ func (c *Chooser) selectOther(k int) {
 				best = it
 			}
 		}
-		for i, d := range c.tmp {
-			if r == 0 {
-				break
-			}
-			if !c.taken[i] && c.itemOf(k, d) == best {
-				take(i)
-				r--
-			}
-		}
+		pass(func(_, it int32) bool { return it == best })
 	}
 	slices.Sort(c.sel[k])
 }

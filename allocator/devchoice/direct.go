@@ -339,7 +339,7 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	// The C(m, r) sets of r tied groups, each ranked in full (the order
 	// met does not matter): pairs in two loops, other sizes as masks over
 	// the tied groups' positions (Gosper's hack).
-	best := groupsBest{key: ^uint64(0), links: -1}
+	best := wordBest{key: ^uint64(0)}
 	k0 := uint64(k) << keyShift[critNodes] // (the same for every set)
 	baseKey += k0
 	if r == 2 {
@@ -347,8 +347,8 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 			fi, ki, ri := base|t.f[i&15], baseKey+t.key[i&15], t.row[i&15]
 			for j := i + 1; j < nt; j++ {
 				key := ki + t.key[j&15] + uint64(gdist[ri+t.g[j&15]])<<distShift
-				if key <= best.key {
-					best.offer(c, fi|t.f[j&15], key)
+				if key <= best.key { // (the links counted only then)
+					best.offer(key, c.wordLinks(fi|t.f[j&15]), fi|t.f[j&15])
 				}
 			}
 		}
@@ -364,7 +364,7 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 				}
 			}
 			if key <= best.key {
-				best.offer(c, sel, key)
+				best.offer(key, c.wordLinks(sel), sel)
 			}
 			low := s & -s
 			n := s + low
@@ -384,38 +384,6 @@ type tiedGroups struct {
 	g, row [16]int32
 }
 
-// groupsBest is wholeGroupsWord's best set so far: its devices, packed
-// rank (^0 before the first) and links (-1 until counted).
-type groupsBest struct {
-	sel   uint64
-	key   uint64
-	links int
-}
-
-// offer keeps the set of devices sel of packed rank key (no worse than
-// the best's) when it beats the best: a lower key, then (directOK: NVLinks
-// come after every criterion of the key that differs) more links, then
-// the lowest indices (lowerWord). The links are counted only when the
-// keys tie.
-func (b *groupsBest) offer(c *Chooser, sel uint64, key uint64) {
-	links := -1
-	if key == b.key {
-		if c.links {
-			if b.links < 0 {
-				b.links = c.x.linksWord(b.sel)
-			}
-			links = c.x.linksWord(sel)
-			if links < b.links {
-				return
-			}
-		}
-		if (!c.links || links == b.links) && !lowerWord(sel, b.sel) {
-			return
-		}
-	}
-	b.sel, b.key, b.links = sel, key, links
-}
-
 // wordBest is a direct decision's best choice so far: its devices (0
 // before the first), packed key (the fields of packedKey that differ
 // between its candidates) and links.
@@ -431,6 +399,15 @@ func (d *wordBest) offer(key uint64, links int, sel uint64) {
 	if a, b := keyTerms(key, links, d.key, d.links); a < b || a == b && lowerWord(sel, d.sel) {
 		d.sel, d.key, d.links = sel, key, links
 	}
+}
+
+// wordLinks returns the links among the devices of sel when NVLinks tell
+// choices apart (c.links), 0 otherwise.
+func (c *Chooser) wordLinks(sel uint64) int {
+	if !c.links {
+		return 0
+	}
+	return c.x.linksWord(sel)
 }
 
 // holding returns how many of the words bms hold devices of f.

@@ -84,28 +84,30 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		return must&^allowed == 0 && c.forcedGroupWord(count, free, must)
 	}
 	c.wFree, c.wMust = free, 0
-	if count <= cl.maxBucket && c.oneSwitchWord(count, free) {
+	if count <= cl.maxBucket && c.oneNodeWord(count, free, false) {
 		return true
 	}
-	if count <= cl.maxGroup && c.wholeGroupWord(count, free) {
+	if count <= cl.maxGroup && c.oneNodeWord(count, free, true) {
 		return true
 	}
 	return c.wholeGroupsWord(count, free)
 }
 
-// oneSwitchWord is directWord's one-switch decision for count devices out
-// of free (on the allowed groups), reporting whether it decided.
-func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
+// oneNodeWord is directWord's one-switch decision (whole false) or its
+// whole-group decision (whole true) for count devices out of free (on the
+// allowed groups), reporting whether it decided. Every candidate has one
+// node, no unknown node and no distance; the rest of its rank is its
+// links (the same for every choice of count devices without c.links) and
+// the fields of its packed key that differ: under one switch, the free
+// devices it leaves in its switch and in its node; as a whole group
+// (nothing left), its switches.
+func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	unknown := int32(x.nodes)
-	// Every candidate has one node, no unknown node, no distance and one
-	// switch; the rest of its rank is its links (the same for every choice
-	// of count devices without c.links) and the free devices it leaves in
-	// its switch and in its node, the fields of its packed key that differ.
 	groups := 0 // allowed groups holding count
 	d := wordBest{key: ^uint64(0)}
-	shS, shN := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63
+	shS, shN, shSw := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63, keyShift[critSwitches]&63
 	for i := range cl.wg {
 		wg := &cl.wg[i]
 		f := free & wg.gm
@@ -116,6 +118,21 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 		groups++
 		if wg.g == unknown {
 			continue // a choice there loses to one on a known node
+		}
+		if whole {
+			if nf > count {
+				return false // choices inside a group: the search's
+			}
+			links := 0
+			switch {
+			case !c.links:
+			case f == wg.gm:
+				links = int(cl.wgLinks[i])
+			default:
+				links = c.x.linksWord(f)
+			}
+			d.offer(uint64(holding(f, cl.bm[wg.lo:wg.hi]))<<shSw, links, f) // its switches, links
+			continue
 		}
 		if wg.hi-wg.lo > switchSetBudget {
 			return false // more switches than the search compares per group
@@ -147,48 +164,6 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 				d.offer(left, c.x.linksWord(sel), sel)
 			}
 		}
-	}
-	if d.sel == 0 || groups > nodeSetBudget {
-		return false
-	}
-	c.have, c.bestWord = true, d.sel // (ChooseWord returns the word only)
-	return true
-}
-
-// wholeGroupWord is directWord's whole-group decision for count devices
-// out of free (on the allowed groups), reporting whether it decided.
-func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
-	unknown := int32(x.nodes)
-	groups := 0 // allowed groups holding count
-	// Every candidate has one node, no unknown node, no distance and
-	// nothing left; its switches (in its packed key) and links differ.
-	d := wordBest{key: ^uint64(0)}
-	shSw := keyShift[critSwitches] & 63
-	for i := range cl.wg {
-		wg := &cl.wg[i]
-		f := free & wg.gm
-		nf := int32(popcount(f))
-		if nf < count {
-			continue
-		}
-		groups++
-		if wg.g == unknown {
-			continue // a choice there loses to one on a known node
-		}
-		if nf > count {
-			return false // choices inside a group: the search's
-		}
-		links := 0
-		switch {
-		case !c.links:
-		case f == wg.gm:
-			links = int(cl.wgLinks[i])
-		default:
-			links = c.x.linksWord(f)
-		}
-		d.offer(uint64(holding(f, cl.bm[wg.lo:wg.hi]))<<shSw, links, f) // its switches, links
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false

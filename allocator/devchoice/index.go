@@ -49,9 +49,7 @@ type Index struct {
 	buckets []bucketInfo
 	off     []int32
 	masks   []wordBits
-	// The buckets of group g are groupStart[g] to groupStart[g+1]-1.
-	groupStart []int32
-	nswitch    int
+	nswitch int
 	// switchInGroup: no switch has devices on two groups (true of real
 	// machines), so a switch inside a set of groups is a single bucket.
 	switchInGroup bool
@@ -195,28 +193,20 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	nc := len(x.classes)
 	// Buckets group by group, in each group in order of their first device
 	// (GPUs first), so that a group's buckets are a range of indices.
-	type key struct{ group, sw int32 }
-	bucketOf := map[key]int32{}
-	var keys []key
+	seen := map[bucketInfo]bool{}
 	for _, d := range devs {
-		k := key{d.group, d.sw}
-		if _, ok := bucketOf[k]; !ok {
-			bucketOf[k] = int32(len(keys))
-			keys = append(keys, k)
+		if k := (bucketInfo{group: d.group, sw: d.sw}); !seen[k] {
+			seen[k] = true
+			x.buckets = append(x.buckets, k)
 		}
 	}
-	order := make([]int32, len(keys)) // first-seen position -> bucket
-	byGroup := make([]int, len(keys))
-	for i := range byGroup {
-		byGroup[i] = i
-	}
-	slices.SortStableFunc(byGroup, func(a, b int) int { return cmp.Compare(keys[a].group, keys[b].group) })
-	for b, i := range byGroup {
-		order[i] = int32(b)
-		x.buckets = append(x.buckets, bucketInfo{group: keys[i].group, sw: keys[i].sw})
+	slices.SortStableFunc(x.buckets, func(a, b bucketInfo) int { return cmp.Compare(a.group, b.group) })
+	bucketOf := make(map[bucketInfo]int32, len(x.buckets))
+	for b, k := range x.buckets {
+		bucketOf[k] = int32(b)
 	}
 	for _, d := range devs {
-		b := order[bucketOf[key{d.group, d.sw}]]
+		b := bucketOf[bucketInfo{group: d.group, sw: d.sw}]
 		c := &x.classes[d.class]
 		c.ids = append(c.ids, d.id)
 		if d.class == 0 {
@@ -259,15 +249,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	for k := 1; k < len(x.off); k++ {
 		x.off[k] += x.off[k-1]
 	}
-	// The range of buckets of each group, and which classes each group has.
 	ng := x.nodes + 1
-	x.groupStart = make([]int32, ng+1)
-	for _, b := range x.buckets {
-		x.groupStart[b.group+1]++
-	}
-	for g := range ng {
-		x.groupStart[g+1] += x.groupStart[g]
-	}
 	// Per class, its buckets (group by group) with their mask ranges.
 	for c := range x.classes {
 		cl := &x.classes[c]

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"math/bits"
 	"slices"
-
-	"github.com/numaplace/numaplace/allocator/internal/general"
 )
 
 // Level 1 of the search, the one search of sets of groups (NUMA nodes,
@@ -74,13 +72,13 @@ func (c *Chooser) levelOne() {
 	// The items in their search order: free devices of the first want
 	// descending, then the distance to the forced groups, then the lowest
 	// free device (so that ties meet the lowest indices first), then the
-	// group (c.witems is in ascending group order). Keys packed in one
-	// integer where the fields fit (the distances are at most 1000 per
-	// pair, unknownDistance, and the groups at most 65), a comparison of
-	// the items otherwise.
+	// group (c.witems is in ascending group order). On the word path keys
+	// packed in one integer (the fields fit: at most 64 devices, distances
+	// at most 1000 per pair, unknownDistance, and at most 65 groups), on
+	// the general path a comparison of the items.
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
-	packed := !general.On && (c.word || c.keysFit())
+	packed := c.word
 	for i := range items {
 		it := &items[i]
 		tie := int32(0) // the distance to the forced groups
@@ -182,17 +180,6 @@ func (c *Chooser) levelOne() {
 		c.key.nodes = int32(len(c.pick))
 		c.leafGroups()
 	}
-}
-
-// keysFit reports whether the fields of levelOne's packed keys hold the
-// items of c.witems (they always do on the word path: at most 64 devices).
-func (c *Chooser) keysFit() bool {
-	for i := range c.witems {
-		if it := &c.witems[i]; it.c0 >= 128 || uint32(it.low) >= 4096 {
-			return false
-		}
-	}
-	return true
 }
 
 // push adds the group of item it to c.pick, with c.key (but for its node

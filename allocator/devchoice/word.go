@@ -5,10 +5,12 @@ import "math/bits"
 // The word path: one want whose class has at most 64 devices (every real
 // server's GPUs), with every set of devices a single word. Its level 1 is
 // the general path's (groups.go), on items that carry their free devices
-// as words; inside a set of groups it makes the general path's search,
-// step for step (the same order of switches, bounds, budgets and
-// tie-breaks), only on words, and the tests check that both choose the
-// same.
+// as words; inside a set of groups its switches are the general path's
+// items (within.go) with their free devices as words too, searched by the
+// same code, and only its choice inside a set of switches (leafWord), the
+// one choice of groups holding exactly the count (everyDevice) and the
+// direct decisions (direct.go) are its own; the tests check that both
+// paths choose the same.
 
 // countWord is countAll for the word path: the free devices of the
 // allowed groups, by group (c.witems, ascending), with their buckets

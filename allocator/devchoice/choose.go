@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
@@ -109,7 +108,6 @@ type Chooser struct {
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
-	gon   []bool  // group already in active (countAll clears it first)
 	// active are the allowed groups with free devices of some want,
 	// ascending.
 	active []int32
@@ -220,7 +218,6 @@ func (x *Index) NewChooser() *Chooser {
 	c.gmust = make([]bool, ng)
 	c.glow = make([]int32, ng)
 	c.gfit = make([]int32, ng)
-	c.gon = make([]bool, ng)
 	c.swItem = make([]int32, x.nswitch)
 	c.nextB = make([]int32, nb)
 	c.bItem = make([]int32, nb)
@@ -504,64 +501,34 @@ func (c *Chooser) devName(class, d int) string {
 }
 
 // countAll counts the free and must-include devices of every want per
-// bucket and group of the allowed groups, fills c.active, and adds the
-// wants' must-include and free devices seen to mustSeen and total.
+// bucket and group of the allowed groups, fills c.active (ascending), and
+// adds the wants' must-include and free devices seen to mustSeen and
+// total.
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
 	c.active = c.active[:0]
-	clear(c.gon)
-	for k := range c.nw {
-		cl := &x.classes[c.cls[k]]
-		for _, g := range cl.groups {
-			if !c.allowedGroup(int(g)) {
-				continue
-			}
-			if !c.gon[g] { // the group's first want: reset its counts
-				c.startGroup(g)
-			}
+	for g := range int32(x.nodes + 1) {
+		if !c.allowedGroup(int(g)) {
+			continue
+		}
+		c.gmust[g] = false
+		some := false
+		for k := range c.nw {
+			cl := &x.classes[c.cls[k]]
 			n, m, fit, low := countBuckets(x.masks, cl.cb[cl.cbStart[g]:cl.cbStart[g+1]], c.free[k], c.must[k], c.cnt[k], c.mcnt[k], c.need[0])
 			c.gcnt[k][g] = n
 			total[k] += n
-			if m > 0 {
-				mustSeen[k] += m
-				c.gmust[g] = true
-			}
+			mustSeen[k] += m
+			c.gmust[g] = c.gmust[g] || m > 0
+			some = some || n > 0
 			if k == 0 {
 				c.gfit[g], c.glow[g] = fit, low
 			}
 		}
-	}
-	// The active groups ascending, those without free devices left out.
-	act := c.active
-	slices.Sort(act)
-	n := 0
-	for _, g := range act {
-		if c.anyFree(g) {
-			act[n] = g
-			n++
+		if some { // a group without free devices of any want is left out
+			c.active = append(c.active, g)
 		}
 	}
-	c.active = act[:n]
-}
-
-// startGroup adds group g to c.active with its counts reset.
-func (c *Chooser) startGroup(g int32) {
-	c.gon[g] = true
-	c.active = append(c.active, g)
-	c.gmust[g], c.glow[g], c.gfit[g] = false, -1, -1
-	for j := range c.nw {
-		c.gcnt[j][g] = 0
-	}
-}
-
-// anyFree reports whether group g has free devices of some want.
-func (c *Chooser) anyFree(g int32) bool {
-	for k := range c.nw {
-		if c.gcnt[k][g] > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // countBuckets counts the free and must-include devices of the buckets

@@ -99,18 +99,15 @@ type Chooser struct {
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per bucket and want (written for the buckets of active groups):
+	// Per bucket and want (written for the buckets of allowed groups):
 	// free and must-include devices.
 	cnt  [MaxWants][]int32
 	mcnt [MaxWants][]int32
-	// Per group and want (written for active groups).
+	// Per group and want (written for allowed groups).
 	gcnt  [MaxWants][]int32
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
-	// active are the allowed groups with free devices of some want,
-	// ascending.
-	active []int32
 
 	// Level 1: groups.
 	prefix []int32
@@ -501,12 +498,12 @@ func (c *Chooser) devName(class, d int) string {
 }
 
 // countAll counts the free and must-include devices of every want per
-// bucket and group of the allowed groups, fills c.active (ascending), and
-// adds the wants' must-include and free devices seen to mustSeen and
-// total.
+// bucket and group of the allowed groups, makes those with free devices
+// of some want level 1's items (c.witems, ascending), and adds the wants'
+// must-include and free devices seen to mustSeen and total.
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
-	c.active = c.active[:0]
+	c.witems = c.witems[:0]
 	for g := range int32(x.nodes + 1) {
 		if !c.allowedGroup(int(g)) {
 			continue
@@ -526,7 +523,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 			}
 		}
 		if some { // a group without free devices of any want is left out
-			c.active = append(c.active, g)
+			c.witems = append(c.witems, wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]})
 		}
 	}
 }

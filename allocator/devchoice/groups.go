@@ -32,21 +32,30 @@ func (c *Chooser) startPick() {
 }
 
 // searchGroups is level 1 of the general path: the forced groups (those
-// of must-include devices) into c.pick, the other active groups into
-// c.witems, then levelOne.
+// of must-include devices) into c.pick, then levelOne.
 func (c *Chooser) searchGroups() {
 	c.startPick()
-	c.witems = c.witems[:0]
-	for _, g := range c.active {
-		it := wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]}
-		if c.gmust[g] {
-			c.push(&it, c.distTo(g))
-			c.addOthers(g, 1)
-		} else {
-			c.witems = append(c.witems, it)
-		}
-	}
+	c.force(func(it *wItem) bool { return c.gmust[it.g] })
 	c.levelOne()
+}
+
+// force moves the items of c.witems that forced reports (holding
+// must-include devices) into c.pick, in ascending group order, with
+// c.key (but for its node count), c.gcap, c.pickFree and c.pickNB theirs.
+func (c *Chooser) force(forced func(it *wItem) bool) {
+	items := c.witems
+	k := 0
+	for _, it := range items {
+		if !forced(&it) {
+			items[k] = it
+			k++
+			continue
+		}
+		it.top = 0
+		c.push(&it, c.distTo(it.g))
+		c.addOthers(it.g, 1)
+	}
+	c.witems = items[:k]
 }
 
 // distTo returns the sum of the distances from group g to the groups of

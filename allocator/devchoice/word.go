@@ -14,7 +14,7 @@ import "math/bits"
 
 // countWord is countAll for the word path: the free devices of the
 // allowed groups, by group (c.witems, ascending), with their buckets
-// holding free devices and best-fitting bucket; then forceWord moves the
+// holding free devices and best-fitting bucket; then force moves the
 // groups of must-include devices into c.pick, c.key and c.gcap. It returns
 // the must-include devices on allowed groups and the free devices there.
 func (c *Chooser) countWord() (mustSeen, total int32) {
@@ -30,7 +30,7 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	allowed := c.allowedWord(cl)
 	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
 	if must != 0 {
-		c.forceWord(must)
+		c.force(func(it *wItem) bool { return it.free&must != 0 })
 	}
 	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
 }
@@ -81,24 +81,6 @@ func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
 		}
 	}
 	return nb, fit
-}
-
-// forceWord moves the items holding devices of must into c.pick (in
-// ascending group order), with c.key (but for its node count), c.gcap,
-// c.pickFree and c.pickNB theirs.
-func (c *Chooser) forceWord(must uint64) {
-	items := c.witems
-	k := 0
-	for _, it := range items {
-		if it.free&must == 0 {
-			items[k] = it
-			k++
-			continue
-		}
-		it.top = 0
-		c.push(&it, c.distTo(it.g))
-	}
-	c.witems = items[:k]
 }
 
 // everyDevice is leafGroups' search on the word path when the groups hold

@@ -388,40 +388,6 @@ func (x *Index) buildDegrees() {
 			deg[i] += x.linkN[k]
 		}
 	}
-	prefix := func(dst []int32, gpus []int32) []int32 {
-		ds := make([]int32, len(gpus))
-		for j, g := range gpus {
-			ds[j] = deg[g]
-		}
-		slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
-		dst = append(dst, 0)
-		for _, d := range ds {
-			dst = append(dst, dst[len(dst)-1]+d)
-		}
-		return dst
-	}
-	ng := x.nodes + 1
-	byGroup := make([][]int32, ng)
-	byBucket := make([][]int32, len(cl.cb))
-	cbOf := make(map[int32]int, len(cl.cb))
-	for i, e := range cl.cb {
-		cbOf[e.b] = i
-	}
-	for d := range n {
-		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
-		i := cbOf[cl.bucket[d]]
-		byBucket[i] = append(byBucket[i], int32(d))
-	}
-	x.gdegStart = make([]int32, ng)
-	for g := range ng {
-		x.gdegStart[g] = int32(len(x.gdeg))
-		x.gdeg = prefix(x.gdeg, byGroup[g])
-	}
-	x.bdegStart = make([]int32, len(cl.cb))
-	for i := range cl.cb {
-		x.bdegStart[i] = int32(len(x.bdeg))
-		x.bdeg = prefix(x.bdeg, byBucket[i])
-	}
 	x.gpuCB = make([]int32, len(x.buckets))
 	for b := range x.gpuCB {
 		x.gpuCB[b] = -1
@@ -429,6 +395,33 @@ func (x *Index) buildDegrees() {
 	for i, e := range cl.cb {
 		x.gpuCB[e.b] = int32(i)
 	}
+	byGroup := make([][]int32, x.nodes+1)
+	byBucket := make([][]int32, len(cl.cb))
+	for d := range n {
+		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
+		i := x.gpuCB[cl.bucket[d]]
+		byBucket[i] = append(byBucket[i], int32(d))
+	}
+	// prefix appends to *sums, list by list, 0 and the running sums of the
+	// list's degrees in descending order, with each list's first entry in
+	// *start.
+	prefix := func(lists [][]int32, sums, start *[]int32) {
+		*start = make([]int32, len(lists))
+		for i, gpus := range lists {
+			(*start)[i] = int32(len(*sums))
+			ds := make([]int32, len(gpus))
+			for j, g := range gpus {
+				ds[j] = deg[g]
+			}
+			slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
+			*sums = append(*sums, 0)
+			for _, d := range ds {
+				*sums = append(*sums, (*sums)[len(*sums)-1]+d)
+			}
+		}
+	}
+	prefix(byGroup, &x.gdeg, &x.gdegStart)
+	prefix(byBucket, &x.bdeg, &x.bdegStart)
 }
 
 // groupTop returns the sum of the k largest link degrees of group g's

@@ -569,16 +569,13 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 // switchLinks returns the most links a choice of the first want inside
 // the groups and the switches of c.inB can have (at most gLinks).
 func (c *Chooser) switchLinks() int {
-	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
-		return c.linksUB
-	}
 	sum := int32(0)
 	for i, in := range c.inB {
 		if in {
 			sum += c.itDeg[i]
 		}
 	}
-	return min(c.gLinks, int(sum/2))
+	return min(c.gLinks, c.linksFor(sum))
 }
 
 // result writes the best choice into the result sets.

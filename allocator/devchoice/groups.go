@@ -160,7 +160,12 @@ func (c *Chooser) levelOne() {
 		extra++
 	}
 	c.steps, c.leaves = 0, 0
-	c.linksUB = c.linksBound()
+	// The most links of a choice: C(k,2) times the most links of a pair
+	// (exact on NVSwitch machines).
+	c.linksUB = 0
+	if n := int(need0); c.cls[0] == 0 {
+		c.linksUB = n * (n - 1) / 2 * int(x.maxLink)
+	}
 	c.topSum = 0
 	if c.links {
 		for _, g := range c.pick {

@@ -218,16 +218,6 @@ func (c *Chooser) unpairedBound(onlyB bool) int {
 	return u
 }
 
-// linksBound returns an upper bound of the NVLink links among the chosen
-// GPUs (exact on NVSwitch machines).
-func (c *Chooser) linksBound() int {
-	if c.cls[0] != 0 {
-		return 0
-	}
-	n := int(c.need[0])
-	return n * (n - 1) / 2 * int(c.x.maxLink)
-}
-
 // dfsSwitches extends the set of switches in c.inB by left more items from
 // c.order2[from:]; s is the size of the complete set. Each complete set is
 // a leaf ([Chooser.leafSwitches]).

@@ -21,11 +21,9 @@ import "math/bits"
 //     holds count free devices, every best choice lies under one such
 //     switch (one node, no distance, no unknown node and one switch are
 //     each the least a choice can have), so the best is the best of the
-//     switches' own choices: the devices leafWord chooses inside the
-//     switch (all of them, the lowest without NVLinks to tell them apart,
-//     or exactWord's when its combinations are few), ranked by their
-//     links, then the free devices left in the switch, then in the node,
-//     then the lowest indices. The search reaches the same leaves when no
+//     switches' own choices (wordChoice's, as leafWord's), ranked by
+//     their links, then the free devices left in the switch, then in the
+//     node, then the lowest indices. The search reaches the same leaves when no
 //     budget binds, so this is taken only when at most nodeSetBudget
 //     groups and switchSetBudget switches per group can hold count, and
 //     when no switch would need the greedy choice;
@@ -56,9 +54,8 @@ import "math/bits"
 //     devices is needed (leaving out any one without must-include devices
 //     leaves fewer than count): every choice is in that group (one node)
 //     under all those switches, leaving the same devices free in them, so
-//     the best is the one leafWord makes there (all the devices,
-//     the lowest without NVLinks to tell them apart, or exactWord's when
-//     its combinations are few; otherwise the search decides).
+//     the best is wordChoice's there, as leafWord's (when it has none,
+//     the search decides).
 //
 // It takes O(g + b) for the class's g groups and b buckets, plus exactWord's
 // at most exactCombos combinations per switch (or in the forced group), and

@@ -483,14 +483,10 @@ func (c *Chooser) pairs(pot *pairPot, k int) int32 {
 // pairGain returns the pairs that one more first-want device under item
 // it adds, given the potential pairs pot of every other want.
 func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
-	g := int32(0)
+	p, g := *pot, int32(0)
+	c.addPot(it, &p, 1)
 	for k := 1; k < c.nw; k++ {
-		switch ip := c.ix[0][it]; {
-		case ip < c.imcnt[k][it]:
-			g++ // pairs with one more must-include device
-		case ip < c.icnt[k][it] && pot.extra[k] < c.need[k]-c.mneed[k]:
-			g++
-		}
+		g += c.pairs(&p, k) - c.pairs(pot, k)
 	}
 	return g
 }

@@ -143,7 +143,6 @@ type Chooser struct {
 
 	// Level 3: devices.
 	cand      []int32 // first-want candidates, ascending
-	candLeft  []int32 // per candidate position, the candidates from there on that are not must-include (exactFirst)
 	candItem  []int32
 	inS       []bool // GPU -> chosen (cleared by each user first)
 	gain      []int32

@@ -530,16 +530,16 @@ func (c *Chooser) potential() (pot pairPot) {
 func (c *Chooser) exactFirst() {
 	base := len(c.sel[0])
 	c.bestPairs, c.bestLinks = -1, -1
-	// candLeft[i]: the candidates of c.cand[i:] that are not must-include
-	// (enumFirst's bound: a combination from i on needs that many).
-	c.candLeft = grow(c.candLeft, len(c.cand)+1)
-	c.candLeft[len(c.cand)] = 0
-	for i := len(c.cand) - 1; i >= 0; i-- {
-		c.candLeft[i] = c.candLeft[i+1]
-		if c.must[0] == nil || !c.must[0].Has(int(c.cand[i])) {
-			c.candLeft[i]++
+	// The candidates left to enumerate: those that are not must-include
+	// (taken already), with their items.
+	n := 0
+	for i, d := range c.cand {
+		if c.must[0] == nil || !c.must[0].Has(int(d)) {
+			c.cand[n], c.candItem[n] = d, c.candItem[i]
+			n++
 		}
 	}
+	c.cand, c.candItem = c.cand[:n], c.candItem[:n]
 	c.pot = c.potential()
 	c.enumFirst(0, c.linksAmong(c.sel[0]))
 	c.sel[0] = c.sel[0][:base]
@@ -548,11 +548,10 @@ func (c *Chooser) exactFirst() {
 	}
 }
 
-// enumFirst extends c.sel[0] by the candidates from c.cand[from:] in every
-// way, links being the links among c.sel[0]; it goes only where enough
-// candidates that are not must-include are left to complete the
-// combination (c.candLeft), so every branch it takes reaches a
-// combination.
+// enumFirst extends c.sel[0] by the candidates from c.cand[from:] (none
+// must-include) in every way, links being the links among c.sel[0]; it
+// goes only where enough candidates are left to complete the
+// combination, so every branch it takes reaches a combination.
 func (c *Chooser) enumFirst(from int, links int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
@@ -566,11 +565,8 @@ func (c *Chooser) enumFirst(from int, links int) {
 		}
 		return
 	}
-	for i := from; int(c.candLeft[i]) >= need-len(c.sel[0]); i++ {
+	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
 		d := c.cand[i]
-		if c.must[0] != nil && c.must[0].Has(int(d)) {
-			continue
-		}
 		add := 0
 		if c.links {
 			for _, u := range c.sel[0] {

@@ -422,7 +422,12 @@ func (c *Chooser) selectFirst() {
 			}
 		}
 	}
-	if len(c.cand) == need || !c.links && c.nw == 1 {
+	c.candItem = c.candItem[:0]
+	for _, d := range c.cand {
+		c.candItem = append(c.candItem, c.itemOf(0, d))
+	}
+	switch {
+	case len(c.cand) == need || !c.links && c.nw == 1: // the lowest
 		for _, d := range c.cand {
 			if len(c.sel[0]) == need {
 				break
@@ -431,18 +436,9 @@ func (c *Chooser) selectFirst() {
 				c.take(0, d)
 			}
 		}
-		if nmust > 0 {
-			slices.Sort(c.sel[0])
-		}
-		return
-	}
-	c.candItem = c.candItem[:0]
-	for _, d := range c.cand {
-		c.candItem = append(c.candItem, c.itemOf(0, d))
-	}
-	if combos(len(c.cand)-nmust, need-nmust) <= exactCombos {
+	case combos(len(c.cand)-nmust, need-nmust) <= exactCombos:
 		c.exactFirst()
-	} else {
+	default:
 		c.greedyFirst()
 	}
 	slices.Sort(c.sel[0])

@@ -399,7 +399,7 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 				}
 			}
 			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
-			c.everyLeaf(&lb, sel, sel)
+			c.everyLeaf(&lb, sel)
 			continue
 		}
 		c.push(it, dist-base.dist)

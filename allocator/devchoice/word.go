@@ -90,34 +90,33 @@ func (c *Chooser) everyDevice(n int) {
 	c.nodeLeft = 0
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if !c.have || c.beats(&lb) {
-		c.everyLeaf(&lb, c.pickFree, c.pickFree)
+		c.everyLeaf(&lb, c.pickFree)
 	}
 }
 
-// everyLeaf is everyDevice past its bound lb: the one choice sel, kept
-// when it beats the best; picked are the free devices of the picked
-// groups (see pickLinks).
-func (c *Chooser) everyLeaf(lb *Rank, sel, picked uint64) {
+// everyLeaf is everyDevice past its bound lb: the one choice sel, every
+// free device of the picked groups, kept when it beats the best.
+func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 	c.leaves++
 	r := *lb
 	if c.cls[0] == 0 {
-		r.NVLinks = c.pickLinks(sel, picked)
+		r.NVLinks = c.pickLinks(sel)
 	} else {
 		r.NVLinks = 0
 	}
 	c.keepWord(&r, sel)
 }
 
-// pickLinks returns linksWord(sel). Inside lastGroup's loop, when sel
-// is every free device of the picked groups (picked, the groups before
-// the last and the last), it adds the links of the groups before the last
+// pickLinks returns linksWord(sel), sel being every free device of the
+// picked groups. Inside lastGroup's loop (the groups before the last and
+// the last), it adds the links of the groups before the last
 // (computed once per loop, in c.baseLinks, with their devices listed in
 // c.baseIdx), those of the last group's free devices c.lastFree, and
 // those between the two.
-func (c *Chooser) pickLinks(sel, picked uint64) int {
+func (c *Chooser) pickLinks(sel uint64) int {
 	last := c.lastFree
-	if last == 0 || sel == last || sel != picked || c.x.rows == nil || c.x.uniform {
-		return c.x.linksWord(sel) // no earlier groups, or not the loop's choice
+	if last == 0 || sel == last || c.x.rows == nil || c.x.uniform {
+		return c.x.linksWord(sel) // not in the loop, or no earlier groups
 	}
 	if c.baseLinks < 0 {
 		base := sel &^ last

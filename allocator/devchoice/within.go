@@ -317,9 +317,11 @@ func (c *Chooser) used(i int32) bool {
 // counts ix).
 func (c *Chooser) rankOf() Rank {
 	r := c.groupRank()
-	left := int32(0)
 	for k := range c.nw {
-		left -= c.need[k]
+		r.SwitchLeft -= int(c.need[k])
+		if k > 0 {
+			r.Unpaired += int(c.need[k])
+		}
 	}
 	for i := range c.itSW {
 		if !c.used(int32(i)) {
@@ -327,16 +329,12 @@ func (c *Chooser) rankOf() Rank {
 		}
 		r.Switches++
 		for k := range c.nw {
-			left += c.icnt[k][i]
-		}
-		for k := 1; k < c.nw; k++ {
-			r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
+			r.SwitchLeft += int(c.icnt[k][i])
+			if k > 0 {
+				r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
+			}
 		}
 	}
-	for k := 1; k < c.nw; k++ {
-		r.Unpaired += int(c.need[k])
-	}
-	r.SwitchLeft = int(left)
 	if c.cls[0] == 0 {
 		r.NVLinks = c.linksAmong(c.sel[0])
 	}

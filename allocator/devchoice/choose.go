@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"github.com/numaplace/numaplace/allocator/internal/general"
 	"github.com/numaplace/numaplace/numa"
@@ -100,19 +99,15 @@ type Chooser struct {
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per bucket and want (written for the buckets of active groups):
+	// Per bucket and want (written for the buckets of allowed groups):
 	// free and must-include devices.
 	cnt  [MaxWants][]int32
 	mcnt [MaxWants][]int32
-	// Per group and want (written for active groups).
+	// Per group and want (written for allowed groups).
 	gcnt  [MaxWants][]int32
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
 	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
-	gon   []bool  // group already in active (countAll clears it first)
-	// active are the allowed groups with free devices of some want,
-	// ascending.
-	active []int32
 
 	// Level 1: groups.
 	prefix []int32
@@ -133,8 +128,7 @@ type Chooser struct {
 	itFirst  []int32
 	icnt     [MaxWants][]int32
 	imcnt    [MaxWants][]int32
-	ip       []int32           // first-want devices chosen
-	ix       [MaxWants][]int32 // other wants' devices chosen
+	ix       [MaxWants][]int32 // each want's devices chosen
 	inB      []bool            // in the set of switches being built
 	iseen    []bool
 	order2   []int32
@@ -149,7 +143,6 @@ type Chooser struct {
 
 	// Level 3: devices.
 	cand      []int32 // first-want candidates, ascending
-	candLeft  []int32 // per candidate position, the candidates from there on that are not must-include (exactFirst)
 	candItem  []int32
 	inS       []bool // GPU -> chosen (cleared by each user first)
 	gain      []int32
@@ -181,7 +174,7 @@ type Chooser struct {
 	// (the word path).
 	witems, wsorted []wItem
 	wkeys           []uint64
-	wties           []int32 // per item of witems, its distance to the forced groups (when the keys are not packed)
+	wties           []int32 // per item of witems, its distance to the forced groups (the general path)
 	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
 	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
 	wforced         int     // the forced groups at the start of c.pick
@@ -221,7 +214,6 @@ func (x *Index) NewChooser() *Chooser {
 	c.gmust = make([]bool, ng)
 	c.glow = make([]int32, ng)
 	c.gfit = make([]int32, ng)
-	c.gon = make([]bool, ng)
 	c.swItem = make([]int32, x.nswitch)
 	c.nextB = make([]int32, nb)
 	c.bItem = make([]int32, nb)
@@ -505,64 +497,34 @@ func (c *Chooser) devName(class, d int) string {
 }
 
 // countAll counts the free and must-include devices of every want per
-// bucket and group of the allowed groups, fills c.active, and adds the
-// wants' must-include and free devices seen to mustSeen and total.
+// bucket and group of the allowed groups, makes those with free devices
+// of some want level 1's items (c.witems, ascending), and adds the wants'
+// must-include and free devices seen to mustSeen and total.
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
-	c.active = c.active[:0]
-	clear(c.gon)
-	for k := range c.nw {
-		cl := &x.classes[c.cls[k]]
-		for _, g := range cl.groups {
-			if !c.allowedGroup(int(g)) {
-				continue
-			}
-			if !c.gon[g] { // the group's first want: reset its counts
-				c.startGroup(g)
-			}
+	c.witems = c.witems[:0]
+	for g := range int32(x.nodes + 1) {
+		if !c.allowedGroup(int(g)) {
+			continue
+		}
+		c.gmust[g] = false
+		some := false
+		for k := range c.nw {
+			cl := &x.classes[c.cls[k]]
 			n, m, fit, low := countBuckets(x.masks, cl.cb[cl.cbStart[g]:cl.cbStart[g+1]], c.free[k], c.must[k], c.cnt[k], c.mcnt[k], c.need[0])
 			c.gcnt[k][g] = n
 			total[k] += n
-			if m > 0 {
-				mustSeen[k] += m
-				c.gmust[g] = true
-			}
+			mustSeen[k] += m
+			c.gmust[g] = c.gmust[g] || m > 0
+			some = some || n > 0
 			if k == 0 {
 				c.gfit[g], c.glow[g] = fit, low
 			}
 		}
-	}
-	// The active groups ascending, those without free devices left out.
-	act := c.active
-	slices.Sort(act)
-	n := 0
-	for _, g := range act {
-		if c.anyFree(g) {
-			act[n] = g
-			n++
+		if some { // a group without free devices of any want is left out
+			c.witems = append(c.witems, wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]})
 		}
 	}
-	c.active = act[:n]
-}
-
-// startGroup adds group g to c.active with its counts reset.
-func (c *Chooser) startGroup(g int32) {
-	c.gon[g] = true
-	c.active = append(c.active, g)
-	c.gmust[g], c.glow[g], c.gfit[g] = false, -1, -1
-	for j := range c.nw {
-		c.gcnt[j][g] = 0
-	}
-}
-
-// anyFree reports whether group g has free devices of some want.
-func (c *Chooser) anyFree(g int32) bool {
-	for k := range c.nw {
-		if c.gcnt[k][g] > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // countBuckets counts the free and must-include devices of the buckets
@@ -606,16 +568,13 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 // switchLinks returns the most links a choice of the first want inside
 // the groups and the switches of c.inB can have (at most gLinks).
 func (c *Chooser) switchLinks() int {
-	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
-		return c.linksUB
-	}
 	sum := int32(0)
 	for i, in := range c.inB {
 		if in {
 			sum += c.itDeg[i]
 		}
 	}
-	return min(c.gLinks, int(sum/2))
+	return min(c.gLinks, c.linksFor(sum))
 }
 
 // result writes the best choice into the result sets.

@@ -21,11 +21,9 @@ import "math/bits"
 //     holds count free devices, every best choice lies under one such
 //     switch (one node, no distance, no unknown node and one switch are
 //     each the least a choice can have), so the best is the best of the
-//     switches' own choices: the devices leafSwitchesWord chooses inside the
-//     switch (all of them, the lowest without NVLinks to tell them apart,
-//     or exactWord's when its combinations are few), ranked by their
-//     links, then the free devices left in the switch, then in the node,
-//     then the lowest indices. The search reaches the same leaves when no
+//     switches' own choices (wordChoice's, as leafWord's), ranked by
+//     their links, then the free devices left in the switch, then in the
+//     node, then the lowest indices. The search reaches the same leaves when no
 //     budget binds, so this is taken only when at most nodeSetBudget
 //     groups and switchSetBudget switches per group can hold count, and
 //     when no switch would need the greedy choice;
@@ -56,9 +54,8 @@ import "math/bits"
 //     devices is needed (leaving out any one without must-include devices
 //     leaves fewer than count): every choice is in that group (one node)
 //     under all those switches, leaving the same devices free in them, so
-//     the best is the one leafSwitchesWord makes there (all the devices,
-//     the lowest without NVLinks to tell them apart, or exactWord's when
-//     its combinations are few; otherwise the search decides).
+//     the best is wordChoice's there, as leafWord's (when it has none,
+//     the search decides).
 //
 // It takes O(g + b) for the class's g groups and b buckets, plus exactWord's
 // at most exactCombos combinations per switch (or in the forced group), and
@@ -84,33 +81,30 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 		return must&^allowed == 0 && c.forcedGroupWord(count, free, must)
 	}
 	c.wFree, c.wMust = free, 0
-	if count <= cl.maxBucket && c.oneSwitchWord(count, free) {
+	if count <= cl.maxBucket && c.oneNodeWord(count, free, false) {
 		return true
 	}
-	if count <= cl.maxGroup && c.wholeGroupWord(count, free) {
+	if count <= cl.maxGroup && c.oneNodeWord(count, free, true) {
 		return true
 	}
 	return c.wholeGroupsWord(count, free)
 }
 
-// oneSwitchWord is directWord's one-switch decision for count devices out
-// of free (on the allowed groups), reporting whether it decided.
-func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
+// oneNodeWord is directWord's one-switch decision (whole false) or its
+// whole-group decision (whole true) for count devices out of free (on the
+// allowed groups), reporting whether it decided. Every candidate has one
+// node, no unknown node and no distance; the rest of its rank is its
+// links (the same for every choice of count devices without c.links) and
+// the fields of its packed key that differ: under one switch, the free
+// devices it leaves in its switch and in its node; as a whole group
+// (nothing left), its switches.
+func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	unknown := int32(x.nodes)
-	// Every candidate has one node, no unknown node, no distance and one
-	// switch; the rest of its rank is its links (the same for every choice
-	// of count devices without c.links) and the free devices it leaves in
-	// its switch and in its node, the fields of its packed key that differ.
 	groups := 0 // allowed groups holding count
 	d := wordBest{key: ^uint64(0)}
-	shS, shN := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63
-	// The buckets whose choice needs a call (exactWord's, or links not in
-	// the index's tables) wait in pend, so that the loop keeps its values
-	// in registers.
-	var pend [64]uint8
-	np := 0
+	shS, shN, shSw := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63, keyShift[critSwitches]&63
 	for i := range cl.wg {
 		wg := &cl.wg[i]
 		f := free & wg.gm
@@ -121,6 +115,21 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 		groups++
 		if wg.g == unknown {
 			continue // a choice there loses to one on a known node
+		}
+		if whole {
+			if nf > count {
+				return false // choices inside a group: the search's
+			}
+			links := 0
+			switch {
+			case !c.links:
+			case f == wg.gm:
+				links = int(cl.wgLinks[i])
+			default:
+				links = c.x.linksWord(f)
+			}
+			d.offer(uint64(holding(f, cl.bm[wg.lo:wg.hi]))<<shSw, links, f) // its switches, links
+			continue
 		}
 		if wg.hi-wg.lo > switchSetBudget {
 			return false // more switches than the search compares per group
@@ -144,81 +153,14 @@ func (c *Chooser) oneSwitchWord(count int32, free uint64) bool {
 				d.offer(left, int(cl.bLinks[bi]), m)
 			case m>>63 == 0 && count == 2 && nb <= 11 && m == bm: // the whole bucket's best pair
 				d.offer(left, int(cl.bPairLinks[bi]), cl.bPair[bi])
-			default:
-				pend[np&63] = uint8(bi)
-				np++
+			default: // exactWord's, or links not in the index's tables
+				sel, ok := c.wordChoice(m, count)
+				if !ok {
+					return false // leafWord's greedy choice
+				}
+				d.offer(left, c.x.linksWord(sel), sel)
 			}
 		}
-	}
-	for k := range np {
-		bi := int32(pend[k&63])
-		m := free & cl.bm[bi]
-		nb := int32(popcount(m))
-		nf := int32(popcount(free & cl.gm[x.buckets[cl.cb[bi].b].group]))
-		left := uint64(nb-count)<<shS | uint64(nf-count)<<shN
-		switch {
-		case nb == count:
-			d.offer(left, c.x.linksWord(m), m)
-		case m>>63 == 0 && count == 2 && nb <= 11: // combos(nb, 2) <= exactCombos
-			sel, links := x.bestPairWord(m) // exactWord's pair
-			d.offer(left, links, sel)
-		case m>>63 == 0 && combos(int(nb), int(count)) <= exactCombos:
-			sel := c.exactWord(m, int(count))
-			d.offer(left, c.x.linksWord(sel), sel)
-		default:
-			return false // leafSwitchesWord's greedy choice
-		}
-	}
-	if d.sel == 0 || groups > nodeSetBudget {
-		return false
-	}
-	c.have, c.bestWord = true, d.sel // (ChooseWord returns the word only)
-	return true
-}
-
-// wholeGroupWord is directWord's whole-group decision for count devices
-// out of free (on the allowed groups), reporting whether it decided.
-func (c *Chooser) wholeGroupWord(count int32, free uint64) bool {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
-	unknown := int32(x.nodes)
-	groups := 0 // allowed groups holding count
-	// Every candidate has one node, no unknown node, no distance and
-	// nothing left; its switches (in its packed key) and links differ.
-	d := wordBest{key: ^uint64(0)}
-	shSw := keyShift[critSwitches] & 63
-	var pend [64]uint8 // groups of known node whose links need a call (see oneSwitchWord)
-	np := 0
-	for i := range cl.wg {
-		wg := &cl.wg[i]
-		f := free & wg.gm
-		nf := int32(popcount(f))
-		if nf < count {
-			continue
-		}
-		groups++
-		if wg.g == unknown {
-			continue // a choice there loses to one on a known node
-		}
-		if nf > count || np == len(pend) {
-			return false // choices inside a group: the search's
-		}
-		nb := holding(f, cl.bm[wg.lo:wg.hi]) // the switches of the choice
-		switch {
-		case !c.links:
-			d.offer(uint64(nb)<<shSw, 0, f)
-		case f == wg.gm:
-			d.offer(uint64(nb)<<shSw, int(cl.wgLinks[i]), f)
-		default:
-			pend[np] = uint8(i)
-			np++
-		}
-	}
-	for _, i := range pend[:np] {
-		wg := &cl.wg[i]
-		f := free & wg.gm
-		nb := holding(f, cl.bm[wg.lo:wg.hi])
-		d.offer(uint64(nb)<<shSw, c.x.linksWord(f), f)
 	}
 	if d.sel == 0 || groups > nodeSetBudget {
 		return false
@@ -260,17 +202,9 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 		return false
 	}
 	c.wFree, c.wMust = free, must
-	rest := int(count) - popcount(must)
-	var sel uint64
-	switch rest2 := cand &^ must; {
-	case nc == count:
-		sel = cand
-	case !c.links:
-		sel = must | lowestBits(rest2, rest)
-	case rest2>>63 == 0 && combos(popcount(rest2), rest) <= exactCombos:
-		sel = c.exactWord(rest2, rest)
-	default:
-		return false // linkedWord's greedy choice: the search's
+	sel, ok := c.wordChoice(cand, count)
+	if !ok {
+		return false // leafWord's greedy choice: the search's
 	}
 	c.have, c.bestWord = true, sel // (ChooseWord returns the word only)
 	return true
@@ -377,7 +311,7 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	// The C(m, r) sets of r tied groups, each ranked in full (the order
 	// met does not matter): pairs in two loops, other sizes as masks over
 	// the tied groups' positions (Gosper's hack).
-	best := groupsBest{key: ^uint64(0), links: -1}
+	best := wordBest{key: ^uint64(0)}
 	k0 := uint64(k) << keyShift[critNodes] // (the same for every set)
 	baseKey += k0
 	if r == 2 {
@@ -385,8 +319,8 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 			fi, ki, ri := base|t.f[i&15], baseKey+t.key[i&15], t.row[i&15]
 			for j := i + 1; j < nt; j++ {
 				key := ki + t.key[j&15] + uint64(gdist[ri+t.g[j&15]])<<distShift
-				if key <= best.key {
-					best.offer(c, fi|t.f[j&15], key)
+				if key <= best.key { // (the links counted only then)
+					best.offer(key, c.wordLinks(fi|t.f[j&15]), fi|t.f[j&15])
 				}
 			}
 		}
@@ -402,7 +336,7 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 				}
 			}
 			if key <= best.key {
-				best.offer(c, sel, key)
+				best.offer(key, c.wordLinks(sel), sel)
 			}
 			low := s & -s
 			n := s + low
@@ -422,38 +356,6 @@ type tiedGroups struct {
 	g, row [16]int32
 }
 
-// groupsBest is wholeGroupsWord's best set so far: its devices, packed
-// rank (^0 before the first) and links (-1 until counted).
-type groupsBest struct {
-	sel   uint64
-	key   uint64
-	links int
-}
-
-// offer keeps the set of devices sel of packed rank key (no worse than
-// the best's) when it beats the best: a lower key, then (directOK: NVLinks
-// come after every criterion of the key that differs) more links, then
-// the lowest indices (lowerWord). The links are counted only when the
-// keys tie.
-func (b *groupsBest) offer(c *Chooser, sel uint64, key uint64) {
-	links := -1
-	if key == b.key {
-		if c.links {
-			if b.links < 0 {
-				b.links = c.x.linksWord(b.sel)
-			}
-			links = c.x.linksWord(sel)
-			if links < b.links {
-				return
-			}
-		}
-		if (!c.links || links == b.links) && !lowerWord(sel, b.sel) {
-			return
-		}
-	}
-	b.sel, b.key, b.links = sel, key, links
-}
-
 // wordBest is a direct decision's best choice so far: its devices (0
 // before the first), packed key (the fields of packedKey that differ
 // between its candidates) and links.
@@ -469,6 +371,15 @@ func (d *wordBest) offer(key uint64, links int, sel uint64) {
 	if a, b := keyTerms(key, links, d.key, d.links); a < b || a == b && lowerWord(sel, d.sel) {
 		d.sel, d.key, d.links = sel, key, links
 	}
+}
+
+// wordLinks returns the links among the devices of sel when NVLinks tell
+// choices apart (c.links), 0 otherwise.
+func (c *Chooser) wordLinks(sel uint64) int {
+	if !c.links {
+		return 0
+	}
+	return c.x.linksWord(sel)
 }
 
 // holding returns how many of the words bms hold devices of f.

@@ -29,9 +29,9 @@
 // servers stay under, the node and distance criteria are exact, and the
 // tests compare it with a search over every subset on small machines.
 // Machines of at most 64 devices of the class asked for take a path on
-// single words that makes the same choices (also tested; its search of
-// sets of NUMA nodes is the general path's, on items that carry their
-// devices as words), and [Chooser.ChooseWord] asks for such a class with
-// its sets as words, without a Request or a Result (the device plugin's
-// entry).
+// single words that makes the same choices (also tested; its searches of
+// sets of NUMA nodes and of switches are the general path's, on items
+// that carry their devices as words), and [Chooser.ChooseWord] asks for
+// such a class with its sets as words, without a Request or a Result (the
+// device plugin's entry).
 package devchoice

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"math/bits"
 	"slices"
-
-	"github.com/numaplace/numaplace/allocator/internal/general"
 )
 
 // Level 1 of the search, the one search of sets of groups (NUMA nodes,
@@ -34,21 +32,30 @@ func (c *Chooser) startPick() {
 }
 
 // searchGroups is level 1 of the general path: the forced groups (those
-// of must-include devices) into c.pick, the other active groups into
-// c.witems, then levelOne.
+// of must-include devices) into c.pick, then levelOne.
 func (c *Chooser) searchGroups() {
 	c.startPick()
-	c.witems = c.witems[:0]
-	for _, g := range c.active {
-		it := wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]}
-		if c.gmust[g] {
-			c.push(&it, c.distTo(g))
-			c.addOthers(g, 1)
-		} else {
-			c.witems = append(c.witems, it)
-		}
-	}
+	c.force(func(it *wItem) bool { return c.gmust[it.g] })
 	c.levelOne()
+}
+
+// force moves the items of c.witems that forced reports (holding
+// must-include devices) into c.pick, in ascending group order, with
+// c.key (but for its node count), c.gcap, c.pickFree and c.pickNB theirs.
+func (c *Chooser) force(forced func(it *wItem) bool) {
+	items := c.witems
+	k := 0
+	for _, it := range items {
+		if !forced(&it) {
+			items[k] = it
+			k++
+			continue
+		}
+		it.top = 0
+		c.push(&it, c.distTo(it.g))
+		c.addOthers(it.g, 1)
+	}
+	c.witems = items[:k]
 }
 
 // distTo returns the sum of the distances from group g to the groups of
@@ -74,13 +81,13 @@ func (c *Chooser) levelOne() {
 	// The items in their search order: free devices of the first want
 	// descending, then the distance to the forced groups, then the lowest
 	// free device (so that ties meet the lowest indices first), then the
-	// group (c.witems is in ascending group order). Keys packed in one
-	// integer where the fields fit (the distances are at most 1000 per
-	// pair, unknownDistance, and the groups at most 65), a comparison of
-	// the items otherwise.
+	// group (c.witems is in ascending group order). On the word path keys
+	// packed in one integer (the fields fit: at most 64 devices, distances
+	// at most 1000 per pair, unknownDistance, and at most 65 groups), on
+	// the general path a comparison of the items.
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
-	packed := !general.On && (c.word || c.keysFit())
+	packed := c.word
 	for i := range items {
 		it := &items[i]
 		tie := int32(0) // the distance to the forced groups
@@ -153,7 +160,12 @@ func (c *Chooser) levelOne() {
 		extra++
 	}
 	c.steps, c.leaves = 0, 0
-	c.linksUB = c.linksBound()
+	// The most links of a choice: C(k,2) times the most links of a pair
+	// (exact on NVSwitch machines).
+	c.linksUB = 0
+	if n := int(need0); c.cls[0] == 0 {
+		c.linksUB = n * (n - 1) / 2 * int(x.maxLink)
+	}
 	c.topSum = 0
 	if c.links {
 		for _, g := range c.pick {
@@ -180,19 +192,8 @@ func (c *Chooser) levelOne() {
 			}
 		}
 		c.key.nodes = int32(len(c.pick))
-		c.leaf()
+		c.leafGroups()
 	}
-}
-
-// keysFit reports whether the fields of levelOne's packed keys hold the
-// items of c.witems (they always do on the word path: at most 64 devices).
-func (c *Chooser) keysFit() bool {
-	for i := range c.witems {
-		if it := &c.witems[i]; it.c0 >= 128 || uint32(it.low) >= 4096 {
-			return false
-		}
-	}
-	return true
 }
 
 // push adds the group of item it to c.pick, with c.key (but for its node
@@ -307,7 +308,7 @@ func (c *Chooser) dfsGroups(from, left int) {
 	}
 	if left == 0 {
 		if c.capOK() && (!c.have || c.boundBeats()) {
-			c.leaf()
+			c.leafGroups()
 		}
 		return
 	}
@@ -383,10 +384,10 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 			continue
 		}
 		// On the word path, when the groups hold exactly the count (and
-		// switches lie in groups), leafWord's own bound (everyDevice's)
+		// switches lie in groups), leafGroups' own bound (everyDevice's)
 		// is never below boundBeats' and cuts what it cuts (the same
 		// lowest free device on a tie), so it is the one tested, here,
-		// and leafWord's search goes on from there without adding the
+		// and its search goes on from there without adding the
 		// group to c.pick (its one choice and rank need only the devices
 		// and lb).
 		if c.word && gcap+it.c0 == need && c.x.switchInGroup {
@@ -398,7 +399,7 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 				}
 			}
 			c.lastFree, c.gLinks, c.nodeLeft = it.free, lb.NVLinks, 0
-			c.everyLeaf(&lb, sel, sel)
+			c.everyLeaf(&lb, sel)
 			continue
 		}
 		c.push(it, dist-base.dist)
@@ -407,7 +408,7 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 		}
 		if (c.nw == 1 || c.capOK()) && (!c.have || c.boundBeats()) {
 			c.lastFree = it.free
-			c.leaf()
+			c.leafGroups()
 		}
 		c.pop(&st)
 	}
@@ -438,7 +439,14 @@ func (c *Chooser) boundBeats() bool {
 			lb.Switches = 2
 		}
 	}
-	d := compareRanks(&lb, &c.bestRank)
+	return c.beats(&lb)
+}
+
+// beats reports whether a choice inside the groups of c.pick of
+// optimistic rank lb may beat the best: lb beats its rank, or ties it and
+// their lowest free device is not above the best's.
+func (c *Chooser) beats(lb *Rank) bool {
+	d := compareRanks(lb, &c.bestRank)
 	return d < 0 || d == 0 && c.mayTie(c.pickLow())
 }
 
@@ -450,13 +458,4 @@ func (c *Chooser) linksFor(top int32) int {
 		return c.linksUB
 	}
 	return min(c.linksUB, int(top/2))
-}
-
-// leaf searches inside the groups of c.pick, by the path of the call.
-func (c *Chooser) leaf() {
-	if c.word {
-		c.leafWord()
-	} else {
-		c.leafGroups()
-	}
 }

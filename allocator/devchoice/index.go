@@ -49,9 +49,7 @@ type Index struct {
 	buckets []bucketInfo
 	off     []int32
 	masks   []wordBits
-	// The buckets of group g are groupStart[g] to groupStart[g+1]-1.
-	groupStart []int32
-	nswitch    int
+	nswitch int
 	// switchInGroup: no switch has devices on two groups (true of real
 	// machines), so a switch inside a set of groups is a single bucket.
 	switchInGroup bool
@@ -107,9 +105,9 @@ type classInfo struct {
 	// wgLinks are the NVLink links among all the GPUs of each group of wg
 	// (class 0 only).
 	wgLinks []int32
-	// bPair is bestPairWord's pair of each bucket's GPUs (0 for a bucket
-	// of one GPU, or without the dense table), with its links in
-	// bPairLinks.
+	// bPair is exactWord's pair of each bucket's GPUs (for buckets of 2
+	// to 11 GPUs, below device 63, with the dense table; 0 otherwise),
+	// with its links in bPairLinks.
 	bPair      []uint64
 	bPairLinks []int32
 }
@@ -150,40 +148,38 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		gpuID     int
 	}
 	var devs []dev
-	switches := map[string]int32{}
 	// A named switch is one switch wherever its devices are; the devices of
 	// one NUMA node (or of unknown node) whose switch is not described
-	// share one switch of their own: nothing tells them apart.
-	unnamed := map[int32]int32{}
-	swOf := func(name string, group int32) int32 {
-		if name == "" {
-			s, ok := unnamed[group]
-			if !ok {
-				s = int32(x.nswitch)
-				unnamed[group] = s
-				x.nswitch++
-			}
-			return s
+	// share one switch of their own (keyed by their group): nothing tells
+	// them apart.
+	type swKey struct {
+		name  string
+		group int32
+	}
+	switches := map[swKey]int32{}
+	// place returns the group of a device of NUMA node node and its
+	// switch ID.
+	place := func(node numa.NodeID, sw string) (int32, int32) {
+		g := int32(x.nodes)
+		if i, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
+			g = int32(i)
 		}
-		s, ok := switches[name]
+		k := swKey{name: sw, group: -1}
+		if sw == "" {
+			k.group = g
+		}
+		s, ok := switches[k]
 		if !ok {
 			s = int32(x.nswitch)
-			switches[name] = s
+			switches[k] = s
 			x.nswitch++
 		}
-		return s
-	}
-	group := func(g topology.GPU) int32 {
-		if g.NUMANode != topology.UnknownNode {
-			if i, ok := m.NodeIndex(g.NUMANode); ok {
-				return int32(i)
-			}
-		}
-		return int32(x.nodes)
+		return g, s
 	}
 	x.classes = append(x.classes, classInfo{name: GPUClass})
-	for _, g := range m.GPUs() {
-		devs = append(devs, dev{class: 0, group: group(g), sw: swOf(g.PCIeSwitch, group(g)), id: strconv.Itoa(g.ID), gpuID: g.ID})
+	for _, gpu := range m.GPUs() {
+		g, sw := place(gpu.NUMANode, gpu.PCIeSwitch)
+		devs = append(devs, dev{class: 0, group: g, sw: sw, id: strconv.Itoa(gpu.ID), gpuID: gpu.ID})
 	}
 	for _, d := range m.Devices() { // ordered by class, then ID
 		c := len(x.classes) - 1
@@ -191,39 +187,26 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 			x.classes = append(x.classes, classInfo{name: d.Class})
 			c++
 		}
-		node := int32(x.nodes)
-		if d.NUMANode != topology.UnknownNode {
-			if i, ok := m.NodeIndex(d.NUMANode); ok {
-				node = int32(i)
-			}
-		}
-		devs = append(devs, dev{class: c, group: node, sw: swOf(d.PCIeSwitch, node), id: d.ID})
+		g, sw := place(d.NUMANode, d.PCIeSwitch)
+		devs = append(devs, dev{class: c, group: g, sw: sw, id: d.ID})
 	}
 	nc := len(x.classes)
 	// Buckets group by group, in each group in order of their first device
 	// (GPUs first), so that a group's buckets are a range of indices.
-	type key struct{ group, sw int32 }
-	bucketOf := map[key]int32{}
-	var keys []key
+	seen := map[bucketInfo]bool{}
 	for _, d := range devs {
-		k := key{d.group, d.sw}
-		if _, ok := bucketOf[k]; !ok {
-			bucketOf[k] = int32(len(keys))
-			keys = append(keys, k)
+		if k := (bucketInfo{group: d.group, sw: d.sw}); !seen[k] {
+			seen[k] = true
+			x.buckets = append(x.buckets, k)
 		}
 	}
-	order := make([]int32, len(keys)) // first-seen position -> bucket
-	byGroup := make([]int, len(keys))
-	for i := range byGroup {
-		byGroup[i] = i
-	}
-	slices.SortStableFunc(byGroup, func(a, b int) int { return cmp.Compare(keys[a].group, keys[b].group) })
-	for b, i := range byGroup {
-		order[i] = int32(b)
-		x.buckets = append(x.buckets, bucketInfo{group: keys[i].group, sw: keys[i].sw})
+	slices.SortStableFunc(x.buckets, func(a, b bucketInfo) int { return cmp.Compare(a.group, b.group) })
+	bucketOf := make(map[bucketInfo]int32, len(x.buckets))
+	for b, k := range x.buckets {
+		bucketOf[k] = int32(b)
 	}
 	for _, d := range devs {
-		b := order[bucketOf[key{d.group, d.sw}]]
+		b := bucketOf[bucketInfo{group: d.group, sw: d.sw}]
 		c := &x.classes[d.class]
 		c.ids = append(c.ids, d.id)
 		if d.class == 0 {
@@ -243,18 +226,13 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	var entries []entry
 	for c := range x.classes {
 		for i, b := range x.classes[c].bucket {
-			e := entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)}
-			if n := len(entries); n > 0 && entries[n-1].b == e.b && entries[n-1].c == e.c && entries[n-1].w == e.w {
-				entries[n-1].bits |= e.bits
-				continue
-			}
-			entries = append(entries, e)
+			entries = append(entries, entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)})
 		}
 	}
 	slices.SortStableFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.c, b.c), cmp.Compare(a.w, b.w))
 	})
-	// Merge entries of one bucket, class and word that were not adjacent.
+	// One entry per bucket, class and word.
 	merged := entries[:0]
 	for _, e := range entries {
 		if n := len(merged); n > 0 && merged[n-1].b == e.b && merged[n-1].c == e.c && merged[n-1].w == e.w {
@@ -271,15 +249,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	for k := 1; k < len(x.off); k++ {
 		x.off[k] += x.off[k-1]
 	}
-	// The range of buckets of each group, and which classes each group has.
 	ng := x.nodes + 1
-	x.groupStart = make([]int32, ng+1)
-	for _, b := range x.buckets {
-		x.groupStart[b.group+1]++
-	}
-	for g := range ng {
-		x.groupStart[g+1] += x.groupStart[g]
-	}
 	// Per class, its buckets (group by group) with their mask ranges.
 	for c := range x.classes {
 		cl := &x.classes[c]
@@ -353,11 +323,12 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		cl.bLinks = make([]int32, len(cl.bm))
 		cl.bPair = make([]uint64, len(cl.bm))
 		cl.bPairLinks = make([]int32, len(cl.bm))
+		c := x.NewChooser() // for exactWord (no must-include device)
 		for i, bm := range cl.bm {
 			cl.bLinks[i] = int32(x.linksWord(bm))
-			if x.rows != nil && popcount(bm) >= 2 {
-				p, l := x.bestPairWord(bm)
-				cl.bPair[i], cl.bPairLinks[i] = p, int32(l)
+			if n := popcount(bm); x.rows != nil && n >= 2 && n <= 11 && bm>>63 == 0 {
+				p := c.exactWord(bm, 2)
+				cl.bPair[i], cl.bPairLinks[i] = p, int32(x.linksWord(p))
 			}
 		}
 	}
@@ -417,40 +388,6 @@ func (x *Index) buildDegrees() {
 			deg[i] += x.linkN[k]
 		}
 	}
-	prefix := func(dst []int32, gpus []int32) []int32 {
-		ds := make([]int32, len(gpus))
-		for j, g := range gpus {
-			ds[j] = deg[g]
-		}
-		slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
-		dst = append(dst, 0)
-		for _, d := range ds {
-			dst = append(dst, dst[len(dst)-1]+d)
-		}
-		return dst
-	}
-	ng := x.nodes + 1
-	byGroup := make([][]int32, ng)
-	byBucket := make([][]int32, len(cl.cb))
-	cbOf := make(map[int32]int, len(cl.cb))
-	for i, e := range cl.cb {
-		cbOf[e.b] = i
-	}
-	for d := range n {
-		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
-		i := cbOf[cl.bucket[d]]
-		byBucket[i] = append(byBucket[i], int32(d))
-	}
-	x.gdegStart = make([]int32, ng)
-	for g := range ng {
-		x.gdegStart[g] = int32(len(x.gdeg))
-		x.gdeg = prefix(x.gdeg, byGroup[g])
-	}
-	x.bdegStart = make([]int32, len(cl.cb))
-	for i := range cl.cb {
-		x.bdegStart[i] = int32(len(x.bdeg))
-		x.bdeg = prefix(x.bdeg, byBucket[i])
-	}
 	x.gpuCB = make([]int32, len(x.buckets))
 	for b := range x.gpuCB {
 		x.gpuCB[b] = -1
@@ -458,28 +395,51 @@ func (x *Index) buildDegrees() {
 	for i, e := range cl.cb {
 		x.gpuCB[e.b] = int32(i)
 	}
+	byGroup := make([][]int32, x.nodes+1)
+	byBucket := make([][]int32, len(cl.cb))
+	for d := range n {
+		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
+		i := x.gpuCB[cl.bucket[d]]
+		byBucket[i] = append(byBucket[i], int32(d))
+	}
+	// prefix appends to *sums, list by list, 0 and the running sums of the
+	// list's degrees in descending order, with each list's first entry in
+	// *start.
+	prefix := func(lists [][]int32, sums, start *[]int32) {
+		*start = make([]int32, len(lists))
+		for i, gpus := range lists {
+			(*start)[i] = int32(len(*sums))
+			ds := make([]int32, len(gpus))
+			for j, g := range gpus {
+				ds[j] = deg[g]
+			}
+			slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
+			*sums = append(*sums, 0)
+			for _, d := range ds {
+				*sums = append(*sums, (*sums)[len(*sums)-1]+d)
+			}
+		}
+	}
+	prefix(byGroup, &x.gdeg, &x.gdegStart)
+	prefix(byBucket, &x.bdeg, &x.bdegStart)
 }
 
 // groupTop returns the sum of the k largest link degrees of group g's
 // GPUs (of all of them when it has fewer).
-func (x *Index) groupTop(g int32, k int32) int32 {
-	lo := x.gdegStart[g]
-	hi := int32(len(x.gdeg))
-	if int(g)+1 < len(x.gdegStart) {
-		hi = x.gdegStart[g+1]
-	}
-	return x.gdeg[lo+min(k, hi-lo-1)]
-}
+func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegStart, g, k) }
 
 // bucketTop returns the sum of the k largest link degrees of the GPUs of
 // class-0 bucket i.
-func (x *Index) bucketTop(i int32, k int32) int32 {
-	lo := x.bdegStart[i]
-	hi := int32(len(x.bdeg))
-	if int(i)+1 < len(x.bdegStart) {
-		hi = x.bdegStart[i+1]
+func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
+
+// topOf returns entry min(k, its last) of the prefix sums deg of item i,
+// which start at start[i].
+func topOf(deg, start []int32, i, k int32) int32 {
+	lo, hi := start[i], int32(len(deg))
+	if int(i)+1 < len(start) {
+		hi = start[i+1]
 	}
-	return x.bdeg[lo+min(k, hi-lo-1)]
+	return deg[lo+min(k, hi-lo-1)]
 }
 
 // link returns the NVLink links between GPU indices a and b (0 when none).

@@ -17,27 +17,41 @@ func grow[T any](s []T, n int) []T {
 
 // leafGroups searches the devices inside the groups of c.pick (levels 2
 // and 3), whose node-level rank is c.key: it builds the items (the
-// switches holding free devices of some want in those groups) and searches
-// them.
+// switches holding free devices of some want in those groups, on the word
+// path with their free devices as words in c.itMask) and searches them.
+// On the word path, when the groups hold exactly the count, the one
+// choice is every free device (everyDevice); when switches lie in groups
+// their switches are then the buckets countWord counted, and no items are
+// built.
 func (c *Chooser) leafGroups() {
 	x := c.x
-	c.itSW, c.itFirst, c.itDeg = c.itSW[:0], c.itFirst[:0], c.itDeg[:0]
+	need0 := c.need[0]
+	every := c.word && c.gcap[0] == need0
+	if every && x.switchInGroup {
+		c.gLinks = c.linksFor(c.topSum)
+		c.everyDevice(int(c.pickNB))
+		return
+	}
+	c.itSW, c.itFirst, c.itDeg, c.itMask = c.itSW[:0], c.itFirst[:0], c.itDeg[:0], c.itMask[:0]
 	for k := range c.nw {
 		c.icnt[k], c.imcnt[k] = c.icnt[k][:0], c.imcnt[k][:0]
 	}
 	// With one want and switches inside groups, every bucket is its own
 	// item; otherwise buckets of one switch (of any want) are merged.
 	merge := c.nw > 1 || !x.switchInGroup
-	nodeLeft := int32(0)
 	for k := range c.nw {
-		nodeLeft -= c.need[k]
 		cl := &x.classes[c.cls[k]]
 		cnt, mcnt := c.cnt[k], c.mcnt[k]
 		for _, g := range c.pick {
-			nodeLeft += c.gcnt[k][g]
-			for _, cb := range cl.cb[cl.cbStart[g]:cl.cbStart[g+1]] {
-				b := cb.b
-				if cnt[b] == 0 {
+			for i := cl.cbStart[g]; i < cl.cbStart[g+1]; i++ {
+				b := cl.cb[i].b
+				var m uint64 // the word path's free devices of the bucket
+				n, mn := cnt[b], mcnt[b]
+				if c.word {
+					m = c.wFree & cl.bm[i]
+					n, mn = int32(popcount(m)), int32(popcount(m&c.wMust))
+				}
+				if n == 0 {
 					continue
 				}
 				it := int32(-1)
@@ -52,6 +66,7 @@ func (c *Chooser) leafGroups() {
 					c.itSW = append(c.itSW, sw)
 					c.itFirst = append(c.itFirst, -1)
 					c.itDeg = append(c.itDeg, 0)
+					c.itMask = append(c.itMask, 0)
 					for j := range c.nw {
 						c.icnt[j] = append(c.icnt[j], 0)
 						c.imcnt[j] = append(c.imcnt[j], 0)
@@ -63,25 +78,33 @@ func (c *Chooser) leafGroups() {
 				// A bucket seen for an earlier want is already linked
 				// (bItem may also hold a stale item from an earlier call,
 				// hence the check of the list).
-				if !merge || c.bItem[b] != it || !c.linked(it, b) {
+				if k == 0 || c.bItem[b] != it || !c.linked(it, b) {
 					c.nextB[b], c.itFirst[it] = c.itFirst[it], b
 					c.bItem[b] = it
 				}
-				c.icnt[k][it] += cnt[b]
-				c.imcnt[k][it] += mcnt[b]
+				c.itMask[it] |= m
+				c.icnt[k][it] += n
+				c.imcnt[k][it] += mn
 				if k == 0 && c.cls[0] == 0 {
-					c.itDeg[it] += x.bucketTop(x.gpuCB[b], c.need[0])
+					c.itDeg[it] += x.bucketTop(x.gpuCB[b], need0)
 				}
 			}
 		}
 	}
 	n := len(c.itSW)
-	c.ip, c.inB, c.iseen = grow(c.ip, n), grow(c.inB, n), grow(c.iseen, n)
-	for k := 1; k < c.nw; k++ {
+	c.gLinks = c.linksFor(c.topSum)
+	if every { // levels 2 and 3 would reach the one choice in one step
+		c.everyDevice(n)
+		return
+	}
+	c.inB, c.iseen = grow(c.inB, n), grow(c.iseen, n)
+	for k := range c.nw {
 		c.ix[k] = grow(c.ix[k], n)
 	}
-	c.nodeLeft = nodeLeft
-	c.gLinks = c.linksFor(c.topSum)
+	c.nodeLeft = 0
+	for k := range c.nw {
+		c.nodeLeft += c.gcap[k] - c.need[k]
+	}
 	c.searchSwitches()
 }
 
@@ -100,7 +123,7 @@ func (c *Chooser) linked(it, b int32) bool {
 func (c *Chooser) searchSwitches() {
 	need0 := c.need[0]
 	cnt0 := c.icnt[0]
-	c.order2 = c.order2[:0]
+	o := c.order2[:0]
 	forced, capF := 0, int32(0)
 	for i := range c.itSW {
 		f := c.imcnt[0][i] > 0
@@ -110,25 +133,52 @@ func (c *Chooser) searchSwitches() {
 			forced++
 			capF += cnt0[i]
 		case cnt0[i] > 0:
-			c.order2 = append(c.order2, int32(i))
+			o = append(o, int32(i))
 		}
 	}
-	smin := c.orderSwitches(cnt0, forced, capF)
-	o := c.order2
+	// The switches without a must-include device of the first want (o)
+	// by its free devices, descending, then by switch ID, with their
+	// running sums in c.prefix2; c.smin is the fewest switches that hold
+	// the first want's count with the forced ones: the greedy count, exact
+	// for one class.
+	sw := c.itSW
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+	c.order2, c.prefix2 = o, append(c.prefix2[:0], 0)
+	extra, rest := 0, need0-capF
+	for i, it := range o {
+		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
+		if rest > 0 {
+			rest -= cnt0[it]
+			extra++
+		}
+	}
+	smin := forced + extra
+	c.smin = smin
 	// An optimistic rank of these groups: cut them when it cannot beat the
-	// best choice so far.
+	// best choice so far. With one want in one switch, what it leaves is
+	// the forced switch's, else the smallest that fits.
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
 	if c.nw == 1 && smin == 1 {
-		lb.SwitchLeft = c.oneSwitchLeft(cnt0, forced, capF)
-	}
-	if c.have {
-		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
-			return
+		best := capF
+		if forced == 0 {
+			best = -1
+			for _, i := range o {
+				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
+					best = n
+				}
+			}
 		}
+		lb.SwitchLeft = int(best - need0)
+	}
+	if c.have && !c.beats(&lb) {
+		return
 	}
 	c.leaves++
 	// With one want, the fewest switches are the only sets to compare.
@@ -144,49 +194,6 @@ func (c *Chooser) searchSwitches() {
 			break
 		}
 	}
-}
-
-// orderSwitches sorts the switches of c.order2 (those without a
-// must-include device of the first want) by the first want's free devices
-// cnt0, descending, then by switch ID; fills c.prefix2 with their running
-// sums; and returns, and records in c.smin, the fewest switches that hold
-// the first want's count with the forced ones (forced switches holding
-// capF devices): the greedy count, exact for one class.
-func (c *Chooser) orderSwitches(cnt0 []int32, forced int, capF int32) int {
-	sw, o := c.itSW, c.order2
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
-	c.prefix2 = append(c.prefix2[:0], 0)
-	for i, it := range o {
-		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
-	}
-	extra, need := 0, c.need[0]-capF
-	for need > 0 && extra < len(o) {
-		need -= cnt0[o[extra]]
-		extra++
-	}
-	c.smin = forced + extra
-	return c.smin
-}
-
-// oneSwitchLeft returns the free devices of the first want that the best
-// single switch leaves when one switch holds the count (orderSwitches
-// returned 1): the forced switch's, else the smallest that fits.
-func (c *Chooser) oneSwitchLeft(cnt0 []int32, forced int, capF int32) int {
-	need0 := c.need[0]
-	if forced == 1 {
-		return int(capF - need0)
-	}
-	best := int32(-1)
-	for _, i := range c.order2 {
-		if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
-			best = n
-		}
-	}
-	return int(best - need0)
 }
 
 // groupRank returns the node-level part of a rank for the current groups.
@@ -211,31 +218,16 @@ func (c *Chooser) unpairedBound(onlyB bool) int {
 	return u
 }
 
-// linksBound returns an upper bound of the NVLink links among the chosen
-// GPUs (exact on NVSwitch machines).
-func (c *Chooser) linksBound() int {
-	if c.cls[0] != 0 {
-		return 0
-	}
-	n := int(c.need[0])
-	return n * (n - 1) / 2 * int(c.x.maxLink)
-}
-
 // dfsSwitches extends the set of switches in c.inB by left more items from
 // c.order2[from:]; s is the size of the complete set. Each complete set is
-// a leaf of the general path ([Chooser.leafSwitches]) or, on the word path
-// (c.word), of [Chooser.leafSwitchesWord].
+// a leaf ([Chooser.leafSwitches]).
 func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
 		return
 	}
 	c.bsteps++
 	if left == 0 {
-		switch {
-		case capacity < c.need[0]:
-		case c.word:
-			c.leafSwitchesWord(s)
-		default:
+		if capacity >= c.need[0] {
 			c.leafSwitches(s)
 		}
 		return
@@ -264,12 +256,14 @@ func (c *Chooser) leafSwitches(s int) {
 	lb.Switches = c.smin
 	lb.NVLinks = c.switchLinks()
 	lb.Unpaired = c.unpairedBound(true)
+	cand := uint64(0) // the word path: the free devices of the set
 	if c.nw == 1 {
 		lb.Switches = s
 		left := -c.need[0]
 		for i := range c.itSW {
 			if c.inB[i] {
 				left += c.icnt[0][i]
+				cand |= c.itMask[i]
 			}
 		}
 		lb.SwitchLeft = int(left)
@@ -278,9 +272,12 @@ func (c *Chooser) leafSwitches(s int) {
 		return
 	}
 	c.bleaves++
-	clear(c.ip)
-	for k := 1; k < c.nw; k++ {
+	for k := range c.nw {
 		clear(c.ix[k])
+	}
+	if c.word {
+		c.leafWord(cand)
+		return
 	}
 	c.selectFirst()
 	for k := 1; k < c.nw; k++ {
@@ -308,10 +305,7 @@ func (c *Chooser) leafSwitches(s int) {
 
 // used reports whether the selection has devices under item i.
 func (c *Chooser) used(i int32) bool {
-	if c.ip[i] > 0 {
-		return true
-	}
-	for k := 1; k < c.nw; k++ {
+	for k := range c.nw {
 		if c.ix[k][i] > 0 {
 			return true
 		}
@@ -320,12 +314,14 @@ func (c *Chooser) used(i int32) bool {
 }
 
 // rankOf returns the rank of the current selection (c.sel, with the items'
-// counts ip and ix).
+// counts ix).
 func (c *Chooser) rankOf() Rank {
 	r := c.groupRank()
-	left := int32(0)
 	for k := range c.nw {
-		left -= c.need[k]
+		r.SwitchLeft -= int(c.need[k])
+		if k > 0 {
+			r.Unpaired += int(c.need[k])
+		}
 	}
 	for i := range c.itSW {
 		if !c.used(int32(i)) {
@@ -333,16 +329,12 @@ func (c *Chooser) rankOf() Rank {
 		}
 		r.Switches++
 		for k := range c.nw {
-			left += c.icnt[k][i]
-		}
-		for k := 1; k < c.nw; k++ {
-			r.Unpaired -= int(min(c.ip[i], c.ix[k][i]))
+			r.SwitchLeft += int(c.icnt[k][i])
+			if k > 0 {
+				r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
+			}
 		}
 	}
-	for k := 1; k < c.nw; k++ {
-		r.Unpaired += int(c.need[k])
-	}
-	r.SwitchLeft = int(left)
 	if c.cls[0] == 0 {
 		r.NVLinks = c.linksAmong(c.sel[0])
 	}
@@ -382,12 +374,7 @@ func (c *Chooser) itemOf(k int, d int32) int32 {
 
 // take records device d of want k in the selection.
 func (c *Chooser) take(k int, d int32) {
-	it := c.itemOf(k, d)
-	if k == 0 {
-		c.ip[it]++
-	} else {
-		c.ix[k][it]++
-	}
+	c.ix[k][c.itemOf(k, d)]++
 	c.sel[k] = append(c.sel[k], d)
 }
 
@@ -433,7 +420,12 @@ func (c *Chooser) selectFirst() {
 			}
 		}
 	}
-	if len(c.cand) == need || !c.links && c.nw == 1 {
+	c.candItem = c.candItem[:0]
+	for _, d := range c.cand {
+		c.candItem = append(c.candItem, c.itemOf(0, d))
+	}
+	switch {
+	case len(c.cand) == need || !c.links && c.nw == 1: // the lowest
 		for _, d := range c.cand {
 			if len(c.sel[0]) == need {
 				break
@@ -442,18 +434,9 @@ func (c *Chooser) selectFirst() {
 				c.take(0, d)
 			}
 		}
-		if nmust > 0 {
-			slices.Sort(c.sel[0])
-		}
-		return
-	}
-	c.candItem = c.candItem[:0]
-	for _, d := range c.cand {
-		c.candItem = append(c.candItem, c.itemOf(0, d))
-	}
-	if combos(len(c.cand)-nmust, need-nmust) <= exactCombos {
+	case combos(len(c.cand)-nmust, need-nmust) <= exactCombos:
 		c.exactFirst()
-	} else {
+	default:
 		c.greedyFirst()
 	}
 	slices.Sort(c.sel[0])
@@ -494,24 +477,20 @@ func (c *Chooser) pairs(pot *pairPot, k int) int32 {
 // pairGain returns the pairs that one more first-want device under item
 // it adds, given the potential pairs pot of every other want.
 func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
-	g := int32(0)
+	p, g := *pot, int32(0)
+	c.addPot(it, &p, 1)
 	for k := 1; k < c.nw; k++ {
-		switch ip := c.ip[it]; {
-		case ip < c.imcnt[k][it]:
-			g++ // pairs with one more must-include device
-		case ip < c.icnt[k][it] && pot.extra[k] < c.need[k]-c.mneed[k]:
-			g++
-		}
+		g += c.pairs(&p, k) - c.pairs(pot, k)
 	}
 	return g
 }
 
 // addPot records one more (sign 1) or one fewer (sign -1) first-want
-// device under item it in the potential pairs; c.ip[it] is the count
+// device under item it in the potential pairs; c.ix[0][it] is the count
 // without that device (before the increment, after the decrement).
 func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 	for k := 1; k < c.nw; k++ {
-		switch ip := c.ip[it]; {
+		switch ip := c.ix[0][it]; {
 		case ip < c.imcnt[k][it]:
 			pot.must[k] += sign
 		case ip < c.icnt[k][it]:
@@ -529,7 +508,7 @@ func (c *Chooser) potential() (pot pairPot) {
 	}
 	for i := range c.itSW {
 		for k := 1; k < c.nw; k++ {
-			ip, m := c.ip[i], c.imcnt[k][i]
+			ip, m := c.ix[0][i], c.imcnt[k][i]
 			c.mneed[k] += m
 			pm := min(ip, m)
 			pot.must[k] += pm
@@ -545,16 +524,16 @@ func (c *Chooser) potential() (pot pairPot) {
 func (c *Chooser) exactFirst() {
 	base := len(c.sel[0])
 	c.bestPairs, c.bestLinks = -1, -1
-	// candLeft[i]: the candidates of c.cand[i:] that are not must-include
-	// (enumFirst's bound: a combination from i on needs that many).
-	c.candLeft = grow(c.candLeft, len(c.cand)+1)
-	c.candLeft[len(c.cand)] = 0
-	for i := len(c.cand) - 1; i >= 0; i-- {
-		c.candLeft[i] = c.candLeft[i+1]
-		if c.must[0] == nil || !c.must[0].Has(int(c.cand[i])) {
-			c.candLeft[i]++
+	// The candidates left to enumerate: those that are not must-include
+	// (taken already), with their items.
+	n := 0
+	for i, d := range c.cand {
+		if c.must[0] == nil || !c.must[0].Has(int(d)) {
+			c.cand[n], c.candItem[n] = d, c.candItem[i]
+			n++
 		}
 	}
+	c.cand, c.candItem = c.cand[:n], c.candItem[:n]
 	c.pot = c.potential()
 	c.enumFirst(0, c.linksAmong(c.sel[0]))
 	c.sel[0] = c.sel[0][:base]
@@ -563,11 +542,10 @@ func (c *Chooser) exactFirst() {
 	}
 }
 
-// enumFirst extends c.sel[0] by the candidates from c.cand[from:] in every
-// way, links being the links among c.sel[0]; it goes only where enough
-// candidates that are not must-include are left to complete the
-// combination (c.candLeft), so every branch it takes reaches a
-// combination.
+// enumFirst extends c.sel[0] by the candidates from c.cand[from:] (none
+// must-include) in every way, links being the links among c.sel[0]; it
+// goes only where enough candidates are left to complete the
+// combination, so every branch it takes reaches a combination.
 func (c *Chooser) enumFirst(from int, links int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
@@ -581,11 +559,8 @@ func (c *Chooser) enumFirst(from int, links int) {
 		}
 		return
 	}
-	for i := from; int(c.candLeft[i]) >= need-len(c.sel[0]); i++ {
+	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
 		d := c.cand[i]
-		if c.must[0] != nil && c.must[0].Has(int(d)) {
-			continue
-		}
 		add := 0
 		if c.links {
 			for _, u := range c.sel[0] {
@@ -594,11 +569,11 @@ func (c *Chooser) enumFirst(from int, links int) {
 		}
 		it := c.candItem[i]
 		c.addPot(it, &c.pot, 1)
-		c.ip[it]++
+		c.ix[0][it]++
 		c.sel[0] = append(c.sel[0], d)
 		c.enumFirst(i+1, links+add)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
-		c.ip[it]--
+		c.ix[0][it]--
 		c.addPot(it, &c.pot, -1)
 	}
 }
@@ -692,8 +667,8 @@ func (c *Chooser) greedyFirst() {
 			u, v := sel[bx], c.cand[by]
 			c.inS[u] = false
 			c.addGain(u, -1)
-			c.ip[c.itemOf(0, u)]--
-			c.ip[c.candItem[by]]++
+			c.ix[0][c.itemOf(0, u)]--
+			c.ix[0][c.candItem[by]]++
 			c.inS[v] = true
 			c.addGain(v, 1)
 			sel[bx] = v
@@ -719,33 +694,24 @@ func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)
 	c.taken = grow(c.taken, len(c.tmp))
+	clear(c.taken)
 	c.sel[k] = c.sel[k][:0]
-	take := func(i int) {
-		c.taken[i] = true
-		c.take(k, c.tmp[i])
-	}
-	for i, d := range c.tmp {
-		c.taken[i] = false
-		if c.must[k] != nil && c.must[k].Has(int(d)) {
-			take(i)
+	// pass takes, in ascending order up to the count, the devices not
+	// taken yet that ok accepts (by device and item).
+	pass := func(ok func(d, it int32) bool) {
+		for i, d := range c.tmp {
+			if len(c.sel[k]) == need {
+				break
+			}
+			if it := c.itemOf(k, d); !c.taken[i] && ok(d, it) {
+				c.taken[i] = true
+				c.take(k, d)
+			}
 		}
 	}
-	for i, d := range c.tmp {
-		if len(c.sel[k]) == need {
-			break
-		}
-		if it := c.itemOf(k, d); c.ix[k][it] < c.ip[it] && !c.taken[i] {
-			take(i)
-		}
-	}
-	for i, d := range c.tmp {
-		if len(c.sel[k]) == need {
-			break
-		}
-		if !c.taken[i] && c.used(c.itemOf(k, d)) {
-			take(i)
-		}
-	}
+	pass(func(d, _ int32) bool { return c.must[k] != nil && c.must[k].Has(int(d)) })
+	pass(func(_, it int32) bool { return c.ix[k][it] < c.ix[0][it] })
+	pass(func(_, it int32) bool { return c.used(it) })
 	for len(c.sel[k]) < need {
 		// A new switch: the smallest that holds the rest, else the
 		// largest; on a tie the one with the lowest device (c.tmp is
@@ -769,15 +735,7 @@ func (c *Chooser) selectOther(k int) {
 				best = it
 			}
 		}
-		for i, d := range c.tmp {
-			if r == 0 {
-				break
-			}
-			if !c.taken[i] && c.itemOf(k, d) == best {
-				take(i)
-				r--
-			}
-		}
+		pass(func(_, it int32) bool { return it == best })
 	}
 	slices.Sort(c.sel[k])
 }

@@ -5,14 +5,16 @@ import "math/bits"
 // The word path: one want whose class has at most 64 devices (every real
 // server's GPUs), with every set of devices a single word. Its level 1 is
 // the general path's (groups.go), on items that carry their free devices
-// as words; inside a set of groups it makes the general path's search,
-// step for step (the same order of switches, bounds, budgets and
-// tie-breaks), only on words, and the tests check that both choose the
-// same.
+// as words; inside a set of groups its switches are the general path's
+// items (within.go) with their free devices as words too, searched by the
+// same code, and only its choice inside a set of switches (leafWord), the
+// one choice of groups holding exactly the count (everyDevice) and the
+// direct decisions (direct.go) are its own; the tests check that both
+// paths choose the same.
 
 // countWord is countAll for the word path: the free devices of the
 // allowed groups, by group (c.witems, ascending), with their buckets
-// holding free devices and best-fitting bucket; then forceWord moves the
+// holding free devices and best-fitting bucket; then force moves the
 // groups of must-include devices into c.pick, c.key and c.gcap. It returns
 // the must-include devices on allowed groups and the free devices there.
 func (c *Chooser) countWord() (mustSeen, total int32) {
@@ -28,7 +30,7 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	allowed := c.allowedWord(cl)
 	c.witems = countGroups(c.witems[:0], cl.wg, cl.bm, free&allowed, c.need[0])
 	if must != 0 {
-		c.forceWord(must)
+		c.force(func(it *wItem) bool { return it.free&must != 0 })
 	}
 	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
 }
@@ -81,155 +83,40 @@ func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
 	return nb, fit
 }
 
-// forceWord moves the items holding devices of must into c.pick (in
-// ascending group order), with c.key (but for its node count), c.gcap,
-// c.pickFree and c.pickNB theirs.
-func (c *Chooser) forceWord(must uint64) {
-	items := c.witems
-	k := 0
-	for _, it := range items {
-		if it.free&must == 0 {
-			items[k] = it
-			k++
-			continue
-		}
-		it.top = 0
-		c.push(&it, c.distTo(it.g))
-	}
-	c.witems = items[:k]
-}
-
-// leafWord is leafGroups and searchSwitches for the word path.
-func (c *Chooser) leafWord() {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
-	free, must, need0 := c.wFree, c.wMust, c.need[0]
-	if c.gcap[0] == need0 && x.switchInGroup {
-		// Every free device of the groups is taken, and their switches are
-		// their non-empty buckets (counted by countWord): no items to
-		// build.
-		c.gLinks = c.linksFor(c.topSum)
-		c.everyDevice(int(c.pickNB), c.pickFree)
-		return
-	}
-	c.itSW, c.itMask, c.itDeg = c.itSW[:0], c.itMask[:0], c.itDeg[:0]
-	for _, g := range c.pick {
-		for i := cl.cbStart[g]; i < cl.cbStart[g+1]; i++ {
-			m := free & cl.bm[i]
-			if m == 0 {
-				continue
-			}
-			b := cl.cb[i].b
-			sw := x.buckets[b].sw
-			it := -1
-			if !x.switchInGroup {
-				for j, s := range c.itSW {
-					if s == sw {
-						it = j
-						break
-					}
-				}
-			}
-			if it < 0 {
-				it = len(c.itSW)
-				c.itSW = append(c.itSW, sw)
-				c.itMask = append(c.itMask, 0)
-				c.itDeg = append(c.itDeg, 0)
-			}
-			c.itMask[it] |= m
-			if c.cls[0] == 0 {
-				c.itDeg[it] += x.bucketTop(i, need0)
-			}
-			c.bItem[b] = int32(it)
-		}
-	}
-	n := len(c.itSW)
-	c.gLinks = c.linksFor(c.topSum)
-	if c.gcap[0] == need0 {
-		// Every free device of the groups is taken: the one set of
-		// switches is all of them (levels 2 and 3 reach it in one step).
-		sel := uint64(0)
-		for _, m := range c.itMask {
-			sel |= m
-		}
-		c.everyDevice(n, sel)
-		return
-	}
-	c.icnt[0], c.imcnt[0] = grow(c.icnt[0], n), grow(c.imcnt[0], n)
-	c.inB = grow(c.inB, n)
-	c.order2 = c.order2[:0]
-	forced, capF := 0, int32(0)
-	cnt0 := c.icnt[0]
-	for i, m := range c.itMask {
-		cnt0[i] = int32(popcount(m))
-		f := m&must != 0
-		c.inB[i] = f
-		if f {
-			forced++
-			capF += cnt0[i]
-		} else {
-			c.order2 = append(c.order2, int32(i))
-		}
-	}
-	c.nodeLeft = c.gcap[0] - need0
-	// The rest is searchSwitches' for one want.
-	smin := c.orderSwitches(cnt0, forced, capF)
-	lb := c.groupRank()
-	lb.Switches = smin
-	lb.NVLinks = c.gLinks
-	if smin == 1 {
-		lb.SwitchLeft = c.oneSwitchLeft(cnt0, forced, capF)
-	}
-	if c.have {
-		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
-			return
-		}
-	}
-	c.leaves++
-	c.bsteps, c.bleaves = 0, 0
-	c.dfsSwitches(0, smin-forced, capF, smin)
-}
-
-// everyDevice is leafWord's search when the groups hold exactly the
-// count: the bounds and the one choice sel, every free device of the
-// groups, under n switches.
-func (c *Chooser) everyDevice(n int, sel uint64) {
+// everyDevice is leafGroups' search on the word path when the groups hold
+// exactly the count: the bound and the one choice, every free device of
+// the groups (c.pickFree), under n switches.
+func (c *Chooser) everyDevice(n int) {
 	c.nodeLeft = 0
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
-	if c.have {
-		d := compareRanks(&lb, &c.bestRank)
-		if d > 0 || d == 0 && !c.mayTie(c.pickLow()) {
-			return
-		}
+	if !c.have || c.beats(&lb) {
+		c.everyLeaf(&lb, c.pickFree)
 	}
-	c.everyLeaf(&lb, sel, c.pickFree)
 }
 
-// everyLeaf is everyDevice past its bound lb: the one choice sel, kept
-// when it beats the best; picked are the free devices of the picked
-// groups (see pickLinks).
-func (c *Chooser) everyLeaf(lb *Rank, sel, picked uint64) {
+// everyLeaf is everyDevice past its bound lb: the one choice sel, every
+// free device of the picked groups, kept when it beats the best.
+func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 	c.leaves++
 	r := *lb
 	if c.cls[0] == 0 {
-		r.NVLinks = c.pickLinks(sel, picked)
+		r.NVLinks = c.pickLinks(sel)
 	} else {
 		r.NVLinks = 0
 	}
 	c.keepWord(&r, sel)
 }
 
-// pickLinks returns linksWord(sel). Inside lastGroup's loop, when sel
-// is every free device of the picked groups (picked, the groups before
-// the last and the last), it adds the links of the groups before the last
+// pickLinks returns linksWord(sel), sel being every free device of the
+// picked groups. Inside lastGroup's loop (the groups before the last and
+// the last), it adds the links of the groups before the last
 // (computed once per loop, in c.baseLinks, with their devices listed in
 // c.baseIdx), those of the last group's free devices c.lastFree, and
 // those between the two.
-func (c *Chooser) pickLinks(sel, picked uint64) int {
+func (c *Chooser) pickLinks(sel uint64) int {
 	last := c.lastFree
-	if last == 0 || sel == last || sel != picked || c.x.rows == nil || c.x.uniform {
-		return c.x.linksWord(sel) // no earlier groups, or not the loop's choice
+	if last == 0 || sel == last || c.x.rows == nil || c.x.uniform {
+		return c.x.linksWord(sel) // not in the loop, or no earlier groups
 	}
 	if c.baseLinks < 0 {
 		base := sel &^ last
@@ -262,47 +149,27 @@ func (c *Chooser) everyBound(unk, dist, n int32, links int) Rank {
 	return Rank{Nodes: int(c.key.nodes), Unknown: int(unk), Distance: int(dist), Switches: int(n), NVLinks: links}
 }
 
-// keepWord keeps the choice sel of rank r when it beats the best.
+// keepWord keeps the choice sel of rank r when it beats the best
+// (compareRanks, then lowerWord).
 func (c *Chooser) keepWord(r *Rank, sel uint64) {
-	if !c.have || beatsWord(r, sel, &c.bestRank, c.bestWord) {
+	if !c.have {
 		c.have, c.bestRank, c.bestWord = true, *r, sel
+	} else if d := compareRanks(r, &c.bestRank); d < 0 || d == 0 && lowerWord(sel, c.bestWord) {
+		c.bestRank, c.bestWord = *r, sel
 	}
 }
 
-// beatsWord reports whether the choice sel of rank r beats the choice
-// best of rank rb: compareRanks, then lowerWord.
-func beatsWord(r *Rank, sel uint64, rb *Rank, best uint64) bool {
-	d := compareRanks(r, rb)
-	return d < 0 || d == 0 && lowerWord(sel, best)
-}
-
-// leafSwitchesWord is leafSwitches for the word path.
-func (c *Chooser) leafSwitchesWord(s int) {
+// leafWord is leafSwitches' choice on the word path, past its bound:
+// wordChoice's inside the switches of the set, whose free devices are
+// cand, or else selectFirst's (greedy); kept when it beats the best.
+func (c *Chooser) leafWord(cand uint64) {
 	need := c.need[0]
-	lb := c.groupRank()
-	lb.Switches = s
-	lb.NVLinks = c.switchLinks()
-	left := -need
-	cand := uint64(0)
-	for i, m := range c.itMask {
-		if c.inB[i] {
-			left += c.icnt[0][i]
-			cand |= m
+	sel, ok := c.wordChoice(cand, need)
+	if !ok {
+		c.selectFirst()
+		for _, d := range c.sel[0] {
+			sel |= 1 << uint(d)
 		}
-	}
-	lb.SwitchLeft = int(left)
-	if c.have && compareRanks(&lb, &c.bestRank) > 0 {
-		return
-	}
-	c.bleaves++
-	var sel uint64
-	switch rest := int(need) - popcount(c.wMust); {
-	case popcount(cand) == int(need):
-		sel = cand
-	case !c.links:
-		sel = c.wMust | lowestBits(cand&^c.wMust, rest)
-	default:
-		sel = c.linkedWord(cand)
 	}
 	r := c.groupRank()
 	r.SwitchLeft = int(-need)
@@ -318,6 +185,23 @@ func (c *Chooser) leafSwitchesWord(s int) {
 	c.keepWord(&r, sel)
 }
 
+// wordChoice returns the choice of need devices among cand, with the
+// must-include devices c.wMust (within cand), that the word path makes
+// without listing them: all of cand when it holds need, the lowest
+// without NVLinks to tell them apart, exactWord's when its combinations
+// are few; ok is false otherwise (selectFirst's greedy choice decides).
+func (c *Chooser) wordChoice(cand uint64, need int32) (sel uint64, ok bool) {
+	switch rest, free := int(need)-popcount(c.wMust), cand&^c.wMust; {
+	case popcount(cand) == int(need):
+		return cand, true
+	case !c.links:
+		return c.wMust | lowestBits(free, rest), true
+	case free>>63 == 0 && combos(popcount(free), rest) <= exactCombos:
+		return c.exactWord(free, rest), true
+	}
+	return 0, false
+}
+
 // lowestBits returns the k lowest bits of w.
 func lowestBits(w uint64, k int) uint64 {
 	var out uint64
@@ -327,41 +211,6 @@ func lowestBits(w uint64, k int) uint64 {
 		w &^= low
 	}
 	return out
-}
-
-// linkedWord chooses the GPUs among cand (with the must-include ones) by
-// NVLinks, as selectFirst does: exactly when the combinations are few,
-// greedily otherwise.
-func (c *Chooser) linkedWord(cand uint64) uint64 {
-	rest := int(c.need[0]) - popcount(c.wMust)
-	if free := cand &^ c.wMust; free>>63 == 0 && combos(popcount(free), rest) <= exactCombos {
-		return c.exactWord(free, rest)
-	}
-	c.cand = c.cand[:0]
-	for w := cand; w != 0; w &= w - 1 {
-		c.cand = append(c.cand, int32(bits.TrailingZeros64(w)))
-	}
-	c.ip = grow(c.ip, len(c.itSW))
-	clear(c.ip)
-	c.candItem = c.candItem[:0]
-	c.sel[0] = c.sel[0][:0]
-	for _, d := range c.cand {
-		c.candItem = append(c.candItem, c.itemOf(0, d))
-		if c.wMust&(1<<uint(d)) != 0 {
-			c.take(0, d)
-		}
-	}
-	nmust := len(c.sel[0])
-	if combos(len(c.cand)-nmust, int(c.need[0])-nmust) <= exactCombos {
-		c.exactFirst()
-	} else {
-		c.greedyFirst()
-	}
-	var sel uint64
-	for _, d := range c.sel[0] {
-		sel |= 1 << uint(d)
-	}
-	return sel
 }
 
 // linksWord returns the NVLink links among the GPUs of sel (at most 64
@@ -394,10 +243,10 @@ func (x *Index) linksWord(sel uint64) int {
 }
 
 // exactWord is exactFirst for the word path: of the combinations of rest
-// devices of free (with the must-include ones), the one with the most
-// links, the lowest indices on a tie (the first best in lexicographic
-// order). free has at most 63 devices, and the class is the GPUs with the
-// dense table (c.links on a word: at most 64 GPUs).
+// devices of free (with the must-include ones, c.wMust), the one with the
+// most links, the lowest indices on a tie (the first best in
+// lexicographic order). free has at most 63 devices, and the class is the
+// GPUs with the dense table (c.links on a word: at most 64 GPUs).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	var pos [64]uint8
 	n := 0
@@ -409,133 +258,93 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	// The combinations in lexicographic order with their links summed
 	// as they grow: the first best has the lowest indices (of two
 	// combinations, the one first in this order holds the lowest
-	// device of their difference).
+	// device of their difference). Each candidate's own weight is its
+	// links to the must-include devices.
 	rows := c.x.rows
 	e := &c.ex
-	ml := &e.ml
-	clear(ml[:n])
-	for w := must; w != 0; w &= w - 1 {
-		row := &rows[bits.TrailingZeros64(w)]
+	w := &e.w
+	clear(w[:n])
+	for m := must; m != 0; m &= m - 1 {
+		row := &rows[bits.TrailingZeros64(m)]
 		for i := range n {
-			ml[i] += row[pos[i]&63]
+			w[i] += row[pos[i]&63]
 		}
 	}
 	if k := n - rest; k < rest {
 		return must | free&^c.exactDrop(&pos, n, k)
 	}
-	e.n, e.pos, e.best, e.bestLinks = n, pos, 0, -1
+	e.n, e.pos, e.best, e.bestLinks, e.last = n, pos, 0, -1, false
 	c.exactDFS(0, rest, 0, 0)
 	return must | e.best
 }
 
-// bestPairWord returns exactWord's choice of two devices of free (at least
-// two GPUs, with the dense table) without must-include devices: the pair
-// with the most links, the first in lexicographic order on a tie (as
-// exactDFS keeps it), read from the bits of free without listing them,
-// and its links. The direct decisions read it (oneSwitchWord, and the
-// index's pairs of whole buckets).
-func (x *Index) bestPairWord(free uint64) (uint64, int) {
-	rows := x.rows
-	bi, bj, bl := 0, 0, int32(-1)
-	for wi := free; wi&(wi-1) != 0; wi &= wi - 1 {
-		i := bits.TrailingZeros64(wi)
-		row := &rows[i&63]
-		for wj := wi & (wi - 1); wj != 0; wj &= wj - 1 {
-			j := bits.TrailingZeros64(wj)
-			if l := row[j&63]; l > bl {
-				bi, bj, bl = i, j, l
-			}
-		}
-	}
-	return 1<<uint(bi&63) | 1<<uint(bj&63), int(bl)
-}
-
 // exactDrop is exactWord's search when fewer devices are left out than
-// chosen (k of the n candidates at pos, with c.ex.ml their links to the
+// chosen (k of the n candidates at pos, with c.ex.w their links to the
 // must-include devices): it returns the k devices to leave out. The links
 // of a choice (among its devices and to the must-include ones) are those
 // of all the candidates, less each left-out device's links to the
 // candidates and must-include devices (its degree), plus the links within
 // the left-out set D (subtracted twice in the degrees, once too often), so
 // the best choice leaves out the D of the least sum of degrees less its
-// links within. Of two choices of equal links, the one holding the lowest
+// links within: exactDFS's search with each candidate weighing minus its
+// degree. Of two choices of equal links, the one holding the lowest
 // device of their difference comes first, which is the one whose D does
 // not hold it: so the last best D in lexicographic order wins, where
-// exactDFS keeps the first best choice.
+// exactWord keeps the first best choice.
 func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 	e := &c.ex
 	rows := c.x.rows
-	// The degrees by pairs: the table is symmetric with a zero diagonal
-	// (Index.buildLinks), so each pair's links are read once.
-	copy(e.deg[:n], e.ml[:n])
+	// The degrees by pairs, in place of the weights: the table is
+	// symmetric with a zero diagonal (Index.buildLinks), so each pair's
+	// links are read once.
+	deg := &e.w
 	for i := range n {
 		row := &rows[pos[i]&63]
-		d := e.deg[i]
+		d := deg[i]
 		for j := i + 1; j < n; j++ {
 			l := row[pos[j]&63]
 			d += l
-			e.deg[j&63] += l
+			deg[j&63] += l
 		}
-		e.deg[i] = d
+		deg[i] = d
 	}
 	if k == 1 {
-		bi, bd := 0, e.deg[0]
+		bi, bd := 0, deg[0]
 		for i := 1; i < n; i++ {
-			if d := e.deg[i]; d <= bd {
+			if d := deg[i]; d <= bd {
 				bi, bd = i, d
 			}
 		}
 		return 1 << pos[bi]
 	}
-	e.n, e.pos, e.best, e.bestLinks = n, *pos, 0, -1<<31
-	c.dropDFS(0, k, 0, 0)
+	for i := range n {
+		deg[i] = -deg[i]
+	}
+	e.n, e.pos, e.best, e.bestLinks, e.last = n, *pos, 0, -1<<31, true
+	c.exactDFS(0, k, 0, 0)
 	return e.best
-}
-
-// dropDFS extends the left-out set of c.ex.chosen[:depth] (whose score,
-// links within it less its degrees, is acc, and whose devices are out) by
-// left more candidates from from on, keeping the last best.
-func (c *Chooser) dropDFS(from, left int, acc int32, out uint64) {
-	e := &c.ex
-	depth := popcount(out)
-	if left == 0 {
-		if acc >= e.bestLinks {
-			e.best, e.bestLinks = out, acc
-		}
-		return
-	}
-	rows := c.x.rows
-	for i := from; i+left <= e.n; i++ {
-		v := int(e.pos[i] & 63)
-		l := acc - e.deg[i]
-		row := &rows[v]
-		for _, u := range e.chosen[:depth] {
-			l += row[u&63]
-		}
-		e.chosen[depth] = uint8(v)
-		c.dropDFS(i+1, left-1, l, out|1<<uint(v))
-	}
 }
 
 // exactState is the working memory of exactDFS.
 type exactState struct {
 	n         int
 	pos       [64]uint8 // the candidates' device indices
-	ml        [64]int32 // each candidate's links to the must-include devices
-	deg       [64]int32 // exactDrop: each candidate's links to all candidates and must-include devices
+	w         [64]int32 // each candidate's own weight (see exactWord, exactDrop)
 	chosen    [64]uint8 // the devices of the combination being built
 	best      uint64
 	bestLinks int32
+	last      bool // keep the last best combination (the first otherwise)
 }
 
-// exactDFS extends the combination of c.ex.chosen[:depth] (with links
-// acc among them and to the must-include devices, and devices sel) by left
-// more candidates from from on, keeping the first best.
+// exactDFS extends the combination of c.ex.chosen[:depth] (of score acc,
+// the links among them and their weights, and devices sel) by left more
+// candidates from from on, keeping the first best (the last with
+// c.ex.last).
 func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 	e := &c.ex
 	depth := popcount(sel)
 	if left == 0 {
-		if acc > e.bestLinks {
+		if acc > e.bestLinks || e.last && acc == e.bestLinks {
 			e.best, e.bestLinks = sel, acc
 		}
 		return
@@ -543,7 +352,7 @@ func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 	rows := c.x.rows
 	for i := from; i+left <= e.n; i++ {
 		v := int(e.pos[i] & 63)
-		l := acc + e.ml[i]
+		l := acc + e.w[i]
 		row := &rows[v]
 		for _, u := range e.chosen[:depth] {
 			l += row[u&63]

@@ -101,8 +101,7 @@ func (c *Chooser) levelOne() {
 		}
 		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(uint32(it.low)&4095)<<8 | uint64(i)
 	}
-	switch {
-	case !packed:
+	if !packed {
 		ties := grow(c.wties, len(items))
 		for i := range keys {
 			keys[i], ties[i] = uint64(i), 0
@@ -115,13 +114,7 @@ func (c *Chooser) levelOne() {
 			a, b := &items[p], &items[q]
 			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(ties[p], ties[q]), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p, q))
 		})
-	case len(keys) <= 16:
-		for i := 1; i < len(keys); i++ {
-			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-				keys[j], keys[j-1] = keys[j-1], keys[j]
-			}
-		}
-	default:
+	} else {
 		slices.Sort(keys)
 	}
 	sorted := grow(c.wsorted, len(items))

@@ -143,13 +143,16 @@ type nodeInfo struct {
 	pods    map[string]*podInfo
 	inexact int // pods whose accounting depends on the order (podInfo.inexact)
 
+	// gone is removed, read without the lock by the holders of a NodeRef.
+	gone atomic.Bool
+
 	// Up to 256 bytes: a size class whose objects start on a cache line,
 	// so that the fields a verdict reads span two lines.
 	_ [nodeInfoPad]byte
 }
 
 // nodeInfoPad pads nodeInfo to 256 bytes (TestNodeInfoLayout).
-const nodeInfoPad = 40
+const nodeInfoPad = 32
 
 // podInfo is a pod the cache has placed (reserved) or been told is bound.
 type podInfo struct {
@@ -427,6 +430,7 @@ func (c *Cache) RemoveNode(name string) error {
 	}
 	ni.pods = map[string]*podInfo{}
 	ni.removed = true
+	ni.gone.Store(true)
 	c.releaseClassLocked(ni.class)
 	return nil
 }

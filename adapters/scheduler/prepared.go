@@ -82,6 +82,11 @@ func (pp *PreparedPod) Filter(node string) error {
 	if err != nil {
 		return err
 	}
+	return pp.filterOn(ni)
+}
+
+// filterOn is Filter of the node's record.
+func (pp *PreparedPod) filterOn(ni *nodeInfo) error {
 	var v verdict
 	if pp.c.evaluateGrouped(ni, pp.pr, nil, true, &v); v.why != fits {
 		return pp.refusal(ni.name, &v)
@@ -145,6 +150,11 @@ func (pp *PreparedPod) Score(node string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return pp.scoreOn(ni)
+}
+
+// scoreOn is Score of the node's record.
+func (pp *PreparedPod) scoreOn(ni *nodeInfo) (int, error) {
 	var v verdict
 	if pp.c.evaluateGrouped(ni, pp.pr, nil, true, &v); v.why != fits {
 		return 0, pp.c.refusalError(ni.name, pp.pr, v)

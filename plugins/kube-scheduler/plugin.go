@@ -143,6 +143,9 @@ type Plugin struct {
 	// it kept it for: Filter and Score of that cycle (hundreds of calls a
 	// pod) find their podState here rather than in the CycleState's map.
 	cycle atomic.Pointer[cycleMemo]
+
+	// refs finds the cache's handle of a node object (noderefs.go).
+	refs nodeRefs
 }
 
 // cycleMemo is a podState with the CycleState and pod PreFilter wrote it
@@ -250,6 +253,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return nil, fwk.AsStatus(err)
 	}
 	pl.ev.catchUp(nodes)
+	pl.refs.size(len(nodes))
 	if _, err := pl.releaseLeftovers(ctx, pod); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
@@ -406,7 +410,11 @@ func (pl *Plugin) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	case withhold != nil && s.dra == nil:
 		err = s.prepared.FilterWhatIf(node.Name, scheduler.WhatIf{WithholdGPU: withhold})
 	default:
-		err = s.prepared.Filter(node.Name)
+		if r, ok := pl.refs.get(pl.cache, node); ok {
+			err = s.prepared.FilterRef(r)
+		} else {
+			err = s.prepared.Filter(node.Name)
+		}
 	}
 	if fe, _ := err.(*scheduler.FilterError); fe != nil { // most refusals: no unwrapping (it allocates)
 		if w == nil {
@@ -465,6 +473,8 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, no
 	var score int
 	if w, ok := pl.withheldWhatIf(s, node.Name, pl.withholdOn(s, node)); ok {
 		score, err = s.prepared.ScoreWhatIf(node.Name, w)
+	} else if r, ok := pl.refs.get(pl.cache, node); ok {
+		score, err = s.prepared.ScoreRef(r)
 	} else {
 		score, err = s.prepared.Score(node.Name)
 	}

@@ -1,0 +1,76 @@
+package numaplace
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/numaplace/numaplace/adapters/scheduler"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// TestNodeRefsFindTheNodeOfAnObject: the table answers each node object
+// with the handle of its node, whatever the table's size (a table of two
+// slots for 40 nodes: objects keep taking each other's slot), for a new
+// object of the same node, before the table is sized, and after the node
+// leaves the cache and comes back; an unknown node is not found.
+func TestNodeRefsFindTheNodeOfAnObject(t *testing.T) {
+	c, err := scheduler.New(scheduler.Config{})
+	require.NoError(t, err)
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	var objs []*v1.Node
+	for i := range 40 {
+		name := fmt.Sprintf("n-%02d", i)
+		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
+		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	}
+	check := func(t *testing.T, refs *nodeRefs, stage string) {
+		t.Helper()
+		for round := range 3 {
+			for _, n := range objs {
+				r, ok := refs.get(c, n)
+				require.True(t, ok, "%s, round %d: %s", stage, round, n.Name)
+				require.Equal(t, n.Name, r.Node(), "%s, round %d", stage, round)
+				require.True(t, r.Current(), "%s, round %d: %s", stage, round, n.Name)
+				want, err := c.Ref(n.Name)
+				require.NoError(t, err)
+				require.Equal(t, want, r, "%s, round %d: %s", stage, round, n.Name)
+			}
+		}
+	}
+	for _, sized := range []int{-1, 1, 40, 1000} {
+		t.Run(fmt.Sprint("sized ", sized), func(t *testing.T) {
+			refs := &nodeRefs{}
+			if sized >= 0 {
+				refs.size(sized)
+			}
+			check(t, refs, "first")
+			// New objects of the same nodes (the informer's copies after an update).
+			for i, n := range objs {
+				objs[i] = n.DeepCopy()
+			}
+			check(t, refs, "new objects")
+			// A node removed and added again: the old handle is not current,
+			// the table finds the new record.
+			require.NoError(t, c.RemoveNode("n-07"))
+			_, ok := refs.get(c, objs[7])
+			require.False(t, ok, "n-07 removed")
+			require.NoError(t, c.AddNode(scheduler.Node{Name: "n-07", Machine: m}))
+			check(t, refs, "added again")
+			_, ok = refs.get(c, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "missing"}})
+			require.False(t, ok)
+		})
+	}
+	// Sizing only grows the table.
+	refs := &nodeRefs{}
+	refs.size(40)
+	require.Len(t, refs.tab.Load().slots, 128)
+	refs.size(10)
+	require.Len(t, refs.tab.Load().slots, 128)
+	refs.size(100)
+	require.Len(t, refs.tab.Load().slots, 256)
+}

@@ -126,6 +126,8 @@ type nodeInfo struct {
 	// group is the node's group while it has not changed since it was
 	// worked out (nil else); read without the lock (see nodeGroup).
 	group atomic.Pointer[nodeGroup]
+	// gone is removed, read without the lock through a NodeRef.
+	gone atomic.Bool
 
 	mu       sync.RWMutex // guards everything below
 	removed  bool
@@ -143,16 +145,13 @@ type nodeInfo struct {
 	pods    map[string]*podInfo
 	inexact int // pods whose accounting depends on the order (podInfo.inexact)
 
-	// gone is removed, read without the lock by the holders of a NodeRef.
-	gone atomic.Bool
-
 	// Up to 256 bytes: a size class whose objects start on a cache line,
 	// so that the fields a verdict reads span two lines.
 	_ [nodeInfoPad]byte
 }
 
 // nodeInfoPad pads nodeInfo to 256 bytes (TestNodeInfoLayout).
-const nodeInfoPad = 32
+const nodeInfoPad = 40
 
 // podInfo is a pod the cache has placed (reserved) or been told is bound.
 type podInfo struct {

@@ -17,7 +17,7 @@ func TestNodeInfoLayout(t *testing.T) {
 		t.Fatalf("nodeInfo takes %d bytes, not 256: change nodeInfoPad by %d", size, 256-int(size))
 	}
 	end := unsafe.Offsetof(n.totals) + unsafe.Sizeof(n.totals)
-	for name, off := range map[string]uintptr{"group": unsafe.Offsetof(n.group), "mu": unsafe.Offsetof(n.mu), "removed": unsafe.Offsetof(n.removed),
+	for name, off := range map[string]uintptr{"group": unsafe.Offsetof(n.group), "gone": unsafe.Offsetof(n.gone), "mu": unsafe.Offsetof(n.mu), "removed": unsafe.Offsetof(n.removed),
 		"kpol": unsafe.Offsetof(n.kpol), "class": unsafe.Offsetof(n.class), "state": unsafe.Offsetof(n.state), "totals": end - 1} {
 		if off >= 128 {
 			t.Errorf("nodeInfo.%s is at byte %d, beyond the first 128", name, off)

@@ -13,8 +13,8 @@ import (
 )
 
 // TestNodeRefsFindTheNodeOfAnObject: the table answers each node object
-// with the handle of its node, whatever the table's size (a table of two
-// slots for 40 nodes: objects keep taking each other's slot), for a new
+// with the handle of its node, whatever the table's size (a table of eight
+// slots for 40 nodes: most objects are looked up by name), for a new
 // object of the same node, before the table is sized, and after the node
 // leaves the cache and comes back; an unknown node is not found.
 func TestNodeRefsFindTheNodeOfAnObject(t *testing.T) {
@@ -68,9 +68,67 @@ func TestNodeRefsFindTheNodeOfAnObject(t *testing.T) {
 	// Sizing only grows the table.
 	refs := &nodeRefs{}
 	refs.size(40)
-	require.Len(t, refs.tab.Load().slots, 128)
-	refs.size(10)
-	require.Len(t, refs.tab.Load().slots, 128)
-	refs.size(100)
 	require.Len(t, refs.tab.Load().slots, 256)
+	refs.size(10)
+	require.Len(t, refs.tab.Load().slots, 256)
+	refs.size(100)
+	require.Len(t, refs.tab.Load().slots, 512)
+}
+
+// TestNodeRefsHitOnceSized: a table sized for the nodes finds nearly every
+// node object again without a lookup by name (a direct-mapped table of
+// twice the slots missed about a third), and a table filled with objects
+// no longer looked up starts again rather than missing for ever.
+func TestNodeRefsHitOnceSized(t *testing.T) {
+	c, err := scheduler.New(scheduler.Config{})
+	require.NoError(t, err)
+	m, err := topology.Preset("dgx-a100")
+	require.NoError(t, err)
+	const nodes = 1000
+	objs := make([]*v1.Node, nodes)
+	for i := range objs {
+		name := fmt.Sprintf("gpu-%04d", i)
+		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
+		objs[i] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	refs := &nodeRefs{}
+	refs.size(nodes)
+	for _, n := range objs {
+		_, ok := refs.get(c, n)
+		require.True(t, ok)
+	}
+	first := refs.tab.Load().misses.Load()
+	require.EqualValues(t, nodes, first, "the first round looks every node up by name")
+	for range 5 {
+		for _, n := range objs {
+			_, ok := refs.get(c, n)
+			require.True(t, ok)
+		}
+	}
+	again := refs.tab.Load().misses.Load() - first
+	require.Less(t, again, int64(5*nodes/100), "misses in five more rounds over the same objects (under 1%)")
+
+	// Every node object replaced, ten times over: the table starts again
+	// when its misses outnumber its slots, and then finds the current
+	// objects.
+	tab := refs.tab.Load()
+	for range 10 {
+		for i, n := range objs {
+			objs[i] = n.DeepCopy()
+			_, ok := refs.get(c, objs[i])
+			require.True(t, ok)
+		}
+	}
+	require.NotSame(t, tab, refs.tab.Load(), "the table started again")
+	now := refs.tab.Load()
+	for _, n := range objs {
+		_, ok := refs.get(c, n)
+		require.True(t, ok)
+	}
+	base := now.misses.Load()
+	for _, n := range objs {
+		_, ok := refs.get(c, n)
+		require.True(t, ok)
+	}
+	require.Less(t, now.misses.Load()-base, int64(nodes/100), "misses over the current objects after the new start")
 }

@@ -16,8 +16,8 @@ import (
 // object's address (refProbes slots from the address's hash), read and
 // written without a lock. An object the table does not hold (a node object
 // new since, a handle whose node has left the cache) is looked up by name
-// and takes a free slot of its probes (none when they all hold current
-// handles of other objects: it is looked up by name each time). The informer's
+// and takes a free slot of its probes, or else one of them in turn (so
+// that objects replaced by newer ones give way). The informer's
 // node objects are never changed in place, so an address stands for one
 // node while the table holds it. The table has four slots a node PreFilter
 // last saw (rounded up to a power of two); when the objects looked up by
@@ -81,7 +81,8 @@ func (t *nodeRefs) get(c *scheduler.Cache, n *v1.Node) (scheduler.NodeRef, bool)
 	if err != nil || tab == nil {
 		return r, err == nil
 	}
-	if tab.misses.Add(1) > int64(len(tab.slots)) {
+	misses := tab.misses.Add(1)
+	if misses > int64(len(tab.slots)) {
 		// Full of objects no longer looked up: start again.
 		fresh := newRefTable(len(tab.slots))
 		if t.tab.CompareAndSwap(tab, fresh) {
@@ -89,12 +90,16 @@ func (t *nodeRefs) get(c *scheduler.Cache, n *v1.Node) (scheduler.NodeRef, bool)
 		}
 	}
 	mask := uint64(len(tab.slots) - 1)
+	// A free probe, or else one of them in turn: an object no longer
+	// looked up gives way to one that is.
+	slot := &tab.slots[(h+uint64(misses)%refProbes)&mask]
 	for i := range uint64(refProbes) {
 		s := &tab.slots[(h+i)&mask]
 		if e := s.Load(); e == nil || !e.ref.Current() || e.node == n {
-			s.Store(&nodeRef{node: n, ref: r})
+			slot = s
 			break
 		}
 	}
+	slot.Store(&nodeRef{node: n, ref: r})
 	return r, true
 }

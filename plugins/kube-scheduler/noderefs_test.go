@@ -2,6 +2,8 @@ package numaplace
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,4 +133,66 @@ func TestNodeRefsHitOnceSized(t *testing.T) {
 		require.True(t, ok)
 	}
 	require.Less(t, now.misses.Load()-base, int64(nodes/100), "misses over the current objects after the new start")
+}
+
+// TestNodeRefsConcurrent: Filter's goroutines share the table while nodes
+// leave the cache and come back and their objects are replaced; every
+// handle found is of the node asked for and, when the node is in the cache
+// throughout, current (run with -race).
+func TestNodeRefsConcurrent(t *testing.T) {
+	c, err := scheduler.New(scheduler.Config{})
+	require.NoError(t, err)
+	m, err := topology.Preset("dgx-h100")
+	require.NoError(t, err)
+	const nodes = 64
+	objs := make([]atomic.Pointer[v1.Node], nodes)
+	for i := range nodes {
+		name := fmt.Sprintf("n-%02d", i)
+		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
+		objs[i].Store(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	}
+	refs := &nodeRefs{}
+	refs.size(nodes)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := (i*7 + g) % nodes
+				n := objs[k].Load()
+				r, ok := refs.get(c, n)
+				if k%2 == 1 { // odd nodes never leave
+					if !ok || r.Node() != n.Name {
+						t.Errorf("node %s: handle of %q, found %v", n.Name, r.Node(), ok)
+						return
+					}
+				} else if ok && r.Node() != n.Name {
+					t.Errorf("node %s: handle of %q", n.Name, r.Node())
+					return
+				}
+			}
+		}()
+	}
+	for round := range 200 {
+		k := (round * 2) % nodes // an even node leaves and comes back
+		name := fmt.Sprintf("n-%02d", k)
+		require.NoError(t, c.RemoveNode(name))
+		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
+		j := (round*5)%nodes | 1 // an odd node's object is replaced
+		objs[j].Store(objs[j].Load().DeepCopy())
+	}
+	close(stop)
+	wg.Wait()
+	for i := range nodes {
+		r, ok := refs.get(c, objs[i].Load())
+		require.True(t, ok)
+		require.True(t, r.Current())
+	}
 }

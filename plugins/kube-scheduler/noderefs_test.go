@@ -14,22 +14,30 @@ import (
 	"github.com/numaplace/numaplace/topology"
 )
 
+// cacheOfNodes returns a cache of count nodes of the preset, named by
+// format and their index, with a node object for each.
+func cacheOfNodes(t *testing.T, preset, format string, count int) (*scheduler.Cache, *topology.Machine, []*v1.Node) {
+	t.Helper()
+	c, err := scheduler.New(scheduler.Config{})
+	require.NoError(t, err)
+	m, err := topology.Preset(preset)
+	require.NoError(t, err)
+	objs := make([]*v1.Node, count)
+	for i := range objs {
+		name := fmt.Sprintf(format, i)
+		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
+		objs[i] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	return c, m, objs
+}
+
 // TestNodeRefsFindTheNodeOfAnObject: the table answers each node object
 // with the handle of its node, whatever the table's size (a table of eight
 // slots for 40 nodes: most objects are looked up by name), for a new
 // object of the same node, before the table is sized, and after the node
 // leaves the cache and comes back; an unknown node is not found.
 func TestNodeRefsFindTheNodeOfAnObject(t *testing.T) {
-	c, err := scheduler.New(scheduler.Config{})
-	require.NoError(t, err)
-	m, err := topology.Preset("dgx-h100")
-	require.NoError(t, err)
-	var objs []*v1.Node
-	for i := range 40 {
-		name := fmt.Sprintf("n-%02d", i)
-		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
-		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	}
+	c, m, objs := cacheOfNodes(t, "dgx-h100", "n-%02d", 40)
 	check := func(t *testing.T, refs *nodeRefs, stage string) {
 		t.Helper()
 		for round := range 3 {
@@ -82,17 +90,8 @@ func TestNodeRefsFindTheNodeOfAnObject(t *testing.T) {
 // twice the slots missed about a third), and a table filled with objects
 // no longer looked up starts again rather than missing for ever.
 func TestNodeRefsHitOnceSized(t *testing.T) {
-	c, err := scheduler.New(scheduler.Config{})
-	require.NoError(t, err)
-	m, err := topology.Preset("dgx-a100")
-	require.NoError(t, err)
 	const nodes = 1000
-	objs := make([]*v1.Node, nodes)
-	for i := range objs {
-		name := fmt.Sprintf("gpu-%04d", i)
-		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
-		objs[i] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	}
+	c, _, objs := cacheOfNodes(t, "dgx-a100", "gpu-%04d", nodes)
 	refs := &nodeRefs{}
 	refs.size(nodes)
 	for _, n := range objs {
@@ -140,16 +139,11 @@ func TestNodeRefsHitOnceSized(t *testing.T) {
 // handle found is of the node asked for and, when the node is in the cache
 // throughout, current (run with -race).
 func TestNodeRefsConcurrent(t *testing.T) {
-	c, err := scheduler.New(scheduler.Config{})
-	require.NoError(t, err)
-	m, err := topology.Preset("dgx-h100")
-	require.NoError(t, err)
 	const nodes = 64
+	c, m, first := cacheOfNodes(t, "dgx-h100", "n-%02d", nodes)
 	objs := make([]atomic.Pointer[v1.Node], nodes)
-	for i := range nodes {
-		name := fmt.Sprintf("n-%02d", i)
-		require.NoError(t, c.AddNode(scheduler.Node{Name: name, Machine: m}))
-		objs[i].Store(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	for i, n := range first {
+		objs[i].Store(n)
 	}
 	refs := &nodeRefs{}
 	refs.size(nodes)

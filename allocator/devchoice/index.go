@@ -14,14 +14,12 @@ import (
 const GPUClass = "gpu"
 
 // unknownDistance is the distance from the group of devices of unknown NUMA
-// node to every NUMA node: above every SLIT value, so that it is the
-// farthest.
+// node to every NUMA node: above every SLIT value, the farthest.
 const unknownDistance = 1000
 
 // denseLinkGPUs is the most GPUs for which an Index also keeps an n×n table
-// of NVLink counts (16 KiB at most) for the fastest look-ups on real
-// servers; larger machines use the adjacency lists alone, so memory stays
-// linear in GPUs and NVLinks.
+// of NVLink counts (16 KiB at most); larger machines use the adjacency
+// lists alone, so memory stays linear in GPUs and NVLinks.
 const denseLinkGPUs = 64
 
 // Index is the per-machine structure the chooser reads: the devices of every
@@ -36,16 +34,14 @@ const denseLinkGPUs = 64
 // topology.Machine.Devices (ascending ID). These are the positions the
 // allocator's device resources use, so a Set can be kept in step with them.
 type Index struct {
-	m       *topology.Machine
-	classes []classInfo
-	nodes   int // NUMA nodes; group index nodes is the unknown node
-	// nodeMask has every NUMA node of the machine.
-	nodeMask numa.Mask
-	gdist    []int32 // (nodes+1)² distances between groups
+	m        *topology.Machine
+	classes  []classInfo
+	nodes    int       // NUMA nodes; group index nodes is the unknown node
+	nodeMask numa.Mask // every NUMA node of the machine
+	gdist    []int32   // (nodes+1)² distances between groups
 	// Buckets are the devices of one group under one switch. A bucket's
 	// devices of class c are the bits masks[off[b*stride+c]:off[b*stride+c+1]],
-	// stride = classes+1: one entry per word that holds any of them, so the
-	// masks take at most one entry per device.
+	// stride = classes+1: one entry per word that holds any of them.
 	buckets []bucketInfo
 	off     []int32
 	masks   []wordBits
@@ -53,12 +49,11 @@ type Index struct {
 	// switchInGroup: no switch has devices on two groups (true of real
 	// machines), so a switch inside a set of groups is a single bucket.
 	switchInGroup bool
-	// The NVLinks between GPUs as adjacency lists (compressed rows): the
-	// neighbours of GPU i are linkTo[linkStart[i]:linkStart[i+1]],
-	// ascending, with their counts in linkN; rows holds the same as an n×n
-	// table when n <= denseLinkGPUs, row by row in arrays of denseLinkGPUs
-	// counts (256 bytes per GPU), for the word path's loops without bounds
-	// checks.
+	// The NVLinks between GPUs as adjacency lists (compressed rows): GPU
+	// i's neighbours are linkTo[linkStart[i]:linkStart[i+1]], ascending,
+	// their counts in linkN; rows is the same as an n×n table when n <=
+	// denseLinkGPUs (256 bytes per GPU), for the word path's loops without
+	// bounds checks.
 	linkStart []int32
 	linkTo    []int32
 	linkN     []int32
@@ -70,14 +65,16 @@ type Index struct {
 	uniform bool
 	// Link degrees for the bound on a choice's links: k GPUs share at most
 	// half the sum of their k largest degrees (a GPU's links to all
-	// others). For group g, gdeg[gdegStart[g]+j] is the sum of the j largest
-	// degrees of its GPUs (j from 0 to its GPU count); for class-0 bucket i
-	// (of classes[0].cb), bdeg[bdegStart[i]+j] likewise.
+	// others). gdeg[gdegStart[g]+j] is the sum of the j largest degrees of
+	// group g's GPUs (j from 0 to their count), gdegStart[g+1] where the
+	// next group's start; bdeg likewise for the class-0 buckets (of
+	// classes[0].cb).
 	gdeg, bdeg           []int32
 	gdegStart, bdegStart []int32
 	gpuCB                []int32 // bucket -> its class-0 bucket, -1 when none
 }
 
+// classInfo is one class's devices and their places.
 type classInfo struct {
 	name   string
 	ids    []string
@@ -85,29 +82,25 @@ type classInfo struct {
 	group  []int32 // device -> group (dense node, or nodes for unknown)
 	bucket []int32 // device -> bucket
 	// cb are the buckets holding devices of the class, group by group:
-	// those of group g are cb[cbStart[g]:cbStart[g+1]].
+	// those of group g are cb[cbStart[g]:cbStart[g+1]]; groups are the
+	// groups holding any, ascending.
 	cb      []classBucket
 	cbStart []int32
-	groups  []int32 // the groups with devices of the class, ascending
-	// For classes of at most 64 devices: the devices of each group, and
-	// of each class bucket (parallel to cb), as words.
-	gm []uint64
-	bm []uint64
-	// wg are the groups of groups (ascending) with their words, for the
-	// word path's count.
-	wg []wordGroup
-	// maxBucket and maxGroup are the most devices of one bucket and of
-	// one group (classes of at most 64 devices).
+	groups  []int32
+	// For classes of at most 64 devices, as words: the devices of each
+	// group (gm) and of each bucket of cb (bm), the groups holding any with
+	// their buckets' words (wg), and the most devices of one bucket and of
+	// one group.
+	gm                  []uint64
+	bm                  []uint64
+	wg                  []wordGroup
 	maxBucket, maxGroup int32
-	// bLinks are the NVLink links among all the GPUs of each bucket
-	// (parallel to bm; class 0 only).
-	bLinks []int32
-	// wgLinks are the NVLink links among all the GPUs of each group of wg
-	// (class 0 only).
-	wgLinks []int32
-	// bPair is exactWord's pair of each bucket's GPUs (for buckets of 2
-	// to 11 GPUs, below device 63, with the dense table; 0 otherwise),
-	// with its links in bPairLinks.
+	// Class 0 only: the NVLink links among all the GPUs of each bucket
+	// (parallel to bm) and of each group of wg, and exactWord's pair of
+	// each bucket's GPUs (for buckets of 2 to 11 GPUs, below device 63,
+	// with the dense table; 0 otherwise) with its links.
+	bLinks     []int32
+	wgLinks    []int32
 	bPair      []uint64
 	bPairLinks []int32
 }
@@ -123,11 +116,11 @@ type wordGroup struct {
 // masks[lo:hi].
 type classBucket struct{ b, lo, hi int32 }
 
-type bucketInfo struct {
-	group int32
-	sw    int32 // switch ID: equal for buckets under one named switch
-}
+// bucketInfo is a bucket's group and switch ID (equal for the buckets
+// under one named switch).
+type bucketInfo struct{ group, sw int32 }
 
+// wordBits are the devices of word w of a Set.
 type wordBits struct {
 	w    int32
 	bits uint64
@@ -141,25 +134,17 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	x := &Index{m: m, nodes: m.NumNodes()}
 	x.nodeMask = numa.FirstN(x.nodes)
-	type dev struct {
-		class     int
-		group, sw int32
-		id        string
-		gpuID     int
-	}
-	var devs []dev
 	// A named switch is one switch wherever its devices are; the devices of
-	// one NUMA node (or of unknown node) whose switch is not described
-	// share one switch of their own (keyed by their group): nothing tells
-	// them apart.
+	// one group whose switch is not described share one switch of their
+	// own (keyed by the group): nothing tells them apart.
 	type swKey struct {
 		name  string
 		group int32
 	}
 	switches := map[swKey]int32{}
-	// place returns the group of a device of NUMA node node and its
-	// switch ID.
-	place := func(node numa.NodeID, sw string) (int32, int32) {
+	// add appends a device of NUMA node node under switch sw to class c,
+	// with its switch ID for its bucket until the buckets are known.
+	add := func(c int, id string, node numa.NodeID, sw string) {
 		g := int32(x.nodes)
 		if i, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
 			g = int32(i)
@@ -170,81 +155,70 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		}
 		s, ok := switches[k]
 		if !ok {
-			s = int32(x.nswitch)
+			s = int32(len(switches))
 			switches[k] = s
-			x.nswitch++
 		}
-		return g, s
+		cl := &x.classes[c]
+		cl.ids = append(cl.ids, id)
+		cl.group = append(cl.group, g)
+		cl.bucket = append(cl.bucket, s)
 	}
 	x.classes = append(x.classes, classInfo{name: GPUClass})
 	for _, gpu := range m.GPUs() {
-		g, sw := place(gpu.NUMANode, gpu.PCIeSwitch)
-		devs = append(devs, dev{class: 0, group: g, sw: sw, id: strconv.Itoa(gpu.ID), gpuID: gpu.ID})
+		x.classes[0].gpuIDs = append(x.classes[0].gpuIDs, gpu.ID)
+		add(0, strconv.Itoa(gpu.ID), gpu.NUMANode, gpu.PCIeSwitch)
 	}
 	for _, d := range m.Devices() { // ordered by class, then ID
-		c := len(x.classes) - 1
-		if c == 0 || x.classes[c].name != d.Class {
+		if c := len(x.classes) - 1; c == 0 || x.classes[c].name != d.Class {
 			x.classes = append(x.classes, classInfo{name: d.Class})
-			c++
 		}
-		g, sw := place(d.NUMANode, d.PCIeSwitch)
-		devs = append(devs, dev{class: c, group: g, sw: sw, id: d.ID})
+		add(len(x.classes)-1, d.ID, d.NUMANode, d.PCIeSwitch)
 	}
+	x.nswitch = len(switches)
 	nc := len(x.classes)
 	// Buckets group by group, in each group in order of their first device
 	// (GPUs first), so that a group's buckets are a range of indices.
-	seen := map[bucketInfo]bool{}
-	for _, d := range devs {
-		if k := (bucketInfo{group: d.group, sw: d.sw}); !seen[k] {
-			seen[k] = true
-			x.buckets = append(x.buckets, k)
+	bucketOf := map[bucketInfo]int32{}
+	for _, cl := range x.classes {
+		for i, s := range cl.bucket {
+			k := bucketInfo{cl.group[i], s}
+			if _, ok := bucketOf[k]; !ok {
+				bucketOf[k] = 0
+				x.buckets = append(x.buckets, k)
+			}
 		}
 	}
 	slices.SortStableFunc(x.buckets, func(a, b bucketInfo) int { return cmp.Compare(a.group, b.group) })
-	bucketOf := make(map[bucketInfo]int32, len(x.buckets))
 	for b, k := range x.buckets {
 		bucketOf[k] = int32(b)
 	}
-	for _, d := range devs {
-		b := bucketOf[bucketInfo{group: d.group, sw: d.sw}]
-		c := &x.classes[d.class]
-		c.ids = append(c.ids, d.id)
-		if d.class == 0 {
-			c.gpuIDs = append(c.gpuIDs, d.gpuID)
-		}
-		c.group = append(c.group, d.group)
-		c.bucket = append(c.bucket, b)
-	}
-	// The masks of each bucket, per class.
-	nb := len(x.buckets)
-	x.off = make([]int32, nb*(nc+1)+1)
+	// A switch on two groups has a bucket on each.
+	x.switchInGroup = len(x.buckets) == x.nswitch
+	// The masks: the devices sorted by bucket and class, one entry per
+	// word, counted in off.
 	type entry struct {
-		b, c int32
-		w    int32
-		bits uint64
+		b, c, w int32
+		bits    uint64
 	}
 	var entries []entry
-	for c := range x.classes {
-		for i, b := range x.classes[c].bucket {
-			entries = append(entries, entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)})
+	for c, cl := range x.classes {
+		for i, s := range cl.bucket {
+			cl.bucket[i] = bucketOf[bucketInfo{cl.group[i], s}]
+			entries = append(entries, entry{b: cl.bucket[i], c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)})
 		}
 	}
 	slices.SortStableFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.c, b.c), cmp.Compare(a.w, b.w))
 	})
-	// One entry per bucket, class and word.
-	merged := entries[:0]
+	x.off = make([]int32, len(x.buckets)*(nc+1)+1)
 	for _, e := range entries {
-		if n := len(merged); n > 0 && merged[n-1].b == e.b && merged[n-1].c == e.c && merged[n-1].w == e.w {
-			merged[n-1].bits |= e.bits
+		k := int(e.b)*(nc+1) + int(e.c) + 1
+		if n := len(x.masks); x.off[k] > 0 && x.masks[n-1].w == e.w { // the entry's word
+			x.masks[n-1].bits |= e.bits
 			continue
 		}
-		merged = append(merged, e)
-	}
-	x.masks = make([]wordBits, len(merged))
-	for k, e := range merged {
-		x.masks[k] = wordBits{w: e.w, bits: e.bits}
-		x.off[int(e.b)*(nc+1)+int(e.c)+1]++
+		x.masks = append(x.masks, wordBits{w: e.w, bits: e.bits})
+		x.off[k]++
 	}
 	for k := 1; k < len(x.off); k++ {
 		x.off[k] += x.off[k-1]
@@ -277,26 +251,11 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
 				cl.maxBucket = max(cl.maxBucket, int32(popcount(cl.bm[i])))
 			}
-			for _, m := range cl.gm {
-				cl.maxGroup = max(cl.maxGroup, int32(popcount(m)))
-			}
 			for _, g := range cl.groups {
 				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
+				cl.maxGroup = max(cl.maxGroup, int32(popcount(cl.gm[g])))
 			}
 		}
-	}
-	// Whether every switch lies in one group (so that inside a set of
-	// groups a switch is one bucket).
-	swGroup := make([]int32, x.nswitch)
-	for i := range swGroup {
-		swGroup[i] = -1
-	}
-	x.switchInGroup = true
-	for _, b := range x.buckets {
-		if g := swGroup[b.sw]; g >= 0 && g != b.group {
-			x.switchInGroup = false
-		}
-		swGroup[b.sw] = b.group
 	}
 	// Distances between groups; the unknown group is far from every node
 	// and at 0 from itself.
@@ -356,72 +315,60 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 	x.linkStart = make([]int32, n+1)
 	x.linkTo = make([]int32, len(edges))
 	x.linkN = make([]int32, len(edges))
+	x.uniform = n > 1 && len(edges) == n*(n-1)
+	if n <= denseLinkGPUs && len(edges) > 0 {
+		x.rows = make([][denseLinkGPUs]int32, n)
+	}
 	for k, e := range edges {
 		x.linkStart[e.from+1]++
 		x.linkTo[k], x.linkN[k] = e.to, e.n
 		x.maxLink = max(x.maxLink, e.n)
+		x.uniform = x.uniform && e.n == edges[0].n
+		if x.rows != nil {
+			x.rows[e.from][e.to] = e.n
+		}
 	}
 	for i := range n {
 		x.linkStart[i+1] += x.linkStart[i]
 	}
-	x.uniform = n > 1 && len(edges) == n*(n-1)
-	for _, e := range edges {
-		x.uniform = x.uniform && e.n == x.maxLink
-	}
-	if n <= denseLinkGPUs && len(edges) > 0 {
-		x.rows = make([][denseLinkGPUs]int32, n)
-		for _, e := range edges {
-			x.rows[e.from][e.to] = e.n
-		}
-	}
 }
 
-// buildDegrees fills the prefix sums of sorted link degrees of every group
-// and class-0 bucket (linear memory: one entry per GPU and one per group
-// and bucket).
+// buildDegrees fills gpuCB and the prefix sums of the sorted link degrees
+// of every group's and every class-0 bucket's GPUs (linear memory: one
+// entry per GPU, group and bucket).
 func (x *Index) buildDegrees() {
 	cl := &x.classes[0]
-	n := len(cl.ids)
-	deg := make([]int32, n)
-	for i := range n {
-		for k := x.linkStart[i]; k < x.linkStart[i+1]; k++ {
-			deg[i] += x.linkN[k]
-		}
-	}
-	x.gpuCB = make([]int32, len(x.buckets))
-	for b := range x.gpuCB {
-		x.gpuCB[b] = -1
-	}
+	x.gpuCB = slices.Repeat([]int32{-1}, len(x.buckets))
 	for i, e := range cl.cb {
 		x.gpuCB[e.b] = int32(i)
 	}
 	byGroup := make([][]int32, x.nodes+1)
 	byBucket := make([][]int32, len(cl.cb))
-	for d := range n {
-		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
+	for d := range cl.ids {
+		deg := int32(0)
+		for _, n := range x.linkN[x.linkStart[d]:x.linkStart[d+1]] {
+			deg += n
+		}
+		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], deg)
 		i := x.gpuCB[cl.bucket[d]]
-		byBucket[i] = append(byBucket[i], int32(d))
+		byBucket[i] = append(byBucket[i], deg)
 	}
-	// prefix appends to *sums, list by list, 0 and the running sums of the
-	// list's degrees in descending order, with each list's first entry in
-	// *start.
-	prefix := func(lists [][]int32, sums, start *[]int32) {
-		*start = make([]int32, len(lists))
-		for i, gpus := range lists {
-			(*start)[i] = int32(len(*sums))
-			ds := make([]int32, len(gpus))
-			for j, g := range gpus {
-				ds[j] = deg[g]
-			}
+	// prefix returns, list by list, 0 and the running sums of the list's
+	// degrees in descending order, and where each list's sums start (and
+	// the end, last).
+	prefix := func(lists [][]int32) (sums, start []int32) {
+		for _, ds := range lists {
+			start = append(start, int32(len(sums)))
 			slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
-			*sums = append(*sums, 0)
+			sums = append(sums, 0)
 			for _, d := range ds {
-				*sums = append(*sums, (*sums)[len(*sums)-1]+d)
+				sums = append(sums, sums[len(sums)-1]+d)
 			}
 		}
+		return sums, append(start, int32(len(sums)))
 	}
-	prefix(byGroup, &x.gdeg, &x.gdegStart)
-	prefix(byBucket, &x.bdeg, &x.bdegStart)
+	x.gdeg, x.gdegStart = prefix(byGroup)
+	x.bdeg, x.bdegStart = prefix(byBucket)
 }
 
 // groupTop returns the sum of the k largest link degrees of group g's
@@ -432,14 +379,11 @@ func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegSt
 // class-0 bucket i.
 func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
 
-// topOf returns entry min(k, its last) of the prefix sums deg of item i,
-// which start at start[i].
+// topOf returns entry min(k, its last) of item i's prefix sums,
+// deg[start[i]:start[i+1]].
 func topOf(deg, start []int32, i, k int32) int32 {
-	lo, hi := start[i], int32(len(deg))
-	if int(i)+1 < len(start) {
-		hi = start[i+1]
-	}
-	return deg[lo+min(k, hi-lo-1)]
+	lo := start[i]
+	return deg[lo+min(k, start[i+1]-lo-1)]
 }
 
 // link returns the NVLink links between GPU indices a and b (0 when none).

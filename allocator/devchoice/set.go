@@ -3,6 +3,7 @@ package devchoice
 import (
 	"iter"
 	"math/bits"
+	"slices"
 )
 
 // Set is a set of devices of one class: bit i stands for the class's device
@@ -54,16 +55,7 @@ func (s Set) Equal(o Set) bool {
 	if len(s) < len(o) {
 		s, o = o, s
 	}
-	for i, w := range s {
-		var v uint64
-		if i < len(o) {
-			v = o[i]
-		}
-		if w != v {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(s[:len(o)], o) && s[len(o):].Len() == 0
 }
 
 // All returns the devices of the set in ascending index order.
@@ -82,20 +74,11 @@ func (s Set) All() iter.Seq[int] {
 
 // AppendTo appends the devices of the set to dst in ascending index order
 // and returns it.
-func (s Set) AppendTo(dst []int) []int {
-	for wi, w := range s {
-		for w != 0 {
-			dst = append(dst, wi<<6|bits.TrailingZeros64(w))
-			w &= w - 1
-		}
-	}
-	return dst
-}
+func (s Set) AppendTo(dst []int) []int { return slices.AppendSeq(dst, s.All()) }
 
-// popcount returns the number of bits set in w. It is math/bits.OnesCount64
-// without the POPCNT instruction, which amd64 before v2 lacks: there the
-// compiler checks for it at run time and calls a fallback, and the
-// registers spilled around that call cost more than this.
+// popcount returns the number of bits set in w: math/bits.OnesCount64
+// without POPCNT, which amd64 before v2 checks for at run time, calling a
+// fallback whose spilled registers cost more than this.
 func popcount(w uint64) int {
 	w -= (w >> 1) & 0x5555555555555555
 	w = w&0x3333333333333333 + (w>>2)&0x3333333333333333

@@ -66,9 +66,8 @@ type Index struct {
 	// Link degrees for the bound on a choice's links: k GPUs share at most
 	// half the sum of their k largest degrees (a GPU's links to all
 	// others). gdeg[gdegStart[g]+j] is the sum of the j largest degrees of
-	// group g's GPUs (j from 0 to their count), gdegStart[g+1] where the
-	// next group's start; bdeg likewise for the class-0 buckets (of
-	// classes[0].cb).
+	// group g's GPUs (j from 0 to their count); bdeg likewise for the
+	// class-0 buckets (of classes[0].cb).
 	gdeg, bdeg           []int32
 	gdegStart, bdegStart []int32
 	gpuCB                []int32 // bucket -> its class-0 bucket, -1 when none
@@ -354,8 +353,7 @@ func (x *Index) buildDegrees() {
 		byBucket[i] = append(byBucket[i], deg)
 	}
 	// prefix returns, list by list, 0 and the running sums of the list's
-	// degrees in descending order, and where each list's sums start (and
-	// the end, last).
+	// degrees in descending order, and where each list's sums start.
 	prefix := func(lists [][]int32) (sums, start []int32) {
 		for _, ds := range lists {
 			start = append(start, int32(len(sums)))
@@ -365,7 +363,7 @@ func (x *Index) buildDegrees() {
 				sums = append(sums, sums[len(sums)-1]+d)
 			}
 		}
-		return sums, append(start, int32(len(sums)))
+		return sums, start
 	}
 	x.gdeg, x.gdegStart = prefix(byGroup)
 	x.bdeg, x.bdegStart = prefix(byBucket)
@@ -379,11 +377,14 @@ func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegSt
 // class-0 bucket i.
 func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
 
-// topOf returns entry min(k, its last) of item i's prefix sums,
-// deg[start[i]:start[i+1]].
+// topOf returns entry min(k, its last) of the prefix sums deg of item i,
+// which start at start[i].
 func topOf(deg, start []int32, i, k int32) int32 {
-	lo := start[i]
-	return deg[lo+min(k, start[i+1]-lo-1)]
+	lo, hi := start[i], int32(len(deg))
+	if int(i)+1 < len(start) {
+		hi = start[i+1]
+	}
+	return deg[lo+min(k, hi-lo-1)]
 }
 
 // link returns the NVLink links between GPU indices a and b (0 when none).

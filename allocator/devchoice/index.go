@@ -152,15 +152,13 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		if sw == "" {
 			k.group = g
 		}
-		s, ok := switches[k]
-		if !ok {
-			s = int32(len(switches))
-			switches[k] = s
+		if _, ok := switches[k]; !ok {
+			switches[k] = int32(len(switches))
 		}
 		cl := &x.classes[c]
 		cl.ids = append(cl.ids, id)
 		cl.group = append(cl.group, g)
-		cl.bucket = append(cl.bucket, s)
+		cl.bucket = append(cl.bucket, switches[k])
 	}
 	x.classes = append(x.classes, classInfo{name: GPUClass})
 	for _, gpu := range m.GPUs() {
@@ -193,47 +191,40 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	// A switch on two groups has a bucket on each.
 	x.switchInGroup = len(x.buckets) == x.nswitch
-	// The masks: the devices sorted by bucket and class, one entry per
-	// word, counted in off.
-	type entry struct {
-		b, c, w int32
-		bits    uint64
-	}
-	var entries []entry
-	for c, cl := range x.classes {
-		for i, s := range cl.bucket {
-			cl.bucket[i] = bucketOf[bucketInfo{cl.group[i], s}]
-			entries = append(entries, entry{b: cl.bucket[i], c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)})
-		}
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.c, b.c), cmp.Compare(a.w, b.w))
-	})
-	x.off = make([]int32, len(x.buckets)*(nc+1)+1)
-	for _, e := range entries {
-		k := int(e.b)*(nc+1) + int(e.c) + 1
-		if n := len(x.masks); x.off[k] > 0 && x.masks[n-1].w == e.w { // the entry's word
-			x.masks[n-1].bits |= e.bits
-			continue
-		}
-		x.masks = append(x.masks, wordBits{w: e.w, bits: e.bits})
-		x.off[k]++
-	}
-	for k := 1; k < len(x.off); k++ {
-		x.off[k] += x.off[k-1]
-	}
-	ng := x.nodes + 1
-	// Per class, its buckets (group by group) with their mask ranges.
+	// The devices of bucket b and class c, ascending: devs[b*stride+c]
+	// (c < classes).
+	ng, stride := x.nodes+1, nc+1
+	devs := make([][]int32, len(x.buckets)*stride)
 	for c := range x.classes {
 		cl := &x.classes[c]
 		cl.cbStart = make([]int32, ng+1)
-		for b, bi := range x.buckets {
-			lo, hi := x.off[b*(nc+1)+c], x.off[b*(nc+1)+c+1]
-			if lo < hi {
-				cl.cb = append(cl.cb, classBucket{b: int32(b), lo: lo, hi: hi})
-				cl.cbStart[bi.group+1]++
+		for i, s := range cl.bucket {
+			cl.bucket[i] = bucketOf[bucketInfo{cl.group[i], s}]
+			k := int(cl.bucket[i])*stride + c
+			devs[k] = append(devs[k], int32(i))
+		}
+	}
+	// Their masks, one entry per word, and each class's buckets (group by
+	// group) with their mask ranges.
+	x.off = make([]int32, 1, len(devs)+1)
+	for k, ds := range devs {
+		lo := int32(len(x.masks))
+		for _, i := range ds {
+			if n := len(x.masks); int32(n) > lo && x.masks[n-1].w == i>>6 {
+				x.masks[n-1].bits |= 1 << uint(i&63)
+			} else {
+				x.masks = append(x.masks, wordBits{w: i >> 6, bits: 1 << uint(i&63)})
 			}
 		}
+		x.off = append(x.off, int32(len(x.masks)))
+		if len(ds) > 0 {
+			b, cl := k/stride, &x.classes[k%stride]
+			cl.cb = append(cl.cb, classBucket{b: int32(b), lo: lo, hi: int32(len(x.masks))})
+			cl.cbStart[x.buckets[b].group+1]++
+		}
+	}
+	for c := range x.classes {
+		cl := &x.classes[c]
 		for g := range ng {
 			cl.cbStart[g+1] += cl.cbStart[g]
 			if cl.cbStart[g+1] > cl.cbStart[g] {
@@ -256,34 +247,28 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 			}
 		}
 	}
-	// Distances between groups; the unknown group is far from every node
-	// and at 0 from itself.
+	// Distances between groups: the SLIT's between nodes, unknownDistance
+	// between the unknown group and a node, 0 from a group to itself.
 	dist := m.Distances()
 	x.gdist = make([]int32, ng*ng)
-	for a := range ng {
-		for b := range ng {
-			switch {
-			case a == b:
-			case a == x.nodes || b == x.nodes:
-				x.gdist[a*ng+b] = unknownDistance
-			default:
+	for a := range x.nodes {
+		for b := range x.nodes {
+			if a != b {
 				x.gdist[a*ng+b] = int32(dist.At(a, b))
 			}
 		}
+		x.gdist[a*ng+x.nodes], x.gdist[x.nodes*ng+a] = unknownDistance, unknownDistance
 	}
 	x.buildLinks(m.NVLinks())
-	x.buildDegrees()
 	if cl := &x.classes[0]; cl.bm != nil {
-		cl.wgLinks = make([]int32, len(cl.wg))
-		for i, wg := range cl.wg {
-			cl.wgLinks[i] = int32(x.linksWord(wg.gm))
+		for _, wg := range cl.wg {
+			cl.wgLinks = append(cl.wgLinks, int32(x.linksWord(wg.gm)))
 		}
-		cl.bLinks = make([]int32, len(cl.bm))
 		cl.bPair = make([]uint64, len(cl.bm))
 		cl.bPairLinks = make([]int32, len(cl.bm))
 		c := x.NewChooser() // for exactWord (no must-include device)
 		for i, bm := range cl.bm {
-			cl.bLinks[i] = int32(x.linksWord(bm))
+			cl.bLinks = append(cl.bLinks, int32(x.linksWord(bm)))
 			if n := popcount(bm); x.rows != nil && n >= 2 && n <= 11 && bm>>63 == 0 {
 				p := c.exactWord(bm, 2)
 				cl.bPair[i], cl.bPairLinks[i] = p, int32(x.linksWord(p))
@@ -295,10 +280,13 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 
 // buildLinks fills the adjacency lists of the NVLinks between GPUs of the
 // machine (links naming a GPU the machine does not list are left out; a
-// pair listed twice keeps its first count), and on machines of at most
-// denseLinkGPUs GPUs the dense table as well.
+// pair listed twice keeps its first count), on machines of at most
+// denseLinkGPUs GPUs the dense table as well, gpuCB, and the prefix sums of
+// the sorted link degrees of every group's and every class-0 bucket's GPUs
+// (linear memory: one entry per GPU, group and bucket).
 func (x *Index) buildLinks(links []topology.NVLink) {
-	gpus := x.classes[0].gpuIDs
+	cl := &x.classes[0]
+	gpus := cl.gpuIDs
 	n := len(gpus)
 	type edge struct{ from, to, n int32 }
 	edges := make([]edge, 0, 2*len(links))
@@ -312,15 +300,15 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 	slices.SortStableFunc(edges, func(p, q edge) int { return cmp.Or(cmp.Compare(p.from, q.from), cmp.Compare(p.to, q.to)) })
 	edges = slices.CompactFunc(edges, func(p, q edge) bool { return p.from == q.from && p.to == q.to })
 	x.linkStart = make([]int32, n+1)
-	x.linkTo = make([]int32, len(edges))
-	x.linkN = make([]int32, len(edges))
+	deg := make([]int32, n)
 	x.uniform = n > 1 && len(edges) == n*(n-1)
 	if n <= denseLinkGPUs && len(edges) > 0 {
 		x.rows = make([][denseLinkGPUs]int32, n)
 	}
-	for k, e := range edges {
+	for _, e := range edges {
 		x.linkStart[e.from+1]++
-		x.linkTo[k], x.linkN[k] = e.to, e.n
+		x.linkTo, x.linkN = append(x.linkTo, e.to), append(x.linkN, e.n)
+		deg[e.from] += e.n
 		x.maxLink = max(x.maxLink, e.n)
 		x.uniform = x.uniform && e.n == edges[0].n
 		if x.rows != nil {
@@ -330,27 +318,16 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 	for i := range n {
 		x.linkStart[i+1] += x.linkStart[i]
 	}
-}
-
-// buildDegrees fills gpuCB and the prefix sums of the sorted link degrees
-// of every group's and every class-0 bucket's GPUs (linear memory: one
-// entry per GPU, group and bucket).
-func (x *Index) buildDegrees() {
-	cl := &x.classes[0]
 	x.gpuCB = slices.Repeat([]int32{-1}, len(x.buckets))
 	for i, e := range cl.cb {
 		x.gpuCB[e.b] = int32(i)
 	}
 	byGroup := make([][]int32, x.nodes+1)
 	byBucket := make([][]int32, len(cl.cb))
-	for d := range cl.ids {
-		deg := int32(0)
-		for _, n := range x.linkN[x.linkStart[d]:x.linkStart[d+1]] {
-			deg += n
-		}
-		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], deg)
+	for d, dg := range deg {
+		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], dg)
 		i := x.gpuCB[cl.bucket[d]]
-		byBucket[i] = append(byBucket[i], deg)
+		byBucket[i] = append(byBucket[i], dg)
 	}
 	// prefix returns, list by list, 0 and the running sums of the list's
 	// degrees in descending order, and where each list's sums start.

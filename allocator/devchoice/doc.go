@@ -10,17 +10,15 @@
 // [Chooser] holds the working memory of one call at a time; a [Request]
 // names the allowed NUMA nodes and, per class, a count, the free devices
 // and the must-include ones, as [Set]s of dense indices. [Chooser.Choose]
-// returns the best choice under [Rank], whose doc comment lists the
-// preference order.
+// returns the best choice under [Rank] (the preference order).
 //
 // Pairing: when a request asks for GPUs and devices of another class (RDMA
-// NICs), GPUs are its first class and every other device counts as paired
-// when a chosen GPU sits under its PCIe switch, as GPUDirect RDMA needs
-// (Koordinator's deviceshare plugin puts RDMA NICs under the switches of
-// the GPUs it chose; here pairing is a criterion of one joint choice,
-// ranked before the switch count, so a GPU is chosen where a NIC can join
-// it). The devices of one NUMA node whose switch is not described count as
-// under one switch of their own.
+// NICs), GPUs are its first class and another device counts as paired when
+// a chosen GPU sits under its PCIe switch, as GPUDirect RDMA needs: pairing
+// ranks before the switch count in the one joint choice, so a GPU is chosen
+// where a NIC can join it (Koordinator's deviceshare plugin puts NICs under
+// the switches of GPUs chosen first). The devices of one NUMA node whose
+// switch is not described count as under one switch of their own.
 //
 // Complexity and exactness are stated on [Chooser.Choose]: the search goes
 // level by level (NUMA nodes, switches, devices) with bounds and fixed

@@ -18,8 +18,7 @@ const GPUClass = "gpu"
 const unknownDistance = 1000
 
 // denseLinkGPUs is the most GPUs for which an Index also keeps an n×n table
-// of NVLink counts (16 KiB at most); larger machines use the adjacency
-// lists alone, so memory stays linear in GPUs and NVLinks.
+// of NVLink counts (16 KiB at most): memory stays linear in GPUs and NVLinks.
 const denseLinkGPUs = 64
 
 // Index is the per-machine structure the chooser reads: the devices of every
@@ -49,23 +48,19 @@ type Index struct {
 	// switchInGroup: no switch has devices on two groups (true of real
 	// machines), so a switch inside a set of groups is a single bucket.
 	switchInGroup bool
-	// The NVLinks between GPUs as adjacency lists (compressed rows): GPU
-	// i's neighbours are linkTo[linkStart[i]:linkStart[i+1]], ascending,
-	// their counts in linkN; rows is the same as an n×n table when n <=
-	// denseLinkGPUs (256 bytes per GPU), for the word path's loops without
-	// bounds checks.
+	// The NVLinks between GPUs: GPU i's neighbours are
+	// linkTo[linkStart[i]:linkStart[i+1]], ascending, their counts in linkN;
+	// rows is the n×n table when n <= denseLinkGPUs (no bounds checks).
 	linkStart []int32
 	linkTo    []int32
 	linkN     []int32
 	rows      [][denseLinkGPUs]int32
 	maxLink   int32
-	// uniform: every pair of GPUs is joined by the same positive number of
-	// links (an NVSwitch fabric), so every choice of k GPUs has the same
-	// links.
+	// uniform: every pair of GPUs has the same positive number of links
+	// (an NVSwitch fabric), so every choice of k GPUs has the same links.
 	uniform bool
-	// Link degrees for the bound on a choice's links: k GPUs share at most
-	// half the sum of their k largest degrees (a GPU's links to all
-	// others). gdeg[gdegStart[g]+j] is the sum of the j largest degrees of
+	// k GPUs share at most half the sum of their k largest degrees (links
+	// to all others): gdeg[gdegStart[g]+j] is the sum of the j largest of
 	// group g's GPUs (j from 0 to their count); bdeg likewise for the
 	// class-0 buckets (of classes[0].cb).
 	gdeg, bdeg           []int32
@@ -87,9 +82,8 @@ type classInfo struct {
 	cbStart []int32
 	groups  []int32
 	// For classes of at most 64 devices, as words: the devices of each
-	// group (gm) and of each bucket of cb (bm), the groups holding any with
-	// their buckets' words (wg), and the most devices of one bucket and of
-	// one group.
+	// group (gm), of each bucket of cb (bm), the groups holding any with
+	// their buckets' words (wg); the most devices of a bucket and a group.
 	gm                  []uint64
 	bm                  []uint64
 	wg                  []wordGroup
@@ -111,8 +105,7 @@ type wordGroup struct {
 	g, lo, hi int32
 }
 
-// classBucket is a bucket's devices of one class: the bits
-// masks[lo:hi].
+// classBucket is a bucket's devices of one class: the bits masks[lo:hi].
 type classBucket struct{ b, lo, hi int32 }
 
 // bucketInfo is a bucket's group and switch ID (equal for the buckets
@@ -131,11 +124,9 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	if m == nil {
 		return nil, errors.New("devchoice: nil machine")
 	}
-	x := &Index{m: m, nodes: m.NumNodes()}
-	x.nodeMask = numa.FirstN(x.nodes)
+	x := &Index{m: m, nodes: m.NumNodes(), nodeMask: numa.FirstN(m.NumNodes())}
 	// A named switch is one switch wherever its devices are; the devices of
-	// one group whose switch is not described share one switch of their
-	// own (keyed by the group): nothing tells them apart.
+	// one group whose switch is not described share one (keyed by group).
 	type swKey struct {
 		name  string
 		group int32
@@ -172,7 +163,6 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		add(len(x.classes)-1, d.ID, d.NUMANode, d.PCIeSwitch)
 	}
 	x.nswitch = len(switches)
-	nc := len(x.classes)
 	// Buckets group by group, in each group in order of their first device
 	// (GPUs first), so that a group's buckets are a range of indices.
 	bucketOf := map[bucketInfo]int32{}
@@ -191,9 +181,8 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	}
 	// A switch on two groups has a bucket on each.
 	x.switchInGroup = len(x.buckets) == x.nswitch
-	// The devices of bucket b and class c, ascending: devs[b*stride+c]
-	// (c < classes).
-	ng, stride := x.nodes+1, nc+1
+	// The devices of bucket b and class c, ascending: devs[b*stride+c].
+	ng, stride := x.nodes+1, len(x.classes)+1
 	devs := make([][]int32, len(x.buckets)*stride)
 	for c := range x.classes {
 		cl := &x.classes[c]
@@ -204,8 +193,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 			devs[k] = append(devs[k], int32(i))
 		}
 	}
-	// Their masks, one entry per word, and each class's buckets (group by
-	// group) with their mask ranges.
+	// Their masks, and each class's buckets (group by group) with them.
 	x.off = make([]int32, 1, len(devs)+1)
 	for k, ds := range devs {
 		lo := int32(len(x.masks))
@@ -233,13 +221,11 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		}
 		if len(cl.ids) <= 64 { // one word: the word path's masks
 			cl.gm = make([]uint64, ng)
-			cl.bm = make([]uint64, len(cl.cb))
-			for i, e := range cl.cb {
-				for _, m := range x.masks[e.lo:e.hi] {
-					cl.bm[i] |= m.bits
-				}
-				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
-				cl.maxBucket = max(cl.maxBucket, int32(popcount(cl.bm[i])))
+			for _, e := range cl.cb {
+				bm := x.masks[e.lo].bits // the bucket's one entry
+				cl.bm = append(cl.bm, bm)
+				cl.gm[x.buckets[e.b].group] |= bm
+				cl.maxBucket = max(cl.maxBucket, int32(popcount(bm)))
 			}
 			for _, g := range cl.groups {
 				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
@@ -260,7 +246,7 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		x.gdist[a*ng+x.nodes], x.gdist[x.nodes*ng+a] = unknownDistance, unknownDistance
 	}
 	x.buildLinks(m.NVLinks())
-	if cl := &x.classes[0]; cl.bm != nil {
+	if cl := &x.classes[0]; len(cl.bm) > 0 {
 		for _, wg := range cl.wg {
 			cl.wgLinks = append(cl.wgLinks, int32(x.linksWord(wg.gm)))
 		}
@@ -278,21 +264,18 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	return x, nil
 }
 
-// buildLinks fills the adjacency lists of the NVLinks between GPUs of the
-// machine (links naming a GPU the machine does not list are left out; a
-// pair listed twice keeps its first count), on machines of at most
-// denseLinkGPUs GPUs the dense table as well, gpuCB, and the prefix sums of
-// the sorted link degrees of every group's and every class-0 bucket's GPUs
-// (linear memory: one entry per GPU, group and bucket).
+// buildLinks fills the NVLinks' lists (without links naming a GPU the
+// machine does not list; a pair listed twice keeps its first count), dense
+// table, gpuCB and the degrees' prefix sums (one entry per GPU, group and
+// bucket).
 func (x *Index) buildLinks(links []topology.NVLink) {
 	cl := &x.classes[0]
-	gpus := cl.gpuIDs
-	n := len(gpus)
+	n := len(cl.gpuIDs)
 	type edge struct{ from, to, n int32 }
 	edges := make([]edge, 0, 2*len(links))
 	for _, l := range links {
-		a, okA := slices.BinarySearch(gpus, l.A)
-		b, okB := slices.BinarySearch(gpus, l.B)
+		a, okA := slices.BinarySearch(cl.gpuIDs, l.A)
+		b, okB := slices.BinarySearch(cl.gpuIDs, l.B)
 		if okA && okB && a != b && l.Links > 0 {
 			edges = append(edges, edge{int32(a), int32(b), int32(l.Links)}, edge{int32(b), int32(a), int32(l.Links)})
 		}
@@ -330,7 +313,7 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 		byBucket[i] = append(byBucket[i], dg)
 	}
 	// prefix returns, list by list, 0 and the running sums of the list's
-	// degrees in descending order, and where each list's sums start.
+	// degrees in descending order, and where each list starts.
 	prefix := func(lists [][]int32) (sums, start []int32) {
 		for _, ds := range lists {
 			start = append(start, int32(len(sums)))
@@ -350,8 +333,7 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 // GPUs (of all of them when it has fewer).
 func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegStart, g, k) }
 
-// bucketTop returns the sum of the k largest link degrees of the GPUs of
-// class-0 bucket i.
+// bucketTop is groupTop for the GPUs of class-0 bucket i.
 func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
 
 // topOf returns entry min(k, its last) of the prefix sums deg of item i,

@@ -19,18 +19,15 @@ import "math/bits"
 //     two GPUs under two switches pair best with one NIC under each;
 //  5. Switches: the fewest PCIe switches holding the chosen devices of
 //     every class (the devices of one NUMA node whose switch is not
-//     described count as under one switch of their own: nothing tells them
-//     apart, so they also pair with each other);
-//  6. NVLinks: the most NVLink links among the chosen GPUs (the sum over
-//     pairs);
+//     described count as under one switch of their own, and pair there);
+//  6. NVLinks: the most NVLink links among the chosen GPUs (over pairs);
 //  7. SwitchLeft: best fit: the fewest free devices (of the requested
 //     classes) left in the chosen switches, then
 //  8. NodeLeft: in the chosen NUMA nodes, so that whole free switches and
 //     nodes stay whole for larger requests;
 //
-// and on a tie the lowest device indices: the first class's chosen
-// indices in ascending order compared lexicographically, then the next
-// class's.
+// and on a tie the lowest device indices: the first class's chosen indices
+// in ascending order compared lexicographically, then the next class's.
 type Rank struct {
 	Nodes      int
 	Unknown    int
@@ -63,11 +60,10 @@ const (
 var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
 
 // What setOrder derives from order: keyShift[k] is where criterion k lies
-// in a packed key (packedKey), rankPos[k] its place in order,
-// keyAboveLinks masks a key's fields before NVLinks, and directOK says
-// whether the node-level criteria and Switches come before NVLinks,
-// SwitchLeft and NodeLeft, as the direct decisions assume (otherwise they
-// leave every request to the search).
+// in a packed key, rankPos[k] its place in order, keyAboveLinks masks a
+// key's fields before NVLinks, and directOK says whether the node-level
+// criteria and Switches come before the rest, as the direct decisions
+// assume (otherwise they leave every request to the search).
 var (
 	keyShift      [numCriteria]uint8
 	rankPos       [numCriteria]uint8
@@ -96,12 +92,8 @@ func setOrder(o [numCriteria]criterion) {
 		shift += keyBits[k]
 	}
 	keyAboveLinks = ^uint64(0) << (keyShift[critNVLinks] & 63)
-	directOK = true
-	for _, early := range []criterion{critNodes, critUnknown, critDistance, critSwitches} {
-		for _, late := range []criterion{critNVLinks, critSwitchLeft, critNodeLeft} {
-			directOK = directOK && rankPos[early] < rankPos[late]
-		}
-	}
+	directOK = max(rankPos[critNodes], rankPos[critUnknown], rankPos[critDistance], rankPos[critSwitches]) <
+		min(rankPos[critNVLinks], rankPos[critSwitchLeft], rankPos[critNodeLeft])
 }
 
 // value returns criterion k of r, smaller better (NVLinks negated).

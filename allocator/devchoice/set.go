@@ -24,8 +24,7 @@ func (s Set) Add(i int) { s[i>>6] |= 1 << uint(i&63) }
 // Remove removes device i.
 func (s Set) Remove(i int) { s[i>>6] &^= 1 << uint(i&63) }
 
-// Has reports whether device i is in the set; an index outside the set's
-// words is not.
+// Has reports whether device i is in the set (never when outside its words).
 func (s Set) Has(i int) bool {
 	return i >= 0 && i>>6 < len(s) && s[i>>6]&(1<<uint(i&63)) != 0
 }
@@ -49,8 +48,7 @@ func (s Set) CopyFrom(o Set) {
 	clear(s[n:])
 }
 
-// Equal reports whether s and o hold the same devices (missing words count
-// as empty).
+// Equal reports whether s and o hold the same devices (missing words empty).
 func (s Set) Equal(o Set) bool {
 	if len(s) < len(o) {
 		s, o = o, s
@@ -72,13 +70,11 @@ func (s Set) All() iter.Seq[int] {
 	}
 }
 
-// AppendTo appends the devices of the set to dst in ascending index order
-// and returns it.
+// AppendTo appends the set's devices to dst in ascending order and returns it.
 func (s Set) AppendTo(dst []int) []int { return slices.AppendSeq(dst, s.All()) }
 
-// popcount returns the number of bits set in w: math/bits.OnesCount64
-// without POPCNT, which amd64 before v2 checks for at run time, calling a
-// fallback whose spilled registers cost more than this.
+// popcount is math/bits.OnesCount64 without POPCNT, which amd64 v1 checks
+// for at run time, calling a fallback whose spilled registers cost more.
 func popcount(w uint64) int {
 	w -= (w >> 1) & 0x5555555555555555
 	w = w&0x3333333333333333 + (w>>2)&0x3333333333333333

@@ -10,28 +10,24 @@
 // [Chooser] holds the working memory of one call at a time; a [Request]
 // names the allowed NUMA nodes and, per class, a count, the free devices
 // and the must-include ones, as [Set]s of dense indices. [Chooser.Choose]
-// returns the best choice under [Rank], whose doc comment lists the
-// preference order.
+// returns the best choice under [Rank] (the preference order).
 //
 // Pairing: when a request asks for GPUs and devices of another class (RDMA
-// NICs), GPUs are its first class and every other device counts as paired
-// when a chosen GPU sits under its PCIe switch, as GPUDirect RDMA needs
-// (Koordinator's deviceshare plugin allocates RDMA NICs under the PCIe
-// switches of the GPUs it chose, when a pod asks for the two jointly; here
-// the pairing is a criterion of one joint choice, ranked before the switch
-// count, so a GPU is chosen where a NIC can join it). The devices of one
-// NUMA node whose switch is not described count as under one switch of
-// their own.
+// NICs), GPUs are its first class and another device counts as paired when
+// a chosen GPU sits under its PCIe switch, as GPUDirect RDMA needs: pairing
+// ranks before the switch count in the one joint choice, so a GPU is chosen
+// where a NIC can join it (Koordinator's deviceshare plugin puts NICs under
+// the switches of GPUs chosen first). The devices of one NUMA node whose
+// switch is not described count as under one switch of their own.
 //
 // Complexity and exactness are stated on [Chooser.Choose]: the search goes
 // level by level (NUMA nodes, switches, devices) with bounds and fixed
 // budgets, never over subsets of devices; below the budgets, which real
 // servers stay under, the node and distance criteria are exact, and the
 // tests compare it with a search over every subset on small machines.
-// Machines of at most 64 devices of the class asked for take a path on
-// single words that makes the same choices (also tested; its searches of
-// sets of NUMA nodes and of switches are the general path's, on items
-// that carry their devices as words), and [Chooser.ChooseWord] asks for
-// such a class with its sets as words, without a Request or a Result (the
-// device plugin's entry).
+// Classes of at most 64 devices take a path on single words that makes the
+// same choices (also tested; it shares the general path's searches of sets
+// of NUMA nodes and of switches), and [Chooser.ChooseWord] asks for such a
+// class with its sets as words, without a Request or a Result (the device
+// plugin's entry).
 package devchoice

@@ -14,14 +14,11 @@ import (
 const GPUClass = "gpu"
 
 // unknownDistance is the distance from the group of devices of unknown NUMA
-// node to every NUMA node: above every SLIT value, so that it is the
-// farthest.
+// node to every NUMA node: above every SLIT value, the farthest.
 const unknownDistance = 1000
 
 // denseLinkGPUs is the most GPUs for which an Index also keeps an n×n table
-// of NVLink counts (16 KiB at most) for the fastest look-ups on real
-// servers; larger machines use the adjacency lists alone, so memory stays
-// linear in GPUs and NVLinks.
+// of NVLink counts (16 KiB at most): memory stays linear in GPUs and NVLinks.
 const denseLinkGPUs = 64
 
 // Index is the per-machine structure the chooser reads: the devices of every
@@ -36,16 +33,14 @@ const denseLinkGPUs = 64
 // topology.Machine.Devices (ascending ID). These are the positions the
 // allocator's device resources use, so a Set can be kept in step with them.
 type Index struct {
-	m       *topology.Machine
-	classes []classInfo
-	nodes   int // NUMA nodes; group index nodes is the unknown node
-	// nodeMask has every NUMA node of the machine.
-	nodeMask numa.Mask
-	gdist    []int32 // (nodes+1)² distances between groups
+	m        *topology.Machine
+	classes  []classInfo
+	nodes    int       // NUMA nodes; group index nodes is the unknown node
+	nodeMask numa.Mask // every NUMA node of the machine
+	gdist    []int32   // (nodes+1)² distances between groups
 	// Buckets are the devices of one group under one switch. A bucket's
 	// devices of class c are the bits masks[off[b*stride+c]:off[b*stride+c+1]],
-	// stride = classes+1: one entry per word that holds any of them, so the
-	// masks take at most one entry per device.
+	// stride = classes+1: one entry per word that holds any of them.
 	buckets []bucketInfo
 	off     []int32
 	masks   []wordBits
@@ -53,31 +48,27 @@ type Index struct {
 	// switchInGroup: no switch has devices on two groups (true of real
 	// machines), so a switch inside a set of groups is a single bucket.
 	switchInGroup bool
-	// The NVLinks between GPUs as adjacency lists (compressed rows): the
-	// neighbours of GPU i are linkTo[linkStart[i]:linkStart[i+1]],
-	// ascending, with their counts in linkN; rows holds the same as an n×n
-	// table when n <= denseLinkGPUs, row by row in arrays of denseLinkGPUs
-	// counts (256 bytes per GPU), for the word path's loops without bounds
-	// checks.
+	// The NVLinks between GPUs: GPU i's neighbours are
+	// linkTo[linkStart[i]:linkStart[i+1]], ascending, their counts in linkN;
+	// rows is the n×n table when n <= denseLinkGPUs (no bounds checks).
 	linkStart []int32
 	linkTo    []int32
 	linkN     []int32
 	rows      [][denseLinkGPUs]int32
 	maxLink   int32
-	// uniform: every pair of GPUs is joined by the same positive number of
-	// links (an NVSwitch fabric), so every choice of k GPUs has the same
-	// links.
+	// uniform: every pair of GPUs has the same positive number of links
+	// (an NVSwitch fabric), so every choice of k GPUs has the same links.
 	uniform bool
-	// Link degrees for the bound on a choice's links: k GPUs share at most
-	// half the sum of their k largest degrees (a GPU's links to all
-	// others). For group g, gdeg[gdegStart[g]+j] is the sum of the j largest
-	// degrees of its GPUs (j from 0 to its GPU count); for class-0 bucket i
-	// (of classes[0].cb), bdeg[bdegStart[i]+j] likewise.
+	// k GPUs share at most half the sum of their k largest degrees (links
+	// to all others): gdeg[gdegStart[g]+j] is the sum of the j largest of
+	// group g's GPUs (j from 0 to their count); bdeg likewise for the
+	// class-0 buckets (of classes[0].cb).
 	gdeg, bdeg           []int32
 	gdegStart, bdegStart []int32
 	gpuCB                []int32 // bucket -> its class-0 bucket, -1 when none
 }
 
+// classInfo is one class's devices and their places.
 type classInfo struct {
 	name   string
 	ids    []string
@@ -85,29 +76,24 @@ type classInfo struct {
 	group  []int32 // device -> group (dense node, or nodes for unknown)
 	bucket []int32 // device -> bucket
 	// cb are the buckets holding devices of the class, group by group:
-	// those of group g are cb[cbStart[g]:cbStart[g+1]].
+	// those of group g are cb[cbStart[g]:cbStart[g+1]]; groups are the
+	// groups holding any, ascending.
 	cb      []classBucket
 	cbStart []int32
-	groups  []int32 // the groups with devices of the class, ascending
-	// For classes of at most 64 devices: the devices of each group, and
-	// of each class bucket (parallel to cb), as words.
-	gm []uint64
-	bm []uint64
-	// wg are the groups of groups (ascending) with their words, for the
-	// word path's count.
-	wg []wordGroup
-	// maxBucket and maxGroup are the most devices of one bucket and of
-	// one group (classes of at most 64 devices).
+	groups  []int32
+	// For classes of at most 64 devices, as words: the devices of each
+	// group (gm), of each bucket of cb (bm), the groups holding any with
+	// their buckets' words (wg); the most devices of a bucket and a group.
+	gm                  []uint64
+	bm                  []uint64
+	wg                  []wordGroup
 	maxBucket, maxGroup int32
-	// bLinks are the NVLink links among all the GPUs of each bucket
-	// (parallel to bm; class 0 only).
-	bLinks []int32
-	// wgLinks are the NVLink links among all the GPUs of each group of wg
-	// (class 0 only).
-	wgLinks []int32
-	// bPair is exactWord's pair of each bucket's GPUs (for buckets of 2
-	// to 11 GPUs, below device 63, with the dense table; 0 otherwise),
-	// with its links in bPairLinks.
+	// Class 0 only: the NVLink links among all the GPUs of each bucket
+	// (parallel to bm) and of each group of wg, and exactWord's pair of
+	// each bucket's GPUs (for buckets of 2 to 11 GPUs, below device 63,
+	// with the dense table; 0 otherwise) with its links.
+	bLinks     []int32
+	wgLinks    []int32
 	bPair      []uint64
 	bPairLinks []int32
 }
@@ -119,15 +105,14 @@ type wordGroup struct {
 	g, lo, hi int32
 }
 
-// classBucket is a bucket's devices of one class: the bits
-// masks[lo:hi].
+// classBucket is a bucket's devices of one class: the bits masks[lo:hi].
 type classBucket struct{ b, lo, hi int32 }
 
-type bucketInfo struct {
-	group int32
-	sw    int32 // switch ID: equal for buckets under one named switch
-}
+// bucketInfo is a bucket's group and switch ID (equal for the buckets
+// under one named switch).
+type bucketInfo struct{ group, sw int32 }
 
+// wordBits are the devices of word w of a Set.
 type wordBits struct {
 	w    int32
 	bits uint64
@@ -139,27 +124,17 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	if m == nil {
 		return nil, errors.New("devchoice: nil machine")
 	}
-	x := &Index{m: m, nodes: m.NumNodes()}
-	x.nodeMask = numa.FirstN(x.nodes)
-	type dev struct {
-		class     int
-		group, sw int32
-		id        string
-		gpuID     int
-	}
-	var devs []dev
+	x := &Index{m: m, nodes: m.NumNodes(), nodeMask: numa.FirstN(m.NumNodes())}
 	// A named switch is one switch wherever its devices are; the devices of
-	// one NUMA node (or of unknown node) whose switch is not described
-	// share one switch of their own (keyed by their group): nothing tells
-	// them apart.
+	// one group whose switch is not described share one (keyed by group).
 	type swKey struct {
 		name  string
 		group int32
 	}
 	switches := map[swKey]int32{}
-	// place returns the group of a device of NUMA node node and its
-	// switch ID.
-	place := func(node numa.NodeID, sw string) (int32, int32) {
+	// add appends a device of NUMA node node under switch sw to class c,
+	// with its switch ID for its bucket until the buckets are known.
+	add := func(c int, id string, node numa.NodeID, sw string) {
 		g := int32(x.nodes)
 		if i, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
 			g = int32(i)
@@ -168,99 +143,76 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		if sw == "" {
 			k.group = g
 		}
-		s, ok := switches[k]
-		if !ok {
-			s = int32(x.nswitch)
-			switches[k] = s
-			x.nswitch++
+		if _, ok := switches[k]; !ok {
+			switches[k] = int32(len(switches))
 		}
-		return g, s
+		cl := &x.classes[c]
+		cl.ids = append(cl.ids, id)
+		cl.group = append(cl.group, g)
+		cl.bucket = append(cl.bucket, switches[k])
 	}
 	x.classes = append(x.classes, classInfo{name: GPUClass})
 	for _, gpu := range m.GPUs() {
-		g, sw := place(gpu.NUMANode, gpu.PCIeSwitch)
-		devs = append(devs, dev{class: 0, group: g, sw: sw, id: strconv.Itoa(gpu.ID), gpuID: gpu.ID})
+		x.classes[0].gpuIDs = append(x.classes[0].gpuIDs, gpu.ID)
+		add(0, strconv.Itoa(gpu.ID), gpu.NUMANode, gpu.PCIeSwitch)
 	}
 	for _, d := range m.Devices() { // ordered by class, then ID
-		c := len(x.classes) - 1
-		if c == 0 || x.classes[c].name != d.Class {
+		if c := len(x.classes) - 1; c == 0 || x.classes[c].name != d.Class {
 			x.classes = append(x.classes, classInfo{name: d.Class})
-			c++
 		}
-		g, sw := place(d.NUMANode, d.PCIeSwitch)
-		devs = append(devs, dev{class: c, group: g, sw: sw, id: d.ID})
+		add(len(x.classes)-1, d.ID, d.NUMANode, d.PCIeSwitch)
 	}
-	nc := len(x.classes)
+	x.nswitch = len(switches)
 	// Buckets group by group, in each group in order of their first device
 	// (GPUs first), so that a group's buckets are a range of indices.
-	seen := map[bucketInfo]bool{}
-	for _, d := range devs {
-		if k := (bucketInfo{group: d.group, sw: d.sw}); !seen[k] {
-			seen[k] = true
-			x.buckets = append(x.buckets, k)
+	bucketOf := map[bucketInfo]int32{}
+	for _, cl := range x.classes {
+		for i, s := range cl.bucket {
+			k := bucketInfo{cl.group[i], s}
+			if _, ok := bucketOf[k]; !ok {
+				bucketOf[k] = 0
+				x.buckets = append(x.buckets, k)
+			}
 		}
 	}
 	slices.SortStableFunc(x.buckets, func(a, b bucketInfo) int { return cmp.Compare(a.group, b.group) })
-	bucketOf := make(map[bucketInfo]int32, len(x.buckets))
 	for b, k := range x.buckets {
 		bucketOf[k] = int32(b)
 	}
-	for _, d := range devs {
-		b := bucketOf[bucketInfo{group: d.group, sw: d.sw}]
-		c := &x.classes[d.class]
-		c.ids = append(c.ids, d.id)
-		if d.class == 0 {
-			c.gpuIDs = append(c.gpuIDs, d.gpuID)
-		}
-		c.group = append(c.group, d.group)
-		c.bucket = append(c.bucket, b)
-	}
-	// The masks of each bucket, per class.
-	nb := len(x.buckets)
-	x.off = make([]int32, nb*(nc+1)+1)
-	type entry struct {
-		b, c int32
-		w    int32
-		bits uint64
-	}
-	var entries []entry
-	for c := range x.classes {
-		for i, b := range x.classes[c].bucket {
-			entries = append(entries, entry{b: b, c: int32(c), w: int32(i >> 6), bits: 1 << uint(i&63)})
-		}
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(a.b, b.b), cmp.Compare(a.c, b.c), cmp.Compare(a.w, b.w))
-	})
-	// One entry per bucket, class and word.
-	merged := entries[:0]
-	for _, e := range entries {
-		if n := len(merged); n > 0 && merged[n-1].b == e.b && merged[n-1].c == e.c && merged[n-1].w == e.w {
-			merged[n-1].bits |= e.bits
-			continue
-		}
-		merged = append(merged, e)
-	}
-	x.masks = make([]wordBits, len(merged))
-	for k, e := range merged {
-		x.masks[k] = wordBits{w: e.w, bits: e.bits}
-		x.off[int(e.b)*(nc+1)+int(e.c)+1]++
-	}
-	for k := 1; k < len(x.off); k++ {
-		x.off[k] += x.off[k-1]
-	}
-	ng := x.nodes + 1
-	// Per class, its buckets (group by group) with their mask ranges.
+	// A switch on two groups has a bucket on each.
+	x.switchInGroup = len(x.buckets) == x.nswitch
+	// The devices of bucket b and class c, ascending: devs[b*stride+c].
+	ng, stride := x.nodes+1, len(x.classes)+1
+	devs := make([][]int32, len(x.buckets)*stride)
 	for c := range x.classes {
 		cl := &x.classes[c]
 		cl.cbStart = make([]int32, ng+1)
-		for b, bi := range x.buckets {
-			lo, hi := x.off[b*(nc+1)+c], x.off[b*(nc+1)+c+1]
-			if lo < hi {
-				cl.cb = append(cl.cb, classBucket{b: int32(b), lo: lo, hi: hi})
-				cl.cbStart[bi.group+1]++
+		for i, s := range cl.bucket {
+			cl.bucket[i] = bucketOf[bucketInfo{cl.group[i], s}]
+			k := int(cl.bucket[i])*stride + c
+			devs[k] = append(devs[k], int32(i))
+		}
+	}
+	// Their masks, and each class's buckets (group by group) with them.
+	x.off = make([]int32, 1, len(devs)+1)
+	for k, ds := range devs {
+		lo := int32(len(x.masks))
+		for _, i := range ds {
+			if n := len(x.masks); int32(n) > lo && x.masks[n-1].w == i>>6 {
+				x.masks[n-1].bits |= 1 << uint(i&63)
+			} else {
+				x.masks = append(x.masks, wordBits{w: i >> 6, bits: 1 << uint(i&63)})
 			}
 		}
+		x.off = append(x.off, int32(len(x.masks)))
+		if len(ds) > 0 {
+			b, cl := k/stride, &x.classes[k%stride]
+			cl.cb = append(cl.cb, classBucket{b: int32(b), lo: lo, hi: int32(len(x.masks))})
+			cl.cbStart[x.buckets[b].group+1]++
+		}
+	}
+	for c := range x.classes {
+		cl := &x.classes[c]
 		for g := range ng {
 			cl.cbStart[g+1] += cl.cbStart[g]
 			if cl.cbStart[g+1] > cl.cbStart[g] {
@@ -269,63 +221,40 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		}
 		if len(cl.ids) <= 64 { // one word: the word path's masks
 			cl.gm = make([]uint64, ng)
-			cl.bm = make([]uint64, len(cl.cb))
-			for i, e := range cl.cb {
-				for _, m := range x.masks[e.lo:e.hi] {
-					cl.bm[i] |= m.bits
-				}
-				cl.gm[x.buckets[e.b].group] |= cl.bm[i]
-				cl.maxBucket = max(cl.maxBucket, int32(popcount(cl.bm[i])))
-			}
-			for _, m := range cl.gm {
-				cl.maxGroup = max(cl.maxGroup, int32(popcount(m)))
+			for _, e := range cl.cb {
+				bm := x.masks[e.lo].bits // the bucket's one entry
+				cl.bm = append(cl.bm, bm)
+				cl.gm[x.buckets[e.b].group] |= bm
+				cl.maxBucket = max(cl.maxBucket, int32(popcount(bm)))
 			}
 			for _, g := range cl.groups {
 				cl.wg = append(cl.wg, wordGroup{gm: cl.gm[g], g: g, lo: cl.cbStart[g], hi: cl.cbStart[g+1]})
+				cl.maxGroup = max(cl.maxGroup, int32(popcount(cl.gm[g])))
 			}
 		}
 	}
-	// Whether every switch lies in one group (so that inside a set of
-	// groups a switch is one bucket).
-	swGroup := make([]int32, x.nswitch)
-	for i := range swGroup {
-		swGroup[i] = -1
-	}
-	x.switchInGroup = true
-	for _, b := range x.buckets {
-		if g := swGroup[b.sw]; g >= 0 && g != b.group {
-			x.switchInGroup = false
-		}
-		swGroup[b.sw] = b.group
-	}
-	// Distances between groups; the unknown group is far from every node
-	// and at 0 from itself.
+	// Distances between groups: the SLIT's between nodes, unknownDistance
+	// between the unknown group and a node, 0 from a group to itself.
 	dist := m.Distances()
 	x.gdist = make([]int32, ng*ng)
-	for a := range ng {
-		for b := range ng {
-			switch {
-			case a == b:
-			case a == x.nodes || b == x.nodes:
-				x.gdist[a*ng+b] = unknownDistance
-			default:
+	for a := range x.nodes {
+		for b := range x.nodes {
+			if a != b {
 				x.gdist[a*ng+b] = int32(dist.At(a, b))
 			}
 		}
+		x.gdist[a*ng+x.nodes], x.gdist[x.nodes*ng+a] = unknownDistance, unknownDistance
 	}
 	x.buildLinks(m.NVLinks())
-	x.buildDegrees()
-	if cl := &x.classes[0]; cl.bm != nil {
-		cl.wgLinks = make([]int32, len(cl.wg))
-		for i, wg := range cl.wg {
-			cl.wgLinks[i] = int32(x.linksWord(wg.gm))
+	if cl := &x.classes[0]; len(cl.bm) > 0 {
+		for _, wg := range cl.wg {
+			cl.wgLinks = append(cl.wgLinks, int32(x.linksWord(wg.gm)))
 		}
-		cl.bLinks = make([]int32, len(cl.bm))
 		cl.bPair = make([]uint64, len(cl.bm))
 		cl.bPairLinks = make([]int32, len(cl.bm))
 		c := x.NewChooser() // for exactWord (no must-include device)
 		for i, bm := range cl.bm {
-			cl.bLinks[i] = int32(x.linksWord(bm))
+			cl.bLinks = append(cl.bLinks, int32(x.linksWord(bm)))
 			if n := popcount(bm); x.rows != nil && n >= 2 && n <= 11 && bm>>63 == 0 {
 				p := c.exactWord(bm, 2)
 				cl.bPair[i], cl.bPairLinks[i] = p, int32(x.linksWord(p))
@@ -335,18 +264,18 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	return x, nil
 }
 
-// buildLinks fills the adjacency lists of the NVLinks between GPUs of the
-// machine (links naming a GPU the machine does not list are left out; a
-// pair listed twice keeps its first count), and on machines of at most
-// denseLinkGPUs GPUs the dense table as well.
+// buildLinks fills the NVLinks' lists (without links naming a GPU the
+// machine does not list; a pair listed twice keeps its first count), dense
+// table, gpuCB and the degrees' prefix sums (one entry per GPU, group and
+// bucket).
 func (x *Index) buildLinks(links []topology.NVLink) {
-	gpus := x.classes[0].gpuIDs
-	n := len(gpus)
+	cl := &x.classes[0]
+	n := len(cl.gpuIDs)
 	type edge struct{ from, to, n int32 }
 	edges := make([]edge, 0, 2*len(links))
 	for _, l := range links {
-		a, okA := slices.BinarySearch(gpus, l.A)
-		b, okB := slices.BinarySearch(gpus, l.B)
+		a, okA := slices.BinarySearch(cl.gpuIDs, l.A)
+		b, okB := slices.BinarySearch(cl.gpuIDs, l.B)
 		if okA && okB && a != b && l.Links > 0 {
 			edges = append(edges, edge{int32(a), int32(b), int32(l.Links)}, edge{int32(b), int32(a), int32(l.Links)})
 		}
@@ -354,82 +283,57 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 	slices.SortStableFunc(edges, func(p, q edge) int { return cmp.Or(cmp.Compare(p.from, q.from), cmp.Compare(p.to, q.to)) })
 	edges = slices.CompactFunc(edges, func(p, q edge) bool { return p.from == q.from && p.to == q.to })
 	x.linkStart = make([]int32, n+1)
-	x.linkTo = make([]int32, len(edges))
-	x.linkN = make([]int32, len(edges))
-	for k, e := range edges {
+	deg := make([]int32, n)
+	x.uniform = n > 1 && len(edges) == n*(n-1)
+	if n <= denseLinkGPUs && len(edges) > 0 {
+		x.rows = make([][denseLinkGPUs]int32, n)
+	}
+	for _, e := range edges {
 		x.linkStart[e.from+1]++
-		x.linkTo[k], x.linkN[k] = e.to, e.n
+		x.linkTo, x.linkN = append(x.linkTo, e.to), append(x.linkN, e.n)
+		deg[e.from] += e.n
 		x.maxLink = max(x.maxLink, e.n)
+		x.uniform = x.uniform && e.n == edges[0].n
+		if x.rows != nil {
+			x.rows[e.from][e.to] = e.n
+		}
 	}
 	for i := range n {
 		x.linkStart[i+1] += x.linkStart[i]
 	}
-	x.uniform = n > 1 && len(edges) == n*(n-1)
-	for _, e := range edges {
-		x.uniform = x.uniform && e.n == x.maxLink
-	}
-	if n <= denseLinkGPUs && len(edges) > 0 {
-		x.rows = make([][denseLinkGPUs]int32, n)
-		for _, e := range edges {
-			x.rows[e.from][e.to] = e.n
-		}
-	}
-}
-
-// buildDegrees fills the prefix sums of sorted link degrees of every group
-// and class-0 bucket (linear memory: one entry per GPU and one per group
-// and bucket).
-func (x *Index) buildDegrees() {
-	cl := &x.classes[0]
-	n := len(cl.ids)
-	deg := make([]int32, n)
-	for i := range n {
-		for k := x.linkStart[i]; k < x.linkStart[i+1]; k++ {
-			deg[i] += x.linkN[k]
-		}
-	}
-	x.gpuCB = make([]int32, len(x.buckets))
-	for b := range x.gpuCB {
-		x.gpuCB[b] = -1
-	}
+	x.gpuCB = slices.Repeat([]int32{-1}, len(x.buckets))
 	for i, e := range cl.cb {
 		x.gpuCB[e.b] = int32(i)
 	}
 	byGroup := make([][]int32, x.nodes+1)
 	byBucket := make([][]int32, len(cl.cb))
-	for d := range n {
-		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], int32(d))
+	for d, dg := range deg {
+		byGroup[cl.group[d]] = append(byGroup[cl.group[d]], dg)
 		i := x.gpuCB[cl.bucket[d]]
-		byBucket[i] = append(byBucket[i], int32(d))
+		byBucket[i] = append(byBucket[i], dg)
 	}
-	// prefix appends to *sums, list by list, 0 and the running sums of the
-	// list's degrees in descending order, with each list's first entry in
-	// *start.
-	prefix := func(lists [][]int32, sums, start *[]int32) {
-		*start = make([]int32, len(lists))
-		for i, gpus := range lists {
-			(*start)[i] = int32(len(*sums))
-			ds := make([]int32, len(gpus))
-			for j, g := range gpus {
-				ds[j] = deg[g]
-			}
+	// prefix returns, list by list, 0 and the running sums of the list's
+	// degrees in descending order, and where each list starts.
+	prefix := func(lists [][]int32) (sums, start []int32) {
+		for _, ds := range lists {
+			start = append(start, int32(len(sums)))
 			slices.SortFunc(ds, func(a, b int32) int { return cmp.Compare(b, a) })
-			*sums = append(*sums, 0)
+			sums = append(sums, 0)
 			for _, d := range ds {
-				*sums = append(*sums, (*sums)[len(*sums)-1]+d)
+				sums = append(sums, sums[len(sums)-1]+d)
 			}
 		}
+		return sums, start
 	}
-	prefix(byGroup, &x.gdeg, &x.gdegStart)
-	prefix(byBucket, &x.bdeg, &x.bdegStart)
+	x.gdeg, x.gdegStart = prefix(byGroup)
+	x.bdeg, x.bdegStart = prefix(byBucket)
 }
 
 // groupTop returns the sum of the k largest link degrees of group g's
 // GPUs (of all of them when it has fewer).
 func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegStart, g, k) }
 
-// bucketTop returns the sum of the k largest link degrees of the GPUs of
-// class-0 bucket i.
+// bucketTop is groupTop for the GPUs of class-0 bucket i.
 func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
 
 // topOf returns entry min(k, its last) of the prefix sums deg of item i,

@@ -4,8 +4,7 @@ import "math/bits"
 
 // Rank is how good a choice of devices is: one field per criterion of the
 // chooser, compared in this order by [Rank.Compare] and by every
-// decision of the chooser (the order is kept in one place in the source,
-// which all of them read):
+// decision of the chooser:
 //
 //  1. Nodes: the fewest NUMA nodes holding the chosen devices (devices of
 //     unknown NUMA node count as one more node);
@@ -20,18 +19,15 @@ import "math/bits"
 //     two GPUs under two switches pair best with one NIC under each;
 //  5. Switches: the fewest PCIe switches holding the chosen devices of
 //     every class (the devices of one NUMA node whose switch is not
-//     described count as under one switch of their own: nothing tells them
-//     apart, so they also pair with each other);
-//  6. NVLinks: the most NVLink links among the chosen GPUs (the sum over
-//     pairs);
+//     described count as under one switch of their own, and pair there);
+//  6. NVLinks: the most NVLink links among the chosen GPUs (over pairs);
 //  7. SwitchLeft: best fit: the fewest free devices (of the requested
 //     classes) left in the chosen switches, then
 //  8. NodeLeft: in the chosen NUMA nodes, so that whole free switches and
 //     nodes stay whole for larger requests;
 //
-// and on a tie the lowest device indices: the first class's chosen
-// indices in ascending order compared lexicographically, then the next
-// class's.
+// and on a tie the lowest device indices: the first class's chosen indices
+// in ascending order compared lexicographically, then the next class's.
 type Rank struct {
 	Nodes      int
 	Unknown    int
@@ -58,40 +54,34 @@ const (
 	numCriteria
 )
 
-// order is the order of preference: the criteria in the order they are
-// compared. It is the one statement of that order: compareRanks reads it,
-// and setOrder derives from it the packed keys' layout and whether the
-// direct decisions apply (directOK). Only tests change it (setOrder). The
+// order is the one statement of the order of preference, read by
+// compareRanks and by setOrder. Only tests change it (setOrder); the
 // searches go by the fewest NUMA nodes first, so Nodes stays first.
 var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
 
 // What setOrder derives from order: keyShift[k] is where criterion k lies
-// in a packed key (see packedKey), rankPos[k] its place in order, and
-// directOK says whether the node-level criteria and Switches come before
-// NVLinks, SwitchLeft and NodeLeft, as the direct decisions assume (a best
-// choice then has the fewest nodes and switches; otherwise they leave
-// every request to the search).
+// in a packed key, rankPos[k] its place in order, keyAboveLinks masks a
+// key's fields before NVLinks, and directOK says whether the node-level
+// criteria and Switches come before the rest, as the direct decisions
+// assume (otherwise they leave every request to the search).
 var (
-	keyShift [numCriteria]uint8
-	rankPos  [numCriteria]uint8
-	// keyAboveLinks masks the fields of a packed key before NVLinks.
+	keyShift      [numCriteria]uint8
+	rankPos       [numCriteria]uint8
 	keyAboveLinks uint64
 	directOK      bool
 )
 
-// keyBits are the widths of the criteria in a packed key: enough for any
-// choice of one class of at most 64 devices (at most 65 groups, 64
-// switches, C(65,2) pairs of groups at distance at most unknownDistance),
-// with the device index below them (keyIndexBits). Unpaired (0 for one
-// class) and NVLinks (unbounded) are not packed.
+// keyBits are the criteria's widths in a packed key, enough for one class
+// of at most 64 devices (65 groups, 64 switches, C(65,2) pairs of groups
+// at most unknownDistance apart), above the device index (keyIndexBits).
+// Unpaired (0 for one class) and NVLinks (unbounded) are not packed.
 var keyBits = [numCriteria]uint8{critNodes: 7, critUnknown: 1, critDistance: 22, critSwitches: 7, critSwitchLeft: 7, critNodeLeft: 7}
 
 const keyIndexBits = 6
 
 func init() { setOrder(order) }
 
-// setOrder makes o the order of preference and derives the packed keys'
-// layout and directOK from it.
+// setOrder makes o the order of preference and derives the rest from it.
 func setOrder(o [numCriteria]criterion) {
 	order = o
 	shift := uint8(keyIndexBits)
@@ -102,12 +92,8 @@ func setOrder(o [numCriteria]criterion) {
 		shift += keyBits[k]
 	}
 	keyAboveLinks = ^uint64(0) << (keyShift[critNVLinks] & 63)
-	directOK = true
-	for _, early := range []criterion{critNodes, critUnknown, critDistance, critSwitches} {
-		for _, late := range []criterion{critNVLinks, critSwitchLeft, critNodeLeft} {
-			directOK = directOK && rankPos[early] < rankPos[late]
-		}
-	}
+	directOK = max(rankPos[critNodes], rankPos[critUnknown], rankPos[critDistance], rankPos[critSwitches]) <
+		min(rankPos[critNVLinks], rankPos[critSwitchLeft], rankPos[critNodeLeft])
 }
 
 // value returns criterion k of r, smaller better (NVLinks negated).
@@ -137,10 +123,10 @@ func (r *Rank) value(k criterion) int {
 func (r Rank) Compare(o Rank) int { return compareRanks(&r, &o) }
 
 // compareRanks is Rank.Compare by pointers, the one comparison of ranks:
-// the criteria of order one after the other, up to the first difference.
+// the first criterion of order that differs decides. Each criterion that
+// differs sets the bit of its place in order (rankPos): the lowest is the
+// first difference.
 func compareRanks(r, o *Rank) int {
-	// The criteria that differ, each as the bit of its place in order
-	// (rankPos): the lowest bit set is the first difference.
 	var m uint32
 	if r.Nodes != o.Nodes {
 		m |= 1 << (rankPos[critNodes] & 31)
@@ -176,21 +162,20 @@ func compareRanks(r, o *Rank) int {
 	return 1
 }
 
-// packedKey returns r packed in one integer, with device index d (below
-// 64) in the low bits: of two ranks with the same Unpaired and NVLinks
-// and fields within keyBits, the smaller key is the one compareRanks and
-// then lowerWord on single devices prefer (TestPackedKeyIsCompare).
+// packedKey returns r packed in one integer above device index d (below
+// 64): of two ranks of equal Unpaired and NVLinks, fields within keyBits,
+// the smaller key is the one compareRanks and then lowerWord on single
+// devices prefer (TestPackedKeyIsCompare).
 func packedKey(r *Rank, d int) uint64 {
 	return uint64(r.Nodes)<<keyShift[critNodes] | uint64(r.Unknown)<<keyShift[critUnknown] |
 		uint64(r.Distance)<<keyShift[critDistance] | uint64(r.Switches)<<keyShift[critSwitches] |
 		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | uint64(d)
 }
 
-// keyTerms returns what decides between two ranks of equal Unpaired given
-// as packed keys (packedKey) and NVLinks, smaller better, as compareRanks
-// decides: the keys themselves, unless their fields before NVLinks in
-// order (above NVLinks' place in the key) are equal and the links differ,
-// then the links (more is better; links are never negative).
+// keyTerms returns what decides, smaller better, as compareRanks does,
+// between two ranks of equal Unpaired given as packed keys and NVLinks:
+// the keys, unless their fields before NVLinks are equal and the links
+// differ, then the links (more is better; never negative).
 func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 	if (key^key2)&keyAboveLinks == 0 && links != links2 {
 		return uint64(links2), uint64(links)
@@ -198,23 +183,20 @@ func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 	return key, key2
 }
 
-// lowerWord is the chooser's tie-break between two choices of equal rank,
-// as words of devices of one class: whether a comes before b, that is,
-// holds the lowest device of their symmetric difference (listed in
-// ascending order, a's devices come first lexicographically, for sets of
-// one size); false when they are equal. Every tie-break of the chooser is
-// this one: the general path's sorted lists compare the same way
-// (slices.Compare), a single device wins by the lower index, and a
-// bound's lowest free device against the best's is its optimistic form
-// (Chooser.mayTie).
+// lowerWord is the chooser's one tie-break between choices of equal rank,
+// as words of one class: whether a holds the lowest device of a^b (a's
+// ascending list comes first lexicographically, for sets of one size);
+// false when equal. The general path's sorted lists (slices.Compare) and
+// single devices by index compare the same way; mayTie is its optimistic
+// form for a bound.
 func lowerWord(a, b uint64) bool {
 	x := a ^ b
 	return a&(x&-x) != 0
 }
 
-// mayTie reports whether a choice whose lowest device of the first want
-// is at least low may still win a tie of ranks against the best choice:
-// lowerWord prefers the best's when its lowest device is below low.
+// mayTie reports whether a choice whose lowest first-want device is at
+// least low may still win a tie of ranks against the best choice
+// (lowerWord prefers the best when its lowest device is below low).
 func (c *Chooser) mayTie(low int32) bool { return low <= c.bestLow() }
 
 // bestLow returns the lowest first-want device of the best choice.

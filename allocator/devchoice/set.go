@@ -3,6 +3,7 @@ package devchoice
 import (
 	"iter"
 	"math/bits"
+	"slices"
 )
 
 // Set is a set of devices of one class: bit i stands for the class's device
@@ -23,8 +24,7 @@ func (s Set) Add(i int) { s[i>>6] |= 1 << uint(i&63) }
 // Remove removes device i.
 func (s Set) Remove(i int) { s[i>>6] &^= 1 << uint(i&63) }
 
-// Has reports whether device i is in the set; an index outside the set's
-// words is not.
+// Has reports whether device i is in the set (never when outside its words).
 func (s Set) Has(i int) bool {
 	return i >= 0 && i>>6 < len(s) && s[i>>6]&(1<<uint(i&63)) != 0
 }
@@ -48,22 +48,12 @@ func (s Set) CopyFrom(o Set) {
 	clear(s[n:])
 }
 
-// Equal reports whether s and o hold the same devices (missing words count
-// as empty).
+// Equal reports whether s and o hold the same devices (missing words empty).
 func (s Set) Equal(o Set) bool {
 	if len(s) < len(o) {
 		s, o = o, s
 	}
-	for i, w := range s {
-		var v uint64
-		if i < len(o) {
-			v = o[i]
-		}
-		if w != v {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(s[:len(o)], o) && s[len(o):].Len() == 0
 }
 
 // All returns the devices of the set in ascending index order.
@@ -80,22 +70,11 @@ func (s Set) All() iter.Seq[int] {
 	}
 }
 
-// AppendTo appends the devices of the set to dst in ascending index order
-// and returns it.
-func (s Set) AppendTo(dst []int) []int {
-	for wi, w := range s {
-		for w != 0 {
-			dst = append(dst, wi<<6|bits.TrailingZeros64(w))
-			w &= w - 1
-		}
-	}
-	return dst
-}
+// AppendTo appends the set's devices to dst in ascending order and returns it.
+func (s Set) AppendTo(dst []int) []int { return slices.AppendSeq(dst, s.All()) }
 
-// popcount returns the number of bits set in w. It is math/bits.OnesCount64
-// without the POPCNT instruction, which amd64 before v2 lacks: there the
-// compiler checks for it at run time and calls a fallback, and the
-// registers spilled around that call cost more than this.
+// popcount is math/bits.OnesCount64 without POPCNT, which amd64 v1 checks
+// for at run time, calling a fallback whose spilled registers cost more.
 func popcount(w uint64) int {
 	w -= (w >> 1) & 0x5555555555555555
 	w = w&0x3333333333333333 + (w>>2)&0x3333333333333333

@@ -3,28 +3,23 @@ package devchoice
 import "math/bits"
 
 // countOneWord is countWord for chooseOneWord (no must-include device):
-// the free devices on the allowed groups (and c.wFree and c.wMust),
-// nothing else.
+// c.wFree, c.wMust and the free devices on the allowed groups, no more.
 func (c *Chooser) countOneWord() (mustSeen, total int32) {
 	allowed := c.allowedWord(&c.x.classes[c.cls[0]])
 	c.wFree, c.wMust = c.free[0][0], 0
 	return 0, int32(popcount(c.free[0][0] & allowed))
 }
 
-// chooseOneWord is Choose for one want of one device out of a class of at
-// most 64, without a must-include device, on machines whose every switch
-// lies in one NUMA node (real machines): every choice has one node, one
-// switch, no NVLinks and nothing to pair, so each bucket's lowest free
-// device is a candidate of rank
-// {Nodes: 1, Unknown, Switches: 1, SwitchLeft, NodeLeft}, compared by its
-// packedKey (the order's), the lowest kept.
+// chooseOneWord is Choose for one device of a class of at most 64, without
+// a must-include device, when every switch lies in one group: every choice
+// has one node, one switch, no NVLinks and nothing to pair, so the best is
+// the lowest packedKey of each bucket's lowest free device.
 func (c *Chooser) chooseOneWord() {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	free := c.wFree
 	unknown := int32(x.nodes)
-	// The key's constant part (one node, one switch) and its fields'
-	// places, read once.
+	// The key's constant part (one node, one switch) and its fields' places.
 	base := uint64(1)<<(keyShift[critNodes]&63) | 1<<(keyShift[critSwitches]&63)
 	shU, shS, shN := keyShift[critUnknown]&63, keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63
 	best := ^uint64(0)

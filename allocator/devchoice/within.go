@@ -314,14 +314,13 @@ func (c *Chooser) used(i int32) bool {
 }
 
 // rankOf returns the rank of the current selection (c.sel, with the items'
-// counts ix).
+// counts ix). Each want k adds need[k] unpaired devices less its pairs
+// under each switch (for the first want those cancel).
 func (c *Chooser) rankOf() Rank {
 	r := c.groupRank()
 	for k := range c.nw {
 		r.SwitchLeft -= int(c.need[k])
-		if k > 0 {
-			r.Unpaired += int(c.need[k])
-		}
+		r.Unpaired += int(c.need[k])
 	}
 	for i := range c.itSW {
 		if !c.used(int32(i)) {
@@ -330,9 +329,7 @@ func (c *Chooser) rankOf() Rank {
 		r.Switches++
 		for k := range c.nw {
 			r.SwitchLeft += int(c.icnt[k][i])
-			if k > 0 {
-				r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
-			}
+			r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
 		}
 	}
 	if c.cls[0] == 0 {
@@ -345,22 +342,13 @@ func (c *Chooser) rankOf() Rank {
 // once).
 func (c *Chooser) linksAmong(sel []int32) int {
 	x := c.x
-	if x.maxLink == 0 {
-		return 0
-	}
 	if x.uniform {
 		return len(sel) * (len(sel) - 1) / 2 * int(x.maxLink)
 	}
 	links := 0
-	clear(c.inS)
-	for _, u := range sel {
-		c.inS[u] = true
-	}
-	for _, u := range sel {
-		for k := x.linkStart[u]; k < x.linkStart[u+1]; k++ {
-			if v := x.linkTo[k]; v > u && c.inS[v] {
-				links += int(x.linkN[k])
-			}
+	for i, u := range sel {
+		for _, v := range sel[:i] {
+			links += int(x.link(u, v))
 		}
 	}
 	return links
@@ -405,37 +393,38 @@ func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 }
 
 // selectFirst chooses the first want's devices inside the switches of
-// c.inB into c.sel[0].
+// c.inB into c.sel[0]: its must-include devices, then of the others
+// (c.cand, ascending, with their items in c.candItem) the lowest when
+// they are the count or nothing tells them apart, the combination
+// enumFirst finds when they are few, else greedyFirst's.
 func (c *Chooser) selectFirst() {
-	need := int(c.need[0])
-	c.cand = c.gather(0, c.inB, c.cand)
-	c.sel[0] = c.sel[0][:0]
-	must := c.must[0]
-	nmust := 0
-	if must != nil {
-		for _, d := range c.cand {
-			if must.Has(int(d)) {
-				c.take(0, d)
-				nmust++
-			}
+	all := c.gather(0, c.inB, c.cand)
+	c.sel[0], c.cand, c.candItem = c.sel[0][:0], all[:0], c.candItem[:0]
+	for _, d := range all {
+		if c.must[0].Has(int(d)) {
+			c.take(0, d)
+		} else {
+			c.cand = append(c.cand, d)
+			c.candItem = append(c.candItem, c.itemOf(0, d))
 		}
 	}
-	c.candItem = c.candItem[:0]
-	for _, d := range c.cand {
-		c.candItem = append(c.candItem, c.itemOf(0, d))
-	}
+	rest := int(c.need[0]) - len(c.sel[0])
 	switch {
-	case len(c.cand) == need || !c.links && c.nw == 1: // the lowest
-		for _, d := range c.cand {
-			if len(c.sel[0]) == need {
-				break
-			}
-			if nmust == 0 || !must.Has(int(d)) {
-				c.take(0, d)
-			}
+	case len(c.cand) == rest || !c.links && c.nw == 1:
+		for _, d := range c.cand[:rest] {
+			c.take(0, d)
 		}
-	case combos(len(c.cand)-nmust, need-nmust) <= exactCombos:
-		c.exactFirst()
+	case combos(len(c.cand), rest) <= exactCombos:
+		c.bestPairs, c.bestLinks = -1, -1
+		c.pot = c.potential()
+		links := 0 // equal for every combination without c.links
+		if c.links {
+			links = c.linksAmong(c.sel[0])
+		}
+		c.enumFirst(0, links)
+		for _, d := range c.combo[len(c.sel[0]):] {
+			c.take(0, d)
+		}
 	default:
 		c.greedyFirst()
 	}
@@ -458,31 +447,23 @@ func combos(n, k int) int {
 	return r
 }
 
-// pairPot is the potential pairs of a first-want selection, for each
-// other want k: must[k] pairs with its must-include devices (under each
-// switch, min(first-want devices, must-include ones)) and extra[k] more
-// first-want devices under switches with free devices of k that are not
-// must-include left over. The want's devices go must-include first, then
-// one under each such switch (see selectOther), so it pairs
-// must[k] + min(extra[k], need[k] - its must-include count) of them.
+// pairPot is the potential pairs of a first-want selection, per other
+// want k: must[k] pair with its must-include devices (per switch, the
+// fewer of the two) and extra[k] more first-want devices lie under
+// switches with other free devices of k. selectOther takes the
+// must-include devices first, then one under each such switch, so it
+// pairs must[k] + min(extra[k], need[k] - its must-include count).
 type pairPot struct {
 	must, extra [MaxWants]int32
 }
 
-// pairs returns the devices of want k that pot pairs.
-func (c *Chooser) pairs(pot *pairPot, k int) int32 {
-	return pot.must[k] + min(pot.extra[k], c.need[k]-c.mneed[k])
-}
-
-// pairGain returns the pairs that one more first-want device under item
-// it adds, given the potential pairs pot of every other want.
-func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
-	p, g := *pot, int32(0)
-	c.addPot(it, &p, 1)
+// pairsOf returns the devices of the other wants that pot pairs.
+func (c *Chooser) pairsOf(pot *pairPot) int32 {
+	n := int32(0)
 	for k := 1; k < c.nw; k++ {
-		g += c.pairs(&p, k) - c.pairs(pot, k)
+		n += pot.must[k] + min(pot.extra[k], c.need[k]-c.mneed[k])
 	}
-	return g
+	return n
 }
 
 // addPot records one more (sign 1) or one fewer (sign -1) first-want
@@ -518,59 +499,28 @@ func (c *Chooser) potential() (pot pairPot) {
 	return pot
 }
 
-// exactFirst enumerates every combination of the remaining first-want
-// devices in ascending order and keeps the first with the most pairs, then
-// links.
-func (c *Chooser) exactFirst() {
-	base := len(c.sel[0])
-	c.bestPairs, c.bestLinks = -1, -1
-	// The candidates left to enumerate: those that are not must-include
-	// (taken already), with their items.
-	n := 0
-	for i, d := range c.cand {
-		if c.must[0] == nil || !c.must[0].Has(int(d)) {
-			c.cand[n], c.candItem[n] = d, c.candItem[i]
-			n++
-		}
-	}
-	c.cand, c.candItem = c.cand[:n], c.candItem[:n]
-	c.pot = c.potential()
-	c.enumFirst(0, c.linksAmong(c.sel[0]))
-	c.sel[0] = c.sel[0][:base]
-	for _, d := range c.combo[base:] {
-		c.take(0, d)
-	}
-}
-
-// enumFirst extends c.sel[0] by the candidates from c.cand[from:] (none
-// must-include) in every way, links being the links among c.sel[0]; it
-// goes only where enough candidates are left to complete the
-// combination, so every branch it takes reaches a combination.
+// enumFirst extends c.sel[0] by the candidates from c.cand[from:] in
+// every way that completes it, links being the links among c.sel[0],
+// and keeps in c.combo the first with the most pairs, then links.
 func (c *Chooser) enumFirst(from int, links int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
-		pairs := int32(0)
-		for k := 1; k < c.nw; k++ {
-			pairs += c.pairs(&c.pot, k)
-		}
-		if pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
+		if pairs := c.pairsOf(&c.pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
 			c.bestPairs, c.bestLinks = pairs, links
 			c.combo = append(c.combo[:0], c.sel[0]...)
 		}
 		return
 	}
 	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
-		d := c.cand[i]
+		d, it := c.cand[i], c.candItem[i]
 		add := 0
 		if c.links {
 			for _, u := range c.sel[0] {
 				add += int(c.x.link(u, d))
 			}
 		}
-		it := c.candItem[i]
 		c.addPot(it, &c.pot, 1)
-		c.ix[0][it]++
-		c.sel[0] = append(c.sel[0], d)
+		c.take(0, d)
 		c.enumFirst(i+1, links+add)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
 		c.ix[0][it]--
@@ -580,62 +530,53 @@ func (c *Chooser) enumFirst(from int, links int) {
 
 // greedyFirst adds the remaining first-want devices one at a time: the
 // one adding the most pairs, then links, then with the most links to the
-// other candidates, then the lowest index; then single swaps while one
-// adds links without losing pairs.
+// candidates and chosen devices, then the lowest index; then single swaps
+// while one adds links without losing pairs.
 func (c *Chooser) greedyFirst() {
 	x := c.x
 	need := int(c.need[0])
+	c.inS = grow(c.inS, len(x.classes[c.cls[0]].ids))
 	clear(c.inS)
 	for _, d := range c.sel[0] {
 		c.inS[d] = true
 	}
-	if c.links {
-		// By the adjacency lists: O(candidates + their links), never a
-		// pass over pairs of candidates.
-		c.inC = grow(c.inC, len(x.classes[0].ids))
-		clear(c.inC)
+	if c.links { // gain: the links to the chosen devices; deg: to those and the candidates
 		for _, v := range c.cand {
-			c.inC[v] = true
+			c.gain[v], c.deg[v] = 0, 0
 		}
 		for _, v := range c.cand {
-			var g, dg int32
-			for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
-				if u := x.linkTo[k]; c.inC[u] {
-					dg += x.linkN[k]
-					if c.inS[u] {
-						g += x.linkN[k]
-					}
-				}
-			}
-			c.gain[v], c.deg[v] = g, dg
+			c.addLinks(c.deg, v, 1)
+		}
+		for _, v := range c.sel[0] {
+			c.addLinks(c.deg, v, 1)
+			c.addLinks(c.gain, v, 1)
 		}
 	}
 	pot := c.potential()
 	for len(c.sel[0]) < need {
-		best := -1
-		var bp int32
+		best, bp := -1, int32(0)
 		for i, v := range c.cand {
 			if c.inS[v] {
 				continue
 			}
-			p := c.pairGain(c.candItem[i], &pot)
-			if best >= 0 {
-				d := cmp.Compare(p, bp)
-				if b := c.cand[best]; d == 0 && c.links {
-					d = cmp.Or(cmp.Compare(c.gain[v], c.gain[b]), cmp.Compare(c.deg[v], c.deg[b]))
-				}
-				if d <= 0 {
-					continue
-				}
+			p := pot
+			c.addPot(c.candItem[i], &p, 1)
+			pairs := c.pairsOf(&p)
+			d := cmp.Compare(pairs, bp)
+			if best >= 0 && d == 0 && c.links {
+				b := c.cand[best]
+				d = cmp.Or(cmp.Compare(c.gain[v], c.gain[b]), cmp.Compare(c.deg[v], c.deg[b]))
 			}
-			best, bp = i, p
+			if best < 0 || d > 0 {
+				best, bp = i, pairs
+			}
 		}
 		v := c.cand[best]
 		c.addPot(c.candItem[best], &pot, 1)
 		c.take(0, v)
 		c.inS[v] = true
 		if c.links {
-			c.addGain(v, 1)
+			c.addLinks(c.gain, v, 1)
 		}
 	}
 	if c.links {
@@ -645,15 +586,13 @@ func (c *Chooser) greedyFirst() {
 		for range 2 * need {
 			bx, by, bd := -1, -1, int32(0)
 			for xi, u := range sel {
-				if c.must[0] != nil && c.must[0].Has(int(u)) {
+				if c.must[0].Has(int(u)) {
 					continue
 				}
 				iu := c.itemOf(0, u)
 				for yi, v := range c.cand {
-					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu {
-						continue
-					}
-					if c.gain[v]-c.gain[u] <= bd { // links are never negative
+					// (links are never negative: gain[v]-gain[u] bounds the swap's gain)
+					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu || c.gain[v]-c.gain[u] <= bd {
 						continue
 					}
 					if d := c.gain[v] - x.link(u, v) - c.gain[u]; d > bd {
@@ -666,38 +605,37 @@ func (c *Chooser) greedyFirst() {
 			}
 			u, v := sel[bx], c.cand[by]
 			c.inS[u] = false
-			c.addGain(u, -1)
+			c.addLinks(c.gain, u, -1)
 			c.ix[0][c.itemOf(0, u)]--
 			c.ix[0][c.candItem[by]]++
 			c.inS[v] = true
-			c.addGain(v, 1)
+			c.addLinks(c.gain, v, 1)
 			sel[bx] = v
 		}
 	}
 }
 
-// addGain adds sign times v's links to the gains of the candidates.
-func (c *Chooser) addGain(v int32, sign int32) {
+// addLinks adds sign times GPU v's links to the entries of its neighbours
+// in dst (greedyFirst reads only the candidates').
+func (c *Chooser) addLinks(dst []int32, v int32, sign int32) {
 	x := c.x
 	for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
-		// Only candidates' gains are read (greedyFirst sets them first).
-		c.gain[x.linkTo[k]] += sign * x.linkN[k]
+		dst[x.linkTo[k]] += sign * x.linkN[k]
 	}
 }
 
 // selectOther chooses want k's devices inside the current groups into
-// c.sel[k]: the must-include devices, then one under each switch of the
-// first want's devices per device there (lowest indices first), then
-// under switches already chosen, then under the fewest new switches, the
-// one with the fewest free devices when one suffices (best fit).
+// c.sel[k], lowest indices first: the must-include devices, then one
+// under the switch of each first-want device, then under switches
+// already chosen, then under the fewest new switches (best fit).
 func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)
 	c.taken = grow(c.taken, len(c.tmp))
 	clear(c.taken)
 	c.sel[k] = c.sel[k][:0]
-	// pass takes, in ascending order up to the count, the devices not
-	// taken yet that ok accepts (by device and item).
+	// pass takes the devices not taken yet that ok accepts (by device and
+	// item), ascending, up to the count.
 	pass := func(ok func(d, it int32) bool) {
 		for i, d := range c.tmp {
 			if len(c.sel[k]) == need {
@@ -709,30 +647,28 @@ func (c *Chooser) selectOther(k int) {
 			}
 		}
 	}
-	pass(func(d, _ int32) bool { return c.must[k] != nil && c.must[k].Has(int(d)) })
+	pass(func(d, _ int32) bool { return c.must[k].Has(int(d)) })
 	pass(func(_, it int32) bool { return c.ix[k][it] < c.ix[0][it] })
 	pass(func(_, it int32) bool { return c.used(it) })
 	for len(c.sel[k]) < need {
 		// A new switch: the smallest that holds the rest, else the
-		// largest; on a tie the one with the lowest device (c.tmp is
-		// ascending, so items are met in that order).
+		// largest (the lowest score); on a tie the first met, which holds
+		// the lowest device (c.tmp ascends).
 		r := int32(need - len(c.sel[k]))
 		clear(c.iseen)
-		best := int32(-1)
+		best, bs := int32(-1), int32(0)
 		for i, d := range c.tmp {
 			it := c.itemOf(k, d)
 			if c.taken[i] || c.iseen[it] || c.used(it) {
 				continue
 			}
 			c.iseen[it] = true
-			if best < 0 {
-				best = it
-				continue
+			score := c.icnt[k][it]
+			if score < r {
+				score = 1<<30 - score
 			}
-			n, bn := c.icnt[k][it], c.icnt[k][best]
-			fits, bfits := n >= r, bn >= r
-			if fits && bfits && n < bn || fits && !bfits || !fits && !bfits && n > bn {
-				best = it
+			if best < 0 || score < bs {
+				best, bs = it, score
 			}
 		}
 		pass(func(_, it int32) bool { return it == best })

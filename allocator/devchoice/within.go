@@ -15,20 +15,18 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// leafGroups searches the devices inside the groups of c.pick (levels 2
-// and 3), whose node-level rank is c.key: it builds the items (the
-// switches holding free devices of some want in those groups, on the word
-// path with their free devices as words in c.itMask) and searches them.
-// On the word path, when the groups hold exactly the count, the one
-// choice is every free device (everyDevice); when switches lie in groups
-// their switches are then the buckets countWord counted, and no items are
-// built.
+// leafGroups searches inside the groups of c.pick (levels 2 and 3; c.key
+// is their node-level rank). Its items are the switches holding free
+// devices of some want there, on the word path with those devices as
+// words (c.itMask). On the word path, groups holding exactly the count
+// have one choice, every free device (everyDevice); with switches inside
+// groups it needs no items (countWord's buckets are the switches).
 func (c *Chooser) leafGroups() {
 	x := c.x
 	need0 := c.need[0]
 	every := c.word && c.gcap[0] == need0
+	c.gLinks = c.linksFor(c.topSum)
 	if every && x.switchInGroup {
-		c.gLinks = c.linksFor(c.topSum)
 		c.everyDevice(int(c.pickNB))
 		return
 	}
@@ -36,8 +34,8 @@ func (c *Chooser) leafGroups() {
 	for k := range c.nw {
 		c.icnt[k], c.imcnt[k] = c.icnt[k][:0], c.imcnt[k][:0]
 	}
-	// With one want and switches inside groups, every bucket is its own
-	// item; otherwise buckets of one switch (of any want) are merged.
+	// The buckets of one switch (of any want) make one item; with one want
+	// and switches inside groups each bucket is a switch of its own.
 	merge := c.nw > 1 || !x.switchInGroup
 	for k := range c.nw {
 		cl := &x.classes[c.cls[k]]
@@ -54,15 +52,11 @@ func (c *Chooser) leafGroups() {
 				if n == 0 {
 					continue
 				}
-				it := int32(-1)
 				sw := x.buckets[b].sw
-				if merge { // swItem is trusted only when the item names sw
-					if j := c.swItem[sw]; j >= 0 && int(j) < len(c.itSW) && c.itSW[j] == sw {
-						it = j
-					}
-				}
-				if it < 0 {
+				it := c.swItem[sw] // sw's item if it names sw (else stale)
+				if !merge || int(it) >= len(c.itSW) || c.itSW[it] != sw {
 					it = int32(len(c.itSW))
+					c.swItem[sw] = it
 					c.itSW = append(c.itSW, sw)
 					c.itFirst = append(c.itFirst, -1)
 					c.itDeg = append(c.itDeg, 0)
@@ -71,13 +65,9 @@ func (c *Chooser) leafGroups() {
 						c.icnt[j] = append(c.icnt[j], 0)
 						c.imcnt[j] = append(c.imcnt[j], 0)
 					}
-					if merge {
-						c.swItem[sw] = it
-					}
 				}
-				// A bucket seen for an earlier want is already linked
-				// (bItem may also hold a stale item from an earlier call,
-				// hence the check of the list).
+				// A bucket seen for an earlier want is linked already
+				// (bItem may hold a stale item: the list decides).
 				if k == 0 || c.bItem[b] != it || !c.linked(it, b) {
 					c.nextB[b], c.itFirst[it] = c.itFirst[it], b
 					c.bItem[b] = it
@@ -92,17 +82,14 @@ func (c *Chooser) leafGroups() {
 		}
 	}
 	n := len(c.itSW)
-	c.gLinks = c.linksFor(c.topSum)
 	if every { // levels 2 and 3 would reach the one choice in one step
 		c.everyDevice(n)
 		return
 	}
 	c.inB, c.iseen = grow(c.inB, n), grow(c.iseen, n)
-	for k := range c.nw {
-		c.ix[k] = grow(c.ix[k], n)
-	}
 	c.nodeLeft = 0
 	for k := range c.nw {
+		c.ix[k] = grow(c.ix[k], n)
 		c.nodeLeft += c.gcap[k] - c.need[k]
 	}
 	c.searchSwitches()
@@ -136,11 +123,10 @@ func (c *Chooser) searchSwitches() {
 			o = append(o, int32(i))
 		}
 	}
-	// The switches without a must-include device of the first want (o)
-	// by its free devices, descending, then by switch ID, with their
-	// running sums in c.prefix2; c.smin is the fewest switches that hold
-	// the first want's count with the forced ones: the greedy count, exact
-	// for one class.
+	// The other switches with devices of the first want (o), by those
+	// descending, then by switch ID, with their running sums (c.prefix2);
+	// c.smin is the fewest switches holding its count with the forced
+	// ones (greedy: exact for one want).
 	sw := c.itSW
 	for i := 1; i < len(o); i++ {
 		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
@@ -148,32 +134,26 @@ func (c *Chooser) searchSwitches() {
 		}
 	}
 	c.order2, c.prefix2 = o, append(c.prefix2[:0], 0)
-	extra, rest := 0, need0-capF
+	smin, rest := forced, need0-capF
 	for i, it := range o {
 		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
 		if rest > 0 {
 			rest -= cnt0[it]
-			extra++
+			smin++
 		}
 	}
-	smin := forced + extra
 	c.smin = smin
-	// An optimistic rank of these groups: cut them when it cannot beat the
-	// best choice so far. With one want in one switch, what it leaves is
-	// the forced switch's, else the smallest that fits.
+	// An optimistic rank of these groups, to cut them when it cannot beat
+	// the best; one want in one switch leaves what the forced switch
+	// leaves, else the smallest that holds it.
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
 	if c.nw == 1 && smin == 1 {
 		best := capF
-		if forced == 0 {
-			best = -1
-			for _, i := range o {
-				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
-					best = n
-				}
-			}
+		for j := 0; forced == 0 && j < len(o) && cnt0[o[j]] >= need0; j++ {
+			best = cnt0[o[j]]
 		}
 		lb.SwitchLeft = int(best - need0)
 	}
@@ -182,15 +162,13 @@ func (c *Chooser) searchSwitches() {
 	}
 	c.leaves++
 	// With one want, the fewest switches are the only sets to compare.
-	// With several, a larger set of switches for the first want may pair
-	// more or use fewer switches in all: go on while it could (a set never
-	// has more switches than first-want devices).
-	maxPairsLB := lb.Unpaired
+	// With several, a larger set may pair more or use fewer switches in
+	// all: go on while it could (a set has at most need0 switches).
 	for s := smin; ; s++ {
 		c.bsteps, c.bleaves = 0, 0
 		c.dfsSwitches(0, s-forced, capF, s)
 		if c.nw == 1 || int32(s+1) > need0 || s+1 > forced+len(o) ||
-			s+1 > c.bestRank.Switches && c.bestRank.Unpaired <= maxPairsLB {
+			s+1 > c.bestRank.Switches && c.bestRank.Unpaired <= lb.Unpaired {
 			break
 		}
 	}
@@ -219,17 +197,16 @@ func (c *Chooser) unpairedBound(onlyB bool) int {
 }
 
 // dfsSwitches extends the set of switches in c.inB by left more items from
-// c.order2[from:]; s is the size of the complete set. Each complete set is
-// a leaf ([Chooser.leafSwitches]).
+// c.order2[from:]; s is the size of the complete set, a leaf
+// ([Chooser.leafSwitches]; its capacity holds the count: the loop cuts
+// the rest).
 func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
 		return
 	}
 	c.bsteps++
 	if left == 0 {
-		if capacity >= c.need[0] {
-			c.leafSwitches(s)
-		}
+		c.leafSwitches(s)
 		return
 	}
 	for i := from; i+left <= len(c.order2); i++ {
@@ -240,9 +217,6 @@ func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 		c.inB[it] = true
 		c.dfsSwitches(i+1, left-1, capacity+c.icnt[0][it], s)
 		c.inB[it] = false
-		if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
-			return
-		}
 	}
 }
 

@@ -66,9 +66,13 @@ func (c *Chooser) leafGroups() {
 						c.imcnt[j] = append(c.imcnt[j], 0)
 					}
 				}
-				// A bucket seen for an earlier want is linked already
-				// (bItem may hold a stale item: the list decides).
-				if k == 0 || c.bItem[b] != it || !c.linked(it, b) {
+				// Linked already if it has free devices of an earlier want
+				// (whose cnt is stale when it has none of that class).
+				fresh := true
+				for j := range k {
+					fresh = fresh && (c.cnt[j][b] == 0 || len(c.bucketMasks(b, c.cls[j])) == 0)
+				}
+				if fresh {
 					c.nextB[b], c.itFirst[it] = c.itFirst[it], b
 					c.bItem[b] = it
 				}
@@ -86,23 +90,13 @@ func (c *Chooser) leafGroups() {
 		c.everyDevice(n)
 		return
 	}
-	c.inB, c.iseen = grow(c.inB, n), grow(c.iseen, n)
+	c.inB = grow(c.inB, n)
 	c.nodeLeft = 0
 	for k := range c.nw {
 		c.ix[k] = grow(c.ix[k], n)
 		c.nodeLeft += c.gcap[k] - c.need[k]
 	}
 	c.searchSwitches()
-}
-
-// linked reports whether bucket b is already in item it's list.
-func (c *Chooser) linked(it, b int32) bool {
-	for e := c.itFirst[it]; e >= 0; e = c.nextB[e] {
-		if e == b {
-			return true
-		}
-	}
-	return false
 }
 
 // searchSwitches is level 2: the sets of switches holding the first
@@ -115,11 +109,10 @@ func (c *Chooser) searchSwitches() {
 	for i := range c.itSW {
 		f := c.imcnt[0][i] > 0
 		c.inB[i] = f
-		switch {
-		case f:
+		if f {
 			forced++
 			capF += cnt0[i]
-		case cnt0[i] > 0:
+		} else if cnt0[i] > 0 {
 			o = append(o, int32(i))
 		}
 	}
@@ -345,7 +338,6 @@ func (c *Chooser) take(k int, d int32) {
 func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 	dst = dst[:0]
 	free, cl := c.free[k], c.cls[k]
-	sorted := true
 	for i := range c.itSW {
 		if in != nil && !in[i] {
 			continue
@@ -353,16 +345,12 @@ func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 		for b := c.itFirst[i]; b >= 0; b = c.nextB[b] {
 			for _, e := range c.bucketMasks(b, cl) {
 				for w := free[e.w] & e.bits; w != 0; w &= w - 1 {
-					d := e.w<<6 | int32(bits.TrailingZeros64(w))
-					sorted = sorted && (len(dst) == 0 || dst[len(dst)-1] < d)
-					dst = append(dst, d)
+					dst = append(dst, e.w<<6|int32(bits.TrailingZeros64(w)))
 				}
 			}
 		}
 	}
-	if !sorted {
-		slices.Sort(dst)
-	}
+	slices.Sort(dst)
 	return dst
 }
 
@@ -507,9 +495,8 @@ func (c *Chooser) enumFirst(from int, links int) {
 // candidates and chosen devices, then the lowest index; then single swaps
 // while one adds links without losing pairs.
 func (c *Chooser) greedyFirst() {
-	x := c.x
 	need := int(c.need[0])
-	c.inS = grow(c.inS, len(x.classes[c.cls[0]].ids))
+	c.inS = grow(c.inS, len(c.x.classes[c.cls[0]].ids))
 	clear(c.inS)
 	for _, d := range c.sel[0] {
 		c.inS[d] = true
@@ -569,7 +556,7 @@ func (c *Chooser) greedyFirst() {
 					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu || c.gain[v]-c.gain[u] <= bd {
 						continue
 					}
-					if d := c.gain[v] - x.link(u, v) - c.gain[u]; d > bd {
+					if d := c.gain[v] - c.x.link(u, v) - c.gain[u]; d > bd {
 						bx, by, bd = xi, yi, d
 					}
 				}
@@ -629,14 +616,12 @@ func (c *Chooser) selectOther(k int) {
 		// largest (the lowest score); on a tie the first met, which holds
 		// the lowest device (c.tmp ascends).
 		r := int32(need - len(c.sel[k]))
-		clear(c.iseen)
 		best, bs := int32(-1), int32(0)
-		for i, d := range c.tmp {
+		for _, d := range c.tmp {
 			it := c.itemOf(k, d)
-			if c.taken[i] || c.iseen[it] || c.used(it) {
+			if c.used(it) { // (as is every item of a taken device)
 				continue
 			}
-			c.iseen[it] = true
 			score := c.icnt[k][it]
 			if score < r {
 				score = 1<<30 - score

@@ -15,12 +15,11 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// leafGroups searches inside the groups of c.pick (levels 2 and 3; c.key
-// is their node-level rank). Its items are the switches holding free
-// devices of some want there, on the word path with those devices as
-// words (c.itMask). On the word path, groups holding exactly the count
-// have one choice, every free device (everyDevice); with switches inside
-// groups it needs no items (countWord's buckets are the switches).
+// leafGroups searches inside the groups of c.pick (levels 2 and 3): its
+// items are the switches with free devices of some want there (on the
+// word path with those as words, c.itMask). Word-path groups holding
+// exactly the count have one choice (everyDevice), found without items
+// when switches lie in groups.
 func (c *Chooser) leafGroups() {
 	x := c.x
 	need0 := c.need[0]
@@ -34,9 +33,7 @@ func (c *Chooser) leafGroups() {
 	for k := range c.nw {
 		c.icnt[k], c.imcnt[k] = c.icnt[k][:0], c.imcnt[k][:0]
 	}
-	// The buckets of one switch (of any want) make one item; with one want
-	// and switches inside groups each bucket is a switch of its own.
-	merge := c.nw > 1 || !x.switchInGroup
+	merge := c.nw > 1 || !x.switchInGroup // else each bucket is a switch of its own
 	for k := range c.nw {
 		cl := &x.classes[c.cls[k]]
 		cnt, mcnt := c.cnt[k], c.mcnt[k]
@@ -116,10 +113,9 @@ func (c *Chooser) searchSwitches() {
 			o = append(o, int32(i))
 		}
 	}
-	// The other switches with devices of the first want (o), by those
-	// descending, then by switch ID, with their running sums (c.prefix2);
-	// c.smin is the fewest switches holding its count with the forced
-	// ones (greedy: exact for one want).
+	// o (the others with first-want devices) by those, descending, then
+	// switch ID, with running sums; smin: the fewest switches holding the
+	// count (greedy: exact for one want).
 	sw := c.itSW
 	for i := 1; i < len(o); i++ {
 		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
@@ -136,9 +132,8 @@ func (c *Chooser) searchSwitches() {
 		}
 	}
 	c.smin = smin
-	// An optimistic rank of these groups, to cut them when it cannot beat
-	// the best; one want in one switch leaves what the forced switch
-	// leaves, else the smallest that holds it.
+	// Cut the groups when an optimistic rank cannot beat the best (one
+	// want in one switch: the forced one, else the smallest that fits).
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
@@ -154,9 +149,8 @@ func (c *Chooser) searchSwitches() {
 		return
 	}
 	c.leaves++
-	// With one want, the fewest switches are the only sets to compare.
-	// With several, a larger set may pair more or use fewer switches in
-	// all: go on while it could (a set has at most need0 switches).
+	// Several wants: a larger set may pair more or use fewer switches in
+	// all; go on while it could (a set has at most need0 switches).
 	for s := smin; ; s++ {
 		c.bsteps, c.bleaves = 0, 0
 		c.dfsSwitches(0, s-forced, capF, s)
@@ -172,9 +166,8 @@ func (c *Chooser) groupRank() Rank {
 	return Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), NodeLeft: int(c.nodeLeft)}
 }
 
-// unpairedBound returns a lower bound of the unpaired devices of a choice
-// inside the current groups (onlyB: with the first want inside the
-// switches of c.inB).
+// unpairedBound is a lower bound of a choice's unpaired devices inside
+// the current groups (onlyB: with the first want inside c.inB's switches).
 func (c *Chooser) unpairedBound(onlyB bool) int {
 	u := 0
 	for k := 1; k < c.nw; k++ {
@@ -189,10 +182,8 @@ func (c *Chooser) unpairedBound(onlyB bool) int {
 	return u
 }
 
-// dfsSwitches extends the set of switches in c.inB by left more items from
-// c.order2[from:]; s is the size of the complete set, a leaf
-// ([Chooser.leafSwitches]; its capacity holds the count: the loop cuts
-// the rest).
+// dfsSwitches extends c.inB by left more items of c.order2[from:] to sets
+// of s switches, each a leaf (the loop cuts those below the count).
 func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
 		return
@@ -216,9 +207,8 @@ func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 // leafSwitches chooses the devices inside the switches of c.inB (s of
 // them) and keeps the choice when it beats the best.
 func (c *Chooser) leafSwitches(s int) {
-	// An optimistic rank: with one want every switch of the set is used
-	// (the set is one of the fewest), so its switches and what they leave
-	// are exact; with several, a choice may leave some of them out.
+	// An optimistic rank: with one want each switch of the set is used
+	// (a set of the fewest); with several, at least smin are.
 	lb := c.groupRank()
 	lb.Switches = c.smin
 	lb.NVLinks = c.switchLinks()
@@ -280,9 +270,8 @@ func (c *Chooser) used(i int32) bool {
 	return false
 }
 
-// rankOf returns the rank of the current selection (c.sel, with the items'
-// counts ix). Each want k adds need[k] unpaired devices less its pairs
-// under each switch (for the first want those cancel).
+// rankOf returns the rank of the selection (c.sel, counted in c.ix); the
+// first want pairs with itself wholly, adding no unpaired device.
 func (c *Chooser) rankOf() Rank {
 	r := c.groupRank()
 	for k := range c.nw {
@@ -305,8 +294,7 @@ func (c *Chooser) rankOf() Rank {
 	return r
 }
 
-// linksAmong returns the NVLink links among the GPUs of sel (each pair
-// once).
+// linksAmong returns the NVLink links among the GPUs of sel.
 func (c *Chooser) linksAmong(sel []int32) int {
 	x := c.x
 	if x.uniform {
@@ -321,8 +309,7 @@ func (c *Chooser) linksAmong(sel []int32) int {
 	return links
 }
 
-// itemOf returns the item of device d of want k (a device of the current
-// groups).
+// itemOf returns the item of want k's device d (of the current groups).
 func (c *Chooser) itemOf(k int, d int32) int32 {
 	return c.bItem[c.x.classes[c.cls[k]].bucket[d]]
 }
@@ -354,11 +341,10 @@ func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 	return dst
 }
 
-// selectFirst chooses the first want's devices inside the switches of
-// c.inB into c.sel[0]: its must-include devices, then of the others
-// (c.cand, ascending, with their items in c.candItem) the lowest when
-// they are the count or nothing tells them apart, the combination
-// enumFirst finds when they are few, else greedyFirst's.
+// selectFirst chooses the first want's devices in c.inB's switches into
+// c.sel[0]: the must-include ones, then of the others (c.cand, ascending,
+// items in c.candItem) the lowest if they are the count or nothing tells
+// them apart, else enumFirst's when they are few, else greedyFirst's.
 func (c *Chooser) selectFirst() {
 	all := c.gather(0, c.inB, c.cand)
 	c.sel[0], c.cand, c.candItem = c.sel[0][:0], all[:0], c.candItem[:0]
@@ -411,10 +397,9 @@ func combos(n, k int) int {
 
 // pairPot is the potential pairs of a first-want selection, per other
 // want k: must[k] pair with its must-include devices (per switch, the
-// fewer of the two) and extra[k] more first-want devices lie under
-// switches with other free devices of k. selectOther takes the
-// must-include devices first, then one under each such switch, so it
-// pairs must[k] + min(extra[k], need[k] - its must-include count).
+// fewer) and extra[k] more lie under switches with its other free ones;
+// as selectOther takes those must-include devices, then one under each
+// such switch, it pairs must[k] + min(extra[k], need[k] - c.mneed[k]).
 type pairPot struct {
 	must, extra [MaxWants]int32
 }
@@ -428,9 +413,8 @@ func (c *Chooser) pairsOf(pot *pairPot) int32 {
 	return n
 }
 
-// addPot records one more (sign 1) or one fewer (sign -1) first-want
-// device under item it in the potential pairs; c.ix[0][it] is the count
-// without that device (before the increment, after the decrement).
+// addPot adds sign (1 or -1) first-want devices under item it to pot;
+// c.ix[0][it] must not count that device.
 func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 	for k := 1; k < c.nw; k++ {
 		switch ip := c.ix[0][it]; {
@@ -443,12 +427,9 @@ func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 }
 
 // potential returns the potential pairs of the current first-want
-// selection, and sets c.mneed to the must-include devices of each other
-// want.
+// selection and sets c.mneed to the other wants' must-include devices.
 func (c *Chooser) potential() (pot pairPot) {
-	for k := 1; k < c.nw; k++ {
-		c.mneed[k] = 0
-	}
+	c.mneed = [MaxWants]int32{}
 	for i := range c.itSW {
 		for k := 1; k < c.nw; k++ {
 			ip, m := c.ix[0][i], c.imcnt[k][i]
@@ -461,9 +442,8 @@ func (c *Chooser) potential() (pot pairPot) {
 	return pot
 }
 
-// enumFirst extends c.sel[0] by the candidates from c.cand[from:] in
-// every way that completes it, links being the links among c.sel[0],
-// and keeps in c.combo the first with the most pairs, then links.
+// enumFirst completes c.sel[0] (of links links) from c.cand[from:] in
+// every way, keeping in c.combo the first with the most pairs, then links.
 func (c *Chooser) enumFirst(from int, links int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
@@ -490,10 +470,10 @@ func (c *Chooser) enumFirst(from int, links int) {
 	}
 }
 
-// greedyFirst adds the remaining first-want devices one at a time: the
-// one adding the most pairs, then links, then with the most links to the
-// candidates and chosen devices, then the lowest index; then single swaps
-// while one adds links without losing pairs.
+// greedyFirst adds the first want's candidates one at a time: the one
+// adding the most pairs, then links, then with the most links to the
+// candidates and chosen, then the lowest; then makes single swaps while
+// one adds links without losing pairs.
 func (c *Chooser) greedyFirst() {
 	need := int(c.need[0])
 	c.inS = grow(c.inS, len(c.x.classes[c.cls[0]].ids))
@@ -501,10 +481,9 @@ func (c *Chooser) greedyFirst() {
 	for _, d := range c.sel[0] {
 		c.inS[d] = true
 	}
-	if c.links { // gain: the links to the chosen devices; deg: to those and the candidates
-		for _, v := range c.cand {
-			c.gain[v], c.deg[v] = 0, 0
-		}
+	if c.links { // gain: links to the chosen; deg: to those and the candidates
+		clear(c.gain)
+		clear(c.deg)
 		for _, v := range c.cand {
 			c.addLinks(c.deg, v, 1)
 		}
@@ -524,9 +503,8 @@ func (c *Chooser) greedyFirst() {
 			c.addPot(c.candItem[i], &p, 1)
 			pairs := c.pairsOf(&p)
 			d := cmp.Compare(pairs, bp)
-			if best >= 0 && d == 0 && c.links {
-				b := c.cand[best]
-				d = cmp.Or(cmp.Compare(c.gain[v], c.gain[b]), cmp.Compare(c.deg[v], c.deg[b]))
+			if d == 0 && c.links && best >= 0 {
+				d = cmp.Or(cmp.Compare(c.gain[v], c.gain[c.cand[best]]), cmp.Compare(c.deg[v], c.deg[c.cand[best]]))
 			}
 			if best < 0 || d > 0 {
 				best, bp = i, pairs
@@ -541,8 +519,7 @@ func (c *Chooser) greedyFirst() {
 		}
 	}
 	if c.links {
-		// Single swaps while one adds links: in a paired request only
-		// under one switch, so the pairs stay.
+		// Swaps: in a paired request only under one switch (the pairs stay).
 		sel := c.sel[0]
 		for range 2 * need {
 			bx, by, bd := -1, -1, int32(0)
@@ -552,7 +529,7 @@ func (c *Chooser) greedyFirst() {
 				}
 				iu := c.itemOf(0, u)
 				for yi, v := range c.cand {
-					// (links are never negative: gain[v]-gain[u] bounds the swap's gain)
+					// (links are never negative: gain[v]-gain[u] bounds the gain)
 					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu || c.gain[v]-c.gain[u] <= bd {
 						continue
 					}
@@ -576,8 +553,7 @@ func (c *Chooser) greedyFirst() {
 	}
 }
 
-// addLinks adds sign times GPU v's links to the entries of its neighbours
-// in dst (greedyFirst reads only the candidates').
+// addLinks adds sign times GPU v's links to its neighbours' entries of dst.
 func (c *Chooser) addLinks(dst []int32, v int32, sign int32) {
 	x := c.x
 	for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
@@ -585,18 +561,17 @@ func (c *Chooser) addLinks(dst []int32, v int32, sign int32) {
 	}
 }
 
-// selectOther chooses want k's devices inside the current groups into
-// c.sel[k], lowest indices first: the must-include devices, then one
-// under the switch of each first-want device, then under switches
-// already chosen, then under the fewest new switches (best fit).
+// selectOther chooses want k's devices in the current groups into
+// c.sel[k], lowest first: the must-include ones, then one under the
+// switch of each first-want device, then under switches already chosen,
+// then under the fewest new switches (best fit).
 func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)
 	c.taken = grow(c.taken, len(c.tmp))
 	clear(c.taken)
 	c.sel[k] = c.sel[k][:0]
-	// pass takes the devices not taken yet that ok accepts (by device and
-	// item), ascending, up to the count.
+	// pass takes the untaken devices ok accepts, ascending, up to the count.
 	pass := func(ok func(d, it int32) bool) {
 		for i, d := range c.tmp {
 			if len(c.sel[k]) == need {
@@ -612,14 +587,13 @@ func (c *Chooser) selectOther(k int) {
 	pass(func(_, it int32) bool { return c.ix[k][it] < c.ix[0][it] })
 	pass(func(_, it int32) bool { return c.used(it) })
 	for len(c.sel[k]) < need {
-		// A new switch: the smallest that holds the rest, else the
-		// largest (the lowest score); on a tie the first met, which holds
-		// the lowest device (c.tmp ascends).
+		// A new switch: the smallest holding the rest, else the largest
+		// (the lowest score); on a tie the first met (c.tmp ascends).
 		r := int32(need - len(c.sel[k]))
 		best, bs := int32(-1), int32(0)
 		for _, d := range c.tmp {
 			it := c.itemOf(k, d)
-			if c.used(it) { // (as is every item of a taken device)
+			if c.used(it) { // (as are the taken devices' items)
 				continue
 			}
 			score := c.icnt[k][it]

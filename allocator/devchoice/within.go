@@ -6,8 +6,7 @@ import (
 	"slices"
 )
 
-// grow returns s with length n (contents unspecified), reusing its array
-// when it is large enough.
+// grow returns s at length n (contents unspecified), reusing its array if it can.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
 		return make([]T, n, 2*n)
@@ -243,12 +242,8 @@ func (c *Chooser) leafSwitches(s int) {
 	r := c.rankOf()
 	if c.have {
 		d := compareRanks(&r, &c.bestRank)
-		if d == 0 { // lowerWord's tie-break on sorted lists
-			for k := range c.nw {
-				if d = slices.Compare(c.sel[k], c.best[k]); d != 0 {
-					break
-				}
-			}
+		for k := 0; d == 0 && k < c.nw; k++ { // lowerWord's tie-break on sorted lists
+			d = slices.Compare(c.sel[k], c.best[k])
 		}
 		if d >= 0 {
 			return

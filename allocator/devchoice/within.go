@@ -112,9 +112,9 @@ func (c *Chooser) searchSwitches() {
 			o = append(o, int32(i))
 		}
 	}
-	// o (the others with first-want devices) by those, descending, then
-	// switch ID, with running sums; smin: the fewest switches holding the
-	// count (greedy: exact for one want).
+	// o (the unforced switches with first-want devices) by those devices,
+	// descending, then switch ID, with running sums; smin: the fewest
+	// switches holding the count (greedy: exact for one want).
 	sw := c.itSW
 	for i := 1; i < len(o); i++ {
 		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {

@@ -6,8 +6,7 @@ import (
 	"slices"
 )
 
-// grow returns s with length n (contents unspecified), reusing its array
-// when it is large enough.
+// grow returns s at length n (contents unspecified), reusing its array if it can.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
 		return make([]T, n, 2*n)
@@ -15,20 +14,17 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// leafGroups searches the devices inside the groups of c.pick (levels 2
-// and 3), whose node-level rank is c.key: it builds the items (the
-// switches holding free devices of some want in those groups, on the word
-// path with their free devices as words in c.itMask) and searches them.
-// On the word path, when the groups hold exactly the count, the one
-// choice is every free device (everyDevice); when switches lie in groups
-// their switches are then the buckets countWord counted, and no items are
-// built.
+// leafGroups searches inside the groups of c.pick (levels 2 and 3): its
+// items are the switches with free devices of some want there (on the
+// word path with those as words, c.itMask). Word-path groups holding
+// exactly the count have one choice (everyDevice), found without items
+// when switches lie in groups.
 func (c *Chooser) leafGroups() {
 	x := c.x
 	need0 := c.need[0]
 	every := c.word && c.gcap[0] == need0
+	c.gLinks = c.linksFor(c.topSum)
 	if every && x.switchInGroup {
-		c.gLinks = c.linksFor(c.topSum)
 		c.everyDevice(int(c.pickNB))
 		return
 	}
@@ -36,9 +32,7 @@ func (c *Chooser) leafGroups() {
 	for k := range c.nw {
 		c.icnt[k], c.imcnt[k] = c.icnt[k][:0], c.imcnt[k][:0]
 	}
-	// With one want and switches inside groups, every bucket is its own
-	// item; otherwise buckets of one switch (of any want) are merged.
-	merge := c.nw > 1 || !x.switchInGroup
+	merge := c.nw > 1 || !x.switchInGroup // else each bucket is a switch of its own
 	for k := range c.nw {
 		cl := &x.classes[c.cls[k]]
 		cnt, mcnt := c.cnt[k], c.mcnt[k]
@@ -54,15 +48,11 @@ func (c *Chooser) leafGroups() {
 				if n == 0 {
 					continue
 				}
-				it := int32(-1)
 				sw := x.buckets[b].sw
-				if merge { // swItem is trusted only when the item names sw
-					if j := c.swItem[sw]; j >= 0 && int(j) < len(c.itSW) && c.itSW[j] == sw {
-						it = j
-					}
-				}
-				if it < 0 {
+				it := c.swItem[sw] // sw's item if it names sw (else stale)
+				if !merge || int(it) >= len(c.itSW) || c.itSW[it] != sw {
 					it = int32(len(c.itSW))
+					c.swItem[sw] = it
 					c.itSW = append(c.itSW, sw)
 					c.itFirst = append(c.itFirst, -1)
 					c.itDeg = append(c.itDeg, 0)
@@ -71,14 +61,14 @@ func (c *Chooser) leafGroups() {
 						c.icnt[j] = append(c.icnt[j], 0)
 						c.imcnt[j] = append(c.imcnt[j], 0)
 					}
-					if merge {
-						c.swItem[sw] = it
-					}
 				}
-				// A bucket seen for an earlier want is already linked
-				// (bItem may also hold a stale item from an earlier call,
-				// hence the check of the list).
-				if k == 0 || c.bItem[b] != it || !c.linked(it, b) {
+				// Linked already if it has free devices of an earlier want
+				// (whose cnt is stale when it has none of that class).
+				fresh := true
+				for j := range k {
+					fresh = fresh && (c.cnt[j][b] == 0 || len(c.bucketMasks(b, c.cls[j])) == 0)
+				}
+				if fresh {
 					c.nextB[b], c.itFirst[it] = c.itFirst[it], b
 					c.bItem[b] = it
 				}
@@ -92,30 +82,17 @@ func (c *Chooser) leafGroups() {
 		}
 	}
 	n := len(c.itSW)
-	c.gLinks = c.linksFor(c.topSum)
 	if every { // levels 2 and 3 would reach the one choice in one step
 		c.everyDevice(n)
 		return
 	}
-	c.inB, c.iseen = grow(c.inB, n), grow(c.iseen, n)
-	for k := range c.nw {
-		c.ix[k] = grow(c.ix[k], n)
-	}
+	c.inB = grow(c.inB, n)
 	c.nodeLeft = 0
 	for k := range c.nw {
+		c.ix[k] = grow(c.ix[k], n)
 		c.nodeLeft += c.gcap[k] - c.need[k]
 	}
 	c.searchSwitches()
-}
-
-// linked reports whether bucket b is already in item it's list.
-func (c *Chooser) linked(it, b int32) bool {
-	for e := c.itFirst[it]; e >= 0; e = c.nextB[e] {
-		if e == b {
-			return true
-		}
-	}
-	return false
 }
 
 // searchSwitches is level 2: the sets of switches holding the first
@@ -128,19 +105,16 @@ func (c *Chooser) searchSwitches() {
 	for i := range c.itSW {
 		f := c.imcnt[0][i] > 0
 		c.inB[i] = f
-		switch {
-		case f:
+		if f {
 			forced++
 			capF += cnt0[i]
-		case cnt0[i] > 0:
+		} else if cnt0[i] > 0 {
 			o = append(o, int32(i))
 		}
 	}
-	// The switches without a must-include device of the first want (o)
-	// by its free devices, descending, then by switch ID, with their
-	// running sums in c.prefix2; c.smin is the fewest switches that hold
-	// the first want's count with the forced ones: the greedy count, exact
-	// for one class.
+	// o (the unforced switches with first-want devices) by those devices,
+	// descending, then switch ID, with running sums; smin: the fewest
+	// switches holding the count (greedy: exact for one want).
 	sw := c.itSW
 	for i := 1; i < len(o); i++ {
 		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
@@ -148,32 +122,25 @@ func (c *Chooser) searchSwitches() {
 		}
 	}
 	c.order2, c.prefix2 = o, append(c.prefix2[:0], 0)
-	extra, rest := 0, need0-capF
+	smin, rest := forced, need0-capF
 	for i, it := range o {
 		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
 		if rest > 0 {
 			rest -= cnt0[it]
-			extra++
+			smin++
 		}
 	}
-	smin := forced + extra
 	c.smin = smin
-	// An optimistic rank of these groups: cut them when it cannot beat the
-	// best choice so far. With one want in one switch, what it leaves is
-	// the forced switch's, else the smallest that fits.
+	// Cut the groups when an optimistic rank cannot beat the best (one
+	// want in one switch: the forced one, else the smallest that fits).
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
 	if c.nw == 1 && smin == 1 {
 		best := capF
-		if forced == 0 {
-			best = -1
-			for _, i := range o {
-				if n := cnt0[i]; n >= need0 && (best < 0 || n < best) {
-					best = n
-				}
-			}
+		for j := 0; forced == 0 && j < len(o) && cnt0[o[j]] >= need0; j++ {
+			best = cnt0[o[j]]
 		}
 		lb.SwitchLeft = int(best - need0)
 	}
@@ -181,16 +148,13 @@ func (c *Chooser) searchSwitches() {
 		return
 	}
 	c.leaves++
-	// With one want, the fewest switches are the only sets to compare.
-	// With several, a larger set of switches for the first want may pair
-	// more or use fewer switches in all: go on while it could (a set never
-	// has more switches than first-want devices).
-	maxPairsLB := lb.Unpaired
+	// Several wants: a larger set may pair more or use fewer switches in
+	// all; go on while it could (a set has at most need0 switches).
 	for s := smin; ; s++ {
 		c.bsteps, c.bleaves = 0, 0
 		c.dfsSwitches(0, s-forced, capF, s)
 		if c.nw == 1 || int32(s+1) > need0 || s+1 > forced+len(o) ||
-			s+1 > c.bestRank.Switches && c.bestRank.Unpaired <= maxPairsLB {
+			s+1 > c.bestRank.Switches && c.bestRank.Unpaired <= lb.Unpaired {
 			break
 		}
 	}
@@ -201,9 +165,8 @@ func (c *Chooser) groupRank() Rank {
 	return Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), NodeLeft: int(c.nodeLeft)}
 }
 
-// unpairedBound returns a lower bound of the unpaired devices of a choice
-// inside the current groups (onlyB: with the first want inside the
-// switches of c.inB).
+// unpairedBound is a lower bound of a choice's unpaired devices inside
+// the current groups (onlyB: with the first want inside c.inB's switches).
 func (c *Chooser) unpairedBound(onlyB bool) int {
 	u := 0
 	for k := 1; k < c.nw; k++ {
@@ -218,18 +181,15 @@ func (c *Chooser) unpairedBound(onlyB bool) int {
 	return u
 }
 
-// dfsSwitches extends the set of switches in c.inB by left more items from
-// c.order2[from:]; s is the size of the complete set. Each complete set is
-// a leaf ([Chooser.leafSwitches]).
+// dfsSwitches extends c.inB by left more items of c.order2[from:] to sets
+// of s switches, each a leaf (the loop cuts those below the count).
 func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
 		return
 	}
 	c.bsteps++
 	if left == 0 {
-		if capacity >= c.need[0] {
-			c.leafSwitches(s)
-		}
+		c.leafSwitches(s)
 		return
 	}
 	for i := from; i+left <= len(c.order2); i++ {
@@ -240,18 +200,14 @@ func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 		c.inB[it] = true
 		c.dfsSwitches(i+1, left-1, capacity+c.icnt[0][it], s)
 		c.inB[it] = false
-		if c.have && (c.bleaves >= switchSetBudget || c.bsteps >= stepBudget) {
-			return
-		}
 	}
 }
 
 // leafSwitches chooses the devices inside the switches of c.inB (s of
 // them) and keeps the choice when it beats the best.
 func (c *Chooser) leafSwitches(s int) {
-	// An optimistic rank: with one want every switch of the set is used
-	// (the set is one of the fewest), so its switches and what they leave
-	// are exact; with several, a choice may leave some of them out.
+	// An optimistic rank: with one want each switch of the set is used
+	// (a set of the fewest); with several, at least smin are.
 	lb := c.groupRank()
 	lb.Switches = c.smin
 	lb.NVLinks = c.switchLinks()
@@ -286,12 +242,8 @@ func (c *Chooser) leafSwitches(s int) {
 	r := c.rankOf()
 	if c.have {
 		d := compareRanks(&r, &c.bestRank)
-		if d == 0 { // lowerWord's tie-break on sorted lists
-			for k := range c.nw {
-				if d = slices.Compare(c.sel[k], c.best[k]); d != 0 {
-					break
-				}
-			}
+		for k := 0; d == 0 && k < c.nw; k++ { // lowerWord's tie-break on sorted lists
+			d = slices.Compare(c.sel[k], c.best[k])
 		}
 		if d >= 0 {
 			return
@@ -313,15 +265,13 @@ func (c *Chooser) used(i int32) bool {
 	return false
 }
 
-// rankOf returns the rank of the current selection (c.sel, with the items'
-// counts ix).
+// rankOf returns the rank of the selection (c.sel, counted in c.ix); the
+// first want pairs with itself wholly, adding no unpaired device.
 func (c *Chooser) rankOf() Rank {
 	r := c.groupRank()
 	for k := range c.nw {
 		r.SwitchLeft -= int(c.need[k])
-		if k > 0 {
-			r.Unpaired += int(c.need[k])
-		}
+		r.Unpaired += int(c.need[k])
 	}
 	for i := range c.itSW {
 		if !c.used(int32(i)) {
@@ -330,9 +280,7 @@ func (c *Chooser) rankOf() Rank {
 		r.Switches++
 		for k := range c.nw {
 			r.SwitchLeft += int(c.icnt[k][i])
-			if k > 0 {
-				r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
-			}
+			r.Unpaired -= int(min(c.ix[0][i], c.ix[k][i]))
 		}
 	}
 	if c.cls[0] == 0 {
@@ -341,33 +289,22 @@ func (c *Chooser) rankOf() Rank {
 	return r
 }
 
-// linksAmong returns the NVLink links among the GPUs of sel (each pair
-// once).
+// linksAmong returns the NVLink links among the GPUs of sel.
 func (c *Chooser) linksAmong(sel []int32) int {
 	x := c.x
-	if x.maxLink == 0 {
-		return 0
-	}
 	if x.uniform {
 		return len(sel) * (len(sel) - 1) / 2 * int(x.maxLink)
 	}
 	links := 0
-	clear(c.inS)
-	for _, u := range sel {
-		c.inS[u] = true
-	}
-	for _, u := range sel {
-		for k := x.linkStart[u]; k < x.linkStart[u+1]; k++ {
-			if v := x.linkTo[k]; v > u && c.inS[v] {
-				links += int(x.linkN[k])
-			}
+	for i, u := range sel {
+		for _, v := range sel[:i] {
+			links += int(x.link(u, v))
 		}
 	}
 	return links
 }
 
-// itemOf returns the item of device d of want k (a device of the current
-// groups).
+// itemOf returns the item of want k's device d (of the current groups).
 func (c *Chooser) itemOf(k int, d int32) int32 {
 	return c.bItem[c.x.classes[c.cls[k]].bucket[d]]
 }
@@ -383,7 +320,6 @@ func (c *Chooser) take(k int, d int32) {
 func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 	dst = dst[:0]
 	free, cl := c.free[k], c.cls[k]
-	sorted := true
 	for i := range c.itSW {
 		if in != nil && !in[i] {
 			continue
@@ -391,51 +327,47 @@ func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 		for b := c.itFirst[i]; b >= 0; b = c.nextB[b] {
 			for _, e := range c.bucketMasks(b, cl) {
 				for w := free[e.w] & e.bits; w != 0; w &= w - 1 {
-					d := e.w<<6 | int32(bits.TrailingZeros64(w))
-					sorted = sorted && (len(dst) == 0 || dst[len(dst)-1] < d)
-					dst = append(dst, d)
+					dst = append(dst, e.w<<6|int32(bits.TrailingZeros64(w)))
 				}
 			}
 		}
 	}
-	if !sorted {
-		slices.Sort(dst)
-	}
+	slices.Sort(dst)
 	return dst
 }
 
-// selectFirst chooses the first want's devices inside the switches of
-// c.inB into c.sel[0].
+// selectFirst chooses the first want's devices in c.inB's switches into
+// c.sel[0]: the must-include ones, then of the others (c.cand, ascending,
+// items in c.candItem) the lowest if they are the count or nothing tells
+// them apart, else enumFirst's when they are few, else greedyFirst's.
 func (c *Chooser) selectFirst() {
-	need := int(c.need[0])
-	c.cand = c.gather(0, c.inB, c.cand)
-	c.sel[0] = c.sel[0][:0]
-	must := c.must[0]
-	nmust := 0
-	if must != nil {
-		for _, d := range c.cand {
-			if must.Has(int(d)) {
-				c.take(0, d)
-				nmust++
-			}
+	all := c.gather(0, c.inB, c.cand)
+	c.sel[0], c.cand, c.candItem = c.sel[0][:0], all[:0], c.candItem[:0]
+	for _, d := range all {
+		if c.must[0].Has(int(d)) {
+			c.take(0, d)
+		} else {
+			c.cand = append(c.cand, d)
+			c.candItem = append(c.candItem, c.itemOf(0, d))
 		}
 	}
-	c.candItem = c.candItem[:0]
-	for _, d := range c.cand {
-		c.candItem = append(c.candItem, c.itemOf(0, d))
-	}
+	rest := int(c.need[0]) - len(c.sel[0])
 	switch {
-	case len(c.cand) == need || !c.links && c.nw == 1: // the lowest
-		for _, d := range c.cand {
-			if len(c.sel[0]) == need {
-				break
-			}
-			if nmust == 0 || !must.Has(int(d)) {
-				c.take(0, d)
-			}
+	case len(c.cand) == rest || !c.links && c.nw == 1:
+		for _, d := range c.cand[:rest] {
+			c.take(0, d)
 		}
-	case combos(len(c.cand)-nmust, need-nmust) <= exactCombos:
-		c.exactFirst()
+	case combos(len(c.cand), rest) <= exactCombos:
+		c.bestPairs, c.bestLinks = -1, -1
+		c.pot = c.potential()
+		links := 0 // equal for every combination without c.links
+		if c.links {
+			links = c.linksAmong(c.sel[0])
+		}
+		c.enumFirst(0, links)
+		for _, d := range c.combo[len(c.sel[0]):] {
+			c.take(0, d)
+		}
 	default:
 		c.greedyFirst()
 	}
@@ -458,36 +390,26 @@ func combos(n, k int) int {
 	return r
 }
 
-// pairPot is the potential pairs of a first-want selection, for each
-// other want k: must[k] pairs with its must-include devices (under each
-// switch, min(first-want devices, must-include ones)) and extra[k] more
-// first-want devices under switches with free devices of k that are not
-// must-include left over. The want's devices go must-include first, then
-// one under each such switch (see selectOther), so it pairs
-// must[k] + min(extra[k], need[k] - its must-include count) of them.
+// pairPot is the potential pairs of a first-want selection, per other
+// want k: must[k] pair with its must-include devices (per switch, the
+// fewer) and extra[k] more lie under switches with its other free ones;
+// as selectOther takes those must-include devices, then one under each
+// such switch, it pairs must[k] + min(extra[k], need[k] - c.mneed[k]).
 type pairPot struct {
 	must, extra [MaxWants]int32
 }
 
-// pairs returns the devices of want k that pot pairs.
-func (c *Chooser) pairs(pot *pairPot, k int) int32 {
-	return pot.must[k] + min(pot.extra[k], c.need[k]-c.mneed[k])
-}
-
-// pairGain returns the pairs that one more first-want device under item
-// it adds, given the potential pairs pot of every other want.
-func (c *Chooser) pairGain(it int32, pot *pairPot) int32 {
-	p, g := *pot, int32(0)
-	c.addPot(it, &p, 1)
+// pairsOf returns the devices of the other wants that pot pairs.
+func (c *Chooser) pairsOf(pot *pairPot) int32 {
+	n := int32(0)
 	for k := 1; k < c.nw; k++ {
-		g += c.pairs(&p, k) - c.pairs(pot, k)
+		n += pot.must[k] + min(pot.extra[k], c.need[k]-c.mneed[k])
 	}
-	return g
+	return n
 }
 
-// addPot records one more (sign 1) or one fewer (sign -1) first-want
-// device under item it in the potential pairs; c.ix[0][it] is the count
-// without that device (before the increment, after the decrement).
+// addPot adds sign (1 or -1) first-want devices under item it to pot;
+// c.ix[0][it] must not count that device.
 func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 	for k := 1; k < c.nw; k++ {
 		switch ip := c.ix[0][it]; {
@@ -500,12 +422,9 @@ func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
 }
 
 // potential returns the potential pairs of the current first-want
-// selection, and sets c.mneed to the must-include devices of each other
-// want.
+// selection and sets c.mneed to the other wants' must-include devices.
 func (c *Chooser) potential() (pot pairPot) {
-	for k := 1; k < c.nw; k++ {
-		c.mneed[k] = 0
-	}
+	c.mneed = [MaxWants]int32{}
 	for i := range c.itSW {
 		for k := 1; k < c.nw; k++ {
 			ip, m := c.ix[0][i], c.imcnt[k][i]
@@ -518,59 +437,27 @@ func (c *Chooser) potential() (pot pairPot) {
 	return pot
 }
 
-// exactFirst enumerates every combination of the remaining first-want
-// devices in ascending order and keeps the first with the most pairs, then
-// links.
-func (c *Chooser) exactFirst() {
-	base := len(c.sel[0])
-	c.bestPairs, c.bestLinks = -1, -1
-	// The candidates left to enumerate: those that are not must-include
-	// (taken already), with their items.
-	n := 0
-	for i, d := range c.cand {
-		if c.must[0] == nil || !c.must[0].Has(int(d)) {
-			c.cand[n], c.candItem[n] = d, c.candItem[i]
-			n++
-		}
-	}
-	c.cand, c.candItem = c.cand[:n], c.candItem[:n]
-	c.pot = c.potential()
-	c.enumFirst(0, c.linksAmong(c.sel[0]))
-	c.sel[0] = c.sel[0][:base]
-	for _, d := range c.combo[base:] {
-		c.take(0, d)
-	}
-}
-
-// enumFirst extends c.sel[0] by the candidates from c.cand[from:] (none
-// must-include) in every way, links being the links among c.sel[0]; it
-// goes only where enough candidates are left to complete the
-// combination, so every branch it takes reaches a combination.
+// enumFirst completes c.sel[0] (of links links) from c.cand[from:] in
+// every way, keeping in c.combo the first with the most pairs, then links.
 func (c *Chooser) enumFirst(from int, links int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
-		pairs := int32(0)
-		for k := 1; k < c.nw; k++ {
-			pairs += c.pairs(&c.pot, k)
-		}
-		if pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
+		if pairs := c.pairsOf(&c.pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
 			c.bestPairs, c.bestLinks = pairs, links
 			c.combo = append(c.combo[:0], c.sel[0]...)
 		}
 		return
 	}
 	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
-		d := c.cand[i]
+		d, it := c.cand[i], c.candItem[i]
 		add := 0
 		if c.links {
 			for _, u := range c.sel[0] {
 				add += int(c.x.link(u, d))
 			}
 		}
-		it := c.candItem[i]
 		c.addPot(it, &c.pot, 1)
-		c.ix[0][it]++
-		c.sel[0] = append(c.sel[0], d)
+		c.take(0, d)
 		c.enumFirst(i+1, links+add)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
 		c.ix[0][it]--
@@ -578,85 +465,70 @@ func (c *Chooser) enumFirst(from int, links int) {
 	}
 }
 
-// greedyFirst adds the remaining first-want devices one at a time: the
-// one adding the most pairs, then links, then with the most links to the
-// other candidates, then the lowest index; then single swaps while one
-// adds links without losing pairs.
+// greedyFirst adds the first want's candidates one at a time: the one
+// adding the most pairs, then links, then with the most links to the
+// candidates and chosen, then the lowest; then makes single swaps while
+// one adds links without losing pairs.
 func (c *Chooser) greedyFirst() {
-	x := c.x
 	need := int(c.need[0])
+	c.inS = grow(c.inS, len(c.x.classes[c.cls[0]].ids))
 	clear(c.inS)
 	for _, d := range c.sel[0] {
 		c.inS[d] = true
 	}
-	if c.links {
-		// By the adjacency lists: O(candidates + their links), never a
-		// pass over pairs of candidates.
-		c.inC = grow(c.inC, len(x.classes[0].ids))
-		clear(c.inC)
+	if c.links { // gain: links to the chosen; deg: to those and the candidates
+		clear(c.gain)
+		clear(c.deg)
 		for _, v := range c.cand {
-			c.inC[v] = true
+			c.addLinks(c.deg, v, 1)
 		}
-		for _, v := range c.cand {
-			var g, dg int32
-			for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
-				if u := x.linkTo[k]; c.inC[u] {
-					dg += x.linkN[k]
-					if c.inS[u] {
-						g += x.linkN[k]
-					}
-				}
-			}
-			c.gain[v], c.deg[v] = g, dg
+		for _, v := range c.sel[0] {
+			c.addLinks(c.deg, v, 1)
+			c.addLinks(c.gain, v, 1)
 		}
 	}
 	pot := c.potential()
 	for len(c.sel[0]) < need {
-		best := -1
-		var bp int32
+		best, bp := -1, int32(0)
 		for i, v := range c.cand {
 			if c.inS[v] {
 				continue
 			}
-			p := c.pairGain(c.candItem[i], &pot)
-			if best >= 0 {
-				d := cmp.Compare(p, bp)
-				if b := c.cand[best]; d == 0 && c.links {
-					d = cmp.Or(cmp.Compare(c.gain[v], c.gain[b]), cmp.Compare(c.deg[v], c.deg[b]))
-				}
-				if d <= 0 {
-					continue
-				}
+			p := pot
+			c.addPot(c.candItem[i], &p, 1)
+			pairs := c.pairsOf(&p)
+			d := cmp.Compare(pairs, bp)
+			if d == 0 && c.links && best >= 0 {
+				d = cmp.Or(cmp.Compare(c.gain[v], c.gain[c.cand[best]]), cmp.Compare(c.deg[v], c.deg[c.cand[best]]))
 			}
-			best, bp = i, p
+			if best < 0 || d > 0 {
+				best, bp = i, pairs
+			}
 		}
 		v := c.cand[best]
 		c.addPot(c.candItem[best], &pot, 1)
 		c.take(0, v)
 		c.inS[v] = true
 		if c.links {
-			c.addGain(v, 1)
+			c.addLinks(c.gain, v, 1)
 		}
 	}
 	if c.links {
-		// Single swaps while one adds links: in a paired request only
-		// under one switch, so the pairs stay.
+		// Swaps: in a paired request only under one switch (the pairs stay).
 		sel := c.sel[0]
 		for range 2 * need {
 			bx, by, bd := -1, -1, int32(0)
 			for xi, u := range sel {
-				if c.must[0] != nil && c.must[0].Has(int(u)) {
+				if c.must[0].Has(int(u)) {
 					continue
 				}
 				iu := c.itemOf(0, u)
 				for yi, v := range c.cand {
-					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu {
+					// (links are never negative: gain[v]-gain[u] bounds the gain)
+					if c.inS[v] || c.nw > 1 && c.candItem[yi] != iu || c.gain[v]-c.gain[u] <= bd {
 						continue
 					}
-					if c.gain[v]-c.gain[u] <= bd { // links are never negative
-						continue
-					}
-					if d := c.gain[v] - x.link(u, v) - c.gain[u]; d > bd {
+					if d := c.gain[v] - c.x.link(u, v) - c.gain[u]; d > bd {
 						bx, by, bd = xi, yi, d
 					}
 				}
@@ -666,38 +538,35 @@ func (c *Chooser) greedyFirst() {
 			}
 			u, v := sel[bx], c.cand[by]
 			c.inS[u] = false
-			c.addGain(u, -1)
+			c.addLinks(c.gain, u, -1)
 			c.ix[0][c.itemOf(0, u)]--
 			c.ix[0][c.candItem[by]]++
 			c.inS[v] = true
-			c.addGain(v, 1)
+			c.addLinks(c.gain, v, 1)
 			sel[bx] = v
 		}
 	}
 }
 
-// addGain adds sign times v's links to the gains of the candidates.
-func (c *Chooser) addGain(v int32, sign int32) {
+// addLinks adds sign times GPU v's links to its neighbours' entries of dst.
+func (c *Chooser) addLinks(dst []int32, v int32, sign int32) {
 	x := c.x
 	for k := x.linkStart[v]; k < x.linkStart[v+1]; k++ {
-		// Only candidates' gains are read (greedyFirst sets them first).
-		c.gain[x.linkTo[k]] += sign * x.linkN[k]
+		dst[x.linkTo[k]] += sign * x.linkN[k]
 	}
 }
 
-// selectOther chooses want k's devices inside the current groups into
-// c.sel[k]: the must-include devices, then one under each switch of the
-// first want's devices per device there (lowest indices first), then
-// under switches already chosen, then under the fewest new switches, the
-// one with the fewest free devices when one suffices (best fit).
+// selectOther chooses want k's devices in the current groups into
+// c.sel[k], lowest first: the must-include ones, then one under the
+// switch of each first-want device, then under switches already chosen,
+// then under the fewest new switches (best fit).
 func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)
 	c.taken = grow(c.taken, len(c.tmp))
 	clear(c.taken)
 	c.sel[k] = c.sel[k][:0]
-	// pass takes, in ascending order up to the count, the devices not
-	// taken yet that ok accepts (by device and item).
+	// pass takes the untaken devices ok accepts, ascending, up to the count.
 	pass := func(ok func(d, it int32) bool) {
 		for i, d := range c.tmp {
 			if len(c.sel[k]) == need {
@@ -709,30 +578,25 @@ func (c *Chooser) selectOther(k int) {
 			}
 		}
 	}
-	pass(func(d, _ int32) bool { return c.must[k] != nil && c.must[k].Has(int(d)) })
+	pass(func(d, _ int32) bool { return c.must[k].Has(int(d)) })
 	pass(func(_, it int32) bool { return c.ix[k][it] < c.ix[0][it] })
 	pass(func(_, it int32) bool { return c.used(it) })
 	for len(c.sel[k]) < need {
-		// A new switch: the smallest that holds the rest, else the
-		// largest; on a tie the one with the lowest device (c.tmp is
-		// ascending, so items are met in that order).
+		// A new switch: the smallest holding the rest, else the largest
+		// (the lowest score); on a tie the first met (c.tmp ascends).
 		r := int32(need - len(c.sel[k]))
-		clear(c.iseen)
-		best := int32(-1)
-		for i, d := range c.tmp {
+		best, bs := int32(-1), int32(0)
+		for _, d := range c.tmp {
 			it := c.itemOf(k, d)
-			if c.taken[i] || c.iseen[it] || c.used(it) {
+			if c.used(it) { // (as are the taken devices' items)
 				continue
 			}
-			c.iseen[it] = true
-			if best < 0 {
-				best = it
-				continue
+			score := c.icnt[k][it]
+			if score < r {
+				score = 1<<30 - score
 			}
-			n, bn := c.icnt[k][it], c.icnt[k][best]
-			fits, bfits := n >= r, bn >= r
-			if fits && bfits && n < bn || fits && !bfits || !fits && !bfits && n > bn {
-				best = it
+			if best < 0 || score < bs {
+				best, bs = it, score
 			}
 		}
 		pass(func(_, it int32) bool { return it == best })

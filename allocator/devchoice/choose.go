@@ -107,7 +107,6 @@ type Chooser struct {
 	gcnt  [MaxWants][]int32
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
-	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
 
 	// Level 1: groups.
 	prefix []int32
@@ -213,7 +212,6 @@ func (x *Index) NewChooser() *Chooser {
 	}
 	c.gmust = make([]bool, ng)
 	c.glow = make([]int32, ng)
-	c.gfit = make([]int32, ng)
 	c.swItem = make([]int32, x.nswitch)
 	c.nextB = make([]int32, nb)
 	c.bItem = make([]int32, nb)
@@ -306,13 +304,10 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	if err := c.checkCounts(&mustSeen, &total); err != nil {
 		return nil, err
 	}
-	switch {
-	case one:
+	if one {
 		c.chooseOneWord()
-	case c.word:
+	} else {
 		c.levelOne()
-	default:
-		c.searchGroups()
 	}
 	return c.result(req), nil
 }
@@ -373,10 +368,9 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if int(mustSeen[0]) != popcount(must) || total[0] < int32(count) {
 		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
-	switch {
-	case one:
+	if one {
 		c.chooseOneWord()
-	default:
+	} else {
 		c.levelOne()
 	}
 	return c.bestWord, nil
@@ -498,7 +492,8 @@ func (c *Chooser) devName(class, d int) string {
 
 // countAll counts the free and must-include devices of every want per
 // bucket and group of the allowed groups, makes those with free devices
-// of some want level 1's items (c.witems, ascending), and adds the wants'
+// of some want level 1's items (c.witems, ascending), moves those with
+// must-include devices into c.pick (force), and adds the wants'
 // must-include and free devices seen to mustSeen and total.
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
@@ -508,7 +503,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 			continue
 		}
 		c.gmust[g] = false
-		some := false
+		it, some := wItem{g: g}, false
 		for k := range c.nw {
 			cl := &x.classes[c.cls[k]]
 			n, m, fit, low := countBuckets(x.masks, cl.cb[cl.cbStart[g]:cl.cbStart[g+1]], c.free[k], c.must[k], c.cnt[k], c.mcnt[k], c.need[0])
@@ -518,13 +513,16 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 			c.gmust[g] = c.gmust[g] || m > 0
 			some = some || n > 0
 			if k == 0 {
-				c.gfit[g], c.glow[g] = fit, low
+				it.c0, it.fit, it.low = n, fit, low
+				c.glow[g] = low
 			}
 		}
 		if some { // a group without free devices of any want is left out
-			c.witems = append(c.witems, wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]})
+			c.witems = append(c.witems, it)
 		}
 	}
+	c.startPick()
+	c.force(func(it *wItem) bool { return c.gmust[it.g] })
 }
 
 // countBuckets counts the free and must-include devices of the buckets

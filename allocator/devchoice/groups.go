@@ -31,14 +31,6 @@ func (c *Chooser) startPick() {
 	c.pick = c.pick[:0]
 }
 
-// searchGroups is level 1 of the general path: the forced groups (those
-// of must-include devices) into c.pick, then levelOne.
-func (c *Chooser) searchGroups() {
-	c.startPick()
-	c.force(func(it *wItem) bool { return c.gmust[it.g] })
-	c.levelOne()
-}
-
 // force moves the items of c.witems that forced reports (holding
 // must-include devices) into c.pick, in ascending group order, with
 // c.key (but for its node count), c.gcap, c.pickFree and c.pickNB theirs.
@@ -51,7 +43,6 @@ func (c *Chooser) force(forced func(it *wItem) bool) {
 			k++
 			continue
 		}
-		it.top = 0
 		c.push(&it, c.distTo(it.g))
 		c.addOthers(it.g, 1)
 	}
@@ -165,17 +156,9 @@ func (c *Chooser) levelOne() {
 			c.topSum += x.groupTop(g, need0)
 		}
 	}
-	for ; extra <= len(items); extra++ {
+	for ; extra < len(items) && !c.have && c.steps < stepBudget; extra++ {
 		c.key.nodes = int32(forced + extra)
-		if extra == len(items) && !c.have {
-			// Every group: dfsGroups' one path, step for step.
-			c.steps += extra + 1
-			break
-		}
 		c.dfsGroups(0, extra)
-		if c.have || c.steps >= stepBudget {
-			break
-		}
 	}
 	if !c.have { // every group (the whole loop when no smaller set holds it)
 		for i := range items {
@@ -447,7 +430,7 @@ func (c *Chooser) beats(lb *Rank) bool {
 // groups whose top degrees (groupTop) sum to top can have: C(k,2) times
 // the most links of a pair (c.linksUB), and half of top.
 func (c *Chooser) linksFor(top int32) int {
-	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
+	if !c.links {
 		return c.linksUB
 	}
 	return min(c.linksUB, int(top/2))

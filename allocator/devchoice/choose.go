@@ -173,7 +173,6 @@ type Chooser struct {
 	// (the word path).
 	witems, wsorted []wItem
 	wkeys           []uint64
-	wties           []int32 // per item of witems, its distance to the forced groups (the general path)
 	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
 	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
 	wforced         int     // the forced groups at the start of c.pick

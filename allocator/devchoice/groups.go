@@ -43,6 +43,9 @@ func (c *Chooser) force(forced func(it *wItem) bool) {
 			k++
 			continue
 		}
+		if c.links {
+			it.top = c.x.groupTop(it.g, c.need[0])
+		}
 		c.push(&it, c.distTo(it.g))
 		c.addOthers(it.g, 1)
 	}
@@ -72,13 +75,13 @@ func (c *Chooser) levelOne() {
 	// The items in their search order: free devices of the first want
 	// descending, then the distance to the forced groups, then the lowest
 	// free device (so that ties meet the lowest indices first), then the
-	// group (c.witems is in ascending group order). On the word path keys
-	// packed in one integer (the fields fit: at most 64 devices, distances
-	// at most 1000 per pair, unknownDistance, and at most 65 groups), on
-	// the general path a comparison of the items.
+	// group (c.witems is in ascending group order), packed in one key with
+	// the item's index (the fields fit on the word path: at most 64
+	// devices, distances at most 1000 per pair, unknownDistance, and at
+	// most 65 groups); on the general path the sort reads the count and
+	// lowest device from the items.
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
-	packed := c.word
 	for i := range items {
 		it := &items[i]
 		tie := int32(0) // the distance to the forced groups
@@ -92,21 +95,13 @@ func (c *Chooser) levelOne() {
 		}
 		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(uint32(it.low)&4095)<<8 | uint64(i)
 	}
-	if !packed {
-		ties := grow(c.wties, len(items))
-		for i := range keys {
-			keys[i], ties[i] = uint64(i), 0
-			if forced > 0 {
-				ties[i] = c.distTo(items[i].g)
-			}
-		}
-		c.wties = ties
-		slices.SortFunc(keys, func(p, q uint64) int {
-			a, b := &items[p], &items[q]
-			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(ties[p], ties[q]), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p, q))
-		})
-	} else {
+	if c.word {
 		slices.Sort(keys)
+	} else {
+		slices.SortFunc(keys, func(p, q uint64) int {
+			a, b := &items[p&255], &items[q&255]
+			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(uint32(p>>20), uint32(q>>20)), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p&255, q&255))
+		})
 	}
 	sorted := grow(c.wsorted, len(items))
 	prefix := grow(c.prefix, len(items)+1)
@@ -122,9 +117,6 @@ func (c *Chooser) levelOne() {
 		sum += it.c0
 		prefix[i+1] = sum
 		dto[i], grp[i] = int32(k>>20), it.g // the distance to the forced groups
-		if !packed {
-			dto[i] = c.wties[k]
-		}
 	}
 	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
 	// The other wants' free devices from each item on (their cut).
@@ -149,12 +141,6 @@ func (c *Chooser) levelOne() {
 	c.linksUB = 0
 	if n := int(need0); c.cls[0] == 0 {
 		c.linksUB = n * (n - 1) / 2 * int(x.maxLink)
-	}
-	c.topSum = 0
-	if c.links {
-		for _, g := range c.pick {
-			c.topSum += x.groupTop(g, need0)
-		}
 	}
 	for ; extra < len(items) && !c.have && c.steps < stepBudget; extra++ {
 		c.key.nodes = int32(forced + extra)

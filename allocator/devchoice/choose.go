@@ -12,10 +12,9 @@ import (
 // MaxWants is the most device classes one [Request] may ask for.
 const MaxWants = 8
 
-// Search budgets (see [Chooser.Choose]): how many sets of NUMA nodes, and
-// sets of switches inside one set of nodes, are compared in full, how many
-// search steps each level takes at most, and up to how many combinations of
-// GPUs inside one set of switches are enumerated exactly.
+// Search budgets (see [Chooser.Choose]): the sets of NUMA nodes, and of
+// switches per set of nodes, compared in full; the steps of each level;
+// the most combinations of GPUs in a set of switches enumerated exactly.
 const (
 	nodeSetBudget   = 16
 	switchSetBudget = 32
@@ -74,48 +73,62 @@ type Result struct {
 }
 
 // Devices returns the chosen devices of the request's k-th want (empty for
-// a want of count 0). The Set belongs to the Chooser: it is overwritten by
-// its next call.
+// a want of count 0). The Set belongs to the Chooser: its next call
+// overwrites it.
 func (r *Result) Devices(k int) Set { return r.sets[k] }
 
 // Chooser chooses devices on one machine. It holds the working memory of
 // one call at a time, reused from call to call (each call sets what it
-// reads before reading it: nothing relies on an earlier call having
-// cleared anything), so it is not safe for concurrent use: give each
-// goroutine its own, or keep them in a sync.Pool. Its memory is linear in
-// the machine's devices, plus, like the Index's distance table, a row of
-// distances per NUMA node for the search of sets of nodes (at most 65×65).
+// reads before reading it), so it is not safe for concurrent use: give
+// each goroutine its own, or keep them in a sync.Pool. Its memory is linear
+// in the machine's devices, plus a row of distances per depth of the
+// search of sets of NUMA nodes (at most 65×65, like the Index's table).
 type Chooser struct {
 	x *Index
 
-	// The request, wants with a positive count only.
-	nw   int
-	cls  [MaxWants]int
-	need [MaxWants]int32
-	free [MaxWants]Set
-	must [MaxWants]Set
-	// links: the first want is GPUs and NVLinks can tell choices apart.
-	links   bool
+	// The request, wants of positive count only.
+	nw      int
+	cls     [MaxWants]int
+	need    [MaxWants]int32
+	free    [MaxWants]Set
+	must    [MaxWants]Set
+	links   bool      // the first want is GPUs and NVLinks can tell choices apart
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per bucket and want (written for the buckets of allowed groups):
+	// Per bucket and want, and per group (written for the allowed groups):
 	// free and must-include devices.
-	cnt  [MaxWants][]int32
-	mcnt [MaxWants][]int32
-	// Per group and want (written for allowed groups).
+	cnt   [MaxWants][]int32
+	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
 
-	// Level 1: groups.
-	prefix []int32
-	suffix [MaxWants][]int32
-	pick   []int32 // the groups of the set being built
-	gcap   [MaxWants]int32
-	key    groupKey
-	steps  int
-	leaves int
+	// Level 1 (groups.go): the set of groups being built and the items.
+	pick            []int32           // the groups of the set being built
+	key             groupKey          // their node-level rank
+	gcap            [MaxWants]int32   // their free devices per want
+	topSum          int32             // their sum of groupTop (when c.links)
+	pickFree        uint64            // their free devices (the word path)
+	pickNB          int32             // their buckets holding free devices (the word path)
+	fit1            int32             // the fit of the first (see wItem)
+	wforced         int               // the forced groups at the start of pick
+	witems, wsorted []wItem           // the items in ascending group order, and in search order
+	wkeys           []uint64          // their sort keys (levelOne)
+	prefix          []int32           // the running sums of wsorted's first-want devices
+	suffix          [MaxWants][]int32 // the other wants' free devices from each item of wsorted on
+	wdto, wgrp      []int32           // per item of wsorted: its distance to c.pick, its group
+	wdtoBuf         []int32           // the rows of wdto, one per depth of the search
+	steps           int
+	leaves          int
+	linksUB         int // the most links a choice can have
+	// In lastGroup's loop: the last picked group's free devices (0
+	// elsewhere), the links among the free devices of the groups before it
+	// (-1 until pickLinks computes them) and those devices.
+	lastFree  uint64
+	baseLinks int
+	baseIdx   [64]uint8
+	baseN     int
 
 	// Level 2: switches inside a set of groups, as items (a struct of
 	// arrays): item i is switch itSW[i], with buckets itFirst[i] and on
@@ -128,6 +141,8 @@ type Chooser struct {
 	icnt     [MaxWants][]int32
 	imcnt    [MaxWants][]int32
 	ix       [MaxWants][]int32 // each want's devices chosen
+	itMask   []uint64          // per item, its free devices (the word path)
+	itDeg    []int32           // per item, the sum of its GPUs' k largest link degrees
 	inB      []bool            // in the set of switches being built
 	iseen    []bool
 	order2   []int32
@@ -136,14 +151,13 @@ type Chooser struct {
 	bleaves  int
 	smin     int
 	nodeLeft int32
-	linksUB  int     // the most links a choice can have
-	gLinks   int     // the most links a choice inside the current groups can have
-	itDeg    []int32 // per item, the sum of its GPUs' k largest link degrees
+	gLinks   int // the most links a choice inside the current groups can have
 
 	// Level 3: devices.
 	cand      []int32 // first-want candidates, ascending
 	candItem  []int32
 	inS       []bool // GPU -> chosen (cleared by each user first)
+	inC       []bool // GPU -> a candidate of greedyFirst (cleared first)
 	gain      []int32
 	deg       []int32
 	sel       [MaxWants][]int32
@@ -155,46 +169,24 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want of at most 64 devices): the sets are single
-	// words.
-	word     bool
-	wFree    uint64 // the want's free devices
-	wMust    uint64
-	itMask   []uint64 // per item, its free devices
-	bestWord uint64
+	// The word path (one want of at most 64 devices, its sets single
+	// words): the want's free and must-include devices, exactWord's state
+	// and wholeGroupsWord's tied groups (each written before it is read).
+	word  bool
+	wFree uint64
+	wMust uint64
+	ex    exactState
+	tied  tiedGroups
 
-	// The best choice so far.
-	have     bool
-	bestRank Rank
-	topSum   int32 // the sum of groupTop over c.pick (when c.links)
-	// Level 1 (groups.go): the items in ascending group order, their sort
-	// keys and the items in search order (levelOne), and the free
-	// devices of c.pick's groups and their buckets holding free devices
-	// (the word path).
-	witems, wsorted []wItem
-	wkeys           []uint64
-	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
-	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
-	wforced         int     // the forced groups at the start of c.pick
-	pickFree        uint64
-	pickNB          int32
-	fit1            int32 // the fit of c.pick's first group (see wItem)
-	// In lastGroup's loop: the last picked group's free devices (0
-	// elsewhere) and the links among the free devices of the groups before
-	// it (-1 until pickLinks computes them).
-	lastFree  uint64
-	baseLinks int
-	baseIdx   [64]uint8 // the devices of the groups before the last
-	baseN     int
-	// wholeGroupsWord's tied groups (each written before it is read).
-	tied tiedGroups
-	ex   exactState
-	inC  []bool // GPU -> a candidate of greedyFirst (cleared first)
-	best [MaxWants][]int32
-	res  Result
-	// ChooseWord's request sets.
-	wordFree, wordMust [1]uint64
+	// The best choice so far (best on the general path, bestWord on the
+	// word path), the result, and ChooseWord's request sets.
+	have               bool
+	bestRank           Rank
+	best               [MaxWants][]int32
+	bestWord           uint64
+	res                Result
 	sets               []Set // per class, the result sets
+	wordFree, wordMust [1]uint64
 }
 
 // groupKey is the node-level part of a rank.
@@ -230,51 +222,49 @@ func (x *Index) NewChooser() *Chooser {
 // the requests it is given (the first calls), it allocates nothing unless
 // it returns an error.
 //
-// The choice is the best under [Rank] that the search finds, and the search
-// is deterministic: the same index and request give the same choice. It
-// goes level by level and never enumerates subsets of devices:
+// The choice is the best under [Rank] that the search finds; the search is
+// deterministic (the same index and request give the same choice) and goes
+// level by level, never over subsets of devices:
 //
-//   - NUMA nodes: the fewest nodes that can hold every want (with the nodes
-//     of the must-include devices) are found by a greedy bound and a
-//     search by increasing size (the greedy bound is exact for one class),
-//     and the sets of that size are compared by branch and bound over the
-//     nodes sorted by free devices of the first class: a branch whose
-//     nodes cannot reach the counts, or whose distance already exceeds the
-//     best set's, is cut.
-//   - PCIe switches inside each such set of nodes: the fewest switches
-//     holding the first class's count (greedy, exact), then the sets of
-//     that many switches by branch and bound on their capacity; when the
-//     request pairs classes, larger sets of switches too, as long as they
-//     could still beat the best choice's switch count.
+//   - NUMA nodes: the fewest that can hold every want (with the nodes of
+//     the must-include devices), by a greedy bound (exact for one class)
+//     and then sizes upward; the sets of that size are compared by branch
+//     and bound over the nodes sorted by free devices of the first class,
+//     cutting a branch whose nodes cannot reach the counts or whose
+//     distance already exceeds the best set's.
+//   - PCIe switches inside each such set of nodes: the fewest holding the
+//     first class's count (greedy, exact), then the sets of that many by
+//     branch and bound on their capacity; when the request pairs classes,
+//     larger sets too while they could still beat the best choice's
+//     switch count.
 //   - Devices inside each set of switches: the must-include devices, then,
 //     for the first class, the combination with the most pairs and NVLink
-//     links, enumerated exactly when there are at most 64 combinations and
-//     the lowest indices decide ties, greedily otherwise (the device that
-//     adds the most pairs, then links, then has the most links to the
-//     other candidates, then the lowest index), followed by single swaps
-//     while one adds links. The devices of the other classes go first
-//     under the first class's switches, one per device of the first class
-//     there (lowest indices first), then under switches already chosen,
-//     then under the fewest new switches (best fit).
+//     links, enumerated exactly when there are at most 64 combinations
+//     (the lowest indices deciding ties), greedily otherwise (the device
+//     adding the most pairs, then links, then with the most links to the
+//     other candidates, then the lowest index) and then single swaps while
+//     one adds links. The other classes' devices go first under the first
+//     class's switches, one per device of the first class there (lowest
+//     indices first), then under switches already chosen, then under the
+//     fewest new switches (best fit).
 //
-// A request for one device of a class of at most 64 devices, without a
-// must-include device, on a machine whose every switch lies in one NUMA
-// node, skips the levels: every choice then has one node,
-// one switch and no links, and the best device is found exactly in one
-// pass over the class's buckets on the allowed nodes.
+// One device of a class of at most 64, without a must-include device, on a
+// machine whose every switch lies in one NUMA node skips the levels: every
+// choice has one node, one switch and no links, and one pass over the
+// class's buckets on the allowed nodes finds the best exactly.
 //
-// Each candidate gets its full rank, and a candidate whose optimistic rank
-// cannot beat the best so far is cut before its devices are chosen. At most
-// 16 sets of NUMA nodes, 32 sets of switches per set of nodes and 1024
-// search steps per level are compared, so a call costs O(b + a log a +
-// 512·(s·c + C)) for b buckets (a switch on a node) on the allowed nodes, a
-// of them holding free devices, size s, c candidates in a set of switches
-// and C = min(64 combinations, c·s·passes). Below these budgets, which real
+// Each candidate gets its full rank; one whose optimistic rank cannot beat
+// the best so far is cut before its devices are chosen. At most 16 sets of
+// NUMA nodes, 32 sets of switches per set of nodes and 1024 search steps
+// per level are compared, so a call costs O(b + a log a + 512·(s·c + C))
+// for b buckets (a switch on a node) on the allowed nodes, a of them
+// holding free devices, size s, c candidates in a set of switches and C =
+// min(64 combinations, c·s·passes). Below these budgets, which real
 // servers stay under, criteria 1-3 are exact, criterion 5 is exact for one
-// class, criterion 4 is exact for two classes whose second is asked for no
-// more than the first, criterion 6 is exact when every pair of GPUs has the
-// same link count (NVSwitch systems) or the combinations are few, and a
-// heuristic otherwise; criteria 7-8 and the indices then decide among the
+// class, criterion 4 for two classes whose second is asked for no more
+// than the first, criterion 6 when every pair of GPUs has the same link
+// count (NVSwitch systems) or the combinations are few (a heuristic
+// otherwise); criteria 7-8 and the indices then decide among the
 // candidates compared.
 //
 // Errors wrap [ErrRequest] or [ErrTooFew] and name the class and the
@@ -311,19 +301,17 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	return c.result(req), nil
 }
 
-// ChooseWord is [Chooser.Choose] for a request of one class of at most 64
-// devices on the NUMA nodes of nodes (and of unknown node when unknown),
-// with every Set a single word: count devices out of free including every
-// device of must. It returns the devices Choose returns for that request,
-// as a word, and (once its working memory has grown, as Choose's)
-// allocates nothing unless it returns an error; the errors
-// are Choose's (a class of more than 64 devices is an invalid request). It
-// is the device plugin's entry: Choose without reading a Request or
-// writing a Result. Requests whose choice is forced (as many free devices
-// as asked for), lies under one switch, is all the free devices of one or
-// of several whole groups, or lies in the group of the must-include
-// devices under all its switches, are decided without the search, with
-// the choice the search makes.
+// ChooseWord is [Chooser.Choose] for count devices of one class of at
+// most 64 devices out of free, including every device of must, on the NUMA
+// nodes of nodes (and of unknown node when unknown), with every Set a
+// single word: the device plugin's entry, without a Request or a Result.
+// It returns Choose's devices as a word and Choose's errors (a class of
+// more than 64 devices is an invalid request), and like Choose allocates
+// nothing once its working memory has grown unless it returns an error.
+// Requests whose choice is forced (as many free devices as asked for),
+// lies under one switch, is all the free devices of one or of several
+// whole groups, or lies in the must-include devices' group under all its
+// switches are decided without the search, with the search's choice.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {
@@ -339,20 +327,15 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		w := Words(n)
 		req := Request{Nodes: nodes, Unknown: unknown, Wants: []Want{{Class: class, Count: count, Free: c.wordFree[:w], Must: c.wordMust[:w]}}}
 		res, err := c.Choose(&req)
-		if err != nil {
+		if err != nil || n == 0 {
 			return 0, err
 		}
-		var out uint64
-		if d := res.Devices(0); len(d) > 0 {
-			out = d[0]
-		}
-		return out, nil
+		return res.Devices(0)[0], nil
 	}
 	c.startWord(class, count, free, must, nodes, unknown)
 	one := count == 1 && x.switchInGroup
-	// directWord's own first tests, cheaper (its forced choice when the
-	// free devices are the count, its other decisions when switches lie
-	// in groups).
+	// directWord's first tests, cheaper here: its forced choice (as many
+	// free as the count), its other decisions (switches in groups).
 	direct := popcount(free) == count || x.switchInGroup
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
@@ -375,8 +358,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	return c.bestWord, nil
 }
 
-// startWord sets c up for ChooseWord's request (checked), before any
-// choice.
+// startWord sets c up for ChooseWord's (checked) request.
 func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) {
 	x := c.x
 	c.wordFree[0], c.wordMust[0] = free, must
@@ -386,8 +368,7 @@ func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask
 	c.have, c.word = false, true
 }
 
-// load reads and checks the request and counts the free devices of every
-// want per bucket and group of the allowed groups.
+// load checks the request and reads it into c.
 func (c *Chooser) load(req *Request) error {
 	x := c.x
 	if req == nil {
@@ -440,9 +421,9 @@ func (c *Chooser) load(req *Request) error {
 	return nil
 }
 
-// checkCounts refuses a request whose must-include devices are not all
-// free on the allowed groups (mustSeen of them were) or whose counts exceed
-// the free devices there (total).
+// checkCounts refuses a request whose must-include devices are not all on
+// the allowed groups (mustSeen were) or whose counts exceed the free
+// devices there (total).
 func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
 	x := c.x
 	for k := range c.nw {
@@ -489,11 +470,10 @@ func (c *Chooser) devName(class, d int) string {
 	return fmt.Sprintf("index %d (beyond the class's %d devices)", d, len(c.x.classes[class].ids))
 }
 
-// countAll counts the free and must-include devices of every want per
-// bucket and group of the allowed groups, makes those with free devices
-// of some want level 1's items (c.witems, ascending), moves those with
-// must-include devices into c.pick (force), and adds the wants'
-// must-include and free devices seen to mustSeen and total.
+// countAll counts every want's free and must-include devices per bucket
+// and group of the allowed groups into c and into mustSeen and total, and
+// makes level 1's items of the groups with free devices (those with
+// must-include devices forced into c.pick).
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
 	c.witems = c.witems[:0]

@@ -427,20 +427,17 @@ func (c *Chooser) load(req *Request) error {
 func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
 	x := c.x
 	for k := range c.nw {
-		name := x.classes[c.cls[k]].name
-		if m := c.must[k].Len(); int(mustSeen[k]) != m {
+		cl := &x.classes[c.cls[k]]
+		if int(mustSeen[k]) != c.must[k].Len() {
 			for d := range c.must[k].All() {
-				if d >= len(x.classes[c.cls[k]].ids) {
-					break
-				}
-				if g := int(x.classes[c.cls[k]].group[d]); !c.allowedGroup(g) {
-					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, name, c.devName(c.cls[k], d), c.groupName(g))
+				if d < len(cl.ids) && !c.allowedGroup(int(cl.group[d])) {
+					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, cl.name, c.devName(c.cls[k], d), c.groupName(int(cl.group[d])))
 				}
 			}
-			return fmt.Errorf("%w: %s: a must-include device is not a device of the class", ErrRequest, name)
+			return fmt.Errorf("%w: %s: a must-include device is not a device of the class", ErrRequest, cl.name)
 		}
 		if total[k] < c.need[k] {
-			return fmt.Errorf("%w: %d %s devices asked for, %d free on the allowed NUMA nodes", ErrTooFew, c.need[k], name, total[k])
+			return fmt.Errorf("%w: %d %s devices asked for, %d free on the allowed NUMA nodes", ErrTooFew, c.need[k], cl.name, total[k])
 		}
 	}
 	return nil
@@ -482,57 +479,44 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 			continue
 		}
 		c.gmust[g] = false
-		it, some := wItem{g: g}, false
+		it, some := wItem{g: g, low: -1, fit: -1}, false
 		for k := range c.nw {
 			cl := &x.classes[c.cls[k]]
-			n, m, fit, low := countBuckets(x.masks, cl.cb[cl.cbStart[g]:cl.cbStart[g+1]], c.free[k], c.must[k], c.cnt[k], c.mcnt[k], c.need[0])
+			free, must, n := c.free[k], c.must[k], int32(0)
+			for _, cb := range cl.cb[cl.cbStart[g]:cl.cbStart[g+1]] {
+				bn, bm := int32(0), int32(0)
+				for _, e := range x.masks[cb.lo:cb.hi] {
+					w := free[e.w] & e.bits
+					if w == 0 {
+						continue
+					}
+					bn += int32(popcount(w))
+					if d := e.w<<6 | int32(bits.TrailingZeros64(w)); k == 0 && (it.low < 0 || d < it.low) {
+						it.low = d
+					}
+					if must != nil {
+						bm += int32(popcount(must[e.w] & e.bits))
+					}
+				}
+				c.cnt[k][cb.b], c.mcnt[k][cb.b] = bn, bm
+				n += bn
+				mustSeen[k] += bm
+				c.gmust[g] = c.gmust[g] || bm > 0
+				if k == 0 && bn >= c.need[0] && (it.fit < 0 || bn < it.fit) {
+					it.fit = bn // the fewest free devices of a bucket holding the count
+				}
+			}
 			c.gcnt[k][g] = n
 			total[k] += n
-			mustSeen[k] += m
-			c.gmust[g] = c.gmust[g] || m > 0
 			some = some || n > 0
-			if k == 0 {
-				it.c0, it.fit, it.low = n, fit, low
-				c.glow[g] = low
-			}
 		}
+		it.c0, c.glow[g] = c.gcnt[0][g], it.low
 		if some { // a group without free devices of any want is left out
 			c.witems = append(c.witems, it)
 		}
 	}
 	c.startPick()
 	c.force(func(it *wItem) bool { return c.gmust[it.g] })
-}
-
-// countBuckets counts the free and must-include devices of the buckets
-// cbs of one class into cnt and mcnt (by bucket) and returns their sums,
-// the fewest free devices of a bucket holding need (-1 when none) and the
-// lowest free device (-1 when none).
-func countBuckets(masks []wordBits, cbs []classBucket, free, must Set, cnt, mcnt []int32, need int32) (n, m, fit, low int32) {
-	fit, low = -1, -1
-	for _, cb := range cbs {
-		bn, bm := int32(0), int32(0)
-		for _, e := range masks[cb.lo:cb.hi] {
-			w := free[e.w] & e.bits
-			if w == 0 {
-				continue
-			}
-			bn += int32(popcount(w))
-			if d := e.w<<6 | int32(bits.TrailingZeros64(w)); low < 0 || d < low {
-				low = d
-			}
-			if must != nil {
-				bm += int32(popcount(must[e.w] & e.bits))
-			}
-		}
-		cnt[cb.b], mcnt[cb.b] = bn, bm
-		n += bn
-		m += bm
-		if bn >= need && (fit < 0 || bn < fit) {
-			fit = bn
-		}
-	}
-	return n, m, fit, low
 }
 
 // bucketMasks returns the masks of class cl in bucket b.

@@ -12,9 +12,8 @@ import (
 // MaxWants is the most device classes one [Request] may ask for.
 const MaxWants = 8
 
-// Search budgets (see [Chooser.Choose]): the sets of NUMA nodes, and of
-// switches per set of nodes, compared in full; the steps of each level;
-// the most combinations of GPUs in a set of switches enumerated exactly.
+// Search budgets (see [Chooser.Choose]): sets of NUMA nodes and of switches
+// per set of nodes compared, steps per level, GPU combinations enumerated.
 const (
 	nodeSetBudget   = 16
 	switchSetBudget = 32
@@ -73,16 +72,14 @@ type Result struct {
 }
 
 // Devices returns the chosen devices of the request's k-th want (empty for
-// a want of count 0). The Set belongs to the Chooser: its next call
-// overwrites it.
+// a want of count 0), a Set of the Chooser's until its next call.
 func (r *Result) Devices(k int) Set { return r.sets[k] }
 
 // Chooser chooses devices on one machine. It holds the working memory of
-// one call at a time, reused from call to call (each call sets what it
-// reads before reading it), so it is not safe for concurrent use: give
-// each goroutine its own, or keep them in a sync.Pool. Its memory is linear
-// in the machine's devices, plus a row of distances per depth of the
-// search of sets of NUMA nodes (at most 65×65, like the Index's table).
+// one call at a time, reused by the next (which sets what it reads first),
+// so it is not safe for concurrent use: give each goroutine its own, or
+// keep them in a sync.Pool. Its memory is linear in the machine's devices,
+// plus a row of NUMA distances per depth of level 1 (at most 65×65).
 type Chooser struct {
 	x *Index
 
@@ -96,8 +93,8 @@ type Chooser struct {
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per bucket and want, and per group (written for the allowed groups):
-	// free and must-include devices.
+	// Free and must-include devices per bucket, group and want (written for
+	// the allowed groups).
 	cnt   [MaxWants][]int32
 	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
@@ -122,17 +119,16 @@ type Chooser struct {
 	steps           int
 	leaves          int
 	linksUB         int // the most links a choice can have
-	// In lastGroup's loop: the last picked group's free devices (0
-	// elsewhere), the links among the free devices of the groups before it
-	// (-1 until pickLinks computes them) and those devices.
+	// In lastGroup's loop (pickLinks): the last group's free devices (0
+	// elsewhere), and the links among those of the groups before it (-1
+	// until computed) and their indices.
 	lastFree  uint64
 	baseLinks int
 	baseIdx   [64]uint8
 	baseN     int
 
-	// Level 2: switches inside a set of groups, as items (a struct of
-	// arrays): item i is switch itSW[i], with buckets itFirst[i] and on
-	// through nextB.
+	// Level 2: the switches of the groups as items (a struct of arrays):
+	// item i is switch itSW[i], with buckets itFirst[i] and on by nextB.
 	swItem   []int32 // switch ID -> its item, when that item is the switch's (leafGroups checks)
 	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
 	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
@@ -169,17 +165,16 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want of at most 64 devices, its sets single
-	// words): the want's free and must-include devices, exactWord's state
-	// and wholeGroupsWord's tied groups (each written before it is read).
+	// The word path (one want, at most 64 devices): the want's free and
+	// must-include devices, exactWord's and wholeGroupsWord's memory.
 	word  bool
 	wFree uint64
 	wMust uint64
 	ex    exactState
 	tied  tiedGroups
 
-	// The best choice so far (best on the general path, bestWord on the
-	// word path), the result, and ChooseWord's request sets.
+	// The best choice so far (best, or bestWord on the word path), the
+	// result, and ChooseWord's request sets.
 	have               bool
 	bestRank           Rank
 	best               [MaxWants][]int32
@@ -395,15 +390,12 @@ func (c *Chooser) load(req *Request) error {
 				return fmt.Errorf("%w: %s asked for twice", ErrRequest, name)
 			}
 		}
-		if w.Must != nil {
-			if m := w.Must.Len(); w.Count < m {
-				return fmt.Errorf("%w: %s: count %d is below the %d must-include devices", ErrRequest, name, w.Count, m)
-			}
-			for wi, v := range w.Must {
-				if extra := v &^ w.Free[wi]; extra != 0 {
-					d := wi<<6 | bits.TrailingZeros64(extra)
-					return fmt.Errorf("%w: %s: must-include device %s is not free", ErrRequest, name, c.devName(w.Class, d))
-				}
+		if m := w.Must.Len(); w.Count < m {
+			return fmt.Errorf("%w: %s: count %d is below the %d must-include devices", ErrRequest, name, w.Count, m)
+		}
+		for wi, v := range w.Must {
+			if extra := v &^ w.Free[wi]; extra != 0 {
+				return fmt.Errorf("%w: %s: must-include device %s is not free", ErrRequest, name, c.devName(w.Class, wi<<6|bits.TrailingZeros64(extra)))
 			}
 		}
 		if w.Count == 0 {
@@ -468,9 +460,8 @@ func (c *Chooser) devName(class, d int) string {
 }
 
 // countAll counts every want's free and must-include devices per bucket
-// and group of the allowed groups into c and into mustSeen and total, and
-// makes level 1's items of the groups with free devices (those with
-// must-include devices forced into c.pick).
+// and group of the allowed groups, into c, mustSeen and total, and makes
+// level 1's items (those with must-include devices forced into c.pick).
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
 	c.witems = c.witems[:0]

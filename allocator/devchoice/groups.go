@@ -6,9 +6,8 @@ import (
 	"slices"
 )
 
-// Level 1 of the search: the sets of groups (NUMA nodes and the unknown
-// node), one code for both paths, whose items carry their free devices as
-// a word on the word path and their counts alone on the general path.
+// Level 1 of the search, the sets of groups (NUMA nodes and the unknown
+// node): one code for both paths, the word path's items carrying words.
 
 // wItem is a group of level 1's search (with free devices): its free
 // first-want devices (the word path; 0 otherwise) and their count c0, the
@@ -174,8 +173,7 @@ func (c *Chooser) addOthers(g int32, sign int32) {
 	}
 }
 
-// pickState is what push changes but c.pick, saved before it by save and
-// restored by pop.
+// pickState is what push changes but c.pick (save, pop).
 type pickState struct {
 	key        groupKey
 	gcap0, top int32
@@ -298,9 +296,8 @@ func (c *Chooser) dfsGroups(from, left int) {
 	}
 }
 
-// lastGroup is dfsGroups(from, 1) after its step and cut: each item from
-// from on completes a set, with dfsGroups' child call inline (its budget
-// check, step, cuts by distance, capacity and bound).
+// lastGroup is dfsGroups(from, 1) after its step and cut, with the child
+// calls inline: each item from from on completes a set.
 func (c *Chooser) lastGroup(from int) {
 	c.baseLinks = -1
 	c.lastGroupLoop(from, c.wsorted, c.need[0], int32(c.x.nodes))

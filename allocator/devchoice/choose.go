@@ -34,14 +34,10 @@ var ErrTooFew = errors.New("not enough free devices")
 // Want asks for Count devices of one class out of Free, including every
 // device of Must. Free and Must are Sets of the class (Must may be nil).
 type Want struct {
-	// Class is the class index ([Index.Class]).
-	Class int
-	// Count is how many devices to choose (0: the want is ignored).
-	Count int
-	// Free are the devices that may be chosen.
-	Free Set
-	// Must are devices that must be chosen (a subset of Free), or nil.
-	Must Set
+	Class int // the class index ([Index.Class])
+	Count int // how many devices to choose (0: the want is ignored)
+	Free  Set // the devices that may be chosen
+	Must  Set // devices that must be chosen (a subset of Free), or nil
 }
 
 // Request is one choice to make: devices of one or more classes, on the
@@ -49,25 +45,20 @@ type Want struct {
 // the others pair with (GPUs, when GPUs are asked for: a request that asks
 // for GPUs after another class is refused).
 type Request struct {
-	// Nodes are the NUMA nodes (dense indices) whose devices may be chosen.
-	Nodes numa.Mask
+	Nodes numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
 	// Unknown allows devices whose NUMA node is unknown; they count as one
 	// more NUMA node, the farthest from every other (see [Rank]).
 	Unknown bool
-	// Wants are the classes and counts, at most MaxWants.
-	Wants []Want
+	Wants   []Want // the classes and counts, at most MaxWants
 }
 
 // Result is a choice: the chosen devices of each want and what the choice
 // achieves. Its Sets belong to the [Chooser] and stay valid until its next
 // call.
 type Result struct {
-	// Rank is the choice's rank (see [Rank]).
-	Rank Rank
-	// NUMA are the known NUMA nodes (dense indices) of the chosen devices.
-	NUMA numa.Mask
-	// UnknownNUMA counts the chosen devices of unknown NUMA node.
-	UnknownNUMA int
+	Rank        Rank      // the choice's rank (see [Rank])
+	NUMA        numa.Mask // the known NUMA nodes (dense indices) of the chosen devices
+	UnknownNUMA int       // the chosen devices of unknown NUMA node
 	sets        []Set
 }
 
@@ -217,36 +208,33 @@ func (x *Index) NewChooser() *Chooser {
 // the requests it is given (the first calls), it allocates nothing unless
 // it returns an error.
 //
-// The choice is the best under [Rank] that the search finds; the search is
+// The choice is the best under [Rank] that the search finds. The search is
 // deterministic (the same index and request give the same choice) and goes
 // level by level, never over subsets of devices:
 //
-//   - NUMA nodes: the fewest that can hold every want (with the nodes of
-//     the must-include devices), by a greedy bound (exact for one class)
-//     and then sizes upward; the sets of that size are compared by branch
-//     and bound over the nodes sorted by free devices of the first class,
-//     cutting a branch whose nodes cannot reach the counts or whose
-//     distance already exceeds the best set's.
-//   - PCIe switches inside each such set of nodes: the fewest holding the
-//     first class's count (greedy, exact), then the sets of that many by
-//     branch and bound on their capacity; when the request pairs classes,
-//     larger sets too while they could still beat the best choice's
-//     switch count.
-//   - Devices inside each set of switches: the must-include devices, then,
-//     for the first class, the combination with the most pairs and NVLink
-//     links, enumerated exactly when there are at most 64 combinations
-//     (the lowest indices deciding ties), greedily otherwise (the device
-//     adding the most pairs, then links, then with the most links to the
-//     other candidates, then the lowest index) and then single swaps while
-//     one adds links. The other classes' devices go first under the first
-//     class's switches, one per device of the first class there (lowest
-//     indices first), then under switches already chosen, then under the
-//     fewest new switches (best fit).
+//   - NUMA nodes: the fewest that can hold every want with the nodes of the
+//     must-include devices, by a greedy bound (exact for one class) and
+//     sizes upward; the sets of that size by branch and bound over the
+//     nodes sorted by free devices of the first class, cutting a branch
+//     that cannot reach the counts or whose distance exceeds the best's.
+//   - PCIe switches in each such set: the fewest holding the first class's
+//     count (greedy, exact), then the sets of that many by branch and bound
+//     on their capacity, and when the request pairs classes larger sets
+//     while they could still beat the best choice's switch count.
+//   - Devices in each set of switches: the must-include ones, then for the
+//     first class the combination of the most pairs and NVLink links,
+//     enumerated when there are at most 64 combinations (the lowest indices
+//     deciding ties), else greedily (the device adding the most pairs, then
+//     links, then with the most links to the other candidates, then the
+//     lowest index) followed by single swaps while one adds links. The
+//     other classes' devices go under the first class's switches, one per
+//     first-class device there (lowest indices first), then under switches
+//     already chosen, then under the fewest new switches (best fit).
 //
 // One device of a class of at most 64, without a must-include device, on a
-// machine whose every switch lies in one NUMA node skips the levels: every
-// choice has one node, one switch and no links, and one pass over the
-// class's buckets on the allowed nodes finds the best exactly.
+// machine whose every switch lies in one NUMA node skips the levels (every
+// choice has one node, one switch, no links): one pass over the class's
+// buckets on the allowed nodes finds the best exactly.
 //
 // Each candidate gets its full rank; one whose optimistic rank cannot beat
 // the best so far is cut before its devices are chosen. At most 16 sets of
@@ -255,12 +243,11 @@ func (x *Index) NewChooser() *Chooser {
 // for b buckets (a switch on a node) on the allowed nodes, a of them
 // holding free devices, size s, c candidates in a set of switches and C =
 // min(64 combinations, c·s·passes). Below these budgets, which real
-// servers stay under, criteria 1-3 are exact, criterion 5 is exact for one
-// class, criterion 4 for two classes whose second is asked for no more
-// than the first, criterion 6 when every pair of GPUs has the same link
-// count (NVSwitch systems) or the combinations are few (a heuristic
-// otherwise); criteria 7-8 and the indices then decide among the
-// candidates compared.
+// servers stay under, criteria 1-3 are exact, 5 for one class, 4 for two
+// classes whose second is asked for no more than the first, 6 when every
+// pair of GPUs has the same link count (NVSwitch systems) or the
+// combinations are few (a heuristic otherwise); criteria 7-8 and the
+// indices then decide among the candidates compared.
 //
 // Errors wrap [ErrRequest] or [ErrTooFew] and name the class and the
 // devices at fault.

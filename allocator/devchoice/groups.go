@@ -6,10 +6,8 @@ import (
 	"slices"
 )
 
-// Level 1 of the search, the sets of groups (NUMA nodes and the unknown
-// node): one code for both paths, the word path's items carrying words.
-
-// wItem is a group of level 1's search (with free devices): its free
+// wItem is a group (NUMA node, or the unknown node) with free devices in
+// level 1, the search of sets of groups, one code for both paths: its free
 // first-want devices (the word path; 0 otherwise) and their count c0, the
 // lowest of them (-1: none), its buckets holding free devices (the word
 // path), the fewest free first-want devices of a bucket holding the count
@@ -56,20 +54,19 @@ func (c *Chooser) distTo(g int32) int32 {
 	return d
 }
 
-// levelOne searches the sets of groups, c.pick holding the forced ones
-// (pushed) and c.witems the others, ascending: the fewest extra groups
-// that can hold the first want's count (greedy: exact for one want), then
-// sizes upward until some set holds every want.
+// levelOne searches the sets of groups (c.pick holds the forced ones,
+// c.witems the others): the fewest extra groups holding the first want's
+// count (greedy: exact for one want), then sizes upward until a set holds
+// every want.
 func (c *Chooser) levelOne() {
 	x := c.x
 	forced := len(c.pick)
 	need0 := c.need[0]
 	// The search order: free first-want devices descending, the distance
 	// to the forced groups, the lowest free device (ties meet the lowest
-	// indices first), the group (c.witems is ascending), packed in a key
-	// with the item's index (the fields fit on the word path: at most 64
-	// devices and 65 groups, distances at most unknownDistance a pair);
-	// the general path's sort reads the count and device from the items.
+	// indices first), the group (c.witems is ascending), packed with the
+	// index (fitting on the word path: at most 64 devices and 65 groups,
+	// distances at most unknownDistance a pair; else read from the items).
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
 	for i := range items {
@@ -147,9 +144,8 @@ func (c *Chooser) levelOne() {
 }
 
 // push adds item it's group, at distance dto from c.pick's, to c.pick,
-// c.key (but for its node count), c.gcap[0], c.topSum, c.pickFree,
-// c.pickNB and (the first) c.fit1. The caller adds the other wants' c.gcap
-// (addOthers), so that push is inlined.
+// c.key (but its node count), c.gcap[0], c.topSum, c.pickFree, c.pickNB
+// and (the first) c.fit1; the caller adds the others' c.gcap (addOthers).
 func (c *Chooser) push(it *wItem, dto int32) {
 	if len(c.pick) == 0 {
 		c.fit1 = it.fit
@@ -227,8 +223,8 @@ func (c *Chooser) capOK() bool {
 	return true
 }
 
-// capCut reports whether the items from i on can no longer complete the
-// other wants' counts (the first want's is cut by c.prefix).
+// capCut reports whether the items from i on cannot complete the other
+// wants' counts (the first's is cut by c.prefix).
 func (c *Chooser) capCut(i int) bool {
 	for k := 1; k < c.nw; k++ {
 		if c.gcap[k]+c.suffix[k][i] < c.need[k] {
@@ -238,10 +234,9 @@ func (c *Chooser) capCut(i int) bool {
 	return false
 }
 
-// dfsGroups extends c.pick by left more groups from c.wsorted[from:].
-// c.wdto holds each item's distance to c.pick (a row of c.wdtoBuf per
-// depth, written for the items after the one added); the last group is
-// added in a loop of its own (lastGroup).
+// dfsGroups extends c.pick by left more groups from c.wsorted[from:],
+// c.wdto holding each item's distance to c.pick (a row of c.wdtoBuf per
+// depth); the last group is added in a loop of its own (lastGroup).
 func (c *Chooser) dfsGroups(from, left int) {
 	if c.spent() {
 		return
@@ -350,12 +345,11 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 	}
 }
 
-// boundBeats reports whether c.pick's groups may hold a choice better than
-// the best (beats) by their optimistic rank: exact on the node-level
-// criteria, one switch per group when switches lie in groups (each group
-// of a set of the fewest holds a chosen device) and one otherwise, the
-// most links (linksFor), and for one want in one group the least left in
-// a switch when a bucket holds the count (else two switches).
+// boundBeats reports whether c.pick's groups may hold a choice that beats
+// the best, by their optimistic rank: exact on the node-level criteria,
+// one switch per group when switches lie in groups (in a set of the fewest
+// each holds a chosen device) and one otherwise, the most links, and for
+// one want in one group the least left in a bucket holding the count.
 func (c *Chooser) boundBeats() bool {
 	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1, NVLinks: c.linksFor(c.topSum)}
 	for k := range c.nw {
@@ -365,7 +359,7 @@ func (c *Chooser) boundBeats() bool {
 		lb.Switches = len(c.pick)
 	}
 	if c.nw == 1 && len(c.pick) == 1 {
-		// Only a bucket can (a switch's other groups are not in the set).
+		// One switch holds the count only if a bucket does; else two.
 		if f := c.fit1; f >= 0 {
 			lb.SwitchLeft = int(f - c.need[0])
 		} else {

@@ -290,10 +290,8 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // It returns Choose's devices as a word and Choose's errors (a class of
 // more than 64 devices is an invalid request), and like Choose allocates
 // nothing once its working memory has grown unless it returns an error.
-// Requests whose choice is forced (as many free devices as asked for),
-// lies under one switch, is all the free devices of one or of several
-// whole groups, or lies in the must-include devices' group under all its
-// switches are decided without the search, with the search's choice.
+// Requests of a plain choice (forced, under one switch, whole groups, the
+// must-include devices' group) are decided as the search would, without it.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {
@@ -404,9 +402,8 @@ func (c *Chooser) load(req *Request) error {
 // the allowed groups (mustSeen were) or whose counts exceed the free
 // devices there (total).
 func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
-	x := c.x
 	for k := range c.nw {
-		cl := &x.classes[c.cls[k]]
+		cl := &c.x.classes[c.cls[k]]
 		if int(mustSeen[k]) != c.must[k].Len() {
 			for d := range c.must[k].All() {
 				if d < len(cl.ids) && !c.allowedGroup(int(cl.group[d])) {

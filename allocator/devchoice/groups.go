@@ -95,13 +95,11 @@ func (c *Chooser) levelOne() {
 	// A row of distances per depth (a set has at most len(items) groups).
 	buf := grow(c.wdtoBuf, (len(items)+1)*len(items))
 	dto, grp := buf[:len(items)], grow(c.wgrp, len(items))
-	sum := int32(0)
 	prefix[0] = 0
 	for i, k := range keys {
 		it := &items[k&255]
 		sorted[i] = *it
-		sum += it.c0
-		prefix[i+1] = sum
+		prefix[i+1] = prefix[i] + it.c0
 		dto[i], grp[i] = int32(k>>20), it.g // the distance to the forced groups
 	}
 	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
@@ -255,10 +253,9 @@ func (c *Chooser) dfsGroups(from, left int) {
 		c.lastGroup(from)
 		return
 	}
-	x := c.x
-	ng := x.nodes + 1
+	ng := c.x.nodes + 1
 	items, prefix, need := c.wsorted, c.prefix, c.need[0]
-	gdist := x.gdist
+	gdist := c.x.gdist
 	for i := from; i+left <= len(items); i++ {
 		// Sorted by the first want's count: the next left items add the most.
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need || c.nw > 1 && c.capCut(i) {

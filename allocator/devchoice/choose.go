@@ -301,9 +301,9 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if n > 64 {
 		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
 	}
+	c.startWord(class, count, free, must, nodes, unknown)
 	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || general.On {
 		// Refused, empty or the general path: Choose says which.
-		c.wordFree[0], c.wordMust[0] = free, must
 		w := Words(n)
 		req := Request{Nodes: nodes, Unknown: unknown, Wants: []Want{{Class: class, Count: count, Free: c.wordFree[:w], Must: c.wordMust[:w]}}}
 		res, err := c.Choose(&req)
@@ -312,10 +312,8 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		}
 		return res.Devices(0)[0], nil
 	}
-	c.startWord(class, count, free, must, nodes, unknown)
 	one := count == 1 && x.switchInGroup
-	// directWord's first tests, cheaper here: its forced choice (as many
-	// free as the count), its other decisions (switches in groups).
+	// directWord's own first tests, cheaper here.
 	direct := popcount(free) == count || x.switchInGroup
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
@@ -338,7 +336,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	return c.bestWord, nil
 }
 
-// startWord sets c up for ChooseWord's (checked) request.
+// startWord sets c up for ChooseWord's request (of a known class).
 func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) {
 	x := c.x
 	c.wordFree[0], c.wordMust[0] = free, must
@@ -407,7 +405,11 @@ func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
 		if int(mustSeen[k]) != c.must[k].Len() {
 			for d := range c.must[k].All() {
 				if d < len(cl.ids) && !c.allowedGroup(int(cl.group[d])) {
-					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, cl.name, c.devName(c.cls[k], d), c.groupName(int(cl.group[d])))
+					where := "an unknown NUMA node"
+					if g := int(cl.group[d]); g < c.x.nodes {
+						where = fmt.Sprintf("NUMA node %d", c.x.m.NodeID(g))
+					}
+					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, cl.name, c.devName(c.cls[k], d), where)
 				}
 			}
 			return fmt.Errorf("%w: %s: a must-include device is not a device of the class", ErrRequest, cl.name)
@@ -424,13 +426,6 @@ func (c *Chooser) allowedGroup(g int) bool {
 		return c.unknown
 	}
 	return c.nodes.Contains(g)
-}
-
-func (c *Chooser) groupName(g int) string {
-	if g == c.x.nodes {
-		return "an unknown NUMA node"
-	}
-	return fmt.Sprintf("NUMA node %d", c.x.m.NodeID(g))
 }
 
 func (c *Chooser) devName(class, d int) string {

@@ -27,12 +27,10 @@ func (c *Chooser) startPick() {
 // force moves the items of c.witems that forced reports (holding
 // must-include devices) into c.pick, in ascending group order (push).
 func (c *Chooser) force(forced func(it *wItem) bool) {
-	items := c.witems
-	k := 0
-	for _, it := range items {
+	kept := c.witems[:0]
+	for _, it := range c.witems {
 		if !forced(&it) {
-			items[k] = it
-			k++
+			kept = append(kept, it)
 			continue
 		}
 		if c.links {
@@ -41,7 +39,7 @@ func (c *Chooser) force(forced func(it *wItem) bool) {
 		c.push(&it, c.distTo(it.g))
 		c.addOthers(it.g, 1)
 	}
-	c.witems = items[:k]
+	c.witems = kept
 }
 
 // distTo returns the sum of the distances from group g to c.pick's.
@@ -197,13 +195,11 @@ func (c *Chooser) pickLow() int32 {
 		}
 		return int32(bits.TrailingZeros64(c.pickFree))
 	}
-	low := int32(-1)
+	low := ^uint32(0) // -1, none, is above every device as a uint32
 	for _, g := range c.pick {
-		if l := c.glow[g]; l >= 0 && (low < 0 || l < low) {
-			low = l
-		}
+		low = min(low, uint32(c.glow[g]))
 	}
-	return low
+	return int32(low)
 }
 
 // spent reports whether level 1's budgets are spent.

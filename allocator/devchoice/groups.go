@@ -69,14 +69,12 @@ func (c *Chooser) levelOne() {
 	keys := grow(c.wkeys, len(items))
 	for i := range items {
 		it := &items[i]
+		if c.links { // topSum bounds the links only then (linksFor; else 0)
+			it.top = x.groupTop(it.g, need0)
+		}
 		tie := int32(0) // the distance to the forced groups
 		if forced > 0 {
 			tie = c.distTo(it.g)
-		}
-		if c.links { // topSum bounds the links only then (linksFor)
-			it.top = x.groupTop(it.g, need0)
-		} else {
-			it.top = 0
 		}
 		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(uint32(it.low)&4095)<<8 | uint64(i)
 	}

@@ -110,9 +110,9 @@ type Chooser struct {
 	steps           int
 	leaves          int
 	linksUB         int // the most links a choice can have
-	// In lastGroup's loop (pickLinks): the last group's free devices (0
-	// elsewhere), and the links among those of the groups before it (-1
-	// until computed) and their indices.
+	// For pickLinks, in lastGroup's loop: the last group's free devices (0
+	// elsewhere), and the links (-1 until known) among the earlier groups'
+	// free devices and their indices.
 	lastFree  uint64
 	baseLinks int
 	baseIdx   [64]uint8
@@ -164,15 +164,14 @@ type Chooser struct {
 	ex    exactState
 	tied  tiedGroups
 
-	// The best choice so far (best, or bestWord on the word path), the
-	// result, and ChooseWord's request sets.
+	// The best choice so far (bestWord on the word path), and the results.
 	have               bool
 	bestRank           Rank
 	best               [MaxWants][]int32
 	bestWord           uint64
 	res                Result
-	sets               []Set // per class, the result sets
-	wordFree, wordMust [1]uint64
+	sets               []Set     // per class, the result sets
+	wordFree, wordMust [1]uint64 // ChooseWord's request sets
 }
 
 // groupKey is the node-level part of a rank.
@@ -262,7 +261,6 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
 	c.word = c.nw == 1 && !general.On && n > 0 && n <= 64
-	// One device without a must-include one, switches in groups: chooseOneWord.
 	one := c.word && c.need[0] == 1 && c.x.switchInGroup && (c.must[0] == nil || c.must[0][0] == 0)
 	switch {
 	case one:
@@ -397,8 +395,7 @@ func (c *Chooser) load(req *Request) error {
 }
 
 // checkCounts refuses a request whose must-include devices are not all on
-// the allowed groups (mustSeen were) or whose counts exceed the free
-// devices there (total).
+// the allowed groups (mustSeen were) or counts exceed the free there (total).
 func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
 	for k := range c.nw {
 		cl := &c.x.classes[c.cls[k]]
@@ -496,8 +493,7 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 	return x.masks[x.off[int(b)*stride+cl]:x.off[int(b)*stride+cl+1]]
 }
 
-// switchLinks returns the most links a choice of the first want inside
-// the groups and the switches of c.inB can have (at most gLinks).
+// switchLinks returns the most links a first-want choice in c.inB can have.
 func (c *Chooser) switchLinks() int {
 	sum := int32(0)
 	for i, in := range c.inB {

@@ -52,10 +52,9 @@ func (c *Chooser) distTo(g int32) int32 {
 	return d
 }
 
-// levelOne searches the sets of groups (c.pick holds the forced ones,
-// c.witems the others): the fewest extra groups holding the first want's
-// count (greedy: exact for one want), then sizes upward until a set holds
-// every want.
+// levelOne searches the sets of groups, c.pick holding the forced ones: the
+// fewest extra groups of c.witems holding the first want's count (greedy:
+// exact for one want), then sizes upward until a set holds every want.
 func (c *Chooser) levelOne() {
 	x := c.x
 	forced := len(c.pick)
@@ -155,8 +154,7 @@ func (c *Chooser) push(it *wItem, dto int32) {
 	c.pick = append(c.pick, it.g)
 }
 
-// addOthers adds sign times group g's free devices of the other wants to
-// c.gcap.
+// addOthers adds sign times group g's free devices of other wants to c.gcap.
 func (c *Chooser) addOthers(g int32, sign int32) {
 	for k := 1; k < c.nw; k++ {
 		c.gcap[k] += sign * c.gcnt[k][g]
@@ -215,8 +213,7 @@ func (c *Chooser) capOK() bool {
 	return true
 }
 
-// capCut reports whether the items from i on cannot complete the other
-// wants' counts (the first's is cut by c.prefix).
+// capCut reports whether the items from i on cannot complete other wants.
 func (c *Chooser) capCut(i int) bool {
 	for k := 1; k < c.nw; k++ {
 		if c.gcap[k]+c.suffix[k][i] < c.need[k] {
@@ -308,10 +305,9 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
 			continue
 		}
-		// On the word path, groups holding exactly the count (switches in
-		// groups): everyDevice's bound is never below boundBeats' and cuts
-		// what it cuts (the same lowest device on a tie), so it is the one
-		// tested, and its one choice needs no push (only the devices, lb).
+		// Word path, groups holding exactly the count, switches in groups:
+		// everyDevice's bound, never below boundBeats' (the same lowest
+		// device on a tie), is the one tested, and its choice needs no push.
 		if c.word && gcap+it.c0 == need && c.x.switchInGroup {
 			lb := c.everyBound(unk, dist, st.nb+it.nb, c.linksFor(st.top+it.top))
 			sel := st.free | it.free
@@ -360,9 +356,8 @@ func (c *Chooser) boundBeats() bool {
 	return c.beats(&lb)
 }
 
-// beats reports whether a choice inside c.pick's groups of optimistic
-// rank lb may beat the best: lb beats its rank, or ties it and their
-// lowest free device is not above the best's.
+// beats reports whether a choice of optimistic rank lb in c.pick's groups
+// may beat the best: by its rank, or on a tie by their lowest free device.
 func (c *Chooser) beats(lb *Rank) bool {
 	d := compareRanks(lb, &c.bestRank)
 	return d < 0 || d == 0 && c.mayTie(c.pickLow())

@@ -84,8 +84,8 @@ type Chooser struct {
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Free and must-include devices per bucket, group and want (written for
-	// the allowed groups).
+	// Per want, free and must-include devices per bucket, free ones per
+	// group; gmust: the group holds must-include ones (for allowed groups).
 	cnt   [MaxWants][]int32
 	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32

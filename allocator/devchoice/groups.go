@@ -61,9 +61,9 @@ func (c *Chooser) levelOne() {
 	need0 := c.need[0]
 	// The search order: free first-want devices descending, the distance
 	// to the forced groups, the lowest free device (ties meet the lowest
-	// indices first), the group (c.witems is ascending), packed with the
-	// index (fitting on the word path: at most 64 devices and 65 groups,
-	// distances at most unknownDistance a pair; else read from the items).
+	// indices first), the group (c.witems is ascending); keys pack them with
+	// the index (at most 64 devices, 65 groups and unknownDistance a pair on
+	// the word path; the general path's sort reads c0 and low from items).
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
 	for i := range items {

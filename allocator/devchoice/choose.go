@@ -12,10 +12,8 @@ import (
 // MaxWants is the most device classes one [Request] may ask for.
 const MaxWants = 8
 
-// Search budgets (see [Chooser.Choose]): how many sets of NUMA nodes, and
-// sets of switches inside one set of nodes, are compared in full, how many
-// search steps each level takes at most, and up to how many combinations of
-// GPUs inside one set of switches are enumerated exactly.
+// Search budgets (see [Chooser.Choose]): sets of NUMA nodes and of switches
+// per set of nodes compared, steps per level, GPU combinations enumerated.
 const (
 	nodeSetBudget   = 16
 	switchSetBudget = 32
@@ -36,14 +34,10 @@ var ErrTooFew = errors.New("not enough free devices")
 // Want asks for Count devices of one class out of Free, including every
 // device of Must. Free and Must are Sets of the class (Must may be nil).
 type Want struct {
-	// Class is the class index ([Index.Class]).
-	Class int
-	// Count is how many devices to choose (0: the want is ignored).
-	Count int
-	// Free are the devices that may be chosen.
-	Free Set
-	// Must are devices that must be chosen (a subset of Free), or nil.
-	Must Set
+	Class int // the class index ([Index.Class])
+	Count int // how many devices to choose (0: the want is ignored)
+	Free  Set // the devices that may be chosen
+	Must  Set // devices that must be chosen (a subset of Free), or nil
 }
 
 // Request is one choice to make: devices of one or more classes, on the
@@ -51,76 +45,81 @@ type Want struct {
 // the others pair with (GPUs, when GPUs are asked for: a request that asks
 // for GPUs after another class is refused).
 type Request struct {
-	// Nodes are the NUMA nodes (dense indices) whose devices may be chosen.
-	Nodes numa.Mask
+	Nodes numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
 	// Unknown allows devices whose NUMA node is unknown; they count as one
 	// more NUMA node, the farthest from every other (see [Rank]).
 	Unknown bool
-	// Wants are the classes and counts, at most MaxWants.
-	Wants []Want
+	Wants   []Want // the classes and counts, at most MaxWants
 }
 
 // Result is a choice: the chosen devices of each want and what the choice
 // achieves. Its Sets belong to the [Chooser] and stay valid until its next
 // call.
 type Result struct {
-	// Rank is the choice's rank (see [Rank]).
-	Rank Rank
-	// NUMA are the known NUMA nodes (dense indices) of the chosen devices.
-	NUMA numa.Mask
-	// UnknownNUMA counts the chosen devices of unknown NUMA node.
-	UnknownNUMA int
+	Rank        Rank      // the choice's rank (see [Rank])
+	NUMA        numa.Mask // the known NUMA nodes (dense indices) of the chosen devices
+	UnknownNUMA int       // the chosen devices of unknown NUMA node
 	sets        []Set
 }
 
 // Devices returns the chosen devices of the request's k-th want (empty for
-// a want of count 0). The Set belongs to the Chooser: it is overwritten by
-// its next call.
+// a want of count 0), a Set of the Chooser's until its next call.
 func (r *Result) Devices(k int) Set { return r.sets[k] }
 
 // Chooser chooses devices on one machine. It holds the working memory of
-// one call at a time, reused from call to call (each call sets what it
-// reads before reading it: nothing relies on an earlier call having
-// cleared anything), so it is not safe for concurrent use: give each
-// goroutine its own, or keep them in a sync.Pool. Its memory is linear in
-// the machine's devices, plus, like the Index's distance table, a row of
-// distances per NUMA node for the search of sets of nodes (at most 65×65).
+// one call at a time, reused by the next (which sets what it reads first),
+// so it is not safe for concurrent use: give each goroutine its own, or
+// keep them in a sync.Pool. Its memory is linear in the machine's devices,
+// plus a row of NUMA distances per depth of level 1 (at most 65×65).
 type Chooser struct {
 	x *Index
 
-	// The request, wants with a positive count only.
-	nw   int
-	cls  [MaxWants]int
-	need [MaxWants]int32
-	free [MaxWants]Set
-	must [MaxWants]Set
-	// links: the first want is GPUs and NVLinks can tell choices apart.
-	links   bool
+	// The request, wants of positive count only.
+	nw      int
+	cls     [MaxWants]int
+	need    [MaxWants]int32
+	free    [MaxWants]Set
+	must    [MaxWants]Set
+	links   bool      // the first want is GPUs and NVLinks can tell choices apart
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per bucket and want (written for the buckets of allowed groups):
-	// free and must-include devices.
-	cnt  [MaxWants][]int32
-	mcnt [MaxWants][]int32
-	// Per group and want (written for allowed groups).
+	// Per want, free and must-include devices per bucket, free ones per
+	// group; gmust: the group holds must-include ones (for allowed groups).
+	cnt   [MaxWants][]int32
+	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
 	gmust []bool
 	glow  []int32 // lowest free device of the first want, -1 when none
-	gfit  []int32 // fewest free first-want devices of a bucket holding the count, -1 when none
 
-	// Level 1: groups.
-	prefix []int32
-	suffix [MaxWants][]int32
-	pick   []int32 // the groups of the set being built
-	gcap   [MaxWants]int32
-	key    groupKey
-	steps  int
-	leaves int
+	// Level 1 (groups.go): the set of groups being built and the items.
+	pick            []int32           // the groups of the set being built
+	key             groupKey          // their node-level rank
+	gcap            [MaxWants]int32   // their free devices per want
+	topSum          int32             // their sum of groupTop (when c.links)
+	pickFree        uint64            // their free devices (the word path)
+	pickNB          int32             // their buckets holding free devices (the word path)
+	fit1            int32             // the fit of the first (see wItem)
+	wforced         int               // the forced groups at the start of pick
+	witems, wsorted []wItem           // the items in ascending group order, and in search order
+	wkeys           []uint64          // their sort keys (levelOne)
+	prefix          []int32           // the running sums of wsorted's first-want devices
+	suffix          [MaxWants][]int32 // the other wants' free devices from each item of wsorted on
+	wdto, wgrp      []int32           // per item of wsorted: its distance to c.pick, its group
+	wdtoBuf         []int32           // the rows of wdto, one per depth of the search
+	steps           int
+	leaves          int
+	linksUB         int // the most links a choice can have
+	// For pickLinks, in lastGroup's loop: the last group's free devices (0
+	// elsewhere), and the links (-1 until known) among the earlier groups'
+	// free devices and their indices.
+	lastFree  uint64
+	baseLinks int
+	baseIdx   [64]uint8
+	baseN     int
 
-	// Level 2: switches inside a set of groups, as items (a struct of
-	// arrays): item i is switch itSW[i], with buckets itFirst[i] and on
-	// through nextB.
+	// Level 2: the switches of the groups as items (a struct of arrays):
+	// item i is switch itSW[i], with buckets itFirst[i] and on by nextB.
 	swItem   []int32 // switch ID -> its item, when that item is the switch's (leafGroups checks)
 	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
 	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
@@ -129,6 +128,8 @@ type Chooser struct {
 	icnt     [MaxWants][]int32
 	imcnt    [MaxWants][]int32
 	ix       [MaxWants][]int32 // each want's devices chosen
+	itMask   []uint64          // per item, its free devices (the word path)
+	itDeg    []int32           // per item, the sum of its GPUs' k largest link degrees
 	inB      []bool            // in the set of switches being built
 	iseen    []bool
 	order2   []int32
@@ -137,14 +138,13 @@ type Chooser struct {
 	bleaves  int
 	smin     int
 	nodeLeft int32
-	linksUB  int     // the most links a choice can have
-	gLinks   int     // the most links a choice inside the current groups can have
-	itDeg    []int32 // per item, the sum of its GPUs' k largest link degrees
+	gLinks   int // the most links a choice inside the current groups can have
 
 	// Level 3: devices.
 	cand      []int32 // first-want candidates, ascending
 	candItem  []int32
 	inS       []bool // GPU -> chosen (cleared by each user first)
+	inC       []bool // GPU -> a candidate of greedyFirst (cleared first)
 	gain      []int32
 	deg       []int32
 	sel       [MaxWants][]int32
@@ -156,47 +156,22 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want of at most 64 devices): the sets are single
-	// words.
-	word     bool
-	wFree    uint64 // the want's free devices
-	wMust    uint64
-	itMask   []uint64 // per item, its free devices
-	bestWord uint64
+	// The word path (one want, at most 64 devices): the want's free and
+	// must-include devices, exactWord's and wholeGroupsWord's memory.
+	word  bool
+	wFree uint64
+	wMust uint64
+	ex    exactState
+	tied  tiedGroups
 
-	// The best choice so far.
-	have     bool
-	bestRank Rank
-	topSum   int32 // the sum of groupTop over c.pick (when c.links)
-	// Level 1 (groups.go): the items in ascending group order, their sort
-	// keys and the items in search order (levelOne), and the free
-	// devices of c.pick's groups and their buckets holding free devices
-	// (the word path).
-	witems, wsorted []wItem
-	wkeys           []uint64
-	wties           []int32 // per item of witems, its distance to the forced groups (the general path)
-	wdto, wgrp      []int32 // per item of wsorted: its distance to c.pick, its group
-	wdtoBuf         []int32 // the rows of wdto, one per depth of the search
-	wforced         int     // the forced groups at the start of c.pick
-	pickFree        uint64
-	pickNB          int32
-	fit1            int32 // the fit of c.pick's first group (see wItem)
-	// In lastGroup's loop: the last picked group's free devices (0
-	// elsewhere) and the links among the free devices of the groups before
-	// it (-1 until pickLinks computes them).
-	lastFree  uint64
-	baseLinks int
-	baseIdx   [64]uint8 // the devices of the groups before the last
-	baseN     int
-	// wholeGroupsWord's tied groups (each written before it is read).
-	tied tiedGroups
-	ex   exactState
-	inC  []bool // GPU -> a candidate of greedyFirst (cleared first)
-	best [MaxWants][]int32
-	res  Result
-	// ChooseWord's request sets.
-	wordFree, wordMust [1]uint64
-	sets               []Set // per class, the result sets
+	// The best choice so far (bestWord on the word path), and the results.
+	have               bool
+	bestRank           Rank
+	best               [MaxWants][]int32
+	bestWord           uint64
+	res                Result
+	sets               []Set     // per class, the result sets
+	wordFree, wordMust [1]uint64 // ChooseWord's request sets
 }
 
 // groupKey is the node-level part of a rank.
@@ -213,7 +188,6 @@ func (x *Index) NewChooser() *Chooser {
 	}
 	c.gmust = make([]bool, ng)
 	c.glow = make([]int32, ng)
-	c.gfit = make([]int32, ng)
 	c.swItem = make([]int32, x.nswitch)
 	c.nextB = make([]int32, nb)
 	c.bItem = make([]int32, nb)
@@ -233,52 +207,46 @@ func (x *Index) NewChooser() *Chooser {
 // the requests it is given (the first calls), it allocates nothing unless
 // it returns an error.
 //
-// The choice is the best under [Rank] that the search finds, and the search
-// is deterministic: the same index and request give the same choice. It
-// goes level by level and never enumerates subsets of devices:
+// The choice is the best under [Rank] that the search finds. The search is
+// deterministic (the same index and request give the same choice) and goes
+// level by level, never over subsets of devices:
 //
-//   - NUMA nodes: the fewest nodes that can hold every want (with the nodes
-//     of the must-include devices) are found by a greedy bound and a
-//     search by increasing size (the greedy bound is exact for one class),
-//     and the sets of that size are compared by branch and bound over the
-//     nodes sorted by free devices of the first class: a branch whose
-//     nodes cannot reach the counts, or whose distance already exceeds the
-//     best set's, is cut.
-//   - PCIe switches inside each such set of nodes: the fewest switches
-//     holding the first class's count (greedy, exact), then the sets of
-//     that many switches by branch and bound on their capacity; when the
-//     request pairs classes, larger sets of switches too, as long as they
-//     could still beat the best choice's switch count.
-//   - Devices inside each set of switches: the must-include devices, then,
-//     for the first class, the combination with the most pairs and NVLink
-//     links, enumerated exactly when there are at most 64 combinations and
-//     the lowest indices decide ties, greedily otherwise (the device that
-//     adds the most pairs, then links, then has the most links to the
-//     other candidates, then the lowest index), followed by single swaps
-//     while one adds links. The devices of the other classes go first
-//     under the first class's switches, one per device of the first class
-//     there (lowest indices first), then under switches already chosen,
-//     then under the fewest new switches (best fit).
+//   - NUMA nodes: the fewest that can hold every want with the nodes of the
+//     must-include devices, by a greedy bound (exact for one class) and
+//     sizes upward; the sets of that size by branch and bound over the
+//     nodes sorted by free devices of the first class, cutting a branch
+//     that cannot reach the counts or whose distance exceeds the best's.
+//   - PCIe switches in each such set: the fewest holding the first class's
+//     count (greedy, exact), then the sets of that many by branch and bound
+//     on their capacity, and when the request pairs classes larger sets
+//     while they could still beat the best choice's switch count.
+//   - Devices in each set of switches: the must-include ones, then for the
+//     first class the combination of the most pairs and NVLink links,
+//     enumerated when there are at most 64 combinations (the lowest indices
+//     deciding ties), else greedily (the device adding the most pairs, then
+//     links, then with the most links to the other candidates, then the
+//     lowest index) followed by single swaps while one adds links. The
+//     other classes' devices go under the first class's switches, one per
+//     first-class device there (lowest indices first), then under switches
+//     already chosen, then under the fewest new switches (best fit).
 //
-// A request for one device of a class of at most 64 devices, without a
-// must-include device, on a machine whose every switch lies in one NUMA
-// node, skips the levels: every choice then has one node,
-// one switch and no links, and the best device is found exactly in one
-// pass over the class's buckets on the allowed nodes.
+// One device of a class of at most 64, without a must-include device, on a
+// machine whose every switch lies in one NUMA node skips the levels (every
+// choice has one node, one switch, no links): one pass over the class's
+// buckets on the allowed nodes finds the best exactly.
 //
-// Each candidate gets its full rank, and a candidate whose optimistic rank
-// cannot beat the best so far is cut before its devices are chosen. At most
-// 16 sets of NUMA nodes, 32 sets of switches per set of nodes and 1024
-// search steps per level are compared, so a call costs O(b + a log a +
-// 512·(s·c + C)) for b buckets (a switch on a node) on the allowed nodes, a
-// of them holding free devices, size s, c candidates in a set of switches
-// and C = min(64 combinations, c·s·passes). Below these budgets, which real
-// servers stay under, criteria 1-3 are exact, criterion 5 is exact for one
-// class, criterion 4 is exact for two classes whose second is asked for no
-// more than the first, criterion 6 is exact when every pair of GPUs has the
-// same link count (NVSwitch systems) or the combinations are few, and a
-// heuristic otherwise; criteria 7-8 and the indices then decide among the
-// candidates compared.
+// Each candidate gets its full rank; one whose optimistic rank cannot beat
+// the best so far is cut before its devices are chosen. At most 16 sets of
+// NUMA nodes, 32 sets of switches per set of nodes and 1024 search steps
+// per level are compared, so a call costs O(b + a log a + 512·(s·c + C))
+// for b buckets (a switch on a node) on the allowed nodes, a of them
+// holding free devices, size s, c candidates in a set of switches and C =
+// min(64 combinations, c·s·passes). Below these budgets, which real
+// servers stay under, criteria 1-3 are exact, 5 for one class, 4 for two
+// classes whose second is asked for no more than the first, 6 when every
+// pair of GPUs has the same link count (NVSwitch systems) or the
+// combinations are few (a heuristic otherwise); criteria 7-8 and the
+// indices then decide among the candidates compared.
 //
 // Errors wrap [ErrRequest] or [ErrTooFew] and name the class and the
 // devices at fault.
@@ -293,7 +261,6 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	var mustSeen, total [MaxWants]int32
 	n := len(c.x.classes[c.cls[0]].ids)
 	c.word = c.nw == 1 && !general.On && n > 0 && n <= 64
-	// One device without a must-include one, switches in groups: chooseOneWord.
 	one := c.word && c.need[0] == 1 && c.x.switchInGroup && (c.must[0] == nil || c.must[0][0] == 0)
 	switch {
 	case one:
@@ -306,30 +273,23 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	if err := c.checkCounts(&mustSeen, &total); err != nil {
 		return nil, err
 	}
-	switch {
-	case one:
+	if one {
 		c.chooseOneWord()
-	case c.word:
+	} else {
 		c.levelOne()
-	default:
-		c.searchGroups()
 	}
 	return c.result(req), nil
 }
 
-// ChooseWord is [Chooser.Choose] for a request of one class of at most 64
-// devices on the NUMA nodes of nodes (and of unknown node when unknown),
-// with every Set a single word: count devices out of free including every
-// device of must. It returns the devices Choose returns for that request,
-// as a word, and (once its working memory has grown, as Choose's)
-// allocates nothing unless it returns an error; the errors
-// are Choose's (a class of more than 64 devices is an invalid request). It
-// is the device plugin's entry: Choose without reading a Request or
-// writing a Result. Requests whose choice is forced (as many free devices
-// as asked for), lies under one switch, is all the free devices of one or
-// of several whole groups, or lies in the group of the must-include
-// devices under all its switches, are decided without the search, with
-// the choice the search makes.
+// ChooseWord is [Chooser.Choose] for count devices of one class of at
+// most 64 devices out of free, including every device of must, on the NUMA
+// nodes of nodes (and of unknown node when unknown), with every Set a
+// single word: the device plugin's entry, without a Request or a Result.
+// It returns Choose's devices as a word and Choose's errors (a class of
+// more than 64 devices is an invalid request), and like Choose allocates
+// nothing once its working memory has grown unless it returns an error.
+// Requests of a plain choice (forced, under one switch, whole groups, the
+// must-include devices' group) are decided as the search would, without it.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
 	x := c.x
 	if class < 0 || class >= len(x.classes) {
@@ -339,26 +299,19 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if n > 64 {
 		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
 	}
+	c.startWord(class, count, free, must, nodes, unknown)
 	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || general.On {
 		// Refused, empty or the general path: Choose says which.
-		c.wordFree[0], c.wordMust[0] = free, must
 		w := Words(n)
 		req := Request{Nodes: nodes, Unknown: unknown, Wants: []Want{{Class: class, Count: count, Free: c.wordFree[:w], Must: c.wordMust[:w]}}}
 		res, err := c.Choose(&req)
-		if err != nil {
+		if err != nil || n == 0 {
 			return 0, err
 		}
-		var out uint64
-		if d := res.Devices(0); len(d) > 0 {
-			out = d[0]
-		}
-		return out, nil
+		return res.Devices(0)[0], nil
 	}
-	c.startWord(class, count, free, must, nodes, unknown)
 	one := count == 1 && x.switchInGroup
-	// directWord's own first tests, cheaper (its forced choice when the
-	// free devices are the count, its other decisions when switches lie
-	// in groups).
+	// directWord's own first tests, cheaper here.
 	direct := popcount(free) == count || x.switchInGroup
 	if !one && direct && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
@@ -373,17 +326,15 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if int(mustSeen[0]) != popcount(must) || total[0] < int32(count) {
 		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
-	switch {
-	case one:
+	if one {
 		c.chooseOneWord()
-	default:
+	} else {
 		c.levelOne()
 	}
 	return c.bestWord, nil
 }
 
-// startWord sets c up for ChooseWord's request (checked), before any
-// choice.
+// startWord sets c up for ChooseWord's request (of a known class).
 func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) {
 	x := c.x
 	c.wordFree[0], c.wordMust[0] = free, must
@@ -393,8 +344,7 @@ func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask
 	c.have, c.word = false, true
 }
 
-// load reads and checks the request and counts the free devices of every
-// want per bucket and group of the allowed groups.
+// load checks the request and reads it into c.
 func (c *Chooser) load(req *Request) error {
 	x := c.x
 	if req == nil {
@@ -421,15 +371,12 @@ func (c *Chooser) load(req *Request) error {
 				return fmt.Errorf("%w: %s asked for twice", ErrRequest, name)
 			}
 		}
-		if w.Must != nil {
-			if m := w.Must.Len(); w.Count < m {
-				return fmt.Errorf("%w: %s: count %d is below the %d must-include devices", ErrRequest, name, w.Count, m)
-			}
-			for wi, v := range w.Must {
-				if extra := v &^ w.Free[wi]; extra != 0 {
-					d := wi<<6 | bits.TrailingZeros64(extra)
-					return fmt.Errorf("%w: %s: must-include device %s is not free", ErrRequest, name, c.devName(w.Class, d))
-				}
+		if m := w.Must.Len(); w.Count < m {
+			return fmt.Errorf("%w: %s: count %d is below the %d must-include devices", ErrRequest, name, w.Count, m)
+		}
+		for wi, v := range w.Must {
+			if extra := v &^ w.Free[wi]; extra != 0 {
+				return fmt.Errorf("%w: %s: must-include device %s is not free", ErrRequest, name, c.devName(w.Class, wi<<6|bits.TrailingZeros64(extra)))
 			}
 		}
 		if w.Count == 0 {
@@ -447,26 +394,25 @@ func (c *Chooser) load(req *Request) error {
 	return nil
 }
 
-// checkCounts refuses a request whose must-include devices are not all
-// free on the allowed groups (mustSeen of them were) or whose counts exceed
-// the free devices there (total).
+// checkCounts refuses a request whose must-include devices are not all on
+// the allowed groups (mustSeen were) or counts exceed the free there (total).
 func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
-	x := c.x
 	for k := range c.nw {
-		name := x.classes[c.cls[k]].name
-		if m := c.must[k].Len(); int(mustSeen[k]) != m {
+		cl := &c.x.classes[c.cls[k]]
+		if int(mustSeen[k]) != c.must[k].Len() {
 			for d := range c.must[k].All() {
-				if d >= len(x.classes[c.cls[k]].ids) {
-					break
-				}
-				if g := int(x.classes[c.cls[k]].group[d]); !c.allowedGroup(g) {
-					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, name, c.devName(c.cls[k], d), c.groupName(g))
+				if d < len(cl.ids) && !c.allowedGroup(int(cl.group[d])) {
+					where := "an unknown NUMA node"
+					if g := int(cl.group[d]); g < c.x.nodes {
+						where = fmt.Sprintf("NUMA node %d", c.x.m.NodeID(g))
+					}
+					return fmt.Errorf("%w: %s: must-include device %s is on %s, outside the allowed NUMA nodes", ErrRequest, cl.name, c.devName(c.cls[k], d), where)
 				}
 			}
-			return fmt.Errorf("%w: %s: a must-include device is not a device of the class", ErrRequest, name)
+			return fmt.Errorf("%w: %s: a must-include device is not a device of the class", ErrRequest, cl.name)
 		}
 		if total[k] < c.need[k] {
-			return fmt.Errorf("%w: %d %s devices asked for, %d free on the allowed NUMA nodes", ErrTooFew, c.need[k], name, total[k])
+			return fmt.Errorf("%w: %d %s devices asked for, %d free on the allowed NUMA nodes", ErrTooFew, c.need[k], cl.name, total[k])
 		}
 	}
 	return nil
@@ -479,13 +425,6 @@ func (c *Chooser) allowedGroup(g int) bool {
 	return c.nodes.Contains(g)
 }
 
-func (c *Chooser) groupName(g int) string {
-	if g == c.x.nodes {
-		return "an unknown NUMA node"
-	}
-	return fmt.Sprintf("NUMA node %d", c.x.m.NodeID(g))
-}
-
 func (c *Chooser) devName(class, d int) string {
 	if d < len(c.x.classes[class].ids) {
 		if class == 0 {
@@ -496,10 +435,9 @@ func (c *Chooser) devName(class, d int) string {
 	return fmt.Sprintf("index %d (beyond the class's %d devices)", d, len(c.x.classes[class].ids))
 }
 
-// countAll counts the free and must-include devices of every want per
-// bucket and group of the allowed groups, makes those with free devices
-// of some want level 1's items (c.witems, ascending), and adds the wants'
-// must-include and free devices seen to mustSeen and total.
+// countAll counts every want's free and must-include devices per bucket
+// and group of the allowed groups, into c, mustSeen and total, and makes
+// level 1's items (those with must-include devices forced into c.pick).
 func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 	x := c.x
 	c.witems = c.witems[:0]
@@ -508,54 +446,44 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 			continue
 		}
 		c.gmust[g] = false
-		some := false
+		it, some := wItem{g: g, low: -1, fit: -1}, false
 		for k := range c.nw {
 			cl := &x.classes[c.cls[k]]
-			n, m, fit, low := countBuckets(x.masks, cl.cb[cl.cbStart[g]:cl.cbStart[g+1]], c.free[k], c.must[k], c.cnt[k], c.mcnt[k], c.need[0])
+			free, must, n := c.free[k], c.must[k], int32(0)
+			for _, cb := range cl.cb[cl.cbStart[g]:cl.cbStart[g+1]] {
+				bn, bm := int32(0), int32(0)
+				for _, e := range x.masks[cb.lo:cb.hi] {
+					w := free[e.w] & e.bits
+					if w == 0 {
+						continue
+					}
+					bn += int32(popcount(w))
+					if d := e.w<<6 | int32(bits.TrailingZeros64(w)); k == 0 && (it.low < 0 || d < it.low) {
+						it.low = d
+					}
+					if must != nil {
+						bm += int32(popcount(must[e.w] & e.bits))
+					}
+				}
+				c.cnt[k][cb.b], c.mcnt[k][cb.b] = bn, bm
+				n += bn
+				mustSeen[k] += bm
+				c.gmust[g] = c.gmust[g] || bm > 0
+				if k == 0 && bn >= c.need[0] && (it.fit < 0 || bn < it.fit) {
+					it.fit = bn // the fewest free devices of a bucket holding the count
+				}
+			}
 			c.gcnt[k][g] = n
 			total[k] += n
-			mustSeen[k] += m
-			c.gmust[g] = c.gmust[g] || m > 0
 			some = some || n > 0
-			if k == 0 {
-				c.gfit[g], c.glow[g] = fit, low
-			}
 		}
+		it.c0, c.glow[g] = c.gcnt[0][g], it.low
 		if some { // a group without free devices of any want is left out
-			c.witems = append(c.witems, wItem{g: g, c0: c.gcnt[0][g], low: c.glow[g], fit: c.gfit[g]})
+			c.witems = append(c.witems, it)
 		}
 	}
-}
-
-// countBuckets counts the free and must-include devices of the buckets
-// cbs of one class into cnt and mcnt (by bucket) and returns their sums,
-// the fewest free devices of a bucket holding need (-1 when none) and the
-// lowest free device (-1 when none).
-func countBuckets(masks []wordBits, cbs []classBucket, free, must Set, cnt, mcnt []int32, need int32) (n, m, fit, low int32) {
-	fit, low = -1, -1
-	for _, cb := range cbs {
-		bn, bm := int32(0), int32(0)
-		for _, e := range masks[cb.lo:cb.hi] {
-			w := free[e.w] & e.bits
-			if w == 0 {
-				continue
-			}
-			bn += int32(popcount(w))
-			if d := e.w<<6 | int32(bits.TrailingZeros64(w)); low < 0 || d < low {
-				low = d
-			}
-			if must != nil {
-				bm += int32(popcount(must[e.w] & e.bits))
-			}
-		}
-		cnt[cb.b], mcnt[cb.b] = bn, bm
-		n += bn
-		m += bm
-		if bn >= need && (fit < 0 || bn < fit) {
-			fit = bn
-		}
-	}
-	return n, m, fit, low
+	c.startPick()
+	c.force(func(it *wItem) bool { return c.gmust[it.g] })
 }
 
 // bucketMasks returns the masks of class cl in bucket b.
@@ -565,8 +493,7 @@ func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
 	return x.masks[x.off[int(b)*stride+cl]:x.off[int(b)*stride+cl+1]]
 }
 
-// switchLinks returns the most links a choice of the first want inside
-// the groups and the switches of c.inB can have (at most gLinks).
+// switchLinks returns the most links a first-want choice in c.inB can have.
 func (c *Chooser) switchLinks() int {
 	sum := int32(0)
 	for i, in := range c.inB {

@@ -6,60 +6,43 @@ import (
 	"slices"
 )
 
-// Level 1 of the search, the one search of sets of groups (NUMA nodes,
-// and the unknown node) for both paths: the word path's items carry their
-// free devices as a word, the general path's their counts alone; the
-// order, bounds, budgets and cuts are the same code.
-
-// wItem is a group of level 1's search (one with free devices and no
-// must-include device): its free devices of the first want (the word
-// path; 0 on the general path) and their count c0, its lowest free device
-// of the first want (-1 when none), its buckets holding free devices (the
-// word path), the fewest free first-want devices of a bucket holding the
-// count (-1 when none) and its groupTop for the count when NVLinks bound
-// the links (c.links; 0 otherwise).
+// wItem is a group (NUMA node, or the unknown node) with free devices in
+// level 1, the search of sets of groups, one code for both paths: its free
+// first-want devices (the word path; 0 otherwise) and their count c0, the
+// lowest of them (-1: none), its buckets holding free devices (the word
+// path), the fewest free first-want devices of a bucket holding the count
+// (fit, -1: none) and its groupTop for the count (when c.links; else 0).
 type wItem struct {
 	free                     uint64
 	g, c0, low, nb, fit, top int32
 }
 
-// startPick empties the set of groups being built (c.pick) and what level
-// 1 keeps of it.
+// startPick empties c.pick and what push keeps of it.
 func (c *Chooser) startPick() {
 	c.gcap, c.key = [MaxWants]int32{}, groupKey{}
 	c.pickFree, c.pickNB, c.lastFree, c.topSum = 0, 0, 0, 0
 	c.pick = c.pick[:0]
 }
 
-// searchGroups is level 1 of the general path: the forced groups (those
-// of must-include devices) into c.pick, then levelOne.
-func (c *Chooser) searchGroups() {
-	c.startPick()
-	c.force(func(it *wItem) bool { return c.gmust[it.g] })
-	c.levelOne()
-}
-
 // force moves the items of c.witems that forced reports (holding
-// must-include devices) into c.pick, in ascending group order, with
-// c.key (but for its node count), c.gcap, c.pickFree and c.pickNB theirs.
+// must-include devices) into c.pick, in ascending group order (push).
 func (c *Chooser) force(forced func(it *wItem) bool) {
-	items := c.witems
-	k := 0
-	for _, it := range items {
+	kept := c.witems[:0]
+	for _, it := range c.witems {
 		if !forced(&it) {
-			items[k] = it
-			k++
+			kept = append(kept, it)
 			continue
 		}
-		it.top = 0
+		if c.links {
+			it.top = c.x.groupTop(it.g, c.need[0])
+		}
 		c.push(&it, c.distTo(it.g))
 		c.addOthers(it.g, 1)
 	}
-	c.witems = items[:k]
+	c.witems = kept
 }
 
-// distTo returns the sum of the distances from group g to the groups of
-// c.pick.
+// distTo returns the sum of the distances from group g to c.pick's.
 func (c *Chooser) distTo(g int32) int32 {
 	ng := c.x.nodes + 1
 	d := int32(0)
@@ -69,71 +52,50 @@ func (c *Chooser) distTo(g int32) int32 {
 	return d
 }
 
-// levelOne searches the sets of groups: c.pick holds the forced groups
-// (with c.key, c.gcap and the rest of push's fields theirs) and c.witems
-// the others, in ascending group order. It tries the fewest extra groups
-// that can hold the first want's count (greedy: exact for one want), then
-// sizes upward until some set holds every want.
+// levelOne searches the sets of groups, c.pick holding the forced ones: the
+// fewest extra groups of c.witems holding the first want's count (greedy:
+// exact for one want), then sizes upward until a set holds every want.
 func (c *Chooser) levelOne() {
 	x := c.x
 	forced := len(c.pick)
 	need0 := c.need[0]
-	// The items in their search order: free devices of the first want
-	// descending, then the distance to the forced groups, then the lowest
-	// free device (so that ties meet the lowest indices first), then the
-	// group (c.witems is in ascending group order). On the word path keys
-	// packed in one integer (the fields fit: at most 64 devices, distances
-	// at most 1000 per pair, unknownDistance, and at most 65 groups), on
-	// the general path a comparison of the items.
+	// The search order: free first-want devices descending, the distance
+	// to the forced groups, the lowest free device (ties meet the lowest
+	// indices first), the group (c.witems is ascending); keys pack them with
+	// the index (at most 64 devices, 65 groups and unknownDistance a pair on
+	// the word path; the general path's sort reads c0 and low from items).
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
-	packed := c.word
 	for i := range items {
 		it := &items[i]
+		if c.links { // topSum bounds the links only then (linksFor; else 0)
+			it.top = x.groupTop(it.g, need0)
+		}
 		tie := int32(0) // the distance to the forced groups
 		if forced > 0 {
 			tie = c.distTo(it.g)
 		}
-		if c.links { // topSum bounds the links only then (linksFor)
-			it.top = x.groupTop(it.g, need0)
-		} else {
-			it.top = 0
-		}
 		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(uint32(it.low)&4095)<<8 | uint64(i)
 	}
-	if !packed {
-		ties := grow(c.wties, len(items))
-		for i := range keys {
-			keys[i], ties[i] = uint64(i), 0
-			if forced > 0 {
-				ties[i] = c.distTo(items[i].g)
-			}
-		}
-		c.wties = ties
-		slices.SortFunc(keys, func(p, q uint64) int {
-			a, b := &items[p], &items[q]
-			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(ties[p], ties[q]), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p, q))
-		})
-	} else {
+	if c.word {
 		slices.Sort(keys)
+	} else {
+		slices.SortFunc(keys, func(p, q uint64) int {
+			a, b := &items[p&255], &items[q&255]
+			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(uint32(p>>20), uint32(q>>20)), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p&255, q&255))
+		})
 	}
 	sorted := grow(c.wsorted, len(items))
 	prefix := grow(c.prefix, len(items)+1)
-	// One row of distances per depth of the search (a set of groups picked
-	// in the search has at most len(items) of them).
+	// A row of distances per depth (a set has at most len(items) groups).
 	buf := grow(c.wdtoBuf, (len(items)+1)*len(items))
 	dto, grp := buf[:len(items)], grow(c.wgrp, len(items))
-	sum := int32(0)
 	prefix[0] = 0
 	for i, k := range keys {
 		it := &items[k&255]
 		sorted[i] = *it
-		sum += it.c0
-		prefix[i+1] = sum
+		prefix[i+1] = prefix[i] + it.c0
 		dto[i], grp[i] = int32(k>>20), it.g // the distance to the forced groups
-		if !packed {
-			dto[i] = c.wties[k]
-		}
 	}
 	c.wkeys, c.wsorted, c.prefix, c.wdtoBuf, c.wdto, c.wgrp = keys, sorted, prefix, buf, dto, grp
 	// The other wants' free devices from each item on (their cut).
@@ -153,29 +115,14 @@ func (c *Chooser) levelOne() {
 		extra++
 	}
 	c.steps, c.leaves = 0, 0
-	// The most links of a choice: C(k,2) times the most links of a pair
-	// (exact on NVSwitch machines).
+	// C(k,2) times the most links of a pair (exact on NVSwitch machines).
 	c.linksUB = 0
 	if n := int(need0); c.cls[0] == 0 {
 		c.linksUB = n * (n - 1) / 2 * int(x.maxLink)
 	}
-	c.topSum = 0
-	if c.links {
-		for _, g := range c.pick {
-			c.topSum += x.groupTop(g, need0)
-		}
-	}
-	for ; extra <= len(items); extra++ {
+	for ; extra < len(items) && !c.have && c.steps < stepBudget; extra++ {
 		c.key.nodes = int32(forced + extra)
-		if extra == len(items) && !c.have {
-			// Every group: dfsGroups' one path, step for step.
-			c.steps += extra + 1
-			break
-		}
 		c.dfsGroups(0, extra)
-		if c.have || c.steps >= stepBudget {
-			break
-		}
 	}
 	if !c.have { // every group (the whole loop when no smaller set holds it)
 		for i := range items {
@@ -189,11 +136,9 @@ func (c *Chooser) levelOne() {
 	}
 }
 
-// push adds the group of item it to c.pick, with c.key (but for its node
-// count), c.gcap[0], c.topSum, c.pickFree and c.pickNB (and c.fit1 for
-// the first); dto must be its distance to the groups of c.pick. With
-// several wants the caller adds the others' c.gcap (addOthers; push stays
-// small enough to be inlined).
+// push adds item it's group, at distance dto from c.pick's, to c.pick,
+// c.key (but its node count), c.gcap[0], c.topSum, c.pickFree, c.pickNB
+// and (the first) c.fit1; the caller adds the others' c.gcap (addOthers).
 func (c *Chooser) push(it *wItem, dto int32) {
 	if len(c.pick) == 0 {
 		c.fit1 = it.fit
@@ -209,16 +154,14 @@ func (c *Chooser) push(it *wItem, dto int32) {
 	c.pick = append(c.pick, it.g)
 }
 
-// addOthers adds sign times group g's free devices of the wants after the
-// first to c.gcap.
+// addOthers adds sign times group g's free devices of other wants to c.gcap.
 func (c *Chooser) addOthers(g int32, sign int32) {
 	for k := 1; k < c.nw; k++ {
 		c.gcap[k] += sign * c.gcnt[k][g]
 	}
 }
 
-// pickState is what push changes besides c.pick and the other wants'
-// c.gcap, saved before a push and restored after.
+// pickState is what push changes but c.pick (save, pop).
 type pickState struct {
 	key        groupKey
 	gcap0, top int32
@@ -226,13 +169,12 @@ type pickState struct {
 	free       uint64
 }
 
-// save returns what push changes besides c.pick and the other wants'
-// c.gcap.
+// save returns the current pickState.
 func (c *Chooser) save() pickState {
 	return pickState{c.key, c.gcap[0], c.topSum, c.pickNB, c.pickFree}
 }
 
-// pop undoes the last push, restoring s (taken by save before it).
+// pop undoes the last push (and addOthers), restoring s.
 func (c *Chooser) pop(s *pickState) {
 	if c.nw > 1 {
 		c.addOthers(c.pick[len(c.pick)-1], -1)
@@ -241,8 +183,7 @@ func (c *Chooser) pop(s *pickState) {
 	c.key, c.gcap[0], c.topSum, c.pickNB, c.pickFree = s.key, s.gcap0, s.top, s.nb, s.free
 }
 
-// pickLow returns the lowest free first-want device of the groups of
-// c.pick, -1 when none.
+// pickLow returns c.pick's lowest free first-want device, -1 when none.
 func (c *Chooser) pickLow() int32 {
 	if c.word {
 		if c.pickFree == 0 {
@@ -250,13 +191,11 @@ func (c *Chooser) pickLow() int32 {
 		}
 		return int32(bits.TrailingZeros64(c.pickFree))
 	}
-	low := int32(-1)
+	low := ^uint32(0) // -1, none, is above every device as a uint32
 	for _, g := range c.pick {
-		if l := c.glow[g]; l >= 0 && (low < 0 || l < low) {
-			low = l
-		}
+		low = min(low, uint32(c.glow[g]))
 	}
-	return low
+	return int32(low)
 }
 
 // spent reports whether level 1's budgets are spent.
@@ -264,7 +203,7 @@ func (c *Chooser) spent() bool {
 	return c.steps >= stepBudget || c.have && c.leaves >= nodeSetBudget
 }
 
-// capOK reports whether the groups of c.pick hold every want's count.
+// capOK reports whether c.pick's groups hold every want's count.
 func (c *Chooser) capOK() bool {
 	for k := range c.nw {
 		if c.gcap[k] < c.need[k] {
@@ -274,8 +213,7 @@ func (c *Chooser) capOK() bool {
 	return true
 }
 
-// capCut reports whether the items from i on can no longer complete the
-// other wants' counts (the first want's is cut by c.prefix).
+// capCut reports whether the items from i on cannot complete other wants.
 func (c *Chooser) capCut(i int) bool {
 	for k := 1; k < c.nw; k++ {
 		if c.gcap[k]+c.suffix[k][i] < c.need[k] {
@@ -285,12 +223,9 @@ func (c *Chooser) capCut(i int) bool {
 	return false
 }
 
-// dfsGroups extends c.pick by left more groups from the items of
-// c.wsorted[from:]. The distance of a set of groups grows by each added
-// group's distance to the others, which c.wdto keeps for the items
-// (c.wgrp are their groups; each depth of the search has a row of its own
-// in c.wdtoBuf, written for the items after the one added); the sets of
-// the last group added are tried in a loop of their own (lastGroup).
+// dfsGroups extends c.pick by left more groups from c.wsorted[from:],
+// c.wdto holding each item's distance to c.pick (a row of c.wdtoBuf per
+// depth); the last group is added in a loop of its own (lastGroup).
 func (c *Chooser) dfsGroups(from, left int) {
 	if c.spent() {
 		return
@@ -309,13 +244,11 @@ func (c *Chooser) dfsGroups(from, left int) {
 		c.lastGroup(from)
 		return
 	}
-	x := c.x
-	ng := x.nodes + 1
+	ng := c.x.nodes + 1
 	items, prefix, need := c.wsorted, c.prefix, c.need[0]
-	gdist := x.gdist
+	gdist := c.x.gdist
 	for i := from; i+left <= len(items); i++ {
-		// Items are sorted by the first want's count, descending: the
-		// most the rest can add is the next left items.
+		// Sorted by the first want's count: the next left items add the most.
 		if c.gcap[0]+prefix[i+left]-prefix[i] < need || c.nw > 1 && c.capCut(i) {
 			return
 		}
@@ -346,9 +279,8 @@ func (c *Chooser) dfsGroups(from, left int) {
 	}
 }
 
-// lastGroup is dfsGroups(from, 1) after its step and cut: each item from
-// from on completes a set (the child call of dfsGroups, inline: its budget
-// check, step, cut by distance, capacity and bound).
+// lastGroup is dfsGroups(from, 1) after its step and cut, with the child
+// calls inline: each item from from on completes a set.
 func (c *Chooser) lastGroup(from int) {
 	c.baseLinks = -1
 	c.lastGroupLoop(from, c.wsorted, c.need[0], int32(c.x.nodes))
@@ -361,10 +293,7 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 	base, gcap := st.key, st.gcap0
 	for i := from; i < len(items); i++ {
 		it := &items[i]
-		if gcap+it.c0 < need || c.nw > 1 && c.capCut(i) {
-			return
-		}
-		if c.spent() {
+		if gcap+it.c0 < need || c.nw > 1 && c.capCut(i) || c.spent() {
 			return
 		}
 		c.steps++
@@ -376,13 +305,9 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 		if c.have && (int(unk) > c.bestRank.Unknown || int(unk) == c.bestRank.Unknown && int(dist) > c.bestRank.Distance) {
 			continue
 		}
-		// On the word path, when the groups hold exactly the count (and
-		// switches lie in groups), leafGroups' own bound (everyDevice's)
-		// is never below boundBeats' and cuts what it cuts (the same
-		// lowest free device on a tie), so it is the one tested, here,
-		// and its search goes on from there without adding the
-		// group to c.pick (its one choice and rank need only the devices
-		// and lb).
+		// Word path, groups holding exactly the count, switches in groups:
+		// everyDevice's bound, never below boundBeats' (the same lowest
+		// device on a tie), is the one tested, and its choice needs no push.
 		if c.word && gcap+it.c0 == need && c.x.switchInGroup {
 			lb := c.everyBound(unk, dist, st.nb+it.nb, c.linksFor(st.top+it.top))
 			sel := st.free | it.free
@@ -407,14 +332,11 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 	}
 }
 
-// boundBeats reports whether the groups of c.pick may hold a choice
-// better than the best: their optimistic rank beats it, or ties and their
-// lowest free device is not above the best's. The optimistic rank is
-// exact on the node-level criteria, has one switch per group when
-// switches lie in groups (every group of a set of the fewest groups holds
-// a chosen device) and one otherwise, the most links (linksFor), and the
-// least left in a switch when one group holds the count of one want in
-// one switch.
+// boundBeats reports whether c.pick's groups may hold a choice that beats
+// the best, by their optimistic rank: exact on the node-level criteria,
+// one switch per group when switches lie in groups (in a set of the fewest
+// each holds a chosen device) and one otherwise, the most links, and for
+// one want in one group the least left in a bucket holding the count.
 func (c *Chooser) boundBeats() bool {
 	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1, NVLinks: c.linksFor(c.topSum)}
 	for k := range c.nw {
@@ -424,8 +346,7 @@ func (c *Chooser) boundBeats() bool {
 		lb.Switches = len(c.pick)
 	}
 	if c.nw == 1 && len(c.pick) == 1 {
-		// One switch holds the count only if a bucket does (the switch's
-		// buckets on other groups are not in the set).
+		// One switch holds the count only if a bucket does; else two.
 		if f := c.fit1; f >= 0 {
 			lb.SwitchLeft = int(f - c.need[0])
 		} else {
@@ -435,19 +356,17 @@ func (c *Chooser) boundBeats() bool {
 	return c.beats(&lb)
 }
 
-// beats reports whether a choice inside the groups of c.pick of
-// optimistic rank lb may beat the best: lb beats its rank, or ties it and
-// their lowest free device is not above the best's.
+// beats reports whether a choice of optimistic rank lb in c.pick's groups
+// may beat the best: by its rank, or on a tie by their lowest free device.
 func (c *Chooser) beats(lb *Rank) bool {
 	d := compareRanks(lb, &c.bestRank)
 	return d < 0 || d == 0 && c.mayTie(c.pickLow())
 }
 
-// linksFor returns the most links a choice of the first want inside
-// groups whose top degrees (groupTop) sum to top can have: C(k,2) times
-// the most links of a pair (c.linksUB), and half of top.
+// linksFor returns the most links a first-want choice inside groups whose
+// groupTop sum to top can have: c.linksUB, and half of top.
 func (c *Chooser) linksFor(top int32) int {
-	if c.cls[0] != 0 || c.x.maxLink == 0 || c.x.uniform {
+	if !c.links {
 		return c.linksUB
 	}
 	return min(c.linksUB, int(top/2))

@@ -131,7 +131,6 @@ type Chooser struct {
 	itMask   []uint64          // per item, its free devices (the word path)
 	itDeg    []int32           // per item, the sum of its GPUs' k largest link degrees
 	inB      []bool            // in the set of switches being built
-	iseen    []bool
 	order2   []int32
 	prefix2  []int32
 	bsteps   int
@@ -143,8 +142,7 @@ type Chooser struct {
 	// Level 3: devices.
 	cand      []int32 // first-want candidates, ascending
 	candItem  []int32
-	inS       []bool // GPU -> chosen (cleared by each user first)
-	inC       []bool // GPU -> a candidate of greedyFirst (cleared first)
+	inS       []bool // first-want device -> chosen (greedyFirst's, cleared first)
 	gain      []int32
 	deg       []int32
 	sel       [MaxWants][]int32
@@ -192,7 +190,6 @@ func (x *Index) NewChooser() *Chooser {
 	c.nextB = make([]int32, nb)
 	c.bItem = make([]int32, nb)
 	n0 := len(x.classes[0].ids)
-	c.inS = make([]bool, n0)
 	c.gain = make([]int32, n0)
 	c.deg = make([]int32, n0)
 	c.sets = make([]Set, len(x.classes))

@@ -1,0 +1,148 @@
+package devchoice_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/numaplace/numaplace/allocator/devchoice"
+	"github.com/numaplace/numaplace/numa"
+	"github.com/numaplace/numaplace/topology"
+)
+
+// threeClassMachine draws a machine of 1-3 NUMA nodes with up to 4 GPUs,
+// 1-8 RDMA NICs and 1-6 NVMe drives (more than the GPUs, often), each on a node or of unknown node, under
+// a switch of its node, a switch name shared across nodes, or none, and
+// NVLinks between some GPUs.
+func threeClassMachine(t *rapid.T) *topology.Machine {
+	nodes := rapid.IntRange(1, 3).Draw(t, "nodes")
+	b := topology.NewBuilder("three-classes")
+	rows := make([][]int, nodes)
+	for i := range rows {
+		rows[i] = make([]int, nodes)
+	}
+	for i := range nodes {
+		b.AddNode(topology.Node{ID: numa.NodeID(i), Socket: i / 2, CPUs: numa.NewCPUSet(i)})
+		rows[i][i] = 10
+		for j := i + 1; j < nodes; j++ {
+			d := rapid.IntRange(11, 40).Draw(t, "distance")
+			rows[i][j], rows[j][i] = d, d
+		}
+	}
+	b.SetDistances(rows)
+	place := func() (numa.NodeID, string) {
+		node := rapid.IntRange(-1, nodes-1).Draw(t, "node")
+		id := topology.UnknownNode
+		if node >= 0 {
+			id = numa.NodeID(node)
+		}
+		switch s := rapid.IntRange(-1, 5).Draw(t, "switch"); {
+		case s < 0:
+			return id, ""
+		case s >= 4:
+			return id, fmt.Sprintf("x%d", s-4) // one name on several nodes
+		default:
+			return id, fmt.Sprintf("n%ds%d", node, s%2)
+		}
+	}
+	gpus := rapid.IntRange(0, 4).Draw(t, "gpus")
+	for g := range gpus {
+		node, sw := place()
+		b.AddGPU(topology.GPU{ID: g, NUMANode: node, PCIeSwitch: sw})
+	}
+	for a := range gpus {
+		for c := a + 1; c < gpus; c++ {
+			if l := rapid.IntRange(0, 3).Draw(t, "links"); l > 0 {
+				b.AddNVLink(a, c, l)
+			}
+		}
+	}
+	for _, class := range []struct {
+		name string
+		most int
+	}{{"rdma", 8}, {"nvme", 6}} {
+		for d := range rapid.IntRange(1, class.most).Draw(t, class.name) {
+			node, sw := place()
+			b.AddDevice(topology.Device{ID: fmt.Sprintf("%s%d", class.name, d), Class: class.name, NUMANode: node, PCIeSwitch: sw})
+		}
+	}
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestEveryClassOrderAgainstBruteForce asks for any subset of a machine's
+// classes in class order, so that a class other than the GPUs leads the
+// pairing whenever no GPU is asked for (such a request once panicked:
+// TestOtherClassFirst). The choice holds each count and the must-include
+// devices, only free devices on allowed nodes, reports the rank the
+// reference computes for it, and is best on the criteria the search is
+// exact on for any request: the NUMA nodes, the unknown node and the
+// distance. Each machine gets 20 requests.
+func TestEveryClassOrderAgainstBruteForce(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := threeClassMachine(rt)
+		for range 20 { // requests per machine
+			x, devs, nodes, unknown, allowed := drawCase(rt, m)
+			var wants []refWant
+			for cl := range devs {
+				// GPUs one time in three, the other classes two in three.
+				w, ok := drawWant(rt, devs[cl], cl, fmt.Sprint("class", cl), allowed)
+				if ok && len(w.must) == 0 && rapid.Bool().Draw(rt, "withMust") {
+					// A must-include device in one want of two, not one in seven.
+					w.must = []int{rapid.SampledFrom(w.free).Draw(rt, "must")}
+					if !allowed(devs[cl][w.must[0]].group) {
+						w.must = nil
+					}
+				}
+				if ask := rapid.IntRange(0, 2).Draw(rt, "asked"); ok && (ask == 0) == (cl == 0) {
+					wants = append(wants, w)
+				}
+			}
+			if len(wants) == 0 {
+				continue
+			}
+			req := &devchoice.Request{Nodes: nodes, Unknown: unknown}
+			for _, w := range wants {
+				n := len(devs[w.class])
+				req.Wants = append(req.Wants, devchoice.Want{Class: w.class, Count: w.count, Free: toSet(n, w.free), Must: toSet(n, w.must)})
+			}
+			res, err := x.NewChooser().Choose(req)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			got := make([][]int, len(wants))
+			for k, w := range wants {
+				got[k] = res.Devices(k).AppendTo(nil)
+				if len(got[k]) != w.count {
+					rt.Fatalf("want %d: %v for count %d", k, got[k], w.count)
+				}
+				for _, d := range got[k] {
+					if !slices.Contains(w.free, d) || !allowed(devs[w.class][d].group) {
+						rt.Fatalf("want %d: %v holds %d, not free on an allowed node", k, got[k], d)
+					}
+				}
+				for _, d := range w.must {
+					if !slices.Contains(got[k], d) {
+						rt.Fatalf("want %d: %v without must-include %d", k, got[k], d)
+					}
+				}
+			}
+			gotRank := refRank(m, devs, wants, allowed, got)
+			if gotRank != res.Rank {
+				rt.Fatalf("reported %+v, the reference computes %+v for %v", res.Rank, gotRank, got)
+			}
+			best, bestRank := refBest(m, devs, wants, allowed)
+			nodeLevel := func(r devchoice.Rank) devchoice.Rank {
+				return devchoice.Rank{Nodes: r.Nodes, Unknown: r.Unknown, Distance: r.Distance}
+			}
+			if nodeLevel(gotRank) != nodeLevel(bestRank) {
+				rt.Fatalf("got %v %+v, the best is %v %+v", got, gotRank, best, bestRank)
+			}
+		}
+	})
+}

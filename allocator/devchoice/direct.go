@@ -176,22 +176,15 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	g := cl.group[bits.TrailingZeros64(must)]
-	wg := &cl.wg[0]
-	for i := range cl.wg {
-		if cl.wg[i].g == g {
-			wg = &cl.wg[i]
-			break
-		}
-	}
-	cand := free & wg.gm
+	cand := free & cl.gm[g]
 	nc := int32(popcount(cand))
-	if must&^wg.gm != 0 || nc < count {
+	if must&^cl.gm[g] != 0 || nc < count {
 		return false // must-include devices on two groups, or too few
 	}
 	// Every switch without must-include devices is needed: leaving out
 	// the smallest leaves fewer than count.
 	small := int32(-1)
-	for _, bm := range cl.bm[wg.lo:wg.hi] {
+	for _, bm := range cl.bm[cl.cbStart[g]:cl.cbStart[g+1]] {
 		if m := cand & bm; m != 0 && m&must == 0 {
 			if n := int32(popcount(m)); small < 0 || n < small {
 				small = n
@@ -217,9 +210,6 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	wgs := cl.wg
-	if len(wgs) > 65 { // (at most the nodes and the unknown node)
-		return false
-	}
 	// How many groups have each free count (at most 64: the class has at
 	// most 64 devices); groups of one device each: the free devices.
 	var hist [65]uint8
@@ -249,17 +239,7 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	if k < 2 || m > 16 {
 		return false
 	}
-	sets := int(m) // C(m, r): m for r = 1 or m-1 (at most 16)
-	switch {
-	case r == m:
-		sets = 1
-	case r != 1 && r != m-1: // C(m, r) > 16 for m > 6
-		if m > 6 {
-			return false
-		}
-		sets = combos(int(m), int(r))
-	}
-	if sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
+	if sets := combos(int(m), int(r)); sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
 		return false
 	}
 	// Every set's rank but for its links is its packedKey (k nodes, the
@@ -399,11 +379,6 @@ func (c *Chooser) allowedWord(cl *classInfo) uint64 {
 	if c.nodes == c.x.nodeMask && c.unknown { // (c.nodes is within the machine's nodes)
 		return ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
 	}
-	return c.allowedGroupsWord(cl)
-}
-
-// allowedGroupsWord is allowedWord group by group.
-func (c *Chooser) allowedGroupsWord(cl *classInfo) uint64 {
 	allowed := uint64(0)
 	for _, g := range cl.groups {
 		if c.allowedGroup(int(g)) {

@@ -99,10 +99,8 @@ func (c *Chooser) everyDevice(n int) {
 func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 	c.leaves++
 	r := *lb
-	if c.cls[0] == 0 {
+	if c.cls[0] == 0 { // (lb's links are 0 otherwise: linksFor)
 		r.NVLinks = c.pickLinks(sel)
-	} else {
-		r.NVLinks = 0
 	}
 	c.keepWord(&r, sel)
 }

@@ -223,7 +223,17 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	if k < 2 || m > 16 {
 		return false
 	}
-	if sets := combos(int(m), int(r)); sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
+	sets := int(m) // C(m, r): m for r = 1 or m-1 (at most 16)
+	switch {
+	case r == m:
+		sets = 1
+	case r != 1 && r != m-1: // C(m, r) > 16 for m > 6
+		if m > 6 {
+			return false
+		}
+		sets = combos(int(m), int(r))
+	}
+	if sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
 		return false
 	}
 	// A set's rank but for its links is its packedKey (k nodes, unknown

@@ -195,6 +195,9 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
 	wgs := cl.wg
+	if len(wgs) > 65 { // (at most the nodes and the unknown node)
+		return false
+	}
 	// How many groups have each free count (one device a group: the free devices).
 	var hist [65]uint8
 	if cl.maxGroup == 1 {

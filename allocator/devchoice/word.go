@@ -52,30 +52,23 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 			if n >= need {
 				fit = n
 			}
-		} else {
-			nb, fit = bucketFit(bm[wg.lo:wg.hi], f, need)
+		} else { // the buckets holding devices of f, the fewest of one holding need
+			nb = 0
+			for _, m := range bm[wg.lo:wg.hi] {
+				if m&f == 0 {
+					continue
+				}
+				nb++
+				if bn := int32(popcount(f & m)); bn >= need && (fit < 0 || bn < fit) {
+					fit = bn
+				}
+			}
 		}
 		it := &items[k]
 		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, int32(bits.TrailingZeros64(f)), nb, fit, 0
 		k++
 	}
 	return items[:k]
-}
-
-// bucketFit returns the buckets of bm holding devices of free and the
-// fewest devices of free of one holding need (-1 when none does).
-func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
-	fit = -1
-	for _, m := range bm {
-		if m&free == 0 {
-			continue
-		}
-		nb++
-		if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
-			fit = bn
-		}
-	}
-	return nb, fit
 }
 
 // everyDevice is leafGroups' search on the word path when the groups hold

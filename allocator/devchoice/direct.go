@@ -2,54 +2,50 @@ package devchoice
 
 import "math/bits"
 
-// directWord decides, without the search, a request of the word path for
-// count devices (at least 2) out of free including must (checked: must
-// within free, count at least its devices) and reports whether it did,
-// with the choice in c.bestWord. Each decision makes the search's choice
-// (TestChooseWordDirectIsChoose, TestChooseWordIsChoose,
-// TestChooseWordWholeGroupsIsChoose, TestChooseWordForcedGroupIsChoose)
-// and leaves the request to the search when a condition fails; all but
-// the forced one need every switch in one NUMA node and the order of
-// preference to put the node-level criteria and Switches first (directOK):
+// directWord decides a request of the word path for count devices (at
+// least 2) out of free including must (checked: must within free, count at
+// least its devices) without the search, with the choice in c.bestWord,
+// and reports whether it did. Each decision is the search's choice (the
+// TestChooseWord*IsChoose tests compare them); the request goes to the
+// search when a condition fails. All but the forced one need every switch
+// in one NUMA node and the node-level criteria and Switches first in the
+// order (directOK):
 //
 //   - forced: the free devices on the allowed groups are exactly count
-//     (and hold every must-include device): the choice is all of them;
+//     (holding every must-include device): the choice is all of them;
 //   - one switch: without must-include devices, when a switch of a known
 //     allowed node holds count free devices, every best choice lies under
 //     one such switch (one node, no unknown node, no distance, one switch:
-//     the least a choice can have): the best of the switches' own choices
-//     (wordChoice's, as leafWord's) by their links, then the free devices
-//     left in the switch, then in the node, then the lowest indices. The
-//     search reaches the same leaves when no budget binds: taken only when
-//     at most nodeSetBudget groups, and switchSetBudget switches in each,
-//     hold count, and no switch needs the greedy choice;
+//     the least there is): the best of the switches' wordChoice by links,
+//     then the free devices left in the switch, then in the node, then the
+//     lowest indices. Taken when no budget binds the search (at most
+//     nodeSetBudget groups, and switchSetBudget switches in each, hold
+//     count) and no switch needs the greedy choice;
 //   - whole groups: otherwise, without must-include devices, when every
 //     known allowed node holding count free devices holds exactly count
-//     (and one does), every best choice is all the free devices of one
-//     such node: the one of the fewest switches, then the most links, then
-//     the lowest indices (the search's leaves, under the same budget);
+//     (and one does): the best is all the free devices of one such node,
+//     of the fewest switches, then the most links, then the lowest indices
+//     (under the same budget of groups);
 //   - several whole groups: otherwise, without must-include devices, when
-//     k >= 2 groups are needed (the k largest free counts reach count,
-//     k-1 do not) and the k largest reach exactly count, every set of k
-//     groups holding count holds exactly count: the groups above the k-th
-//     largest free count and r of the m groups of that count. The best is
-//     all the free devices of one such set (a leaf of the search): without
-//     the unknown node, then of the least distance, the fewest switches,
-//     the most links, the lowest indices. Taken only when the C(m, r) sets
-//     are at most nodeSetBudget and their prefixes fewer than stepBudget
-//     (the search, on groups in descending free count, steps on no other
-//     prefix: its capacity cut passes none);
+//     k >= 2 groups are needed (the k largest free counts reach count, k-1
+//     do not) and the k largest reach exactly count, every set of k groups
+//     holding count holds exactly count (the groups above the k-th largest
+//     free count and r of the m groups of that count): the best is all the
+//     free devices of one such set, without the unknown node, then of the
+//     least distance, the fewest switches, the most links, the lowest
+//     indices. Taken when the C(m, r) sets are at most nodeSetBudget and
+//     their prefixes (the search's only steps, on groups in descending
+//     free count) fewer than stepBudget;
 //   - one forced group: with must-include devices all in one group whose
 //     free devices hold count, when each of its switches holding free
-//     devices is needed (leaving out any one without must-include devices
-//     leaves fewer than count): every choice lies in that group under all
-//     those switches, leaving the same devices free, so the best is
+//     devices is needed (leaving out one without must-include devices
+//     leaves fewer than count), every choice lies in that group under all
+//     those switches, leaving the same devices free: the best is
 //     wordChoice's there (when it has none, the search decides).
 //
 // It takes O(g + b) for the class's g groups and b buckets, plus
-// exactWord's at most exactCombos combinations per switch (or in the
-// forced group); several whole groups take O(k²) once and O(r²) per set
-// of the at most nodeSetBudget sets (their distances by pairs).
+// exactWord's at most exactCombos combinations per switch or forced group,
+// and for several whole groups O(k²) plus O(r²) per set.
 func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]

@@ -105,11 +105,7 @@ func (c *Chooser) pickLinks(sel uint64) int {
 	if c.baseLinks < 0 {
 		base := sel &^ last
 		c.baseLinks = c.x.linksWord(base)
-		c.baseN = 0
-		for w := base; w != 0; w &= w - 1 {
-			c.baseIdx[c.baseN&63] = uint8(bits.TrailingZeros64(w))
-			c.baseN++
-		}
+		c.baseN = indices(base, &c.baseIdx)
 	}
 	rows := c.x.rows
 	idx := c.baseIdx[:c.baseN&63]
@@ -204,11 +200,7 @@ func (x *Index) linksWord(sel uint64) int {
 	}
 	// The indices first, then the pairs by rows (fewer instructions).
 	var idx [64]uint8
-	k := 0
-	for w := sel; w != 0; w &= w - 1 {
-		idx[k&63] = uint8(bits.TrailingZeros64(w))
-		k++
-	}
+	k := indices(sel, &idx)
 	rows := x.rows
 	links := int32(0)
 	for a := 1; a < k; a++ {
@@ -220,6 +212,17 @@ func (x *Index) linksWord(sel uint64) int {
 	return int(links)
 }
 
+// indices writes the indices of the bits of w, ascending, into idx and
+// returns how many there are.
+func indices(w uint64, idx *[64]uint8) int {
+	k := 0
+	for ; w != 0; w &= w - 1 {
+		idx[k&63] = uint8(bits.TrailingZeros64(w))
+		k++
+	}
+	return k
+}
+
 // exactWord is exactFirst for the word path: of the combinations of rest
 // devices of free (with the must-include ones, c.wMust), the one with the
 // most links, then the lowest indices. free has at most 63 devices, and
@@ -227,11 +230,7 @@ func (x *Index) linksWord(sel uint64) int {
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	e := &c.ex
 	pos := &e.pos
-	n := 0
-	for w := free; w != 0; w &= w - 1 {
-		pos[n&63] = uint8(bits.TrailingZeros64(w))
-		n++
-	}
+	n := indices(free, pos)
 	e.n, e.best = n, 0
 	must := c.wMust
 	// The combinations in lexicographic order, links summed as they grow:
@@ -268,8 +267,8 @@ func (c *Chooser) exactDrop(k int) uint64 {
 	e := &c.ex
 	rows := c.x.rows
 	pos, n := &e.pos, e.n
-	// The degrees by pairs (the table is symmetric with a zero diagonal),
-	// in place of the weights.
+	// Minus the degrees by pairs (the table is symmetric with a zero
+	// diagonal), in place of the weights.
 	deg := &e.w
 	for i := range n {
 		row := &rows[pos[i]&63]
@@ -279,19 +278,16 @@ func (c *Chooser) exactDrop(k int) uint64 {
 			d += l
 			deg[j&63] += l
 		}
-		deg[i] = d
+		deg[i] = -d
 	}
 	if k == 1 {
 		bi, bd := 0, deg[0]
 		for i := 1; i < n; i++ {
-			if d := deg[i]; d <= bd {
+			if d := deg[i]; d >= bd {
 				bi, bd = i, d
 			}
 		}
 		return 1 << pos[bi]
-	}
-	for i := range n {
-		deg[i] = -deg[i]
 	}
 	e.bestLinks, e.last = -1<<31, true
 	c.exactDFS(0, k, 0, 0)

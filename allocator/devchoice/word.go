@@ -3,11 +3,9 @@ package devchoice
 import "math/bits"
 
 // The word path: one want of a class of at most 64 devices (every real
-// server's GPUs), every set of devices a word. It searches with the general
-// path's code (groups.go, within.go) on items carrying their free devices
-// as words; its own are the choice inside a set of switches (leafWord),
-// everyDevice and the direct decisions (direct.go). The tests check that
-// both paths choose the same.
+// server's GPUs), every set of devices a word, searched by the general
+// path's code (groups.go, within.go) but for leafWord, everyDevice and the
+// direct decisions (direct.go); the tests check both paths choose the same.
 
 // countWord is countAll for the word path: the allowed groups with free
 // devices as items (c.witems, ascending: countGroups), then force moves
@@ -72,8 +70,7 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 }
 
 // everyDevice is leafGroups' search on the word path when the groups hold
-// exactly the count: the one choice, every free device (c.pickFree) under
-// n switches, past its bound.
+// exactly the count: every free device (c.pickFree, n switches) past its bound.
 func (c *Chooser) everyDevice(n int) {
 	c.nodeLeft = 0
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
@@ -231,7 +228,7 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	e := &c.ex
 	pos := &e.pos
 	n := indices(free, pos)
-	e.n, e.best = n, 0
+	e.n = n
 	must := c.wMust
 	// The combinations in lexicographic order, links summed as they grow:
 	// the first best has the lowest indices. Each candidate's own weight
@@ -254,15 +251,14 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 }
 
 // exactDrop is exactWord's search when fewer devices are left out than
-// chosen (k of c.ex's candidates, whose weights are their links to the
-// must-include devices): it returns the k devices to leave out. A choice's
-// links are all the candidates', less each left-out device's links to
-// candidates and must-include devices (its degree), plus the links within
-// the left-out set D (subtracted twice): the best D has the least sum of
-// degrees less its links within, exactDFS's search with weights minus the
-// degrees. Of two choices of equal links the one holding the lowest device
-// of their difference wins: its D does not hold it, so the last best D in
-// lexicographic order wins.
+// chosen: it returns the k of c.ex's candidates to leave out. A choice's
+// links are all the candidates' (with the must-include devices), less the
+// degrees of the left-out set D (each one's links to the candidates and
+// must-include devices), plus the links within D (subtracted twice): the
+// best D has the most links within less degrees, exactDFS's search
+// weighing minus the degrees. Of equal links the choice holding the lowest
+// device of the difference wins: its D does not hold it, so the last best
+// D in lexicographic order does.
 func (c *Chooser) exactDrop(k int) uint64 {
 	e := &c.ex
 	rows := c.x.rows

@@ -163,16 +163,15 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 	if must&^cl.gm[g] != 0 || nc < count {
 		return false // must-include devices on two groups, or too few
 	}
-	// Each switch without must-include devices is needed if the smallest is.
-	small := int32(-1)
+	// Each switch without must-include devices is needed if the smallest
+	// is (with none, small stays nc: nothing left).
+	small := nc
 	for _, bm := range cl.bm[cl.cbStart[g]:cl.cbStart[g+1]] {
 		if m := cand & bm; m != 0 && m&must == 0 {
-			if n := int32(popcount(m)); small < 0 || n < small {
-				small = n
-			}
+			small = min(small, int32(popcount(m)))
 		}
 	}
-	if small >= 0 && nc-small >= count {
+	if nc-small >= count {
 		return false
 	}
 	c.wFree, c.wMust = free, must

@@ -103,12 +103,11 @@ func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 				return false // choices inside a group: the search's
 			}
 			links := 0
-			switch {
-			case !c.links:
-			case f == wg.gm:
-				links = int(cl.wgLinks[i])
-			default:
-				links = c.x.linksWord(f)
+			if c.links {
+				links = int(cl.wgLinks[i]) // the whole group's, or else f's
+				if f != wg.gm {
+					links = c.x.linksWord(f)
+				}
 			}
 			d.offer(uint64(holding(f, cl.bm[wg.lo:wg.hi]))<<shSw, links, f) // its switches, links
 			continue

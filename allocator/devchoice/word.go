@@ -72,7 +72,6 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 // everyDevice is leafGroups' search on the word path when the groups hold
 // exactly the count: every free device (c.pickFree, n switches) past its bound.
 func (c *Chooser) everyDevice(n int) {
-	c.nodeLeft = 0
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if !c.have || c.beats(&lb) {
 		c.everyLeaf(&lb, c.pickFree)

@@ -162,9 +162,8 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 	if must&^cl.gm[g] != 0 || nc < count {
 		return false // must-include devices on two groups, or too few
 	}
-	// Each switch without must-include devices is needed if the smallest
-	// is (with none, small stays nc: nothing left).
-	small := nc
+	// Each switch without must-include devices is needed if the smallest is.
+	small := nc // (none: nc, nothing left)
 	for _, bm := range cl.bm[cl.cbStart[g]:cl.cbStart[g+1]] {
 		if m := cand & bm; m != 0 && m&must == 0 {
 			small = min(small, int32(popcount(m)))
@@ -182,9 +181,8 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 	return true
 }
 
-// wholeGroupsWord is directWord's decision over several whole groups for
-// count devices out of free (on the allowed groups), reporting whether it
-// decided.
+// wholeGroupsWord is directWord's several-whole-groups decision for count
+// devices out of free (on the allowed groups), reporting whether it decided.
 func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]

@@ -81,9 +81,8 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 // c.links) and, under one switch, the free devices left in the switch and
 // the node, or as a whole group, its switches.
 func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
-	unknown := int32(x.nodes)
+	cl := &c.x.classes[c.cls[0]]
+	unknown := int32(c.x.nodes)
 	groups := 0 // allowed groups holding count
 	d := wordBest{key: ^uint64(0)}
 	shS, shN, shSw := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63, keyShift[critSwitches]&63
@@ -154,8 +153,7 @@ func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 // devices out of free (on the allowed groups) including must (on them
 // too), reporting whether it decided.
 func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
+	cl := &c.x.classes[c.cls[0]]
 	g := cl.group[bits.TrailingZeros64(must)]
 	cand := free & cl.gm[g]
 	nc := int32(popcount(cand))

@@ -12,8 +12,7 @@ import "math/bits"
 // those of must-include devices into c.pick. It returns the must-include
 // and the free devices on the allowed groups.
 func (c *Chooser) countWord() (mustSeen, total int32) {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
+	cl := &c.x.classes[c.cls[0]]
 	free := c.free[0][0]
 	must := uint64(0)
 	if c.must[0] != nil {

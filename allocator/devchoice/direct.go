@@ -313,17 +313,15 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 // tiedGroups are wholeGroupsWord's tied groups: their devices, own packed
 // key (with the distance to the base), group and row of distances.
 type tiedGroups struct {
-	f      [16]uint64
-	key    [16]uint64
+	f, key [16]uint64
 	g, row [16]int32
 }
 
 // wordBest is a direct decision's best choice so far: its devices (0
 // before the first), packed key (the fields that differ) and links.
 type wordBest struct {
-	sel   uint64
-	key   uint64
-	links int
+	sel, key uint64
+	links    int
 }
 
 // offer keeps the choice sel of packed key key and links links when it

@@ -2,66 +2,50 @@ package devchoice
 
 import "math/bits"
 
-// The word path's direct decisions: requests whose best choice the search
-// would reach without comparing sets of groups or switches. Each makes the
-// search's choice (TestChooseWordDirectIsChoose, TestChooseWordIsChoose,
-// TestChooseWordWholeGroupsIsChoose and TestChooseWordForcedGroupIsChoose
-// compare them with the search) and bails out to the search whenever one
-// of its conditions fails.
-
-// directWord decides, without the search, a request of the word path for
-// count devices (at least 2) out of free including must (checked: must
-// within free, count at least its devices) and reports whether it did,
-// with the choice in c.bestWord:
+// directWord decides a request of the word path for count devices (at
+// least 2) out of free including must (checked: must within free, count at
+// least its devices) without the search, with the choice in c.bestWord,
+// and reports whether it did. Each decision is the search's choice (the
+// TestChooseWord*IsChoose tests compare them); the request goes to the
+// search when a condition fails. All but the forced one need every switch
+// in one NUMA node and the node-level criteria and Switches first in the
+// order (directOK):
 //
 //   - forced: the free devices on the allowed groups are exactly count
-//     (and hold every must-include device): every choice is all of them;
-//   - one switch: with no must-include device, on a machine whose every
-//     switch lies in one NUMA node, when a switch of a known allowed node
-//     holds count free devices, every best choice lies under one such
-//     switch (one node, no distance, no unknown node and one switch are
-//     each the least a choice can have), so the best is the best of the
-//     switches' own choices (wordChoice's, as leafWord's), ranked by
-//     their links, then the free devices left in the switch, then in the
-//     node, then the lowest indices. The search reaches the same leaves when no
-//     budget binds, so this is taken only when at most nodeSetBudget
-//     groups and switchSetBudget switches per group can hold count, and
-//     when no switch would need the greedy choice;
-//   - whole groups: otherwise, with no must-include device and every
-//     switch in one node, when every known allowed node holding count
-//     free devices holds exactly count (and one does), every best choice
-//     is all the free devices of one such node: the best is the one of
-//     the fewest switches, then the most links, then the lowest indices
-//     (the search's leaves of one group each, taken under the same
-//     budget of groups);
-//   - several whole groups: otherwise, with no must-include device and
-//     every switch in one node, when k >= 2 groups are needed (the k
-//     largest free counts reach count, k-1 do not) and the k largest
-//     reach exactly count, every set of k groups holding count holds
-//     exactly count: it is the groups of free counts above the k-th
-//     largest and r of the m groups whose free count equals it. Every best
-//     choice is then all the free devices of one such set (k nodes, each
-//     set's leaf in the search): the best is the one without the unknown
-//     node, then of the least distance, the fewest switches, the most
-//     links, the lowest indices. The search compares the same leaves when
-//     no budget binds, so this is taken only when the C(m, r) sets are at
-//     most nodeSetBudget and their prefixes fewer than stepBudget steps
-//     (each step of the search is a prefix of such a set: its capacity
-//     cut, on groups in descending free count, passes no other);
-//   - one forced group: with must-include devices, all in one group
-//     whose free devices hold count, on a machine whose every switch lies
-//     in one NUMA node, when every switch of that group holding free
-//     devices is needed (leaving out any one without must-include devices
-//     leaves fewer than count): every choice is in that group (one node)
-//     under all those switches, leaving the same devices free in them, so
-//     the best is wordChoice's there, as leafWord's (when it has none,
-//     the search decides).
+//     (holding every must-include device): the choice is all of them;
+//   - one switch: without must-include devices, when a switch of a known
+//     allowed node holds count free devices, every best choice lies under
+//     one such switch (one node, no unknown node, no distance, one switch:
+//     the least there is): the best of the switches' wordChoice by links,
+//     then the free devices left in the switch, then in the node, then the
+//     lowest indices. Taken when no budget binds the search (at most
+//     nodeSetBudget groups, and switchSetBudget switches in each, hold
+//     count) and no switch needs the greedy choice;
+//   - whole groups: otherwise, without must-include devices, when every
+//     known allowed node holding count free devices holds exactly count
+//     (and one does): the best is all the free devices of one such node,
+//     of the fewest switches, then the most links, then the lowest indices
+//     (under the same budget of groups);
+//   - several whole groups: otherwise, without must-include devices, when
+//     k >= 2 groups are needed (the k largest free counts reach count, k-1
+//     do not) and the k largest reach exactly count, every set of k groups
+//     holding count holds exactly count (the groups above the k-th largest
+//     free count and r of the m groups of that count): the best is all the
+//     free devices of one such set, without the unknown node, then of the
+//     least distance, the fewest switches, the most links, the lowest
+//     indices. Taken when the C(m, r) sets are at most nodeSetBudget and
+//     their prefixes (the search's only steps, on groups in descending
+//     free count) fewer than stepBudget;
+//   - one forced group: with must-include devices all in one group whose
+//     free devices hold count, when each of its switches holding free
+//     devices is needed (leaving out one without must-include devices
+//     leaves fewer than count), every choice lies in that group under all
+//     those switches, leaving the same devices free: the best is
+//     wordChoice's there (when it has none, the search decides).
 //
-// It takes O(g + b) for the class's g groups and b buckets, plus exactWord's
-// at most exactCombos combinations per switch (or in the forced group), and
-// for several whole groups O(k) per set of the at most nodeSetBudget sets
-// of k groups (their distances by pairs: O(k²) for the base once, O(r²)
-// per set).
+// It takes O(g + b) for the class's g groups and b buckets, plus
+// exactWord's at most exactCombos combinations per switch or forced group,
+// and for several whole groups O(k²) plus O(r²) per set.
 func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
@@ -90,18 +74,15 @@ func (c *Chooser) directWord(count int32, free, must uint64) bool {
 	return c.wholeGroupsWord(count, free)
 }
 
-// oneNodeWord is directWord's one-switch decision (whole false) or its
+// oneNodeWord is directWord's one-switch decision (whole false) or
 // whole-group decision (whole true) for count devices out of free (on the
-// allowed groups), reporting whether it decided. Every candidate has one
-// node, no unknown node and no distance; the rest of its rank is its
-// links (the same for every choice of count devices without c.links) and
-// the fields of its packed key that differ: under one switch, the free
-// devices it leaves in its switch and in its node; as a whole group
-// (nothing left), its switches.
+// allowed groups), reporting whether it decided. Its candidates have one
+// known node: their ranks differ only in their links (equal without
+// c.links) and, under one switch, the free devices left in the switch and
+// the node, or as a whole group, its switches.
 func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
-	unknown := int32(x.nodes)
+	cl := &c.x.classes[c.cls[0]]
+	unknown := int32(c.x.nodes)
 	groups := 0 // allowed groups holding count
 	d := wordBest{key: ^uint64(0)}
 	shS, shN, shSw := keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63, keyShift[critSwitches]&63
@@ -121,12 +102,11 @@ func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 				return false // choices inside a group: the search's
 			}
 			links := 0
-			switch {
-			case !c.links:
-			case f == wg.gm:
-				links = int(cl.wgLinks[i])
-			default:
-				links = c.x.linksWord(f)
+			if c.links {
+				links = int(cl.wgLinks[i]) // the whole group's, or else f's
+				if f != wg.gm {
+					links = c.x.linksWord(f)
+				}
 			}
 			d.offer(uint64(holding(f, cl.bm[wg.lo:wg.hi]))<<shSw, links, f) // its switches, links
 			continue
@@ -173,32 +153,21 @@ func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 // devices out of free (on the allowed groups) including must (on them
 // too), reporting whether it decided.
 func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
+	cl := &c.x.classes[c.cls[0]]
 	g := cl.group[bits.TrailingZeros64(must)]
-	wg := &cl.wg[0]
-	for i := range cl.wg {
-		if cl.wg[i].g == g {
-			wg = &cl.wg[i]
-			break
-		}
-	}
-	cand := free & wg.gm
+	cand := free & cl.gm[g]
 	nc := int32(popcount(cand))
-	if must&^wg.gm != 0 || nc < count {
+	if must&^cl.gm[g] != 0 || nc < count {
 		return false // must-include devices on two groups, or too few
 	}
-	// Every switch without must-include devices is needed: leaving out
-	// the smallest leaves fewer than count.
-	small := int32(-1)
-	for _, bm := range cl.bm[wg.lo:wg.hi] {
+	// Each switch without must-include devices is needed if the smallest is.
+	small := nc // (none: nc, nothing left)
+	for _, bm := range cl.bm[cl.cbStart[g]:cl.cbStart[g+1]] {
 		if m := cand & bm; m != 0 && m&must == 0 {
-			if n := int32(popcount(m)); small < 0 || n < small {
-				small = n
-			}
+			small = min(small, int32(popcount(m)))
 		}
 	}
-	if small >= 0 && nc-small >= count {
+	if nc-small >= count {
 		return false
 	}
 	c.wFree, c.wMust = free, must
@@ -210,9 +179,8 @@ func (c *Chooser) forcedGroupWord(count int32, free, must uint64) bool {
 	return true
 }
 
-// wholeGroupsWord is directWord's decision over several whole groups for
-// count devices out of free (on the allowed groups), reporting whether it
-// decided.
+// wholeGroupsWord is directWord's several-whole-groups decision for count
+// devices out of free (on the allowed groups), reporting whether it decided.
 func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	x := c.x
 	cl := &x.classes[c.cls[0]]
@@ -220,8 +188,7 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	if len(wgs) > 65 { // (at most the nodes and the unknown node)
 		return false
 	}
-	// How many groups have each free count (at most 64: the class has at
-	// most 64 devices); groups of one device each: the free devices.
+	// How many groups have each free count (one device a group: the free devices).
 	var hist [65]uint8
 	if cl.maxGroup == 1 {
 		hist[1] = uint8(popcount(free))
@@ -262,12 +229,10 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	if sets > nodeSetBudget || 1+sets*int(k) >= stepBudget {
 		return false
 	}
-	// Every set's rank but for its links is its packedKey (k nodes, the
-	// unknown node, distance, switches; nothing left), a sum of the
-	// groups' own fields and of the distances between them (keyBits has
-	// room for every sum). The groups above v (in every set) make the base;
-	// those of v (tied) are listed with their devices, own key and
-	// distance to the base, group and row of distances.
+	// A set's rank but for its links is its packedKey (k nodes, unknown
+	// node, distance, switches), the sum of its groups' own fields and of
+	// their distances (keyBits has room). The groups above v, in every set,
+	// make the base; those of v (tied) are listed in c.tied.
 	ng := int32(x.nodes + 1)
 	gdist := x.gdist
 	unknown := int32(x.nodes)
@@ -308,12 +273,10 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 			t.key[i] += uint64(gdist[rb+t.g[i]]) << distShift
 		}
 	}
-	// The C(m, r) sets of r tied groups, each ranked in full (the order
-	// met does not matter): pairs in two loops, other sizes as masks over
-	// the tied groups' positions (Gosper's hack).
+	// The C(m, r) sets of r tied groups, each ranked in full: pairs in two
+	// loops, other sizes as masks of the tied positions (Gosper's hack).
 	best := wordBest{key: ^uint64(0)}
-	k0 := uint64(k) << keyShift[critNodes] // (the same for every set)
-	baseKey += k0
+	baseKey += uint64(k) << keyShift[critNodes]
 	if r == 2 {
 		for i := 0; i < nt-1; i++ {
 			fi, ki, ri := base|t.f[i&15], baseKey+t.key[i&15], t.row[i&15]
@@ -347,22 +310,18 @@ func (c *Chooser) wholeGroupsWord(count int32, free uint64) bool {
 	return true
 }
 
-// tiedGroups are wholeGroupsWord's tied groups, by position: their
-// devices, own packed rank (switches, unknown node, distance to the
-// base's groups), group and row in the index's distances.
+// tiedGroups are wholeGroupsWord's tied groups: their devices, own packed
+// key (with the distance to the base), group and row of distances.
 type tiedGroups struct {
-	f      [16]uint64
-	key    [16]uint64
+	f, key [16]uint64
 	g, row [16]int32
 }
 
 // wordBest is a direct decision's best choice so far: its devices (0
-// before the first), packed key (the fields of packedKey that differ
-// between its candidates) and links.
+// before the first), packed key (the fields that differ) and links.
 type wordBest struct {
-	sel   uint64
-	key   uint64
-	links int
+	sel, key uint64
+	links    int
 }
 
 // offer keeps the choice sel of packed key key and links links when it
@@ -399,11 +358,6 @@ func (c *Chooser) allowedWord(cl *classInfo) uint64 {
 	if c.nodes == c.x.nodeMask && c.unknown { // (c.nodes is within the machine's nodes)
 		return ^uint64(0) >> uint(64-len(cl.ids)) // every device of the class (1 to 64)
 	}
-	return c.allowedGroupsWord(cl)
-}
-
-// allowedGroupsWord is allowedWord group by group.
-func (c *Chooser) allowedGroupsWord(cl *classInfo) uint64 {
 	allowed := uint64(0)
 	for _, g := range cl.groups {
 		if c.allowedGroup(int(g)) {

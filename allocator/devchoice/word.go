@@ -2,24 +2,17 @@ package devchoice
 
 import "math/bits"
 
-// The word path: one want whose class has at most 64 devices (every real
-// server's GPUs), with every set of devices a single word. Its level 1 is
-// the general path's (groups.go), on items that carry their free devices
-// as words; inside a set of groups its switches are the general path's
-// items (within.go) with their free devices as words too, searched by the
-// same code, and only its choice inside a set of switches (leafWord), the
-// one choice of groups holding exactly the count (everyDevice) and the
-// direct decisions (direct.go) are its own; the tests check that both
-// paths choose the same.
+// The word path: one want of a class of at most 64 devices (every real
+// server's GPUs), every set of devices a word, searched by the general
+// path's code (groups.go, within.go) but for leafWord, everyDevice and the
+// direct decisions (direct.go); the tests check both paths choose the same.
 
-// countWord is countAll for the word path: the free devices of the
-// allowed groups, by group (c.witems, ascending), with their buckets
-// holding free devices and best-fitting bucket; then force moves the
-// groups of must-include devices into c.pick, c.key and c.gcap. It returns
-// the must-include devices on allowed groups and the free devices there.
+// countWord is countAll for the word path: the allowed groups with free
+// devices as items (c.witems, ascending: countGroups), then force moves
+// those of must-include devices into c.pick. It returns the must-include
+// and the free devices on the allowed groups.
 func (c *Chooser) countWord() (mustSeen, total int32) {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
+	cl := &c.x.classes[c.cls[0]]
 	free := c.free[0][0]
 	must := uint64(0)
 	if c.must[0] != nil {
@@ -35,9 +28,8 @@ func (c *Chooser) countWord() (mustSeen, total int32) {
 	return int32(popcount(must & allowed)), int32(popcount(free & allowed))
 }
 
-// countGroups appends to items the groups of wgs with devices in free,
-// their counts and best-fitting buckets (bm are the class's bucket words),
-// and returns it.
+// countGroups appends to items the groups of wgs with devices in free, with
+// their counts and buckets (bm: the class's bucket words), and returns it.
 func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need int32) []wItem {
 	start := len(items)
 	items = grow(items, start+len(wgs)) // room for every group, written by index
@@ -57,8 +49,17 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 			if n >= need {
 				fit = n
 			}
-		} else {
-			nb, fit = bucketFit(bm[wg.lo:wg.hi], f, need)
+		} else { // the buckets holding devices of f, the fewest of one holding need
+			nb = 0
+			for _, m := range bm[wg.lo:wg.hi] {
+				if m&f == 0 {
+					continue
+				}
+				nb++
+				if bn := int32(popcount(f & m)); bn >= need && (fit < 0 || bn < fit) {
+					fit = bn
+				}
+			}
 		}
 		it := &items[k]
 		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, int32(bits.TrailingZeros64(f)), nb, fit, 0
@@ -67,27 +68,9 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 	return items[:k]
 }
 
-// bucketFit returns the buckets of bm holding devices of free and the
-// fewest devices of free of one holding need (-1 when none does).
-func bucketFit(bm []uint64, free uint64, need int32) (nb, fit int32) {
-	fit = -1
-	for _, m := range bm {
-		if m&free == 0 {
-			continue
-		}
-		nb++
-		if bn := int32(popcount(free & m)); bn >= need && (fit < 0 || bn < fit) {
-			fit = bn
-		}
-	}
-	return nb, fit
-}
-
 // everyDevice is leafGroups' search on the word path when the groups hold
-// exactly the count: the bound and the one choice, every free device of
-// the groups (c.pickFree), under n switches.
+// exactly the count: every free device (c.pickFree, n switches) past its bound.
 func (c *Chooser) everyDevice(n int) {
-	c.nodeLeft = 0
 	lb := c.everyBound(c.key.unk, c.key.dist, int32(n), c.gLinks)
 	if !c.have || c.beats(&lb) {
 		c.everyLeaf(&lb, c.pickFree)
@@ -99,20 +82,16 @@ func (c *Chooser) everyDevice(n int) {
 func (c *Chooser) everyLeaf(lb *Rank, sel uint64) {
 	c.leaves++
 	r := *lb
-	if c.cls[0] == 0 {
+	if c.cls[0] == 0 { // (lb's links are 0 otherwise: linksFor)
 		r.NVLinks = c.pickLinks(sel)
-	} else {
-		r.NVLinks = 0
 	}
 	c.keepWord(&r, sel)
 }
 
 // pickLinks returns linksWord(sel), sel being every free device of the
-// picked groups. Inside lastGroup's loop (the groups before the last and
-// the last), it adds the links of the groups before the last
-// (computed once per loop, in c.baseLinks, with their devices listed in
-// c.baseIdx), those of the last group's free devices c.lastFree, and
-// those between the two.
+// picked groups. In lastGroup's loop it sums the links among the groups
+// before the last (once a loop: c.baseLinks, their devices in c.baseIdx),
+// among the last group's free devices (c.lastFree) and between the two.
 func (c *Chooser) pickLinks(sel uint64) int {
 	last := c.lastFree
 	if last == 0 || sel == last || c.x.rows == nil || c.x.uniform {
@@ -121,11 +100,7 @@ func (c *Chooser) pickLinks(sel uint64) int {
 	if c.baseLinks < 0 {
 		base := sel &^ last
 		c.baseLinks = c.x.linksWord(base)
-		c.baseN = 0
-		for w := base; w != 0; w &= w - 1 {
-			c.baseIdx[c.baseN&63] = uint8(bits.TrailingZeros64(w))
-			c.baseN++
-		}
+		c.baseN = indices(base, &c.baseIdx)
 	}
 	rows := c.x.rows
 	idx := c.baseIdx[:c.baseN&63]
@@ -142,9 +117,8 @@ func (c *Chooser) pickLinks(sel uint64) int {
 	return int(links)
 }
 
-// everyBound is everyDevice's bound on the groups of c.key's node count
-// with unknown node unk and distance dist: n switches, at most links
-// links, nothing left.
+// everyBound is everyDevice's bound: c.key's nodes, unknown node unk,
+// distance dist, n switches, at most links links, nothing left.
 func (c *Chooser) everyBound(unk, dist, n int32, links int) Rank {
 	return Rank{Nodes: int(c.key.nodes), Unknown: int(unk), Distance: int(dist), Switches: int(n), NVLinks: links}
 }
@@ -185,11 +159,10 @@ func (c *Chooser) leafWord(cand uint64) {
 	c.keepWord(&r, sel)
 }
 
-// wordChoice returns the choice of need devices among cand, with the
-// must-include devices c.wMust (within cand), that the word path makes
-// without listing them: all of cand when it holds need, the lowest
-// without NVLinks to tell them apart, exactWord's when its combinations
-// are few; ok is false otherwise (selectFirst's greedy choice decides).
+// wordChoice returns the word path's choice of need devices among cand
+// with the must-include ones c.wMust: all of cand when it holds need, the
+// lowest without c.links, exactWord's when its combinations are few; ok
+// is false otherwise (selectFirst's greedy choice decides).
 func (c *Chooser) wordChoice(cand uint64, need int32) (sel uint64, ok bool) {
 	switch rest, free := int(need)-popcount(c.wMust), cand&^c.wMust; {
 	case popcount(cand) == int(need):
@@ -204,17 +177,14 @@ func (c *Chooser) wordChoice(cand uint64, need int32) (sel uint64, ok bool) {
 
 // lowestBits returns the k lowest bits of w.
 func lowestBits(w uint64, k int) uint64 {
-	var out uint64
-	for ; k > 0 && w != 0; k-- {
-		low := w & -w
-		out |= low
-		w &^= low
+	rest := w
+	for ; k > 0 && rest != 0; k-- {
+		rest &= rest - 1
 	}
-	return out
+	return w &^ rest
 }
 
-// linksWord returns the NVLink links among the GPUs of sel (at most 64
-// GPUs).
+// linksWord returns the NVLink links among the GPUs of sel.
 func (x *Index) linksWord(sel uint64) int {
 	if x.maxLink == 0 {
 		return 0
@@ -223,14 +193,9 @@ func (x *Index) linksWord(sel uint64) int {
 		n := popcount(sel)
 		return n * (n - 1) / 2 * int(x.maxLink)
 	}
-	// The devices' indices first, then the pairs by rows of the table
-	// (fewer instructions per pair than walking the bits twice).
+	// The indices first, then the pairs by rows (fewer instructions).
 	var idx [64]uint8
-	k := 0
-	for w := sel; w != 0; w &= w - 1 {
-		idx[k&63] = uint8(bits.TrailingZeros64(w))
-		k++
-	}
+	k := indices(sel, &idx)
 	rows := x.rows
 	links := int32(0)
 	for a := 1; a < k; a++ {
@@ -242,26 +207,31 @@ func (x *Index) linksWord(sel uint64) int {
 	return int(links)
 }
 
+// indices writes the indices of the bits of w, ascending, into idx and
+// returns how many there are.
+func indices(w uint64, idx *[64]uint8) int {
+	k := 0
+	for ; w != 0; w &= w - 1 {
+		idx[k&63] = uint8(bits.TrailingZeros64(w))
+		k++
+	}
+	return k
+}
+
 // exactWord is exactFirst for the word path: of the combinations of rest
 // devices of free (with the must-include ones, c.wMust), the one with the
-// most links, the lowest indices on a tie (the first best in
-// lexicographic order). free has at most 63 devices, and the class is the
-// GPUs with the dense table (c.links on a word: at most 64 GPUs).
+// most links, then the lowest indices. free has at most 63 devices, and
+// the class is the GPUs with the dense table (c.links on a word).
 func (c *Chooser) exactWord(free uint64, rest int) uint64 {
-	var pos [64]uint8
-	n := 0
-	for w := free; w != 0; w &= w - 1 {
-		pos[n] = uint8(bits.TrailingZeros64(w))
-		n++
-	}
-	must := c.wMust
-	// The combinations in lexicographic order with their links summed
-	// as they grow: the first best has the lowest indices (of two
-	// combinations, the one first in this order holds the lowest
-	// device of their difference). Each candidate's own weight is its
-	// links to the must-include devices.
-	rows := c.x.rows
 	e := &c.ex
+	pos := &e.pos
+	n := indices(free, pos)
+	e.n = n
+	must := c.wMust
+	// The combinations in lexicographic order, links summed as they grow:
+	// the first best has the lowest indices. Each candidate's own weight
+	// is its links to the must-include devices.
+	rows := c.x.rows
 	w := &e.w
 	clear(w[:n])
 	for m := must; m != 0; m &= m - 1 {
@@ -271,32 +241,28 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 		}
 	}
 	if k := n - rest; k < rest {
-		return must | free&^c.exactDrop(&pos, n, k)
+		return must | free&^c.exactDrop(k)
 	}
-	e.n, e.pos, e.best, e.bestLinks, e.last = n, pos, 0, -1, false
+	e.bestLinks, e.last = -1, false
 	c.exactDFS(0, rest, 0, 0)
 	return must | e.best
 }
 
 // exactDrop is exactWord's search when fewer devices are left out than
-// chosen (k of the n candidates at pos, with c.ex.w their links to the
-// must-include devices): it returns the k devices to leave out. The links
-// of a choice (among its devices and to the must-include ones) are those
-// of all the candidates, less each left-out device's links to the
-// candidates and must-include devices (its degree), plus the links within
-// the left-out set D (subtracted twice in the degrees, once too often), so
-// the best choice leaves out the D of the least sum of degrees less its
-// links within: exactDFS's search with each candidate weighing minus its
-// degree. Of two choices of equal links, the one holding the lowest
-// device of their difference comes first, which is the one whose D does
-// not hold it: so the last best D in lexicographic order wins, where
-// exactWord keeps the first best choice.
-func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
+// chosen: it returns the k of c.ex's candidates to leave out. A choice's
+// links are all the candidates' (with the must-include devices), less the
+// degrees of the left-out set D (each one's links to the candidates and
+// must-include devices), plus the links within D (subtracted twice): the
+// best D has the most links within less degrees, exactDFS's search
+// weighing minus the degrees. Of equal links the choice holding the lowest
+// device of the difference wins: its D does not hold it, so the last best
+// D in lexicographic order does.
+func (c *Chooser) exactDrop(k int) uint64 {
 	e := &c.ex
 	rows := c.x.rows
-	// The degrees by pairs, in place of the weights: the table is
-	// symmetric with a zero diagonal (Index.buildLinks), so each pair's
-	// links are read once.
+	pos, n := &e.pos, e.n
+	// Minus the degrees by pairs (the table is symmetric with a zero
+	// diagonal), in place of the weights.
 	deg := &e.w
 	for i := range n {
 		row := &rows[pos[i]&63]
@@ -306,21 +272,18 @@ func (c *Chooser) exactDrop(pos *[64]uint8, n, k int) uint64 {
 			d += l
 			deg[j&63] += l
 		}
-		deg[i] = d
+		deg[i] = -d
 	}
 	if k == 1 {
 		bi, bd := 0, deg[0]
 		for i := 1; i < n; i++ {
-			if d := deg[i]; d <= bd {
+			if d := deg[i]; d >= bd {
 				bi, bd = i, d
 			}
 		}
 		return 1 << pos[bi]
 	}
-	for i := range n {
-		deg[i] = -deg[i]
-	}
-	e.n, e.pos, e.best, e.bestLinks, e.last = n, *pos, 0, -1<<31, true
+	e.bestLinks, e.last = -1<<31, true
 	c.exactDFS(0, k, 0, 0)
 	return e.best
 }
@@ -336,10 +299,9 @@ type exactState struct {
 	last      bool // keep the last best combination (the first otherwise)
 }
 
-// exactDFS extends the combination of c.ex.chosen[:depth] (of score acc,
-// the links among them and their weights, and devices sel) by left more
-// candidates from from on, keeping the first best (the last with
-// c.ex.last).
+// exactDFS extends the combination c.ex.chosen[:depth] (devices sel,
+// score acc: their links and weights) by left more candidates from from
+// on, keeping the first best (the last with c.ex.last).
 func (c *Chooser) exactDFS(from, left int, acc int32, sel uint64) {
 	e := &c.ex
 	depth := popcount(sel)

@@ -109,9 +109,8 @@ func (c *Chooser) levelOne() {
 	}
 	c.wforced = forced
 	items = sorted
-	extra, need := 0, need0-c.gcap[0]
-	for need > 0 && extra < len(items) {
-		need -= items[extra].c0
+	extra := 0
+	for extra < len(items) && c.gcap[0]+prefix[extra] < need0 {
 		extra++
 	}
 	c.steps, c.leaves = 0, 0
@@ -241,7 +240,9 @@ func (c *Chooser) dfsGroups(from, left int) {
 		return
 	}
 	if left == 1 {
-		c.lastGroup(from)
+		c.baseLinks = -1
+		c.lastGroup(from, c.wsorted, c.need[0], int32(c.x.nodes))
+		c.lastFree = 0
 		return
 	}
 	ng := c.x.nodes + 1
@@ -280,15 +281,8 @@ func (c *Chooser) dfsGroups(from, left int) {
 }
 
 // lastGroup is dfsGroups(from, 1) after its step and cut, with the child
-// calls inline: each item from from on completes a set.
-func (c *Chooser) lastGroup(from int) {
-	c.baseLinks = -1
-	c.lastGroupLoop(from, c.wsorted, c.need[0], int32(c.x.nodes))
-	c.lastFree = 0
-}
-
-// lastGroupLoop is lastGroup's loop.
-func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int32) {
+// calls inline: each item of items from from on completes a set.
+func (c *Chooser) lastGroup(from int, items []wItem, need int32, unknown int32) {
 	st := c.save()
 	base, gcap := st.key, st.gcap0
 	for i := from; i < len(items); i++ {

@@ -122,11 +122,10 @@ func (c *Chooser) searchSwitches() {
 		}
 	}
 	c.order2, c.prefix2 = o, append(c.prefix2[:0], 0)
-	smin, rest := forced, need0-capF
+	smin := forced
 	for i, it := range o {
 		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
-		if rest > 0 {
-			rest -= cnt0[it]
+		if capF+c.prefix2[i] < need0 {
 			smin++
 		}
 	}
@@ -360,11 +359,7 @@ func (c *Chooser) selectFirst() {
 	case combos(len(c.cand), rest) <= exactCombos:
 		c.bestPairs, c.bestLinks = -1, -1
 		c.pot = c.potential()
-		links := 0 // equal for every combination without c.links
-		if c.links {
-			links = c.linksAmong(c.sel[0])
-		}
-		c.enumFirst(0, links)
+		c.enumFirst(0)
 		for _, d := range c.combo[len(c.sel[0]):] {
 			c.take(0, d)
 		}
@@ -437,11 +432,15 @@ func (c *Chooser) potential() (pot pairPot) {
 	return pot
 }
 
-// enumFirst completes c.sel[0] (of links links) from c.cand[from:] in
-// every way, keeping in c.combo the first with the most pairs, then links.
-func (c *Chooser) enumFirst(from int, links int) {
+// enumFirst completes c.sel[0] from c.cand[from:] in every way, keeping
+// in c.combo the first with the most pairs, then links.
+func (c *Chooser) enumFirst(from int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
+		links := 0 // equal for every combination without c.links
+		if c.links {
+			links = c.linksAmong(c.sel[0])
+		}
 		if pairs := c.pairsOf(&c.pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
 			c.bestPairs, c.bestLinks = pairs, links
 			c.combo = append(c.combo[:0], c.sel[0]...)
@@ -450,15 +449,9 @@ func (c *Chooser) enumFirst(from int, links int) {
 	}
 	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
 		d, it := c.cand[i], c.candItem[i]
-		add := 0
-		if c.links {
-			for _, u := range c.sel[0] {
-				add += int(c.x.link(u, d))
-			}
-		}
 		c.addPot(it, &c.pot, 1)
 		c.take(0, d)
-		c.enumFirst(i+1, links+add)
+		c.enumFirst(i + 1)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
 		c.ix[0][it]--
 		c.addPot(it, &c.pot, -1)

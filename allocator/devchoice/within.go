@@ -14,11 +14,10 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// leafGroups searches inside the groups of c.pick (levels 2 and 3): its
-// items are the switches with free devices of some want there (on the
-// word path with those as words, c.itMask). Word-path groups holding
-// exactly the count have one choice (everyDevice), found without items
-// when switches lie in groups.
+// leafGroups searches inside c.pick's groups (levels 2 and 3), its items
+// the switches with free devices of some want there (on the word path with
+// those as words, c.itMask). Word-path groups holding exactly the count have
+// one choice (everyDevice), found without items when switches lie in groups.
 func (c *Chooser) leafGroups() {
 	x := c.x
 	need0 := c.need[0]
@@ -256,12 +255,7 @@ func (c *Chooser) leafSwitches(s int) {
 
 // used reports whether the selection has devices under item i.
 func (c *Chooser) used(i int32) bool {
-	for k := range c.nw {
-		if c.ix[k][i] > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.ix[:c.nw], func(ix []int32) bool { return ix[i] > 0 })
 }
 
 // rankOf returns the rank of the selection (c.sel, counted in c.ix); the
@@ -385,11 +379,10 @@ func combos(n, k int) int {
 	return r
 }
 
-// pairPot is the potential pairs of a first-want selection, per other
-// want k: must[k] pair with its must-include devices (per switch, the
-// fewer) and extra[k] more lie under switches with its other free ones;
-// as selectOther takes those must-include devices, then one under each
-// such switch, it pairs must[k] + min(extra[k], need[k] - c.mneed[k]).
+// pairPot is a first-want selection's potential pairs per other want k:
+// must[k] with its must-include devices (per switch, the fewer), extra[k]
+// more under switches with its other free ones; selectOther takes those,
+// then one under each such switch: must[k] + min(extra[k], need[k]-mneed[k]).
 type pairPot struct {
 	must, extra [MaxWants]int32
 }
@@ -561,11 +554,8 @@ func (c *Chooser) selectOther(k int) {
 	c.sel[k] = c.sel[k][:0]
 	// pass takes the untaken devices ok accepts, ascending, up to the count.
 	pass := func(ok func(d, it int32) bool) {
-		for i, d := range c.tmp {
-			if len(c.sel[k]) == need {
-				break
-			}
-			if it := c.itemOf(k, d); !c.taken[i] && ok(d, it) {
+		for i := 0; i < len(c.tmp) && len(c.sel[k]) < need; i++ {
+			if d := c.tmp[i]; !c.taken[i] && ok(d, c.itemOf(k, d)) {
 				c.taken[i] = true
 				c.take(k, d)
 			}

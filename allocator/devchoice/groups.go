@@ -217,9 +217,8 @@ func (c *Chooser) capCut(i int) bool {
 	return false
 }
 
-// dfsGroups extends c.pick by left more groups from c.wsorted[from:],
-// c.wdto holding each item's distance to c.pick (a row of c.wdtoBuf per
-// depth); the last group is added in a loop of its own (lastGroup).
+// dfsGroups extends c.pick by left more groups of c.wsorted[from:], c.wdto
+// holding their distances to c.pick (a row of c.wdtoBuf per depth).
 func (c *Chooser) dfsGroups(from, left int) {
 	if c.spent() {
 		return

@@ -111,9 +111,8 @@ func (c *Chooser) searchSwitches() {
 			o = append(o, int32(i))
 		}
 	}
-	// o (the unforced switches with first-want devices) by those devices,
-	// descending, then switch ID, with running sums; smin: the fewest
-	// switches holding the count (greedy: exact for one want).
+	// o, the unforced switches with first-want devices, by those descending,
+	// then ID, and their sums; smin: the fewest holding the count (greedy).
 	sw := c.itSW
 	for i := 1; i < len(o); i++ {
 		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
@@ -352,7 +351,6 @@ func (c *Chooser) selectFirst() {
 		}
 	case combos(len(c.cand), rest) <= exactCombos:
 		c.bestPairs, c.bestLinks = -1, -1
-		c.pot = c.potential()
 		c.enumFirst(0)
 		for _, d := range c.combo[len(c.sel[0]):] {
 			c.take(0, d)
@@ -396,19 +394,6 @@ func (c *Chooser) pairsOf(pot *pairPot) int32 {
 	return n
 }
 
-// addPot adds sign (1 or -1) first-want devices under item it to pot;
-// c.ix[0][it] must not count that device.
-func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
-	for k := 1; k < c.nw; k++ {
-		switch ip := c.ix[0][it]; {
-		case ip < c.imcnt[k][it]:
-			pot.must[k] += sign
-		case ip < c.icnt[k][it]:
-			pot.extra[k] += sign
-		}
-	}
-}
-
 // potential returns the potential pairs of the current first-want
 // selection and sets c.mneed to the other wants' must-include devices.
 func (c *Chooser) potential() (pot pairPot) {
@@ -434,7 +419,8 @@ func (c *Chooser) enumFirst(from int) {
 		if c.links {
 			links = c.linksAmong(c.sel[0])
 		}
-		if pairs := c.pairsOf(&c.pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
+		pot := c.potential()
+		if pairs := c.pairsOf(&pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
 			c.bestPairs, c.bestLinks = pairs, links
 			c.combo = append(c.combo[:0], c.sel[0]...)
 		}
@@ -442,19 +428,16 @@ func (c *Chooser) enumFirst(from int) {
 	}
 	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
 		d, it := c.cand[i], c.candItem[i]
-		c.addPot(it, &c.pot, 1)
 		c.take(0, d)
 		c.enumFirst(i + 1)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
 		c.ix[0][it]--
-		c.addPot(it, &c.pot, -1)
 	}
 }
 
-// greedyFirst adds the first want's candidates one at a time: the one
-// adding the most pairs, then links, then with the most links to the
-// candidates and chosen, then the lowest; then makes single swaps while
-// one adds links without losing pairs.
+// greedyFirst adds the first want's candidates one at a time (the most
+// pairs added, then links, then links to the candidates and chosen, then
+// the lowest), then swaps one while that adds links and keeps the pairs.
 func (c *Chooser) greedyFirst() {
 	need := int(c.need[0])
 	c.inS = grow(c.inS, len(c.x.classes[c.cls[0]].ids))
@@ -473,15 +456,15 @@ func (c *Chooser) greedyFirst() {
 			c.addLinks(c.gain, v, 1)
 		}
 	}
-	pot := c.potential()
 	for len(c.sel[0]) < need {
 		best, bp := -1, int32(0)
 		for i, v := range c.cand {
 			if c.inS[v] {
 				continue
 			}
-			p := pot
-			c.addPot(c.candItem[i], &p, 1)
+			c.ix[0][c.candItem[i]]++ // the pairs with v taken
+			p := c.potential()
+			c.ix[0][c.candItem[i]]--
 			pairs := c.pairsOf(&p)
 			d := cmp.Compare(pairs, bp)
 			if d == 0 && c.links && best >= 0 {
@@ -492,7 +475,6 @@ func (c *Chooser) greedyFirst() {
 			}
 		}
 		v := c.cand[best]
-		c.addPot(c.candItem[best], &pot, 1)
 		c.take(0, v)
 		c.inS[v] = true
 		if c.links {
@@ -542,10 +524,9 @@ func (c *Chooser) addLinks(dst []int32, v int32, sign int32) {
 	}
 }
 
-// selectOther chooses want k's devices in the current groups into
-// c.sel[k], lowest first: the must-include ones, then one under the
-// switch of each first-want device, then under switches already chosen,
-// then under the fewest new switches (best fit).
+// selectOther chooses want k's devices in the current groups into c.sel[k],
+// lowest first: the must-include ones, one under each first-want device's
+// switch, under switches already chosen, then under the fewest new ones.
 func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)

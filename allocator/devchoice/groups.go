@@ -133,9 +133,8 @@ func (c *Chooser) levelOne() {
 	}
 }
 
-// push adds item it's group, at distance dto from c.pick's, to c.pick,
-// c.key (but its node count), c.gcap[0], c.topSum, c.pickFree, c.pickNB
-// and (the first) c.fit1; the caller adds the others' c.gcap (addOthers).
+// push adds item it's group (at distance dto from c.pick's) to c.pick, its
+// pickState but key.nodes, and c.fit1 (the first's); callers addOthers.
 func (c *Chooser) push(it *wItem, dto int32) {
 	if len(c.pick) == 0 {
 		c.fit1 = it.fit

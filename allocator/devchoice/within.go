@@ -128,13 +128,12 @@ func (c *Chooser) searchSwitches() {
 		}
 	}
 	c.smin = smin
-	// Cut the groups when an optimistic rank cannot beat the best (one
-	// want in one switch: the forced one, else the smallest that fits).
+	// Cut the groups when an optimistic rank cannot beat the best.
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
-	if c.nw == 1 && smin == 1 {
+	if c.nw == 1 && smin == 1 { // the forced switch, else the smallest that fits
 		best := capF
 		for j := 0; forced == 0 && j < len(o) && cnt0[o[j]] >= need0; j++ {
 			best = cnt0[o[j]]
@@ -200,8 +199,7 @@ func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	}
 }
 
-// leafSwitches chooses the devices inside the switches of c.inB (s of
-// them) and keeps the choice when it beats the best.
+// leafSwitches chooses the devices in c.inB's s switches, kept if they beat the best.
 func (c *Chooser) leafSwitches(s int) {
 	// An optimistic rank: with one want each switch of the set is used
 	// (a set of the fewest); with several, at least smin are.

@@ -134,7 +134,7 @@ func (c *Chooser) levelOne() {
 }
 
 // push adds item it's group (at distance dto from c.pick's) to c.pick, its
-// pickState but key.nodes, and c.fit1 (the first's); callers addOthers.
+// pickState but key.nodes, and c.fit1 (the first's); addOthers adds the rest.
 func (c *Chooser) push(it *wItem, dto int32) {
 	if len(c.pick) == 0 {
 		c.fit1 = it.fit

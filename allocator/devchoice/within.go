@@ -201,8 +201,7 @@ func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 
 // leafSwitches chooses the devices in c.inB's s switches, kept if they beat the best.
 func (c *Chooser) leafSwitches(s int) {
-	// An optimistic rank: with one want each switch of the set is used
-	// (a set of the fewest); with several, at least smin are.
+	// Optimistic: one want uses each switch of the set (a set of the fewest), several smin.
 	lb := c.groupRank()
 	lb.Switches = c.smin
 	lb.NVLinks = c.switchLinks()
@@ -481,10 +480,9 @@ func (c *Chooser) greedyFirst() {
 	}
 	if c.links {
 		// Swaps: in a paired request only under one switch (the pairs stay).
-		sel := c.sel[0]
 		for range 2 * need {
 			bx, by, bd := -1, -1, int32(0)
-			for xi, u := range sel {
+			for xi, u := range c.sel[0] {
 				if c.must[0].Has(int(u)) {
 					continue
 				}
@@ -502,14 +500,14 @@ func (c *Chooser) greedyFirst() {
 			if bx < 0 {
 				break
 			}
-			u, v := sel[bx], c.cand[by]
+			u, v := c.sel[0][bx], c.cand[by]
 			c.inS[u] = false
 			c.addLinks(c.gain, u, -1)
 			c.ix[0][c.itemOf(0, u)]--
 			c.ix[0][c.candItem[by]]++
 			c.inS[v] = true
 			c.addLinks(c.gain, v, 1)
-			sel[bx] = v
+			c.sel[0][bx] = v
 		}
 	}
 }

@@ -7,11 +7,10 @@ import (
 )
 
 // wItem is a group (NUMA node, or the unknown node) with free devices in
-// level 1, the search of sets of groups, one code for both paths: its free
-// first-want devices (the word path; 0 otherwise) and their count c0, the
-// lowest of them (-1: none), its buckets holding free devices (the word
-// path), the fewest free first-want devices of a bucket holding the count
-// (fit, -1: none) and its groupTop for the count (when c.links; else 0).
+// level 1, the search of sets of groups: its free first-want devices (word
+// path; else 0), their count c0 and lowest (-1: none), its buckets with free
+// devices (word path), the fewest free first-want devices of a bucket
+// holding the count (fit, -1: none) and its groupTop (0 unless c.links).
 type wItem struct {
 	free                     uint64
 	g, c0, low, nb, fit, top int32
@@ -60,10 +59,9 @@ func (c *Chooser) levelOne() {
 	forced := len(c.pick)
 	need0 := c.need[0]
 	// The search order: free first-want devices descending, the distance
-	// to the forced groups, the lowest free device (ties meet the lowest
-	// indices first), the group (c.witems is ascending); keys pack them with
-	// the index (at most 64 devices, 65 groups and unknownDistance a pair on
-	// the word path; the general path's sort reads c0 and low from items).
+	// to the forced groups, the lowest free device, the group (c.witems
+	// ascends); keys pack them with the index (on the word path they fit:
+	// the general path's sort reads c0 and low from the items).
 	items := c.witems
 	keys := grow(c.wkeys, len(items))
 	for i := range items {
@@ -109,9 +107,8 @@ func (c *Chooser) levelOne() {
 	}
 	c.wforced = forced
 	items = sorted
-	extra, need := 0, need0-c.gcap[0]
-	for need > 0 && extra < len(items) {
-		need -= items[extra].c0
+	extra := 0
+	for extra < len(items) && c.gcap[0]+prefix[extra] < need0 {
 		extra++
 	}
 	c.steps, c.leaves = 0, 0
@@ -136,9 +133,8 @@ func (c *Chooser) levelOne() {
 	}
 }
 
-// push adds item it's group, at distance dto from c.pick's, to c.pick,
-// c.key (but its node count), c.gcap[0], c.topSum, c.pickFree, c.pickNB
-// and (the first) c.fit1; the caller adds the others' c.gcap (addOthers).
+// push adds item it's group (at distance dto from c.pick's) to c.pick, its
+// pickState but key.nodes, and c.fit1 (the first's); addOthers adds the rest.
 func (c *Chooser) push(it *wItem, dto int32) {
 	if len(c.pick) == 0 {
 		c.fit1 = it.fit
@@ -163,10 +159,9 @@ func (c *Chooser) addOthers(g int32, sign int32) {
 
 // pickState is what push changes but c.pick (save, pop).
 type pickState struct {
-	key        groupKey
-	gcap0, top int32
-	nb         int32
-	free       uint64
+	key            groupKey
+	gcap0, top, nb int32
+	free           uint64
 }
 
 // save returns the current pickState.
@@ -183,12 +178,10 @@ func (c *Chooser) pop(s *pickState) {
 	c.key, c.gcap[0], c.topSum, c.pickNB, c.pickFree = s.key, s.gcap0, s.top, s.nb, s.free
 }
 
-// pickLow returns c.pick's lowest free first-want device, -1 when none.
+// pickLow returns c.pick's lowest free first-want device, -1 when none
+// (every group of the word path's picks holds one).
 func (c *Chooser) pickLow() int32 {
 	if c.word {
-		if c.pickFree == 0 {
-			return -1
-		}
 		return int32(bits.TrailingZeros64(c.pickFree))
 	}
 	low := ^uint32(0) // -1, none, is above every device as a uint32
@@ -223,9 +216,8 @@ func (c *Chooser) capCut(i int) bool {
 	return false
 }
 
-// dfsGroups extends c.pick by left more groups from c.wsorted[from:],
-// c.wdto holding each item's distance to c.pick (a row of c.wdtoBuf per
-// depth); the last group is added in a loop of its own (lastGroup).
+// dfsGroups extends c.pick by left more groups of c.wsorted[from:], c.wdto
+// holding their distances to c.pick (a row of c.wdtoBuf per depth).
 func (c *Chooser) dfsGroups(from, left int) {
 	if c.spent() {
 		return
@@ -241,7 +233,9 @@ func (c *Chooser) dfsGroups(from, left int) {
 		return
 	}
 	if left == 1 {
-		c.lastGroup(from)
+		c.baseLinks = -1
+		c.lastGroup(from, c.wsorted, c.need[0], int32(c.x.nodes))
+		c.lastFree = 0
 		return
 	}
 	ng := c.x.nodes + 1
@@ -280,15 +274,8 @@ func (c *Chooser) dfsGroups(from, left int) {
 }
 
 // lastGroup is dfsGroups(from, 1) after its step and cut, with the child
-// calls inline: each item from from on completes a set.
-func (c *Chooser) lastGroup(from int) {
-	c.baseLinks = -1
-	c.lastGroupLoop(from, c.wsorted, c.need[0], int32(c.x.nodes))
-	c.lastFree = 0
-}
-
-// lastGroupLoop is lastGroup's loop.
-func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int32) {
+// calls inline: each item of items from from on completes a set.
+func (c *Chooser) lastGroup(from int, items []wItem, need int32, unknown int32) {
 	st := c.save()
 	base, gcap := st.key, st.gcap0
 	for i := from; i < len(items); i++ {
@@ -332,17 +319,16 @@ func (c *Chooser) lastGroupLoop(from int, items []wItem, need int32, unknown int
 	}
 }
 
-// boundBeats reports whether c.pick's groups may hold a choice that beats
-// the best, by their optimistic rank: exact on the node-level criteria,
-// one switch per group when switches lie in groups (in a set of the fewest
-// each holds a chosen device) and one otherwise, the most links, and for
-// one want in one group the least left in a bucket holding the count.
+// boundBeats reports whether c.pick's groups may hold a choice beating the
+// best, by an optimistic rank: exact node criteria, the most links, one
+// switch per group if switches lie in groups (else one), and for one want
+// in one group the least left in a bucket holding the count.
 func (c *Chooser) boundBeats() bool {
 	lb := Rank{Nodes: int(c.key.nodes), Unknown: int(c.key.unk), Distance: int(c.key.dist), Switches: 1, NVLinks: c.linksFor(c.topSum)}
 	for k := range c.nw {
 		lb.NodeLeft += int(c.gcap[k] - c.need[k])
 	}
-	if c.x.switchInGroup { // each group holds a switch of its own
+	if c.x.switchInGroup { // its own switches, each used (a set of the fewest)
 		lb.Switches = len(c.pick)
 	}
 	if c.nw == 1 && len(c.pick) == 1 {

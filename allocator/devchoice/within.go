@@ -14,11 +14,10 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// leafGroups searches inside the groups of c.pick (levels 2 and 3): its
-// items are the switches with free devices of some want there (on the
-// word path with those as words, c.itMask). Word-path groups holding
-// exactly the count have one choice (everyDevice), found without items
-// when switches lie in groups.
+// leafGroups searches inside c.pick's groups (levels 2 and 3), its items
+// the switches with free devices of some want there (on the word path with
+// those as words, c.itMask). Word-path groups holding exactly the count have
+// one choice (everyDevice), found without items when switches lie in groups.
 func (c *Chooser) leafGroups() {
 	x := c.x
 	need0 := c.need[0]
@@ -112,9 +111,8 @@ func (c *Chooser) searchSwitches() {
 			o = append(o, int32(i))
 		}
 	}
-	// o (the unforced switches with first-want devices) by those devices,
-	// descending, then switch ID, with running sums; smin: the fewest
-	// switches holding the count (greedy: exact for one want).
+	// o, the unforced switches with first-want devices, by those descending,
+	// then ID, and their sums; smin: the fewest holding the count (greedy).
 	sw := c.itSW
 	for i := 1; i < len(o); i++ {
 		for j := i; j > 0 && (cnt0[o[j]] > cnt0[o[j-1]] || cnt0[o[j]] == cnt0[o[j-1]] && sw[o[j]] < sw[o[j-1]]); j-- {
@@ -122,22 +120,20 @@ func (c *Chooser) searchSwitches() {
 		}
 	}
 	c.order2, c.prefix2 = o, append(c.prefix2[:0], 0)
-	smin, rest := forced, need0-capF
+	smin := forced
 	for i, it := range o {
 		c.prefix2 = append(c.prefix2, c.prefix2[i]+cnt0[it])
-		if rest > 0 {
-			rest -= cnt0[it]
+		if capF+c.prefix2[i] < need0 {
 			smin++
 		}
 	}
 	c.smin = smin
-	// Cut the groups when an optimistic rank cannot beat the best (one
-	// want in one switch: the forced one, else the smallest that fits).
+	// Cut the groups when an optimistic rank cannot beat the best.
 	lb := c.groupRank()
 	lb.Unpaired = c.unpairedBound(false)
 	lb.Switches = smin
 	lb.NVLinks = c.gLinks
-	if c.nw == 1 && smin == 1 {
+	if c.nw == 1 && smin == 1 { // the forced switch, else the smallest that fits
 		best := capF
 		for j := 0; forced == 0 && j < len(o) && cnt0[o[j]] >= need0; j++ {
 			best = cnt0[o[j]]
@@ -203,11 +199,9 @@ func (c *Chooser) dfsSwitches(from, left int, capacity int32, s int) {
 	}
 }
 
-// leafSwitches chooses the devices inside the switches of c.inB (s of
-// them) and keeps the choice when it beats the best.
+// leafSwitches chooses the devices in c.inB's s switches, kept if they beat the best.
 func (c *Chooser) leafSwitches(s int) {
-	// An optimistic rank: with one want each switch of the set is used
-	// (a set of the fewest); with several, at least smin are.
+	// Optimistic: one want uses each switch of the set (a set of the fewest), several smin.
 	lb := c.groupRank()
 	lb.Switches = c.smin
 	lb.NVLinks = c.switchLinks()
@@ -257,12 +251,7 @@ func (c *Chooser) leafSwitches(s int) {
 
 // used reports whether the selection has devices under item i.
 func (c *Chooser) used(i int32) bool {
-	for k := range c.nw {
-		if c.ix[k][i] > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.ix[:c.nw], func(ix []int32) bool { return ix[i] > 0 })
 }
 
 // rankOf returns the rank of the selection (c.sel, counted in c.ix); the
@@ -359,12 +348,7 @@ func (c *Chooser) selectFirst() {
 		}
 	case combos(len(c.cand), rest) <= exactCombos:
 		c.bestPairs, c.bestLinks = -1, -1
-		c.pot = c.potential()
-		links := 0 // equal for every combination without c.links
-		if c.links {
-			links = c.linksAmong(c.sel[0])
-		}
-		c.enumFirst(0, links)
+		c.enumFirst(0)
 		for _, d := range c.combo[len(c.sel[0]):] {
 			c.take(0, d)
 		}
@@ -390,11 +374,10 @@ func combos(n, k int) int {
 	return r
 }
 
-// pairPot is the potential pairs of a first-want selection, per other
-// want k: must[k] pair with its must-include devices (per switch, the
-// fewer) and extra[k] more lie under switches with its other free ones;
-// as selectOther takes those must-include devices, then one under each
-// such switch, it pairs must[k] + min(extra[k], need[k] - c.mneed[k]).
+// pairPot is a first-want selection's potential pairs per other want k:
+// must[k] with its must-include devices (per switch, the fewer), extra[k]
+// more under switches with its other free ones; selectOther takes those,
+// then one under each such switch: must[k] + min(extra[k], need[k]-mneed[k]).
 type pairPot struct {
 	must, extra [MaxWants]int32
 }
@@ -406,19 +389,6 @@ func (c *Chooser) pairsOf(pot *pairPot) int32 {
 		n += pot.must[k] + min(pot.extra[k], c.need[k]-c.mneed[k])
 	}
 	return n
-}
-
-// addPot adds sign (1 or -1) first-want devices under item it to pot;
-// c.ix[0][it] must not count that device.
-func (c *Chooser) addPot(it int32, pot *pairPot, sign int32) {
-	for k := 1; k < c.nw; k++ {
-		switch ip := c.ix[0][it]; {
-		case ip < c.imcnt[k][it]:
-			pot.must[k] += sign
-		case ip < c.icnt[k][it]:
-			pot.extra[k] += sign
-		}
-	}
 }
 
 // potential returns the potential pairs of the current first-want
@@ -437,12 +407,17 @@ func (c *Chooser) potential() (pot pairPot) {
 	return pot
 }
 
-// enumFirst completes c.sel[0] (of links links) from c.cand[from:] in
-// every way, keeping in c.combo the first with the most pairs, then links.
-func (c *Chooser) enumFirst(from int, links int) {
+// enumFirst completes c.sel[0] from c.cand[from:] in every way, keeping
+// in c.combo the first with the most pairs, then links.
+func (c *Chooser) enumFirst(from int) {
 	need := int(c.need[0])
 	if len(c.sel[0]) == need {
-		if pairs := c.pairsOf(&c.pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
+		links := 0 // equal for every combination without c.links
+		if c.links {
+			links = c.linksAmong(c.sel[0])
+		}
+		pot := c.potential()
+		if pairs := c.pairsOf(&pot); pairs > c.bestPairs || pairs == c.bestPairs && links > c.bestLinks {
 			c.bestPairs, c.bestLinks = pairs, links
 			c.combo = append(c.combo[:0], c.sel[0]...)
 		}
@@ -450,25 +425,16 @@ func (c *Chooser) enumFirst(from int, links int) {
 	}
 	for i := from; len(c.cand)-i >= need-len(c.sel[0]); i++ {
 		d, it := c.cand[i], c.candItem[i]
-		add := 0
-		if c.links {
-			for _, u := range c.sel[0] {
-				add += int(c.x.link(u, d))
-			}
-		}
-		c.addPot(it, &c.pot, 1)
 		c.take(0, d)
-		c.enumFirst(i+1, links+add)
+		c.enumFirst(i + 1)
 		c.sel[0] = c.sel[0][:len(c.sel[0])-1]
 		c.ix[0][it]--
-		c.addPot(it, &c.pot, -1)
 	}
 }
 
-// greedyFirst adds the first want's candidates one at a time: the one
-// adding the most pairs, then links, then with the most links to the
-// candidates and chosen, then the lowest; then makes single swaps while
-// one adds links without losing pairs.
+// greedyFirst adds the first want's candidates one at a time (the most
+// pairs added, then links, then links to the candidates and chosen, then
+// the lowest), then swaps one while that adds links and keeps the pairs.
 func (c *Chooser) greedyFirst() {
 	need := int(c.need[0])
 	c.inS = grow(c.inS, len(c.x.classes[c.cls[0]].ids))
@@ -487,15 +453,15 @@ func (c *Chooser) greedyFirst() {
 			c.addLinks(c.gain, v, 1)
 		}
 	}
-	pot := c.potential()
 	for len(c.sel[0]) < need {
 		best, bp := -1, int32(0)
 		for i, v := range c.cand {
 			if c.inS[v] {
 				continue
 			}
-			p := pot
-			c.addPot(c.candItem[i], &p, 1)
+			c.ix[0][c.candItem[i]]++ // the pairs with v taken
+			p := c.potential()
+			c.ix[0][c.candItem[i]]--
 			pairs := c.pairsOf(&p)
 			d := cmp.Compare(pairs, bp)
 			if d == 0 && c.links && best >= 0 {
@@ -506,7 +472,6 @@ func (c *Chooser) greedyFirst() {
 			}
 		}
 		v := c.cand[best]
-		c.addPot(c.candItem[best], &pot, 1)
 		c.take(0, v)
 		c.inS[v] = true
 		if c.links {
@@ -515,10 +480,9 @@ func (c *Chooser) greedyFirst() {
 	}
 	if c.links {
 		// Swaps: in a paired request only under one switch (the pairs stay).
-		sel := c.sel[0]
 		for range 2 * need {
 			bx, by, bd := -1, -1, int32(0)
-			for xi, u := range sel {
+			for xi, u := range c.sel[0] {
 				if c.must[0].Has(int(u)) {
 					continue
 				}
@@ -536,14 +500,14 @@ func (c *Chooser) greedyFirst() {
 			if bx < 0 {
 				break
 			}
-			u, v := sel[bx], c.cand[by]
+			u, v := c.sel[0][bx], c.cand[by]
 			c.inS[u] = false
 			c.addLinks(c.gain, u, -1)
 			c.ix[0][c.itemOf(0, u)]--
 			c.ix[0][c.candItem[by]]++
 			c.inS[v] = true
 			c.addLinks(c.gain, v, 1)
-			sel[bx] = v
+			c.sel[0][bx] = v
 		}
 	}
 }
@@ -556,10 +520,9 @@ func (c *Chooser) addLinks(dst []int32, v int32, sign int32) {
 	}
 }
 
-// selectOther chooses want k's devices in the current groups into
-// c.sel[k], lowest first: the must-include ones, then one under the
-// switch of each first-want device, then under switches already chosen,
-// then under the fewest new switches (best fit).
+// selectOther chooses want k's devices in the current groups into c.sel[k],
+// lowest first: the must-include ones, one under each first-want device's
+// switch, under switches already chosen, then under the fewest new ones.
 func (c *Chooser) selectOther(k int) {
 	need := int(c.need[k])
 	c.tmp = c.gather(k, nil, c.tmp)
@@ -568,11 +531,8 @@ func (c *Chooser) selectOther(k int) {
 	c.sel[k] = c.sel[k][:0]
 	// pass takes the untaken devices ok accepts, ascending, up to the count.
 	pass := func(ok func(d, it int32) bool) {
-		for i, d := range c.tmp {
-			if len(c.sel[k]) == need {
-				break
-			}
-			if it := c.itemOf(k, d); !c.taken[i] && ok(d, it) {
+		for i := 0; i < len(c.tmp) && len(c.sel[k]) < need; i++ {
+			if d := c.tmp[i]; !c.taken[i] && ok(d, c.itemOf(k, d)) {
 				c.taken[i] = true
 				c.take(k, d)
 			}

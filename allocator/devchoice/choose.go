@@ -309,8 +309,7 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	}
 	one := count == 1 && x.switchInGroup
 	// directWord's own first tests, cheaper here.
-	direct := popcount(free) == count || x.switchInGroup
-	if !one && direct && c.directWord(int32(count), free, must) {
+	if !one && (popcount(free) == count || x.switchInGroup) && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
 	one = one && must == 0 // chooseOneWord; with a must-include device, the search
@@ -382,8 +381,7 @@ func (c *Chooser) load(req *Request) error {
 		if w.Class == 0 && c.nw > 0 {
 			return fmt.Errorf("%w: GPUs must be the first class asked for (after %s)", ErrRequest, x.classes[c.cls[0]].name)
 		}
-		k := c.nw
-		c.cls[k], c.need[k], c.free[k], c.must[k] = w.Class, int32(w.Count), w.Free, w.Must
+		c.cls[c.nw], c.need[c.nw], c.free[c.nw], c.must[c.nw] = w.Class, int32(w.Count), w.Free, w.Must
 		c.nw++
 	}
 	c.links = c.nw > 0 && c.cls[0] == 0 && x.maxLink > 0 && !x.uniform

@@ -197,12 +197,9 @@ func lowerWord(a, b uint64) bool {
 // mayTie reports whether a choice whose lowest first-want device is at
 // least low may still win a tie of ranks against the best choice
 // (lowerWord prefers the best when its lowest device is below low).
-func (c *Chooser) mayTie(low int32) bool { return low <= c.bestLow() }
-
-// bestLow returns the lowest first-want device of the best choice.
-func (c *Chooser) bestLow() int32 {
+func (c *Chooser) mayTie(low int32) bool {
 	if c.word {
-		return int32(bits.TrailingZeros64(c.bestWord))
+		return low <= int32(bits.TrailingZeros64(c.bestWord))
 	}
-	return c.best[0][0]
+	return low <= c.best[0][0]
 }

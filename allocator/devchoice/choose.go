@@ -52,9 +52,8 @@ type Request struct {
 	Wants   []Want // the classes and counts, at most MaxWants
 }
 
-// Result is a choice: the chosen devices of each want and what the choice
-// achieves. Its Sets belong to the [Chooser] and stay valid until its next
-// call.
+// Result is a choice: each want's chosen devices and what the choice
+// achieves. Its Sets belong to the [Chooser], valid until its next call.
 type Result struct {
 	Rank        Rank      // the choice's rank (see [Rank])
 	NUMA        numa.Mask // the known NUMA nodes (dense indices) of the chosen devices
@@ -85,7 +84,7 @@ type Chooser struct {
 	unknown bool      // devices of unknown NUMA node allowed
 
 	// Per want, free and must-include devices per bucket, free ones per
-	// group; gmust: the group holds must-include ones (for allowed groups).
+	// group; gmust: the (allowed) group holds must-include ones.
 	cnt   [MaxWants][]int32
 	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
@@ -110,16 +109,15 @@ type Chooser struct {
 	steps           int
 	leaves          int
 	linksUB         int // the most links a choice can have
-	// For pickLinks, in lastGroup's loop: the last group's free devices (0
-	// elsewhere), and the links (-1 until known) among the earlier groups'
-	// free devices and their indices.
+	// For pickLinks in lastGroup's loop: the last group's free devices (0
+	// elsewhere); the earlier groups' links (-1 until known) and devices.
 	lastFree  uint64
 	baseLinks int
 	baseIdx   [64]uint8
 	baseN     int
 
-	// Level 2: the switches of the groups as items (a struct of arrays):
-	// item i is switch itSW[i], with buckets itFirst[i] and on by nextB.
+	// Level 2: the groups' switches as items: item i is switch itSW[i],
+	// with buckets itFirst[i] and on by nextB.
 	swItem   []int32 // switch ID -> its item, when that item is the switch's (leafGroups checks)
 	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
 	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
@@ -154,7 +152,7 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want, at most 64 devices): the want's free and
+	// The word path (one want of at most 64 devices): its free and
 	// must-include devices, exactWord's and wholeGroupsWord's memory.
 	word  bool
 	wFree uint64
@@ -332,11 +330,10 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 
 // startWord sets c up for ChooseWord's request (of a known class).
 func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) {
-	x := c.x
 	c.wordFree[0], c.wordMust[0] = free, must
 	c.nw, c.cls[0], c.need[0], c.free[0], c.must[0] = 1, class, int32(count), c.wordFree[:], c.wordMust[:]
-	c.links = class == 0 && x.maxLink > 0 && !x.uniform
-	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
+	c.links = class == 0 && c.x.maxLink > 0 && !c.x.uniform
+	c.nodes, c.unknown = nodes&c.x.nodeMask, unknown
 	c.have, c.word = false, true
 }
 
@@ -483,9 +480,8 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 
 // bucketMasks returns the masks of class cl in bucket b.
 func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
-	x := c.x
-	stride := len(x.classes) + 1
-	return x.masks[x.off[int(b)*stride+cl]:x.off[int(b)*stride+cl+1]]
+	i := int(b)*(len(c.x.classes)+1) + cl
+	return c.x.masks[c.x.off[i]:c.x.off[i+1]]
 }
 
 // switchLinks returns the most links a first-want choice in c.inB can have.

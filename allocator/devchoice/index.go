@@ -183,11 +183,10 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	for k, ds := range devs {
 		lo := int32(len(x.masks))
 		for _, i := range ds {
-			if n := len(x.masks); int32(n) > lo && x.masks[n-1].w == i>>6 {
-				x.masks[n-1].bits |= 1 << uint(i&63)
-			} else {
-				x.masks = append(x.masks, wordBits{w: i >> 6, bits: 1 << uint(i&63)})
+			if n := len(x.masks); int32(n) == lo || x.masks[n-1].w != i>>6 {
+				x.masks = append(x.masks, wordBits{w: i >> 6})
 			}
+			x.masks[len(x.masks)-1].bits |= 1 << uint(i&63)
 		}
 		x.off = append(x.off, int32(len(x.masks)))
 		if len(ds) > 0 {

@@ -54,16 +54,14 @@ const (
 	numCriteria
 )
 
-// order is the one statement of the order of preference, read by
-// compareRanks and by setOrder. Only tests change it (setOrder); the
-// searches go by the fewest NUMA nodes first, so Nodes stays first.
+// order is the order of preference (compareRanks, setOrder). Only tests
+// change it, keeping Nodes first: the searches go by the fewest nodes first.
 var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
 
-// What setOrder derives from order: keyShift[k] is where criterion k lies
-// in a packed key, rankPos[k] its place in order, keyAboveLinks masks a
-// key's fields before NVLinks, and directOK says whether the node-level
-// criteria and Switches come before the rest, as the direct decisions
-// assume (otherwise they leave every request to the search).
+// What setOrder derives from order: keyShift[k], where criterion k lies
+// in a packed key; rankPos[k], its place in order; keyAboveLinks, a key's
+// fields before NVLinks; directOK, the node-level criteria and Switches
+// come first, as the direct decisions assume (else they leave all to the search).
 var (
 	keyShift      [numCriteria]uint8
 	rankPos       [numCriteria]uint8

@@ -10,10 +10,9 @@ func (c *Chooser) countOneWord() (mustSeen, total int32) {
 	return 0, int32(popcount(c.free[0][0] & allowed))
 }
 
-// chooseOneWord is Choose for one device of a class of at most 64, without
-// a must-include device, when every switch lies in one group: every choice
-// has one node, one switch, no NVLinks and nothing to pair, so the best is
-// the lowest packedKey of each bucket's lowest free device.
+// chooseOneWord is Choose's one pass for one device (see Choose): every
+// choice has one node, one switch, no NVLinks and nothing to pair, so the
+// best is the lowest packedKey of each bucket's lowest free device.
 func (c *Chooser) chooseOneWord() {
 	x := c.x
 	cl := &x.classes[c.cls[0]]

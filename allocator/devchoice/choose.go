@@ -225,10 +225,9 @@ func (x *Index) NewChooser() *Chooser {
 //     first-class device there (lowest indices first), then under switches
 //     already chosen, then under the fewest new switches (best fit).
 //
-// One device of a class of at most 64, without a must-include device, on a
-// machine whose every switch lies in one NUMA node skips the levels (every
-// choice has one node, one switch, no links): one pass over the class's
-// buckets on the allowed nodes finds the best exactly.
+// One device of a class of at most 64 without must-include devices, when
+// every switch lies in one NUMA node, skips the levels (one node, one switch,
+// no links): one pass over the class's allowed buckets finds the best exactly.
 //
 // Each candidate gets its full rank; one whose optimistic rank cannot beat
 // the best so far is cut before its devices are chosen. At most 16 sets of

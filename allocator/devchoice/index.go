@@ -122,9 +122,8 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		group int32
 	}
 	switches, bucketOf := map[swKey]int32{}, map[bucketInfo]int32{}
-	// add appends a device of NUMA node node under switch sw to class c,
-	// with its switch ID for its bucket until the buckets are sorted, and
-	// lists a new bucket (a group and switch ID) in x.buckets.
+	// add appends a device to class c, with its switch ID for its bucket
+	// until the buckets are sorted, and lists a new bucket in x.buckets.
 	add := func(c int, id string, node numa.NodeID, sw string) {
 		g := int32(x.nodes)
 		if i, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {

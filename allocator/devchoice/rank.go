@@ -58,10 +58,10 @@ const (
 // change it, keeping Nodes first: the searches go by the fewest nodes first.
 var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
 
-// What setOrder derives from order: keyShift[k], where criterion k lies
-// in a packed key; rankPos[k], its place in order; keyAboveLinks, a key's
-// fields before NVLinks; directOK, the node-level criteria and Switches
-// come first, as the direct decisions assume (else they leave all to the search).
+// What setOrder derives from order: keyShift[k], where criterion k lies in a
+// packed key; rankPos[k], its place in order; keyAboveLinks, a key's fields
+// before NVLinks; directOK, whether the node-level criteria and Switches come
+// first, as the direct decisions need (else they leave all to the search).
 var (
 	keyShift      [numCriteria]uint8
 	rankPos       [numCriteria]uint8
@@ -120,10 +120,9 @@ func (r *Rank) value(k criterion) int {
 // lowest device indices).
 func (r Rank) Compare(o Rank) int { return compareRanks(&r, &o) }
 
-// compareRanks is Rank.Compare by pointers, the one comparison of ranks:
-// the first criterion of order that differs decides. Each criterion that
-// differs sets the bit of its place in order (rankPos): the lowest is the
-// first difference.
+// compareRanks is Rank.Compare by pointers, the one comparison of ranks: the
+// first criterion of order that differs decides. Each one that differs sets
+// the bit of its place in order (rankPos); the lowest bit is the first.
 func compareRanks(r, o *Rank) int {
 	var m uint32
 	if r.Nodes != o.Nodes {
@@ -160,20 +159,18 @@ func compareRanks(r, o *Rank) int {
 	return 1
 }
 
-// packedKey returns r packed in one integer above device index d (below
-// 64): of two ranks of equal Unpaired and NVLinks, fields within keyBits,
-// the smaller key is the one compareRanks and then lowerWord on single
-// devices prefer (TestPackedKeyIsCompare).
+// packedKey returns r packed above device index d (below 64): of two ranks of
+// equal Unpaired and NVLinks, fields within keyBits, the smaller key is the
+// one compareRanks prefers, then the lower device (TestPackedKeyIsCompare).
 func packedKey(r *Rank, d int) uint64 {
 	return uint64(r.Nodes)<<keyShift[critNodes] | uint64(r.Unknown)<<keyShift[critUnknown] |
 		uint64(r.Distance)<<keyShift[critDistance] | uint64(r.Switches)<<keyShift[critSwitches] |
 		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | uint64(d)
 }
 
-// keyTerms returns what decides, smaller better, as compareRanks does,
-// between two ranks of equal Unpaired given as packed keys and NVLinks:
-// the keys, unless their fields before NVLinks are equal and the links
-// differ, then the links (more is better; never negative).
+// keyTerms returns what decides as compareRanks does, smaller better, between
+// ranks of equal Unpaired given as packed keys and links (never negative): the
+// keys, or the links swapped when they differ and the keys agree above NVLinks.
 func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 	if (key^key2)&keyAboveLinks == 0 && links != links2 {
 		return uint64(links2), uint64(links)
@@ -185,8 +182,7 @@ func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 // as words of one class: whether a holds the lowest device of a^b (a's
 // ascending list comes first lexicographically, for sets of one size);
 // false when equal. The general path's sorted lists (slices.Compare) and
-// single devices by index compare the same way; mayTie is its optimistic
-// form for a bound.
+// single devices compare the same way; mayTie is its bound.
 func lowerWord(a, b uint64) bool {
 	x := a ^ b
 	return a&(x&-x) != 0

@@ -258,7 +258,7 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	one := c.word && c.need[0] == 1 && c.x.switchInGroup && (c.must[0] == nil || c.must[0][0] == 0)
 	switch {
 	case one:
-		mustSeen[0], total[0] = c.countOneWord()
+		total[0] = c.countOneWord()
 	case c.word:
 		mustSeen[0], total[0] = c.countWord()
 	default:
@@ -309,21 +309,19 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 	if !one && (popcount(free) == count || x.switchInGroup) && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
-	one = one && must == 0 // chooseOneWord; with a must-include device, the search
 	var mustSeen, total [MaxWants]int32
-	if one {
-		mustSeen[0], total[0] = c.countOneWord()
-	} else {
-		mustSeen[0], total[0] = c.countWord()
+	if one && must == 0 { // chooseOneWord; with a must-include device, the search
+		if total[0] = c.countOneWord(); total[0] == 0 {
+			return 0, c.checkCounts(&mustSeen, &total) // says which
+		}
+		c.chooseOneWord()
+		return c.bestWord, nil
 	}
+	mustSeen[0], total[0] = c.countWord()
 	if int(mustSeen[0]) != popcount(must) || total[0] < int32(count) {
 		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
-	if one {
-		c.chooseOneWord()
-	} else {
-		c.levelOne()
-	}
+	c.levelOne()
 	return c.bestWord, nil
 }
 
@@ -497,8 +495,7 @@ func (c *Chooser) switchLinks() int {
 // result writes the best choice into the result sets.
 func (c *Chooser) result(req *Request) *Result {
 	r := &c.res
-	r.Rank, r.NUMA, r.UnknownNUMA = Rank{}, 0, 0
-	r.sets = r.sets[:0]
+	*r = Result{sets: r.sets[:0]}
 	for i := range req.Wants {
 		s := c.sets[req.Wants[i].Class]
 		s.Clear()

@@ -2,11 +2,11 @@ package devchoice
 
 import "math/bits"
 
-// countOneWord is countWord for chooseOneWord (no must-include device):
-// c.wFree, c.wMust and the free devices on the allowed groups, no more.
-func (c *Chooser) countOneWord() (mustSeen, total int32) {
+// countOneWord is countWord for chooseOneWord (no must-include device): it
+// sets c.wFree and c.wMust and returns the free devices on the allowed groups.
+func (c *Chooser) countOneWord() int32 {
 	c.wFree, c.wMust = c.free[0][0], 0
-	return 0, int32(popcount(c.wFree & c.allowedWord(&c.x.classes[c.cls[0]])))
+	return int32(popcount(c.wFree & c.allowedWord(&c.x.classes[c.cls[0]])))
 }
 
 // chooseOneWord is Choose's one pass for one device (see Choose): every

@@ -83,12 +83,11 @@ type Chooser struct {
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per want, free and must-include devices per bucket, free ones per
-	// group; gmust: the (allowed) group holds must-include ones.
+	// Per want, free and must-include devices per bucket, free ones per group.
 	cnt   [MaxWants][]int32
 	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
-	gmust []bool
+	gmust []bool  // the (allowed) group holds must-include devices
 	glow  []int32 // lowest free device of the first want, -1 when none
 
 	// Level 1 (groups.go): the set of groups being built and the items.
@@ -116,13 +115,12 @@ type Chooser struct {
 	baseIdx   [64]uint8
 	baseN     int
 
-	// Level 2: the groups' switches as items: item i is switch itSW[i],
-	// with buckets itFirst[i] and on by nextB.
+	// Level 2: the groups' switches as items (item i is switch itSW[i]).
 	swItem   []int32 // switch ID -> its item, when that item is the switch's (leafGroups checks)
 	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
 	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
 	itSW     []int32
-	itFirst  []int32
+	itFirst  []int32 // item -> its first bucket (the next ones by nextB)
 	icnt     [MaxWants][]int32
 	imcnt    [MaxWants][]int32
 	ix       [MaxWants][]int32 // each want's devices chosen
@@ -152,13 +150,12 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want of at most 64 devices): its free and
-	// must-include devices, exactWord's and wholeGroupsWord's memory.
+	// The word path (one want of at most 64 devices), its devices and memory.
 	word  bool
 	wFree uint64
 	wMust uint64
-	ex    exactState
-	tied  tiedGroups
+	ex    exactState // exactWord's
+	tied  tiedGroups // wholeGroupsWord's
 
 	// The best choice so far (bestWord on the word path), and the results.
 	have               bool

@@ -46,12 +46,11 @@ type Index struct {
 	nswitch       int
 	switchInGroup bool // no switch spans two groups: a switch is one bucket
 	// The NVLinks between GPUs: GPU i's neighbours are
-	// linkTo[linkStart[i]:linkStart[i+1]], ascending, their counts in linkN;
-	// rows is the n×n table when n <= denseLinkGPUs (no bounds checks).
+	// linkTo[linkStart[i]:linkStart[i+1]], ascending, their counts in linkN.
 	linkStart []int32
 	linkTo    []int32
 	linkN     []int32
-	rows      [][denseLinkGPUs]int32
+	rows      [][denseLinkGPUs]int32 // the n×n table when n <= denseLinkGPUs (no bounds checks)
 	maxLink   int32
 	uniform   bool // every pair of GPUs has the same positive links (NVSwitch)
 	// k GPUs share at most half the sum of their k largest degrees (links
@@ -69,18 +68,16 @@ type classInfo struct {
 	gpuIDs []int   // class 0 only
 	group  []int32 // device -> group (dense node, or nodes for unknown)
 	bucket []int32 // device -> bucket
-	// The buckets holding devices of the class, group g's at
-	// cb[cbStart[g]:cbStart[g+1]]; the groups holding any, ascending.
+	// The buckets holding devices of the class, group g's cb[cbStart[g]:cbStart[g+1]].
 	cb      []classBucket
 	cbStart []int32
-	groups  []int32
+	groups  []int32 // the groups holding any, ascending
 	// Classes of at most 64 devices, as words: each group's devices (gm),
-	// each bucket's of cb (bm), the groups holding any (wg); the most
-	// devices of a bucket and of a group.
+	// each bucket's of cb (bm), the groups holding any (wg).
 	gm                  []uint64
 	bm                  []uint64
 	wg                  []wordGroup
-	maxBucket, maxGroup int32
+	maxBucket, maxGroup int32 // the most devices of a bucket, of a group
 	// Class 0 only: the links among all the GPUs of each bucket (as bm)
 	// and group of wg; exactWord's pair of each bucket's GPUs (for 2 to 11
 	// GPUs below device 63 with the dense table, else 0) and its links.

@@ -492,7 +492,8 @@ func (c *Chooser) switchLinks() int {
 // result writes the best choice into the result sets.
 func (c *Chooser) result(req *Request) *Result {
 	r := &c.res
-	*r = Result{sets: r.sets[:0]}
+	r.Rank, r.NUMA, r.UnknownNUMA = Rank{}, 0, 0
+	r.sets = r.sets[:0]
 	for i := range req.Wants {
 		s := c.sets[req.Wants[i].Class]
 		s.Clear()

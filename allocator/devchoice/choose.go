@@ -45,11 +45,9 @@ type Want struct {
 // the others pair with (GPUs, when GPUs are asked for: a request that asks
 // for GPUs after another class is refused).
 type Request struct {
-	Nodes numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
-	// Unknown allows devices whose NUMA node is unknown; they count as one
-	// more NUMA node, the farthest from every other (see [Rank]).
-	Unknown bool
-	Wants   []Want // the classes and counts, at most MaxWants
+	Nodes   numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
+	Unknown bool      // allow devices of unknown NUMA node: one more node, the farthest ([Rank])
+	Wants   []Want    // the classes and counts, at most MaxWants
 }
 
 // Result is a choice: each want's chosen devices and what the choice
@@ -108,11 +106,10 @@ type Chooser struct {
 	steps           int
 	leaves          int
 	linksUB         int // the most links a choice can have
-	// For pickLinks in lastGroup's loop: the last group's free devices (0
-	// elsewhere); the earlier groups' links (-1 until known) and devices.
-	lastFree  uint64
-	baseLinks int
-	baseIdx   [64]uint8
+	// For pickLinks in lastGroup's loop (lastFree 0 elsewhere).
+	lastFree  uint64    // the last group's free devices
+	baseLinks int       // the earlier groups' links, -1 until known
+	baseIdx   [64]uint8 // and their devices
 	baseN     int
 
 	// Level 2: the groups' switches as items (item i is switch itSW[i]).

@@ -78,12 +78,11 @@ type classInfo struct {
 	bm                  []uint64
 	wg                  []wordGroup
 	maxBucket, maxGroup int32 // the most devices of a bucket, of a group
-	// Class 0 only: the links among all the GPUs of each bucket (as bm)
-	// and group of wg; exactWord's pair of each bucket's GPUs (for 2 to 11
-	// GPUs below device 63 with the dense table, else 0) and its links.
+	// Class 0 only: the links among all the GPUs of each bucket (as bm) and
+	// group of wg; exactWord's pair of each bucket's GPUs and its links.
 	bLinks     []int32
 	wgLinks    []int32
-	bPair      []uint64
+	bPair      []uint64 // for 2 to 11 GPUs below device 63 with the dense table, else 0
 	bPairLinks []int32
 }
 

@@ -58,15 +58,12 @@ const (
 // change it, keeping Nodes first: the searches go by the fewest nodes first.
 var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
 
-// What setOrder derives from order: keyShift[k], where criterion k lies in a
-// packed key; rankPos[k], its place in order; keyAboveLinks, a key's fields
-// before NVLinks; directOK, whether the node-level criteria and Switches come
-// first, as the direct decisions need (else they leave all to the search).
+// What setOrder derives from order.
 var (
-	keyShift      [numCriteria]uint8
-	rankPos       [numCriteria]uint8
-	keyAboveLinks uint64
-	directOK      bool
+	keyShift      [numCriteria]uint8 // where criterion k lies in a packed key
+	rankPos       [numCriteria]uint8 // criterion k's place in order
+	keyAboveLinks uint64             // a key's fields before NVLinks
+	directOK      bool               // node-level criteria and Switches first, as the direct decisions need
 )
 
 // keyBits are the criteria's widths in a packed key, enough for one class

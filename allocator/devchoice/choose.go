@@ -279,13 +279,12 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // Requests of a plain choice (forced, under one switch, whole groups, the
 // must-include devices' group) are decided as the search would, without it.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
-	x := c.x
-	if class < 0 || class >= len(x.classes) {
-		return 0, fmt.Errorf("%w: unknown class %d (the machine's classes are %q)", ErrRequest, class, x.Classes())
+	if class < 0 || class >= len(c.x.classes) {
+		return 0, fmt.Errorf("%w: unknown class %d (the machine's classes are %q)", ErrRequest, class, c.x.Classes())
 	}
-	n := len(x.classes[class].ids)
+	n := len(c.x.classes[class].ids)
 	if n > 64 {
-		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
+		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, c.x.classes[class].name, n)
 	}
 	c.startWord(class, count, free, must, nodes, unknown)
 	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || general.On {
@@ -298,9 +297,9 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		}
 		return res.Devices(0)[0], nil
 	}
-	one := count == 1 && x.switchInGroup
+	one := count == 1 && c.x.switchInGroup
 	// directWord's own first tests, cheaper here.
-	if !one && (popcount(free) == count || x.switchInGroup) && c.directWord(int32(count), free, must) {
+	if !one && (popcount(free) == count || c.x.switchInGroup) && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
 	var mustSeen, total [MaxWants]int32
@@ -501,8 +500,7 @@ func (c *Chooser) result(req *Request) *Result {
 	}
 	r.Rank = c.bestRank
 	if c.word {
-		s := c.sets[c.cls[0]]
-		s[0] = c.bestWord
+		c.sets[c.cls[0]][0] = c.bestWord
 		group := c.x.classes[c.cls[0]].group
 		for w := c.bestWord; w != 0; w &= w - 1 {
 			if g := int(group[bits.TrailingZeros64(w)]); g < c.x.nodes {

@@ -377,12 +377,11 @@ func (x *Index) Find(c int, id string) (int, bool) {
 	if c < 0 || c >= len(x.classes) {
 		return 0, false
 	}
-	if c == 0 {
-		g, err := strconv.Atoi(id)
-		if err != nil || strconv.Itoa(g) != id {
-			return 0, false
+	if c == 0 { // the round trip refuses what Atoi refuses, and "007"
+		if g, _ := strconv.Atoi(id); strconv.Itoa(g) == id {
+			return x.GPU(g)
 		}
-		return x.GPU(g)
+		return 0, false
 	}
 	i := slices.Index(x.classes[c].ids, id)
 	return i, i >= 0

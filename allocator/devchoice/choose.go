@@ -46,7 +46,7 @@ type Want struct {
 // for GPUs after another class is refused).
 type Request struct {
 	Nodes   numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
-	Unknown bool      // allow devices of unknown NUMA node: one more node, the farthest ([Rank])
+	Unknown bool      // allows devices of unknown NUMA node: one more node, the farthest ([Rank])
 	Wants   []Want    // the classes and counts, at most MaxWants
 }
 
@@ -147,7 +147,7 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want of at most 64 devices), its devices and memory.
+	// The word path (one want of at most 64 devices): its free and must-include devices.
 	word  bool
 	wFree uint64
 	wMust uint64

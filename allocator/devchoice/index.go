@@ -86,7 +86,8 @@ type classInfo struct {
 	bPairLinks []int32
 }
 
-// wordGroup is a group of a word class: its devices gm, its buckets' bm[lo:hi].
+// wordGroup is a group of a class of at most 64 devices: its devices gm and
+// its buckets' words bm[lo:hi].
 type wordGroup struct {
 	gm        uint64
 	g, lo, hi int32
@@ -95,7 +96,7 @@ type wordGroup struct {
 // classBucket is a bucket's devices of one class: the bits masks[lo:hi].
 type classBucket struct{ b, lo, hi int32 }
 
-// bucketInfo is a bucket's group and switch ID (one named switch, one ID).
+// bucketInfo is a bucket's group and switch ID (the same for a named switch's).
 type bucketInfo struct{ group, sw int32 }
 
 // wordBits are the devices of word w of a Set.
@@ -290,7 +291,8 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 		i := x.gpuCB[cl.bucket[d]]
 		byBucket[i] = append(byBucket[i], dg)
 	}
-	// prefix returns each list's 0 and running sums, descending, and starts.
+	// prefix returns each list's running sums from 0 of its degrees, sorted
+	// descending, and where each list starts.
 	prefix := func(lists [][]int32) (sums, start []int32) {
 		for _, ds := range lists {
 			start = append(start, int32(len(sums)))

@@ -400,6 +400,7 @@ func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
 	return nil
 }
 
+// allowedGroup reports whether group g (nodes: the unknown node) is allowed.
 func (c *Chooser) allowedGroup(g int) bool {
 	if g == c.x.nodes {
 		return c.unknown
@@ -407,6 +408,7 @@ func (c *Chooser) allowedGroup(g int) bool {
 	return c.nodes.Contains(g)
 }
 
+// devName names device d of class in an error (an index beyond it as such).
 func (c *Chooser) devName(class, d int) string {
 	if d < len(c.x.classes[class].ids) {
 		if class == 0 {

@@ -45,16 +45,13 @@ type Want struct {
 // the others pair with (GPUs, when GPUs are asked for: a request that asks
 // for GPUs after another class is refused).
 type Request struct {
-	Nodes numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
-	// Unknown allows devices whose NUMA node is unknown; they count as one
-	// more NUMA node, the farthest from every other (see [Rank]).
-	Unknown bool
-	Wants   []Want // the classes and counts, at most MaxWants
+	Nodes   numa.Mask // the NUMA nodes (dense indices) whose devices may be chosen
+	Unknown bool      // allows devices of unknown NUMA node: one more node, the farthest ([Rank])
+	Wants   []Want    // the classes and counts, at most MaxWants
 }
 
-// Result is a choice: the chosen devices of each want and what the choice
-// achieves. Its Sets belong to the [Chooser] and stay valid until its next
-// call.
+// Result is a choice: each want's chosen devices and what the choice
+// achieves. Its Sets belong to the [Chooser], valid until its next call.
 type Result struct {
 	Rank        Rank      // the choice's rank (see [Rank])
 	NUMA        numa.Mask // the known NUMA nodes (dense indices) of the chosen devices
@@ -84,12 +81,11 @@ type Chooser struct {
 	nodes   numa.Mask // the allowed NUMA nodes
 	unknown bool      // devices of unknown NUMA node allowed
 
-	// Per want, free and must-include devices per bucket, free ones per
-	// group; gmust: the group holds must-include ones (for allowed groups).
+	// Per want, free and must-include devices per bucket, free ones per group.
 	cnt   [MaxWants][]int32
 	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
-	gmust []bool
+	gmust []bool  // the (allowed) group holds must-include devices
 	glow  []int32 // lowest free device of the first want, -1 when none
 
 	// Level 1 (groups.go): the set of groups being built and the items.
@@ -110,21 +106,18 @@ type Chooser struct {
 	steps           int
 	leaves          int
 	linksUB         int // the most links a choice can have
-	// For pickLinks, in lastGroup's loop: the last group's free devices (0
-	// elsewhere), and the links (-1 until known) among the earlier groups'
-	// free devices and their indices.
-	lastFree  uint64
-	baseLinks int
-	baseIdx   [64]uint8
+	// For pickLinks in lastGroup's loop (lastFree 0 elsewhere).
+	lastFree  uint64    // the last group's free devices
+	baseLinks int       // the earlier groups' links, -1 until known
+	baseIdx   [64]uint8 // and their devices
 	baseN     int
 
-	// Level 2: the switches of the groups as items (a struct of arrays):
-	// item i is switch itSW[i], with buckets itFirst[i] and on by nextB.
+	// Level 2: the groups' switches as items (item i is switch itSW[i]).
 	swItem   []int32 // switch ID -> its item, when that item is the switch's (leafGroups checks)
 	nextB    []int32 // bucket -> next bucket of its item, -1 at the end
 	bItem    []int32 // bucket -> its item (for the buckets of the current groups)
 	itSW     []int32
-	itFirst  []int32
+	itFirst  []int32 // item -> its first bucket (the next ones by nextB)
 	icnt     [MaxWants][]int32
 	imcnt    [MaxWants][]int32
 	ix       [MaxWants][]int32 // each want's devices chosen
@@ -154,13 +147,12 @@ type Chooser struct {
 	bestPairs int32
 	bestLinks int
 
-	// The word path (one want, at most 64 devices): the want's free and
-	// must-include devices, exactWord's and wholeGroupsWord's memory.
+	// The word path (one want of at most 64 devices): its free and must-include devices.
 	word  bool
 	wFree uint64
 	wMust uint64
-	ex    exactState
-	tied  tiedGroups
+	ex    exactState // exactWord's
+	tied  tiedGroups // wholeGroupsWord's
 
 	// The best choice so far (bestWord on the word path), and the results.
 	have               bool
@@ -227,10 +219,9 @@ func (x *Index) NewChooser() *Chooser {
 //     first-class device there (lowest indices first), then under switches
 //     already chosen, then under the fewest new switches (best fit).
 //
-// One device of a class of at most 64, without a must-include device, on a
-// machine whose every switch lies in one NUMA node skips the levels (every
-// choice has one node, one switch, no links): one pass over the class's
-// buckets on the allowed nodes finds the best exactly.
+// One device of a class of at most 64 without must-include devices, when
+// every switch lies in one NUMA node, skips the levels (one node, one switch,
+// no links): one pass over the class's allowed buckets finds the best exactly.
 //
 // Each candidate gets its full rank; one whose optimistic rank cannot beat
 // the best so far is cut before its devices are chosen. At most 16 sets of
@@ -261,7 +252,7 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 	one := c.word && c.need[0] == 1 && c.x.switchInGroup && (c.must[0] == nil || c.must[0][0] == 0)
 	switch {
 	case one:
-		mustSeen[0], total[0] = c.countOneWord()
+		total[0] = c.countOneWord()
 	case c.word:
 		mustSeen[0], total[0] = c.countWord()
 	default:
@@ -288,13 +279,12 @@ func (c *Chooser) Choose(req *Request) (*Result, error) {
 // Requests of a plain choice (forced, under one switch, whole groups, the
 // must-include devices' group) are decided as the search would, without it.
 func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) (uint64, error) {
-	x := c.x
-	if class < 0 || class >= len(x.classes) {
-		return 0, fmt.Errorf("%w: unknown class %d (the machine's classes are %q)", ErrRequest, class, x.Classes())
+	if class < 0 || class >= len(c.x.classes) {
+		return 0, fmt.Errorf("%w: unknown class %d (the machine's classes are %q)", ErrRequest, class, c.x.Classes())
 	}
-	n := len(x.classes[class].ids)
+	n := len(c.x.classes[class].ids)
 	if n > 64 {
-		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, x.classes[class].name, n)
+		return 0, fmt.Errorf("%w: %s: %d devices do not fit in a word (use Choose)", ErrRequest, c.x.classes[class].name, n)
 	}
 	c.startWord(class, count, free, must, nodes, unknown)
 	if n == 0 || count <= 0 || must&^free != 0 || popcount(must) > count || general.On {
@@ -307,37 +297,33 @@ func (c *Chooser) ChooseWord(class, count int, free, must uint64, nodes numa.Mas
 		}
 		return res.Devices(0)[0], nil
 	}
-	one := count == 1 && x.switchInGroup
+	one := count == 1 && c.x.switchInGroup
 	// directWord's own first tests, cheaper here.
-	direct := popcount(free) == count || x.switchInGroup
-	if !one && direct && c.directWord(int32(count), free, must) {
+	if !one && (popcount(free) == count || c.x.switchInGroup) && c.directWord(int32(count), free, must) {
 		return c.bestWord, nil
 	}
-	one = one && must == 0 // chooseOneWord; with a must-include device, the search
 	var mustSeen, total [MaxWants]int32
-	if one {
-		mustSeen[0], total[0] = c.countOneWord()
-	} else {
-		mustSeen[0], total[0] = c.countWord()
+	if one && must == 0 { // chooseOneWord; with a must-include device, the search
+		if total[0] = c.countOneWord(); total[0] == 0 {
+			return 0, c.checkCounts(&mustSeen, &total) // says which
+		}
+		c.chooseOneWord()
+		return c.bestWord, nil
 	}
+	mustSeen[0], total[0] = c.countWord()
 	if int(mustSeen[0]) != popcount(must) || total[0] < int32(count) {
 		return 0, c.checkCounts(&mustSeen, &total) // says which
 	}
-	if one {
-		c.chooseOneWord()
-	} else {
-		c.levelOne()
-	}
+	c.levelOne()
 	return c.bestWord, nil
 }
 
 // startWord sets c up for ChooseWord's request (of a known class).
 func (c *Chooser) startWord(class, count int, free, must uint64, nodes numa.Mask, unknown bool) {
-	x := c.x
 	c.wordFree[0], c.wordMust[0] = free, must
 	c.nw, c.cls[0], c.need[0], c.free[0], c.must[0] = 1, class, int32(count), c.wordFree[:], c.wordMust[:]
-	c.links = class == 0 && x.maxLink > 0 && !x.uniform
-	c.nodes, c.unknown = nodes&numa.FirstN(x.nodes), unknown
+	c.links = class == 0 && c.x.maxLink > 0 && !c.x.uniform
+	c.nodes, c.unknown = nodes&c.x.nodeMask, unknown
 	c.have, c.word = false, true
 }
 
@@ -382,8 +368,7 @@ func (c *Chooser) load(req *Request) error {
 		if w.Class == 0 && c.nw > 0 {
 			return fmt.Errorf("%w: GPUs must be the first class asked for (after %s)", ErrRequest, x.classes[c.cls[0]].name)
 		}
-		k := c.nw
-		c.cls[k], c.need[k], c.free[k], c.must[k] = w.Class, int32(w.Count), w.Free, w.Must
+		c.cls[c.nw], c.need[c.nw], c.free[c.nw], c.must[c.nw] = w.Class, int32(w.Count), w.Free, w.Must
 		c.nw++
 	}
 	c.links = c.nw > 0 && c.cls[0] == 0 && x.maxLink > 0 && !x.uniform
@@ -415,6 +400,7 @@ func (c *Chooser) checkCounts(mustSeen, total *[MaxWants]int32) error {
 	return nil
 }
 
+// allowedGroup reports whether group g (nodes: the unknown node) is allowed.
 func (c *Chooser) allowedGroup(g int) bool {
 	if g == c.x.nodes {
 		return c.unknown
@@ -422,6 +408,7 @@ func (c *Chooser) allowedGroup(g int) bool {
 	return c.nodes.Contains(g)
 }
 
+// devName names device d of class in an error (an index beyond it as such).
 func (c *Chooser) devName(class, d int) string {
 	if d < len(c.x.classes[class].ids) {
 		if class == 0 {
@@ -485,9 +472,8 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 
 // bucketMasks returns the masks of class cl in bucket b.
 func (c *Chooser) bucketMasks(b int32, cl int) []wordBits {
-	x := c.x
-	stride := len(x.classes) + 1
-	return x.masks[x.off[int(b)*stride+cl]:x.off[int(b)*stride+cl+1]]
+	i := int(b)*(len(c.x.classes)+1) + cl
+	return c.x.masks[c.x.off[i]:c.x.off[i+1]]
 }
 
 // switchLinks returns the most links a first-want choice in c.inB can have.
@@ -516,8 +502,7 @@ func (c *Chooser) result(req *Request) *Result {
 	}
 	r.Rank = c.bestRank
 	if c.word {
-		s := c.sets[c.cls[0]]
-		s[0] = c.bestWord
+		c.sets[c.cls[0]][0] = c.bestWord
 		group := c.x.classes[c.cls[0]].group
 		for w := c.bestWord; w != 0; w &= w - 1 {
 			if g := int(group[bits.TrailingZeros64(w)]); g < c.x.nodes {

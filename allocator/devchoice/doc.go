@@ -26,8 +26,7 @@
 // servers stay under, the node and distance criteria are exact, and the
 // tests compare it with a search over every subset on small machines.
 // Classes of at most 64 devices take a path on single words that makes the
-// same choices (also tested; it shares the general path's searches of sets
-// of NUMA nodes and of switches), and [Chooser.ChooseWord] asks for such a
-// class with its sets as words, without a Request or a Result (the device
-// plugin's entry).
+// same choices (also tested), and [Chooser.ChooseWord] asks for such a class
+// with its sets as words, without a Request or a Result (the device plugin's
+// entry).
 package devchoice

@@ -38,31 +38,24 @@ type Index struct {
 	nodes    int       // NUMA nodes; group index nodes is the unknown node
 	nodeMask numa.Mask // every NUMA node of the machine
 	gdist    []int32   // (nodes+1)² distances between groups
-	// Buckets are the devices of one group under one switch. A bucket's
-	// devices of class c are the bits masks[off[b*stride+c]:off[b*stride+c+1]],
-	// stride = classes+1: one entry per word that holds any of them.
-	buckets []bucketInfo
-	off     []int32
-	masks   []wordBits
-	nswitch int
-	// switchInGroup: no switch has devices on two groups (true of real
-	// machines), so a switch inside a set of groups is a single bucket.
-	switchInGroup bool
+	// Buckets: a group's devices under one switch; bucket b's of class c are
+	// masks[off[b*stride+c]:off[b*stride+c+1]], one per word (stride classes+1).
+	buckets       []bucketInfo
+	off           []int32
+	masks         []wordBits
+	nswitch       int
+	switchInGroup bool // no switch spans two groups: a switch is one bucket
 	// The NVLinks between GPUs: GPU i's neighbours are
-	// linkTo[linkStart[i]:linkStart[i+1]], ascending, their counts in linkN;
-	// rows is the n×n table when n <= denseLinkGPUs (no bounds checks).
+	// linkTo[linkStart[i]:linkStart[i+1]], ascending, their counts in linkN.
 	linkStart []int32
 	linkTo    []int32
 	linkN     []int32
-	rows      [][denseLinkGPUs]int32
+	rows      [][denseLinkGPUs]int32 // the n×n table when n <= denseLinkGPUs (no bounds checks)
 	maxLink   int32
-	// uniform: every pair of GPUs has the same positive number of links
-	// (an NVSwitch fabric), so every choice of k GPUs has the same links.
-	uniform bool
+	uniform   bool // every pair of GPUs has the same positive links (NVSwitch)
 	// k GPUs share at most half the sum of their k largest degrees (links
-	// to all others): gdeg[gdegStart[g]+j] is the sum of the j largest of
-	// group g's GPUs (j from 0 to their count); bdeg likewise for the
-	// class-0 buckets (of classes[0].cb).
+	// to all others): gdeg[gdegStart[g]+j] sums the j largest of group g's
+	// GPUs (j up to their count); bdeg likewise per bucket of classes[0].cb.
 	gdeg, bdeg           []int32
 	gdegStart, bdegStart []int32
 	gpuCB                []int32 // bucket -> its class-0 bucket, -1 when none
@@ -75,31 +68,26 @@ type classInfo struct {
 	gpuIDs []int   // class 0 only
 	group  []int32 // device -> group (dense node, or nodes for unknown)
 	bucket []int32 // device -> bucket
-	// cb are the buckets holding devices of the class, group by group:
-	// those of group g are cb[cbStart[g]:cbStart[g+1]]; groups are the
-	// groups holding any, ascending.
+	// The buckets holding devices of the class, group g's cb[cbStart[g]:cbStart[g+1]].
 	cb      []classBucket
 	cbStart []int32
-	groups  []int32
-	// For classes of at most 64 devices, as words: the devices of each
-	// group (gm), of each bucket of cb (bm), the groups holding any with
-	// their buckets' words (wg); the most devices of a bucket and a group.
+	groups  []int32 // the groups holding any, ascending
+	// Classes of at most 64 devices, as words: each group's devices (gm),
+	// each bucket's of cb (bm), the groups holding any (wg).
 	gm                  []uint64
 	bm                  []uint64
 	wg                  []wordGroup
-	maxBucket, maxGroup int32
-	// Class 0 only: the NVLink links among all the GPUs of each bucket
-	// (parallel to bm) and of each group of wg, and exactWord's pair of
-	// each bucket's GPUs (for buckets of 2 to 11 GPUs, below device 63,
-	// with the dense table; 0 otherwise) with its links.
+	maxBucket, maxGroup int32 // the most devices of a bucket, of a group
+	// Class 0 only: the links among all the GPUs of each bucket (as bm) and
+	// group of wg; exactWord's pair of each bucket's GPUs and its links.
 	bLinks     []int32
 	wgLinks    []int32
-	bPair      []uint64
+	bPair      []uint64 // for 2 to 11 GPUs below device 63 with the dense table, else 0
 	bPairLinks []int32
 }
 
-// wordGroup is a group of a class of at most 64 devices: its devices gm
-// and its buckets' words bm[lo:hi].
+// wordGroup is a group of a class of at most 64 devices: its devices gm and
+// its buckets' words bm[lo:hi].
 type wordGroup struct {
 	gm        uint64
 	g, lo, hi int32
@@ -108,8 +96,7 @@ type wordGroup struct {
 // classBucket is a bucket's devices of one class: the bits masks[lo:hi].
 type classBucket struct{ b, lo, hi int32 }
 
-// bucketInfo is a bucket's group and switch ID (equal for the buckets
-// under one named switch).
+// bucketInfo is a bucket's group and switch ID (the same for a named switch's).
 type bucketInfo struct{ group, sw int32 }
 
 // wordBits are the devices of word w of a Set.
@@ -131,9 +118,9 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		name  string
 		group int32
 	}
-	switches := map[swKey]int32{}
-	// add appends a device of NUMA node node under switch sw to class c,
-	// with its switch ID for its bucket until the buckets are known.
+	switches, bucketOf := map[swKey]int32{}, map[bucketInfo]int32{}
+	// add appends a device to class c, with its switch ID for its bucket
+	// until the buckets are sorted, and lists a new bucket in x.buckets.
 	add := func(c int, id string, node numa.NodeID, sw string) {
 		g := int32(x.nodes)
 		if i, ok := m.NodeIndex(node); ok && node != topology.UnknownNode {
@@ -145,6 +132,10 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 		}
 		if _, ok := switches[k]; !ok {
 			switches[k] = int32(len(switches))
+		}
+		if b := (bucketInfo{g, switches[k]}); bucketOf[b] == 0 {
+			bucketOf[b] = 1
+			x.buckets = append(x.buckets, b)
 		}
 		cl := &x.classes[c]
 		cl.ids = append(cl.ids, id)
@@ -165,16 +156,6 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	x.nswitch = len(switches)
 	// Buckets group by group, in each group in order of their first device
 	// (GPUs first), so that a group's buckets are a range of indices.
-	bucketOf := map[bucketInfo]int32{}
-	for _, cl := range x.classes {
-		for i, s := range cl.bucket {
-			k := bucketInfo{cl.group[i], s}
-			if _, ok := bucketOf[k]; !ok {
-				bucketOf[k] = 0
-				x.buckets = append(x.buckets, k)
-			}
-		}
-	}
 	slices.SortStableFunc(x.buckets, func(a, b bucketInfo) int { return cmp.Compare(a.group, b.group) })
 	for b, k := range x.buckets {
 		bucketOf[k] = int32(b)
@@ -198,11 +179,10 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	for k, ds := range devs {
 		lo := int32(len(x.masks))
 		for _, i := range ds {
-			if n := len(x.masks); int32(n) > lo && x.masks[n-1].w == i>>6 {
-				x.masks[n-1].bits |= 1 << uint(i&63)
-			} else {
-				x.masks = append(x.masks, wordBits{w: i >> 6, bits: 1 << uint(i&63)})
+			if n := len(x.masks); int32(n) == lo || x.masks[n-1].w != i>>6 {
+				x.masks = append(x.masks, wordBits{w: i >> 6})
 			}
+			x.masks[len(x.masks)-1].bits |= 1 << uint(i&63)
 		}
 		x.off = append(x.off, int32(len(x.masks)))
 		if len(ds) > 0 {
@@ -264,10 +244,9 @@ func NewIndex(m *topology.Machine) (*Index, error) {
 	return x, nil
 }
 
-// buildLinks fills the NVLinks' lists (without links naming a GPU the
-// machine does not list; a pair listed twice keeps its first count), dense
-// table, gpuCB and the degrees' prefix sums (one entry per GPU, group and
-// bucket).
+// buildLinks fills the NVLinks' lists (without links naming an unlisted
+// GPU; a pair listed twice keeps its first count), dense table, gpuCB and
+// the degrees' prefix sums.
 func (x *Index) buildLinks(links []topology.NVLink) {
 	cl := &x.classes[0]
 	n := len(cl.gpuIDs)
@@ -312,8 +291,8 @@ func (x *Index) buildLinks(links []topology.NVLink) {
 		i := x.gpuCB[cl.bucket[d]]
 		byBucket[i] = append(byBucket[i], dg)
 	}
-	// prefix returns, list by list, 0 and the running sums of the list's
-	// degrees in descending order, and where each list starts.
+	// prefix returns each list's running sums from 0 of its degrees, sorted
+	// descending, and where each list starts.
 	prefix := func(lists [][]int32) (sums, start []int32) {
 		for _, ds := range lists {
 			start = append(start, int32(len(sums)))
@@ -336,8 +315,7 @@ func (x *Index) groupTop(g int32, k int32) int32 { return topOf(x.gdeg, x.gdegSt
 // bucketTop is groupTop for the GPUs of class-0 bucket i.
 func (x *Index) bucketTop(i int32, k int32) int32 { return topOf(x.bdeg, x.bdegStart, i, k) }
 
-// topOf returns entry min(k, its last) of the prefix sums deg of item i,
-// which start at start[i].
+// topOf returns entry min(k, last) of item i's prefix sums (deg from start[i]).
 func topOf(deg, start []int32, i, k int32) int32 {
 	lo, hi := start[i], int32(len(deg))
 	if int(i)+1 < len(start) {
@@ -401,12 +379,11 @@ func (x *Index) Find(c int, id string) (int, bool) {
 	if c < 0 || c >= len(x.classes) {
 		return 0, false
 	}
-	if c == 0 {
-		g, err := strconv.Atoi(id)
-		if err != nil || strconv.Itoa(g) != id {
-			return 0, false
+	if c == 0 { // the round trip refuses what Atoi refuses, and "007"
+		if g, _ := strconv.Atoi(id); strconv.Itoa(g) == id {
+			return x.GPU(g)
 		}
-		return x.GPU(g)
+		return 0, false
 	}
 	i := slices.Index(x.classes[c].ids, id)
 	return i, i >= 0

@@ -54,21 +54,16 @@ const (
 	numCriteria
 )
 
-// order is the one statement of the order of preference, read by
-// compareRanks and by setOrder. Only tests change it (setOrder); the
-// searches go by the fewest NUMA nodes first, so Nodes stays first.
+// order is the order of preference (compareRanks, setOrder). Only tests
+// change it, keeping Nodes first: the searches go by the fewest nodes first.
 var order = [numCriteria]criterion{critNodes, critUnknown, critDistance, critUnpaired, critSwitches, critNVLinks, critSwitchLeft, critNodeLeft}
 
-// What setOrder derives from order: keyShift[k] is where criterion k lies
-// in a packed key, rankPos[k] its place in order, keyAboveLinks masks a
-// key's fields before NVLinks, and directOK says whether the node-level
-// criteria and Switches come before the rest, as the direct decisions
-// assume (otherwise they leave every request to the search).
+// What setOrder derives from order.
 var (
-	keyShift      [numCriteria]uint8
-	rankPos       [numCriteria]uint8
-	keyAboveLinks uint64
-	directOK      bool
+	keyShift      [numCriteria]uint8 // where criterion k lies in a packed key
+	rankPos       [numCriteria]uint8 // criterion k's place in order
+	keyAboveLinks uint64             // a key's fields before NVLinks
+	directOK      bool               // node-level criteria and Switches first, as the direct decisions need
 )
 
 // keyBits are the criteria's widths in a packed key, enough for one class
@@ -122,10 +117,9 @@ func (r *Rank) value(k criterion) int {
 // lowest device indices).
 func (r Rank) Compare(o Rank) int { return compareRanks(&r, &o) }
 
-// compareRanks is Rank.Compare by pointers, the one comparison of ranks:
-// the first criterion of order that differs decides. Each criterion that
-// differs sets the bit of its place in order (rankPos): the lowest is the
-// first difference.
+// compareRanks is Rank.Compare by pointers, the one comparison of ranks: the
+// first criterion of order that differs decides. Each one that differs sets
+// the bit of its place in order (rankPos); the lowest bit is the first.
 func compareRanks(r, o *Rank) int {
 	var m uint32
 	if r.Nodes != o.Nodes {
@@ -162,20 +156,18 @@ func compareRanks(r, o *Rank) int {
 	return 1
 }
 
-// packedKey returns r packed in one integer above device index d (below
-// 64): of two ranks of equal Unpaired and NVLinks, fields within keyBits,
-// the smaller key is the one compareRanks and then lowerWord on single
-// devices prefer (TestPackedKeyIsCompare).
+// packedKey returns r packed above device index d (below 64): of two ranks of
+// equal Unpaired and NVLinks, fields within keyBits, the smaller key is the
+// one compareRanks prefers, then the lower device (TestPackedKeyIsCompare).
 func packedKey(r *Rank, d int) uint64 {
 	return uint64(r.Nodes)<<keyShift[critNodes] | uint64(r.Unknown)<<keyShift[critUnknown] |
 		uint64(r.Distance)<<keyShift[critDistance] | uint64(r.Switches)<<keyShift[critSwitches] |
 		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | uint64(d)
 }
 
-// keyTerms returns what decides, smaller better, as compareRanks does,
-// between two ranks of equal Unpaired given as packed keys and NVLinks:
-// the keys, unless their fields before NVLinks are equal and the links
-// differ, then the links (more is better; never negative).
+// keyTerms returns what decides as compareRanks does, smaller better, between
+// ranks of equal Unpaired given as packed keys and links (never negative): the
+// keys, or the links swapped when they differ and the keys agree above NVLinks.
 func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 	if (key^key2)&keyAboveLinks == 0 && links != links2 {
 		return uint64(links2), uint64(links)
@@ -187,8 +179,7 @@ func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 // as words of one class: whether a holds the lowest device of a^b (a's
 // ascending list comes first lexicographically, for sets of one size);
 // false when equal. The general path's sorted lists (slices.Compare) and
-// single devices by index compare the same way; mayTie is its optimistic
-// form for a bound.
+// single devices compare the same way; mayTie is its bound.
 func lowerWord(a, b uint64) bool {
 	x := a ^ b
 	return a&(x&-x) != 0
@@ -197,12 +188,9 @@ func lowerWord(a, b uint64) bool {
 // mayTie reports whether a choice whose lowest first-want device is at
 // least low may still win a tie of ranks against the best choice
 // (lowerWord prefers the best when its lowest device is below low).
-func (c *Chooser) mayTie(low int32) bool { return low <= c.bestLow() }
-
-// bestLow returns the lowest first-want device of the best choice.
-func (c *Chooser) bestLow() int32 {
+func (c *Chooser) mayTie(low int32) bool {
 	if c.word {
-		return int32(bits.TrailingZeros64(c.bestWord))
+		return low <= int32(bits.TrailingZeros64(c.bestWord))
 	}
-	return c.best[0][0]
+	return low <= c.best[0][0]
 }

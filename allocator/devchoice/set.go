@@ -60,11 +60,10 @@ func (s Set) Equal(o Set) bool {
 func (s Set) All() iter.Seq[int] {
 	return func(yield func(int) bool) {
 		for wi, w := range s {
-			for w != 0 {
+			for ; w != 0; w &= w - 1 {
 				if !yield(wi<<6 | bits.TrailingZeros64(w)) {
 					return
 				}
-				w &= w - 1
 			}
 		}
 	}

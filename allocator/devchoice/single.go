@@ -2,23 +2,20 @@ package devchoice
 
 import "math/bits"
 
-// countOneWord is countWord for chooseOneWord (no must-include device):
-// c.wFree, c.wMust and the free devices on the allowed groups, no more.
-func (c *Chooser) countOneWord() (mustSeen, total int32) {
-	allowed := c.allowedWord(&c.x.classes[c.cls[0]])
+// countOneWord is countWord for chooseOneWord (no must-include device): it
+// sets c.wFree and c.wMust and returns the free devices on the allowed groups.
+func (c *Chooser) countOneWord() int32 {
 	c.wFree, c.wMust = c.free[0][0], 0
-	return 0, int32(popcount(c.free[0][0] & allowed))
+	return int32(popcount(c.wFree & c.allowedWord(&c.x.classes[c.cls[0]])))
 }
 
-// chooseOneWord is Choose for one device of a class of at most 64, without
-// a must-include device, when every switch lies in one group: every choice
-// has one node, one switch, no NVLinks and nothing to pair, so the best is
-// the lowest packedKey of each bucket's lowest free device.
+// chooseOneWord is Choose's one pass for one device (see Choose): every
+// choice has one node, one switch, no NVLinks and nothing to pair, so the
+// best is the lowest packedKey of each bucket's lowest free device.
 func (c *Chooser) chooseOneWord() {
-	x := c.x
-	cl := &x.classes[c.cls[0]]
+	cl := &c.x.classes[c.cls[0]]
 	free := c.wFree
-	unknown := int32(x.nodes)
+	unknown := int32(c.x.nodes)
 	// The key's constant part (one node, one switch) and its fields' places.
 	base := uint64(1)<<(keyShift[critNodes]&63) | 1<<(keyShift[critSwitches]&63)
 	shU, shS, shN := keyShift[critUnknown]&63, keyShift[critSwitchLeft]&63, keyShift[critNodeLeft]&63

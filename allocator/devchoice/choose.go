@@ -142,7 +142,6 @@ type Chooser struct {
 	tmp       []int32
 	taken     []bool
 	combo     []int32
-	pot       pairPot
 	mneed     [MaxWants]int32 // must-include devices of each want (see potential)
 	bestPairs int32
 	bestLinks int

@@ -23,7 +23,8 @@
 //
 // Among admissible spans it takes the top-ranked one. This list is the
 // statement of the preference order (the code declares its criteria in
-// this order and compares them so; a test swaps two of them): two spans
+// this order and compares them so; the tests hold the code's order to the
+// reference model's, criterion by criterion): two spans
 // are compared on each criterion in turn, the first that differs deciding.
 //
 //  1. The span keeps the singleNUMANodeExclusive rule.

@@ -32,10 +32,14 @@ import (
 //  7. critSpan: the lowest node indices (span).
 //
 // Each criterion's comment says exactly what it compares. Changing the
-// order is changing rankOrder, the numbered lines above and the package
-// doc's list (allocatortest's tests check both lists); TestRankOrder
-// ranks two fixed spans both ways, under this order and with two criteria
-// swapped.
+// order is changing rankOrder; then TestEngineOrderIsTheModels fails
+// until the reference model's own statement of the order
+// (allocatortest.Criteria, the tests' oracle) says the same, and
+// TestCriteriaFollowTheRankDocComment until the numbered lines above do.
+// The package doc's list is checked for its length only
+// (TestPackageDocListsEveryCriterion): change its lines by hand.
+// TestRankOrder ranks two fixed spans both ways, under this order and
+// with two criteria swapped.
 //
 // Which spans are ranked: on pools of at most cover.SmallPool nodes, every
 // admissible span of the demanded width up to Options.SearchBudget of them

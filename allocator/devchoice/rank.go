@@ -175,11 +175,17 @@ func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 	return key, key2
 }
 
-// lowerWord is the chooser's one tie-break between choices of equal rank,
-// as words of one class: whether a holds the lowest device of a^b (a's
-// ascending list comes first lexicographically, for sets of one size);
-// false when equal. The general path's sorted lists (slices.Compare) and
-// single devices compare the same way; mayTie is its bound.
+// lowerWord is the tie-break between two choices of equal rank, as words
+// of one class: whether a holds the lowest device of a^b (a's ascending
+// list comes first lexicographically, for sets of one size); false when
+// equal. It is the one comparison of two choices' devices, but not the
+// only place that prefers low indices: the general path's sorted lists
+// (slices.Compare), mayTie's bound, the index in packed keys, the searches
+// that meet devices in ascending order and keep the first best (levelOne's
+// keys, selectFirst, greedyFirst, selectOther, exactWord) and lowestBits'
+// choices all assume it, and the tests that compare the paths
+// (TestWordPathIsTheGeneralPath, TestChooseWord*IsChoose, allocator's
+// TestGeneralPathsAgree) fail when only some of them change.
 func lowerWord(a, b uint64) bool {
 	x := a ^ b
 	return a&(x&-x) != 0

@@ -2,7 +2,6 @@ package devchoice_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -106,36 +105,7 @@ func TestEveryClassOrderAgainstBruteForce(t *testing.T) {
 			if len(wants) == 0 {
 				continue
 			}
-			req := &devchoice.Request{Nodes: nodes, Unknown: unknown}
-			for _, w := range wants {
-				n := len(devs[w.class])
-				req.Wants = append(req.Wants, devchoice.Want{Class: w.class, Count: w.count, Free: toSet(n, w.free), Must: toSet(n, w.must)})
-			}
-			res, err := x.NewChooser().Choose(req)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			got := make([][]int, len(wants))
-			for k, w := range wants {
-				got[k] = res.Devices(k).AppendTo(nil)
-				if len(got[k]) != w.count {
-					rt.Fatalf("want %d: %v for count %d", k, got[k], w.count)
-				}
-				for _, d := range got[k] {
-					if !slices.Contains(w.free, d) || !allowed(devs[w.class][d].group) {
-						rt.Fatalf("want %d: %v holds %d, not free on an allowed node", k, got[k], d)
-					}
-				}
-				for _, d := range w.must {
-					if !slices.Contains(got[k], d) {
-						rt.Fatalf("want %d: %v without must-include %d", k, got[k], d)
-					}
-				}
-			}
-			gotRank := refRank(m, devs, wants, allowed, got)
-			if gotRank != res.Rank {
-				rt.Fatalf("reported %+v, the reference computes %+v for %v", res.Rank, gotRank, got)
-			}
+			got, gotRank := chooseChecked(rt, x, m, devs, wants, nodes, unknown, allowed)
 			best, bestRank := refBest(m, devs, wants, allowed)
 			nodeLevel := func(r devchoice.Rank) devchoice.Rank {
 				return devchoice.Rank{Nodes: r.Nodes, Unknown: r.Unknown, Distance: r.Distance}

@@ -359,36 +359,7 @@ func TestChooseAgainstBruteForce(t *testing.T) {
 		if len(wants) == 0 {
 			return
 		}
-		req := &devchoice.Request{Nodes: nodes, Unknown: unknown}
-		for _, w := range wants {
-			n := len(devs[w.class])
-			req.Wants = append(req.Wants, devchoice.Want{Class: w.class, Count: w.count, Free: toSet(n, w.free), Must: toSet(n, w.must)})
-		}
-		res, err := x.NewChooser().Choose(req)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		got := make([][]int, len(wants))
-		for k, w := range wants {
-			got[k] = res.Devices(k).AppendTo(nil)
-			if len(got[k]) != w.count {
-				rt.Fatalf("want %d: %v for count %d", k, got[k], w.count)
-			}
-			for _, d := range got[k] {
-				if !slices.Contains(w.free, d) || !allowed(devs[w.class][d].group) {
-					rt.Fatalf("want %d: %v holds %d, not free on an allowed node", k, got[k], d)
-				}
-			}
-			for _, d := range w.must {
-				if !slices.Contains(got[k], d) {
-					rt.Fatalf("want %d: %v without must-include %d", k, got[k], d)
-				}
-			}
-		}
-		gotRank := refRank(m, devs, wants, allowed, got)
-		if gotRank != res.Rank {
-			rt.Fatalf("reported %+v, the reference computes %+v for %v", res.Rank, gotRank, got)
-		}
+		got, gotRank := chooseChecked(rt, x, m, devs, wants, nodes, unknown, allowed)
 		best, bestRank := refBest(m, devs, wants, allowed)
 		// The criteria the search is exact on.
 		cut := func(r devchoice.Rank) devchoice.Rank {
@@ -408,6 +379,44 @@ func TestChooseAgainstBruteForce(t *testing.T) {
 			rt.Fatalf("got %v %+v, the best (lowest indices) is %v %+v", got, gotRank, best, bestRank)
 		}
 	})
+}
+
+// chooseChecked asks x's chooser for wants on the allowed nodes and checks
+// the choice: each want's count, only free devices on allowed nodes, every
+// must-include device, and the rank the reference computes for it, which
+// it returns with the chosen devices.
+func chooseChecked(rt *rapid.T, x *devchoice.Index, m *topology.Machine, devs [][]refDev, wants []refWant, nodes numa.Mask, unknown bool, allowed func(int) bool) ([][]int, devchoice.Rank) {
+	req := &devchoice.Request{Nodes: nodes, Unknown: unknown}
+	for _, w := range wants {
+		n := len(devs[w.class])
+		req.Wants = append(req.Wants, devchoice.Want{Class: w.class, Count: w.count, Free: toSet(n, w.free), Must: toSet(n, w.must)})
+	}
+	res, err := x.NewChooser().Choose(req)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	got := make([][]int, len(wants))
+	for k, w := range wants {
+		got[k] = res.Devices(k).AppendTo(nil)
+		if len(got[k]) != w.count {
+			rt.Fatalf("want %d: %v for count %d", k, got[k], w.count)
+		}
+		for _, d := range got[k] {
+			if !slices.Contains(w.free, d) || !allowed(devs[w.class][d].group) {
+				rt.Fatalf("want %d: %v holds %d, not free on an allowed node", k, got[k], d)
+			}
+		}
+		for _, d := range w.must {
+			if !slices.Contains(got[k], d) {
+				rt.Fatalf("want %d: %v without must-include %d", k, got[k], d)
+			}
+		}
+	}
+	gotRank := refRank(m, devs, wants, allowed, got)
+	if gotRank != res.Rank {
+		rt.Fatalf("reported %+v, the reference computes %+v for %v", res.Rank, gotRank, got)
+	}
+	return got, gotRank
 }
 
 // bigMachine draws a machine of 1-16 NUMA nodes (random distances) with

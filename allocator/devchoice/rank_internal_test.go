@@ -51,7 +51,7 @@ func TestPackedKeyIsCompare(t *testing.T) {
 		var o [numCriteria]criterion
 		copy(o[:], perm)
 		withOrder(o, func() {
-			want := cmp.Or(compareRanks(&a, &b), cmp.Compare(da, db))
+			want := cmp.Or(compareRanks(&a, &b), cmpFirst(int32(da), int32(db)))
 			if got := cmp.Compare(packedKey(&a, da), packedKey(&b, db)); got != want {
 				rt.Fatalf("order %v: packed keys compare %d, ranks %d (%+v %d, %+v %d)", o, got, want, a, da, b, db)
 			}

@@ -441,7 +441,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 						continue
 					}
 					bn += int32(popcount(w))
-					if d := e.w<<6 | firstDev(w); k == 0 && (it.low < 0 || before(d, it.low)) {
+					if d := e.w<<6 | int32(firstDev(w)); k == 0 && (it.low < 0 || before(d, it.low)) {
 						it.low = d
 					}
 					if must != nil {

@@ -72,7 +72,7 @@ func (c *Chooser) levelOne() {
 		if forced > 0 {
 			tie = c.distTo(it.g)
 		}
-		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | (keyIndex(it.low)&4095)<<8 | uint64(i)
+		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | (keyIndex(int(it.low))&4095)<<8 | uint64(i)
 	}
 	if c.word {
 		slices.Sort(keys)
@@ -181,7 +181,7 @@ func (c *Chooser) pop(s *pickState) {
 // (every group of the word path's picks holds one).
 func (c *Chooser) pickLow() int32 {
 	if c.word {
-		return firstDev(c.pickFree)
+		return int32(firstDev(c.pickFree))
 	}
 	low := int32(-1)
 	for _, g := range c.pick {
@@ -300,7 +300,7 @@ func (c *Chooser) lastGroup(from int, items []wItem, need int32, unknown int32) 
 			lb := c.everyBound(unk, dist, st.nb+it.nb, c.linksFor(st.top+it.top))
 			sel := st.free | it.free
 			if c.have {
-				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(firstDev(sel)) {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(int32(firstDev(sel))) {
 					continue
 				}
 			}

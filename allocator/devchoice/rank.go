@@ -167,7 +167,7 @@ func compareRanks(r, o *Rank) int {
 func packedKey(r *Rank, d int) uint64 {
 	return uint64(r.Nodes)<<keyShift[critNodes] | uint64(r.Unknown)<<keyShift[critUnknown] |
 		uint64(r.Distance)<<keyShift[critDistance] | uint64(r.Switches)<<keyShift[critSwitches] |
-		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | keyIndex(int32(d))
+		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | keyIndex(d)
 }
 
 // keyTerms returns what decides as compareRanks does, smaller better, between
@@ -188,11 +188,11 @@ func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 // paths agree either way; "lowest" in comments means first in this order.
 
 // firstDev returns the device of w (not 0) that the tie-break prefers.
-func firstDev(w uint64) int32 {
+func firstDev(w uint64) int {
 	if lowFirst {
-		return int32(bits.TrailingZeros64(w))
+		return bits.TrailingZeros64(w)
 	}
-	return int32(63 - bits.LeadingZeros64(w))
+	return 63 - bits.LeadingZeros64(w)
 }
 
 // dropFirst returns w (not 0) without its device firstDev.
@@ -203,8 +203,15 @@ func dropFirst(w uint64) uint64 {
 	return w &^ (1 << uint(firstDev(w)))
 }
 
-// cmpFirst compares devices a and b, negative when a comes first; -1
-// (none) comes last.
+// before reports whether device a comes before device b (both at least 0).
+func before(a, b int32) bool {
+	if lowFirst {
+		return a < b
+	}
+	return a > b
+}
+
+// cmpFirst compares devices a and b as before does, -1 (none) last.
 func cmpFirst(a, b int32) int {
 	if lowFirst {
 		return cmp.Compare(uint32(a), uint32(b))
@@ -212,12 +219,9 @@ func cmpFirst(a, b int32) int {
 	return cmp.Compare(b, a)
 }
 
-// before reports whether device a comes before device b (both at least 0).
-func before(a, b int32) bool { return cmpFirst(a, b) < 0 }
-
 // keyIndex returns device d (below 64) as a packed key's index bits, the
 // smaller first; it is its own inverse.
-func keyIndex(d int32) uint64 {
+func keyIndex(d int) uint64 {
 	if lowFirst {
 		return uint64(d)
 	}
@@ -278,7 +282,7 @@ func lowerWord(a, b uint64) bool {
 // prefers the best when its first device comes before first).
 func (c *Chooser) mayTie(first int32) bool {
 	if c.word {
-		return !before(firstDev(c.bestWord), first)
+		return !before(int32(firstDev(c.bestWord)), first)
 	}
 	return !before(c.best[0][0], first)
 }

@@ -41,6 +41,6 @@ func (c *Chooser) chooseOneWord() {
 	if best == ^uint64(0) {
 		return // nothing free (refused before)
 	}
-	c.have, c.bestWord = true, 1<<(keyIndex(int32(best&63))&63)
+	c.have, c.bestWord = true, 1<<(keyIndex(int(best&63))&63)
 	c.bestRank = Rank{Nodes: 1, Unknown: int(best >> shU & 1), Switches: 1, SwitchLeft: int(best >> shS & 127), NodeLeft: int(best >> shN & 127)}
 }

@@ -62,7 +62,7 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 			}
 		}
 		it := &items[k]
-		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, firstDev(f), nb, fit, 0
+		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, int32(firstDev(f)), nb, fit, 0
 		k++
 	}
 	return items[:k]

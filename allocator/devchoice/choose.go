@@ -86,7 +86,7 @@ type Chooser struct {
 	mcnt  [MaxWants][]int32
 	gcnt  [MaxWants][]int32
 	gmust []bool  // the (allowed) group holds must-include devices
-	glow  []int32 // lowest free device of the first want, -1 when none
+	glow  []int32 // first free device (firstDev) of the first want, -1: none
 
 	// Level 1 (groups.go): the set of groups being built and the items.
 	pick            []int32           // the groups of the set being built
@@ -133,7 +133,7 @@ type Chooser struct {
 	gLinks   int // the most links a choice inside the current groups can have
 
 	// Level 3: devices.
-	cand      []int32 // first-want candidates, ascending
+	cand      []int32 // first-want candidates, in sortPref order
 	candItem  []int32
 	inS       []bool // first-want device -> chosen (greedyFirst's, cleared first)
 	gain      []int32
@@ -441,7 +441,7 @@ func (c *Chooser) countAll(mustSeen, total *[MaxWants]int32) {
 						continue
 					}
 					bn += int32(popcount(w))
-					if d := e.w<<6 | int32(bits.TrailingZeros64(w)); k == 0 && (it.low < 0 || d < it.low) {
+					if d := e.w<<6 | int32(firstDev(w)); k == 0 && (it.low < 0 || before(d, it.low)) {
 						it.low = d
 					}
 					if must != nil {

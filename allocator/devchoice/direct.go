@@ -126,7 +126,7 @@ func (c *Chooser) oneNodeWord(count int32, free uint64, whole bool) bool {
 			case !c.links:
 				sel := m
 				if nb > count {
-					sel = lowestBits(m, int(count))
+					sel = preferBits(m, int(count))
 				}
 				d.offer(left, 0, sel)
 			case nb == count && m == bm: // the whole bucket

@@ -2,6 +2,9 @@ package devchoice
 
 import "github.com/numaplace/numaplace/numa"
 
+// LowFirst is the tie-break's constant (rank.go), for the reference.
+const LowFirst = lowFirst
+
 // WholeGroupsWord runs ChooseWord's decision over several whole groups
 // alone (for count at least 2 devices of class 0 out of free, without
 // must-include devices) and returns its choice, or false when it leaves

@@ -2,7 +2,6 @@ package devchoice
 
 import (
 	"cmp"
-	"math/bits"
 	"slices"
 )
 
@@ -73,14 +72,14 @@ func (c *Chooser) levelOne() {
 		if forced > 0 {
 			tie = c.distTo(it.g)
 		}
-		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | uint64(uint32(it.low)&4095)<<8 | uint64(i)
+		keys[i] = uint64(127-it.c0)<<56 | uint64(uint32(tie))<<20 | (keyIndex(int(it.low))&4095)<<8 | uint64(i)
 	}
 	if c.word {
 		slices.Sort(keys)
 	} else {
 		slices.SortFunc(keys, func(p, q uint64) int {
 			a, b := &items[p&255], &items[q&255]
-			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(uint32(p>>20), uint32(q>>20)), cmp.Compare(uint32(a.low), uint32(b.low)), cmp.Compare(p&255, q&255))
+			return cmp.Or(cmp.Compare(b.c0, a.c0), cmp.Compare(uint32(p>>20), uint32(q>>20)), cmpFirst(a.low, b.low), cmp.Compare(p&255, q&255))
 		})
 	}
 	sorted := grow(c.wsorted, len(items))
@@ -182,13 +181,15 @@ func (c *Chooser) pop(s *pickState) {
 // (every group of the word path's picks holds one).
 func (c *Chooser) pickLow() int32 {
 	if c.word {
-		return int32(bits.TrailingZeros64(c.pickFree))
+		return int32(firstDev(c.pickFree))
 	}
-	low := ^uint32(0) // -1, none, is above every device as a uint32
+	low := int32(-1)
 	for _, g := range c.pick {
-		low = min(low, uint32(c.glow[g]))
+		if l := c.glow[g]; l >= 0 && (low < 0 || before(l, low)) {
+			low = l
+		}
 	}
-	return int32(low)
+	return low
 }
 
 // spent reports whether level 1's budgets are spent.
@@ -299,7 +300,7 @@ func (c *Chooser) lastGroup(from int, items []wItem, need int32, unknown int32) 
 			lb := c.everyBound(unk, dist, st.nb+it.nb, c.linksFor(st.top+it.top))
 			sel := st.free | it.free
 			if c.have {
-				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(int32(bits.TrailingZeros64(sel))) {
+				if d := compareRanks(&lb, &c.bestRank); d > 0 || d == 0 && !c.mayTie(int32(firstDev(sel))) {
 					continue
 				}
 			}

@@ -1,6 +1,10 @@
 package devchoice
 
-import "math/bits"
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+)
 
 // Rank is how good a choice of devices is: one field per criterion of the
 // chooser, compared in this order by [Rank.Compare] and by every
@@ -158,11 +162,12 @@ func compareRanks(r, o *Rank) int {
 
 // packedKey returns r packed above device index d (below 64): of two ranks of
 // equal Unpaired and NVLinks, fields within keyBits, the smaller key is the
-// one compareRanks prefers, then the lower device (TestPackedKeyIsCompare).
+// one compareRanks prefers, then the device first in the tie-break's order
+// (keyIndex; TestPackedKeyIsCompare).
 func packedKey(r *Rank, d int) uint64 {
 	return uint64(r.Nodes)<<keyShift[critNodes] | uint64(r.Unknown)<<keyShift[critUnknown] |
 		uint64(r.Distance)<<keyShift[critDistance] | uint64(r.Switches)<<keyShift[critSwitches] |
-		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | uint64(d)
+		uint64(r.SwitchLeft)<<keyShift[critSwitchLeft] | uint64(r.NodeLeft)<<keyShift[critNodeLeft] | keyIndex(d)
 }
 
 // keyTerms returns what decides as compareRanks does, smaller better, between
@@ -175,28 +180,109 @@ func keyTerms(key uint64, links int, key2 uint64, links2 int) (uint64, uint64) {
 	return key, key2
 }
 
-// lowerWord is the tie-break between two choices of equal rank, as words
-// of one class: whether a holds the lowest device of a^b (a's ascending
-// list comes first lexicographically, for sets of one size); false when
-// equal. It is the one comparison of two choices' devices, but not the
-// only place that prefers low indices: the general path's sorted lists
-// (slices.Compare), mayTie's bound, the index in packed keys, the searches
-// that meet devices in ascending order and keep the first best (levelOne's
-// keys, selectFirst, greedyFirst, selectOther, exactWord) and lowestBits'
-// choices all assume it, and the tests that compare the paths
-// (TestWordPathIsTheGeneralPath, TestChooseWord*IsChoose, allocator's
-// TestGeneralPathsAgree) fail when only some of them change.
-func lowerWord(a, b uint64) bool {
-	x := a ^ b
-	return a&(x&-x) != 0
+// The tie-break between choices of equal rank, defined here only: lowFirst
+// (tie_low.go) prefers the lowest device indices, as Rank's doc says; the
+// build tag numaplace_hightie (tie_high.go) makes it the highest. Every
+// code that meets devices in an order and keeps the first best goes
+// through these helpers (the compiler drops the branch not taken), so the
+// paths agree either way; "lowest" in comments means first in this order.
+
+// firstDev returns the device of w (not 0) that the tie-break prefers.
+func firstDev(w uint64) int {
+	if lowFirst {
+		return bits.TrailingZeros64(w)
+	}
+	return 63 - bits.LeadingZeros64(w)
 }
 
-// mayTie reports whether a choice whose lowest first-want device is at
-// least low may still win a tie of ranks against the best choice
-// (lowerWord prefers the best when its lowest device is below low).
-func (c *Chooser) mayTie(low int32) bool {
-	if c.word {
-		return low <= int32(bits.TrailingZeros64(c.bestWord))
+// dropFirst returns w (not 0) without its device firstDev.
+func dropFirst(w uint64) uint64 {
+	if lowFirst {
+		return w & (w - 1)
 	}
-	return low <= c.best[0][0]
+	return w &^ (1 << uint(firstDev(w)))
+}
+
+// before reports whether device a comes before device b (both at least 0).
+func before(a, b int32) bool {
+	if lowFirst {
+		return a < b
+	}
+	return a > b
+}
+
+// cmpFirst compares devices a and b as before does, -1 (none) last.
+func cmpFirst(a, b int32) int {
+	if lowFirst {
+		return cmp.Compare(uint32(a), uint32(b))
+	}
+	return cmp.Compare(b, a)
+}
+
+// keyIndex returns device d (below 64) as a packed key's index bits, the
+// smaller first; it is its own inverse.
+func keyIndex(d int) uint64 {
+	if lowFirst {
+		return uint64(d)
+	}
+	return uint64(63 - d)
+}
+
+// preferBits returns the k devices of w that the tie-break prefers.
+func preferBits(w uint64, k int) uint64 {
+	rest := w
+	for ; k > 0 && rest != 0; k-- {
+		rest = dropFirst(rest)
+	}
+	return w &^ rest
+}
+
+// indices writes the indices of the bits of w into idx in the tie-break's
+// order and returns how many there are.
+func indices(w uint64, idx *[64]uint8) int {
+	k := 0
+	for ; w != 0; w = dropFirst(w) {
+		idx[k&63] = uint8(firstDev(w))
+		k++
+	}
+	return k
+}
+
+// sortPref sorts a list of devices in the tie-break's order.
+func sortPref(s []int32) {
+	slices.Sort(s)
+	if !lowFirst {
+		slices.Reverse(s)
+	}
+}
+
+// comparePref compares two lists of devices of one size sorted by sortPref,
+// negative when a comes first: lowerWord on lists.
+func comparePref(a, b []int32) int {
+	if lowFirst {
+		return slices.Compare(a, b)
+	}
+	return slices.Compare(b, a)
+}
+
+// lowerWord is the tie-break between two choices of equal rank, as words
+// of one class: whether a holds the first device (firstDev) of a^b (a's
+// list in the tie-break's order comes first lexicographically, for sets of
+// one size); false when equal.
+func lowerWord(a, b uint64) bool {
+	if lowFirst {
+		x := a ^ b
+		return a&(x&-x) != 0
+	}
+	return a > b // a holds the highest device of a^b
+}
+
+// mayTie reports whether a choice whose first first-want device (firstDev)
+// is first may still win a tie of ranks against the best choice (lowerWord
+// prefers the best when its first device comes before first).
+func (c *Chooser) mayTie(first int32) bool {
+	if c.word {
+		return !before(int32(firstDev(c.bestWord)), first)
+	}
+	return !before(c.best[0][0], first)
 }

@@ -51,7 +51,7 @@ func TestPackedKeyIsCompare(t *testing.T) {
 		var o [numCriteria]criterion
 		copy(o[:], perm)
 		withOrder(o, func() {
-			want := cmp.Or(compareRanks(&a, &b), cmp.Compare(da, db))
+			want := cmp.Or(compareRanks(&a, &b), cmpFirst(int32(da), int32(db)))
 			if got := cmp.Compare(packedKey(&a, da), packedKey(&b, db)); got != want {
 				rt.Fatalf("order %v: packed keys compare %d, ranks %d (%+v %d, %+v %d)", o, got, want, a, da, b, db)
 			}
@@ -119,12 +119,16 @@ func TestSwappedCriteriaChangeEveryPath(t *testing.T) {
 	swapped := order
 	swapped[6], swapped[7] = swapped[7], swapped[6]
 	for _, tc := range []struct {
-		count          int
-		declared, swap uint64
+		count              int
+		declared, swap     uint64
+		highDecl, highSwap uint64 // the tie-break of the highest indices (tie_high.go)
 	}{
-		{1, 1 << 0, 1 << 4},
-		{2, 1<<0 | 1<<1, 1<<4 | 1<<5},
+		{1, 1 << 0, 1 << 4, 1 << 3, 1 << 6},
+		{2, 1<<0 | 1<<1, 1<<4 | 1<<5, 1<<2 | 1<<3, 1<<5 | 1<<6},
 	} {
+		if !lowFirst {
+			tc.declared, tc.swap = tc.highDecl, tc.highSwap
+		}
 		for _, gen := range []bool{false, true} {
 			if got := choose(tc.count, gen); got != tc.declared {
 				t.Errorf("count %d, general %v, declared order: %#b, want %#b", tc.count, gen, got, tc.declared)

@@ -1,6 +1,7 @@
 package devchoice_test
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -158,6 +159,21 @@ func refCompare(a, b devchoice.Rank) int {
 	return slices.Compare(x, y)
 }
 
+// refTie is the tie-break between two ascending lists of one size (Rank's
+// doc): the lowest indices compared lexicographically, or the highest from
+// the end under the build tag numaplace_hightie (devchoice.LowFirst false).
+func refTie(x, y []int) int {
+	if devchoice.LowFirst {
+		return slices.Compare(x, y)
+	}
+	for i := len(x) - 1; i >= 0; i-- {
+		if x[i] != y[i] {
+			return cmp.Compare(y[i], x[i])
+		}
+	}
+	return 0
+}
+
 // refBest returns the best selection by brute force over every
 // combination (nil when none).
 func refBest(m *topology.Machine, devs [][]refDev, wants []refWant, allowed func(int) bool) ([][]int, devchoice.Rank) {
@@ -192,7 +208,7 @@ func refBest(m *topology.Machine, devs [][]refDev, wants []refWant, allowed func
 			c := refCompare(r, bestRank)
 			if c == 0 {
 				for j := range cur {
-					if c = slices.Compare(cur[j], best[j]); c != 0 {
+					if c = refTie(cur[j], best[j]); c != 0 {
 						break
 					}
 				}

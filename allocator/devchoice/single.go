@@ -1,7 +1,5 @@
 package devchoice
 
-import "math/bits"
-
 // countOneWord is countWord for chooseOneWord (no must-include device): it
 // sets c.wFree and c.wMust and returns the free devices on the allowed groups.
 func (c *Chooser) countOneWord() int32 {
@@ -31,18 +29,18 @@ func (c *Chooser) chooseOneWord() {
 		}
 		lo, hi := cl.cbStart[g], cl.cbStart[g+1]
 		if hi == lo+1 { // one bucket: the group's lowest device
-			best = min(best, key|uint64(popcount(f)-1)<<shS|uint64(bits.TrailingZeros64(f)))
+			best = min(best, key|uint64(popcount(f)-1)<<shS|keyIndex(firstDev(f)))
 			continue
 		}
 		for _, bm := range cl.bm[lo:hi] {
 			if m := free & bm; m != 0 {
-				best = min(best, key|uint64(popcount(m)-1)<<shS|uint64(bits.TrailingZeros64(m)))
+				best = min(best, key|uint64(popcount(m)-1)<<shS|keyIndex(firstDev(m)))
 			}
 		}
 	}
 	if best == ^uint64(0) {
 		return // nothing free (refused before)
 	}
-	c.have, c.bestWord = true, 1<<(best&63)
+	c.have, c.bestWord = true, 1<<(keyIndex(int(best&63))&63)
 	c.bestRank = Rank{Nodes: 1, Unknown: int(best >> shU & 1), Switches: 1, SwitchLeft: int(best >> shS & 127), NodeLeft: int(best >> shN & 127)}
 }

@@ -236,8 +236,8 @@ func (c *Chooser) leafSwitches(s int) {
 	r := c.rankOf()
 	if c.have {
 		d := compareRanks(&r, &c.bestRank)
-		for k := 0; d == 0 && k < c.nw; k++ { // lowerWord's tie-break on sorted lists
-			d = slices.Compare(c.sel[k], c.best[k])
+		for k := 0; d == 0 && k < c.nw; k++ { // lowerWord on sorted lists
+			d = comparePref(c.sel[k], c.best[k])
 		}
 		if d >= 0 {
 			return
@@ -305,7 +305,7 @@ func (c *Chooser) take(k int, d int32) {
 }
 
 // gather appends the free devices of want k in the items selected by in
-// (every item when in is nil) to dst, ascending, and returns it.
+// (every item when in is nil) to dst, in sortPref order, and returns it.
 func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 	dst = dst[:0]
 	free, cl := c.free[k], c.cls[k]
@@ -321,12 +321,12 @@ func (c *Chooser) gather(k int, in []bool, dst []int32) []int32 {
 			}
 		}
 	}
-	slices.Sort(dst)
+	sortPref(dst)
 	return dst
 }
 
 // selectFirst chooses the first want's devices in c.inB's switches into
-// c.sel[0]: the must-include ones, then of the others (c.cand, ascending,
+// c.sel[0]: the must-include ones, then of the others (c.cand, sortPref,
 // items in c.candItem) the lowest if they are the count or nothing tells
 // them apart, else enumFirst's when they are few, else greedyFirst's.
 func (c *Chooser) selectFirst() {
@@ -355,7 +355,7 @@ func (c *Chooser) selectFirst() {
 	default:
 		c.greedyFirst()
 	}
-	slices.Sort(c.sel[0])
+	sortPref(c.sel[0])
 }
 
 // combos returns C(n, k), or exactCombos+1 when it is larger.
@@ -529,7 +529,7 @@ func (c *Chooser) selectOther(k int) {
 	c.taken = grow(c.taken, len(c.tmp))
 	clear(c.taken)
 	c.sel[k] = c.sel[k][:0]
-	// pass takes the untaken devices ok accepts, ascending, up to the count.
+	// pass takes the untaken devices ok accepts, in order, up to the count.
 	pass := func(ok func(d, it int32) bool) {
 		for i := 0; i < len(c.tmp) && len(c.sel[k]) < need; i++ {
 			if d := c.tmp[i]; !c.taken[i] && ok(d, c.itemOf(k, d)) {
@@ -543,7 +543,7 @@ func (c *Chooser) selectOther(k int) {
 	pass(func(_, it int32) bool { return c.used(it) })
 	for len(c.sel[k]) < need {
 		// A new switch: the smallest holding the rest, else the largest
-		// (the lowest score); on a tie the first met (c.tmp ascends).
+		// (the lowest score); on a tie the first met (c.tmp: sortPref).
 		r := int32(need - len(c.sel[k]))
 		best, bs := int32(-1), int32(0)
 		for _, d := range c.tmp {
@@ -561,5 +561,5 @@ func (c *Chooser) selectOther(k int) {
 		}
 		pass(func(_, it int32) bool { return it == best })
 	}
-	slices.Sort(c.sel[k])
+	sortPref(c.sel[k])
 }

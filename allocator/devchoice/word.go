@@ -62,7 +62,7 @@ func countGroups(items []wItem, wgs []wordGroup, bm []uint64, free uint64, need 
 			}
 		}
 		it := &items[k]
-		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, int32(bits.TrailingZeros64(f)), nb, fit, 0
+		it.free, it.g, it.c0, it.low, it.nb, it.fit, it.top = f, wg.g, n, int32(firstDev(f)), nb, fit, 0
 		k++
 	}
 	return items[:k]
@@ -168,20 +168,11 @@ func (c *Chooser) wordChoice(cand uint64, need int32) (sel uint64, ok bool) {
 	case popcount(cand) == int(need):
 		return cand, true
 	case !c.links:
-		return c.wMust | lowestBits(free, rest), true
+		return c.wMust | preferBits(free, rest), true
 	case free>>63 == 0 && combos(popcount(free), rest) <= exactCombos:
 		return c.exactWord(free, rest), true
 	}
 	return 0, false
-}
-
-// lowestBits returns the k lowest bits of w.
-func lowestBits(w uint64, k int) uint64 {
-	rest := w
-	for ; k > 0 && rest != 0; k-- {
-		rest &= rest - 1
-	}
-	return w &^ rest
 }
 
 // linksWord returns the NVLink links among the GPUs of sel.
@@ -207,17 +198,6 @@ func (x *Index) linksWord(sel uint64) int {
 	return int(links)
 }
 
-// indices writes the indices of the bits of w, ascending, into idx and
-// returns how many there are.
-func indices(w uint64, idx *[64]uint8) int {
-	k := 0
-	for ; w != 0; w &= w - 1 {
-		idx[k&63] = uint8(bits.TrailingZeros64(w))
-		k++
-	}
-	return k
-}
-
 // exactWord is exactFirst for the word path: of the combinations of rest
 // devices of free (with the must-include ones, c.wMust), the one with the
 // most links, then the lowest indices. free has at most 63 devices, and
@@ -228,8 +208,8 @@ func (c *Chooser) exactWord(free uint64, rest int) uint64 {
 	n := indices(free, pos)
 	e.n = n
 	must := c.wMust
-	// The combinations in lexicographic order, links summed as they grow:
-	// the first best has the lowest indices. Each candidate's own weight
+	// The combinations in lexicographic order (of indices' order), links
+	// summed as they grow: the first best wins the tie. A candidate's weight
 	// is its links to the must-include devices.
 	rows := c.x.rows
 	w := &e.w

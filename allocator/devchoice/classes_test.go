@@ -7,48 +7,18 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/numaplace/numaplace/allocator/devchoice"
-	"github.com/numaplace/numaplace/numa"
 	"github.com/numaplace/numaplace/topology"
 )
 
-// threeClassMachine draws a machine of 1-3 NUMA nodes with up to 4 GPUs,
-// 1-8 RDMA NICs and 1-6 NVMe drives (more than the GPUs, often), each on a node or of unknown node, under
-// a switch of its node, a switch name shared across nodes, or none, and
-// NVLinks between some GPUs.
+// threeClassMachine draws a machine of 1-3 NUMA nodes (randomNodes) with
+// up to 4 GPUs, 1-8 RDMA NICs and 1-6 NVMe drives (more than the GPUs,
+// often), placed as randomNodes places them, and NVLinks between some
+// GPUs.
 func threeClassMachine(t *rapid.T) *topology.Machine {
-	nodes := rapid.IntRange(1, 3).Draw(t, "nodes")
-	b := topology.NewBuilder("three-classes")
-	rows := make([][]int, nodes)
-	for i := range rows {
-		rows[i] = make([]int, nodes)
-	}
-	for i := range nodes {
-		b.AddNode(topology.Node{ID: numa.NodeID(i), Socket: i / 2, CPUs: numa.NewCPUSet(i)})
-		rows[i][i] = 10
-		for j := i + 1; j < nodes; j++ {
-			d := rapid.IntRange(11, 40).Draw(t, "distance")
-			rows[i][j], rows[j][i] = d, d
-		}
-	}
-	b.SetDistances(rows)
-	place := func() (numa.NodeID, string) {
-		node := rapid.IntRange(-1, nodes-1).Draw(t, "node")
-		id := topology.UnknownNode
-		if node >= 0 {
-			id = numa.NodeID(node)
-		}
-		switch s := rapid.IntRange(-1, 5).Draw(t, "switch"); {
-		case s < 0:
-			return id, ""
-		case s >= 4:
-			return id, fmt.Sprintf("x%d", s-4) // one name on several nodes
-		default:
-			return id, fmt.Sprintf("n%ds%d", node, s%2)
-		}
-	}
+	b, place := randomNodes(t, "three-classes", 3)
 	gpus := rapid.IntRange(0, 4).Draw(t, "gpus")
 	for g := range gpus {
-		node, sw := place()
+		node, sw := place("gpu")
 		b.AddGPU(topology.GPU{ID: g, NUMANode: node, PCIeSwitch: sw})
 	}
 	for a := range gpus {
@@ -63,7 +33,7 @@ func threeClassMachine(t *rapid.T) *topology.Machine {
 		most int
 	}{{"rdma", 8}, {"nvme", 6}} {
 		for d := range rapid.IntRange(1, class.most).Draw(t, class.name) {
-			node, sw := place()
+			node, sw := place(class.name)
 			b.AddDevice(topology.Device{ID: fmt.Sprintf("%s%d", class.name, d), Class: class.name, NUMANode: node, PCIeSwitch: sw})
 		}
 	}
@@ -81,11 +51,11 @@ func threeClassMachine(t *rapid.T) *topology.Machine {
 // devices, only free devices on allowed nodes, reports the rank the
 // reference computes for it, and is best on the criteria the search is
 // exact on for any request: the NUMA nodes, the unknown node and the
-// distance. Each machine gets 20 requests.
+// distance. Each machine gets 30 requests.
 func TestEveryClassOrderAgainstBruteForce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := threeClassMachine(rt)
-		for range 20 { // requests per machine
+		for range 30 { // requests per machine
 			x, devs, nodes, unknown, allowed := drawCase(rt, m)
 			var wants []refWant
 			for cl := range devs {

@@ -232,8 +232,40 @@ func refBest(m *topology.Machine, devs [][]refDev, wants []refWant, allowed func
 // by GPUs and NICs (and now and then across nodes), and NVLinks when
 // links is set.
 func randomMachine(t *rapid.T, links bool) *topology.Machine {
-	nodes := rapid.IntRange(1, 4).Draw(t, "nodes")
-	b := topology.NewBuilder("random")
+	b, place := randomNodes(t, "random", 4)
+	n := rapid.IntRange(0, 8).Draw(t, "gpus")
+	for g := range n {
+		node, sw := place("gpu")
+		b.AddGPU(topology.GPU{ID: 3 * g, NUMANode: node, PCIeSwitch: sw})
+	}
+	for d := range rapid.IntRange(0, 6).Draw(t, "nics") {
+		node, sw := place("nic")
+		b.AddDevice(topology.Device{ID: fmt.Sprintf("mlx5_%d", d), Class: "rdma", NUMANode: node, PCIeSwitch: sw})
+	}
+	if links {
+		for a := range n {
+			for c := a + 1; c < n; c++ {
+				if l := rapid.IntRange(0, 4).Draw(t, "links"); l > 0 {
+					b.AddNVLink(3*a, 3*c, l)
+				}
+			}
+		}
+	}
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// randomNodes starts a machine of 1 to most NUMA nodes (IDs 0, 2, 4...,
+// two nodes a socket) with random SLIT distances, and returns it with
+// place, which draws a device's node (or the unknown node) and switch
+// (none, one of three of its node, or now and then a name on several
+// nodes), the draws labelled by label.
+func randomNodes(t *rapid.T, name string, most int) (*topology.Builder, func(label string) (numa.NodeID, string)) {
+	nodes := rapid.IntRange(1, most).Draw(t, "nodes")
+	b := topology.NewBuilder(name)
 	rows := make([][]int, nodes)
 	for i := range rows {
 		rows[i] = make([]int, nodes)
@@ -262,29 +294,7 @@ func randomMachine(t *rapid.T, links bool) *topology.Machine {
 		}
 		return id, sw
 	}
-	n := rapid.IntRange(0, 8).Draw(t, "gpus")
-	for g := range n {
-		node, sw := place("gpu")
-		b.AddGPU(topology.GPU{ID: 3 * g, NUMANode: node, PCIeSwitch: sw})
-	}
-	for d := range rapid.IntRange(0, 6).Draw(t, "nics") {
-		node, sw := place("nic")
-		b.AddDevice(topology.Device{ID: fmt.Sprintf("mlx5_%d", d), Class: "rdma", NUMANode: node, PCIeSwitch: sw})
-	}
-	if links {
-		for a := range n {
-			for c := a + 1; c < n; c++ {
-				if l := rapid.IntRange(0, 4).Draw(t, "links"); l > 0 {
-					b.AddNVLink(3*a, 3*c, l)
-				}
-			}
-		}
-	}
-	m, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return b, place
 }
 
 // drawWant draws a want of class cl: free devices, must-include devices
